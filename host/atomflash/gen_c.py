@@ -1,0 +1,157 @@
+"""Generate the C/C++ header from :mod:`atomflash.spec`.
+
+    python -m atomflash.gen_c build/gen/atomflash_spec.h
+
+The header is a build output (``make gen``), never committed or edited.  It
+serves the RISC-V firmware, the NAND model (C++) and the byte-identity test.
+Records become packed structs with size and offset assertions; bit ranges
+become SHIFT/MASK macros; enums become #defines plus a name/meaning lookup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from pathlib import Path
+
+from . import spec
+from .specdsl import Record
+
+PREFIX = "AF"
+
+
+def _c_name(*parts: str) -> str:
+    return "_".join(p.upper() for p in (PREFIX, *parts))
+
+
+def _comment(text: str) -> str:
+    return "/* " + text.replace("*/", "* /") + " */"
+
+
+def _record(out: io.StringIO, rec: Record) -> None:
+    tname = f"af_{rec.name}_t"
+    out.write(f"\n{_comment(rec.doc)}\n")
+    out.write(f"#define {_c_name(rec.name, 'SIZE')} {rec.size}u\n")
+    out.write("typedef struct __attribute__((packed)) {\n")
+    for f in rec.fields:
+        out.write(f"    {f.ctype:9} {f.name};  {_comment(f'@{f.offset}: {f.doc}')}\n")
+    out.write(f"}} {tname};\n")
+    out.write(f"AF_STATIC_ASSERT(sizeof({tname}) == {rec.size}, \"{rec.name} size\");\n")
+    for f in rec.fields:
+        out.write(f"AF_STATIC_ASSERT(offsetof({tname}, {f.name}) == {f.offset}, \"{rec.name}.{f.name} offset\");\n")
+        for b in f.bits:
+            base = _c_name(rec.name, f.name, b.name)
+            out.write(f"#define {base}_SHIFT {b.lsb}u  {_comment(b.doc)}\n")
+            out.write(f"#define {base}_MASK 0x{b.mask:x}u\n")
+            out.write(f"#define {base}_GET(v) (((v) & {base}_MASK) >> {base}_SHIFT)\n")
+            out.write(f"#define {base}_SET(v, x) (((v) & ~{base}_MASK) | (((x) << {base}_SHIFT) & {base}_MASK))\n")
+
+
+def _enum(out: io.StringIO, enum) -> None:
+    name = enum.__name__
+    out.write(f"\n/* enum {name} */\n")
+    for m in enum:
+        out.write(f"#define {_c_name(name, m.name)} 0x{int(m):02x}u  {_comment(m.doc)}\n")
+    lname = f"af_{name.lower()}"
+    out.write(f"static inline const char *{lname}_name(unsigned v) {{\n    switch (v) {{\n")
+    for m in enum:
+        out.write(f"    case 0x{int(m):02x}u: return \"{m.name}\";\n")
+    out.write("    default: return \"?\";\n    }\n}\n")
+    out.write(f"static inline const char *{lname}_doc(unsigned v) {{\n    switch (v) {{\n")
+    for m in enum:
+        doc = m.doc.replace("\\", "\\\\").replace('"', '\\"')
+        out.write(f"    case 0x{int(m):02x}u: return \"{doc}\";\n")
+    out.write("    default: return \"unknown\";\n    }\n}\n")
+
+
+def _crc(out: io.StringIO, p: spec.CrcParams) -> None:
+    # Bitwise implementation derived from the parameters; tables are not worth
+    # their RAM in the firmware for 36-byte records.
+    if not (p.reflect_input and p.reflect_output and p.width == 32):
+        raise NotImplementedError("only reflected 32-bit CRCs are generated")
+    rpoly = int(f"{p.polynomial:032b}"[::-1], 2)
+    out.write(f"""
+/* {p.name}: the OOB record CRC (check value 0x{p.check:08x}). */
+static inline uint32_t af_crc32_update(uint32_t crc, const void *data, size_t len) {{
+    const uint8_t *b = (const uint8_t *)data;
+    while (len--) {{
+        crc ^= *b++;
+        for (int i = 0; i < 8; i++)
+            crc = (crc >> 1) ^ (0x{rpoly:08x}u & (0u - (crc & 1u)));
+    }}
+    return crc;
+}}
+static inline uint32_t af_crc32(const void *data, size_t len) {{
+    return af_crc32_update(0x{p.initial_crc:08x}u, data, len) ^ 0x{p.xor_output:08x}u;
+}}
+""")
+
+
+def generate() -> str:
+    out = io.StringIO()
+    out.write(f"""/* atomflash_spec.h -- GENERATED from host/atomflash/spec.py by atomflash.gen_c.
+ * Do not edit: change the spec and run `make gen`.  Spec version {spec.SPEC_VERSION}. */
+#ifndef ATOMFLASH_SPEC_H
+#define ATOMFLASH_SPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define AF_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define AF_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+""")
+    out.write("\n/* scalars */\n")
+    for name, (value, doc) in spec.SCALARS.items():
+        out.write(f"#define {_c_name(name)} 0x{value:x}ull  {_comment(doc)}\n")
+    for group in spec.CONSTANTS:
+        out.write(f"\n{_comment(group.doc)}\n")
+        for c in group.items:
+            out.write(f"#define {_c_name(group.name, c.name)} {c.value}u  {_comment(c.doc)}\n")
+    for enum in spec.ENUMS:
+        _enum(out, enum)
+    for rec in spec.RECORDS:
+        _record(out, rec)
+    _crc(out, spec.OOB_CRC)
+
+    out.write("\n/* NAND geometry profiles (NandProfile) */\n")
+    for p in spec.NAND_PROFILES.values():
+        n = p.name.upper()
+        out.write(f"{_comment(p.source)}\n")
+        for attr in ("page_data", "page_spare", "pages_per_block", "blocks_per_lun", "luns",
+                     "t_r_ns", "t_prog_ns", "t_bers_ns"):
+            out.write(f"#define {_c_name('NAND', n, attr)} {getattr(p, attr)}u\n")
+
+    out.write("\n/* ONFI asynchronous timing, ns per mode 0..5 */\n#define AF_ONFI_MODES 6\n")
+    out.write("enum af_onfi_timing {\n")
+    for name, _, doc in spec.ONFI_TIMING_PARAMS:
+        out.write(f"    AF_ONFI_{name.upper()},  {_comment(doc)}\n")
+    out.write("    AF_ONFI_TIMING_COUNT\n};\n")
+    out.write("static const char *const af_onfi_timing_name[AF_ONFI_TIMING_COUNT] = {\n")
+    out.write("".join(f"    \"{name}\",\n" for name, _, _ in spec.ONFI_TIMING_PARAMS))
+    out.write("};\n")
+    out.write("static const uint16_t af_onfi_timing_ns[AF_ONFI_TIMING_COUNT][AF_ONFI_MODES] = {\n")
+    for name, values, _ in spec.ONFI_TIMING_PARAMS:
+        out.write(f"    {{{', '.join(str(v) for v in values)}}},  /* {name} */\n")
+    out.write("};\n")
+    out.write("\n#endif /* ATOMFLASH_SPEC_H */\n")
+    return out.getvalue()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("output", type=Path, help="header to write (e.g. build/gen/atomflash_spec.h)")
+    args = ap.parse_args(argv)
+    text = generate()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    # Rewrite only on change so make and Verilator do not rebuild needlessly.
+    if not args.output.exists() or args.output.read_text() != text:
+        args.output.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

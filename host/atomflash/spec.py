@@ -1,0 +1,380 @@
+"""The single source of truth for every format that crosses a boundary.
+
+Host library, firmware (through the generated C header, ``make gen``), RTL
+(through :mod:`rtl.spec`) and the NAND model all take their formats, codes and
+limits from here.  Change a field here and every side follows; never copy a
+constant into another language by hand.
+
+Byte order is little-endian everywhere (host, RISC-V firmware and the RTL's
+Wishbone buses are all little-endian).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from .specdsl import Bits, Constant, ConstantGroup, DocEnum, Record, u8, u16, u32, u64
+
+SPEC_VERSION = 1
+
+# -----------------------------------------------------------------------------
+# Opcodes: standard NVMe-shaped verbs, then atomflash's vendor verbs (>= 0x80,
+# the range NVMe leaves to vendors).
+# -----------------------------------------------------------------------------
+
+
+class Opcode(DocEnum):
+    FLUSH = 0x00, "return once every acknowledged write is durable on flash"
+    WRITE = 0x01, "write nlb blocks from buf to lba..lba+nlb-1 (each block commits on its own)"
+    READ = 0x02, "read nlb blocks at lba into buf; unmapped blocks read as zeros"
+    DEALLOCATE = 0x09, "trim: unbind nlb blocks at lba (durable through a trim record)"
+    IDENTIFY = 0x06, "copy the IDENTIFY record (geometry and limits) to buf"
+    GET_LOG = 0x0A, "copy the statistics log page to buf"
+    ATOMIC_WRITE = 0x81, "write nlist (lba, buf) pairs from list as one all-or-nothing group"
+    TX_WRITE = 0x82, "stage nlb blocks at lba in transaction tid (visible to tid only)"
+    TX_READ = 0x83, "read nlb blocks at lba as transaction tid sees them"
+    TX_COMMIT = 0x84, "make every write of tid durable and visible, all or nothing"
+    TX_ABORT = 0x85, "drop every write of tid"
+    APPEND = 0x86, "stage nlb blocks from buf with no LBA; result is a remap token"
+    REMAP = 0x87, "atomically bind nlist (lba, token, nlb) triples from list"
+    RELEASE = 0x88, "discard the staged append named by token"
+    HINT = 0x89, "application hint (cdw hint): checkpoint / flush group"
+
+
+class CmdFlag(DocEnum):
+    FUA = 0, "force unit access: complete only once durable (bit number)"
+    TX_FINAL = 1, "TX_WRITE: this is the transaction's last write; its last page carries the commit"
+
+
+class Hint(DocEnum):
+    NONE = 0, "no hint"
+    CHECKPOINT = 1, "application checkpoint: drain the write buffer (like flush)"
+    FLUSH_GROUP = 2, "end of a group of related writes: destage it together"
+
+
+class Status(DocEnum):
+    SUCCESS = 0x00, "success"
+    INVALID_OPCODE = 0x01, "the opcode is not one the device implements"
+    INVALID_FIELD = 0x02, "a field of the command holds a value the command does not allow"
+    LBA_OUT_OF_RANGE = 0x03, "an LBA (or lba + nlb) lies beyond the device's capacity"
+    ZERO_LENGTH = 0x04, "nlb or nlist is zero"
+    MISALIGNED_BUFFER = 0x05, "a buffer or list address is not aligned as the command requires"
+    TRANSFER_TOO_LARGE = 0x06, "nlb exceeds the largest transfer in IDENTIFY"
+    GROUP_TOO_LARGE = 0x07, "an atomic group has more pages than IDENTIFY's max_atomic_pages"
+    DUPLICATE_LBA = 0x08, "an atomic group or remap names the same LBA twice"
+    TOO_MANY_OPEN_TX = 0x09, "opening this transaction would exceed IDENTIFY's max_open_tx"
+    UNKNOWN_TX = 0x0A, "no transaction with this tid is open (never opened, or already committed/aborted)"
+    INVALID_TID = 0x0B, "tid 0 is reserved for 'no transaction'"
+    PENDING_FULL = 0x0C, "the pending-bindings table has no room for these pages"
+    INVALID_TOKEN = 0x0D, "the token names no live append (guessed, stale, released or already remapped)"
+    REMAP_TOO_LARGE = 0x0E, "a remap has more triples than IDENTIFY's max_remap_triples"
+    REMAP_LENGTH = 0x0F, "a remap triple's length differs from the append it names"
+    MEDIA_ERROR = 0x10, "flash could not return or store the data (uncorrectable ECC, program failure)"
+    NO_SPACE = 0x11, "no free flash pages remain for this write"
+    NOT_READY = 0x12, "the device is recovering or not yet enabled"
+    INTERNAL_ERROR = 0x13, "the controller hit an internal inconsistency; the command changed nothing"
+    LIST_TOO_LONG = 0x14, "nlist exceeds the list capacity of this command"
+
+
+# -----------------------------------------------------------------------------
+# Host queues: a 64-byte submission entry and a 16-byte completion entry.
+# -----------------------------------------------------------------------------
+
+CMD = Record(
+    "cmd",
+    "Host submission queue entry (NVMe-shaped, 64 bytes).",
+    [
+        u8("opcode", "Opcode"),
+        u8("flags", "CmdFlag bits", [Bits("fua", 0, 1, "force unit access"),
+                                     Bits("tx_final", 1, 1, "last write of a transaction carries its commit")]),
+        u16("cid", "command id, echoed in the completion"),
+        u32("nsid", "namespace id (1; 0 and others reserved)"),
+        u32("tid", "transaction id for TX_* commands (0 = none)"),
+        u32("hint", "Hint for HINT; reserved otherwise"),
+        u64("token", "remap token for RELEASE"),
+        u64("buf", "data buffer address in device-visible memory (4-byte aligned)"),
+        u64("list", "list address: ATOMIC_ENTRY[] for ATOMIC_WRITE, REMAP_ENTRY[] for REMAP"),
+        u64("lba", "first logical block"),
+        u32("nlb", "number of logical blocks (1-based; 0 is invalid)"),
+        u32("nlist", "number of list entries (ATOMIC_WRITE, REMAP)"),
+        u64("rsvd", "reserved, must be 0"),
+    ],
+    size=64,
+)
+
+CPL = Record(
+    "cpl",
+    "Host completion queue entry (NVMe-shaped, 16 bytes).",
+    [
+        u64("result", "command result: token for APPEND, otherwise 0"),
+        u16("sqhd", "submission queue head after this command"),
+        u16("sqid", "submission queue id"),
+        u16("cid", "command id of the completed command"),
+        u16("sf", "status field", [Bits("phase", 0, 1, "phase tag, flips each pass over the queue"),
+                                   Bits("status", 1, 15, "Status code")]),
+    ],
+    size=16,
+)
+
+ATOMIC_ENTRY = Record(
+    "atomic_entry",
+    "One member of an ATOMIC_WRITE group: one logical block and its data.",
+    [u64("lba", "logical block"), u64("buf", "address of the block's data")],
+    size=16,
+)
+
+REMAP_ENTRY = Record(
+    "remap_entry",
+    "One REMAP triple: bind nlb blocks of the append named by token at lba.",
+    [u64("lba", "first logical block to bind"), u64("token", "append token (from APPEND's completion)"),
+     u32("nlb", "blocks; must equal the append's length"), u32("rsvd", "reserved, must be 0")],
+    size=24,
+)
+
+# -----------------------------------------------------------------------------
+# On-flash: the OOB record every programmed page carries (the commit-flag log).
+# -----------------------------------------------------------------------------
+
+
+class Kind(DocEnum):
+    DATA = 0x01, "host data bound to lba (plain, atomic-group member or transaction page)"
+    COMMIT = 0x02, "transaction commit record for tid; payload lists the tid's pages"
+    REMAP = 0x03, "remap record; payload lists (lba, page, nlb) bindings published together"
+    CHECKPOINT = 0x04, "part of a map/block-table checkpoint"
+    GC_COPY = 0x05, "data relocated by GC: same lba, tid and vseq as the original, new seq"
+    APPEND = 0x06, "staged append data, bound to no lba until a remap record names it"
+    TRIM = 0x07, "trim record; payload lists the unbound LBA ranges"
+    ERASED = 0xFF, "never programmed since erase (all bytes FFh)"
+
+
+OOB = Record(
+    "oob",
+    "OOB metadata record stamped into every programmed page's spare area.",
+    [
+        u8("kind", "Kind"),
+        u8("flags", "flags", [Bits("commit", 0, 1, "commit point: the page completes its group/transaction"),
+                              Bits("tx_final", 1, 1, "transaction page that carries the tid's commit")]),
+        u16("group_len", "pages in this page's atomic group (1 for a plain write)"),
+        u16("group_idx", "this page's index in its group (0..group_len-1)"),
+        u8("format", "OOB format version (OOB_FORMAT)"),
+        u8("rsvd", "reserved, 0"),
+        u64("lba", "logical block (DATA, GC_COPY); 0 for other kinds"),
+        u64("seq", "log sequence number: strictly increasing over the device's life"),
+        u64("vseq", "version: the seq the data was first written with (GC copies keep it); "
+                    "a group's members have vseq = first + group_idx"),
+        u32("tid", "transaction id (0 = none) or append handle"),
+        u32("crc", "CRC-32 (OOB_CRC) over every byte before this field"),
+    ],
+    size=40,
+)
+
+OOB_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class CrcParams:
+    """CRC parameters in the Rocksoft/catalogue convention (as amaranth.lib.crc uses)."""
+
+    name: str
+    width: int
+    polynomial: int
+    initial_crc: int
+    reflect_input: bool
+    reflect_output: bool
+    xor_output: int
+    check: int  # CRC of b"123456789"
+
+
+OOB_CRC = CrcParams("CRC-32/ISO-HDLC", 32, 0x04C11DB7, 0xFFFFFFFF, True, True, 0xFFFFFFFF, 0xCBF43926)
+assert zlib.crc32(b"123456789") == OOB_CRC.check  # zlib implements exactly OOB_CRC
+
+
+def crc32(data: bytes) -> int:
+    """OOB_CRC of ``data`` (CRC-32/ISO-HDLC, the one zlib implements)."""
+    return zlib.crc32(data)
+
+
+OOB_CRC_SPAN = OOB["crc"].offset  # the CRC covers bytes [0, OOB_CRC_SPAN)
+
+
+def pack_oob(**fields: int) -> bytes:
+    """Pack an OOB record and fill in its CRC (``crc`` must not be given)."""
+    if "crc" in fields:
+        raise ValueError("pack_oob computes crc itself")
+    fields.setdefault("format", OOB_FORMAT)
+    body = OOB.pack(fields)
+    return body[:OOB_CRC_SPAN] + crc32(body[:OOB_CRC_SPAN]).to_bytes(4, "little")
+
+
+def unpack_oob(data: bytes):
+    """Unpack an OOB record; returns None when its CRC fails (torn/erased page)."""
+    rec = OOB.unpack(data)
+    if crc32(bytes(data[:OOB_CRC_SPAN])) != rec.crc:
+        return None
+    return rec
+
+
+# -----------------------------------------------------------------------------
+# Identify: geometry and limits the device reports.
+# -----------------------------------------------------------------------------
+
+IDENTIFY_MAGIC = 0x48534C46544D4F41  # "AOMTFLSH" little-endian
+
+IDENTIFY = Record(
+    "identify",
+    "IDENTIFY data: what the device is and its limits (256 bytes).",
+    [
+        u64("magic", "IDENTIFY_MAGIC"),
+        u32("spec_version", "SPEC_VERSION the device implements"),
+        u32("fw_version", "firmware version (major << 16 | minor)"),
+        u64("capacity", "logical blocks exposed to the host"),
+        u32("lba_size", "bytes per logical block (= flash page data bytes)"),
+        u32("max_transfer", "largest nlb of one READ/WRITE"),
+        u32("max_atomic_pages", "largest ATOMIC_WRITE group (pages)"),
+        u32("max_open_tx", "transactions open at once"),
+        u32("max_pending", "pending-bindings table entries (staged tx/append pages)"),
+        u32("max_remap_triples", "largest REMAP list"),
+        u32("awupf", "power-fail atomic write unit in blocks (= max_atomic_pages)"),
+        u32("volatile_cache", "bytes of volatile write buffer (0 = none; flush makes it durable)"),
+        u16("channels", "NAND channels"),
+        u16("ways", "targets (chip enables) per channel"),
+        u16("luns", "LUNs per target"),
+        u16("rsvd0", "reserved"),
+        u32("page_data", "flash page data bytes"),
+        u32("page_spare", "flash page spare bytes"),
+        u32("pages_per_block", "pages per erase block"),
+        u32("blocks_per_lun", "erase blocks per LUN"),
+        u32("queue_depth", "entries per submission/completion queue"),
+        u32("ecc_t", "BCH correctable bits per codeword"),
+        u32("ecc_codeword", "BCH codeword data bytes"),
+        u32("rsvd1", "reserved"),
+    ] + [u64(f"rsvd{i}", "reserved") for i in range(2, 2 + 20)],
+    size=256,
+)
+
+LIMITS = ConstantGroup("limits", "Default device limits (elaboration parameters; IDENTIFY reports the built values).", [
+    Constant("LBA_SIZE", 4096, "bytes per logical block for the realistic profile"),
+    Constant("MAX_TRANSFER", 64, "largest READ/WRITE nlb"),
+    Constant("MAX_ATOMIC_PAGES", 64, "largest ATOMIC_WRITE group"),
+    Constant("MAX_OPEN_TX", 16, "open transactions"),
+    Constant("MAX_PENDING", 1024, "pending-bindings table entries"),
+    Constant("MAX_REMAP_TRIPLES", 32, "largest REMAP list"),
+    Constant("QUEUE_DEPTH", 32, "entries per host queue"),
+    Constant("TOKEN_BYTES", 8, "remap token size (the paper's ROD is 8 bytes)"),
+])
+
+
+# -----------------------------------------------------------------------------
+# NAND: geometry profiles and ONFI asynchronous timing modes, shared by the
+# NAND model (C++), the channel controller (RTL) and the firmware.
+# -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NandProfile:
+    name: str
+    page_data: int
+    page_spare: int
+    pages_per_block: int
+    blocks_per_lun: int
+    luns: int
+    t_r_ns: int  # array read (page to register)
+    t_prog_ns: int
+    t_bers_ns: int
+    source: str
+
+    @property
+    def page_bytes(self) -> int:
+        return self.page_data + self.page_spare
+
+
+NAND_PROFILES = {
+    # Small: fast tests.  Page/spare/block shape of a 2 KiB SLC part with a 128-byte
+    # spare (Toshiba TC58NVG1S3H class), few blocks, array times scaled down 10x so
+    # a test sees many busy periods quickly.
+    "small": NandProfile("small", 2048, 128, 64, 64, 1, 2_500, 20_000, 100_000,
+                         "2 KiB+128 SLC shape (Toshiba TC58NVG1S3H class); array times /10 for speed"),
+    # Realistic: Micron MT29F8G08ABABA (8 Gb SLC, 4320-byte page = 4096 + 224,
+    # 128 pages per block, 2048 blocks per LUN, tR 25 us, tPROG 230 us typ,
+    # tBERS 0.7 ms typ; datasheet rev. F), one LUN.
+    "realistic": NandProfile("realistic", 4096, 224, 128, 2048, 1, 25_000, 230_000, 700_000,
+                             "Micron MT29F8G08ABABA datasheet: 4096+224 B page, 128 pages/block, "
+                             "2048 blocks, tR 25 us, tPROG 230 us, tBERS 700 us"),
+}
+
+# ONFI asynchronous SDR timing modes 0-5 in ns (ONFI 2.x/3.x/4.x, "Timing
+# Parameters - Asynchronous").  Minimums unless noted; tREA, tWB, tCEA, tRHZ,
+# tCHZ are maximums the device guarantees.
+ONFI_TIMING_PARAMS = (
+    # name,  mode0..mode5, doc
+    ("tADL", (200, 100, 100, 100, 70, 70), "ALE to data loading time"),
+    ("tALH", (20, 10, 10, 5, 5, 5), "ALE hold time"),
+    ("tALS", (50, 25, 15, 10, 10, 10), "ALE setup time"),
+    ("tAR", (25, 10, 10, 10, 10, 10), "ALE to RE# delay"),
+    ("tCEA", (100, 45, 30, 25, 25, 25), "CE# access time (max)"),
+    ("tCH", (20, 10, 10, 5, 5, 5), "CE# hold time"),
+    ("tCLH", (20, 10, 10, 5, 5, 5), "CLE hold time"),
+    ("tCLR", (20, 10, 10, 10, 10, 10), "CLE to RE# delay"),
+    ("tCLS", (50, 25, 15, 10, 10, 10), "CLE setup time"),
+    ("tCS", (70, 35, 25, 25, 20, 15), "CE# setup time"),
+    ("tDH", (20, 10, 5, 5, 5, 5), "data hold time"),
+    ("tDS", (40, 20, 15, 10, 10, 7), "data setup time"),
+    ("tREA", (40, 30, 25, 20, 20, 16), "RE# access time (max)"),
+    ("tREH", (30, 15, 15, 10, 10, 7), "RE# high hold time"),
+    ("tRHW", (200, 100, 100, 100, 100, 100), "RE# high to WE# low"),
+    ("tRP", (50, 25, 17, 15, 12, 10), "RE# pulse width"),
+    ("tRC", (100, 50, 35, 30, 25, 20), "read cycle time"),
+    ("tRR", (40, 20, 20, 20, 20, 20), "ready to RE# low"),
+    ("tWB", (200, 100, 100, 100, 100, 100), "WE# high to SR[6] low (max)"),
+    ("tWC", (100, 45, 35, 30, 25, 20), "write cycle time"),
+    ("tWH", (30, 15, 15, 10, 10, 7), "WE# high hold time"),
+    ("tWHR", (120, 80, 80, 60, 60, 60), "WE# high to RE# low"),
+    ("tWP", (50, 25, 17, 15, 12, 10), "WE# pulse width"),
+)
+
+ONFI_TIMING = {name: dict(enumerate(values)) for name, values, _ in ONFI_TIMING_PARAMS}
+ONFI_MODES = range(6)
+
+
+def onfi_timing_cycles(mode: int, clk_hz: int) -> dict[str, int]:
+    """Every ONFI timing of ``mode`` rounded up to whole cycles of ``clk_hz``."""
+    period_ps = 10**12 // clk_hz
+    return {name: -(-(values[mode] * 1000) // period_ps) for name, values, _ in ONFI_TIMING_PARAMS}
+
+
+# ONFI command opcodes the model and the channel controller speak.
+class OnfiCmd(DocEnum):
+    READ_1 = 0x00, "READ first cycle / COPYBACK READ first cycle"
+    READ_2 = 0x30, "READ second cycle"
+    COPYBACK_READ_2 = 0x35, "COPYBACK READ second cycle"
+    CHANGE_READ_COL_1 = 0x05, "CHANGE READ COLUMN first cycle"
+    CHANGE_READ_COL_2 = 0xE0, "CHANGE READ COLUMN second cycle"
+    PROGRAM_1 = 0x80, "PAGE PROGRAM first cycle"
+    PROGRAM_2 = 0x10, "PAGE PROGRAM / COPYBACK PROGRAM confirm"
+    CHANGE_WRITE_COL = 0x85, "CHANGE WRITE COLUMN / COPYBACK PROGRAM first cycle"
+    ERASE_1 = 0x60, "BLOCK ERASE first cycle"
+    ERASE_2 = 0xD0, "BLOCK ERASE second cycle"
+    READ_STATUS = 0x70, "READ STATUS"
+    READ_ID = 0x90, "READ ID"
+    READ_PARAM_PAGE = 0xEC, "READ PARAMETER PAGE"
+    RESET = 0xFF, "RESET"
+
+
+class OnfiStatus(DocEnum):
+    FAIL = 0, "status bit: last program/erase failed (bit number)"
+    FAILC = 1, "status bit: previous operation failed (cache ops)"
+    ARDY = 5, "status bit: array ready"
+    RDY = 6, "status bit: ready for a new command"
+    WP_N = 7, "status bit: not write protected"
+
+
+CONSTANTS = [LIMITS]
+ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiStatus]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, IDENTIFY]
+SCALARS = {
+    "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
+    "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),
+    "OOB_CRC_SPAN": (OOB_CRC_SPAN, "bytes of the OOB record the CRC covers"),
+    "IDENTIFY_MAGIC": (IDENTIFY_MAGIC, "IDENTIFY.magic"),
+}

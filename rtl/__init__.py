@@ -1,0 +1,1 @@
+"""atomflash gateware (Amaranth 0.5)."""

@@ -1,0 +1,127 @@
+"""Build-and-run glue between pytest, Amaranth, Verilator and cocotb.
+
+Every cocotb test in ``tb/`` goes through :func:`run`:
+
+* Amaranth designs are written to Verilog with :func:`amaranth_verilog`, only
+  rewriting the file when it changed;
+* each Verilator model is built once into ``build/sim/<build_name>`` and shared
+  by every test (and every pytest-xdist worker) that names the same build; a
+  file lock serialises builders, Verilator's skip-identical and make's
+  dependency tracking make an unchanged rebuild nearly free;
+* cocotb's results file is checked: a run that executed no test, or any failed
+  test, fails the pytest test.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+GEN = BUILD / "gen"
+
+# Amaranth's Verilog carries WIDTH/CASEINCOMPLETE patterns Verilator warns about.
+VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT"]
+
+
+def write_if_changed(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def amaranth_verilog(component, name: str, **kwargs) -> Path:
+    """Write ``component`` as Verilog module ``name`` to build/rtl/<name>.v."""
+    from amaranth.back import verilog
+
+    text = verilog.convert(component, name=name, **kwargs)
+    return write_if_changed(BUILD / "rtl" / f"{name}.v", text)
+
+
+def spec_header() -> Path:
+    """Generate build/gen/atomflash_spec.h (the C view of atomflash.spec)."""
+    from atomflash import gen_c
+
+    return write_if_changed(GEN / "atomflash_spec.h", gen_c.generate())
+
+
+@contextmanager
+def _locked(path: Path):
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / ".lock", "w") as fd:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def run(
+    *,
+    toplevel: str,
+    sources: Sequence[Path | str],
+    test_module: str,
+    build_name: str,
+    test_dir: Path | str,
+    build_args: Iterable[str] = (),
+    parameters: Mapping[str, object] | None = None,
+    plusargs: Iterable[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    testcase: str | Sequence[str] | None = None,
+    seed: int | None = None,
+    timescale: tuple[str, str] = ("1ns", "1ps"),
+    waves: bool | None = None,
+) -> Path:
+    """Build (once) and run cocotb ``test_module`` against ``toplevel``.
+
+    Returns the results XML path; raises AssertionError when cocotb ran no
+    test or any test failed.
+    """
+    from cocotb.runner import get_results, get_runner
+
+    build_dir = BUILD / "sim" / build_name
+    if waves is None:
+        waves = os.environ.get("WAVES", "") == "1"
+    runner = get_runner("verilator")
+    with _locked(build_dir):
+        runner.build(
+            verilog_sources=[str(s) for s in sources],
+            hdl_toplevel=toplevel,
+            build_args=[*VERILATOR_ARGS, *build_args],
+            parameters=dict(parameters or {}),
+            build_dir=build_dir,
+            timescale=timescale,
+            waves=waves,
+            log_file=build_dir / "build.log",
+        )
+    run_dir = build_dir / "runs" / uuid.uuid4().hex[:12]
+    run_dir.mkdir(parents=True)
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(test_dir).resolve()), *sys.path]),
+        "COCOTB_RESOLVE_X": "ZEROS",
+        **(extra_env or {}),
+    }
+    results = runner.test(
+        test_module=test_module,
+        hdl_toplevel=toplevel,
+        testcase=testcase,
+        seed=seed,
+        plusargs=list(plusargs),
+        extra_env=env,
+        build_dir=build_dir,
+        test_dir=run_dir,
+        waves=waves,
+    )
+    num_tests, num_failed = get_results(results)
+    assert num_tests > 0, f"cocotb ran no test from {test_module}"
+    assert num_failed == 0, f"{num_failed} of {num_tests} cocotb tests failed (see {results})"
+    return results
