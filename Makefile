@@ -1,0 +1,35 @@
+# atomflash entry points.  `make help` lists them.
+# Every target that runs something depends on `deps`, so each works alone on a
+# fresh machine.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+BUILD := build
+JOBS ?= 2
+export CI
+
+.DEFAULT_GOAL := help
+.PHONY: help deps gen demo test test-fast clean
+
+help: ## list every target with what it does
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+deps: ## install Debian packages and the pinned .venv (idempotent, ~1 s when present)
+	@scripts/deps.sh
+
+gen: deps ## generate the C header from atomflash.spec into build/gen/
+	@$(PY) -m atomflash.gen_c $(BUILD)/gen/atomflash_spec.h
+	@echo "wrote $(BUILD)/gen/atomflash_spec.h"
+
+demo: deps ## the main job: run the most complete simulated system the project has
+	@$(PY) sim/demo.py
+
+test: deps ## the whole suite (cocotb on Verilator, C/Python spec identity), as CI runs it
+	@$(PY) -m pytest -n $(JOBS) --dist loadgroup -m "not slow" tb
+
+test-fast: deps ## the suite without Verilator builds (spec and model unit tests)
+	@$(PY) -m pytest -q tb/spec
+
+clean: ## remove build outputs (keeps .venv)
+	rm -rf $(BUILD)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install what atomflash needs, idempotently: Debian packages (apt-get update
+# only when something is missing) and the pinned project virtualenv .venv.
+# A second run with everything present changes nothing and takes ~1 s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  verilator iverilog g++ make
+  gcc-riscv64-unknown-elf        # firmware (rv32 multilib)
+  libevent-dev libjson-c-dev zlib1g-dev meson ninja-build  # litex_sim
+)
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+
+sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing Debian packages: ${missing[*]}"
+  sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive sudo_ apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+stamp=.venv/.deps-stamp
+want=$(cat requirements.txt constraints.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+echo "deps: building .venv from requirements.txt (pinned by constraints.txt)"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+echo "$want" > "$stamp"
