@@ -32,7 +32,11 @@ if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]
 fi
 echo "deps: building .venv from requirements.txt (pinned by constraints.txt)"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
-.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+log=.venv/deps.log
+pip_() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@" >>"$log" 2>&1 \
+           || { cat "$log" >&2; echo "deps: pip install $* failed (log above)" >&2; exit 1; }; }
+: > "$log"
+pip_ --upgrade pip
+pip_ -r requirements.txt -c constraints.txt
+pip_ --no-deps -e .
 echo "$want" > "$stamp"
