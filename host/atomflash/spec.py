@@ -369,7 +369,38 @@ class OnfiStatus(DocEnum):
     WP_N = 7, "status bit: not write protected"
 
 
-CONSTANTS = [LIMITS]
+# -----------------------------------------------------------------------------
+# ECC: binary BCH over GF(2^m) per codeword of up to ``codeword`` data bytes,
+# parity bytes identical to the Linux kernel BCH library (bchlib) built with
+# the same t and primitive polynomial.  The RTL engine is rtl/ecc/bch.py; the
+# channel controller places the parity in the spare area.
+# -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EccParams:
+    m: int          # Galois field GF(2^m)
+    t: int          # correctable bit errors per codeword
+    codeword: int   # data bytes per (full) codeword; shorter codewords are allowed
+    prim_poly: int  # primitive polynomial of GF(2^m) (bit m set), bchlib's default for m
+
+    @property
+    def parity_bytes(self) -> int:
+        """Parity bytes per codeword (m*t bits, MSB-first, zero-padded to bytes)."""
+        return -(-self.m * self.t // 8)
+
+
+ECC = EccParams(m=13, t=8, codeword=512, prim_poly=0x201B)
+
+ECC_CONSTANTS = ConstantGroup("ecc", "BCH ECC parameters (ECC in atomflash.spec).", [
+    Constant("M", ECC.m, "Galois field GF(2^m)"),
+    Constant("T", ECC.t, "correctable bit errors per codeword"),
+    Constant("CODEWORD", ECC.codeword, "data bytes per full codeword"),
+    Constant("PARITY_BYTES", ECC.parity_bytes, "parity bytes per codeword"),
+    Constant("PRIM_POLY", ECC.prim_poly, "primitive polynomial of GF(2^m)"),
+])
+
+CONSTANTS = [LIMITS, ECC_CONSTANTS]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiStatus]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, IDENTIFY]
 SCALARS = {
