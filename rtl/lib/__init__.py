@@ -1,0 +1,1 @@
+"""Small shared gateware pieces that amaranth.lib does not provide."""
