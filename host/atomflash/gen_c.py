@@ -48,6 +48,19 @@ def _record(out: io.StringIO, rec: Record) -> None:
             out.write(f"#define {base}_SET(v, x) (((v) & ~{base}_MASK) | (((x) << {base}_SHIFT) & {base}_MASK))\n")
 
 
+def _regmap(out: io.StringIO, regmap) -> None:
+    out.write(f"\n{_comment(regmap.doc)}\n#define {_c_name(regmap.name, 'WINDOW_BYTES')} 0x{regmap.size:x}u\n")
+    for r in regmap:
+        base = _c_name(regmap.name, r.name)
+        if r.count > 1:
+            out.write(f"#define {base}(i) (0x{r.offset:x}u + (i) * 0x{r.stride:x}u)  "
+                      f"{_comment(f'{r.access}, x{r.count}: {r.doc}')}\n")
+        else:
+            out.write(f"#define {base} 0x{r.offset:x}u  {_comment(f'{r.access}: {r.doc}')}\n")
+        for b in r.bits:
+            out.write(f"#define {base}_{b.name.upper()} 0x{b.mask:x}u  {_comment(b.doc)}\n")
+
+
 def _enum(out: io.StringIO, enum) -> None:
     name = enum.__name__
     out.write(f"\n/* enum {name} */\n")
@@ -115,6 +128,8 @@ def generate() -> str:
         _enum(out, enum)
     for rec in spec.RECORDS:
         _record(out, rec)
+    for regmap in spec.REGISTER_MAPS:
+        _regmap(out, regmap)
     _crc(out, spec.OOB_CRC)
 
     out.write("\n/* NAND geometry profiles (NandProfile) */\n")

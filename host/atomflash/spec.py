@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from .specdsl import Bits, Constant, ConstantGroup, DocEnum, Record, u8, u16, u32, u64
+from .specdsl import Bits, Constant, ConstantGroup, DocEnum, Record, Register, RegisterMap, u8, u16, u32, u64
 
 SPEC_VERSION = 1
 
@@ -219,7 +219,7 @@ def unpack_oob(data: bytes):
 # Identify: geometry and limits the device reports.
 # -----------------------------------------------------------------------------
 
-IDENTIFY_MAGIC = 0x48534C46544D4F41  # "AOMTFLSH" little-endian
+IDENTIFY_MAGIC = int.from_bytes(b"ATOMFLSH", "little")
 
 IDENTIFY = Record(
     "identify",
@@ -400,6 +400,43 @@ ECC_CONSTANTS = ConstantGroup("ecc", "BCH ECC parameters (ECC in atomflash.spec)
     Constant("PRIM_POLY", ECC.prim_poly, "primitive polynomial of GF(2^m)"),
 ])
 
+# -----------------------------------------------------------------------------
+# Host interface registers: the controller's Wishbone target window.  Queues
+# live in SoC memory (NVMe-shaped); the host programs their base and size,
+# then rings doorbells.  Every register is 32 bits.
+# -----------------------------------------------------------------------------
+
+HOST_QUEUE_PAIRS = 4  # queue pairs the front-end implements (elaboration default)
+HOST_REGS_ID = int.from_bytes(b"AFHQ", "little")
+
+HOST_REGS = RegisterMap("hostq", "Host queue front-end registers (byte offsets in the controller window).", 0x100, [
+    Register("id", 0x00, "ro", "HOST_REGS_ID: identifies the block"),
+    Register("version", 0x04, "ro", "SPEC_VERSION implemented"),
+    Register("ctrl", 0x08, "rw", "control", (Bits("enable", 0, 1, "fetch commands from enabled queues"),)),
+    Register("status", 0x0C, "ro", "status", (Bits("ready", 0, 1, "enabled and running"),
+                                              Bits("bus_error", 1, 1, "a queue access got a bus error; halted"))),
+    Register("int_status", 0x10, "w1c", "interrupt causes", (Bits("cq", 0, 1, "a completion was posted"),
+                                                             Bits("error", 1, 1, "the front-end halted on an error"))),
+    Register("int_enable", 0x14, "rw", "interrupt enables, same bits as int_status",
+             (Bits("cq", 0, 1, "raise irq on completions"), Bits("error", 1, 1, "raise irq on errors"))),
+    Register("queues", 0x18, "ro", "queue pairs implemented"),
+    Register("max_entries", 0x1C, "ro", "largest queue size in entries"),
+    Register("sq_base", 0x40, "rw", "submission queue base (byte address, 64-byte aligned)",
+             count=HOST_QUEUE_PAIRS, stride=0x20),
+    Register("cq_base", 0x44, "rw", "completion queue base (byte address, 16-byte aligned)",
+             count=HOST_QUEUE_PAIRS, stride=0x20),
+    Register("size", 0x48, "rw", "entries in this pair's SQ and CQ (2..max_entries, power of two); 0 = disabled",
+             count=HOST_QUEUE_PAIRS, stride=0x20),
+    Register("sq_tail", 0x4C, "rw", "SQ tail doorbell: index after the last submitted entry",
+             count=HOST_QUEUE_PAIRS, stride=0x20),
+    Register("cq_head", 0x50, "rw", "CQ head doorbell: index after the last consumed completion",
+             count=HOST_QUEUE_PAIRS, stride=0x20),
+    Register("sq_head", 0x54, "ro", "SQ head: entries fetched so far (index)", count=HOST_QUEUE_PAIRS, stride=0x20),
+    Register("cq_tail", 0x58, "ro", "CQ tail: next completion slot (index)", count=HOST_QUEUE_PAIRS, stride=0x20),
+])
+
+REGISTER_MAPS = [HOST_REGS]
+
 CONSTANTS = [LIMITS, ECC_CONSTANTS]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiStatus]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, IDENTIFY]
@@ -408,4 +445,6 @@ SCALARS = {
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),
     "OOB_CRC_SPAN": (OOB_CRC_SPAN, "bytes of the OOB record the CRC covers"),
     "IDENTIFY_MAGIC": (IDENTIFY_MAGIC, "IDENTIFY.magic"),
+    "HOST_QUEUE_PAIRS": (HOST_QUEUE_PAIRS, "host queue pairs implemented by default"),
+    "HOST_REGS_ID": (HOST_REGS_ID, "hostq.id register value"),
 }

@@ -207,3 +207,59 @@ class ConstantGroup:
 
     def as_dict(self) -> dict[str, int]:
         return {c.name: c.value for c in self.items}
+
+
+@dataclass(frozen=True)
+class Register:
+    """One 32-bit register of a register map.
+
+    ``access``: "ro" (read only), "rw" (read/write), "w1c" (write 1 to clear).
+    ``stride``/``count`` describe a per-queue (or per-anything) array: register
+    ``i`` of the array sits at ``offset + i * stride``.
+    """
+
+    name: str
+    offset: int
+    access: str
+    doc: str
+    bits: tuple[Bits, ...] = ()
+    count: int = 1
+    stride: int = 0
+
+    def __post_init__(self):
+        if self.access not in ("ro", "rw", "w1c"):
+            raise SpecError(f"register {self.name}: access {self.access!r} is not ro, rw or w1c")
+        if self.offset % 4 or (self.count > 1 and self.stride % 4):
+            raise SpecError(f"register {self.name}: offset/stride must be multiples of 4")
+        Field(self.name, 4, self.doc, self.bits)  # validates the bit ranges
+
+    def address(self, index: int = 0) -> int:
+        if not 0 <= index < self.count:
+            raise SpecError(f"register {self.name} has {self.count} instance(s), not index {index}")
+        return self.offset + index * self.stride
+
+
+class RegisterMap:
+    """A named set of 32-bit registers in one Wishbone window."""
+
+    def __init__(self, name: str, doc: str, size: int, registers: Iterable[Register]):
+        self.name = name
+        self.doc = doc
+        self.size = size
+        self.registers = tuple(registers)
+        seen = {}
+        for r in self.registers:
+            for i in range(r.count):
+                a = r.address(i)
+                if a >= size:
+                    raise SpecError(f"{name}.{r.name}[{i}] at 0x{a:x} is outside the {size}-byte window")
+                if a in seen:
+                    raise SpecError(f"{name}.{r.name}[{i}] overlaps {seen[a]} at 0x{a:x}")
+                seen[a] = r.name
+        self._by_name = {r.name: r for r in self.registers}
+
+    def __getitem__(self, name: str) -> Register:
+        return self._by_name[name]
+
+    def __iter__(self):
+        return iter(self.registers)

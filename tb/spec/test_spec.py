@@ -213,3 +213,18 @@ def test_gen_c_cli_writes_header(tmp_path):
     out = tmp_path / "h" / "atomflash_spec.h"
     assert gen_c.main([str(out)]) == 0
     assert out.read_text() == gen_c.generate()
+
+
+def test_register_maps_are_consistent_and_generated():
+    from atomflash.specdsl import Register, RegisterMap
+    with pytest.raises(SpecError, match="overlaps"):
+        RegisterMap("m", "", 0x20, [Register("a", 0, "ro", ""), Register("b", 0, "rw", "")])
+    with pytest.raises(SpecError, match="outside"):
+        RegisterMap("m", "", 0x20, [Register("a", 0x10, "ro", "", count=4, stride=4)])
+    with pytest.raises(SpecError, match="access"):
+        Register("a", 0, "wo", "")
+    header = gen_c.generate()
+    regs = spec.HOST_REGS
+    assert f"#define AF_HOSTQ_CTRL 0x{regs['ctrl'].offset:x}u" in header
+    assert f"#define AF_HOSTQ_SQ_TAIL(i) (0x{regs['sq_tail'].offset:x}u + (i) * 0x{regs['sq_tail'].stride:x}u)" in header
+    assert regs["sq_tail"].address(1) == regs["sq_tail"].offset + regs["sq_tail"].stride
