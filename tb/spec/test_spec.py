@@ -220,7 +220,7 @@ def test_register_maps_are_consistent_and_generated():
     with pytest.raises(SpecError, match="overlaps"):
         RegisterMap("m", "", 0x20, [Register("a", 0, "ro", ""), Register("b", 0, "rw", "")])
     with pytest.raises(SpecError, match="outside"):
-        RegisterMap("m", "", 0x20, [Register("a", 0x10, "ro", "", count=4, stride=4)])
+        RegisterMap("m", "", 0x20, [Register("a", 0x10, "ro", "", count=5, stride=4)])
     with pytest.raises(SpecError, match="access"):
         Register("a", 0, "wo", "")
     header = gen_c.generate()
