@@ -139,12 +139,12 @@ REMAP_ENTRY = Record(
 
 class Kind(DocEnum):
     DATA = 0x01, "host data bound to lba (plain, atomic-group member or transaction page)"
-    COMMIT = 0x02, "transaction commit record for tid; payload lists the tid's pages"
-    REMAP = 0x03, "remap record; payload lists (lba, page, nlb) bindings published together"
+    COMMIT = 0x02, "transaction commit record; payload REC_HDR + COMMIT_BODY (first vseq, page count)"
+    REMAP = 0x03, "remap record; payload REC_HDR + REMAP_REC_ENTRY[] bindings published together"
     CHECKPOINT = 0x04, "part of a map/block-table checkpoint"
-    GC_COPY = 0x05, "data relocated by GC: same lba, tid and vseq as the original, new seq"
+    GC_COPY = 0x05, "data relocated by GC: every field of the original kept (lba, flags, group, vseq, tid) but kind and seq"
     APPEND = 0x06, "staged append data, bound to no lba until a remap record names it"
-    TRIM = 0x07, "trim record; payload lists the unbound LBA ranges"
+    TRIM = 0x07, "trim record; payload REC_HDR + TRIM_REC_ENTRY[] unbound LBA ranges"
     ERASED = 0xFF, "never programmed since erase (all bytes FFh)"
 
 
@@ -154,8 +154,12 @@ OOB = Record(
     [
         u8("kind", "Kind"),
         u8("flags", "flags", [Bits("commit", 0, 1, "commit point: the page completes its group/transaction"),
-                              Bits("tx_final", 1, 1, "transaction page that carries the tid's commit")]),
-        u16("group_len", "pages in this page's atomic group (1 for a plain write)"),
+                              Bits("tx_final", 1, 1, "transaction page that carries the tid's commit"),
+                              Bits("tx", 2, 1, "transaction page: tid holds the transaction's tag"),
+                              Bits("append", 3, 1, "staged append page: tid holds the append's tag")]),
+        u16("group_len", "pages in this page's atomic group or record (1 for a plain write); "
+                         "transaction pages 0 but the tx_final one: the transaction's page count; "
+                         "append pages: the append's length"),
         u16("group_idx", "this page's index in its group (0..group_len-1)"),
         u8("format", "OOB format version (OOB_FORMAT)"),
         u8("rsvd", "reserved, 0"),
@@ -163,7 +167,8 @@ OOB = Record(
         u64("seq", "log sequence number: strictly increasing over the device's life"),
         u64("vseq", "version: the seq the data was first written with (GC copies keep it); "
                     "a group's members have vseq = first + group_idx"),
-        u32("tid", "transaction id (0 = none) or append handle"),
+        u32("tid", "tag of the page's transaction (flags.tx, COMMIT) or append (flags.append): "
+                   "its first vseq & TAG_MASK; 0 otherwise"),
         u32("crc", "CRC-32 (OOB_CRC) over every byte before this field"),
     ],
     size=40,
@@ -214,6 +219,144 @@ def unpack_oob(data: bytes):
         return None
     return rec
 
+
+# -----------------------------------------------------------------------------
+# On-flash: the payloads of record pages (COMMIT, REMAP, TRIM), transaction and
+# append tags, and the remap token.  docs/model.md states the proof rules that
+# recovery (atomflash.model.recover) applies to them.
+# -----------------------------------------------------------------------------
+
+LOG = ConstantGroup("log", "Commit-flag log formats: record pages, tags, sequence resume.", [
+    Constant("REC_MAGIC", int.from_bytes(b"AFRC", "little"), "REC_HDR.magic of every record page"),
+    Constant("REC_FORMAT", 1, "REC_HDR.format: record payload format version"),
+    Constant("TAG_MASK", 0xFFFF_FFFF, "a transaction's or append's tag (OOB.tid) = its first vseq & TAG_MASK"),
+    Constant("TX_FINAL_MAX_PAGES", 0xFFFF, "largest transaction (pages written) whose commit may ride on its "
+                                           "last page (OOB.group_len); larger ones commit with a COMMIT record"),
+    Constant("SEQ_RESUME_GAP", 1 << 16, "after recovery the log resumes at (highest seq seen) + this; must exceed "
+                                        "the pages that can be in flight, so no torn page's seq is ever reused"),
+])
+
+REC_HDR = Record(
+    "rec_hdr",
+    "Header at byte 0 of every COMMIT/REMAP/TRIM record page's data; `count` entries follow it.",
+    [
+        u32("magic", "REC_MAGIC"),
+        u8("kind", "the page's OOB kind (COMMIT, REMAP or TRIM)"),
+        u8("format", "REC_FORMAT"),
+        u16("count", "entries in this page"),
+        u64("seq", "the page's OOB seq (binds the payload to its OOB record)"),
+        u32("total", "entries in the whole record (the sum of count over its group_len pages)"),
+        u32("crc", "OOB_CRC over the header bytes before this field followed by this page's entries"),
+    ],
+    size=24,
+)
+
+COMMIT_BODY = Record(
+    "commit_body",
+    "The single entry of a COMMIT record: which pages the committed transaction wrote.",
+    [
+        u64("first_vseq", "vseq of the transaction's first page (its tag is first_vseq & TAG_MASK)"),
+        u32("npages", "pages the transaction programmed, superseded ones included; all must be proven present"),
+        u32("tid", "host transaction id (informational: recovery keys on the tag)"),
+    ],
+    size=16,
+)
+
+REMAP_REC_ENTRY = Record(
+    "remap_rec_entry",
+    "One binding of a REMAP record: blocks lba..lba+nlb-1 take the append's pages first_vseq..first_vseq+nlb-1.",
+    [
+        u64("lba", "first logical block bound"),
+        u64("first_vseq", "vseq of the append's first page (names the append; GC copies keep it)"),
+        u32("nlb", "blocks; equals the append's length (its pages' group_len)"),
+        u32("rsvd", "reserved, 0"),
+    ],
+    size=24,
+)
+
+TRIM_REC_ENTRY = Record(
+    "trim_rec_entry",
+    "One range of a TRIM record: blocks lba..lba+nlb-1 become unmapped at the record's seq.",
+    [u64("lba", "first logical block unbound"), u64("nlb", "blocks")],
+    size=16,
+)
+
+REC_ENTRY = {Kind.COMMIT: COMMIT_BODY, Kind.REMAP: REMAP_REC_ENTRY, Kind.TRIM: TRIM_REC_ENTRY}
+
+
+def record_capacity(kind: int, page_data: int) -> int:
+    """Entries of ``kind`` that fit in one record page of ``page_data`` bytes."""
+    return min((page_data - REC_HDR.size) // REC_ENTRY[Kind(kind)].size, 0xFFFF)
+
+
+def pack_record_page(kind: int, seq: int, entries: list, total: int, page_data: int) -> bytes:
+    """One record page's data: REC_HDR, the packed entries (dicts), FFh padding."""
+    body = b"".join(REC_ENTRY[Kind(kind)].pack(e) for e in entries)
+    if len(entries) > record_capacity(kind, page_data):
+        raise ValueError("too many entries for one record page")
+    head = REC_HDR.pack(magic=LOG.REC_MAGIC, kind=kind, format=LOG.REC_FORMAT, count=len(entries), seq=seq,
+                        total=total)
+    span = REC_HDR["crc"].offset
+    head = head[:span] + crc32(head[:span] + body).to_bytes(4, "little")
+    return (head + body).ljust(page_data, b"\xff")
+
+
+def unpack_record_page(data: bytes, kind: int, seq: int):
+    """(header, entries) of a record page, or None when it is not an intact ``kind`` record page for ``seq``."""
+    if len(data) < REC_HDR.size:
+        return None
+    hdr = REC_HDR.unpack(data[:REC_HDR.size])
+    rec = REC_ENTRY.get(kind)
+    if (rec is None or hdr.magic != LOG.REC_MAGIC or hdr.kind != kind or hdr.format != LOG.REC_FORMAT
+            or hdr.seq != seq or REC_HDR.size + hdr.count * rec.size > len(data)):
+        return None
+    body = bytes(data[REC_HDR.size:REC_HDR.size + hdr.count * rec.size])
+    span = REC_HDR["crc"].offset
+    if crc32(bytes(data[:span]) + body) != hdr.crc:
+        return None
+    return hdr, [rec.unpack(body[i * rec.size:(i + 1) * rec.size]) for i in range(hdr.count)]
+
+
+def tag_of(first_vseq: int) -> int:
+    """The tag (OOB.tid) of a transaction or append whose first page has ``first_vseq``."""
+    return first_vseq & LOG.TAG_MASK
+
+
+def first_vseq_of(tag: int, vseq: int) -> int:
+    """The first vseq of the transaction/append tagged ``tag`` that owns a page of version ``vseq``:
+    the largest value <= vseq whose low bits are the tag (a transaction spans < 2**32 seqs)."""
+    return vseq - ((vseq - tag) & LOG.TAG_MASK)
+
+
+TOKEN = Record(
+    "token",
+    "Remap token returned by APPEND (CPL.result, 8 bytes as the paper's ROD): slot, reuse generation, check.",
+    [
+        u16("handle", "append slot in the pending-bindings table"),
+        u16("gen", "slot generation: 1..0xFFFF, advanced each time the slot is allocated (0 is never issued)"),
+        u32("check", "OOB_CRC of TOKEN_CHECK_IN(first_vseq, handle, gen): unique over the device's life"),
+    ],
+    size=8,
+)
+
+TOKEN_CHECK_IN = Record(
+    "token_check_in",
+    "The bytes a token's check is the CRC of.",
+    [u64("first_vseq", "vseq of the append's first page"), u16("handle", "TOKEN.handle"), u16("gen", "TOKEN.gen"),
+     u32("rsvd", "0")],
+    size=16,
+)
+
+
+def make_token(handle: int, gen: int, first_vseq: int) -> int:
+    """The 64-bit token (little-endian TOKEN) for an append."""
+    check = crc32(TOKEN_CHECK_IN.pack(first_vseq=first_vseq, handle=handle, gen=gen))
+    return int.from_bytes(TOKEN.pack(handle=handle, gen=gen, check=check), "little")
+
+
+def split_token(token: int):
+    """TOKEN fields of a 64-bit token value."""
+    return TOKEN.unpack(int(token & (2**64 - 1)).to_bytes(8, "little"))
 
 # -----------------------------------------------------------------------------
 # Identify: geometry and limits the device reports.
@@ -441,9 +584,9 @@ HOST_REGS = RegisterMap("hostq", "Host queue front-end registers (byte offsets i
 
 REGISTER_MAPS = [HOST_REGS]
 
-CONSTANTS = [LIMITS, ECC_CONSTANTS]
+CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiStatus]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, IDENTIFY]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),
