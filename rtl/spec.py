@@ -51,3 +51,7 @@ OOB = layout_of(spec.OOB)
 IDENTIFY = layout_of(spec.IDENTIFY)
 
 OOB_CRC = crc_algorithm(spec.OOB_CRC)
+
+NAND_DESC = layout_of(spec.NAND_DESC)
+NAND_CPL = layout_of(spec.NAND_CPL)
+NAND_CRC = crc_algorithm(spec.NAND_CRC)

@@ -544,6 +544,153 @@ ECC_CONSTANTS = ConstantGroup("ecc", "BCH ECC parameters (ECC in atomflash.spec)
 ])
 
 # -----------------------------------------------------------------------------
+# NAND channel controller (rtl/nand): the operation descriptor the FTL and the
+# firmware issue, the completion it returns, and where ECC parity lives in a
+# page.  Geometry limits are elaboration parameters (a NandProfile); the
+# channel checks every descriptor against them before touching the bus.
+# -----------------------------------------------------------------------------
+
+NAND_CLK_HZ = 100_000_000  # nominal controller clock: the ONFI cycle tables are built for it
+
+
+class NandOp(DocEnum):
+    RESET = 0x0, "RESET (FFh); completes when the target is ready again"
+    READ_ID = 0x1, "READ ID (90h) at ID address `column`; `length` bytes into the slot from offset 0"
+    READ_PARAM = 0x2, "READ PARAMETER PAGE (ECh, address 00h); `length` bytes into the slot from offset 0"
+    READ_STATUS = 0x3, "READ STATUS (70h); the status byte is the completion's nand_status"
+    READ = 0x4, "READ PAGE: `length` bytes at `column` into the slot at the same offset (ECC-corrected unless raw)"
+    PROGRAM = 0x5, "PROGRAM PAGE: `length` bytes at `column` of the slot (ECC parity written unless raw)"
+    ERASE = 0x6, "ERASE BLOCK `block`"
+    COPYBACK = 0x7, "COPYBACK (00h-35h, 85h-10h): page (block, page) to (dst_block, dst_page) inside the LUN"
+
+
+class NandFlag(DocEnum):
+    RAW = 0, "no ECC: any column/length, bytes exactly as stored (bit number)"
+
+
+class NandResult(DocEnum):
+    OK = 0x00, "done"
+    FAIL = 0x01, "the NAND reported FAIL (SR[0]) for a program, erase or copyback"
+    UNCORRECTABLE = 0x02, "a codeword had more bit errors than ECC corrects; the slot holds raw data"
+    ERASED = 0x03, "every codeword read was an erased (all-FFh) codeword; the slot holds FFh"
+    BAD_OPCODE = 0x10, "descriptor error: opcode is not a NandOp (nothing was sent to the NAND)"
+    BAD_CHANNEL = 0x11, "descriptor error: channel does not exist"
+    BAD_TARGET = 0x12, "descriptor error: target (chip enable) does not exist on the channel"
+    BAD_LUN = 0x13, "descriptor error: LUN does not exist in the target"
+    BAD_BLOCK = 0x14, "descriptor error: block (or dst_block) past the LUN"
+    BAD_PAGE = 0x15, "descriptor error: page (or dst_page) past the block"
+    BAD_COLUMN = 0x16, "descriptor error: column past the page, or not codeword-aligned with ECC"
+    BAD_LENGTH = 0x17, "descriptor error: length zero, past the page/slot, or not whole codewords with ECC"
+    BAD_SLOT = 0x18, "descriptor error: buffer slot does not exist"
+
+
+NAND_DESC = Record(
+    "nand_desc",
+    "NAND channel operation descriptor (FTL/firmware to channel controller).",
+    [
+        u8("opcode", "NandOp"),
+        u8("flags", "NandFlag bits", [Bits("raw", 0, 1, "no ECC")]),
+        u8("channel", "channel (controller top routes on it)"),
+        u8("target", "target (chip enable) on the channel"),
+        u8("lun", "LUN inside the target"),
+        u8("rsvd0", "reserved, 0"),
+        u16("tag", "echoed in the completion"),
+        u32("block", "erase block inside the LUN"),
+        u16("page", "page inside the block"),
+        u16("column", "first byte in the page (ECC: a codeword boundary); READ_ID: the ID address"),
+        u16("length", "bytes to transfer"),
+        u16("slot", "page buffer slot the data comes from or goes to"),
+        u32("dst_block", "COPYBACK destination block"),
+        u16("dst_page", "COPYBACK destination page"),
+        u16("rsvd1", "reserved, 0"),
+    ],
+    size=28,
+)
+
+NAND_CPL = Record(
+    "nand_cpl",
+    "NAND channel completion (channel controller to FTL/firmware).",
+    [
+        u16("tag", "the descriptor's tag"),
+        u8("result", "NandResult"),
+        u8("channel", "channel that executed it"),
+        u8("target", "target that executed it"),
+        u8("nand_status", "last ONFI status byte read (OnfiStatus bits); 0 when none was read"),
+        u8("ecc_max", "most bits corrected in one codeword"),
+        u8("flags", "ECC flags", [Bits("uncorrectable", 0, 1, "some codeword was uncorrectable"),
+                                  Bits("erased", 1, 1, "every codeword read was erased (all FFh)")]),
+        u16("ecc_corrected", "bits corrected over all codewords"),
+        u16("rsvd", "reserved, 0"),
+        u32("crc", "NAND_CRC of the `length` bytes transferred, as they are in the slot afterwards"),
+    ],
+    size=16,
+)
+
+NAND_CRC = OOB_CRC  # end-to-end page CRC: the same CRC-32 (zlib's)
+
+NAND_DEFAULTS = ConstantGroup("nand", "NAND channel controller elaboration defaults.", [
+    Constant("CHANNELS", 2, "channels in the controller top"),
+    Constant("WAYS", 4, "targets (chip enables) per channel"),
+    Constant("SLOTS", 8, "page buffer slots per channel"),
+    Constant("QUEUE", 2, "descriptors queued per target besides the one executing"),
+])
+
+
+@dataclass(frozen=True)
+class NandPageLayout:
+    """Where the channel puts user bytes and ECC parity in a page.
+
+    ``[0, page_data)`` data, codewords of ``ecc.codeword`` bytes;
+    ``[oob_col, oob_col + oob_bytes)`` the OOB record, a codeword of its own;
+    ``[parity_col, parity_col + parity_bytes)`` every codeword's parity in
+    codeword order (data codewords, then the OOB codeword); the rest is unused.
+    """
+
+    profile: NandProfile
+    ecc: EccParams
+    oob_bytes: int
+
+    @property
+    def data_codewords(self) -> int:
+        return self.profile.page_data // self.ecc.codeword
+
+    @property
+    def codewords(self) -> int:
+        return self.data_codewords + 1
+
+    @property
+    def oob_col(self) -> int:
+        return self.profile.page_data
+
+    @property
+    def user_bytes(self) -> int:
+        return self.profile.page_data + self.oob_bytes
+
+    @property
+    def parity_col(self) -> int:
+        return self.user_bytes
+
+    @property
+    def parity_bytes(self) -> int:
+        return self.codewords * self.ecc.parity_bytes
+
+    def codeword_span(self, index: int) -> tuple[int, int]:
+        """(column, bytes) of codeword ``index`` (the last one is the OOB record)."""
+        if index < self.data_codewords:
+            return index * self.ecc.codeword, self.ecc.codeword
+        return self.oob_col, self.oob_bytes
+
+    def parity_span(self, index: int) -> tuple[int, int]:
+        return self.parity_col + index * self.ecc.parity_bytes, self.ecc.parity_bytes
+
+
+def nand_page_layout(profile: NandProfile, ecc: EccParams = ECC) -> NandPageLayout:
+    layout = NandPageLayout(profile, ecc, OOB.size)
+    assert profile.page_data % ecc.codeword == 0
+    assert layout.parity_col + layout.parity_bytes <= profile.page_bytes, f"{profile.name}: spare too small"
+    return layout
+
+# -----------------------------------------------------------------------------
 # Host interface registers: the controller's Wishbone target window.  Queues
 # live in SoC memory (NVMe-shaped); the host programs their base and size,
 # then rings doorbells.  Every register is 32 bits.
@@ -584,14 +731,15 @@ HOST_REGS = RegisterMap("hostq", "Host queue front-end registers (byte offsets i
 
 REGISTER_MAPS = [HOST_REGS]
 
-CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS]
-ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiStatus]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY]
+CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS, NAND_DEFAULTS]
+ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiStatus, NandOp, NandFlag, NandResult]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, NAND_DESC, NAND_CPL]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),
     "OOB_CRC_SPAN": (OOB_CRC_SPAN, "bytes of the OOB record the CRC covers"),
     "IDENTIFY_MAGIC": (IDENTIFY_MAGIC, "IDENTIFY.magic"),
+    "NAND_CLK_HZ": (NAND_CLK_HZ, "nominal controller clock the ONFI cycle tables are built for"),
     "HOST_QUEUE_PAIRS": (HOST_QUEUE_PAIRS, "host queue pairs implemented by default"),
     "HOST_REGS_ID": (HOST_REGS_ID, "hostq.id register value"),
 }
