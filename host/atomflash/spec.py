@@ -176,6 +176,31 @@ OOB = Record(
 
 OOB_FORMAT = 1
 
+# -----------------------------------------------------------------------------
+# Physical page addresses: what the L2P table in SoC memory holds per LBA.
+# -----------------------------------------------------------------------------
+
+PPA = Record(
+    "ppa",
+    "Physical page address: one L2P table entry (32 bits; PPA_UNMAPPED = no binding).",
+    [u32("ppa", "packed address", [
+        Bits("page", 0, 10, "page in its block"),
+        Bits("block", 10, 14, "erase block in its LUN"),
+        Bits("lun", 24, 2, "LUN in its target"),
+        Bits("way", 26, 3, "target (chip enable) on its channel"),
+        Bits("channel", 29, 3, "channel"),
+    ])],
+    size=4,
+)
+PPA_UNMAPPED = 0xFFFF_FFFF  # erased-memory value; no real page has every field at its maximum
+
+
+def pack_ppa(channel: int, way: int, lun: int, block: int, page: int) -> int:
+    value = PPA.compose("ppa", channel=channel, way=way, lun=lun, block=block, page=page)
+    if value == PPA_UNMAPPED:
+        raise ValueError("that address is reserved as PPA_UNMAPPED")
+    return value
+
 
 @dataclass(frozen=True)
 class CrcParams:
@@ -733,13 +758,14 @@ REGISTER_MAPS = [HOST_REGS]
 
 CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS, NAND_DEFAULTS]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiStatus, NandOp, NandFlag, NandResult]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, NAND_DESC, NAND_CPL]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, PPA, NAND_DESC, NAND_CPL]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),
     "OOB_CRC_SPAN": (OOB_CRC_SPAN, "bytes of the OOB record the CRC covers"),
     "IDENTIFY_MAGIC": (IDENTIFY_MAGIC, "IDENTIFY.magic"),
     "NAND_CLK_HZ": (NAND_CLK_HZ, "nominal controller clock the ONFI cycle tables are built for"),
+    "PPA_UNMAPPED": (PPA_UNMAPPED, "L2P entry of an unmapped LBA"),
     "HOST_QUEUE_PAIRS": (HOST_QUEUE_PAIRS, "host queue pairs implemented by default"),
     "HOST_REGS_ID": (HOST_REGS_ID, "hostq.id register value"),
 }

@@ -13,6 +13,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from atomflash import spec
+from tb.common.wishbone import WishboneInitiator, WishboneMemory
 
 REGS = spec.HOST_REGS
 SQ_BASE = 0x1000_0000
@@ -24,56 +25,28 @@ class HostQueuesTB:
     def __init__(self, dut, seed):
         self.dut = dut
         self.rng = random.Random(seed)
-        self.mem = {}               # word address -> 32-bit word
-        self.bus_error_at = set()   # word addresses answering err
-        self.wait_states = 2
+        self.memory = WishboneMemory(dut, "dma", dut.clk, max_wait=2, seed=seed)
+        self.mem = self.memory.words      # word address -> 32-bit word
+        self.bus_error_at = self.memory.error_at
+        self.regs = WishboneInitiator(dut, "bus", dut.clk)
         self.commands = []          # (sqid, CMD dict) as the core received them
-        self.core_accepts = True
         cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
 
     # -- plumbing ------------------------------------------------------------
     async def reset(self):
         d = self.dut
         d.rst.value = 1
-        for sig in (d.bus__cyc, d.bus__stb, d.bus__we, d.cpl__valid, d.cmd__ready,
-                    d.dma__ack, d.dma__err):
-            sig.value = 0
+        d.cpl__valid.value = 0
+        d.cmd__ready.value = 0
         await ClockCycles(d.clk, 3)
         d.rst.value = 0
-        cocotb.start_soon(self._memory())
+        self.memory.start()
         cocotb.start_soon(self._core_intake())
-
-    async def _memory(self):
-        d = self.dut
-        while True:
-            await RisingEdge(d.clk)
-            d.dma__ack.value = 0
-            d.dma__err.value = 0
-            await ReadOnly()
-            if not (d.dma__cyc.value and d.dma__stb.value):
-                continue
-            adr = int(d.dma__adr.value)
-            we = int(d.dma__we.value)
-            wdata = int(d.dma__dat_w.value) if we else 0
-            await RisingEdge(d.clk)
-            for _ in range(self.rng.randint(0, self.wait_states)):
-                await RisingEdge(d.clk)
-            if adr in self.bus_error_at:
-                d.dma__err.value = 1
-            elif we:
-                self.mem[adr] = wdata
-                d.dma__ack.value = 1
-            else:
-                d.dma__dat_r.value = self.mem.get(adr, 0)
-                d.dma__ack.value = 1
-            await RisingEdge(d.clk)
-            d.dma__ack.value = 0
-            d.dma__err.value = 0
 
     async def _core_intake(self):
         d = self.dut
         while True:
-            d.cmd__ready.value = int(self.core_accepts and self.rng.random() < 0.7)
+            d.cmd__ready.value = int(self.rng.random() < 0.7)
             await ReadOnly()
             if d.cmd__valid.value and d.cmd__ready.value:
                 payload = int(d.cmd__payload.value)
@@ -83,37 +56,10 @@ class HostQueuesTB:
             await RisingEdge(d.clk)
 
     async def reg_write(self, name, value, index=0):
-        d = self.dut
-        d.bus__adr.value = REGS[name].address(index) // 4
-        d.bus__dat_w.value = value
-        d.bus__we.value = 1
-        d.bus__sel.value = 0xF
-        d.bus__cyc.value = 1
-        d.bus__stb.value = 1
-        await RisingEdge(d.clk)
-        while not d.bus__ack.value:
-            await RisingEdge(d.clk)
-        d.bus__cyc.value = 0
-        d.bus__stb.value = 0
-        d.bus__we.value = 0
-        await RisingEdge(d.clk)
+        await self.regs.write(REGS[name].address(index), value)
 
     async def reg_read(self, name, index=0):
-        d = self.dut
-        d.bus__adr.value = REGS[name].address(index) // 4
-        d.bus__we.value = 0
-        d.bus__cyc.value = 1
-        d.bus__stb.value = 1
-        await RisingEdge(d.clk)
-        while not d.bus__ack.value:
-            await RisingEdge(d.clk)
-        await ReadOnly()
-        value = int(d.bus__dat_r.value)
-        await RisingEdge(d.clk)
-        d.bus__cyc.value = 0
-        d.bus__stb.value = 0
-        await RisingEdge(d.clk)
-        return value
+        return await self.regs.read(REGS[name].address(index))
 
     # -- host side -----------------------------------------------------------
     async def setup_queue(self, q, size):

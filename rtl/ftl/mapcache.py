@@ -1,0 +1,301 @@
+"""Mapping-table cache: a set-associative, write-back cache of the L2P table.
+
+The full logical-to-physical table lives in SoC memory (one 32-bit
+``spec.PPA`` per LBA, ``spec.PPA_UNMAPPED`` when unbound), where the firmware
+can checkpoint and rebuild it.  The FTL's fast path must not pay a bus round
+trip per lookup, so this cache keeps recently used lines of the table in
+block RAM:
+
+* ``sets`` x ``ways`` lines of ``line`` entries each; a line is the unit of
+  fill and write-back (``line`` consecutive LBAs, so sequential workloads hit);
+* write-back: an update only dirties the line; dirty lines are written to SoC
+  memory when evicted (round-robin victim per set) or on ``FLUSH``;
+* every request returns the entry's previous value, so the caller can fix
+  per-block valid-page counts without a second lookup;
+* ``CAS`` (compare-and-swap) updates only when the entry still holds
+  ``expected`` — the GC relocation hook uses it so that a host write that
+  rebound the LBA meanwhile wins;
+* ``FLUSH`` writes every dirty line back (before the firmware reads the table
+  for a checkpoint); ``INVALIDATE`` drops every line without writing (after the
+  firmware rebuilt the table in memory at recovery).
+
+One request is served at a time: a hit takes 4 cycles, a miss adds ``line``
+bus reads (plus ``line`` writes when the victim is dirty).  Map traffic is one
+request per flash page, far below this rate.
+"""
+
+from amaranth import Array, Cat, Const, Module, Signal, unsigned
+from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from atomflash import spec
+from rtl.lib import wishbone
+
+
+class MapOp(enum.Enum, shape=3):
+    READ = 0
+    WRITE = 1
+    CAS = 2
+    FLUSH = 3
+    INVALIDATE = 4
+
+
+def request_layout(lba_bits: int) -> data.StructLayout:
+    return data.StructLayout({"op": MapOp, "lba": lba_bits, "value": 32, "expected": 32})
+
+
+RESPONSE = data.StructLayout({
+    "old": 32,       # the entry before this request (READ: the entry)
+    "updated": 1,    # WRITE always; CAS when old == expected
+    "hit": 1,        # the line was in the cache
+    "error": 1,      # a bus error; the entry is unknown and unchanged
+})
+
+
+class MapCache(wiring.Component):
+    """Set-associative write-back cache of the L2P table.
+
+    Parameters
+    ----------
+    lba_bits : int
+        Width of an LBA.
+    sets, ways, line : int
+        Geometry (powers of two); ``sets * ways * line`` entries of block RAM.
+
+    Ports
+    -----
+    req : In(stream.Signature(request_layout(lba_bits)))
+    resp : Out(stream.Signature(RESPONSE))
+        One response per request, in order (FLUSH/INVALIDATE answer when done).
+    table_base : In(32)
+        Byte address of entry 0 of the L2P table in SoC memory (4-byte aligned).
+    dma : Out(wishbone.Signature(addr_width=30))
+        Fills and write-backs.
+    hits, misses, writebacks : Out(32)
+        Free-running counters (lookups that hit, lookups that missed, lines written back).
+    """
+
+    def __init__(self, *, lba_bits: int = 32, sets: int = 64, ways: int = 4, line: int = 8):
+        self.set_bits = exact_log2(sets)
+        self.way_bits = exact_log2(ways)
+        self.line_bits = exact_log2(line)
+        self.tag_bits = lba_bits - self.set_bits - self.line_bits
+        if self.tag_bits <= 0:
+            raise ValueError("the cache covers the whole LBA space; make it smaller")
+        self.lba_bits, self.sets, self.ways, self.line = lba_bits, sets, ways, line
+        super().__init__({
+            "req": In(stream.Signature(request_layout(lba_bits))),
+            "resp": Out(stream.Signature(RESPONSE)),
+            "table_base": In(32),
+            "dma": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "hits": Out(32),
+            "misses": Out(32),
+            "writebacks": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        ways, line = self.ways, self.line
+        way_layout = data.StructLayout({"valid": 1, "dirty": 1, "tag": self.tag_bits})
+        set_layout = data.StructLayout({
+            "way": data.ArrayLayout(way_layout, ways),
+            "victim": max(1, self.way_bits),
+        })
+
+        m.submodules.tags = tags = memory.Memory(shape=set_layout, depth=self.sets, init=[])
+        m.submodules.lines = lines = memory.Memory(shape=unsigned(32), depth=self.sets * ways * line, init=[])
+        tag_rd = tags.read_port()
+        tag_wr = tags.write_port()
+        line_rd = lines.read_port()
+        line_wr = lines.write_port()
+
+        # The request being served.
+        op = Signal(MapOp)
+        lba = Signal(self.lba_bits)
+        value = Signal(32)
+        expected = Signal(32)
+        set_index = Signal(self.set_bits)
+        offset = Signal(self.line_bits)
+        tag = Signal(self.tag_bits)
+        m.d.comb += Cat(offset, set_index, tag).eq(lba)
+
+        tagword = Signal(set_layout)   # the set's tags, as read (and then edited)
+        way = Signal(max(1, self.way_bits))  # the way being served / evicted
+        hit = Signal()
+        word = Signal(self.line_bits + 1)
+        sweeping = Signal()            # FLUSH walks every set and way
+        error = Signal()
+        old = Signal(32)
+
+        def line_addr(w, i):
+            return Cat(i[:self.line_bits], w, set_index)
+
+        def table_word(t, s, i):
+            """Word address in SoC memory of entry i of the line (t, s)."""
+            return (self.table_base >> 2) + Cat(i[:self.line_bits], s, t)
+
+        # Tag reads are synchronous: while idle, address the incoming request's
+        # set so its tags are ready in TAGS.
+        req_set = self.req.payload.lba[self.line_bits:self.line_bits + self.set_bits]
+        m.d.comb += [
+            tag_rd.addr.eq(set_index),
+            tag_wr.addr.eq(set_index),
+            tag_wr.data.eq(tagword),
+        ]
+
+        # Hit detection on the freshly read tags.
+        hit_way = Signal.like(way)
+        any_hit = Signal()
+        for w in reversed(range(ways)):
+            entry = tag_rd.data.way[w]
+            with m.If(entry.valid & (entry.tag == tag)):
+                m.d.comb += [any_hit.eq(1), hit_way.eq(w)]
+
+        m.d.comb += [
+            self.resp.payload.old.eq(old),
+            self.resp.payload.hit.eq(hit),
+            self.resp.payload.error.eq(error),
+        ]
+
+        victim = tagword.way[way]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [self.req.ready.eq(1), tag_rd.addr.eq(req_set)]
+                with m.If(self.req.valid):
+                    m.d.sync += [
+                        op.eq(self.req.payload.op),
+                        lba.eq(self.req.payload.lba),
+                        value.eq(self.req.payload.value),
+                        expected.eq(self.req.payload.expected),
+                        error.eq(0),
+                        self.resp.payload.updated.eq(0),
+                    ]
+                    with m.Switch(self.req.payload.op):
+                        with m.Case(MapOp.FLUSH, MapOp.INVALIDATE):
+                            m.d.sync += [lba.eq(0), way.eq(0), sweeping.eq(1)]
+                            m.next = "SWEEP_TAGS"
+                        with m.Default():
+                            m.d.sync += sweeping.eq(0)
+                            m.next = "TAGS"
+
+            # -- lookups ----------------------------------------------------------
+            with m.State("TAGS"):
+                m.d.sync += [tagword.eq(tag_rd.data), hit.eq(any_hit), word.eq(0)]
+                with m.If(any_hit):
+                    m.d.sync += [way.eq(hit_way), self.hits.eq(self.hits + 1)]
+                    m.next = "READ_ENTRY"
+                with m.Else():
+                    m.d.sync += [way.eq(tag_rd.data.victim), self.misses.eq(self.misses + 1)]
+                    with m.If(tag_rd.data.way[tag_rd.data.victim].valid
+                              & tag_rd.data.way[tag_rd.data.victim].dirty):
+                        m.next = "WRITEBACK_READ"
+                    with m.Else():
+                        m.next = "FILL"
+
+            with m.State("FILL"):
+                m.d.comb += [
+                    self.dma.adr.eq(table_word(tag, set_index, word)),
+                    self.dma.sel.eq(0xF),
+                    self.dma.cyc.eq(1),
+                    self.dma.stb.eq(1),
+                    line_wr.addr.eq(line_addr(way, word)),
+                    line_wr.data.eq(self.dma.dat_r),
+                ]
+                with m.If(self.dma.err):
+                    m.d.sync += error.eq(1)
+                    m.next = "RESPOND"
+                with m.Elif(self.dma.ack):
+                    m.d.comb += line_wr.en.eq(1)
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == line - 1):
+                        m.d.sync += [
+                            victim.valid.eq(1), victim.dirty.eq(0), victim.tag.eq(tag),
+                            tagword.victim.eq(tagword.victim + 1),
+                        ]
+                        m.next = "FILLED"
+            with m.State("FILLED"):
+                m.d.comb += tag_wr.en.eq(1)
+                m.next = "READ_ENTRY"
+
+            with m.State("READ_ENTRY"):
+                m.d.comb += [line_rd.addr.eq(line_addr(way, offset))]
+                m.next = "UPDATE"
+            with m.State("UPDATE"):
+                current = line_rd.data
+                m.d.sync += old.eq(current)
+                do_write = Signal()
+                m.d.comb += do_write.eq((op == MapOp.WRITE) | ((op == MapOp.CAS) & (current == expected)))
+                with m.If(do_write):
+                    m.d.comb += [line_wr.addr.eq(line_addr(way, offset)), line_wr.data.eq(value), line_wr.en.eq(1)]
+                    m.d.sync += [self.resp.payload.updated.eq(1), victim.dirty.eq(1)]
+                    m.next = "MARK_DIRTY"
+                with m.Else():
+                    m.next = "RESPOND"
+            with m.State("MARK_DIRTY"):
+                m.d.comb += tag_wr.en.eq(1)
+                m.next = "RESPOND"
+
+            # -- write-back of `way` in `set_index` (eviction or flush) -----------
+            with m.State("WRITEBACK_READ"):
+                m.d.comb += line_rd.addr.eq(line_addr(way, word))
+                m.next = "WRITEBACK_WRITE"
+            with m.State("WRITEBACK_WRITE"):
+                m.d.comb += [
+                    line_rd.addr.eq(line_addr(way, word)),  # hold the read data
+                    self.dma.adr.eq(table_word(victim.tag, set_index, word)),
+                    self.dma.dat_w.eq(line_rd.data),
+                    self.dma.sel.eq(0xF),
+                    self.dma.we.eq(1),
+                    self.dma.cyc.eq(1),
+                    self.dma.stb.eq(1),
+                ]
+                with m.If(self.dma.err):
+                    m.d.sync += error.eq(1)
+                    m.next = "RESPOND"
+                with m.Elif(self.dma.ack):
+                    m.d.sync += word.eq(word + 1)
+                    m.next = "WRITEBACK_READ"
+                    with m.If(word == line - 1):
+                        m.d.sync += [self.writebacks.eq(self.writebacks + 1), word.eq(0), victim.dirty.eq(0)]
+                        with m.If(sweeping):
+                            m.next = "SWEEP_STORE"
+                        with m.Else():
+                            m.next = "FILL"
+
+            # -- FLUSH / INVALIDATE: every set, every way --------------------------
+            with m.State("SWEEP_TAGS"):
+                m.next = "SWEEP_LOAD"  # tag_rd.addr follows set_index; data next cycle
+            with m.State("SWEEP_LOAD"):
+                m.d.sync += [tagword.eq(tag_rd.data), way.eq(0), word.eq(0)]
+                with m.If(op == MapOp.INVALIDATE):
+                    m.d.sync += tagword.eq(0)
+                    m.next = "SWEEP_STORE_ALL"
+                with m.Else():
+                    m.next = "SWEEP_WAY"
+            with m.State("SWEEP_WAY"):
+                with m.If(victim.valid & victim.dirty):
+                    m.next = "WRITEBACK_READ"
+                with m.Else():
+                    m.next = "SWEEP_STORE"
+            with m.State("SWEEP_STORE"):
+                with m.If(way == ways - 1):
+                    m.next = "SWEEP_STORE_ALL"
+                with m.Else():
+                    m.d.sync += way.eq(way + 1)
+                    m.next = "SWEEP_WAY"
+            with m.State("SWEEP_STORE_ALL"):
+                m.d.comb += tag_wr.en.eq(1)
+                next_lba = lba + (1 << self.line_bits)
+                m.d.sync += lba.eq(next_lba)
+                with m.If(set_index == self.sets - 1):
+                    m.next = "RESPOND"
+                with m.Else():
+                    m.next = "SWEEP_TAGS"
+
+            with m.State("RESPOND"):
+                m.d.comb += self.resp.valid.eq(1)
+                with m.If(self.resp.ready):
+                    m.next = "IDLE"
+        return m

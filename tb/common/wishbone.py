@@ -1,0 +1,117 @@
+"""cocotb models for the classic Wishbone ports of rtl.lib.wishbone.
+
+``WishboneMemory`` answers an initiator port (word dict, random wait states,
+injectable bus errors); ``WishboneInitiator`` drives a target port (register
+windows).  Ports are found by prefix: ``<prefix>__adr``, ``<prefix>__cyc``, ...
+(Amaranth's flattened names).
+"""
+
+import random
+
+import cocotb
+from cocotb.triggers import ReadOnly, RisingEdge
+
+
+class _Port:
+    def __init__(self, dut, prefix):
+        for name in ("adr", "dat_w", "dat_r", "sel", "cyc", "stb", "we", "ack", "err"):
+            setattr(self, name, getattr(dut, f"{prefix}__{name}"))
+
+
+class WishboneMemory:
+    """Word-addressed memory behind an initiator port."""
+
+    def __init__(self, dut, prefix, clk, *, max_wait=2, seed=0):
+        self.port = _Port(dut, prefix)
+        self.clk = clk
+        self.words: dict[int, int] = {}
+        self.error_at: set[int] = set()
+        self.max_wait = max_wait
+        self.rng = random.Random(seed)
+        self.reads = self.writes = 0
+        self.port.ack.value = 0
+        self.port.err.value = 0
+
+    def start(self):
+        return cocotb.start_soon(self._serve())
+
+    def read_bytes(self, byte_addr, length):
+        out = bytearray()
+        for a in range(byte_addr, byte_addr + length, 4):
+            out += self.words.get(a // 4, 0).to_bytes(4, "little")
+        return bytes(out[:length])
+
+    def write_bytes(self, byte_addr, raw):
+        assert byte_addr % 4 == 0 and len(raw) % 4 == 0
+        for i in range(0, len(raw), 4):
+            self.words[(byte_addr + i) // 4] = int.from_bytes(raw[i:i + 4], "little")
+
+    async def _serve(self):
+        p = self.port
+        while True:
+            await RisingEdge(self.clk)
+            p.ack.value = 0
+            p.err.value = 0
+            await ReadOnly()
+            if not (p.cyc.value and p.stb.value):
+                continue
+            adr, we = int(p.adr.value), int(p.we.value)
+            wdata, sel = (int(p.dat_w.value), int(p.sel.value)) if we else (0, 0)
+            await RisingEdge(self.clk)
+            for _ in range(self.rng.randint(0, self.max_wait)):
+                await RisingEdge(self.clk)
+            if adr in self.error_at:
+                p.err.value = 1
+            elif we:
+                old = self.words.get(adr, 0)
+                mask = sum(0xFF << (8 * i) for i in range(4) if sel >> i & 1)
+                self.words[adr] = (old & ~mask) | (wdata & mask)
+                self.writes += 1
+                p.ack.value = 1
+            else:
+                p.dat_r.value = self.words.get(adr, 0)
+                self.reads += 1
+                p.ack.value = 1
+            await RisingEdge(self.clk)
+            p.ack.value = 0
+            p.err.value = 0
+
+
+class WishboneInitiator:
+    """Single-word reads and writes on a target port."""
+
+    def __init__(self, dut, prefix, clk):
+        self.port = _Port(dut, prefix)
+        self.clk = clk
+        self.port.cyc.value = 0
+        self.port.stb.value = 0
+        self.port.we.value = 0
+
+    async def _cycle(self, adr, we, data=0):
+        p = self.port
+        p.adr.value = adr
+        p.dat_w.value = data
+        p.we.value = we
+        p.sel.value = 0xF
+        p.cyc.value = 1
+        p.stb.value = 1
+        while True:
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            if p.ack.value or p.err.value:
+                break
+        value = int(p.dat_r.value)
+        err = int(p.err.value)
+        await RisingEdge(self.clk)
+        p.cyc.value = 0
+        p.stb.value = 0
+        p.we.value = 0
+        if err:
+            raise IOError(f"bus error at word 0x{adr:x}")
+        return value
+
+    async def write(self, byte_addr, value):
+        await self._cycle(byte_addr // 4, 1, value)
+
+    async def read(self, byte_addr):
+        return await self._cycle(byte_addr // 4, 0)

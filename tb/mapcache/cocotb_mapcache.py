@@ -1,0 +1,144 @@
+"""cocotb tests for the mapping-table cache, scoreboarded against a dict."""
+
+import os
+import random
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from atomflash import spec
+from rtl.ftl.mapcache import MapOp
+from tb.common.wishbone import WishboneMemory
+
+TABLE_BASE = 0x4000_0000
+LBA_BITS = int(os.environ["LBA_BITS"])
+CACHED = int(os.environ["SETS"]) * int(os.environ["WAYS"]) * int(os.environ["LINE"])
+
+
+class MapCacheTB:
+    def __init__(self, dut, seed, lbas=256):
+        self.dut = dut
+        self.rng = random.Random(seed)
+        self.memory = WishboneMemory(dut, "dma", dut.clk, max_wait=1, seed=seed)
+        self.lbas = lbas
+        self.model = {lba: spec.PPA_UNMAPPED for lba in range(lbas)}
+        self.memory.write_bytes(TABLE_BASE, b"\xff" * 4 * lbas)  # firmware's "all unmapped"
+        cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
+
+    async def reset(self):
+        d = self.dut
+        d.rst.value = 1
+        d.req__valid.value = 0
+        d.resp__ready.value = 0
+        d.table_base.value = TABLE_BASE
+        await ClockCycles(d.clk, 3)
+        d.rst.value = 0
+        self.memory.start()
+
+    async def request(self, op, lba=0, value=0, expected=0):
+        d = self.dut
+        d.req__payload.value = (int(op.value) | (lba << 3) | (value << (3 + LBA_BITS))
+                                | (expected << (35 + LBA_BITS)))
+        d.req__valid.value = 1
+        while True:
+            await RisingEdge(d.clk)
+            if d.req__ready.value:
+                break
+        d.req__valid.value = 0
+        d.resp__ready.value = 1
+        while True:
+            await ReadOnly()
+            if d.resp__valid.value:
+                payload = int(d.resp__payload.value)
+                break
+            await RisingEdge(d.clk)
+        await RisingEdge(d.clk)
+        d.resp__ready.value = 0
+        return dict(old=payload & 0xFFFFFFFF, updated=payload >> 32 & 1,
+                    hit=payload >> 33 & 1, error=payload >> 34 & 1)
+
+    def table_in_memory(self):
+        raw = self.memory.read_bytes(TABLE_BASE, 4 * self.lbas)
+        return {lba: int.from_bytes(raw[4 * lba:4 * lba + 4], "little") for lba in range(self.lbas)}
+
+
+@cocotb.test()
+async def random_operations_match_a_dict(dut):
+    tb = MapCacheTB(dut, seed=11)
+    await tb.reset()
+    hits = 0
+    for n in range(600):
+        lba = tb.rng.randrange(tb.lbas) if n % 3 else tb.rng.randrange(16)  # some locality
+        kind = tb.rng.choice([MapOp.READ, MapOp.WRITE, MapOp.WRITE, MapOp.CAS])
+        value = tb.rng.getrandbits(32)
+        want_old = tb.model[lba]
+        expected = want_old if tb.rng.random() < 0.5 else tb.rng.getrandbits(32)
+        r = await tb.request(kind, lba, value, expected)
+        assert not r["error"]
+        assert r["old"] == want_old, f"#{n} {kind.name} lba {lba}: old {r['old']:#x} != {want_old:#x}"
+        should_update = kind == MapOp.WRITE or (kind == MapOp.CAS and expected == want_old)
+        assert r["updated"] == should_update, f"#{n} {kind.name}: updated flag wrong"
+        if should_update:
+            tb.model[lba] = value
+        hits += r["hit"]
+    assert int(dut.hits.value) == hits
+    assert int(dut.hits.value) + int(dut.misses.value) == 600
+    assert int(dut.writebacks.value) > 0, "the working set should have forced write-backs"
+    # FLUSH makes SoC memory hold exactly the table.
+    await tb.request(MapOp.FLUSH)
+    assert tb.table_in_memory() == tb.model
+    # Flushed lines stay cached and clean: re-flushing writes nothing.
+    writes = tb.memory.writes
+    await tb.request(MapOp.FLUSH)
+    assert tb.memory.writes == writes
+
+
+@cocotb.test()
+async def invalidate_rereads_the_table_from_memory(dut):
+    tb = MapCacheTB(dut, seed=12)
+    await tb.reset()
+    for lba in range(8):
+        await tb.request(MapOp.WRITE, lba, 0x100 + lba)
+    await tb.request(MapOp.FLUSH)
+    # The firmware rebuilds part of the table in memory (as recovery does) ...
+    tb.memory.write_bytes(TABLE_BASE + 4 * 3, (0xABCD).to_bytes(4, "little"))
+    r = await tb.request(MapOp.READ, 3)
+    assert r["old"] == 0x103 and r["hit"], "still cached before INVALIDATE"
+    await tb.request(MapOp.INVALIDATE)
+    r = await tb.request(MapOp.READ, 3)
+    assert r["old"] == 0xABCD and not r["hit"]
+    # ... and INVALIDATE drops dirty lines without writing them.
+    await tb.request(MapOp.WRITE, 5, 0x55)
+    await tb.request(MapOp.INVALIDATE)
+    assert (await tb.request(MapOp.READ, 5))["old"] == 0x105
+
+
+@cocotb.test()
+async def cas_loses_to_a_racing_write(dut):
+    """GC relocation rebinds only if the map still points at the old page."""
+    tb = MapCacheTB(dut, seed=13)
+    await tb.reset()
+    old_page, gc_copy, host_page = 0x1000, 0x2000, 0x3000
+    await tb.request(MapOp.WRITE, 42, old_page)
+    await tb.request(MapOp.WRITE, 42, host_page)  # host rewrote LBA 42 meanwhile
+    r = await tb.request(MapOp.CAS, 42, gc_copy, expected=old_page)
+    assert r["old"] == host_page and not r["updated"]
+    assert (await tb.request(MapOp.READ, 42))["old"] == host_page
+    r = await tb.request(MapOp.CAS, 42, gc_copy, expected=host_page)
+    assert r["updated"]
+    assert (await tb.request(MapOp.READ, 42))["old"] == gc_copy
+
+
+@cocotb.test()
+async def bus_error_changes_nothing(dut):
+    tb = MapCacheTB(dut, seed=14)
+    await tb.reset()
+    await tb.request(MapOp.WRITE, 1, 0x11)
+    bad_lba = 200
+    tb.memory.error_at.add((TABLE_BASE + 4 * bad_lba) // 4)
+    r = await tb.request(MapOp.WRITE, bad_lba, 0x22)
+    assert r["error"] and not r["updated"]
+    tb.memory.error_at.clear()
+    assert (await tb.request(MapOp.READ, bad_lba))["old"] == spec.PPA_UNMAPPED
+    assert (await tb.request(MapOp.READ, 1))["old"] == 0x11
