@@ -526,7 +526,14 @@ class OnfiCmd(DocEnum):
     READ_STATUS = 0x70, "READ STATUS"
     READ_ID = 0x90, "READ ID"
     READ_PARAM_PAGE = 0xEC, "READ PARAMETER PAGE"
+    READ_STATUS_ENH = 0x78, "READ STATUS ENHANCED: status of the LUN named by 3 row address cycles"
+    SET_FEATURES = 0xEF, "SET FEATURES: feature address, then 4 parameter bytes (tADL), busy tFEAT"
+    GET_FEATURES = 0xEE, "GET FEATURES: feature address, busy tFEAT, then 4 parameter bytes out"
     RESET = 0xFF, "RESET"
+
+
+class OnfiFeature(DocEnum):
+    TIMING_MODE = 0x01, "feature address: P1[3:0] selects the asynchronous timing mode (0-5)"
 
 
 class OnfiStatus(DocEnum):
@@ -757,7 +764,7 @@ HOST_REGS = RegisterMap("hostq", "Host queue front-end registers (byte offsets i
 REGISTER_MAPS = [HOST_REGS]
 
 CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS, NAND_DEFAULTS]
-ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiStatus, NandOp, NandFlag, NandResult]
+ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, PPA, NAND_DESC, NAND_CPL]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
