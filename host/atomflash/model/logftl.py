@@ -305,7 +305,9 @@ class LogFTL:
         """Full blocks whose every page is older than the newest checkpoint (the only erasable ones)."""
         if self.ckpt is None:
             return []
-        used = set(self.free) | {self.open_block}
+        used = set(self.free)
+        if self.wp < self.flash.pages_per_block:
+            used.add(self.open_block)  # still being written
         return [b for b in range(self.flash.nblocks)
                 if b not in used and self.block_max_seq.get(b, 0) < self.ckpt.seq]
 

@@ -96,6 +96,7 @@ __all__ = ["Page", "PendingTx", "Checkpoint", "Binding", "Recovered", "recover",
 _DATA_KINDS = (Kind.DATA, Kind.GC_COPY, Kind.APPEND)
 _RECORD_KINDS = (Kind.COMMIT, Kind.REMAP, Kind.TRIM)
 _ERASED_OOB = b"\xff" * spec.OOB.size
+_KINDS = frozenset(int(k) for k in Kind)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,10 @@ class _Copy:
     rec: dict
     addr: int
     data: bytes
+    flags: dict = None
+
+    def __post_init__(self):
+        self.flags = spec.OOB.decompose("flags", self.rec.flags)
 
 
 class _Scan:
@@ -182,7 +187,7 @@ class _Scan:
         self.torn = 0
         for p in pages:
             rec = spec.unpack_oob(p.oob)
-            if rec is None or rec.format != spec.OOB_FORMAT or rec.kind not in {int(k) for k in Kind}:
+            if rec is None or rec.format != spec.OOB_FORMAT or rec.kind not in _KINDS:
                 if bytes(p.oob) != _ERASED_OOB:
                     self.torn += 1
                     raw = spec.OOB.unpack(p.oob)
@@ -200,8 +205,9 @@ class _Scan:
                 self.records.setdefault(first, {})[rec.group_idx] = (rec, parsed[1])
             elif rec.kind in _DATA_KINDS:
                 self.max_seq = max(self.max_seq, rec.seq)
-                self.versions.setdefault(rec.vseq, []).append(_Copy(rec, p.addr, bytes(p.data)))
-                if spec.OOB.decompose("flags", rec.flags).tx:
+                copy = _Copy(rec, p.addr, bytes(p.data))
+                self.versions.setdefault(rec.vseq, []).append(copy)
+                if copy.flags.tx:
                     self.tx_pages.setdefault(rec.tid, set()).add(rec.vseq)
             else:  # CHECKPOINT pages: the firmware's format; they count for the seq only
                 self.max_seq = max(self.max_seq, rec.seq)
@@ -210,8 +216,7 @@ class _Scan:
         """An intact copy of version ``vseq`` whose OOB fields equal ``want`` (flags by bit name)."""
         flags = {k: want.pop(k) for k in ("tx", "append", "tx_final", "commit") if k in want}
         for c in self.versions.get(vseq, ()):
-            f = spec.OOB.decompose("flags", c.rec.flags)
-            if all(c.rec[k] == v for k, v in want.items()) and all(f[k] == v for k, v in flags.items()):
+            if all(c.rec[k] == v for k, v in want.items()) and all(c.flags[k] == v for k, v in flags.items()):
                 return c
         return None
 
@@ -246,14 +251,14 @@ def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None) -> Reco
     seen_groups = set()
     for vseq, copies in scan.versions.items():
         for c in copies:
-            f = spec.OOB.decompose("flags", c.rec.flags)
+            f = c.flags
             if f.tx or f.append or c.rec.group_len == 0:
                 continue
             n, first = c.rec.group_len, vseq - c.rec.group_idx
             cseq = first + n - 1
-            if first in seen_groups or cseq < floor:
+            if (first, n) in seen_groups or cseq < floor:
                 continue
-            seen_groups.add(first)
+            seen_groups.add((first, n))
             members = [scan.copy(first + i, group_len=n, group_idx=i, tx=0, append=0,
                                  commit=int(i == n - 1)) for i in range(n)]
             missing = [i for i, m in enumerate(members) if m is None]
@@ -323,7 +328,7 @@ def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None) -> Reco
     finals = set()
     for vseq, copies in scan.versions.items():
         for c in copies:
-            f = spec.OOB.decompose("flags", c.rec.flags)
+            f = c.flags
             if f.tx and f.tx_final and f.commit and vseq >= floor and vseq not in finals:
                 finals.add(vseq)
                 tag = c.rec.tid
@@ -343,8 +348,7 @@ def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None) -> Reco
 
     out_map, data = {}, {}
     for lba, (v, cseq) in bound.items():
-        c = next((c for c in scan.versions.get(v, ()) if c.rec.lba == lba or spec.OOB.decompose(
-            "flags", c.rec.flags).append), None)
+        c = next((c for c in scan.versions.get(v, ()) if c.rec.lba == lba or c.flags.append), None)
         out_map[lba] = Binding(v, cseq, c.addr if c else None)
         if c is not None:
             data[lba] = c.data
