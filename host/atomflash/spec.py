@@ -583,6 +583,7 @@ ECC_CONSTANTS = ConstantGroup("ecc", "BCH ECC parameters (ECC in atomflash.spec)
 # -----------------------------------------------------------------------------
 
 NAND_CLK_HZ = 100_000_000  # nominal controller clock: the ONFI cycle tables are built for it
+NAND_TCCS_NS = 200  # ONFI tCCS (change column setup) the modelled parts report in their parameter page
 
 
 class NandOp(DocEnum):
@@ -594,6 +595,7 @@ class NandOp(DocEnum):
     PROGRAM = 0x5, "PROGRAM PAGE: `length` bytes at `column` of the slot (ECC parity written unless raw)"
     ERASE = 0x6, "ERASE BLOCK `block`"
     COPYBACK = 0x7, "COPYBACK (00h-35h, 85h-10h): page (block, page) to (dst_block, dst_page) inside the LUN"
+    SET_FEATURES = 0x8, "SET FEATURES (EFh) at feature address `column`; `length` = 4 parameter bytes from the slot's offset 0"
 
 
 class NandFlag(DocEnum):
@@ -604,7 +606,7 @@ class NandResult(DocEnum):
     OK = 0x00, "done"
     FAIL = 0x01, "the NAND reported FAIL (SR[0]) for a program, erase or copyback"
     UNCORRECTABLE = 0x02, "a codeword had more bit errors than ECC corrects; the slot holds raw data"
-    ERASED = 0x03, "every codeword read was an erased (all-FFh) codeword; the slot holds FFh"
+    ERASED = 0x03, "every codeword read was erased (all FFh but at most t bits); the slot holds the raw bytes"
     BAD_OPCODE = 0x10, "descriptor error: opcode is not a NandOp (nothing was sent to the NAND)"
     BAD_CHANNEL = 0x11, "descriptor error: channel does not exist"
     BAD_TARGET = 0x12, "descriptor error: target (chip enable) does not exist on the channel"
@@ -659,6 +661,7 @@ NAND_CPL = Record(
 )
 
 NAND_CRC = OOB_CRC  # end-to-end page CRC: the same CRC-32 (zlib's)
+NAND_BBM_BYTES = 2  # spare bytes kept for the bad-block marker before the OOB record
 
 NAND_DEFAULTS = ConstantGroup("nand", "NAND channel controller elaboration defaults.", [
     Constant("CHANNELS", 2, "channels in the controller top"),
@@ -673,14 +676,26 @@ class NandPageLayout:
     """Where the channel puts user bytes and ECC parity in a page.
 
     ``[0, page_data)`` data, codewords of ``ecc.codeword`` bytes;
-    ``[oob_col, oob_col + oob_bytes)`` the OOB record, a codeword of its own;
+    ``[oob_col, oob_col + oob_bytes)`` the spare user bytes, a codeword of its
+    own: ``bbm_bytes`` bad-block marker bytes (keep them FFh: a factory-bad
+    block is one whose first spare byte is not FFh) then the OOB record;
     ``[parity_col, parity_col + parity_bytes)`` every codeword's parity in
     codeword order (data codewords, then the OOB codeword); the rest is unused.
     """
 
     profile: NandProfile
     ecc: EccParams
-    oob_bytes: int
+    bbm_bytes: int
+    oob_record: int
+
+    @property
+    def oob_bytes(self) -> int:
+        return self.bbm_bytes + self.oob_record
+
+    @property
+    def oob_record_col(self) -> int:
+        """Column of the OOB record (after the bad-block marker)."""
+        return self.oob_col + self.bbm_bytes
 
     @property
     def data_codewords(self) -> int:
@@ -717,7 +732,7 @@ class NandPageLayout:
 
 
 def nand_page_layout(profile: NandProfile, ecc: EccParams = ECC) -> NandPageLayout:
-    layout = NandPageLayout(profile, ecc, OOB.size)
+    layout = NandPageLayout(profile, ecc, NAND_BBM_BYTES, OOB.size)
     assert profile.page_data % ecc.codeword == 0
     assert layout.parity_col + layout.parity_bytes <= profile.page_bytes, f"{profile.name}: spare too small"
     return layout

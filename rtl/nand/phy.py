@@ -32,7 +32,8 @@ This PHY does it with two "since" counters and one latch at a time:
   after a command/address, tRHW before a WE# fall after reading, tADL before
   the first data byte after an address, tWB before anyone may look at R/B#
   or status after a busy-starting command, tRR from ready to the first RE#.
-  A counter saturates, so a long-idle bus never waits.
+  tCCS after CHANGE READ/WRITE COLUMN before the first data strobe.  A
+  counter saturates, so a long-idle bus never waits.
 
 Every parameter is a runtime register (``timing``, see
 :mod:`rtl.nand.timing`), so the same gateware runs modes 0-5 and any clock.
@@ -71,6 +72,7 @@ def phy_op_layout(targets: int) -> data.StructLayout:
         "target": range(max(targets, 2)),
         "byte": 8,
         "count": 16,
+        "ccs": 1,        # READ/WRITE after CHANGE COLUMN: first strobe waits tCCS too
     })
 
 
@@ -267,7 +269,7 @@ class OnfiPhy(wiring.Component):
                     m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.WRITE):
                 with m.If(elapsed(since_re, t.tRHW) & (~last_addr | elapsed(since_we, t.tADL)) &
-                          self.wdata.valid):
+                          (~last_addr | ~cur.ccs | elapsed(since_we, t.tCCS)) & self.wdata.valid):
                     m.d.comb += self.wdata.ready.eq(1)
                     # the first byte after an address also sets ALE up: full control setup
                     we_latch(0, 0, self.wdata.payload, Mux(last_addr, l_ctl, l_dat), h_dat)
@@ -275,7 +277,7 @@ class OnfiPhy(wiring.Component):
                     with m.If(remaining <= 1):
                         m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.READ):
-                with m.If(elapsed(since_we, we_to_re) & room):
+                with m.If(elapsed(since_we, we_to_re) & (~cur.ccs | elapsed(since_we, t.tCCS)) & room):
                     m.d.sync += [
                         bus.re_n.eq(0), bus.dq_oe.eq(0), bus.cle.eq(0), bus.ale.eq(0),
                         phase.eq(RE_LOW), cnt.eq(re_lo),
@@ -285,7 +287,8 @@ class OnfiPhy(wiring.Component):
                     with m.If(remaining <= 1):
                         m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.WAIT_BUSY):
-                with m.If(elapsed(since_we, t.tWB)):
+                # + the synchroniser's latency, so `ready` already shows the busy target
+                with m.If(elapsed(since_we, t.tWB + 2)):
                     m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.WAIT_READY):
                 with m.If(elapsed(since_we, t.tWB) & rb.bit_select(cur.target, 1)):

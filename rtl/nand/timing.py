@@ -6,9 +6,11 @@ firmware can switch timing modes (after SET FEATURES, or to slow a marginal
 board down) without re-synthesis.  Values are whole cycles, rounded up from the
 nanosecond minimums/maximums by ``spec.onfi_timing_cycles``.
 
-One field is not an ONFI parameter: ``tSAMPLE``, the cycles between the DQ pins
-and the PHY's sampling register on top of tREA (input registers in the I/O
-ring, or a model that answers a cycle late).  It defaults to 0.
+Two fields are not in the ONFI table: ``tCCS`` (change column setup, which a
+part reports in its parameter page; default ``spec.NAND_TCCS_NS``) and
+``tSAMPLE``, the cycles between the DQ pins and the PHY's sampling register
+on top of tREA (input registers in the I/O ring, or a model that answers a
+cycle late).  ``tSAMPLE`` defaults to 0.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from atomflash import spec
 __all__ = ["TIMING", "TIMING_NAMES", "TIMING_BITS", "timing_cycles", "timing_table", "timing_const"]
 
 TIMING_BITS = 8
-TIMING_NAMES = tuple(name for name, _, _ in spec.ONFI_TIMING_PARAMS) + ("tSAMPLE",)
+TIMING_NAMES = tuple(name for name, _, _ in spec.ONFI_TIMING_PARAMS) + ("tCCS", "tSAMPLE")
 
 TIMING = data.StructLayout({name: TIMING_BITS for name in TIMING_NAMES})
 """Layout of the timing register block: one field per ONFI parameter, in cycles."""
@@ -28,7 +30,9 @@ TIMING = data.StructLayout({name: TIMING_BITS for name in TIMING_NAMES})
 
 def timing_cycles(mode: int, clk_hz: int = spec.NAND_CLK_HZ, sample: int = 0) -> dict[str, int]:
     """The register values for ONFI ``mode`` at ``clk_hz``."""
-    cycles = dict(spec.onfi_timing_cycles(mode, clk_hz), tSAMPLE=sample)
+    period_ps = 10**12 // clk_hz
+    cycles = dict(spec.onfi_timing_cycles(mode, clk_hz), tCCS=-(-spec.NAND_TCCS_NS * 1000 // period_ps),
+                  tSAMPLE=sample)
     for name, value in cycles.items():
         if value >> TIMING_BITS:
             raise ValueError(f"{name} = {value} cycles does not fit {TIMING_BITS} bits at {clk_hz} Hz")
@@ -49,6 +53,7 @@ def timing_markdown(clk_hz: int = spec.NAND_CLK_HZ) -> str:
     """The mode 0-5 table at ``clk_hz`` as Markdown (for docs/nand_channel.md)."""
     table = timing_table(clk_hz)
     docs = {name: doc for name, _, doc in spec.ONFI_TIMING_PARAMS}
+    docs["tCCS"] = "change column setup (parameter page)"
     docs["tSAMPLE"] = "extra pin-to-sample latency (not ONFI)"
     head = "| parameter | " + " | ".join(f"mode {m}" for m in table) + " | meaning |\n"
     head += "| --- | " + " | ".join("---:" for _ in table) + " | --- |\n"

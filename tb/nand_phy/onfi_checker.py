@@ -22,7 +22,7 @@ GARBAGE = 0xEE
 
 
 class OnfiPinChecker:
-    def __init__(self, bus, timing: dict[str, int], targets: int, busy_cycles: int = 40):
+    def __init__(self, bus, timing: dict[str, int], targets: int, busy_cycles: int = 40, devices=None):
         self.bus = bus
         self.t = timing
         self.targets = targets
@@ -33,6 +33,7 @@ class OnfiPinChecker:
         self.read_falls: list[int] = []
         self.busy_until = [0] * targets
         self.now = 0
+        self.devices = devices   # optional per-target FakeTarget: answers reads, sets busy times
 
     def _viol(self, what):
         self.violations.append(f"cycle {self.now}: {what}")
@@ -93,9 +94,14 @@ class OnfiPinChecker:
                         if not (kind == "cmd" and dq_o in (OnfiCmd.READ_STATUS, OnfiCmd.RESET)):
                             self._viol(f"latch to busy target {target}")
                     self.latches.append((target, kind, dq_o))
+                    if self.devices and target >= 0:
+                        busy = self.devices[target].latch(kind, dq_o)
+                        if busy:
+                            self.busy_until[target] = now + self.t["tWB"] + busy
+                            ready_at[target] = self.busy_until[target]
                     if kind == "addr":
                         last_addr_rise = edge
-                    if kind == "cmd" and dq_o in BUSY_CMDS and target >= 0:
+                    if kind == "cmd" and dq_o in BUSY_CMDS and target >= 0 and not self.devices:
                         self.busy_until[target] = now + self.t["tWB"] + self.busy_cycles
                         busy_cmd_rise = edge
                         ready_at[target] = self.busy_until[target]
@@ -117,7 +123,10 @@ class OnfiPinChecker:
                         self._viol("RE# fell while the master drives DQ")
                     re_fall = edge
                     self.read_falls.append(edge)
-                    byte = self.read_bytes.popleft() if self.read_bytes else GARBAGE
+                    if self.devices and target >= 0:
+                        byte = self.devices[target].read()
+                    else:
+                        byte = self.read_bytes.popleft() if self.read_bytes else GARBAGE
                     pending_data = (edge + self.t["tREA"], byte)
                     dq_value = GARBAGE
                 if not prev["re_n"] and re_n:                       # RE# rise
@@ -136,3 +145,101 @@ class OnfiPinChecker:
                 dq_value = pending_data[1]
                 pending_data = None
             ctx.set(self.bus.dq_i, dq_value)
+
+
+class FakeTarget:
+    """A functional ONFI target for the checker: pages, erase, status, ID.
+
+    Just enough of a NAND for sequencer tests in pure Python; the Verilator
+    suite runs against the real model.  ``fail_next`` makes the next program
+    or erase report FAIL.
+    """
+
+    def __init__(self, page_bytes: int, pages_per_block: int, page_bits: int, busy: int = 30):
+        self.page_bytes, self.ppb, self.page_bits, self.busy = page_bytes, pages_per_block, page_bits, busy
+        self.pages: dict[int, bytearray] = {}
+        self.reg = bytearray(b"\xff" * page_bytes)
+        self.cmd = None
+        self.addr: list[int] = []
+        self.col = 0
+        self.out: list[int] = []
+        self.status = 0xE0
+        self.fail_next = False
+        self.mode = None
+        self.features: list[int] = []
+        self.log: list[str] = []
+
+    def _num(self, cycles):
+        return sum(b << (8 * i) for i, b in enumerate(cycles))
+
+    def latch(self, kind, byte):
+        if kind == "cmd":
+            self.cmd = byte
+            if byte in (0x00, 0x80, 0x60, 0x90, 0xEC, 0x05, 0x85, 0xEF):
+                self.addr = []
+                if byte == 0x80:
+                    self.reg = bytearray(b"\xff" * self.page_bytes)
+                if byte == 0xEF:
+                    self.features = []
+            if byte in (0x30, 0x35):
+                row = self._num(self.addr[2:])
+                self.reg = bytearray(self.pages.get(row, b"\xff" * self.page_bytes))
+                self.col, self.mode = self._num(self.addr[:2]), "data"
+                self.log.append(f"read {row}")
+                return self.busy
+            if byte == 0xE0:
+                self.col, self.mode = self._num(self.addr[:2]), "data"
+            if byte == 0x10:
+                row = self.prog_row
+                if self.fail_next:
+                    self.status, self.fail_next = 0xE1, False
+                else:
+                    old = self.pages.get(row, bytearray(b"\xff" * self.page_bytes))
+                    self.pages[row] = bytearray(a & b for a, b in zip(old, self.reg))
+                    self.status = 0xE0
+                self.log.append(f"program {row}")
+                return self.busy
+            if byte == 0xD0:
+                blk = self._num(self.addr) >> self.page_bits
+                if self.fail_next:
+                    self.status, self.fail_next = 0xE1, False
+                else:
+                    for pg in range(self.ppb):
+                        self.pages.pop((blk << self.page_bits) | pg, None)
+                    self.status = 0xE0
+                self.log.append(f"erase {blk}")
+                return self.busy
+            if byte == 0x70:
+                self.mode = "status"
+            if byte == 0xFF:
+                self.status = 0xE0
+                return self.busy
+            return 0
+        if kind == "addr":
+            self.addr.append(byte)
+            if self.cmd == 0x90:
+                self.mode, self.out = "id", [0xAF, 0x5A, 0x00, 0x15, 0x00]
+            if self.cmd == 0xEC and len(self.addr) == 1:
+                self.reg = bytearray((i * 3) & 0xFF for i in range(self.page_bytes))
+                self.col, self.mode = 0, "data"
+                return self.busy
+            if self.cmd in (0x80, 0x85) and len(self.addr) == 2:
+                self.col = self._num(self.addr[:2])
+            if self.cmd in (0x80, 0x85) and len(self.addr) == 5:
+                self.prog_row = self._num(self.addr[2:])
+            return 0
+        if self.cmd == 0xEF:
+            self.features.append(byte)
+            return self.busy if len(self.features) == 4 else 0
+        self.reg[self.col] = byte
+        self.col += 1
+        return 0
+
+    def read(self):
+        if self.mode == "status":
+            return self.status
+        if self.mode == "id":
+            return self.out.pop(0) if self.out else 0
+        b = self.reg[self.col] if self.col < self.page_bytes else 0
+        self.col += 1
+        return b

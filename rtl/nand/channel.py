@@ -1,0 +1,715 @@
+"""One NAND channel: descriptor checks, multi-way scheduling, page data paths, ECC.
+
+What a channel does, and why it is shaped like this
+===================================================
+
+A channel is one ONFI bus (:class:`rtl.nand.phy.OnfiPhy`) shared by ``ways``
+targets.  Every flash operation is bus traffic, then a long busy period of
+the target alone (tR 25 us, tPROG 230 us, tBERS 0.7 ms on the realistic part),
+then sometimes more traffic.  With one target the bus idles most of the time;
+the point of several ways is to fill the busy period of one target with bus
+traffic for the others.  So each operation is cut into **phases** at its busy
+periods -- READ is "00h address 30h" | busy | "05h column E0h, data out",
+PROGRAM is "80h address data 10h" | busy | "70h, status", COPYBACK has two
+busy periods -- and the channel runs phases, not operations:
+
+* Descriptors enter through ``desc``, are checked against the geometry
+  (a bad one completes at once with an error and never reaches the bus), and
+  wait in a small FIFO per target.
+* The **bus engine** picks a target round-robin -- first among targets whose
+  R/B# says their busy period ended, then among idle targets with a queued
+  descriptor -- and runs that target's next phase to its end.  A phase that
+  ends in a busy period leaves the target *pending*; the engine is free at
+  once for another target.
+* A phase is a short **microprogram** of bus operations (command, address,
+  data burst, wait-tWB, wait-ready) taken from a table built at elaboration
+  (:func:`microcode`), so adding an operation is a table edit.
+
+Data moves between the page buffer (:class:`rtl.nand.pagebuf.PageBuffer`) and
+the PHY one byte per cycle at most -- faster than any ONFI SDR mode, so the
+bus never waits for the buffer:
+
+* **program**: buffer reader -> CRC -> BCH encoder (bytes pass through, parity
+  is collected in a FIFO) -> PHY; after the user bytes, CHANGE WRITE COLUMN
+  (85h) to the parity area and the parity FIFO -> PHY.
+* **read**: the parity area is read first into the parity FIFO (05h-E0h to the
+  parity column), then the user bytes (05h-E0h to the column): each byte goes
+  to the buffer, the CRC and the BCH decoder; after a codeword's data the
+  decoder is fed that codeword's parity from the FIFO.  The decoder's
+  corrections come back as (offset, mask) and are applied to the buffer by a
+  read-modify-write that has priority over incoming bytes.  If anything was
+  corrected the CRC is recomputed over the corrected slot before completion.
+
+Page layout with ECC (``atomflash.spec.nand_page_layout``): data codewords of
+``ECC.codeword`` bytes, the OOB record as one more (short) codeword right
+after the data, then every codeword's parity in order.  ECC ranges must be
+whole codewords (checked); ``raw`` descriptors bypass ECC and may address any
+byte range of the page.
+
+Completions (``cpl``) carry the tag, the result, the last status byte, ECC
+counts and the CRC of the transferred bytes as they are in the slot.  They
+leave in completion order: per target in issue order, across targets in any.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from atomflash import spec
+from atomflash.spec import NandOp, NandResult, OnfiCmd
+from rtl import spec as layouts
+
+from .pagebuf import BufferPortSignature, PageBuffer
+from .phy import OnfiBusSignature, OnfiPhy, PhyKind
+from .timing import TIMING
+
+__all__ = ["NandChannel", "ChannelParams", "microcode"]
+
+
+class ByteSel(enum.Enum, shape=4):
+    CONST = 0
+    COL0 = 1
+    COL1 = 2
+    ROW0 = 3
+    ROW1 = 4
+    ROW2 = 5
+    DROW0 = 6
+    DROW1 = 7
+    DROW2 = 8
+    PCOL0 = 9
+    PCOL1 = 10
+
+
+class CountSel(enum.Enum, shape=2):
+    ONE = 0
+    LEN = 1
+    PARITY = 2
+
+
+class Path(enum.Enum, shape=3):
+    NONE = 0
+    BUF = 1      # buffer at the descriptor's column
+    BUF0 = 2     # buffer from offset 0 (ID / parameter page)
+    PARITY = 3   # the parity FIFO
+    STATUS = 4   # the status register
+
+
+class End(enum.Enum, shape=2):
+    NEXT = 0
+    PEND = 1     # the target is busy now: park the operation, free the bus
+    DONE = 2     # the operation is complete
+
+
+STEP = data.StructLayout({
+    "kind": PhyKind, "byte_sel": ByteSel, "const": 8, "count": CountSel, "path": Path, "end": End, "ccs": 1,
+})
+
+
+class ChannelParams:
+    """Elaboration parameters of a channel (geometry from a NandProfile)."""
+
+    def __init__(self, profile: spec.NandProfile | str = "small", ways: int = spec.NAND_DEFAULTS.WAYS,
+                 slots: int = spec.NAND_DEFAULTS.SLOTS, queue: int = spec.NAND_DEFAULTS.QUEUE,
+                 ecc: bool = True, col_cycles: int = 2, row_cycles: int = 3):
+        self.profile = spec.NAND_PROFILES[profile] if isinstance(profile, str) else profile
+        self.layout = spec.nand_page_layout(self.profile)
+        self.ways, self.slots, self.queue, self.ecc = ways, slots, queue, ecc
+        self.col_cycles, self.row_cycles = col_cycles, row_cycles
+        p = self.profile
+        self.page_bits = (p.pages_per_block - 1).bit_length()
+        self.block_bits = (p.blocks_per_lun - 1).bit_length()
+        self.lun_bits = (p.luns - 1).bit_length()
+        assert self.page_bits + self.block_bits + self.lun_bits <= 8 * row_cycles <= 24
+        assert col_cycles == 2
+        assert spec.ECC.codeword & (spec.ECC.codeword - 1) == 0
+
+    def row_address(self, lun: int, block: int, page: int) -> int:
+        return (((lun << self.block_bits) | block) << self.page_bits) | page
+
+
+def microcode(p: ChannelParams):
+    """The phase microprograms: ``(steps, {(op, phase, ecc): entry index})``."""
+    steps, entries = [], {}
+
+    def step(kind, byte_sel=ByteSel.CONST, const=0, count=CountSel.ONE, path=Path.NONE, end=End.NEXT, ccs=0):
+        steps.append(dict(kind=kind, byte_sel=byte_sel, const=int(const), count=count, path=path, end=end,
+                          ccs=ccs))
+
+    def cmd(c):
+        step(PhyKind.CMD, const=c)
+
+    def addr(sel, const=0):
+        step(PhyKind.ADDR, sel, const)
+
+    def row(dst=False):
+        base = [ByteSel.DROW0, ByteSel.DROW1, ByteSel.DROW2] if dst else [ByteSel.ROW0, ByteSel.ROW1, ByteSel.ROW2]
+        for i in range(p.row_cycles):
+            addr(base[i])
+
+    def busy():
+        step(PhyKind.WAIT_BUSY, end=End.PEND)
+
+    def status():
+        step(PhyKind.WAIT_READY)
+        cmd(OnfiCmd.READ_STATUS)
+        step(PhyKind.READ, count=CountSel.ONE, path=Path.STATUS, end=End.DONE)
+
+    def change_read_column(c0, c1):
+        cmd(OnfiCmd.CHANGE_READ_COL_1)
+        addr(c0)
+        addr(c1)
+        cmd(OnfiCmd.CHANGE_READ_COL_2)
+
+    def program(op, phase, ecc_variants, body):
+        for e in ecc_variants:
+            entries[(op, phase, e)] = len(steps)
+            body(e)
+
+    both = (0, 1)
+    program(NandOp.RESET, 0, both, lambda e: (cmd(OnfiCmd.RESET), busy()))
+    program(NandOp.RESET, 1, both, lambda e: status())
+    program(NandOp.READ_ID, 0, both, lambda e: (
+        cmd(OnfiCmd.READ_ID), addr(ByteSel.COL0),
+        step(PhyKind.READ, count=CountSel.LEN, path=Path.BUF0, end=End.DONE)))
+    program(NandOp.READ_PARAM, 0, both, lambda e: (cmd(OnfiCmd.READ_PARAM_PAGE), addr(ByteSel.CONST, 0), busy()))
+    program(NandOp.READ_PARAM, 1, both, lambda e: (
+        step(PhyKind.WAIT_READY), change_read_column(ByteSel.CONST, ByteSel.CONST),
+        step(PhyKind.READ, count=CountSel.LEN, path=Path.BUF0, end=End.DONE, ccs=1)))
+    program(NandOp.READ_STATUS, 0, both, lambda e: (
+        cmd(OnfiCmd.READ_STATUS), step(PhyKind.READ, count=CountSel.ONE, path=Path.STATUS, end=End.DONE)))
+
+    def read0(e):
+        cmd(OnfiCmd.READ_1)
+        addr(ByteSel.CONST)
+        addr(ByteSel.CONST)
+        row()
+        cmd(OnfiCmd.READ_2)
+        busy()
+
+    def read1(e):
+        step(PhyKind.WAIT_READY)
+        if e:
+            change_read_column(ByteSel.PCOL0, ByteSel.PCOL1)
+            step(PhyKind.READ, count=CountSel.PARITY, path=Path.PARITY, ccs=1)
+        change_read_column(ByteSel.COL0, ByteSel.COL1)
+        step(PhyKind.READ, count=CountSel.LEN, path=Path.BUF, end=End.DONE, ccs=1)
+
+    program(NandOp.READ, 0, both, read0)
+    program(NandOp.READ, 1, both, read1)
+
+    def program0(e):
+        cmd(OnfiCmd.PROGRAM_1)
+        addr(ByteSel.COL0)
+        addr(ByteSel.COL1)
+        row()
+        step(PhyKind.WRITE, count=CountSel.LEN, path=Path.BUF)
+        if e:
+            cmd(OnfiCmd.CHANGE_WRITE_COL)
+            addr(ByteSel.PCOL0)
+            addr(ByteSel.PCOL1)
+            step(PhyKind.WRITE, count=CountSel.PARITY, path=Path.PARITY, ccs=1)
+        cmd(OnfiCmd.PROGRAM_2)
+        busy()
+
+    program(NandOp.PROGRAM, 0, both, program0)
+    program(NandOp.PROGRAM, 1, both, lambda e: status())
+    program(NandOp.ERASE, 0, both, lambda e: (cmd(OnfiCmd.ERASE_1), row(), cmd(OnfiCmd.ERASE_2), busy()))
+    program(NandOp.ERASE, 1, both, lambda e: status())
+    program(NandOp.COPYBACK, 0, both, lambda e: (
+        cmd(OnfiCmd.READ_1), addr(ByteSel.CONST), addr(ByteSel.CONST), row(), cmd(OnfiCmd.COPYBACK_READ_2), busy()))
+    program(NandOp.COPYBACK, 1, both, lambda e: (
+        step(PhyKind.WAIT_READY), cmd(OnfiCmd.CHANGE_WRITE_COL), addr(ByteSel.CONST), addr(ByteSel.CONST),
+        row(dst=True), cmd(OnfiCmd.PROGRAM_2), busy()))
+    program(NandOp.COPYBACK, 2, both, lambda e: status())
+    program(NandOp.SET_FEATURES, 0, both, lambda e: (
+        cmd(OnfiCmd.SET_FEATURES), addr(ByteSel.COL0),
+        step(PhyKind.WRITE, count=CountSel.LEN, path=Path.BUF0), busy()))
+    program(NandOp.SET_FEATURES, 1, both, lambda e: step(PhyKind.WAIT_READY, end=End.DONE))
+    return steps, entries
+
+
+def _round_robin(m, requests, last, n):
+    """Index of the first request after ``last`` (cyclically) and whether any."""
+    grant = Signal(range(max(n, 2)))
+    any_ = Signal()
+    for base in range(n):
+        with m.If(last == base):
+            for off in reversed(range(1, n + 1)):
+                idx = (base + off) % n
+                with m.If(requests[idx]):
+                    m.d.comb += [grant.eq(idx), any_.eq(1)]
+    return grant, any_
+
+
+class NandChannel(wiring.Component):
+    """A NAND channel: ``ways`` targets on one ONFI bus, page buffer, ECC.
+
+    Ports
+    -----
+    desc : In(stream of ``rtl.spec.NAND_DESC``)
+        Operation descriptors (``atomflash.spec.NAND_DESC``).
+    cpl : Out(stream of ``rtl.spec.NAND_CPL``)
+        One completion per descriptor (``atomflash.spec.NAND_CPL``).
+    buf : In(:class:`BufferPortSignature` (word address, 32 bits))
+        The page buffer's FTL/DMA port: word ``w`` of slot ``s`` at
+        ``s * slot_words + w``; read data one cycle after the address.
+    timing : In(:data:`rtl.nand.timing.TIMING`)
+        ONFI timing in cycles (``rtl.nand.timing.timing_const(mode)``).
+    bus : Out(:class:`rtl.nand.phy.OnfiBusSignature` (ways))
+        The ONFI pins.
+    busy : Out(1)
+        Some descriptor is queued or executing.
+    """
+
+    def __init__(self, params: ChannelParams | None = None, channel_index: int = 0):
+        self.p = params or ChannelParams()
+        self.channel_index = channel_index
+        self.slot_words = self._slot_bytes() // 4
+        super().__init__({
+            "desc": In(stream.Signature(layouts.NAND_DESC)),
+            "cpl": Out(stream.Signature(layouts.NAND_CPL)),
+            "buf": In(BufferPortSignature((self.p.slots * self.slot_words - 1).bit_length(), 32)),
+            "timing": In(TIMING),
+            "bus": Out(OnfiBusSignature(self.p.ways)),
+            "busy": Out(1),
+        })
+
+    def _slot_bytes(self):
+        return -(-self.p.profile.page_bytes // 4) * 4
+
+    # -- descriptor checks ---------------------------------------------------------
+    def check(self, d):
+        """Combinational NandResult for descriptor view ``d`` (OK when valid)."""
+        p, lay = self.p, self.p.layout
+        prof = p.profile
+        cw = spec.ECC.codeword
+        op = d.opcode
+        is_ = lambda *ops: Cat(*[op == o for o in ops]).any()  # noqa: E731
+        uses_ecc = self.uses_ecc(d)
+        m_end = d.column + d.length
+        checks = [
+            (op > max(NandOp), NandResult.BAD_OPCODE),
+            (d.channel != self.channel_index, NandResult.BAD_CHANNEL),
+            (d.target >= p.ways, NandResult.BAD_TARGET),
+            (is_(NandOp.READ, NandOp.PROGRAM, NandOp.ERASE, NandOp.COPYBACK) & (d.lun >= prof.luns),
+             NandResult.BAD_LUN),
+            ((is_(NandOp.READ, NandOp.PROGRAM, NandOp.ERASE, NandOp.COPYBACK) & (d.block >= prof.blocks_per_lun)) |
+             (is_(NandOp.COPYBACK) & (d.dst_block >= prof.blocks_per_lun)), NandResult.BAD_BLOCK),
+            ((is_(NandOp.READ, NandOp.PROGRAM, NandOp.COPYBACK) & (d.page >= prof.pages_per_block)) |
+             (is_(NandOp.COPYBACK) & (d.dst_page >= prof.pages_per_block)), NandResult.BAD_PAGE),
+            (is_(NandOp.READ, NandOp.PROGRAM, NandOp.READ_ID, NandOp.READ_PARAM, NandOp.SET_FEATURES) &
+             (d.slot >= p.slots),
+             NandResult.BAD_SLOT),
+            ((is_(NandOp.READ, NandOp.PROGRAM) & (d.column >= prof.page_bytes)) |
+             (uses_ecc & ~((d.column < prof.page_data) & (d.column % cw == 0) | (d.column == lay.oob_col))) |
+             (is_(NandOp.READ_ID, NandOp.SET_FEATURES) & (d.column > 0xFF)), NandResult.BAD_COLUMN),
+            ((is_(NandOp.READ, NandOp.PROGRAM, NandOp.READ_ID, NandOp.READ_PARAM) & (d.length == 0)) |
+             (is_(NandOp.READ, NandOp.PROGRAM) & (m_end > prof.page_bytes)) |
+             (is_(NandOp.READ_ID, NandOp.READ_PARAM) & (d.length > self._slot_bytes())) |
+             (is_(NandOp.SET_FEATURES) & (d.length != 4)) |
+             (uses_ecc & ~((m_end <= prof.page_data) & (m_end % cw == 0) | (m_end == lay.user_bytes))),
+             NandResult.BAD_LENGTH),
+        ]
+        value = Const(NandResult.OK, 8)
+        for cond, code in reversed(checks):
+            value = Mux(cond, code, value)
+        return value
+
+    def uses_ecc(self, d):
+        if not self.p.ecc:
+            return Const(0)
+        return ((d.opcode == NandOp.READ) | (d.opcode == NandOp.PROGRAM)) & ~d.flags.raw
+
+    # -----------------------------------------------------------------------------
+    def elaborate(self, platform):
+        m = Module()
+        p, lay, prof = self.p, self.p.layout, self.p.profile
+        W = p.ways
+        CW = spec.ECC.codeword
+        P = spec.ECC.parity_bytes
+        n_data_cw = lay.data_codewords
+        slot_bytes = self._slot_bytes()
+
+        m.submodules.phy = phy = OnfiPhy(targets=W)
+        m.submodules.pagebuf = pagebuf = PageBuffer(p.slots, slot_bytes)
+        wiring.connect(m, wiring.flipped(self.bus), phy.bus)
+        wiring.connect(m, wiring.flipped(self.buf), pagebuf.host)
+        m.d.comb += phy.timing.eq(self.timing)
+        chan = pagebuf.chan
+
+        if p.ecc:
+            from rtl.ecc.bch import BchCode, BchDecoder, BchEncoder
+            e = spec.ECC
+            code = BchCode(e.m, e.t, e.codeword, e.prim_poly)
+            m.submodules.enc = enc = BchEncoder(code)
+            m.submodules.dec = dec = BchDecoder(code)
+        m.submodules.crc = crc = layouts.NAND_CRC(data_width=8).create()
+        m.submodules.parity = parity = fifo.SyncFIFO(width=8, depth=max(lay.parity_bytes, 4))
+        m.submodules.cplq = cplq = fifo.SyncFIFO(width=layouts.NAND_CPL.size, depth=4)
+        m.d.comb += [
+            self.cpl.valid.eq(cplq.r_rdy),
+            self.cpl.payload.eq(cplq.r_data),
+            cplq.r_en.eq(self.cpl.ready),
+        ]
+
+        # -- per-target queues ------------------------------------------------------
+        queues = []
+        for t in range(W):
+            q = fifo.SyncFIFO(width=layouts.NAND_DESC.size, depth=p.queue + 1)
+            m.submodules[f"queue{t}"] = q
+            queues.append(q)
+        q_rdy = Cat(q.r_rdy for q in queues)
+        q_data = Array(q.r_data for q in queues)
+        started = Signal(W)
+        pending = Signal(W)
+        phase = Array(Signal(2, name=f"phase{t}") for t in range(W))
+
+        # -- input: check, then queue or complete with an error -----------------------
+        d_in = self.desc.payload
+        verdict = Signal(8)
+        m.d.comb += verdict.eq(self.check(d_in))
+        engine_cpl = Signal()       # the bus engine writes a completion this cycle
+        err_cpl = Signal(layouts.NAND_CPL)
+        m.d.comb += [
+            err_cpl.tag.eq(d_in.tag), err_cpl.result.eq(verdict),
+            err_cpl.channel.eq(self.channel_index), err_cpl.target.eq(d_in.target),
+        ]
+        with m.If(self.desc.valid):
+            with m.If(verdict != NandResult.OK):
+                with m.If(cplq.w_rdy & ~engine_cpl):
+                    m.d.comb += [cplq.w_en.eq(1), cplq.w_data.eq(err_cpl), self.desc.ready.eq(1)]
+            with m.Else():
+                for t, q in enumerate(queues):
+                    with m.If(d_in.target == t):
+                        m.d.comb += [q.w_data.eq(d_in), q.w_en.eq(1), self.desc.ready.eq(q.w_rdy)]
+
+        # -- the descriptor being worked on -----------------------------------------
+        cur_t = Signal(range(max(W, 2)))
+        d = Signal(layouts.NAND_DESC)
+        use_ecc = Signal()
+        ph = Signal(2)
+        row = Signal(24)
+        drow = Signal(24)
+        m.d.comb += [
+            row.eq(Cat(Mux(d.opcode == NandOp.ERASE, 0, d.page[:p.page_bits]), d.block[:p.block_bits], d.lun[:p.lun_bits])),
+            drow.eq(Cat(d.dst_page[:p.page_bits], d.dst_block[:p.block_bits], d.lun[:p.lun_bits])),
+        ]
+        d_end = Signal(17)
+        cw_first = Signal(range(lay.codewords + 1))
+        cw_end = Signal(range(lay.codewords + 1))
+        n_cw = Signal(range(lay.codewords + 1))
+        n_par = Signal(16)
+        pcol = Signal(16)
+        slot_base = Signal(range(p.slots * slot_bytes + 1))
+        cw_shift = CW.bit_length() - 1
+        m.d.comb += [
+            d_end.eq(d.column + d.length),
+            cw_first.eq(Mux(d.column >= prof.page_data, n_data_cw, d.column >> cw_shift)),
+            cw_end.eq(Mux(d_end > prof.page_data, lay.codewords, d_end >> cw_shift)),
+            n_cw.eq(cw_end - cw_first),
+            n_par.eq(n_cw * P),
+            pcol.eq(lay.parity_col + cw_first * P),
+            slot_base.eq(d.slot * slot_bytes),
+        ]
+
+        # -- microcode ROM -------------------------------------------------------------
+        steps, entries = microcode(p)
+        rom = Array(Const.cast(STEP.const(s)) for s in steps)
+        pc = Signal(range(len(steps)))
+        st = Signal(STEP)
+        m.d.comb += st.eq(rom[pc])
+        entry = Signal(range(len(steps)))
+        with m.Switch(Cat(use_ecc, ph, d.opcode[:4])):
+            for (op, phs, e), idx in entries.items():
+                with m.Case(e | (phs << 1) | (int(op) << 3)):
+                    m.d.comb += entry.eq(idx)
+
+        byte = Signal(8)
+        with m.Switch(st.byte_sel):
+            for sel, val in [(ByteSel.CONST, st.const), (ByteSel.COL0, d.column[:8]), (ByteSel.COL1, d.column[8:16]),
+                             (ByteSel.ROW0, row[:8]), (ByteSel.ROW1, row[8:16]), (ByteSel.ROW2, row[16:24]),
+                             (ByteSel.DROW0, drow[:8]), (ByteSel.DROW1, drow[8:16]), (ByteSel.DROW2, drow[16:24]),
+                             (ByteSel.PCOL0, pcol[:8]), (ByteSel.PCOL1, pcol[8:16])]:
+                with m.Case(sel):
+                    m.d.comb += byte.eq(val)
+        count = Signal(16)
+        m.d.comb += count.eq(Mux(st.count == CountSel.LEN, d.length, Mux(st.count == CountSel.PARITY, n_par, 1)))
+        m.d.comb += [
+            phy.op.payload.kind.eq(st.kind),
+            phy.op.payload.target.eq(cur_t),
+            phy.op.payload.byte.eq(byte),
+            phy.op.payload.count.eq(count),
+            phy.op.payload.ccs.eq(st.ccs),
+        ]
+
+        # -- data path state -------------------------------------------------------------
+        tx_path = Signal(Path)       # source of PHY write bytes
+        tx_left = Signal(16)         # bytes the PHY still has to take
+        rd_left = Signal(16)         # buffer bytes still to read
+        rd_addr = Signal(range(p.slots * slot_bytes + 1))
+        rd_col = Signal(16)
+        rd_inflight = Signal()
+        rd_last = Signal()
+        rescan = Signal()            # buffer -> CRC only (after corrections)
+        rx_path = Signal(Path)
+        rx_left = Signal(16)
+        rx_addr = Signal(range(p.slots * slot_bytes + 1))
+        rx_col = Signal(16)
+        status = Signal(8)
+        feed_par = Signal()          # decoder takes parity from the FIFO now
+        feed_left = Signal(range(P + 1))
+        # ECC result accumulation
+        res_count = Signal(range(lay.codewords + 1))
+        ecc_total = Signal(16)
+        ecc_max = Signal(8)
+        ecc_bad = Signal()
+        ecc_erased = Signal()
+        fix_cw = Signal(range(lay.codewords + 1))
+        corr_busy = Signal()
+        corr_addr = Signal.like(rx_addr)
+        corr_mask = Signal(8)
+
+        # buffer reader -> small FIFO (program bytes / rescan)
+        m.submodules.rdq = rdq = fifo.SyncFIFO(width=9, depth=4)
+        rd_room = (rdq.w_level + rd_inflight) < 4
+        rd_issue = Signal()
+        chan_rx_write = Signal()
+        corr_read = Signal()
+        corr_write = Signal()
+        m.d.comb += rd_issue.eq((rd_left != 0) & rd_room & ~corr_busy & ~corr_read)
+        m.d.sync += [rd_inflight.eq(rd_issue), rd_last.eq(((rd_col % CW) == CW - 1) | (rd_left == 1) |
+                                                           (rd_col == prof.page_data - 1))]
+        with m.If(rd_issue):
+            m.d.sync += [rd_left.eq(rd_left - 1), rd_addr.eq(rd_addr + 1), rd_col.eq(rd_col + 1)]
+        m.d.comb += [rdq.w_en.eq(rd_inflight), rdq.w_data.eq(Cat(chan.r_data, rd_last))]
+
+        # channel-side buffer port: corrector > reader > receive writer
+        with m.If(corr_read | corr_write):
+            m.d.comb += chan.addr.eq(corr_addr)
+            with m.If(corr_write):
+                m.d.comb += [chan.w_en.eq(1), chan.w_data.eq(chan.r_data ^ corr_mask)]
+        with m.Elif(rd_issue):
+            m.d.comb += chan.addr.eq(rd_addr)
+        with m.Else():
+            m.d.comb += chan.addr.eq(rx_addr)
+
+        # program bytes: reader FIFO -> CRC -> (encoder) -> PHY
+        src_valid = rdq.r_rdy
+        src_byte = rdq.r_data[:8]
+        src_last = rdq.r_data[8]
+        with m.If(rescan):
+            m.d.comb += [rdq.r_en.eq(1), crc.valid.eq(rdq.r_rdy), crc.data.eq(src_byte)]
+            with m.If(rdq.r_rdy):
+                m.d.sync += tx_left.eq(tx_left - 1)
+        with m.Elif((tx_path == Path.BUF) | (tx_path == Path.BUF0)):
+            if p.ecc:
+                with m.If(use_ecc):
+                    m.d.comb += [
+                        enc.i.valid.eq(src_valid), enc.i.p.data.eq(src_byte), enc.i.p.last.eq(src_last),
+                        rdq.r_en.eq(enc.i.ready),
+                        phy.wdata.valid.eq(enc.o.valid), phy.wdata.payload.eq(enc.o.p.data),
+                        enc.o.ready.eq(phy.wdata.ready),
+                    ]
+                with m.Else():
+                    m.d.comb += [phy.wdata.valid.eq(src_valid), phy.wdata.payload.eq(src_byte),
+                                 rdq.r_en.eq(phy.wdata.ready)]
+            else:
+                m.d.comb += [phy.wdata.valid.eq(src_valid), phy.wdata.payload.eq(src_byte),
+                             rdq.r_en.eq(phy.wdata.ready)]
+            m.d.comb += [crc.valid.eq(rdq.r_en & rdq.r_rdy), crc.data.eq(src_byte)]
+        with m.Elif(tx_path == Path.PARITY):
+            m.d.comb += [phy.wdata.valid.eq(parity.r_rdy), phy.wdata.payload.eq(parity.r_data),
+                         parity.r_en.eq(phy.wdata.ready)]
+        with m.If(phy.wdata.valid & phy.wdata.ready):
+            m.d.sync += tx_left.eq(tx_left - 1)
+        if p.ecc:
+            # parity of every programmed codeword waits in the FIFO until 85h
+            m.d.comb += [parity.w_en.eq(enc.parity.valid), parity.w_data.eq(enc.parity.p.data),
+                         enc.parity.ready.eq(parity.w_rdy)]
+
+        # read bytes: PHY -> status / parity FIFO / buffer + CRC + decoder
+        rx = phy.rdata
+        with m.Switch(rx_path):
+            with m.Case(Path.STATUS):
+                m.d.comb += rx.ready.eq(1)
+                with m.If(rx.valid):
+                    m.d.sync += [status.eq(rx.payload), rx_left.eq(rx_left - 1)]
+            with m.Case(Path.PARITY):
+                m.d.comb += [parity.w_en.eq(rx.valid), parity.w_data.eq(rx.payload), rx.ready.eq(parity.w_rdy)]
+                with m.If(rx.valid & parity.w_rdy):
+                    m.d.sync += rx_left.eq(rx_left - 1)
+            with m.Case(Path.BUF, Path.BUF0):
+                dec_ok = Const(1)
+                if p.ecc:
+                    dec_ok = ~use_ecc | dec.i.ready
+                port_free = ~corr_read & ~corr_write
+                take = rx.valid & port_free & dec_ok & ~feed_par
+                m.d.comb += [rx.ready.eq(port_free & dec_ok & ~feed_par),
+                             crc.valid.eq(take), crc.data.eq(rx.payload)]
+                with m.If(take):
+                    m.d.comb += [chan.w_en.eq(1), chan.w_data.eq(rx.payload)]
+                    m.d.sync += [rx_left.eq(rx_left - 1), rx_addr.eq(rx_addr + 1), rx_col.eq(rx_col + 1)]
+                if p.ecc:
+                    cw_done = ((rx_col % CW) == CW - 1) | (rx_col == prof.page_data - 1) | (rx_col == lay.user_bytes - 1)
+                    with m.If(use_ecc):
+                        m.d.comb += [dec.i.valid.eq(take), dec.i.p.data.eq(rx.payload), dec.i.p.last.eq(0)]
+                        with m.If(take & cw_done):
+                            m.d.sync += [feed_par.eq(1), feed_left.eq(P)]
+                        with m.If(feed_par):
+                            m.d.comb += [dec.i.valid.eq(parity.r_rdy), dec.i.p.data.eq(parity.r_data),
+                                         dec.i.p.last.eq(feed_left == 1), parity.r_en.eq(dec.i.ready)]
+                            with m.If(parity.r_rdy & dec.i.ready):
+                                m.d.sync += feed_left.eq(feed_left - 1)
+                                with m.If(feed_left == 1):
+                                    m.d.sync += feed_par.eq(0)
+
+        # corrections: read-modify-write of the slot, then account per codeword
+        if p.ecc:
+            cw_base = Signal.like(rx_addr)
+            cw_len = Signal(16)
+            m.d.comb += [
+                cw_base.eq(slot_base + Mux(fix_cw >= n_data_cw, lay.oob_col, fix_cw * CW)),
+                cw_len.eq(Mux(fix_cw >= n_data_cw, lay.oob_bytes, CW)),
+            ]
+            with m.If(corr_busy):
+                m.d.comb += [corr_write.eq(1), dec.err.ready.eq(1)]
+                m.d.sync += corr_busy.eq(0)
+            with m.Elif(dec.err.valid):
+                with m.If(dec.err.p.offset < cw_len):
+                    m.d.comb += corr_read.eq(1)
+                    m.d.sync += [corr_busy.eq(1), corr_addr.eq(cw_base + dec.err.p.offset),
+                                 corr_mask.eq(dec.err.p.mask)]
+                with m.Else():
+                    m.d.comb += dec.err.ready.eq(1)     # a parity bit: nothing to fix in the slot
+            with m.If(corr_read):
+                m.d.comb += chan.addr.eq(cw_base + dec.err.p.offset)
+            m.d.comb += dec.res.ready.eq(~corr_busy & ~dec.err.valid)
+            with m.If(dec.res.valid & dec.res.ready):
+                r = dec.res.p
+                m.d.sync += [
+                    fix_cw.eq(fix_cw + 1), res_count.eq(res_count + 1),
+                    ecc_total.eq(ecc_total + r.corrected),
+                    ecc_bad.eq(ecc_bad | (r.uncorrectable & ~r.erased)),
+                    ecc_erased.eq(ecc_erased & r.erased),
+                ]
+                with m.If(r.corrected > ecc_max):
+                    m.d.sync += ecc_max.eq(r.corrected)
+
+        # -- the bus engine --------------------------------------------------------------
+        eligible_ready = pending & phy.ready
+        eligible_start = q_rdy & ~started
+        last_t = Signal.like(cur_t)
+        g_ready, any_ready = _round_robin(m, eligible_ready, last_t, W)
+        g_start, any_start = _round_robin(m, eligible_start, last_t, W)
+        m.d.comb += self.busy.eq(q_rdy.any())
+
+        ecc_done = Signal()
+        m.d.comb += ecc_done.eq(~use_ecc | ((res_count == n_cw) & ~corr_busy & ~feed_par))
+        if not p.ecc:
+            m.d.comb += ecc_done.eq(1)
+
+        cpl = Signal(layouts.NAND_CPL)
+        crc_saved = Array(Signal(32, name=f"crc_saved{t}") for t in range(W))
+        is_pe = (d.opcode == NandOp.PROGRAM) | (d.opcode == NandOp.ERASE) | (d.opcode == NandOp.COPYBACK)
+        result = Mux(is_pe & status[spec.OnfiStatus.FAIL], NandResult.FAIL,
+                     Mux(ecc_bad, NandResult.UNCORRECTABLE,
+                         Mux(ecc_erased & (d.opcode == NandOp.READ) & use_ecc, NandResult.ERASED, NandResult.OK)))
+        m.d.comb += [
+            cpl.tag.eq(d.tag), cpl.result.eq(result), cpl.channel.eq(self.channel_index),
+            cpl.target.eq(d.target), cpl.nand_status.eq(status), cpl.ecc_max.eq(ecc_max),
+            cpl.flags.uncorrectable.eq(ecc_bad), cpl.flags.erased.eq(ecc_erased & use_ecc & (d.opcode == NandOp.READ)),
+            cpl.ecc_corrected.eq(ecc_total),
+        ]
+        with m.Switch(d.opcode):
+            with m.Case(NandOp.READ, NandOp.READ_ID, NandOp.READ_PARAM):
+                m.d.comb += cpl.crc.eq(crc.crc)
+            with m.Case(NandOp.PROGRAM, NandOp.SET_FEATURES):
+                m.d.comb += cpl.crc.eq(crc_saved[cur_t])
+
+        def start_phase(t):
+            # a phase owns the status, ECC and CRC state; only a program's CRC
+            # outlives its phase (saved per target at the busy period)
+            m.d.sync += [cur_t.eq(t), last_t.eq(t), d.eq(q_data[t]), ph.eq(phase[t]),
+                         status.eq(0), res_count.eq(0), ecc_total.eq(0), ecc_max.eq(0), ecc_bad.eq(0),
+                         ecc_erased.eq(1)]
+            m.d.comb += crc.start.eq(1)
+
+        with m.FSM():
+            with m.State("PICK"):
+                with m.If(any_ready):
+                    start_phase(g_ready)
+                    m.d.sync += pending.bit_select(g_ready, 1).eq(0)
+                    m.next = "LOAD"
+                with m.Elif(any_start):
+                    start_phase(g_start)
+                    m.d.sync += started.bit_select(g_start, 1).eq(1)
+                    m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.sync += [use_ecc.eq(self.uses_ecc(d)), fix_cw.eq(cw_first)]
+                m.next = "ENTRY"
+            with m.State("ENTRY"):
+                m.d.sync += pc.eq(entry)
+                m.next = "STEP"
+            with m.State("STEP"):
+                m.d.comb += phy.op.valid.eq(1)
+                with m.If(phy.op.ready):
+                    with m.If(st.kind == PhyKind.WRITE):
+                        m.d.sync += [tx_path.eq(st.path), tx_left.eq(count)]
+                        with m.If(st.path == Path.BUF):
+                            m.d.sync += [rd_left.eq(count), rd_addr.eq(slot_base + d.column), rd_col.eq(d.column)]
+                        with m.If(st.path == Path.BUF0):
+                            m.d.sync += [rd_left.eq(count), rd_addr.eq(slot_base), rd_col.eq(0)]
+                        m.next = "DATA"
+                    with m.Elif(st.kind == PhyKind.READ):
+                        m.d.sync += [rx_path.eq(st.path), rx_left.eq(count),
+                                     rx_addr.eq(slot_base + Mux(st.path == Path.BUF, d.column, 0)),
+                                     rx_col.eq(Mux(st.path == Path.BUF, d.column, 0))]
+                        with m.If((st.path == Path.BUF) | (st.path == Path.BUF0)):
+                            m.d.comb += crc.start.eq(1)
+                        m.next = "DATA"
+                    with m.Else():
+                        m.next = "NEXT"
+            with m.State("DATA"):
+                with m.If((tx_left == 0) & (rx_left == 0) & ~feed_par):
+                    m.d.sync += [tx_path.eq(Path.NONE), rx_path.eq(Path.NONE)]
+                    m.next = "NEXT"
+            with m.State("NEXT"):
+                # the PHY takes an operation before executing it: a phase ends
+                # (and R/B# means something) only once the PHY is idle
+                with m.If((st.end != End.NEXT) & ~phy.idle):
+                    pass
+                with m.Elif(st.end == End.NEXT):
+                    m.d.sync += pc.eq(pc + 1)
+                    m.next = "STEP"
+                with m.Elif(st.end == End.PEND):
+                    m.d.sync += [pending.bit_select(cur_t, 1).eq(1), phase[cur_t].eq(ph + 1)]
+                    with m.If(ph == 0):
+                        m.d.sync += crc_saved[cur_t].eq(crc.crc)
+                    m.next = "PICK"
+                with m.Else():
+                    m.next = "FINISH"
+            with m.State("FINISH"):
+                with m.If(ecc_done & phy.idle):
+                    with m.If((ecc_total != 0) & (d.opcode == NandOp.READ)):
+                        m.d.comb += crc.start.eq(1)
+                        m.d.sync += [rescan.eq(1), tx_left.eq(d.length), rd_left.eq(d.length),
+                                     rd_addr.eq(slot_base + d.column), rd_col.eq(d.column)]
+                        m.next = "RESCAN"
+                    with m.Else():
+                        m.next = "COMPLETE"
+            with m.State("RESCAN"):
+                with m.If(tx_left == 0):
+                    m.d.sync += rescan.eq(0)
+                    m.next = "COMPLETE"
+            with m.State("COMPLETE"):
+                m.d.comb += engine_cpl.eq(1)
+                with m.If(cplq.w_rdy):
+                    m.d.comb += [cplq.w_en.eq(1), cplq.w_data.eq(cpl)]
+                    for t, q in enumerate(queues):
+                        with m.If(cur_t == t):
+                            m.d.comb += q.r_en.eq(1)
+                    m.d.sync += [started.bit_select(cur_t, 1).eq(0), phase[cur_t].eq(0)]
+                    m.next = "PICK"
+        return m
