@@ -1,0 +1,203 @@
+/* System commands: info, stats, selftest, nand, reboot, exit. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <system.h>
+
+#include "console.h"
+#include "fw.h"
+
+/* IDENTIFY fields printed by `info`: names are the generated struct's member
+ * names (stringified), offsets and sizes come from the struct itself. */
+#define IDF(f) { #f, offsetof(af_identify_t, f), sizeof(((af_identify_t *)0)->f) }
+static const struct { const char *name; unsigned off, size; } identify_fields[] = {
+	IDF(magic), IDF(spec_version), IDF(fw_version), IDF(capacity), IDF(lba_size),
+	IDF(max_transfer), IDF(max_atomic_pages), IDF(max_open_tx), IDF(max_pending),
+	IDF(max_remap_triples), IDF(awupf), IDF(volatile_cache), IDF(channels), IDF(ways),
+	IDF(luns), IDF(page_data), IDF(page_spare), IDF(pages_per_block), IDF(blocks_per_lun),
+	IDF(queue_depth), IDF(ecc_t), IDF(ecc_codeword),
+};
+
+static uint64_t field_value(const af_identify_t *idf, unsigned off, unsigned size)
+{
+	uint64_t v = 0;
+	memcpy(&v, (const uint8_t *)idf + off, size); /* little-endian */
+	return v;
+}
+
+static void print_identify(const af_identify_t *idf)
+{
+	for (unsigned i = 0; i < sizeof(identify_fields) / sizeof(identify_fields[0]); i++) {
+		uint64_t v = field_value(idf, identify_fields[i].off, identify_fields[i].size);
+		printf("  %-18s ", identify_fields[i].name);
+		if (identify_fields[i].size == 8 && v > 0xffffffffu)
+			af_print_hex64(v);
+		else
+			af_print_u64(v);
+		if (identify_fields[i].off == offsetof(af_identify_t, magic))
+			printf(v == AF_IDENTIFY_MAGIC ? " (ok)" : " (BAD: expected IDENTIFY_MAGIC)");
+		if (identify_fields[i].off == offsetof(af_identify_t, spec_version) && v != AF_SPEC_VERSION)
+			printf(" (firmware speaks spec %u)", (unsigned)AF_SPEC_VERSION);
+		printf("\n");
+	}
+}
+
+static int cmd_info(int argc, char **argv)
+{
+	if (argc != 1)
+		return AF_EUSAGE;
+	printf("firmware     %d.%d (fw_version 0x%08lx), spec %u\n", AF_FW_VERSION_MAJOR,
+	       AF_FW_VERSION_MINOR, (unsigned long)AF_FW_VERSION, (unsigned)AF_SPEC_VERSION);
+	printf("soc          %s\n", CONFIG_IDENTIFIER);
+	printf("sys clock    %lu Hz\n", (unsigned long)CONFIG_CLOCK_FREQUENCY);
+	printf("memory       rom 0x%08lx %lu KiB, sram 0x%08lx %lu KiB, main_ram 0x%08lx %lu KiB\n",
+	       (unsigned long)ROM_BASE, (unsigned long)(ROM_SIZE / 1024), (unsigned long)SRAM_BASE,
+	       (unsigned long)(SRAM_SIZE / 1024), (unsigned long)MAIN_RAM_BASE,
+	       (unsigned long)(MAIN_RAM_SIZE / 1024));
+	if (!afctrl_present()) {
+		printf("error: no controller block at 0x%08lx\n", (unsigned long)AFCTRL_BASE);
+		return AF_EFAIL;
+	}
+	uint32_t v = afctrl_read(AFCTRL_REG_VERSION), caps = afctrl_read(AFCTRL_REG_CAPS);
+	printf("controller   block v%lu.%lu at 0x%08lx, caps 0x%lx:%s%s%s\n", (unsigned long)(v >> 16),
+	       (unsigned long)(v & 0xffff), (unsigned long)AFCTRL_BASE, (unsigned long)caps,
+	       (caps >> AFCTRL_CAP_IDENTIFY) & 1 ? " identify" : "", (caps >> AFCTRL_CAP_DMA) & 1 ? " dma" : "",
+	       (caps >> AFCTRL_CAP_NAND) & 1 ? " nand" : "");
+	if (!((caps >> AFCTRL_CAP_NAND) & 1))
+		printf("nand         no NAND controller in this build\n");
+	if (!((caps >> AFCTRL_CAP_IDENTIFY) & 1)) {
+		printf("error: controller serves no IDENTIFY record\n");
+		return AF_EFAIL;
+	}
+	af_identify_t idf;
+	afctrl_identify_mmio(&idf);
+	printf("identify (read from the controller at 0x%08lx):\n",
+	       (unsigned long)(AFCTRL_BASE + AFCTRL_REG_IDENTIFY));
+	print_identify(&idf);
+	printf("spec limits (defaults the controller is elaborated with):\n");
+	printf("  max_transfer %u, max_atomic_pages %u, max_open_tx %u, max_pending %u,\n"
+	       "  max_remap_triples %u, queue_depth %u, token_bytes %u, lba_size %u\n",
+	       AF_LIMITS_MAX_TRANSFER, AF_LIMITS_MAX_ATOMIC_PAGES, AF_LIMITS_MAX_OPEN_TX,
+	       AF_LIMITS_MAX_PENDING, AF_LIMITS_MAX_REMAP_TRIPLES, AF_LIMITS_QUEUE_DEPTH,
+	       AF_LIMITS_TOKEN_BYTES, AF_LIMITS_LBA_SIZE);
+	return AF_OK;
+}
+AF_COMMAND(info, "info", "firmware version, SoC, controller, IDENTIFY record and limits", cmd_info);
+
+static int cmd_stats(int argc, char **argv)
+{
+	if (argc != 1)
+		return AF_EUSAGE;
+	uint64_t now = af_uptime_cycles();
+	printf("uptime_cycles      ");
+	af_print_u64(now);
+	printf("\nuptime_us          ");
+	af_print_u64(af_cycles_to_us(now));
+	printf("\nboot_cycles        ");
+	af_print_u64(af_boot_cycles);
+	printf("\nconsole_commands   %lu\nconsole_errors     %lu\n", af_console_commands_run(),
+	       af_console_commands_failed());
+	if (afctrl_present() && afctrl_has(AFCTRL_CAP_DMA))
+		printf("ctrl_dma_copies    %lu\n", (unsigned long)afctrl_read(AFCTRL_REG_DMA_COUNT));
+	if (!afctrl_present() || !afctrl_has(AFCTRL_CAP_NAND))
+		printf("flash              no NAND controller in this build: no host/flash counters\n");
+	return AF_OK;
+}
+AF_COMMAND(stats, "stats", "counters: uptime, console, controller (flash counters with the NAND controller)", cmd_stats);
+
+static int cmd_nand(int argc, char **argv)
+{
+	if (argc != 2 || (strcmp(argv[1], "id") && strcmp(argv[1], "status") && strcmp(argv[1], "reset")))
+		return AF_EUSAGE;
+	if (!afctrl_present() || !afctrl_has(AFCTRL_CAP_NAND)) {
+		printf("error: no NAND controller in this build\n");
+		return AF_EFAIL;
+	}
+	printf("error: nand %s: not implemented in this firmware\n", argv[1]);
+	return AF_EFAIL;
+}
+AF_COMMAND(nand, "nand id|status|reset", "NAND READ ID / READ STATUS / RESET on every target", cmd_nand);
+
+/* Main RAM check on a small window at the top of main RAM (left unused by
+ * the firmware so far). */
+static int ram_test(uint32_t *base, unsigned words)
+{
+	for (unsigned i = 0; i < words; i++)
+		base[i] = 0x9e3779b9u * (i + 1) ^ (uint32_t)(uintptr_t)&base[i];
+	flush_cpu_dcache();
+	for (unsigned i = 0; i < words; i++)
+		if (base[i] != (0x9e3779b9u * (i + 1) ^ (uint32_t)(uintptr_t)&base[i]))
+			return -1;
+	return 0;
+}
+
+static int cmd_selftest(int argc, char **argv)
+{
+	if (argc != 1)
+		return AF_EUSAGE;
+	int fails = 0;
+
+	/* 1. controller identity and scratch register (slave path, read/write). */
+	int present = afctrl_present();
+	printf("ctrl id        %s\n", present ? "pass" : "FAIL");
+	fails += !present;
+	if (present) {
+		uint32_t pat[] = {0x00000000u, 0xffffffffu, 0xa5a55a5au, 0x12345678u};
+		int ok = 1;
+		for (unsigned i = 0; i < 4; i++) {
+			afctrl_write(AFCTRL_REG_SCRATCH, pat[i]);
+			ok &= afctrl_read(AFCTRL_REG_SCRATCH) == pat[i];
+		}
+		printf("ctrl scratch   %s\n", ok ? "pass" : "FAIL");
+		fails += !ok;
+	}
+
+	/* 2. main RAM (a 4 KiB window at its top). */
+	uint32_t *win = (uint32_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - 4096);
+	int ram = ram_test(win, 1024);
+	printf("main ram       %s\n", ram == 0 ? "pass" : "FAIL");
+	fails += ram != 0;
+
+	/* 3. DMA (master path): the block copies IDENTIFY into main RAM; it must
+	 *    equal what the slave window serves. */
+	if (present && afctrl_has(AFCTRL_CAP_DMA)) {
+		af_identify_t mmio;
+		af_identify_t *dst = (af_identify_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - 8192);
+		memset(dst, 0, sizeof(*dst));
+		flush_cpu_dcache();
+		afctrl_identify_mmio(&mmio);
+		int r = afctrl_identify_dma(dst);
+		int ok = r == 0 && memcmp(&mmio, dst, sizeof(mmio)) == 0 && dst->magic == AF_IDENTIFY_MAGIC;
+		printf("ctrl dma       %s (IDENTIFY, %u bytes to 0x%08lx)\n", ok ? "pass" : "FAIL",
+		       (unsigned)sizeof(mmio), (unsigned long)(uintptr_t)dst);
+		fails += !ok;
+	}
+	if (!present || !afctrl_has(AFCTRL_CAP_NAND))
+		printf("nand           skipped: no NAND controller in this build\n");
+	printf("selftest: %s\n", fails ? "FAIL" : "pass");
+	return fails ? AF_EFAIL : AF_OK;
+}
+AF_COMMAND(selftest, "selftest", "check controller registers, main RAM and the controller's DMA", cmd_selftest);
+
+static int cmd_reboot(int argc, char **argv)
+{
+	if (argc != 1)
+		return AF_EUSAGE;
+	printf("rebooting\n");
+	ctrl_reset_write(1);
+	return AF_OK;
+}
+AF_COMMAND(reboot, "reboot", "reset the SoC (CPU and peripherals)", cmd_reboot);
+
+#ifdef CSR_SIM_FINISH_BASE
+static int cmd_exit(int argc, char **argv)
+{
+	if (argc != 1)
+		return AF_EUSAGE;
+	printf("simulation finished\n");
+	sim_finish_finish_write(1);
+	return AF_OK;
+}
+AF_COMMAND(exit, "exit", "end the simulation (simulation builds only)", cmd_exit);
+#endif

@@ -1,0 +1,178 @@
+/* atomflash console: line editing, tokenising, dispatch through the
+ * AF_COMMAND table (see console.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include <libbase/console.h>
+
+#include "console.h"
+#include "fw.h"
+
+#define PROMPT "\e[92;1matomflash\e[0m> "
+
+static unsigned long commands_run;
+static unsigned long commands_failed;
+
+unsigned long af_console_commands_run(void) { return commands_run; }
+unsigned long af_console_commands_failed(void) { return commands_failed; }
+
+int af_parse_u32(const char *s, uint32_t *out)
+{
+	uint32_t v = 0;
+	int base = 10;
+	if (!s || !*s)
+		return -1;
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		s += 2;
+		if (!*s)
+			return -1;
+	}
+	for (; *s; s++) {
+		uint32_t d;
+		if (*s >= '0' && *s <= '9')
+			d = *s - '0';
+		else if (base == 16 && *s >= 'a' && *s <= 'f')
+			d = *s - 'a' + 10;
+		else if (base == 16 && *s >= 'A' && *s <= 'F')
+			d = *s - 'A' + 10;
+		else
+			return -1;
+		if (v > (0xffffffffu - d) / base)
+			return -1; /* overflow */
+		v = v * base + d;
+	}
+	*out = v;
+	return 0;
+}
+
+void af_print_hex64(uint64_t v)
+{
+	char buf[19] = "0x";
+	for (int i = 0; i < 16; i++)
+		buf[2 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
+	buf[18] = 0;
+	fputs(buf, stdout);
+}
+
+void af_print_u64(uint64_t v)
+{
+	char buf[21];
+	int i = sizeof(buf) - 1;
+	buf[i] = 0;
+	do {
+		buf[--i] = '0' + (char)(v % 10);
+		v /= 10;
+	} while (v);
+	fputs(&buf[i], stdout);
+}
+
+static const struct af_cmd *find_command(const char *name)
+{
+	for (const struct af_cmd *c = __af_cmd_start; c < __af_cmd_end; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+int af_console_exec(char *line)
+{
+	char *argv[AF_CONSOLE_ARGS_MAX];
+	int argc = 0;
+	char *p = line;
+
+	while (*p) {
+		while (*p == ' ' || *p == '\t')
+			*p++ = 0;
+		if (!*p)
+			break;
+		if (argc == AF_CONSOLE_ARGS_MAX) {
+			printf("error: too many arguments (at most %d)\n", AF_CONSOLE_ARGS_MAX - 1);
+			commands_failed++;
+			return AF_EUSAGE;
+		}
+		argv[argc++] = p;
+		while (*p && *p != ' ' && *p != '\t')
+			p++;
+	}
+	if (argc == 0)
+		return AF_OK;
+
+	const struct af_cmd *c = find_command(argv[0]);
+	if (!c) {
+		printf("error: unknown command '%s' (try 'help')\n", argv[0]);
+		commands_failed++;
+		return AF_EUSAGE;
+	}
+	commands_run++;
+	int r = c->fn(argc, argv);
+	if (r == AF_EUSAGE)
+		printf("error: usage: %s\n", c->usage);
+	if (r != AF_OK)
+		commands_failed++;
+	return r;
+}
+
+static int readline(char *buf, int max)
+{
+	int n = 0;
+	for (;;) {
+		int c = readchar();
+		if (c == '\r' || c == '\n') {
+			putchar('\n');
+			buf[n] = 0;
+			return n;
+		}
+		if (c == 0x7f || c == 0x08) { /* DEL / backspace */
+			if (n > 0) {
+				n--;
+				fputs("\b \b", stdout);
+			}
+			continue;
+		}
+		if (c == 0x03) { /* Ctrl-C: drop the line */
+			fputs("^C\n", stdout);
+			buf[0] = 0;
+			return 0;
+		}
+		if (c < 0x20 || c > 0x7e)
+			continue; /* ignore other control bytes (escape sequences) */
+		if (n < max - 1) {
+			buf[n++] = (char)c;
+			putchar(c);
+		}
+	}
+}
+
+void af_console_run(void)
+{
+	char line[AF_CONSOLE_LINE_MAX];
+	for (;;) {
+		fputs(PROMPT, stdout);
+		fflush(stdout);
+		readline(line, sizeof(line));
+		af_console_exec(line);
+	}
+}
+
+/* --- help ----------------------------------------------------------------- */
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 2)
+		return AF_EUSAGE;
+	if (argc == 2) {
+		const struct af_cmd *c = find_command(argv[1]);
+		if (!c) {
+			printf("error: unknown command '%s'\n", argv[1]);
+			return AF_EFAIL;
+		}
+		printf("%s\n    %s\n", c->usage, c->help);
+		return AF_OK;
+	}
+	printf("commands:\n");
+	for (const struct af_cmd *c = __af_cmd_start; c < __af_cmd_end; c++)
+		printf("  %-22s %s\n", c->usage, c->help);
+	return AF_OK;
+}
+AF_COMMAND(help, "help [command]", "list every command, or show one command's usage", cmd_help);

@@ -1,0 +1,52 @@
+/* atomflash firmware: shared declarations. */
+#ifndef AF_FW_H
+#define AF_FW_H
+
+#include <stdint.h>
+
+#include <generated/csr.h>
+#include <generated/mem.h>
+#include <generated/soc.h>
+
+#include "atomflash_spec.h"
+
+/* The firmware's own version (reported in IDENTIFY.fw_version by the real
+ * controller path): major << 16 | minor. */
+#define AF_FW_VERSION_MAJOR 0
+#define AF_FW_VERSION_MINOR 1
+#define AF_FW_VERSION ((AF_FW_VERSION_MAJOR << 16) | AF_FW_VERSION_MINOR)
+
+/* --- time (timer0 uptime counter, sys clock cycles) ------------------------ */
+uint64_t af_uptime_cycles(void);
+/* cycles -> microseconds at CONFIG_CLOCK_FREQUENCY */
+uint64_t af_cycles_to_us(uint64_t cycles);
+
+/* --- controller core (AFCTRL_BASE window; offsets AFCTRL_REG_* from soc.h) - */
+static inline uint32_t afctrl_read(uint32_t off)
+{
+	return *(volatile uint32_t *)(AFCTRL_BASE + off);
+}
+static inline void afctrl_write(uint32_t off, uint32_t v)
+{
+	*(volatile uint32_t *)(AFCTRL_BASE + off) = v;
+}
+static inline int afctrl_has(unsigned cap_bit)
+{
+	return (afctrl_read(AFCTRL_REG_CAPS) >> cap_bit) & 1;
+}
+/* Is the controller block there and the one we expect? */
+int afctrl_present(void);
+/* Copy the IDENTIFY record out of the block's register window. */
+void afctrl_identify_mmio(af_identify_t *out);
+/* Have the block DMA the IDENTIFY record to `dst` (in main RAM, 4-byte
+ * aligned); polls for completion.  0 on success, -1 on error/timeout. */
+int afctrl_identify_dma(void *dst);
+
+/* --- console counters -------------------------------------------------------- */
+unsigned long af_console_commands_run(void);
+unsigned long af_console_commands_failed(void);
+
+/* boot time in cycles (uptime when the console started) */
+extern uint64_t af_boot_cycles;
+
+#endif

@@ -1,0 +1,53 @@
+/* Hardware access: timer uptime and the controller core's window. */
+#include <string.h>
+
+#include <system.h>
+
+#include "fw.h"
+
+uint64_t af_uptime_cycles(void)
+{
+	timer0_uptime_latch_write(1);
+	return timer0_uptime_cycles_read();
+}
+
+uint64_t af_cycles_to_us(uint64_t cycles)
+{
+	return cycles / (CONFIG_CLOCK_FREQUENCY / 1000000u);
+}
+
+int afctrl_present(void)
+{
+	return afctrl_read(AFCTRL_REG_ID) == AFCTRL_BLOCK_ID;
+}
+
+void afctrl_identify_mmio(af_identify_t *out)
+{
+	uint8_t *p = (uint8_t *)out;
+	for (unsigned i = 0; i < sizeof(*out) / 4; i++) {
+		uint32_t w = afctrl_read(AFCTRL_REG_IDENTIFY + 4 * i);
+		memcpy(p + 4 * i, &w, 4);
+	}
+}
+
+int afctrl_identify_dma(void *dst)
+{
+	if (!afctrl_has(AFCTRL_CAP_DMA) || ((uintptr_t)dst & 3))
+		return -1;
+	afctrl_write(AFCTRL_REG_DMA_ADDR, (uint32_t)(uintptr_t)dst);
+	afctrl_write(AFCTRL_REG_DMA_CTRL, 1u << AFCTRL_DMA_START);
+	for (unsigned spin = 0; spin < 100000; spin++) {
+		uint32_t s = afctrl_read(AFCTRL_REG_DMA_CTRL);
+		if (s & (1u << AFCTRL_DMA_BUSY))
+			continue;
+		if (s & (1u << AFCTRL_DMA_ERROR))
+			return -1;
+		if (s & (1u << AFCTRL_DMA_DONE)) {
+			/* The DMA wrote main RAM behind the data cache. */
+			flush_cpu_dcache();
+			flush_l2_cache();
+			return 0;
+		}
+	}
+	return -1;
+}

@@ -1,0 +1,55 @@
+/* atomflash firmware entry: bring-up report, then the console.
+ *
+ * Boot order (issue #7; what exists today is marked):
+ *   [now]   UART, IRQs, timer; find the controller block, read IDENTIFY
+ *   [later] NAND reset, READ ID, parameter page -> bad-block table ->
+ *           newest checkpoint -> recovery -> free blocks to the hardware ->
+ *           host interface enabled
+ */
+#include <stdio.h>
+
+#include <irq.h>
+#include <libbase/uart.h>
+
+#include "console.h"
+#include "fw.h"
+
+uint64_t af_boot_cycles;
+
+static void boot_report(void)
+{
+	printf("\n\e[1matomflash firmware %d.%d\e[0m (spec %u, %s)\n", AF_FW_VERSION_MAJOR,
+	       AF_FW_VERSION_MINOR, (unsigned)AF_SPEC_VERSION, CONFIG_IDENTIFIER);
+	printf("sys clock %lu Hz, main RAM %lu KiB at 0x%08lx\n",
+	       (unsigned long)CONFIG_CLOCK_FREQUENCY, (unsigned long)(MAIN_RAM_SIZE / 1024),
+	       (unsigned long)MAIN_RAM_BASE);
+	if (!afctrl_present()) {
+		printf("controller: none at 0x%08lx (id 0x%08lx)\n", (unsigned long)AFCTRL_BASE,
+		       (unsigned long)afctrl_read(AFCTRL_REG_ID));
+		return;
+	}
+	uint32_t v = afctrl_read(AFCTRL_REG_VERSION);
+	printf("controller: block v%lu.%lu at 0x%08lx", (unsigned long)(v >> 16),
+	       (unsigned long)(v & 0xffff), (unsigned long)AFCTRL_BASE);
+	if (!afctrl_has(AFCTRL_CAP_NAND))
+		printf(", no NAND controller in this build (identify placeholder)");
+	printf("\n");
+}
+
+int main(void)
+{
+	irq_setmask(0);
+	irq_setie(1);
+	uart_init();
+
+	boot_report();
+	af_boot_cycles = af_uptime_cycles();
+	printf("boot: ");
+	af_print_u64(af_boot_cycles);
+	printf(" cycles (");
+	af_print_u64(af_cycles_to_us(af_boot_cycles));
+	printf(" us simulated). Type 'help'.\n");
+
+	af_console_run();
+	return 0;
+}

@@ -1,0 +1,1 @@
+"""atomflash LiteX SoC: CPU, memories, console, the controller core, sim and board targets."""

@@ -1,0 +1,154 @@
+"""The atomflash LiteX SoC: VexRiscv, ROM (the firmware), SRAM, main RAM, UART
+console, timer with uptime, and the controller core (today the Amaranth
+placeholder :class:`soc.placeholder.IdentifyBlock`).
+
+The firmware is *the* boot ROM: no LiteX BIOS.  :meth:`AtomflashSoC.init_mems`
+is LiteX's hook between "software libraries built" and "gateware written": it
+compiles ``firmware/`` against this SoC's generated ``csr.h``/``soc.h``/``mem.h``
+and the spec header, and loads ``firmware.bin`` into the ROM.  The ROM size is
+fixed (not fitted to the image), so the generated Verilog does not change when
+only the firmware does: the simulator reads the ROM from ``sim_rom.init`` at
+start-up and a firmware change needs no Verilator rebuild.
+
+Board targets (issue #10) subclass or reuse :func:`add_atomflash` with their
+own platform, CRG and (SDRAM) main RAM.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from litex.build.generic_platform import Pins, Subsignal
+from litex.build.io import CRG
+from litex.build.sim import SimPlatform
+from litex.soc.integration.common import get_mem_data
+from litex.soc.integration.soc_core import SoCCore
+
+from atomflash import spec
+
+from . import placeholder
+from .controller import add_controller, write_if_changed
+
+ROOT = Path(__file__).resolve().parents[1]
+FIRMWARE_SRC = ROOT / "firmware"
+
+DEFAULT_SYS_CLK_FREQ = spec.NAND_CLK_HZ  # nominal system clock (= the controller clock the ONFI tables assume)
+ROM_BYTES = 0x2_0000                # 128 KiB: firmware code + rodata (+ .data image)
+SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
+
+
+def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> int:
+    """Main RAM for the firmware's tables and buffers, rounded up to a power of
+    two (at least 256 KiB):
+
+    * L2P table: 4 bytes per flash page of the device (capacity <= raw pages);
+    * block table: 16 bytes per erase block (state, erase count, valid count,
+      last seq);
+    * page-valid bitmap: 1 bit per page;
+    * data buffers: 4 pages (data + spare) per target (double-buffered reads and
+      writes), plus the host queues.
+    """
+    p = spec.NAND_PROFILES[profile]
+    targets = channels * ways * p.luns
+    blocks = p.blocks_per_lun * targets
+    pages = blocks * p.pages_per_block
+    queues = spec.LIMITS.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
+    need = 4 * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues
+    size = 256 * 1024
+    while size < need:
+        size *= 2
+    return size
+
+
+# Simulation platform ---------------------------------------------------------
+
+_sim_io = [
+    ("sys_clk", 0, Pins(1)),
+    ("sys_rst", 0, Pins(1)),
+    ("serial", 0,
+        Subsignal("source_valid", Pins(1)),
+        Subsignal("source_ready", Pins(1)),
+        Subsignal("source_data", Pins(8)),
+        Subsignal("sink_valid", Pins(1)),
+        Subsignal("sink_ready", Pins(1)),
+        Subsignal("sink_data", Pins(8)),
+    ),
+]
+
+
+class SimPlatformAF(SimPlatform):
+    def __init__(self):
+        SimPlatform.__init__(self, "SIM", list(_sim_io))
+
+
+# SoC -------------------------------------------------------------------------
+
+def add_atomflash(soc, *, out_dir: Path, nand_hook=None):
+    """Add the controller core (today the placeholder) to ``soc``."""
+    return add_controller(
+        soc, placeholder.IdentifyBlock(),
+        regs=placeholder.REGS, caps=placeholder.CAPS,
+        extra_constants={"DMA": placeholder.DMA,
+                         "BLOCK": {"ID": placeholder.BLOCK_ID, "VERSION": placeholder.BLOCK_VERSION}},
+        window_bytes=placeholder.WINDOW_BYTES, out_dir=out_dir,
+        module_name="af_identify_block", nand_hook=nand_hook)
+
+
+class AtomflashSoC(SoCCore):
+    """The simulated SoC (``soc/sim.py``)."""
+
+    def __init__(self, *, sys_clk_freq: int = DEFAULT_SYS_CLK_FREQ, profile: str = "small",
+                 channels: int = 1, ways: int = 1, trace_from_reset: bool = True,
+                 rtl_dir: Path, firmware_dir: Path | None = None, **kwargs):
+        platform = SimPlatformAF()
+        self.crg = CRG(platform.request("sys_clk"))
+        self.profile, self.channels, self.ways = profile, channels, ways
+        self.firmware_dir = firmware_dir
+
+        SoCCore.__init__(
+            self, platform, clk_freq=sys_clk_freq,
+            ident="atomflash SoC (simulation)", ident_version=False,
+            cpu_type="vexriscv", cpu_variant="standard",
+            integrated_rom_size=ROM_BYTES,
+            integrated_sram_size=SRAM_BYTES,
+            integrated_main_ram_size=main_ram_bytes(profile, channels, ways),
+            uart_name="sim",
+            timer_uptime=True,
+            **kwargs)
+        # The firmware is the ROM: tell LiteX's Builder not to build its BIOS
+        # (it still builds libc/libbase/compiler-rt, which the firmware links).
+        self.integrated_rom_initialized = True
+
+        # Simulation control: $finish and trace on/off from firmware (sim_finish, sim_trace CSRs).
+        platform.add_debug(self, reset=1 if trace_from_reset else 0)
+
+        add_atomflash(self, out_dir=rtl_dir)
+        self.add_constant("AF_NAND_PROFILE_" + profile.upper())
+        self.add_config("AF_CHANNELS", channels)
+        self.add_config("AF_WAYS", ways)
+
+    # Called by LiteX's Builder after the software libraries are built.
+    def init_mems(self, **kwargs):
+        fw_bin = build_firmware(Path(self.platform.output_dir), self.firmware_dir)
+        words = get_mem_data(str(fw_bin), data_width=32, endianness=self.cpu.endianness)
+        self.init_ram("rom", contents=words, auto_size=False)
+        self.firmware_bin = fw_bin
+
+
+def build_firmware(soc_out: Path, fw_out: Path | None = None) -> Path:
+    """Compile firmware/ for the SoC whose LiteX build output is ``soc_out``
+    (its ``software/include/generated`` must exist).  Returns firmware.bin."""
+    from atomflash import gen_c
+
+    gen_dir = ROOT / "build" / "gen"
+    write_if_changed(gen_dir / "atomflash_spec.h", gen_c.generate())
+    fw_out = Path(fw_out or soc_out / "software" / "firmware")
+    fw_out.mkdir(parents=True, exist_ok=True)
+    subprocess.check_call([
+        "make", f"-j{os.cpu_count() or 2}", "-s", "-C", str(fw_out), "-f", str(FIRMWARE_SRC / "Makefile"),
+        f"BUILD_DIR={soc_out}", f"AF_GEN={gen_dir}", f"PYTHON={sys.executable}",
+    ])
+    return fw_out / "firmware.bin"

@@ -1,0 +1,137 @@
+"""Drive the firmware console of a running simulation through a pty.
+
+No pexpect: ``pty.openpty`` + ``subprocess`` + ``select``.  The simulator's
+serial2console module reads its stdin and writes its stdout, which here are the
+pty's slave side; we hold the master.  ANSI escape sequences (the coloured
+prompt) are stripped from everything returned.
+
+    with SimConsole(gw) as con:           # gw: the gateware (run) directory
+        con.wait_prompt(timeout=120)      # boot
+        out = con.command("info")         # text between the echoed command and the next prompt
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+PROMPT = "atomflash> "
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text).replace("\r", "")
+
+
+class ConsoleTimeout(AssertionError):
+    pass
+
+
+class SimConsole:
+    def __init__(self, gateware_dir: Path, plusargs=(), log: Path | None = None):
+        self.gw = Path(gateware_dir)
+        self.plusargs = list(plusargs)
+        self.log_path = log
+        self.buf = ""          # ANSI-stripped output not yet consumed
+        self.pending = ""      # an escape sequence cut by a read boundary
+        self.transcript = ""   # everything, ANSI-stripped
+        self.proc = None
+        self.t_start = None
+
+    # -- process -------------------------------------------------------------
+    def start(self):
+        master, slave = pty.openpty()
+        cmd = [str(self.gw / "obj_dir" / "Vsim"), *self.plusargs]
+        self.proc = subprocess.Popen(cmd, cwd=self.gw, stdin=slave, stdout=slave, stderr=slave,
+                                     start_new_session=True, close_fds=True)
+        os.close(slave)
+        self.fd = master
+        self.t_start = time.monotonic()
+        return self
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if getattr(self, "fd", None) is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.log_path is not None:
+            Path(self.log_path).write_text(self.transcript)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- I/O -----------------------------------------------------------------
+    def _read(self, timeout: float) -> bool:
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if not r:
+            return False
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # EIO: the simulator exited
+            data = b""
+        if not data:
+            raise ConsoleTimeout(f"simulator exited (rc={self.proc.poll()}); output so far:\n{self.transcript[-3000:]}")
+        # Escape sequences arrive split across reads (the UART sends a byte at
+        # a time): hold back an unfinished one until the rest arrives.
+        raw = self.pending + data.decode("utf-8", "replace")
+        cut = raw.rfind("\x1b")
+        if cut >= 0 and not ANSI.match(raw, cut) and len(raw) - cut < 16:
+            raw, self.pending = raw[:cut], raw[cut:]
+        else:
+            self.pending = ""
+        text = strip_ansi(raw)
+        self.buf += text
+        self.transcript += text
+        return True
+
+    def expect(self, pattern: str | re.Pattern, timeout: float = 30.0) -> re.Match:
+        """Consume output up to and including the first match of ``pattern``."""
+        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        deadline = time.monotonic() + timeout
+        while True:
+            m = rx.search(self.buf)
+            if m:
+                self.before = self.buf[:m.start()]
+                self.buf = self.buf[m.end():]
+                return m
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ConsoleTimeout(f"timed out after {timeout} s waiting for {rx.pattern!r}; "
+                                     f"output so far:\n{self.transcript[-3000:]}")
+            self._read(min(left, 0.5))
+
+    def wait_prompt(self, timeout: float = 30.0) -> str:
+        """Wait for the prompt; returns what came before it."""
+        self.expect(re.escape(PROMPT), timeout)
+        return self.before
+
+    def send(self, text: str):
+        # serial2console forwards bytes as they arrive; the UART RX FIFO is
+        # small, so feed a character at a time.
+        for ch in text.encode():
+            os.write(self.fd, bytes([ch]))
+            time.sleep(0.002)
+
+    def command(self, line: str, timeout: float = 30.0) -> str:
+        """Type ``line`` + Enter, return its output (without the echoed line
+        and the next prompt)."""
+        self.send(line + "\r")
+        out = self.wait_prompt(timeout)
+        first, _, rest = out.partition("\n")
+        assert first.strip() == line.strip(), f"echo mismatch: {first!r} vs {line!r}"
+        return rest

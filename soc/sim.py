@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Build and run the full atomflash SoC in Verilator, console on the terminal.
+
+    python soc/sim.py                      # build (cached) and run; Ctrl-C or `exit` ends it
+    python soc/sim.py --build-only         # just build; prints the run directory
+    python soc/sim.py --firmware-only      # SoC headers + libraries + firmware, no Verilator
+    python soc/sim.py --sys-clk-freq 60e6 --trace
+
+Build layout (one directory per configuration, default ``build/soc/sim``):
+
+* ``gateware/``  LiteX output: ``sim.v``, the Amaranth block's Verilog lives in
+  ``rtl/``, ``sim_rom.init`` (the firmware, read by ``$readmemh`` when the
+  simulator starts), ``sim_config.js`` and ``obj_dir/Vsim``;
+* ``software/``  LiteX's libc/libbase/compiler-rt and ``firmware/firmware.bin``.
+
+Caching: Verilator runs only when what it compiles changed (hash of every
+Verilog/C++ source, flag and generated C++ glue; the firmware image is not part
+of it because the ROM is loaded from ``sim_rom.init`` at start-up).  A firmware
+edit therefore costs a few seconds, not a Verilator rebuild.  A file lock makes
+concurrent builders of one directory (pytest-xdist, a shell) safe.
+
+Extension points for the NAND model (issue #3) and the controller:
+``--extra-source`` adds Verilog/SystemVerilog (``--cc`` to Verilator) or C/C++
+(compiled and linked into ``Vsim``, e.g. DPI code); ``--verilator-flag`` and
+``--cflags`` pass flags through; ``--plusarg`` reaches ``$value$plusargs`` at
+run time.  The same lists exist on the SoC object (``soc.sim_sources``,
+``soc.sim_verilator_flags``, ``soc.sim_cflags``) for a ``nand_hook`` to fill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Run as a script, sys.path[0] is soc/ itself: import the package from the root instead.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "soc"]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_BUILD_DIR = ROOT / "build" / "soc" / "sim"
+
+VERILOG_EXT = {".v", ".sv", ".vh", ".svh"}
+CXX_EXT = {".c", ".cc", ".cpp", ".cxx"}
+
+
+@contextmanager
+def locked(path: Path):
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / ".lock", "w") as fd:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def parse_args(argv=None):
+    from atomflash import spec
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--sys-clk-freq", type=float, default=float(spec.NAND_CLK_HZ),
+                   help="nominal system clock in Hz (simulated time; every figure states it)")
+    p.add_argument("--nand-profile", default="small", choices=sorted(spec.NAND_PROFILES),
+                   help="NAND geometry profile (sizes main RAM; the NAND model when it lands)")
+    p.add_argument("--channels", type=int, default=1, help="NAND channels")
+    p.add_argument("--ways", type=int, default=1, help="targets (chip enables) per channel")
+    p.add_argument("--image", default=None,
+                   help="NAND image file (persists across runs) -- needs the NAND model, not in this build")
+    p.add_argument("--build-dir", type=Path, default=None,
+                   help="build directory (default build/soc/sim, or build/soc/sim-<config> off defaults)")
+    p.add_argument("--build-only", action="store_true", help="build, do not run")
+    p.add_argument("--firmware-only", action="store_true",
+                   help="generate SoC headers and build the firmware only (no Verilator)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="C++ compile jobs")
+    p.add_argument("--opt-level", default="O3", help="C++ optimisation of the Verilated model")
+    p.add_argument("--trace", action="store_true", help="dump a VCD (gateware/sim.vcd)")
+    p.add_argument("--trace-fst", action="store_true", help="dump FST instead of VCD")
+    p.add_argument("--trace-start", type=int, default=0, help="trace start time (ps)")
+    p.add_argument("--trace-end", type=int, default=-1, help="trace end time (ps, -1 = never)")
+    p.add_argument("--extra-source", action="append", default=[], type=Path,
+                   help="extra Verilog/SV (to Verilator) or C/C++ (linked into Vsim) file; repeatable")
+    p.add_argument("--verilator-flag", action="append", default=[], help="extra Verilator flag; repeatable")
+    p.add_argument("--cflags", action="append", default=[], help="extra C++ flags for the model; repeatable")
+    p.add_argument("--plusarg", action="append", default=[], help="run-time +plusarg for Vsim; repeatable")
+    p.add_argument("-q", "--quiet", action="store_true", help="less build output")
+    args = p.parse_args(argv)
+    if args.image is not None:
+        p.error("--image needs the NAND model (issue #3), which is not in this build yet")
+    return args
+
+
+def config_build_dir(args) -> Path:
+    if args.build_dir is not None:
+        return args.build_dir.resolve()
+    from atomflash import spec
+
+    defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=1, ways=1,
+                    trace=False, trace_fst=False)
+    diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
+    if not diff:
+        return DEFAULT_BUILD_DIR
+    tag = hashlib.sha1(",".join(diff).encode()).hexdigest()[:8]
+    return DEFAULT_BUILD_DIR.parent / f"sim-{tag}"
+
+
+class _Quiet:
+    """Silence LiteX's logging/prints (build output goes to build.log)."""
+
+    def __init__(self, log: Path, enabled: bool):
+        self.log, self.enabled = log, enabled
+
+    def __enter__(self):
+        if self.enabled:
+            self.fd = open(self.log, "w")
+            sys.stdout.flush(); sys.stderr.flush()
+            self.saved = os.dup(1), os.dup(2)
+            os.dup2(self.fd.fileno(), 1)
+            os.dup2(self.fd.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            sys.stdout.flush(); sys.stderr.flush()
+            os.dup2(self.saved[0], 1)
+            os.dup2(self.saved[1], 2)
+            os.close(self.saved[0]); os.close(self.saved[1])
+            self.fd.close()
+
+
+def make_soc(args, build_dir: Path):
+    from litex.soc.integration.builder import Builder
+
+    from soc.atomflash_soc import AtomflashSoC
+
+    soc = AtomflashSoC(sys_clk_freq=int(args.sys_clk_freq), profile=args.nand_profile,
+                       channels=args.channels, ways=args.ways,
+                       trace_from_reset=args.trace_start == 0,
+                       rtl_dir=build_dir / "rtl")
+    soc.sim_sources = [Path(s).resolve() for s in args.extra_source]
+    soc.sim_verilator_flags = list(args.verilator_flag)
+    soc.sim_cflags = list(args.cflags)
+    builder = Builder(soc, output_dir=str(build_dir), compile_gateware=False, compile_software=True)
+    # The firmware links only these; skip LiteX's other libraries (SD card, SATA, ...).
+    keep = ("libc", "libcompiler_rt", "libbase")
+    builder.software_packages = [(n, d) for n, d in builder.software_packages if n in keep]
+    builder.software_libraries = [n for n in builder.software_libraries if n in keep]
+    return soc, builder
+
+
+def sim_config(args):
+    from litex.build.sim.config import SimConfig
+
+    cfg = SimConfig()
+    cfg.add_clocker("sys_clk", freq_hz=int(args.sys_clk_freq))
+    cfg.add_module("serial2console", "serial")
+    return cfg
+
+
+def _content_for_hash(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.suffix in VERILOG_EXT:
+        # LiteX stamps the build date (and a sha) into comments of sim.v.
+        data = b"\n".join(l for l in data.splitlines() if not l.lstrip().startswith(b"//"))
+    return data
+
+
+def verilator_command(soc, gw: Path, args) -> tuple[list[str], str]:
+    """The make command compiling the Verilated model (LiteX's core Makefile,
+    without its unconditional ``rm -rf obj_dir``) and a hash of its inputs."""
+    from litex.build.sim import verilator as litex_verilator
+
+    srcs = []
+    h = hashlib.sha256()
+    for f, *_ in soc.platform.sources:
+        p = Path(f) if os.path.isabs(f) else gw / f
+        if p.suffix in (".hex", ".init"):
+            continue
+        srcs.append(str(p))
+    for s in soc.sim_sources:
+        if s.suffix in VERILOG_EXT or s.suffix in CXX_EXT:
+            srcs.append(str(s))
+        else:
+            raise SystemExit(f"sim: don't know how to build {s} (Verilog/SV or C/C++ expected)")
+    cc_srcs = []
+    for s in srcs:
+        # Verilator compiles .cpp/.c given on its command line into the --exe.
+        cc_srcs.append(s if Path(s).suffix in CXX_EXT else f"--cc {s}")
+        h.update(s.encode() + b"\0" + _content_for_hash(Path(s)))
+    for flag in soc.sim_cflags:
+        cc_srcs.append(f"-CFLAGS {shlex.quote(flag)}")
+    cc_srcs += soc.sim_verilator_flags
+    makefile = Path(litex_verilator.core_directory) / "Makefile"
+    cmd = ["make", "-C", str(gw), "-f", str(makefile), f"CC_SRCS={' '.join(cc_srcs)}",
+           f"JOBS={args.jobs}", f"OPT_LEVEL={args.opt_level}"]
+    if args.trace_fst:
+        cmd.append("TRACE_FST=1")
+    for glue in ("sim_init.cpp", "sim_header.h", "variables.mak"):
+        h.update((gw / glue).read_bytes())
+    h.update(makefile.read_bytes())
+    h.update(" ".join(cmd).encode())
+    return cmd, h.hexdigest()
+
+
+def build(args) -> Path:
+    """Build everything (cached); returns the gateware (run) directory."""
+    build_dir = config_build_dir(args)
+    gw = build_dir / "gateware"
+    with locked(build_dir):
+        t0 = time.time()
+        log = build_dir / "build.log"
+        with _Quiet(log, args.quiet):
+            soc, builder = make_soc(args, build_dir)
+            builder.build(sim_config=sim_config(args), trace=args.trace or args.trace_fst,
+                          trace_fst=args.trace_fst, trace_start=args.trace_start,
+                          trace_end=args.trace_end, run=False)
+        fw = soc.firmware_bin
+        print(f"sim: SoC + firmware ({fw.stat().st_size} bytes) ready in {time.time() - t0:.1f} s "
+              f"[{build_dir.relative_to(ROOT) if build_dir.is_relative_to(ROOT) else build_dir}]",
+              file=sys.stderr)
+        if args.firmware_only:
+            return gw
+        cmd, digest = verilator_command(soc, gw, args)
+        stamp = gw / ".af_verilator_hash"
+        vsim = gw / "obj_dir" / "Vsim"
+        if vsim.exists() and stamp.exists() and stamp.read_text() == digest:
+            print("sim: Verilated model up to date", file=sys.stderr)
+        else:
+            t1 = time.time()
+            print("sim: Verilating (first build takes about a minute)...", file=sys.stderr)
+            stamp.unlink(missing_ok=True)
+            with open(build_dir / "verilator.log", "w") as logf:
+                r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT)
+            if r.returncode != 0:
+                tail = (build_dir / "verilator.log").read_text().splitlines()[-40:]
+                raise SystemExit("sim: Verilator build failed:\n" + "\n".join(tail))
+            stamp.write_text(digest)
+            print(f"sim: Verilated model built in {time.time() - t1:.1f} s", file=sys.stderr)
+    return gw
+
+
+def vsim_command(gw: Path, plusargs=()) -> list[str]:
+    return [str(gw / "obj_dir" / "Vsim"), *[a if a.startswith("+") else "+" + a for a in plusargs]]
+
+
+def run_interactive(gw: Path, plusargs=()) -> int:
+    import termios
+
+    interactive = sys.stdin.isatty()
+    saved = termios.tcgetattr(sys.stdin.fileno()) if interactive else None
+    print("sim: running; the console is on this terminal. 'exit' or Ctrl-C ends the simulation.",
+          file=sys.stderr)
+    try:
+        return subprocess.call(vsim_command(gw, plusargs), cwd=gw)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if saved is not None:
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSAFLUSH, saved)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    gw = build(args)
+    if args.firmware_only or args.build_only:
+        print(gw)
+        return 0
+    return run_interactive(gw, args.plusarg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
