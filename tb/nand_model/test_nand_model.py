@@ -1,0 +1,50 @@
+"""pytest entry for the NAND behavioural model (sim/nand_model).
+
+One Verilator build (``nand_model``: the model + a two-target channel
+harness) serves every cocotb module; each module runs in its own simulator
+process so pytest-xdist spreads them over the cores.  Python-only checks of
+atomflash.nandsim sit at the bottom.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from atomflash import nandsim
+from tb.common import runner
+
+HERE = Path(__file__).resolve().parent
+MODEL = runner.ROOT / "sim" / "nand_model"
+BUILD_NAME = "nand_model"
+
+
+def build_args() -> list[str]:
+    gen = nandsim.write_header(runner.GEN)
+    return ["--timing", str(MODEL / "nand_model.cpp"),
+            "-CFLAGS", f"-I{gen.parent} -I{MODEL} -O2"]
+
+
+def run_cocotb(module: str, workdir: Path, *, testcase=None, plusargs=(), configs=None) -> Path:
+    """Run cocotb ``module`` against the shared build with configs in ``workdir``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    for target in (0, 1):
+        cfg = (configs or {}).get(target) or nandsim.NandConfig(image=workdir / f"boot.t{target}.img")
+        cfg.write(workdir / f"nand{target}.cfg")
+    return runner.run(
+        toplevel="tb_nand_model",
+        sources=[MODEL / "nand_model.sv", HERE / "tb_nand_model.sv"],
+        test_module=module,
+        build_name=BUILD_NAME,
+        test_dir=HERE,
+        build_args=build_args(),
+        testcase=testcase,
+        plusargs=[f"+nandtb_dir={workdir}", f"+nand0_config={workdir / 'nand0.cfg'}",
+                  f"+nand1_config={workdir / 'nand1.cfg'}", *plusargs],
+    )
+
+
+@pytest.mark.parametrize("module", ["cocotb_commands"])
+def test_nand_model(module, tmp_path):
+    run_cocotb(module, tmp_path)
