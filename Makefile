@@ -29,7 +29,7 @@ test: deps ## the whole suite (cocotb on Verilator, C/Python spec identity), as 
 	@$(PY) -m pytest -n $(JOBS) --dist loadgroup -m "not slow" tb
 
 test-fast: deps ## the suite without Verilator builds (spec and model unit tests)
-	@$(PY) -m pytest -q tb/spec
+	@$(PY) -m pytest -q -m "not slow" tb/spec tb/model
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf $(BUILD)
