@@ -58,6 +58,16 @@ def test_half_visible_group_is_caught_whole_or_nothing_in_flight_is_fine():
     assert rules(check_after_cut(m.history, old, lba_size=N)) == [("lost", 1), ("lost", 2), ("lost", 3)]
 
 
+def test_in_flight_ops_can_be_passed_apart():
+    m = Model(LIM)
+    m.write(1, b("old"))
+    g = Model(LIM).atomic_write([(1, b("g1")), (2, b("g2"))]).ops[0]
+    g.issued = g.completed = 99
+    for shown_ in ({1: b("old")}, {1: b("g1"), 2: b("g2")}):
+        assert check_after_cut(m.history, shown_, lba_size=N, in_flight=[g]) == []
+    assert rules(check_after_cut(m.history, {1: b("old"), 2: b("g2")}, lba_size=N, in_flight=[g])) == [("partial", 1)]
+
+
 def test_group_partly_overwritten_later_is_not_partial():
     m = Model(LIM)
     m.atomic_write([(1, b("g1")), (2, b("g2"))])

@@ -48,7 +48,8 @@ class Violation:
 
 
 def check_after_cut(ops: Iterable[Op], recovered: Mapping[int, bytes | None], *, lba_size: int,
-                    initial: Mapping[int, bytes | None] | None = None) -> list[Violation]:
+                    initial: Mapping[int, bytes | None] | None = None,
+                    in_flight: Iterable[Op] = ()) -> list[Violation]:
     """Every violated promise, as a list (empty = the recovery is correct).
 
     ``ops``: every state-changing op issued in this power cycle (``Model.history``,
@@ -56,8 +57,10 @@ def check_after_cut(ops: Iterable[Op], recovered: Mapping[int, bytes | None], *,
     blocks the device shows after recovery (unmapped LBAs may be absent or
     ``None``: both mean zeros).  ``initial``: the blocks at the start of the cycle.
     LBAs in none of the three are not examined (they must read as zeros).
+    ``in_flight``: more ops, taken as issued but not completed whatever their fields say
+    (for callers that keep the acknowledged history and the in-flight commands apart).
     """
-    ops = list(ops)
+    ops = list(ops) + [op.copy(completed=None, durable=False) for op in in_flight]
     initial = initial or {}
     zero = bytes(lba_size)
 
