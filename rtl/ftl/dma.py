@@ -1,0 +1,118 @@
+"""Buffer DMA: copies words between SoC memory and a channel page buffer.
+
+Host data reaches flash in two hops: this engine copies it from the host's
+buffer in SoC memory (Wishbone) into a page-buffer slot (``rtl.nand.pagebuf``),
+then the channel streams the slot onto the NAND bus; reads go the other way.
+One request moves ``words`` 32-bit words in one direction and answers once on
+``done`` (with ``error`` when the bus answered ``err``; words already copied
+stay copied, the caller treats the whole transfer as failed).
+"""
+
+from amaranth import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.lib import wishbone
+from rtl.nand.pagebuf import BufferPortSignature
+
+
+class Direction:
+    TO_BUFFER = 0    # SoC memory -> page buffer (writes, appends)
+    TO_MEMORY = 1    # page buffer -> SoC memory (reads)
+
+
+def request_layout(buf_addr_width: int) -> data.StructLayout:
+    return data.StructLayout({
+        "direction": 1,
+        "mem_addr": 32,              # byte address, 4-byte aligned
+        "buf_addr": buf_addr_width,  # word address in the page buffer
+        "words": 16,                 # 1..65535
+    })
+
+
+class BufferDMA(wiring.Component):
+    """Word copier between a Wishbone initiator and a page-buffer port.
+
+    Ports
+    -----
+    req : In(stream.Signature(request_layout(buf_addr_width)))
+    done : Out(stream.Signature(data.StructLayout({"error": 1})))
+    bus : Out(wishbone.Signature(addr_width=30))
+    buf : Out(BufferPortSignature(buf_addr_width, 32))
+    """
+
+    def __init__(self, buf_addr_width: int):
+        self.buf_addr_width = buf_addr_width
+        super().__init__({
+            "req": In(stream.Signature(request_layout(buf_addr_width))),
+            "done": Out(stream.Signature(data.StructLayout({"error": 1}))),
+            "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "buf": Out(BufferPortSignature(buf_addr_width, 32)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        direction = Signal()
+        mem_word = Signal(30)
+        buf_addr = Signal(self.buf_addr_width)
+        left = Signal(16)
+        error = Signal()
+
+        m.d.comb += [
+            self.bus.adr.eq(mem_word),
+            self.bus.sel.eq(0xF),
+            self.bus.dat_w.eq(self.buf.r_data),
+            self.buf.addr.eq(buf_addr),
+            self.buf.w_data.eq(self.bus.dat_r),
+            self.done.payload.error.eq(error),
+        ]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.req.ready.eq(1)
+                with m.If(self.req.valid):
+                    p = self.req.payload
+                    m.d.sync += [
+                        direction.eq(p.direction),
+                        mem_word.eq(p.mem_addr[2:]),
+                        buf_addr.eq(p.buf_addr),
+                        left.eq(p.words),
+                        error.eq(0),
+                    ]
+                    with m.If(p.words == 0):
+                        m.next = "DONE"
+                    with m.Elif(p.direction == Direction.TO_BUFFER):
+                        m.next = "READ_MEMORY"
+                    with m.Else():
+                        m.next = "READ_BUFFER"
+
+            with m.State("READ_MEMORY"):
+                m.d.comb += [self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+                with m.If(self.bus.err):
+                    m.d.sync += error.eq(1)
+                    m.next = "DONE"
+                with m.Elif(self.bus.ack):
+                    m.d.comb += self.buf.w_en.eq(0xF)
+                    m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1)]
+                    with m.If(left == 1):
+                        m.next = "DONE"
+
+            with m.State("READ_BUFFER"):
+                m.next = "WRITE_MEMORY"  # buffer data arrives one cycle after its address
+            with m.State("WRITE_MEMORY"):
+                m.d.comb += [self.bus.cyc.eq(1), self.bus.stb.eq(1), self.bus.we.eq(1)]
+                with m.If(self.bus.err):
+                    m.d.sync += error.eq(1)
+                    m.next = "DONE"
+                with m.Elif(self.bus.ack):
+                    m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1)]
+                    with m.If(left == 1):
+                        m.next = "DONE"
+                    with m.Else():
+                        m.next = "READ_BUFFER"
+
+            with m.State("DONE"):
+                m.d.comb += self.done.valid.eq(1)
+                with m.If(self.done.ready):
+                    m.next = "IDLE"
+        return m
