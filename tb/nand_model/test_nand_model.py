@@ -45,6 +45,15 @@ def run_cocotb(module: str, workdir: Path, *, testcase=None, plusargs=(), config
     )
 
 
-@pytest.mark.parametrize("module", ["cocotb_commands"])
+@pytest.mark.parametrize("module", ["cocotb_commands", "cocotb_timing"])
 def test_nand_model(module, tmp_path):
     run_cocotb(module, tmp_path)
+
+
+def test_strict_mode_is_fatal(tmp_path, capfd):
+    with pytest.raises(AssertionError):
+        run_cocotb("cocotb_timing", tmp_path, testcase="strict_mode_stops_on_violation",
+                   plusargs=["+nandtb_strict=1"])
+    out = capfd.readouterr().out
+    assert "tWP measured 30.000 ns < required 50.000 ns" in out
+    assert "strict mode" in out
