@@ -606,7 +606,7 @@ class NandChannel(wiring.Component):
         m.d.comb += self.busy.eq(q_rdy.any())
 
         ecc_done = Signal()
-        m.d.comb += ecc_done.eq(~use_ecc | ((res_count == n_cw) & ~corr_busy & ~feed_par))
+        m.d.comb += ecc_done.eq(~use_ecc | (d.opcode != NandOp.READ) | ((res_count == n_cw) & ~corr_busy & ~feed_par))
         if not p.ecc:
             m.d.comb += ecc_done.eq(1)
 

@@ -201,3 +201,51 @@ def test_bad_descriptors_complete_with_errors_and_no_bus_cycle():
     tb.run(bench)
     assert [(c.tag, c.result) for c in tb.cpls] == [(i, r) for i, (_, r) in enumerate(BAD)]
     assert tb.checker.latches == []
+
+
+def test_ecc_program_parity_correction_uncorrectable_and_erased():
+    from rtl.ecc.bch import default_code
+    code = default_code()
+    tb = ChannelSimTB(ways=1, ecc=True)
+    lay = tb.params.layout
+    rng = random.Random(5)
+    user = bytes(rng.getrandbits(8) for _ in range(lay.user_bytes))
+    row = tb.params.row_address(0, 0, 0)
+    flips = {3: 0x81, 100: 0x10, 511: 0x01, 512 + 5: 0x40, lay.parity_col + 2: 0x08}  # cw 0: 4 + 1 parity; OOB: 1
+
+    async def bench(ctx):
+        await tb.write_slot(ctx, 0, 0, user)
+        await tb.submit(ctx, opcode=NandOp.PROGRAM, target=0, block=0, page=0, column=0,
+                        length=lay.user_bytes, slot=0, tag=1)
+        await tb.wait_cpls(ctx, 1)
+        page = tb.devices[0].pages[row]
+        tb.stored = bytes(page)
+        for off, mask in flips.items():
+            page[off] ^= mask
+        await tb.submit(ctx, opcode=NandOp.READ, target=0, block=0, page=0, column=0,
+                        length=lay.user_bytes, slot=1, tag=2)
+        await tb.submit(ctx, opcode=NandOp.READ, target=0, block=0, page=0, column=lay.oob_col,
+                        length=lay.oob_bytes, slot=2, tag=3)
+        await tb.wait_cpls(ctx, 3)
+        tb.back = await tb.read_slot(ctx, 1, 0, lay.user_bytes)
+        tb.oob = await tb.read_slot(ctx, 2, lay.oob_col, lay.oob_bytes)
+        for i in range(code.t):                       # now t + 1 errors in codeword 0
+            page[200 + i] ^= 0x02
+        await tb.submit(ctx, opcode=NandOp.READ, target=0, block=0, page=0, column=0, length=512, slot=1, tag=4)
+        await tb.submit(ctx, opcode=NandOp.READ, target=0, block=1, page=0, column=0, length=512, slot=3, tag=5)
+        await tb.wait_cpls(ctx, 5)
+
+    tb.run(bench)
+    c = {c.tag: c for c in tb.cpls}
+    data_par = code.encode(user[:512])
+    oob_par = code.encode(user[512:])
+    assert tb.stored[:lay.user_bytes] == user
+    assert tb.stored[lay.parity_col:lay.parity_col + lay.parity_bytes] == data_par + oob_par
+    assert c[1].result == NandResult.OK and c[1].crc == zlib.crc32(user)
+    assert c[2].result == NandResult.OK, c[2]
+    assert tb.back == user
+    assert c[2].ecc_corrected == 6 and c[2].ecc_max == 5, c[2]
+    assert c[2].crc == zlib.crc32(user)
+    assert c[3].result == NandResult.OK and tb.oob == user[512:] and c[3].ecc_corrected == 1
+    assert c[4].result == NandResult.UNCORRECTABLE and c[4].flags & 1
+    assert c[5].result == NandResult.ERASED and c[5].flags & 2
