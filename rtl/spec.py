@@ -52,6 +52,11 @@ IDENTIFY = layout_of(spec.IDENTIFY)
 
 OOB_CRC = crc_algorithm(spec.OOB_CRC)
 
+# Every other spec record too, by its upper-case name (rtl.spec.PPA, ...).
+for _record in spec.RECORDS:
+    globals().setdefault(_record.name.upper(), layout_of(_record))
+del _record
+
 NAND_DESC = layout_of(spec.NAND_DESC)
 NAND_CPL = layout_of(spec.NAND_CPL)
 NAND_CRC = crc_algorithm(spec.NAND_CRC)

@@ -1,0 +1,161 @@
+"""Page allocator: where the log goes next.
+
+The log is written out of place, one page at a time, into *open blocks* the
+firmware hands over: the firmware owns the free-block pool (it knows erase
+counts, bad blocks and GC), the gateware owns the per-page decision.  To keep
+every die busy, consecutive pages go to consecutive dies, channels first:
+die ``d`` is channel ``d % C``, way ``(d // C) % W``, LUN ``d // (C * W)``, so
+a run of C x W pages programs on every channel and every way at once.
+
+Each die has one open block and a small FIFO of erased blocks the firmware
+pushes (``free``).  A page request takes the next page of the next die in
+round-robin order that has room, stamping it with the next log sequence number
+(``seq``, loaded by the firmware after recovery and incremented per page).
+When a block's last page is handed out the block leaves on ``closed`` (a GC
+candidate from then on) and the die opens the next block from its FIFO; a die
+with neither is skipped, and when every die is out of blocks requests wait and
+``starved`` is raised for the firmware.  Requests from one requester in a row
+get consecutive seqs — an atomic group's members rely on it.
+"""
+
+from amaranth import Array, Cat, Module, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2, exact_log2
+
+from atomflash import spec
+from rtl import spec as layouts
+
+
+BLOCK_BITS = next(b.width for b in spec.PPA["ppa"].bits if b.name == "block")
+PAGE_BITS = next(b.width for b in spec.PPA["ppa"].bits if b.name == "page")
+
+
+class PageAllocator(wiring.Component):
+    """Round-robin page allocation over open blocks, one per die.
+
+    Parameters
+    ----------
+    channels, ways, luns : int
+        Powers of two; dies = channels * ways * luns.
+    free_depth : int
+        Erased blocks a die can have queued behind its open block.
+
+    Ports
+    -----
+    free : In(stream.Signature({die, block}))
+        An erased block for die ``die`` (firmware, through a CSR).
+    alloc : Out(stream.Signature({ppa, seq}))
+        The next page (``spec.PPA`` view) and its sequence number; a transfer
+        allocates it.
+    closed : Out(stream.Signature({die, block}))
+        Blocks whose last page has been allocated.
+    pages_per_block : In(11)
+        Geometry (from the parameter page), at most 1024.
+    seq_load : In(stream.Signature(64))
+        Sets the next sequence number (after recovery).
+    starved : Out(1)
+        No die has an open block or a queued free block.
+    free_level : Out(dies * bits)
+        Queued free blocks per die (``free_level.word_select(d, bits)``).
+    """
+
+    def __init__(self, *, channels: int, ways: int, luns: int = 1, free_depth: int = 4):
+        for name, v in (("channels", channels), ("ways", ways), ("luns", luns)):
+            exact_log2(v)
+        self.channels, self.ways, self.luns = channels, ways, luns
+        self.dies = channels * ways * luns
+        self.die_bits = max(1, ceil_log2(self.dies))
+        self.free_depth = free_depth
+        self.level_bits = ceil_log2(free_depth + 1)
+        block_bits = BLOCK_BITS
+        die_block = data.StructLayout({"die": self.die_bits, "block": block_bits})
+        super().__init__({
+            "free": In(stream.Signature(die_block)),
+            "alloc": Out(stream.Signature(data.StructLayout({"ppa": layouts.PPA, "seq": 64}))),
+            "closed": Out(stream.Signature(die_block)),
+            "pages_per_block": In(PAGE_BITS + 1),
+            "seq_load": In(stream.Signature(64)),
+            "starved": Out(1),
+            "free_level": Out(self.dies * self.level_bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        dies = self.dies
+        block_bits = BLOCK_BITS
+        ch_bits, way_bits = exact_log2(self.channels), exact_log2(self.ways)
+
+        queues = []
+        for d in range(dies):
+            q = fifo.SyncFIFOBuffered(width=block_bits, depth=self.free_depth)
+            m.submodules[f"free{d}"] = q
+            queues.append(q)
+            m.d.comb += [
+                q.w_data.eq(self.free.payload.block),
+                q.w_en.eq(self.free.valid & (self.free.payload.die == d)),
+                self.free_level.word_select(d, self.level_bits).eq(q.level),
+            ]
+        free_ready = Array(q.w_rdy for q in queues)
+        m.d.comb += self.free.ready.eq(free_ready[self.free.payload.die])
+
+        is_open = Array(Signal(name=f"open{d}") for d in range(dies))
+        block = Array(Signal(block_bits, name=f"block{d}") for d in range(dies))
+        page = Array(Signal(PAGE_BITS, name=f"page{d}") for d in range(dies))
+
+        # A die without an open block opens one from its FIFO (one die per cycle).
+        for d, q in enumerate(queues):
+            with m.If(~is_open[d] & q.r_rdy):
+                m.d.comb += q.r_en.eq(1)
+                m.d.sync += [is_open[d].eq(1), block[d].eq(q.r_data), page[d].eq(0)]
+
+        seq = Signal(64)
+        with m.If(self.seq_load.valid):
+            m.d.sync += seq.eq(self.seq_load.payload)
+        m.d.comb += self.seq_load.ready.eq(1)
+
+        # Round-robin: the first open die at or after `next_die`.
+        next_die = Signal(self.die_bits)
+        pick = Signal(self.die_bits)
+        pick_valid = Signal()
+        for k in reversed(range(dies)):
+            d = (next_die + k)[:self.die_bits]
+            with m.If(is_open[d]):
+                m.d.comb += [pick.eq(d), pick_valid.eq(1)]
+        m.d.comb += self.starved.eq(~pick_valid & ~Cat(*(q.r_rdy for q in queues)).any())
+
+        ppa = self.alloc.payload.ppa.ppa
+        m.d.comb += [
+            self.alloc.valid.eq(pick_valid & ~self.seq_load.valid),
+            ppa.channel.eq(pick[:ch_bits] if ch_bits else 0),
+            ppa.way.eq(pick[ch_bits:ch_bits + way_bits] if way_bits else 0),
+            ppa.lun.eq(pick[ch_bits + way_bits:] if self.luns > 1 else 0),
+            ppa.block.eq(block[pick]),
+            ppa.page.eq(page[pick]),
+            self.alloc.payload.seq.eq(seq),
+        ]
+
+        # The block being closed waits in a one-entry register for `closed`.
+        closing = Signal()
+        closing_die = Signal(self.die_bits)
+        closing_block = Signal(block_bits)
+        m.d.comb += [
+            self.closed.valid.eq(closing),
+            self.closed.payload.die.eq(closing_die),
+            self.closed.payload.block.eq(closing_block),
+        ]
+        with m.If(self.closed.valid & self.closed.ready):
+            m.d.sync += closing.eq(0)
+
+        last_page = page[pick] == self.pages_per_block - 1
+        with m.If(self.alloc.valid & self.alloc.ready):
+            m.d.sync += [seq.eq(seq + 1), next_die.eq(pick + 1)]
+            with m.If(last_page):
+                m.d.sync += [is_open[pick].eq(0), closing.eq(1), closing_die.eq(pick),
+                             closing_block.eq(block[pick])]
+            with m.Else():
+                m.d.sync += page[pick].eq(page[pick] + 1)
+        # Hold allocation while a closed block is still unreported, so none is lost.
+        with m.If(closing & ~(self.closed.valid & self.closed.ready)):
+            m.d.comb += self.alloc.valid.eq(0)
+        return m
