@@ -75,6 +75,8 @@ def parse_args(argv=None):
     p.add_argument("--ways", type=int, default=1, help="targets (chip enables) per channel")
     p.add_argument("--image", default=None,
                    help="NAND image file (persists across runs) -- needs the NAND model, not in this build")
+    p.add_argument("--nand-model", action="store_true",
+                   help="instantiate one sim/nand_model per target (idle until the controller drives it)")
     p.add_argument("--build-dir", type=Path, default=None,
                    help="build directory (default build/soc/sim, or build/soc/sim-<config> off defaults)")
     p.add_argument("--build-only", action="store_true", help="build, do not run")
@@ -104,7 +106,7 @@ def config_build_dir(args) -> Path:
     from atomflash import spec
 
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=1, ways=1,
-                    trace=False, trace_fst=False)
+                    trace=False, trace_fst=False, nand_model=False)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -148,6 +150,10 @@ def make_soc(args, build_dir: Path):
     soc.sim_sources = [Path(s).resolve() for s in args.extra_source]
     soc.sim_verilator_flags = list(args.verilator_flag)
     soc.sim_cflags = list(args.cflags)
+    if args.nand_model:
+        from soc.nand_sim import add_nand_models
+
+        add_nand_models(soc, channels=args.channels, ways=args.ways, gen_dir=build_dir / "gen")
     builder = Builder(soc, output_dir=str(build_dir), compile_gateware=False, compile_software=True)
     # The firmware links only these; skip LiteX's other libraries (SD card, SATA, ...).
     keep = ("libc", "libcompiler_rt", "libbase")
