@@ -69,7 +69,7 @@ class Workload:
         elif verb == "tx_write":
             n = r.randint(1, 2)
             self._do("tx_write", r.randint(1, self.tids), self._lba(n), self.blocks(n, "t"),
-                     final=r.random() < 0.15)
+                     final=r.random() < 0.3)
         elif verb == "tx_end":
             tid = r.randint(1, self.tids)
             self._do("tx_commit" if r.random() < 0.7 else "tx_abort", tid)
