@@ -1,0 +1,14 @@
+"""Block table valid counts (rtl/ftl/blocktable.py) under cocotb on Verilator."""
+
+from pathlib import Path
+
+from rtl.ftl.blocktable import BlockTable
+from tb.common import runner
+
+HERE = Path(__file__).parent
+
+
+def test_blocktable():
+    verilog = runner.amaranth_verilog(BlockTable(channels=2, ways=2), "blocktable")
+    runner.run(toplevel="blocktable", sources=[verilog], test_module="cocotb_blocktable",
+               build_name="blocktable", test_dir=HERE)
