@@ -1375,7 +1375,7 @@ void NandModel::do_program_start(int lun, int64_t row, bool copyback) {
         return;
     }
     if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) fail = true, why = "factory-bad block";
-    if (cfg.endurance && btab[bidx].erase_count >= cfg.endurance) fail = true, why = "block worn out (endurance)";
+    if (cfg.endurance && btab[bidx].erase_count > cfg.endurance) fail = true, why = "block worn out (endurance)";
     auto hit = std::find(fail_prog_rows.begin(), fail_prog_rows.end(), pidx);
     if (hit != fail_prog_rows.end()) fail_prog_rows.erase(hit), fail = true, why = "injected failure";
     auto nth = std::find(fail_prog_nth.begin(), fail_prog_nth.end(), n_prog);

@@ -31,6 +31,8 @@ class NandTB:
     @classmethod
     async def create(cls, dut, name: str, *, fresh: bool = True, target1: dict | None = None, **cfg) -> "NandTB":
         tb = cls(dut, name)
+        # Let the models' initial blocks open their boot configs before these are rewritten.
+        await Timer(2 * tb.period_ps, "ps")
         await tb.configure(0, fresh=fresh, **cfg)
         if target1 is not None:
             await tb.configure(1, fresh=fresh, **target1)

@@ -45,7 +45,7 @@ def run_cocotb(module: str, workdir: Path, *, testcase=None, plusargs=(), config
     )
 
 
-@pytest.mark.parametrize("module", ["cocotb_commands", "cocotb_timing"])
+@pytest.mark.parametrize("module", ["cocotb_commands", "cocotb_timing", "cocotb_media", "cocotb_power"])
 def test_nand_model(module, tmp_path):
     run_cocotb(module, tmp_path)
 
@@ -58,3 +58,12 @@ def test_strict_mode_is_fatal(tmp_path, capfd):
     out = capfd.readouterr().out
     assert "tWP measured 30.000 ns < required 50.000 ns" in out
     assert "strict mode" in out
+
+
+def test_restart_on_the_same_image_across_processes(tmp_path):
+    """Cut, restart; kill the simulator mid-program, restart: completed work survives, the rest is torn."""
+    persist = ["+nandtb_persist=1"]
+    run_cocotb("cocotb_power", tmp_path, testcase="persist_1_write_and_cut", plusargs=persist)
+    with pytest.raises((AssertionError, SystemExit)):  # the simulator is killed: no results
+        run_cocotb("cocotb_power", tmp_path, testcase="persist_2_kill_mid_program", plusargs=persist)
+    run_cocotb("cocotb_power", tmp_path, testcase="persist_3_check", plusargs=persist)
