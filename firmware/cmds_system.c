@@ -64,6 +64,9 @@ static int cmd_info(int argc, char **argv)
 	       (unsigned long)(v & 0xffff), (unsigned long)AFCTRL_BASE, (unsigned long)caps,
 	       (caps >> AFCTRL_CAP_IDENTIFY) & 1 ? " identify" : "", (caps >> AFCTRL_CAP_DMA) & 1 ? " dma" : "",
 	       (caps >> AFCTRL_CAP_NAND) & 1 ? " nand" : "");
+#ifdef AFCTRL_INTERRUPT
+	printf("ctrl irq     %d (masked: the firmware polls)\n", AFCTRL_INTERRUPT);
+#endif
 	if (!((caps >> AFCTRL_CAP_NAND) & 1))
 		printf("nand         no NAND controller in this build\n");
 	if (!((caps >> AFCTRL_CAP_IDENTIFY) & 1)) {

@@ -13,7 +13,7 @@ port            dir    meaning
                        the offset inside the window): CSRs, queues, IDENTIFY
 ``wbm_*``       master Wishbone B4 classic, 32-bit, 30-bit word address into the
                        SoC bus (main RAM): data buffers, map traffic
-``irq``         out    level interrupt (optional; not yet routed to the CPU)
+``irq``         out    level interrupt -> CPU interrupt ``AFCTRL_INTERRUPT`` (soc.h)
 ``nand_*``      any    NAND pins (future): routed by the target — to board pads,
                        or to one ``nand_model`` instance per target in simulation
                        (see ``nand_hook``)
@@ -92,6 +92,9 @@ class AmaranthCore(Module):
             )
         if "irq" in ports:
             params["o_irq"] = self.irq
+        self.has_irq = "irq" in ports
+        # LiteX wires soc.irq entries to cpu.interrupt[n] from `<module>.ev.irq`.
+        self.ev = type("IRQLine", (), {"irq": self.irq})()
         self.has_master = "wbm_adr" in ports
         self.params = params  # targets add nand_* pins here before finalize
 
@@ -116,6 +119,8 @@ def add_controller(soc, component, *, regs: dict[str, int], caps: dict[str, int]
                       region=SoCRegion(origin=AFCTRL_ORIGIN, size=window_bytes, cached=False))
     if core.has_master:
         soc.bus.add_master(name=f"{name}_dma", master=core.dma)
+    if core.has_irq:
+        soc.irq.add(name, use_loc_if_exists=True)  # -> AFCTRL_INTERRUPT in soc.h
     up = name.upper()
     for reg, off in regs.items():
         soc.add_constant(f"{up}_REG_{reg}", off)
