@@ -67,3 +67,50 @@ def test_restart_on_the_same_image_across_processes(tmp_path):
     with pytest.raises((AssertionError, SystemExit)):  # the simulator is killed: no results
         run_cocotb("cocotb_power", tmp_path, testcase="persist_2_kill_mid_program", plusargs=persist)
     run_cocotb("cocotb_power", tmp_path, testcase="persist_3_check", plusargs=persist)
+
+
+# -- atomflash.nandsim without a simulator --------------------------------------
+
+
+def test_config_text_round_trip(tmp_path):
+    cfg = nandsim.write_config(tmp_path / "c.cfg", "realistic", image=tmp_path / "x.img",
+                               bad_blocks=[(0, 1), (0, 9)], fail_program_nth=[3, 5], bit_error_rate=1e-4)
+    text = (tmp_path / "c.cfg").read_text()
+    assert text.splitlines()[1] == "profile = realistic", "profile first: later keys override it"
+    kv = dict(line.split(" = ", 1) for line in text.splitlines()[1:])
+    assert kv["page_data"] == "4096" and kv["bad_blocks"] == "0:1,0:9" and kv["fail_program_nth"] == "3,5"
+    assert float(kv["bit_error_rate"]) == 1e-4
+    assert set(kv) == {k for k, *_ in nandsim.CONFIG_KEYS}
+    assert cfg.stats_path() == tmp_path / "x.img.stats.json"
+    with pytest.raises(KeyError):
+        nandsim.NandConfig(no_such_key=1)
+
+
+def test_header_declares_every_key():
+    text = nandsim.generate_header()
+    for key, typ, _, _ in nandsim.CONFIG_KEYS:
+        assert f'if (key == "{key}")' in text
+    assert "AF_NANDCTL_RELOAD" in text and "af_nandimg_page_t" in text
+
+
+def test_image_reader_rejects_foreign_files(tmp_path):
+    p = tmp_path / "junk.img"
+    p.write_bytes(b"\0" * 8192)
+    with pytest.raises(ValueError, match="not a NAND model image"):
+        nandsim.Image(p)
+
+
+def test_image_layout_and_rows():
+    g = nandsim.NandConfig("small").geometry
+    boff, poff, doff, size = g.layout()
+    assert boff == 4096 and poff % 4096 == 0 and doff % 4096 == 0
+    assert size == doff + g.pages * g.page_bytes
+    assert g.row(0, 1, 0) == 64 and g.row(0, 3, 5) == 3 * 64 + 5
+
+
+@pytest.mark.parametrize("ppb", [4, 8, 64, 128])
+def test_mlc_pairing_is_a_partition(ppb):
+    uppers = [p for p in range(ppb) if nandsim.paired_lower(p, ppb) is not None]
+    lowers = [nandsim.paired_lower(p, ppb) for p in uppers]
+    assert sorted(uppers + lowers) == list(range(ppb))
+    assert all(lo < up for lo, up in zip(lowers, uppers)), "a lower page is programmed before its upper page"
