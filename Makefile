@@ -10,7 +10,8 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo test test-fast clean
+.PHONY: help deps gen demo test test-fast sim firmware clean
+SIM_ARGS ?=
 
 help: ## list every target with what it does
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,6 +31,12 @@ test: deps ## the whole suite (cocotb on Verilator, C/Python spec identity), as 
 
 test-fast: deps ## the suite without Verilator builds (spec and model unit tests)
 	@$(PY) -m pytest -q -m "not slow" tb/spec tb/model
+
+sim: deps ## build (cached) and run the full SoC in Verilator, firmware console on this terminal (SIM_ARGS="--sys-clk-freq 60e6 --trace ...")
+	@$(PY) soc/sim.py $(SIM_ARGS)
+
+firmware: deps ## build the SoC headers and the firmware (build/soc/sim/software/firmware/firmware.bin)
+	@$(PY) soc/sim.py --firmware-only -q $(SIM_ARGS)
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf $(BUILD)
