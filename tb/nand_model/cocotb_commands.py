@@ -2,6 +2,7 @@
 program, columns, erase, copyback, multi-LUN, two targets, protocol errors."""
 
 import struct
+from pathlib import Path
 
 import cocotb
 from cocotb.triggers import Timer
@@ -87,7 +88,8 @@ async def program_read_columns_erase(dut):
 
 @cocotb.test()
 async def busy_status_and_array_times(dut):
-    tb = await NandTB.create(dut, "busy")
+    trace = Path(cocotb.plusargs["nandtb_dir"]) / "busy.trace"
+    tb = await NandTB.create(dut, "busy", trace=trace)
     h = tb.host
     cfg = tb.cfg[0]
     row = tb.row(1, 0)
@@ -124,6 +126,9 @@ async def busy_status_and_array_times(dut):
         await h.deselect()
     await tb.expect_clean()
     assert await tb.stat("BUSY_NS") >= cfg["t_prog_ns"] + cfg["t_r_ns"] + cfg["t_bers_ns"]
+    await tb.ctl(nandsim.NandCtl.RELOAD)  # closes (flushes) the trace
+    ops = [line.split()[2] for line in trace.read_text().splitlines()]
+    assert ops == ["PROGRAM", "READ", "ERASE"], ops
 
 
 @cocotb.test()
