@@ -8,9 +8,6 @@ GF(2)-linear maps into XOR trees over Amaranth values.
 
 from __future__ import annotations
 
-from functools import reduce
-from operator import xor
-
 from amaranth.hdl import Cat, Const, Value
 
 __all__ = ["GF", "bch_generator", "lin", "gf_mul"]
@@ -112,28 +109,26 @@ def bch_generator(gf: GF, t: int) -> int:
 # -----------------------------------------------------------------------------
 
 
-def _xor_all(bits):
-    bits = list(bits)
-    if not bits:
-        return Const(0, 1)
-    return reduce(xor, bits)
-
-
 def lin(cols: list[int], x: Value, width: int) -> Value:
     """y = M x over GF(2): ``cols[j]`` is the column for input bit j (an int mask
-    of output bits).  Returns a ``width``-bit value of XOR trees."""
+    of output bits).  Returns a ``width``-bit value; each output bit is one
+    reduce-XOR of ``x`` under a constant mask (compact Verilog, and Yosys
+    builds the XOR tree itself)."""
     assert len(cols) <= len(x)
-    return Cat(*(_xor_all(x[j] for j, c in enumerate(cols) if (c >> o) & 1) for o in range(width)))
+    x = Value.cast(x)
+    bits = []
+    for o in range(width):
+        mask = sum(1 << j for j, c in enumerate(cols) if (c >> o) & 1)
+        bits.append((x & Const(mask, len(x))).xor() if mask else Const(0, 1))
+    return Cat(*bits)
 
 
 def gf_mul(gf: GF, a: Value, b: Value) -> Value:
-    """Full GF(2^m) multiplier a*b (AND/XOR array, reduction folded in)."""
+    """Full GF(2^m) multiplier: XOR over j of b_j * (a*alpha^j), each a*alpha^j
+    a constant linear map of the m-bit ``a`` (kept m bits wide: narrow
+    expressions simulate fast in Verilator; Yosys/ABC balance the XORs)."""
     m = gf.m
-    terms = [[] for _ in range(m)]
-    for la in range(m):
-        for lb in range(m):
-            p = gf.alpha(la + lb)
-            for o in range(m):
-                if (p >> o) & 1:
-                    terms[o].append(a[la] & b[lb])
-    return Cat(*(_xor_all(ts) for ts in terms))
+    out = Const(0, m)
+    for j in range(m):
+        out = out ^ (lin(gf.mul_cols(gf.alpha(j)), a, m) & b[j].replicate(m))
+    return out

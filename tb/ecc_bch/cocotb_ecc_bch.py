@@ -1,0 +1,372 @@
+"""cocotb tests of rtl.ecc.bch (BchEncoder, BchDecoder) against bchlib.
+
+One clocked "pump" coroutine moves every stream of the top (sources from
+queues, sinks into lists, optional random valid gaps / back-pressure) with one
+RisingEdge + one ReadOnly per cycle, and stamps each transfer with its cycle,
+so the same harness serves the correctness tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import deque
+
+import bchlib
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from ecc_bch_top import configs
+from rtl.ecc.bch_model import BchCode
+
+SEED = 0xECC8
+
+
+class Source:
+    def __init__(self, dut, name):
+        self.payload = getattr(dut, f"{name}__payload")
+        self.valid = getattr(dut, f"{name}__valid")
+        self.ready = getattr(dut, f"{name}__ready")
+        self.queue: deque[int] = deque()
+        self.sent: list[int] = []           # cycle of each transfer
+        self.gap = 0.0                      # probability of a bubble per cycle
+        self.driving = False
+
+
+class Sink:
+    def __init__(self, dut, name):
+        self.payload = getattr(dut, f"{name}__payload")
+        self.valid = getattr(dut, f"{name}__valid")
+        self.ready = getattr(dut, f"{name}__ready")
+        self.items: list[tuple[int, int]] = []   # (cycle, payload)
+        self.stall = 0.0                    # probability of ready low per cycle
+
+
+class TB:
+    def __init__(self, dut, seed=SEED):
+        self.dut = dut
+        self.rng = random.Random(seed)
+        self.codes = configs()
+        self.ref = {p: bchlib.BCH(c.t, prim_poly=c.prim_poly) for p, c in self.codes.items()}
+        for p, c in self.codes.items():
+            assert self.ref[p].ecc_bytes == c.parity_bytes and self.ref[p].m == c.m
+        self.src = {}
+        self.snk = {}
+        for p in self.codes:
+            for n in ("enc_i", "dec_i"):
+                self.src[f"{p}_{n}"] = Source(dut, f"{p}_{n}")
+            for n in ("enc_o", "enc_parity", "dec_err", "dec_res"):
+                self.snk[f"{p}_{n}"] = Sink(dut, f"{p}_{n}")
+        self.cycle = 0
+        cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
+
+    async def reset(self):
+        self.dut.rst.value = 1
+        for s in self.src.values():
+            s.valid.value = 0
+        for k in self.snk.values():
+            k.ready.value = 0
+        for _ in range(3):
+            await RisingEdge(self.dut.clk)
+        self.dut.rst.value = 0
+        cocotb.start_soon(self._pump())
+
+    async def _pump(self):
+        rng = self.rng
+        while True:
+            for s in self.src.values():
+                go = bool(s.queue) and (s.gap == 0 or rng.random() >= s.gap)
+                s.driving = go
+                s.valid.value = int(go)
+                if go:
+                    s.payload.value = s.queue[0]
+            for k in self.snk.values():
+                k.ready.value = int(k.stall == 0 or rng.random() >= k.stall)
+            await ReadOnly()
+            for s in self.src.values():
+                if s.driving and s.ready.value:
+                    s.queue.popleft()
+                    s.sent.append(self.cycle)
+            for k in self.snk.values():
+                if k.valid.value and k.ready.value:
+                    k.items.append((self.cycle, int(k.payload.value)))
+            await RisingEdge(self.dut.clk)
+            self.cycle += 1
+
+    async def wait_until(self, cond, limit=200_000):
+        start = self.cycle
+        while not cond():
+            assert self.cycle - start < limit, "timeout"
+            await RisingEdge(self.dut.clk)
+
+    # -- framing helpers -------------------------------------------------------
+    @staticmethod
+    def frame(data: bytes) -> list[int]:
+        return [b | (int(i == len(data) - 1) << 8) for i, b in enumerate(data)]
+
+    def encode(self, p: str, words: list[bytes]):
+        for w in words:
+            self.src[f"{p}_enc_i"].queue.extend(self.frame(w))
+
+    def decode(self, p: str, words: list[bytes]):
+        for w in words:
+            self.src[f"{p}_dec_i"].queue.extend(self.frame(w))
+
+    def split_parity(self, p: str) -> list[bytes]:
+        out, cur = [], bytearray()
+        for _, v in self.snk[f"{p}_enc_parity"].items:
+            cur.append(v & 0xFF)
+            if v >> 8:
+                out.append(bytes(cur))
+                cur = bytearray()
+        assert not cur, "parity stream ended without last"
+        return out
+
+    def results(self, p: str):
+        """Per codeword: (fixes tuple ascending, corrected, uncorrectable, erased, cycle)."""
+        code = self.codes[p]
+        offw = (code.max_bytes - 1).bit_length()
+        errs = deque(self.snk[f"{p}_dec_err"].items)
+        out = []
+        for cyc, v in self.snk[f"{p}_dec_res"].items:
+            fixes = []
+            while errs and errs[0][0] < cyc:
+                _, e = errs.popleft()
+                fixes.append((e & ((1 << offw) - 1), e >> offw))
+            nb = (code.t).bit_length()
+            corrected = v & ((1 << nb) - 1)
+            out.append((tuple(sorted(fixes)), corrected, (v >> nb) & 1, (v >> (nb + 1)) & 1, cyc))
+        assert not errs, "err entries after the last result"
+        return out
+
+    def clear(self):
+        for k in self.snk.values():
+            k.items.clear()
+        for s in self.src.values():
+            s.sent.clear()
+
+
+def rand_bytes(rng, n):
+    return bytes(rng.getrandbits(8) for _ in range(n))
+
+
+def inject(rng, code: BchCode, cw: bytes, nerr: int, where: str) -> bytes:
+    """Flip nerr distinct bits (never pad bits) of data||parity: where in
+    {"any", "data", "parity", "byte"} ("byte": all in as few bytes as possible)."""
+    ld = len(cw) - code.parity_bytes
+    nbits = 8 * len(cw) - code.pad           # MSB-first bit index; pad bits are the tail
+    if where == "data":
+        pool = range(0, 8 * ld)
+    elif where == "parity":
+        pool = range(8 * ld, nbits)
+    elif where == "byte":
+        start = 8 * rng.randrange(ld)
+        pool = range(start, min(start + 8 * (1 + nerr // 8), nbits))
+    else:
+        pool = range(nbits)
+    nerr = min(nerr, len(pool))
+    out = bytearray(cw)
+    for loc in rng.sample(pool, nerr):
+        out[loc // 8] ^= 0x80 >> (loc % 8)
+    return bytes(out)
+
+
+# -----------------------------------------------------------------------------
+
+
+@cocotb.test()
+async def encoder_parity_matches_bchlib(dut):
+    """Random full and shortened codewords, with random input gaps and
+    back-pressure on both outputs: parity == bchlib, data passes unchanged."""
+    tb = TB(dut)
+    await tb.reset()
+    rng = tb.rng
+    for p, code in tb.codes.items():
+        k = code.data_bytes
+        lens = [k, k, 1, 40, rng.randint(2, k - 1), k, rng.randint(2, k - 1), k]
+        words = [rand_bytes(rng, n) for n in lens] + [b"\xff" * k, b"\x00" * k]
+        tb.src[f"{p}_enc_i"].gap = 0.2
+        tb.snk[f"{p}_enc_o"].stall = 0.2
+        tb.snk[f"{p}_enc_parity"].stall = 0.5
+        tb.encode(p, words)
+    for p, code in tb.codes.items():
+        total = 10
+        await tb.wait_until(lambda: sum(v >> 8 for _, v in tb.snk[f"{p}_enc_parity"].items) == total)
+    for p, code in tb.codes.items():
+        got = tb.split_parity(p)
+        lens_words = []
+        passed = bytes(v & 0xFF for _, v in tb.snk[f"{p}_enc_o"].items)
+        ends = [i for i, (_, v) in enumerate(tb.snk[f"{p}_enc_o"].items) if v >> 8]
+        start = 0
+        for e in ends:
+            lens_words.append(passed[start:e + 1])
+            start = e + 1
+        assert len(lens_words) == len(got) == 10
+        for n, (w, par) in enumerate(zip(lens_words, got)):
+            want = tb.ref[p].encode(w)
+            assert par == want, f"{p} word {n} ({len(w)} B): RTL {par.hex()} != bchlib {bytes(want).hex()}"
+            assert par == code.encode(w)
+        dut._log.info("%s: %d codewords, parity identical to bchlib", p, len(got))
+
+
+async def _decode_and_check(tb, p, words_in, clean_words, expect_ok=None):
+    """Decode words_in (data||parity) and compare each with bchlib."""
+    code, ref = tb.codes[p], tb.ref[p]
+    tb.clear()
+    tb.decode(p, words_in)
+    await tb.wait_until(lambda: len(tb.snk[f"{p}_dec_res"].items) == len(words_in))
+    res = tb.results(p)
+    for n, (cw, clean, r) in enumerate(zip(words_in, clean_words, res)):
+        fixes, corrected, unc, _erased, _ = r
+        ld = len(cw) - code.parity_bytes
+        data, par = bytearray(cw[:ld]), bytearray(cw[ld:])
+        nerr = ref.decode(bytes(data), bytes(par))
+        if nerr < 0:
+            assert unc == 1 and fixes == () and corrected == 0, f"{p} word {n}: bchlib fails, RTL {r}"
+        else:
+            want = BchCode.fixes_from_errloc(ref.errloc[:nerr], ld)
+            assert unc == 0, f"{p} word {n}: bchlib corrects {nerr}, RTL flags uncorrectable"
+            assert corrected == nerr and fixes == want, f"{p} word {n}: RTL {fixes} != bchlib {want}"
+            fixed = bytearray(cw)
+            for off, mask in fixes:
+                fixed[off] ^= mask
+            assert bytes(fixed) == clean, f"{p} word {n}: miscorrection"
+        if expect_ok is not None:
+            assert (unc == 0) == expect_ok[n], f"{p} word {n}: expected ok={expect_ok[n]}, got {r}"
+    return res
+
+
+@cocotb.test()
+async def decoder_corrects_up_to_t_and_flags_more(dut):
+    """0..t errors (any, data only, parity only, clustered in bytes) corrected
+    exactly as bchlib does; t+1..t+4 flagged; random gaps and back-pressure."""
+    tb = TB(dut, seed=SEED + 1)
+    await tb.reset()
+    rng = tb.rng
+    for p, code in tb.codes.items():
+        tb.src[f"{p}_dec_i"].gap = 0.1
+        tb.snk[f"{p}_dec_err"].stall = 0.3
+        tb.snk[f"{p}_dec_res"].stall = 0.3
+        words, clean, ok = [], [], []
+        for nerr in range(code.t + 5):
+            for where in ("any", "data", "parity", "byte"):
+                if nerr > code.t and where != "any" and rng.random() < 0.5:
+                    continue
+                n = code.data_bytes if rng.random() < 0.7 else rng.randint(1, code.data_bytes)
+                if where == "parity":
+                    nerr_eff = min(nerr, code.ecc_bits)
+                else:
+                    nerr_eff = nerr
+                d = rand_bytes(rng, n)
+                cw = d + code.encode(d)
+                bad = inject(rng, code, cw, nerr_eff, where)
+                nflip = sum(bin(a ^ b).count("1") for a, b in zip(cw, bad))
+                words.append(bad)
+                clean.append(cw)
+                ok.append(nflip <= code.t)
+        res = await _decode_and_check(tb, p, words, clean, expect_ok=ok)
+        ncorr = sum(r[1] for r in res)
+        nunc = sum(r[2] for r in res)
+        dut._log.info("%s: %d codewords, %d bits corrected, %d flagged uncorrectable",
+                      p, len(words), ncorr, nunc)
+        assert nunc == ok.count(False) and nunc > 0 and ncorr > 0
+
+
+@cocotb.test()
+async def decoder_erased_and_extremes(dut):
+    """All-FF codewords (erased pages) with <= t and t+1 zero bits; all-zero
+    codewords; many errors; a 1-byte codeword; back-to-back at full rate."""
+    tb = TB(dut, seed=SEED + 2)
+    await tb.reset()
+    rng = tb.rng
+    for p, code in tb.codes.items():
+        n = code.max_bytes
+        words, clean, erased_want = [], [], []
+        for zeros in (0, 1, code.t, code.t + 1, 3 * code.t):
+            w = bytearray(b"\xff" * n)
+            for loc in rng.sample(range(8 * n - code.pad), zeros):
+                w[loc // 8] ^= 0x80 >> (loc % 8)
+            words.append(bytes(w))
+            clean.append(None)
+            erased_want.append(zeros <= code.t)
+        z = b"\x00" * code.data_bytes
+        zc = z + code.encode(z)
+        words += [zc, inject(rng, code, zc, code.t, "any"), inject(rng, code, zc, 5 * code.t, "any")]
+        clean += [zc, zc, zc]
+        erased_want += [False, False, False]
+        one = b"\x5a"
+        oc = one + code.encode(one)
+        words += [oc, inject(rng, code, oc, 2, "any")]
+        clean += [oc, oc]
+        erased_want += [False, False]
+        tb.clear()
+        tb.decode(p, words)
+        await tb.wait_until(lambda: len(tb.snk[f"{p}_dec_res"].items) == len(words))
+        res = tb.results(p)
+        for i, (w, c, r, ew) in enumerate(zip(words, clean, res, erased_want)):
+            fixes, corrected, unc, erased, _ = r
+            assert erased == ew, f"{p} word {i}: erased={erased}, want {ew}"
+            ld = len(w) - code.parity_bytes
+            nerr = tb.ref[p].decode(w[:ld], w[ld:])
+            if nerr < 0:
+                assert unc, f"{p} word {i}: bchlib fails, RTL {r}"
+            else:
+                assert not unc and corrected == nerr
+                assert fixes == BchCode.fixes_from_errloc(tb.ref[p].errloc[:nerr], ld)
+                if c is not None:
+                    fixed = bytearray(w)
+                    for off, mask in fixes:
+                        fixed[off] ^= mask
+                    assert bytes(fixed) == c
+        dut._log.info("%s: erased/extreme patterns ok", p)
+
+
+@cocotb.test()
+async def bench(dut):
+    """Latency and throughput in cycles (figures for docs/ecc_bench.md when
+    ECC_BENCH_OUT names a file); asserts the pipeline keeps streaming."""
+    tb = TB(dut, seed=SEED + 3)
+    await tb.reset()
+    rng = tb.rng
+    figures = {}
+    for p, code in tb.codes.items():
+        K, N = code.max_bytes, 8
+        fig = figures[p] = {"m": code.m, "t": code.t, "data_bytes": code.data_bytes,
+                            "parity_bytes": code.parity_bytes, "codeword_bytes": K}
+        # encoder: N back-to-back codewords, sinks always ready
+        tb.clear()
+        words = [rand_bytes(rng, code.data_bytes) for _ in range(N)]
+        tb.encode(p, words)
+        await tb.wait_until(lambda: sum(v >> 8 for _, v in tb.snk[f"{p}_enc_parity"].items) == N)
+        sent = tb.src[f"{p}_enc_i"].sent
+        fig["enc_cycles_per_codeword"] = (sent[-1] - sent[0] + 1) / N
+        par = tb.snk[f"{p}_enc_parity"].items
+        fig["enc_parity_latency"] = par[-1][0] - sent[-1]   # last data byte -> last parity byte
+        assert tb.split_parity(p) == [code.encode(w) for w in words]
+        assert fig["enc_cycles_per_codeword"] == code.data_bytes, "encoder stalled"
+
+        for label, nerr in (("clean", 0), ("t_errors", code.t), ("t+1_errors", code.t + 1)):
+            tb.clear()
+            cws = []
+            for _ in range(N):
+                d = rand_bytes(rng, code.data_bytes)
+                cws.append(inject(rng, code, d + code.encode(d), nerr, "any"))
+            tb.decode(p, cws)
+            await tb.wait_until(lambda: len(tb.snk[f"{p}_dec_res"].items) == N)
+            sent = tb.src[f"{p}_dec_i"].sent
+            res = tb.results(p)
+            ends = [sent[(i + 1) * K - 1] for i in range(N)]
+            assert [r[2] for r in res] == [int(nerr > code.t)] * N
+            assert all(r[1] == (nerr if nerr <= code.t else 0) for r in res)
+            lat = [r[4] - e for r, e in zip(res, ends)]
+            fig[f"dec_{label}_latency"] = max(lat)
+            fig[f"dec_{label}_cycles_per_codeword"] = (res[-1][4] - res[0][4]) / (N - 1)
+            fig[f"dec_{label}_input_cycles_per_codeword"] = (sent[-1] - sent[0] + 1) / N
+        dut._log.info("%s: %s", p, fig)
+        assert fig["dec_clean_input_cycles_per_codeword"] == K, "decoder stalled on clean data"
+    out = os.environ.get("ECC_BENCH_OUT")
+    if out:
+        with open(out, "w") as f:
+            json.dump(figures, f, indent=1)
