@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo test test-fast sim firmware clean
+.PHONY: help deps gen demo test test-fast sim firmware bench-nand clean
 SIM_ARGS ?=
 
 help: ## list every target with what it does
@@ -37,6 +37,9 @@ sim: deps ## build (cached) and run the full SoC in Verilator, firmware console 
 
 firmware: deps ## build the SoC headers and the firmware (build/soc/sim/software/firmware/firmware.bin)
 	@$(PY) soc/sim.py --firmware-only -q $(SIM_ARGS)
+
+bench-nand: deps ## NAND model throughput (simulated cycles per wall second) -> docs/nand_model_bench.md
+	@$(PY) sim/nand_model/bench.py
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf $(BUILD)
