@@ -96,9 +96,9 @@ which the controller owns; the decoder needs no buffer of its own.
 rather than "uncorrectable" when both are set (as Linux's
 ``nand_check_erased_ecc_chunk`` does).
 
-Latency, in cycles after the last byte is accepted: clean codeword ~4;
-codeword with errors ~ ``3t + K + nerrbytes + 8`` (K = codeword bytes),
-dominated by the Chien scan.  Throughput: one byte per cycle in, one
+Latency, in cycles after the last byte is accepted: clean codeword 3;
+codeword with errors about ``3t + K + 15`` (K = codeword bytes; 564 for the
+default code), dominated by the Chien scan.  Throughput: one byte per cycle in, one
 codeword per ``max(K, Chien)`` cycles; see docs/ecc.md and docs/ecc_bench.md.
 """
 
