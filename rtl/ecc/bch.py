@@ -170,7 +170,8 @@ class BchEncoder(wiring.Component):
         ``code.parity_bytes`` parity bytes per codeword, in bchlib order,
         ``last`` on the final one; starts the cycle after the codeword's last
         data byte.  ``i``/``o`` stall only on a codeword's last byte while the
-        previous codeword's parity has not drained yet.
+        previous codeword's parity has not drained yet.  No valid depends on
+        a ready, so the three streams may be wired in any arrangement.
     """
 
     def __init__(self, code: BchCode | None = None):
@@ -195,8 +196,9 @@ class BchEncoder(wiring.Component):
         fbyte = lfsr[nb - 8:] ^ self.i.p.data
         lfsr_next = (lfsr << 8)[:nb] ^ lin(_lfsr8_cols(code), fbyte, nb)
         end = self.i.p.last | (count == code.data_bytes - 1)
-        par_free = (par_left == 0) | ((par_left == 1) & self.parity.ready)
-        gate = ~end | par_free
+        # o.valid must not depend on any ready (parity.ready included), so a
+        # codeword's last byte waits for the previous parity to be fully drained
+        gate = ~end | (par_left == 0)
 
         m.d.comb += [
             self.o.p.eq(self.i.p),
