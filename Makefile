@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo test test-fast sim firmware bench-nand clean
+.PHONY: help deps gen demo test test-fast sim firmware bench-nand bench-ecc clean
 SIM_ARGS ?=
 
 help: ## list every target with what it does
@@ -40,6 +40,9 @@ firmware: deps ## build the SoC headers and the firmware (build/soc/sim/software
 
 bench-nand: deps ## NAND model throughput (simulated cycles per wall second) -> docs/nand_model_bench.md
 	@$(PY) sim/nand_model/bench.py
+
+bench-ecc: deps ## BCH decoder latency/throughput in simulated cycles + ECP5 resources -> docs/ecc_bench.md
+	@$(PY) tb/ecc_bch/bench.py
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf $(BUILD)
