@@ -27,7 +27,11 @@ BUILD = ROOT / "build"
 GEN = BUILD / "gen"
 
 # Amaranth's Verilog carries WIDTH/CASEINCOMPLETE patterns Verilator warns about.
-VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT"]
+# Splitting the generated C++ keeps gcc's time per file bounded and lets make
+# compile on every core (large designs otherwise spend minutes in one file).
+VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT",
+                  "--output-split", "20000", "--output-split-cfuncs", "20000"]
+BUILD_JOBS = str(os.cpu_count() or 2)
 
 
 def write_if_changed(path: Path, text: str) -> Path:
@@ -92,6 +96,7 @@ def run(
     if waves is None:
         waves = os.environ.get("WAVES", "") == "1"
     runner = get_runner("verilator")
+    os.environ.setdefault("MAKEFLAGS", f"-j{BUILD_JOBS}")
     with _locked(build_dir):
         runner.build(
             verilog_sources=[str(s) for s in sources],
