@@ -41,8 +41,10 @@ def demo_log() -> list[dict]:
                         group_len=len(group), group_idx=idx,
                         flags=spec.OOB.compose("flags", commit=int(last))))
         seq += 1
-    log.append(dict(kind=spec.Kind.DATA, lba=5, seq=seq, vseq=seq, group_len=1, tid=77))
-    log.append(dict(kind=spec.Kind.COMMIT, seq=seq + 1, vseq=seq + 1, group_len=1, tid=77,
+    tag = spec.tag_of(seq)  # a transaction's pages carry its tag: the low bits of its first vseq
+    log.append(dict(kind=spec.Kind.DATA, lba=5, seq=seq, vseq=seq, group_len=1, tid=tag,
+                    flags=spec.OOB.compose("flags", tx=1)))
+    log.append(dict(kind=spec.Kind.COMMIT, seq=seq + 1, vseq=seq + 1, group_len=1, tid=tag,
                     flags=spec.OOB.compose("flags", commit=1)))
     return log
 
