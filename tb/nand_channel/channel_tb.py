@@ -1,0 +1,183 @@
+"""cocotb testbench for ``tb_nand_controller``: NAND controller + NAND models.
+
+``ChannelTB`` configures every model (one per target, through the control
+port: write config, RELOAD), programs the timing registers, issues
+descriptors, fills/reads page buffer slots and collects completions.  Python
+runs only at those moments; everything per-cycle is HDL or C++.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import cocotb
+from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge, Timer
+
+from atomflash import spec
+from atomflash.nandsim import NandConfig, NandCtl, NandStat, read_stats
+from atomflash.spec import NandOp
+from rtl.nand.timing import TIMING, timing_cycles
+
+MASK64 = (1 << 64) - 1
+
+
+def timing_word(mode: int, clk_hz: int = spec.NAND_CLK_HZ) -> int:
+    return TIMING.const(timing_cycles(mode, clk_hz)).as_bits()
+
+
+class ChannelTB:
+    def __init__(self, dut, channels: int, ways: int, profile: str, slot_words: int, name: str = "t"):
+        self.dut, self.channels, self.ways = dut, channels, ways
+        self.profile = spec.NAND_PROFILES[profile]
+        self.layout = spec.nand_page_layout(self.profile)
+        self.slot_words = slot_words
+        self.period_ps = int(cocotb.plusargs.get("clk_period_ps", 10**12 // spec.NAND_CLK_HZ))
+        self.workdir = Path(cocotb.plusargs["nandtb_dir"])
+        self.name = name
+        self.cfg: dict[int, NandConfig] = {}
+        self.cpls: list = []
+        self.cpl_event = Event()
+        self.clk = dut.clk
+
+    @classmethod
+    async def create(cls, dut, *, channels, ways, profile, slot_words, name, mode=0, **model_cfg):
+        tb = cls(dut, channels, ways, profile, slot_words, name)
+        dut.desc_valid.value = 0
+        dut.cpl_ready.value = 0
+        for c in range(channels):
+            getattr(dut, f"buf{c}_w_en").value = 0
+        dut.rst.value = 1
+        for i in range(channels * ways):
+            await tb.configure(i, timing_mode=mode, **model_cfg)
+        tb.set_mode(mode)
+        for _ in range(4):
+            await RisingEdge(tb.clk)
+        dut.rst.value = 0
+        cocotb.start_soon(tb._collect())
+        return tb
+
+    # -- models ------------------------------------------------------------------
+    def model(self, index):
+        return getattr(self.dut, f"target{index}")
+
+    def index(self, channel, target):
+        return channel * self.ways + target
+
+    async def configure(self, index, **kw):
+        kw.setdefault("image", self.workdir / f"{self.name}.n{index}.img")
+        kw.setdefault("clk_period_ps", self.period_ps)
+        kw.setdefault("seed", 100 + index)
+        cfg = NandConfig(self.profile.name, **kw)
+        for p in (Path(cfg["image"]), cfg.stats_path()):
+            if p.exists():
+                p.unlink()
+        cfg.write(Path(cocotb.plusargs[f"nand{index}_config"]))
+        self.cfg[index] = cfg
+        assert await self.ctl(index, NandCtl.RELOAD) == 0
+
+    async def ctl(self, index, op, a0=0, a1=0, a2=0):
+        m = self.model(index)
+        m.ctl_op.value = int(op)
+        m.ctl_arg0.value = a0 & MASK64
+        m.ctl_arg1.value = a1 & MASK64
+        m.ctl_arg2.value = a2 & MASK64
+        strobe = 1 - int(m.ctl_strobe.value)
+        m.ctl_strobe.value = strobe
+        for _ in range(100):
+            await Timer(self.period_ps, "ps")
+            if int(m.ctl_ack.value) == strobe:
+                break
+        else:
+            raise RuntimeError("model control port did not answer")
+        await Timer(self.period_ps, "ps")
+        v = int(m.ctl_result.value)
+        return v - (1 << 64) if v >> 63 else v
+
+    async def stat(self, index, name):
+        return await self.ctl(index, NandCtl.STAT, int(NandStat[name]))
+
+    async def expect_clean(self):
+        """No model saw a timing violation or a protocol error."""
+        for i in range(self.channels * self.ways):
+            assert await self.ctl(i, NandCtl.DUMP_STATS) == 0
+            s = read_stats(self.cfg[i].stats_path())
+            assert s["violations_total"] == 0, (i, s["violation_log"])
+            assert s["protocol_errors"] == 0, (i, s["error_log"])
+
+    def set_mode(self, mode):
+        self.dut.timing_w.value = timing_word(mode, 10**12 // self.period_ps)
+
+    # -- descriptors and completions --------------------------------------------------
+    async def submit(self, **fields):
+        self.dut.desc_payload.value = int.from_bytes(spec.NAND_DESC.pack(fields), "little")
+        self.dut.desc_valid.value = 1
+        while True:
+            await ReadOnly()
+            if int(self.dut.desc_ready.value):
+                await RisingEdge(self.clk)      # the handshake happens on this edge
+                break
+            await RisingEdge(self.dut.desc_ready)   # queue full: sleep until it has room
+        await FallingEdge(self.clk)
+        self.dut.desc_valid.value = 0
+
+    async def _collect(self):
+        while True:
+            if not int(self.dut.cpl_valid.value):
+                await RisingEdge(self.dut.cpl_valid)
+            await FallingEdge(self.clk)
+            payload = int(self.dut.cpl_payload.value)
+            self.dut.cpl_ready.value = 1
+            await RisingEdge(self.clk)
+            await FallingEdge(self.clk)
+            self.dut.cpl_ready.value = 0
+            self.cpls.append(spec.NAND_CPL.unpack(payload.to_bytes(spec.NAND_CPL.size, "little")))
+            self.cpl_event.set()
+
+    async def wait_cpls(self, n, timeout_cycles=50_000_000):
+        deadline = int(self.dut.cycle.value) + timeout_cycles
+        while len(self.cpls) < n:
+            self.cpl_event.clear()
+            await self.cpl_event.wait()
+            assert int(self.dut.cycle.value) < deadline, "completion timeout"
+        return self.cpls
+
+    async def do(self, **fields):
+        """Submit one descriptor and return its completion."""
+        n = len(self.cpls)
+        await self.submit(**fields)
+        await self.wait_cpls(n + 1)
+        return self.cpls[n]
+
+    # -- page buffer ------------------------------------------------------------------
+    async def write_slot(self, channel, slot, offset, data: bytes):
+        assert offset % 4 == 0
+        data = bytes(data) + bytes(-len(data) % 4)
+        addr, wen, wdata = (getattr(self.dut, f"buf{channel}_{n}") for n in ("addr", "w_en", "w_data"))
+        await FallingEdge(self.clk)
+        base = slot * self.slot_words + offset // 4
+        for i in range(0, len(data), 4):
+            addr.value = base + i // 4
+            wdata.value = int.from_bytes(data[i:i + 4], "little")
+            wen.value = 0xF
+            await FallingEdge(self.clk)
+        wen.value = 0
+
+    async def read_slot(self, channel, slot, offset, length) -> bytes:
+        addr, rdata = getattr(self.dut, f"buf{channel}_addr"), getattr(self.dut, f"buf{channel}_r_data")
+        first, last = offset // 4, (offset + length + 3) // 4
+        out = bytearray()
+        await FallingEdge(self.clk)
+        for w in range(first, last + 1):
+            if w > first:
+                out += int(rdata.value).to_bytes(4, "little")
+            addr.value = slot * self.slot_words + min(w, last - 1)
+            await FallingEdge(self.clk)
+        return bytes(out[offset - 4 * first:][:length])
+
+
+def random_bytes(rng: random.Random, n: int) -> bytes:
+    return rng.getrandbits(8 * n).to_bytes(n, "little")
+
+
+__all__ = ["ChannelTB", "random_bytes", "timing_word", "NandOp"]
