@@ -1,6 +1,6 @@
 """Page buffer: BRAM slots shared by the FTL/DMA side and the NAND bus side.
 
-One ``amaranth.lib.memory.Memory`` of 32-bit words with byte lanes holds
+Four ``amaranth.lib.memory.Memory`` byte lanes (together 32-bit words) hold
 ``slots`` page images of ``slot_bytes`` (a whole page, spare included), slot
 ``s`` at byte ``s * slot_bytes``.  Each side has one address and a read and a
 write port on it -- a true dual-port BRAM (ECP5 DP16KD, iCE40 needs two):
@@ -61,26 +61,31 @@ class PageBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.mem = mem = memory.Memory(shape=32, depth=self.depth, init=[])
-
-        host_r = mem.read_port()
-        host_w = mem.write_port(granularity=8)
-        m.d.comb += [
-            host_r.addr.eq(self.host.addr), host_w.addr.eq(self.host.addr),
-            host_w.en.eq(self.host.w_en), host_w.data.eq(self.host.w_data),
-            self.host.r_data.eq(host_r.data),
-        ]
-
-        chan_r = mem.read_port()
-        chan_w = mem.write_port(granularity=8)
+        # One 8-bit memory per byte lane: each is a plain true dual-port RAM
+        # (one address per side), which every FPGA BRAM maps; a single 32-bit
+        # memory with byte enables on both ports does not fit ECP5's DP16KD.
         word = self.chan.addr[2:]
         lane = self.chan.addr[:2]
         lane_q = Signal(2)
         m.d.sync += lane_q.eq(lane)
-        m.d.comb += [
-            chan_r.addr.eq(word), chan_w.addr.eq(word),
-            chan_w.en.eq(self.chan.w_en.replicate(4) & (1 << lane)),
-            chan_w.data.eq(self.chan.w_data.replicate(4)),
-            self.chan.r_data.eq(chan_r.data.word_select(lane_q, 8)),
-        ]
+        chan_bytes = []
+        for i in range(4):
+            mem = memory.Memory(shape=8, depth=self.depth, init=[])
+            m.submodules[f"lane{i}"] = mem
+            host_r = mem.read_port()
+            host_w = mem.write_port()
+            chan_r = mem.read_port()
+            chan_w = mem.write_port()
+            m.d.comb += [
+                host_r.addr.eq(self.host.addr), host_w.addr.eq(self.host.addr),
+                host_w.en.eq(self.host.w_en[i]), host_w.data.eq(self.host.w_data[8 * i:8 * i + 8]),
+                self.host.r_data[8 * i:8 * i + 8].eq(host_r.data),
+                chan_r.addr.eq(word), chan_w.addr.eq(word),
+                chan_w.en.eq(self.chan.w_en & (lane == i)), chan_w.data.eq(self.chan.w_data),
+            ]
+            chan_bytes.append(chan_r.data)
+        with m.Switch(lane_q):
+            for i in range(4):
+                with m.Case(i):
+                    m.d.comb += self.chan.r_data.eq(chan_bytes[i])
         return m
