@@ -42,10 +42,6 @@ def main() -> int:
                   "(cached after the first run) ...")
     args = build("small", 2, 2, 4)
     slot_words = args.pop("slot_words")
-    # Only the harness signals are public to VPI: a much smaller, faster build.
-    args["build_args"] = [*args["build_args"], "--no-public-flat-rw",
-                          str(ROOT / "sim" / "verilator" / "nand_controller_public.vlt")]
-    args["build_name"] += "_demo"
     args["test_dir"] = HERE
     work = Path(tempfile.mkdtemp(prefix="demo-", dir=runner.BUILD))
     out = work / "demo.json"

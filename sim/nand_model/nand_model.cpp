@@ -328,6 +328,10 @@ private:
     /* data out */
     Out out = Out::NONE;
     int64_t out_ptr = 0;
+    /* What 00h (after status polling) and CHANGE READ COLUMN return to: the
+     * page register, or the parameter page after READ PARAMETER PAGE (ONFI
+     * lets the host move the column within it to reach the redundant copies). */
+    bool param_source = false;
     bool drive = false;        /* DQ driven */
     uint8_t out_byte = 0;      /* byte of the current RE# cycle */
     int64_t out_valid_ps = NEVER;  /* when it becomes valid on DQ */
@@ -938,7 +942,7 @@ void NandModel::on_re_fall() {
     if (have_cmd && cmd == AF_ONFICMD_READ_1 && addr.empty() && !in_data) {
         /* 00h alone after status polling: back to data output. */
         have_cmd = false;
-        out = luns[sel_lun].reg_valid ? Out::DATA : Out::NONE;
+        out = param_source ? Out::PARAM : luns[sel_lun].reg_valid ? Out::DATA : Out::NONE;
     }
     if (out == Out::NONE) {
         protocol_error("RE# read cycle with no data to output (last command %02Xh)", cmd);
@@ -1057,6 +1061,7 @@ void NandModel::latch_cmd(uint8_t c) {
             if (luns[lun].op != Op::IDLE) return abort_sequence("READ to a busy LUN");
             have_cmd = false;
             sel_lun = lun;
+            param_source = false;
             col = addr[0] | addr[1] << 8;
             out = Out::DATA;
             tracef("%s lun %d block %" PRId64 " page %" PRId64 " col %" PRId64,
@@ -1067,6 +1072,12 @@ void NandModel::latch_cmd(uint8_t c) {
         if (first == AF_ONFICMD_CHANGE_READ_COL_1 && c == AF_ONFICMD_CHANGE_READ_COL_2) {
             if (na != 2) return abort_sequence("CHANGE READ COLUMN: expected 2 address cycles");
             have_cmd = false;
+            if (param_source) {
+                out = Out::PARAM;
+                out_ptr = addr[0] | addr[1] << 8;
+                t_ccs_ref = now;
+                return;
+            }
             if (!luns[sel_lun].reg_valid) return (void)protocol_error("CHANGE READ COLUMN without page data in the register");
             col = addr[0] | addr[1] << 8;
             out = Out::DATA;
@@ -1097,6 +1108,7 @@ void NandModel::latch_cmd(uint8_t c) {
             if (luns[lun].op != Op::IDLE) return abort_sequence("BLOCK ERASE to a busy LUN");
             have_cmd = false;
             sel_lun = lun;
+            param_source = false;
             do_erase_start(lun, row);
             return;
         }
@@ -1176,6 +1188,7 @@ void NandModel::latch_addr(uint8_t a) {
         out = Out::PARAM;
         out_ptr = 0;
         sel_lun = 0;
+        param_source = true;
         tracef("READ_PARAM_PAGE");
         start_op(0, Op::PARAM, 0, cfg.t_r_ns);
         return;
@@ -1278,6 +1291,7 @@ bool NandModel::finish_addresses() {
             data_copyback = false;
         }
         sel_lun = lun;
+        param_source = false;
         l.row = row;
         l.reg_valid = false;
         prog_seq = true;

@@ -110,8 +110,13 @@ def run(
         )
     run_dir = build_dir / "runs" / uuid.uuid4().hex[:12]
     run_dir.mkdir(parents=True)
+    # cocotb's runner hands the simulator PYTHONPATH = this process's sys.path
+    # (an extra_env PYTHONPATH is overwritten), so the cocotb module's folder
+    # and the repository root must be on sys.path itself.
+    for path in (str(Path(test_dir).resolve()), str(ROOT)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
     env = {
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(Path(test_dir).resolve()), *sys.path]),
         "COCOTB_RESOLVE_X": "ZEROS",
         **(extra_env or {}),
     }

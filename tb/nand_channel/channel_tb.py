@@ -22,8 +22,15 @@ from rtl.nand.timing import TIMING, timing_cycles
 MASK64 = (1 << 64) - 1
 
 
-def timing_word(mode: int, clk_hz: int = spec.NAND_CLK_HZ) -> int:
-    return TIMING.const(timing_cycles(mode, clk_hz)).as_bits()
+# The harness's round trip from the PHY's RE# register to a valid byte at its
+# DQ input is two cycles longer than tREA: the model sees the RE# fall on the
+# edge after the PHY drives it, and its DQ outputs are registered.  A board
+# adds its I/O registers the same way; tSAMPLE is the knob for both.
+HARNESS_SAMPLE_CYCLES = 2
+
+
+def timing_word(mode: int, clk_hz: int = spec.NAND_CLK_HZ, sample: int = HARNESS_SAMPLE_CYCLES) -> int:
+    return TIMING.const(timing_cycles(mode, clk_hz, sample)).as_bits()
 
 
 class ChannelTB:
@@ -180,4 +187,4 @@ def random_bytes(rng: random.Random, n: int) -> bytes:
     return rng.getrandbits(8 * n).to_bytes(n, "little")
 
 
-__all__ = ["ChannelTB", "random_bytes", "timing_word", "NandOp"]
+__all__ = ["ChannelTB", "random_bytes", "timing_word", "NandOp", "HARNESS_SAMPLE_CYCLES"]

@@ -96,6 +96,9 @@ def build(profile: str, channels: int, ways: int, slots: int = 4, ecc: bool = Tr
         build_name=name,
         test_dir=HERE,
         build_args=["--timing", str(MODEL / "nand_model.cpp"), "-CFLAGS", f"-I{gen.parent} -I{MODEL}",
-                    "-Wno-MULTIDRIVEN", "-Wno-PINMISSING"],
+                    "-Wno-MULTIDRIVEN", "-Wno-PINMISSING",
+                    # only the harness top and the models' control ports are visible to VPI:
+                    # cocotb's default --public-flat-rw makes this build >15 min of gcc
+                    "--no-public-flat-rw", str(runner.ROOT / "sim" / "verilator" / "nand_controller_public.vlt")],
         slot_words=ctrl.slot_words,
     )

@@ -38,6 +38,8 @@ async def id_and_parameter_page(dut):
         pp = await h.read_param_page(3 * 256)
         copies = [pp[i * 256:(i + 1) * 256] for i in range(3)]
         assert copies[0] == copies[1] == copies[2], "redundant copies differ"
+        # ONFI: CHANGE READ COLUMN after READ PARAMETER PAGE moves within it (to a redundant copy)
+        assert await h.change_read_column(256 + 32, 12) == pp[32:44]
         p = copies[0]
         assert p[:4] == b"ONFI"
         assert struct.unpack_from("<H", p, 254)[0] == onfi_crc16(p[:254]), "parameter page CRC"
