@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""`make demo`: run the most complete simulated piece of atomflash there is.
+"""`make demo`: the most complete simulated piece of atomflash there is.
 
-Today that is the commit-flag log's OOB stamping: a small log (plain writes,
-an atomic group of four pages whose last member carries the commit bit, a
-transaction page) is stamped by the RTL OOB packer running in Verilator, then
-every record is decoded and checked by the Python side of the spec.  The demo
-grows with the project: see README.md.
+What it shows: the commit-flag log on simulated flash, through the RTL NAND controller
+(2 channels x 2 ways, BCH ECC) and four NAND behavioural models, with a power
+cut in the middle of an atomic group whose commit-bit page already landed;
+after a power cycle every page is read back through the controller and
+``atomflash.model.recover`` rebuilds the map, judged by the semantic model's
+oracle.  The RTL FTL takes over the Python log writer's role as issue #5
+lands; see README.md.
 """
 
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,68 +22,76 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from atomflash import spec  # noqa: E402
-from rtl.ftl.oob import OOBPacker  # noqa: E402
+from atomflash.nandsim import NandConfig  # noqa: E402
 from tb.common import runner  # noqa: E402
+from tb.nand_channel.harness import build  # noqa: E402
 
 HERE = Path(__file__).parent
 
 
-def demo_log() -> list[dict]:
-    """A short log: what the log writer would stamp for a few host commands."""
-    log, seq = [], 100
-    for lba in (7, 8):  # two plain writes: each page is its own commit point
-        log.append(dict(kind=spec.Kind.DATA, lba=lba, seq=seq, vseq=seq, group_len=1,
-                        flags=spec.OOB.compose("flags", commit=1)))
-        seq += 1
-    group = [42, 3, 1000, 9]  # one atomic group, non-contiguous LBAs
-    first = seq
-    for idx, lba in enumerate(group):
-        last = idx == len(group) - 1
-        log.append(dict(kind=spec.Kind.DATA, lba=lba, seq=seq, vseq=first + idx,
-                        group_len=len(group), group_idx=idx,
-                        flags=spec.OOB.compose("flags", commit=int(last))))
-        seq += 1
-    tag = spec.tag_of(seq)  # a transaction's pages carry its tag: the low bits of its first vseq
-    log.append(dict(kind=spec.Kind.DATA, lba=5, seq=seq, vseq=seq, group_len=1, tid=tag,
-                    flags=spec.OOB.compose("flags", tx=1)))
-    log.append(dict(kind=spec.Kind.COMMIT, seq=seq + 1, vseq=seq + 1, group_len=1, tid=tag,
-                    flags=spec.OOB.compose("flags", commit=1)))
-    return log
-
-
 def main() -> int:
     console = Console()
-    console.rule("[bold]atomflash demo: commit-flag OOB records stamped by the RTL")
-    log = demo_log()
-    work = runner.BUILD / "demo"
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "log.json").write_text(json.dumps([{k: int(v) for k, v in r.items()} for r in log]))
-    console.print("elaborating rtl.ftl.oob.OOBPacker -> Verilog -> Verilator ...")
-    verilog = runner.amaranth_verilog(OOBPacker(), "oob_packer")
-    runner.run(toplevel="oob_packer", sources=[verilog], test_module="demo_oob_cocotb",
-               build_name="oob_packer", test_dir=HERE,
-               extra_env={"DEMO_LOG": str(work / "log.json"), "DEMO_OUT": str(work / "stamped.json")})
-    stamped = [bytes.fromhex(h) for h in json.loads((work / "stamped.json").read_text())]
+    console.rule("[bold]atomflash demo: a power cut inside an atomic group, on simulated flash")
+    console.print("building the NAND controller (Amaranth) + 4 NAND models (SV/C++) in Verilator "
+                  "(cached after the first run) ...")
+    args = build("small", 2, 2, 4)
+    slot_words = args.pop("slot_words")
+    args["test_dir"] = HERE
+    work = Path(tempfile.mkdtemp(prefix="demo-", dir=runner.BUILD))
+    out = work / "demo.json"
+    plusargs = [f"+nandtb_dir={work}", *[f"+nand{i}_config={work / f'nand{i}.cfg'}" for i in range(4)]]
+    for i in range(4):  # every model powers on at time 0; the demo reconfigures them at once
+        NandConfig("small", image=work / f"demo.n{i}.img").write(work / f"nand{i}.cfg")
+    try:
+        runner.run(test_module="demo_powercut_cocotb", plusargs=plusargs,
+                   extra_env={"NANDTB_SLOT_WORDS": str(slot_words), "DEMO_OUT": str(out)}, **args)
+        passed = True
+    except (AssertionError, SystemExit):
+        passed = False
+    if not out.exists():
+        console.print("[bold red]demo FAILED before producing results (see the log above)")
+        return 1
+    r = json.loads(out.read_text())
 
-    table = Table(title="log as stamped by the RTL (decoded by atomflash.spec)")
-    for col in ("seq", "kind", "lba", "tid", "group", "commit", "crc", "RTL == Python"):
-        table.add_column(col)
-    ok = True
-    for want, raw in zip(log, stamped):
-        rec = spec.unpack_oob(raw)
-        same = raw == spec.pack_oob(**want)
-        ok &= rec is not None and same
-        flags = spec.OOB.decompose("flags", rec.flags)
-        table.add_row(str(rec.seq), spec.Kind(rec.kind).name, str(rec.lba), str(rec.tid),
-                      f"{rec.group_idx + 1}/{rec.group_len}", "1" if flags.commit else "0",
-                      f"{rec.crc:08x}", "[green]yes" if same else "[red]NO")
-    console.print(table)
-    torn = bytearray(stamped[-1])
-    torn[9] ^= 0x10
-    console.print(f"a torn copy of the last record (one bit flipped) decodes as: "
-                  f"{spec.unpack_oob(bytes(torn))!r}  (absent, never data)")
-    console.print("[bold green]demo passed" if ok else "[bold red]demo FAILED: RTL and Python disagree")
+    t = Table(title="session 1: what the log writer programmed (die = channel x way)")
+    for col in ("#", "die", "page", "kind", "lba", "seq", "what"):
+        t.add_column(col)
+    for i, p in enumerate(r["session1"], 1):
+        style = "red" if i == len(r["session1"]) else ""
+        t.add_row(str(i), str(p["die"]), str(p["page"]), p["kind"], str(p["lba"]), str(p["seq"]), p["what"],
+                  style=style)
+    console.print(t)
+    console.print(f"[bold red]power cut[/] on die {r['cut']['die']} during its program #{r['cut']['program']}: "
+                  f"{r['cut']['what']} — then every die lost power.")
+
+    t = Table(title="session 2 (after the power cycle): every page read back through the controller + ECC")
+    for col in ("die", "page", "controller", "ECC bits fixed", "kind", "lba", "seq"):
+        t.add_column(col)
+    for p in r["session2"]:
+        style = "red" if p["result"] != "OK" else ""
+        t.add_row(str(p["die"]), str(p["page"]), p["result"], str(p["corrected"]), p.get("kind", "-"),
+                  str(p.get("lba", "")), str(p.get("seq", "")), style=style)
+    console.print(t)
+
+    t = Table(title="atomflash.model.recover: the map that survives")
+    t.add_column("lba")
+    t.add_column("data")
+    for lba, text in r["recovered"].items():
+        t.add_row(lba, text)
+    console.print(t)
+    for why in r["rejected"]:
+        console.print(f"  rejected: {why}")
+    console.print(f"torn pages: {r['torn']}; the log resumes at seq {r['next_seq']}")
+    viol = sum(s["TIMING_VIOLATIONS"] + s["PROTOCOL_ERRORS"] for s in r["stats1"] + r["stats2"])
+    programs = sum(s["PROGRAMS"] for s in r["stats1"])
+    console.print(f"flash programs in session 1: {programs}; ONFI timing/protocol violations seen by the "
+                  f"models: {viol}; simulated cycles (session 2 end): {r['cycles']:,} at 100 MHz")
+    if r["violations"]:
+        for v in r["violations"]:
+            console.print(f"[red]oracle: {v}")
+    ok = passed and not r["violations"] and viol == 0
+    console.print("[bold green]demo passed: every acknowledged write and the committed transaction survived; "
+                  "the cut atomic group is gone as a whole" if ok else "[bold red]demo FAILED")
     return 0 if ok else 1
 
 
