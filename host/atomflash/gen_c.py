@@ -85,7 +85,11 @@ def _crc(out: io.StringIO, p: spec.CrcParams) -> None:
         raise NotImplementedError("only reflected 32-bit CRCs are generated")
     rpoly = int(f"{p.polynomial:032b}"[::-1], 2)
     out.write(f"""
-/* {p.name}: the OOB record CRC (check value 0x{p.check:08x}). */
+/* {p.name}: the OOB record CRC (check value 0x{p.check:08x}).
+ * af_crc32(d) == af_crc32_update(AF_CRC32_INIT, d) ^ AF_CRC32_XOROUT; feed
+ * af_crc32_update piece by piece to checksum data read in parts. */
+#define AF_CRC32_INIT 0x{p.initial_crc:08x}u
+#define AF_CRC32_XOROUT 0x{p.xor_output:08x}u
 static inline uint32_t af_crc32_update(uint32_t crc, const void *data, size_t len) {{
     const uint8_t *b = (const uint8_t *)data;
     while (len--) {{
@@ -96,7 +100,7 @@ static inline uint32_t af_crc32_update(uint32_t crc, const void *data, size_t le
     return crc;
 }}
 static inline uint32_t af_crc32(const void *data, size_t len) {{
-    return af_crc32_update(0x{p.initial_crc:08x}u, data, len) ^ 0x{p.xor_output:08x}u;
+    return af_crc32_update(AF_CRC32_INIT, data, len) ^ AF_CRC32_XOROUT;
 }}
 """)
 

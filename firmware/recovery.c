@@ -1,0 +1,810 @@
+/* atomflash firmware: recovery at boot.  See recovery.h and docs/recovery.md.
+ *
+ * This is a transcription of atomflash.model.recover (recover.py) into C with
+ * bounded, caller-provided memory.  Where the two are shaped differently the
+ * comment says why the result is the same:
+ *
+ *  - The model keeps dicts of versions, transaction pages and record groups.
+ *    Here one table holds every useful scanned page, sorted by (vseq, scan
+ *    order); an index table holds three sorted partitions of it: atomic-group
+ *    candidates by (first, len), transaction pages by (tag, vseq), record pages
+ *    by (first seq, group_idx).  "The first copy in scan order" of the model is
+ *    the first entry of a vseq run.
+ *  - The model sorts its events by commit seq (stable) and applies them in
+ *    order; per LBA the last event applied wins.  Here every event is applied
+ *    as soon as it is proven, and an LBA takes a binding only if its commit
+ *    seq is >= the one it holds (map.cseq).  Equal commit seqs happen only
+ *    inside one record (several COMMIT entries, one TRIM or REMAP record) and
+ *    one transaction, where both apply in the same order, so per LBA the
+ *    winner is the same.  No event list is needed.
+ *  - Record payloads are not kept: the scan checks them (magic, kind, format,
+ *    seq, CRC) and finishing reads them again, entry by entry.
+ *  - Seqs are assumed < 2^63 (the model's arithmetic is on unbounded ints;
+ *    the few places where a forged page could make it negative use int64).
+ */
+#include "recovery.h"
+
+#define F_COMMIT AF_OOB_FLAGS_COMMIT_MASK
+#define F_TX_FINAL AF_OOB_FLAGS_TX_FINAL_MASK
+#define F_TX AF_OOB_FLAGS_TX_MASK
+#define F_APPEND AF_OOB_FLAGS_APPEND_MASK
+
+#define KIND_HINT 0u /* table entry holding the raw seq of a torn page (not a spec kind) */
+
+/* ---------------------------------------------------------------------------
+ * small helpers
+ * ------------------------------------------------------------------------- */
+
+static int is_data_kind(unsigned k)
+{
+	return k == AF_KIND_DATA || k == AF_KIND_GC_COPY || k == AF_KIND_APPEND;
+}
+
+static int is_record_kind(unsigned k)
+{
+	return k == AF_KIND_COMMIT || k == AF_KIND_REMAP || k == AF_KIND_TRIM;
+}
+
+/* A kind the spec defines (the model's `rec.kind in Kind`): the generated
+ * name table is the one list of kinds, so a new kind needs no edit here. */
+static int kind_known(unsigned k)
+{
+	return af_kind_name(k)[0] != '?';
+}
+
+static uint32_t entry_size(unsigned kind)
+{
+	switch (kind) {
+	case AF_KIND_COMMIT:
+		return AF_COMMIT_BODY_SIZE;
+	case AF_KIND_REMAP:
+		return AF_REMAP_REC_ENTRY_SIZE;
+	case AF_KIND_TRIM:
+		return AF_TRIM_REC_ENTRY_SIZE;
+	default:
+		return 0;
+	}
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint32_t tag_of(uint64_t first_vseq)
+{
+	return (uint32_t)(first_vseq & AF_LOG_TAG_MASK);
+}
+
+/* spec.first_vseq_of: the largest value <= vseq whose low bits are the tag
+ * (may be negative for a forged page, like the model's). */
+static int64_t first_vseq_of(uint32_t tag, uint64_t vseq)
+{
+	return (int64_t)vseq - (int64_t)((vseq - tag) & AF_LOG_TAG_MASK);
+}
+
+/* ---------------------------------------------------------------------------
+ * heapsort (in place, no recursion, no allocation)
+ * ------------------------------------------------------------------------- */
+
+typedef int (*less_fn)(const void *ctx, uint32_t i, uint32_t j);
+typedef void (*swap_fn)(void *ctx, uint32_t i, uint32_t j);
+
+static void sift(void *ctx, uint32_t root, uint32_t n, less_fn less, swap_fn swap)
+{
+	for (;;) {
+		uint32_t child = 2 * root + 1;
+		if (child >= n)
+			return;
+		if (child + 1 < n && less(ctx, child, child + 1))
+			child++;
+		if (!less(ctx, root, child))
+			return;
+		swap(ctx, root, child);
+		root = child;
+	}
+}
+
+static void heapsort(void *ctx, uint32_t n, less_fn less, swap_fn swap)
+{
+	if (n < 2)
+		return;
+	for (uint32_t i = n / 2; i-- > 0;)
+		sift(ctx, i, n, less, swap);
+	for (uint32_t end = n - 1; end > 0; end--) {
+		swap(ctx, 0, end);
+		sift(ctx, 0, end, less, swap);
+	}
+}
+
+/* the page table, by (vseq, order) */
+static int page_less(const void *ctx, uint32_t i, uint32_t j)
+{
+	const af_rec_page_t *p = (const af_rec_page_t *)ctx;
+	if (p[i].vseq != p[j].vseq)
+		return p[i].vseq < p[j].vseq;
+	return p[i].order < p[j].order;
+}
+
+static void page_swap(void *ctx, uint32_t i, uint32_t j)
+{
+	af_rec_page_t *p = (af_rec_page_t *)ctx, t = p[i];
+	p[i] = p[j];
+	p[j] = t;
+}
+
+/* an index partition: a[i] are positions in pages[] */
+typedef struct {
+	const af_rec_page_t *pages;
+	uint32_t *a;
+} slice_t;
+
+static void slice_swap(void *ctx, uint32_t i, uint32_t j)
+{
+	uint32_t *a = ((slice_t *)ctx)->a, t = a[i];
+	a[i] = a[j];
+	a[j] = t;
+}
+
+/* groups and records are keyed by their first seq, vseq - group_idx (u64
+ * wrap-around is a bijection, so equal keys are equal model keys) */
+static uint64_t first_of(const af_rec_page_t *e)
+{
+	return e->vseq - e->group_idx;
+}
+
+/* atomic-group candidates: (first, group_len, order) */
+static int group_less(const void *ctx, uint32_t i, uint32_t j)
+{
+	const slice_t *s = (const slice_t *)ctx;
+	const af_rec_page_t *x = &s->pages[s->a[i]], *y = &s->pages[s->a[j]];
+	if (first_of(x) != first_of(y))
+		return first_of(x) < first_of(y);
+	if (x->group_len != y->group_len)
+		return x->group_len < y->group_len;
+	return x->order < y->order;
+}
+
+/* transaction pages: (tag, vseq, order) */
+static int tx_less(const void *ctx, uint32_t i, uint32_t j)
+{
+	const slice_t *s = (const slice_t *)ctx;
+	const af_rec_page_t *x = &s->pages[s->a[i]], *y = &s->pages[s->a[j]];
+	if (x->tid != y->tid)
+		return x->tid < y->tid;
+	if (x->vseq != y->vseq)
+		return x->vseq < y->vseq;
+	return x->order < y->order;
+}
+
+/* record pages: (first, group_idx, order) */
+static int rec_less(const void *ctx, uint32_t i, uint32_t j)
+{
+	const slice_t *s = (const slice_t *)ctx;
+	const af_rec_page_t *x = &s->pages[s->a[i]], *y = &s->pages[s->a[j]];
+	if (first_of(x) != first_of(y))
+		return first_of(x) < first_of(y);
+	if (x->group_idx != y->group_idx)
+		return x->group_idx < y->group_idx;
+	return x->order < y->order;
+}
+
+/* ---------------------------------------------------------------------------
+ * scan
+ * ------------------------------------------------------------------------- */
+
+void af_rec_init(af_rec_t *r, const af_rec_io_t *io, uint32_t page_data, af_rec_page_t *pages,
+		 uint32_t *index, uint32_t cap)
+{
+	r->io = io;
+	r->page_data = page_data;
+	r->pages = pages;
+	r->index = index;
+	r->cap = cap;
+	r->n = 0;
+	r->scanned = r->erased = r->torn = r->data_pages = r->record_pages = 0;
+	r->max_seq = 0;
+	r->ngroup = r->ntx = r->nrec = 0;
+}
+
+/* Check a record page's payload against its OOB (spec.unpack_record_page):
+ * entry count, or -1 when it is not an intact `kind` record page for `seq`. */
+static int32_t record_check(const af_rec_t *r, uint32_t ppa, unsigned kind, uint64_t seq)
+{
+	uint32_t esize = entry_size(kind);
+	af_rec_hdr_t hdr;
+	if (esize == 0 || r->page_data < AF_REC_HDR_SIZE)
+		return -1;
+	if (r->io->read_data(r->io->ctx, ppa, 0, &hdr, AF_REC_HDR_SIZE))
+		return -1;
+	if (hdr.magic != AF_LOG_REC_MAGIC || hdr.kind != kind || hdr.format != AF_LOG_REC_FORMAT || hdr.seq != seq ||
+	    AF_REC_HDR_SIZE + (uint32_t)hdr.count * esize > r->page_data)
+		return -1;
+	uint32_t crc = af_crc32_update(AF_CRC32_INIT, &hdr, offsetof(af_rec_hdr_t, crc));
+	uint32_t off = AF_REC_HDR_SIZE, left = (uint32_t)hdr.count * esize;
+	uint8_t buf[64];
+	while (left) {
+		uint32_t k = left < sizeof buf ? left : (uint32_t)sizeof buf;
+		if (r->io->read_data(r->io->ctx, ppa, off, buf, k))
+			return -1;
+		crc = af_crc32_update(crc, buf, k);
+		off += k;
+		left -= k;
+	}
+	if ((crc ^ AF_CRC32_XOROUT) != hdr.crc)
+		return -1;
+	return hdr.count;
+}
+
+static int all_ff(const uint8_t *b, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (b[i] != 0xFF)
+			return 0;
+	return 1;
+}
+
+int af_rec_scan(af_rec_t *r, uint32_t ppa)
+{
+	af_oob_t oob;
+	uint32_t order = r->scanned;
+	if (r->io->read_oob(r->io->ctx, ppa, &oob)) {
+		r->scanned++;
+		r->torn++;
+		return AF_REC_PAGE_TORN;
+	}
+	int intact = af_crc32(&oob, AF_OOB_CRC_SPAN) == oob.crc && oob.format == AF_OOB_FORMAT && kind_known(oob.kind);
+	int record = intact && is_record_kind(oob.kind);
+	int body_ok = record && record_check(r, ppa, oob.kind, oob.seq) >= 0;
+	int keep = (intact && is_data_kind(oob.kind)) || body_ok ||
+		   (!intact && oob.format == AF_OOB_FORMAT && !all_ff((const uint8_t *)&oob, AF_OOB_SIZE)) ||
+		   (record && !body_ok);
+	if (keep && r->n == r->cap)
+		return AF_REC_EFULL; /* nothing counted: the caller may grow the table and rescan */
+	r->scanned++;
+	if (!intact) {
+		if (all_ff((const uint8_t *)&oob, AF_OOB_SIZE)) {
+			r->erased++;
+			return AF_REC_PAGE_ERASED;
+		}
+		r->torn++;
+		if (oob.format == AF_OOB_FORMAT) { /* its seq may have been used: a resume hint (trap 5) */
+			af_rec_page_t *h = &r->pages[r->n++];
+			*h = (af_rec_page_t){.vseq = oob.seq, .ppa = ppa, .order = order, .kind = KIND_HINT};
+		}
+		return AF_REC_PAGE_TORN;
+	}
+	if (record && !body_ok) { /* the OOB is intact, so its seq was certainly used */
+		r->torn++;
+		af_rec_page_t *h = &r->pages[r->n++];
+		*h = (af_rec_page_t){.vseq = oob.seq, .ppa = ppa, .order = order, .kind = KIND_HINT};
+		return AF_REC_PAGE_TORN;
+	}
+	r->max_seq = max_u64(r->max_seq, oob.seq);
+	if (!is_data_kind(oob.kind) && !record)
+		return AF_REC_PAGE_OTHER;
+	af_rec_page_t *e = &r->pages[r->n++];
+	*e = (af_rec_page_t){
+		.vseq = oob.vseq,
+		.lba = record ? oob.seq : oob.lba, /* records: their seq (the payload must repeat it) */
+		.ppa = ppa,
+		.tid = oob.tid,
+		.order = order,
+		.group_len = oob.group_len,
+		.group_idx = oob.group_idx,
+		.kind = oob.kind,
+		.flags = oob.flags,
+	};
+	if (record) {
+		r->record_pages++;
+		return AF_REC_PAGE_RECORD;
+	}
+	r->data_pages++;
+	return AF_REC_PAGE_DATA;
+}
+
+void af_rec_map_clear(af_rec_map_t *map)
+{
+	for (uint32_t i = 0; i < map->nlba; i++) {
+		map->ppa[i] = AF_REC_PPA_NONE;
+		map->vseq[i] = AF_REC_VSEQ_NONE;
+		map->cseq[i] = 0;
+	}
+}
+
+/* ---------------------------------------------------------------------------
+ * finish: decide every commit point
+ * ------------------------------------------------------------------------- */
+
+typedef struct {
+	af_rec_t *r;
+	const af_rec_checkpoint_t *ck;
+	af_rec_map_t *map;
+	af_rec_report_t *rep;
+	uint64_t floor; /* checkpoint seq: older commit points are the checkpoint's */
+	int err;
+} fin_t;
+
+/* first position in the page table with vseq >= v */
+static uint32_t lower_bound(const af_rec_t *r, uint64_t v)
+{
+	uint32_t lo = 0, hi = r->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (r->pages[mid].vseq < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The page holding version v for lba (model: first copy with lba == lba or
+ * flags.append), else fallback. */
+static uint32_t locate(const af_rec_t *r, uint64_t v, uint64_t lba, uint32_t fallback)
+{
+	for (uint32_t i = lower_bound(r, v); i < r->n && r->pages[i].vseq == v; i++) {
+		const af_rec_page_t *c = &r->pages[i];
+		if (is_data_kind(c->kind) && (c->lba == lba || (c->flags & F_APPEND)))
+			return c->ppa;
+	}
+	return fallback;
+}
+
+/* Bind (or with v == NONE unbind) lba at commit point cseq. */
+static void bind(fin_t *f, uint64_t lba, uint64_t v, uint64_t cseq, uint32_t fallback)
+{
+	af_rec_map_t *m = f->map;
+	if (lba >= m->nlba) {
+		f->rep->out_of_range++;
+		return;
+	}
+	uint64_t c1 = cseq + 1; /* 0 is the checkpoint's */
+	if (m->cseq[lba] > c1)
+		return; /* a newer commit point holds it */
+	m->cseq[lba] = c1;
+	m->vseq[lba] = v;
+	m->ppa[lba] = v == AF_REC_VSEQ_NONE ? AF_REC_PPA_NONE : locate(f->r, v, lba, fallback);
+}
+
+/* -- plain writes and atomic groups ------------------------------------------ */
+
+/* The first copy of member i of group (first, n) with matching group fields. */
+static const af_rec_page_t *group_member(const af_rec_t *r, uint64_t first, uint16_t n, uint16_t i)
+{
+	uint64_t v = first + i;
+	uint8_t commit = i == n - 1 ? F_COMMIT : 0;
+	for (uint32_t k = lower_bound(r, v); k < r->n && r->pages[k].vseq == v; k++) {
+		const af_rec_page_t *c = &r->pages[k];
+		if (is_data_kind(c->kind) && c->group_len == n && c->group_idx == i && !(c->flags & (F_TX | F_APPEND)) &&
+		    (c->flags & F_COMMIT) == commit)
+			return c;
+	}
+	return NULL;
+}
+
+static void groups(fin_t *f)
+{
+	const af_rec_t *r = f->r;
+	const uint32_t *a = r->index;
+	for (uint32_t i = 0; i < r->ngroup;) {
+		const af_rec_page_t *e = &r->pages[a[i]];
+		uint64_t first = first_of(e);
+		uint16_t n = e->group_len;
+		while (i < r->ngroup && first_of(&r->pages[a[i]]) == first && r->pages[a[i]].group_len == n)
+			i++;
+		/* cseq = first + n - 1, negative for a forged group_idx > vseq */
+		int64_t cseq = (int64_t)e->vseq - (int64_t)e->group_idx + (int64_t)n - 1;
+		if (cseq < (int64_t)f->floor)
+			continue; /* decided by the checkpoint */
+		uint16_t k;
+		for (k = 0; k < n; k++)
+			if (!group_member(r, first, n, k))
+				break;
+		if (k < n) {
+			f->rep->groups_discarded++; /* trap 1: a member is not present */
+			continue;
+		}
+		if (n == 1)
+			f->rep->writes_kept++;
+		else
+			f->rep->groups_kept++;
+		for (k = 0; k < n; k++)
+			bind(f, group_member(r, first, n, k)->lba, first + k, (uint64_t)cseq, AF_REC_PPA_NONE);
+	}
+}
+
+/* -- transactions ------------------------------------------------------------ */
+
+/* first position in the transaction partition at or after (tag, v) */
+static uint32_t tx_lower_bound(const af_rec_t *r, uint32_t tag, uint64_t v)
+{
+	const uint32_t *a = r->index + r->ngroup;
+	uint32_t lo = 0, hi = r->ntx;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const af_rec_page_t *e = &r->pages[a[mid]];
+		if (e->tid < tag || (e->tid == tag && e->vseq < v))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static const af_rec_pending_tx_t *pending_tx(const af_rec_checkpoint_t *ck, uint32_t tag)
+{
+	for (uint32_t i = 0; ck && i < ck->ntx; i++)
+		if (ck->tx[i].tag == tag)
+			return &ck->tx[i];
+	return NULL;
+}
+
+/* A transaction's commit point at cseq: kept when exactly npages distinct
+ * versions tagged `tag` lie in [max(first, floor), cseq], plus the pages the
+ * checkpoint counted if it opened before the checkpoint (trap 8). */
+static void tx_event(fin_t *f, uint32_t tag, int64_t first, uint32_t npages, uint64_t cseq)
+{
+	const af_rec_t *r = f->r;
+	const uint32_t *a = r->index + r->ngroup;
+	uint64_t lo = first > (int64_t)f->floor ? (uint64_t)first : f->floor;
+	uint32_t start = tx_lower_bound(r, tag, lo), end = start;
+	uint64_t counted = 0;
+	for (uint64_t last = 0; end < r->ntx; end++) {
+		const af_rec_page_t *e = &r->pages[a[end]];
+		if (e->tid != tag || e->vseq > cseq)
+			break;
+		if (end == start || e->vseq != last)
+			counted++;
+		last = e->vseq;
+	}
+	const af_rec_pending_tx_t *p = NULL;
+	if (first < (int64_t)f->floor) {
+		p = pending_tx(f->ck, tag);
+		if (!p || (int64_t)p->first_vseq != first) {
+			f->rep->tx_discarded++; /* opened before a checkpoint that does not record it */
+			return;
+		}
+		counted += p->npages;
+	}
+	if (counted != npages) {
+		f->rep->tx_discarded++;
+		return;
+	}
+	f->rep->tx_kept++;
+	if (p)
+		for (uint32_t i = 0; i < p->live_count; i++) {
+			uint32_t li = p->live_first + i;
+			if (li < f->ck->nlive)
+				bind(f, f->ck->live[li].lba, f->ck->live[li].vseq, cseq, f->ck->live[li].ppa);
+		}
+	for (uint32_t k = start; k < end; k++) { /* later writes of the transaction win */
+		const af_rec_page_t *e = &r->pages[a[k]];
+		if (k == start || e->vseq != r->pages[a[k - 1]].vseq)
+			bind(f, e->lba, e->vseq, cseq, AF_REC_PPA_NONE);
+	}
+}
+
+static void tx_finals(fin_t *f)
+{
+	const af_rec_t *r = f->r;
+	for (uint32_t i = 0; i < r->n;) {
+		uint64_t v = r->pages[i].vseq;
+		const af_rec_page_t *fin = NULL;
+		for (; i < r->n && r->pages[i].vseq == v; i++) {
+			const af_rec_page_t *c = &r->pages[i];
+			if (!fin && is_data_kind(c->kind) && (c->flags & (F_TX | F_TX_FINAL | F_COMMIT)) == (F_TX | F_TX_FINAL | F_COMMIT))
+				fin = c;
+		}
+		if (fin && v >= f->floor)
+			tx_event(f, fin->tid, first_vseq_of(fin->tid, v), fin->group_len, v);
+	}
+}
+
+/* -- records ----------------------------------------------------------------- */
+
+/* Re-read a record page's payload for use: entry count, or -1 (sets f->err). */
+static int32_t rec_open(fin_t *f, const af_rec_page_t *e)
+{
+	int32_t count = record_check(f->r, e->ppa, e->kind, e->lba);
+	if (count < 0)
+		f->err = AF_REC_EIO;
+	return count;
+}
+
+static int rec_entry(fin_t *f, const af_rec_page_t *e, uint32_t i, void *buf)
+{
+	uint32_t size = entry_size(e->kind);
+	if (f->r->io->read_data(f->r->io->ctx, e->ppa, AF_REC_HDR_SIZE + i * size, buf, size)) {
+		f->err = AF_REC_EIO;
+		return -1;
+	}
+	return 0;
+}
+
+static const af_rec_pending_append_t *pending_append(const af_rec_checkpoint_t *ck, uint64_t first)
+{
+	for (uint32_t i = 0; ck && i < ck->napp; i++)
+		if (ck->app[i].first_vseq == first)
+			return &ck->app[i];
+	return NULL;
+}
+
+/* Is an append staged before the checkpoint vouched for by it? */
+static const af_rec_pending_append_t *vouched(fin_t *f, uint64_t first_vseq, uint32_t nlb)
+{
+	if (!f->ck || first_vseq >= f->floor)
+		return NULL;
+	const af_rec_pending_append_t *p = pending_append(f->ck, first_vseq);
+	return p && p->nlb == nlb ? p : NULL;
+}
+
+static int append_page_present(const af_rec_t *r, uint64_t first, uint32_t nlb, uint32_t i)
+{
+	uint64_t v = first + i;
+	for (uint32_t k = lower_bound(r, v); k < r->n && r->pages[k].vseq == v; k++) {
+		const af_rec_page_t *c = &r->pages[k];
+		if (is_data_kind(c->kind) && (c->flags & F_APPEND) && c->group_len == nlb && c->group_idx == i &&
+		    c->tid == tag_of(first))
+			return 1;
+	}
+	return 0;
+}
+
+/* The record group [i, j) of the record partition (one first seq): the page
+ * used for each group_idx is the last scanned (the model's dict keeps the
+ * last), the group's kind and length are those of the group_idx scanned
+ * first.  Returns the number of pages K of a complete group, else 0; the
+ * pages used are the last of each group_idx run, in idx order 0..K-1. */
+static uint32_t record_group(const af_rec_t *r, uint32_t i, uint32_t j, uint8_t *kind)
+{
+	const uint32_t *a = r->index + r->ngroup + r->ntx;
+	const af_rec_page_t *head = NULL; /* the last page of the idx scanned first */
+	uint32_t head_order = UINT32_MAX, distinct = 0;
+	for (uint32_t k = i, run = i; k < j; k++) {
+		const af_rec_page_t *e = &r->pages[a[k]];
+		if (k == i || r->pages[a[k - 1]].group_idx != e->group_idx)
+			run = k; /* the run of this group_idx starts here (its first scanned page) */
+		if (k + 1 < j && r->pages[a[k + 1]].group_idx == e->group_idx)
+			continue;
+		distinct++;
+		if (r->pages[a[run]].order < head_order) {
+			head_order = r->pages[a[run]].order;
+			head = e;
+		}
+	}
+	uint32_t len = head->group_len;
+	*kind = head->kind;
+	if (len == 0 || distinct != len)
+		return 0;
+	uint64_t first = first_of(head);
+	uint32_t idx = 0;
+	for (uint32_t k = i; k < j; k++) {
+		const af_rec_page_t *e = &r->pages[a[k]];
+		if (k + 1 < j && r->pages[a[k + 1]].group_idx == e->group_idx)
+			continue; /* not the last of its run */
+		if (e->group_idx != idx || e->kind != *kind || e->group_len != len || e->vseq != first + idx ||
+		    (e->flags & F_COMMIT) != (idx == len - 1 ? F_COMMIT : 0))
+			return 0;
+		idx++;
+	}
+	return len;
+}
+
+static void record_commit(fin_t *f, uint32_t i, uint32_t j, uint64_t cseq)
+{
+	const af_rec_t *r = f->r;
+	const uint32_t *a = r->index + r->ngroup + r->ntx;
+	for (uint32_t k = i; k < j && !f->err; k++) {
+		const af_rec_page_t *e = &r->pages[a[k]];
+		if (k + 1 < j && r->pages[a[k + 1]].group_idx == e->group_idx)
+			continue;
+		int32_t count = rec_open(f, e);
+		for (int32_t x = 0; x < count; x++) {
+			af_commit_body_t b;
+			if (rec_entry(f, e, (uint32_t)x, &b))
+				return;
+			tx_event(f, tag_of(b.first_vseq), (int64_t)b.first_vseq, b.npages, cseq);
+		}
+	}
+}
+
+static void record_trim(fin_t *f, uint32_t i, uint32_t j, uint64_t cseq)
+{
+	const af_rec_t *r = f->r;
+	const uint32_t *a = r->index + r->ngroup + r->ntx;
+	f->rep->trims_kept++;
+	for (uint32_t k = i; k < j && !f->err; k++) {
+		const af_rec_page_t *e = &r->pages[a[k]];
+		if (k + 1 < j && r->pages[a[k + 1]].group_idx == e->group_idx)
+			continue;
+		int32_t count = rec_open(f, e);
+		for (int32_t x = 0; x < count; x++) {
+			af_trim_rec_entry_t t;
+			if (rec_entry(f, e, (uint32_t)x, &t))
+				return;
+			if (t.lba >= f->map->nlba)
+				continue; /* unbinding what is not there: nothing */
+			uint64_t end = t.nlb > f->map->nlba - t.lba ? f->map->nlba : t.lba + t.nlb;
+			for (uint64_t lba = t.lba; lba < end; lba++)
+				bind(f, lba, AF_REC_VSEQ_NONE, cseq, AF_REC_PPA_NONE);
+		}
+	}
+}
+
+/* pass 0: prove every append page present (or vouched); pass 1: bind */
+static void record_remap(fin_t *f, uint32_t i, uint32_t j, uint64_t cseq)
+{
+	const af_rec_t *r = f->r;
+	const uint32_t *a = r->index + r->ngroup + r->ntx;
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t k = i; k < j; k++) {
+			const af_rec_page_t *e = &r->pages[a[k]];
+			if (k + 1 < j && r->pages[a[k + 1]].group_idx == e->group_idx)
+				continue;
+			int32_t count = rec_open(f, e);
+			for (int32_t x = 0; x < count; x++) {
+				af_remap_rec_entry_t m;
+				if (rec_entry(f, e, (uint32_t)x, &m))
+					return;
+				const af_rec_pending_append_t *p = vouched(f, m.first_vseq, m.nlb);
+				for (uint32_t b = 0; b < m.nlb; b++) {
+					if (pass == 0) {
+						if (!p && (m.nlb > 0xFFFFu || !append_page_present(r, m.first_vseq, m.nlb, b))) {
+							f->rep->remaps_discarded++;
+							return;
+						}
+						continue;
+					}
+					if (m.lba + b >= f->map->nlba) {
+						f->rep->out_of_range += m.nlb - b;
+						break;
+					}
+					uint32_t fb = AF_REC_PPA_NONE;
+					if (p && f->ck->app_ppa && p->ppa_first + b < f->ck->napp_ppa)
+						fb = f->ck->app_ppa[p->ppa_first + b];
+					bind(f, m.lba + b, m.first_vseq + b, cseq, fb);
+				}
+			}
+			if (f->err)
+				return;
+		}
+	}
+	f->rep->remaps_kept++;
+}
+
+static void records(fin_t *f)
+{
+	const af_rec_t *r = f->r;
+	const uint32_t *a = r->index + r->ngroup + r->ntx;
+	for (uint32_t i = 0; i < r->nrec && !f->err;) {
+		uint64_t first = first_of(&r->pages[a[i]]);
+		uint32_t j = i + 1;
+		while (j < r->nrec && first_of(&r->pages[a[j]]) == first)
+			j++;
+		uint8_t kind;
+		uint32_t len = record_group(r, i, j, &kind);
+		if (len == 0) {
+			f->rep->records_incomplete++;
+		} else {
+			uint64_t cseq = first + len - 1;
+			if (cseq >= f->floor) {
+				if (kind == AF_KIND_COMMIT)
+					record_commit(f, i, j, cseq);
+				else if (kind == AF_KIND_TRIM)
+					record_trim(f, i, j, cseq);
+				else
+					record_remap(f, i, j, cseq);
+			}
+		}
+		i = j;
+	}
+}
+
+/* -- checkpoint-bound LBAs whose version GC copied after the checkpoint ------ */
+
+static void checkpoint_moves(fin_t *f)
+{
+	const af_rec_t *r = f->r;
+	af_rec_map_t *m = f->map;
+	int any_append = 0; /* an append copy of a pre-checkpoint version names no LBA */
+	for (uint32_t i = 0; i < r->n && r->pages[i].vseq < f->floor; i++)
+		if (is_data_kind(r->pages[i].kind) && (r->pages[i].flags & F_APPEND))
+			any_append = 1;
+	if (any_append) { /* per LBA: O(nlba log n), only when such copies exist */
+		for (uint32_t lba = 0; lba < m->nlba; lba++)
+			if (m->cseq[lba] == 0 && m->vseq[lba] != AF_REC_VSEQ_NONE)
+				m->ppa[lba] = locate(r, m->vseq[lba], lba, m->ppa[lba]);
+		return;
+	}
+	/* per scanned page, newest first, so the first copy scanned is written last */
+	for (uint32_t i = r->n; i-- > 0;) {
+		const af_rec_page_t *e = &r->pages[i];
+		if (!is_data_kind(e->kind) || e->lba >= m->nlba)
+			continue;
+		if (m->cseq[e->lba] == 0 && m->vseq[e->lba] == e->vseq)
+			m->ppa[e->lba] = e->ppa;
+	}
+}
+
+int af_rec_finish(af_rec_t *r, const af_rec_checkpoint_t *ck, af_rec_map_t *map, af_rec_report_t *rep)
+{
+	if (!r || !map || !rep || (map->nlba && (!map->ppa || !map->vseq || !map->cseq)))
+		return AF_REC_EARG;
+	*rep = (af_rec_report_t){
+		.pages_scanned = r->scanned,
+		.erased = r->erased,
+		.torn = r->torn,
+		.data_pages = r->data_pages,
+		.record_pages = r->record_pages,
+	};
+	fin_t f = {.r = r, .ck = ck, .map = map, .rep = rep, .floor = ck ? ck->seq : 0, .err = 0};
+
+	for (uint32_t i = 0; i < map->nlba; i++)
+		map->cseq[i] = 0; /* every entry is the checkpoint's until a commit point takes it */
+
+	heapsort(r->pages, r->n, page_less, page_swap);
+	uint32_t ng = 0, nt = 0, nr = 0;
+	for (uint32_t i = 0; i < r->n; i++) { /* partitions: groups, then tx, then records */
+		const af_rec_page_t *e = &r->pages[i];
+		if (is_data_kind(e->kind) && !(e->flags & (F_TX | F_APPEND)) && e->group_len != 0)
+			r->index[ng++] = i;
+	}
+	for (uint32_t i = 0; i < r->n; i++) {
+		const af_rec_page_t *e = &r->pages[i];
+		if (is_data_kind(e->kind) && (e->flags & (F_TX | F_APPEND)) == F_TX)
+			r->index[ng + nt++] = i;
+	}
+	for (uint32_t i = 0; i < r->n; i++)
+		if (is_record_kind(r->pages[i].kind))
+			r->index[ng + nt + nr++] = i;
+	r->ngroup = ng;
+	r->ntx = nt;
+	r->nrec = nr;
+	slice_t s = {r->pages, r->index};
+	heapsort(&s, ng, group_less, slice_swap);
+	s.a = r->index + ng;
+	heapsort(&s, nt, tx_less, slice_swap);
+	s.a = r->index + ng + nt;
+	heapsort(&s, nr, rec_less, slice_swap);
+
+	groups(&f);
+	records(&f);
+	if (f.err)
+		return f.err;
+	tx_finals(&f);
+	if (ck)
+		checkpoint_moves(&f);
+
+	/* trap 5: resume past everything seen, torn pages' plausible seqs included */
+	uint64_t high = r->max_seq;
+	if (ck && ck->seq > 0)
+		high = max_u64(high, ck->seq - 1);
+	uint64_t limit = high + AF_LOG_SEQ_RESUME_GAP, hint = high;
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->pages[i].kind == KIND_HINT && r->pages[i].vseq <= limit)
+			hint = max_u64(hint, r->pages[i].vseq);
+	rep->high_seq = hint;
+	rep->next_seq = hint + AF_LOG_SEQ_RESUME_GAP;
+	return AF_REC_OK;
+}
+
+uint32_t af_rec_valid_counts(const af_rec_map_t *map, uint32_t (*block_of)(void *ctx, uint32_t ppa), void *ctx,
+			     uint32_t *counts, uint32_t nblocks)
+{
+	uint32_t lost = 0;
+	for (uint32_t b = 0; b < nblocks; b++)
+		counts[b] = 0;
+	for (uint32_t lba = 0; lba < map->nlba; lba++) {
+		if (map->vseq[lba] == AF_REC_VSEQ_NONE)
+			continue;
+		if (map->ppa[lba] == AF_REC_PPA_NONE) {
+			lost++;
+			continue;
+		}
+		uint32_t b = block_of(ctx, map->ppa[lba]);
+		if (b < nblocks)
+			counts[b]++;
+	}
+	return lost;
+}
