@@ -22,9 +22,8 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from atomflash.nandsim import NandConfig  # noqa: E402
 from tb.common import runner  # noqa: E402
-from tb.nand_channel.harness import build  # noqa: E402
+from tb.nand_channel.harness import build, model_plusargs  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -39,9 +38,7 @@ def main() -> int:
     args["test_dir"] = HERE
     work = Path(tempfile.mkdtemp(prefix="demo-", dir=runner.BUILD))
     out = work / "demo.json"
-    plusargs = [f"+nandtb_dir={work}", *[f"+nand{i}_config={work / f'nand{i}.cfg'}" for i in range(4)]]
-    for i in range(4):  # every model powers on at time 0; the demo reconfigures them at once
-        NandConfig("small", image=work / f"demo.n{i}.img").write(work / f"nand{i}.cfg")
+    plusargs = model_plusargs(work, "small", 4, image_prefix="demo")
     try:
         runner.run(test_module="demo_powercut_cocotb", plusargs=plusargs,
                    extra_env={"NANDTB_SLOT_WORDS": str(slot_words), "DEMO_OUT": str(out)}, **args)

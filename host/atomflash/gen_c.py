@@ -156,6 +156,8 @@ def generate() -> str:
     for name, values, _ in spec.ONFI_TIMING_PARAMS:
         out.write(f"    {{{', '.join(str(v) for v in values)}}},  /* {name} */\n")
     out.write("};\n")
+    out.write("/* EDO output hold after the next RE# fall (tRLOH), ns per mode */\n")
+    out.write(f"static const uint16_t af_onfi_trloh_ns[AF_ONFI_MODES] = {{{', '.join(str(v) for v in spec.ONFI_TRLOH_NS)}}};\n")
     out.write("\n#endif /* ATOMFLASH_SPEC_H */\n")
     return out.getvalue()
 

@@ -501,6 +501,12 @@ ONFI_TIMING_PARAMS = (
     ("tWP", (50, 25, 17, 15, 12, 10), "WE# pulse width"),
 )
 
+# EDO output hold: after the next RE# fall the previous byte stays on DQ this
+# long (ONFI tRLOH, minimum; 0 below mode 4).  A master running RE# at tRC with
+# tREA close to tRC samples inside this window.  The PHY needs no register for
+# it; the NAND model drives DQ accordingly.
+ONFI_TRLOH_NS = (0, 0, 0, 0, 5, 5)
+
 ONFI_TIMING = {name: dict(enumerate(values)) for name, values, _ in ONFI_TIMING_PARAMS}
 ONFI_MODES = range(6)
 

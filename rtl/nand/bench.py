@@ -23,7 +23,7 @@ DOC = ROOT / "docs" / "nand_channel_bench.md"
 def run_bench(channels=2, ways=4, profile="realistic", pages=8) -> list[dict]:
     sys.path.insert(0, str(ROOT))
     from tb.common import runner
-    from tb.nand_channel.harness import build
+    from tb.nand_channel.harness import build, model_plusargs
 
     args = build(profile, channels, ways, 4)
     slot_words = args.pop("slot_words")
@@ -31,7 +31,7 @@ def run_bench(channels=2, ways=4, profile="realistic", pages=8) -> list[dict]:
     out = work / "bench.jsonl"
     n = channels * ways
     runner.run(test_module="cocotb_nand_bench",
-               plusargs=[f"+nandtb_dir={work}", *[f"+nand{i}_config={work / f'nand{i}.cfg'}" for i in range(n)]],
+               plusargs=model_plusargs(work, profile, n),
                extra_env={"NANDTB_CHANNELS": str(channels), "NANDTB_WAYS": str(ways), "NANDTB_PROFILE": profile,
                           "NANDTB_SLOT_WORDS": str(slot_words), "NANDBENCH_OUT": str(out),
                           "NANDBENCH_PAGES": str(pages)}, **args)

@@ -25,8 +25,12 @@ This PHY does it with two "since" counters and one latch at a time:
   shorter ``L = max(tWP, tDS)``: a burst runs at exactly one byte per tWC.
 * A **read strobe** holds RE# low ``P = tRP`` cycles and high ``Q`` cycles
   with ``P + Q >= tRC``; DQ is sampled ``S = tREA + tSAMPLE`` cycles after the
-  fall, which may be after RE# has risen again (EDO), but never after the
-  next fall (``P + Q >= S``), so one sample is in flight at a time.
+  fall.  That may be after RE# has risen again, or even after the next fall
+  (EDO: the target keeps a byte on DQ for tRLOH after the next fall, and
+  ``tSAMPLE`` covers the I/O registers' round trip), so samples are
+  *pipelined*: a shift register of ``SAMPLE_DEPTH`` bits carries one mark per
+  RE# fall to the cycle its byte is sampled, and reads run at one byte per
+  tRC whatever the round-trip latency.  ``S`` is clamped to ``SAMPLE_DEPTH``.
 * Gaps between kinds of cycle are checked before an edge, against how long
   ago WE# or RE# last rose: tWHR (and tAR, tCLR) before the first RE# fall
   after a command/address, tRHW before a WE# fall after reading, tADL before
@@ -54,7 +58,10 @@ from amaranth.lib.wiring import In, Out
 
 from .timing import TIMING, TIMING_BITS
 
-__all__ = ["PhyKind", "phy_op_layout", "OnfiBusSignature", "OnfiPhy"]
+__all__ = ["PhyKind", "phy_op_layout", "OnfiBusSignature", "OnfiPhy", "SAMPLE_DEPTH"]
+
+#: Longest RE#-fall-to-sample distance (tREA + tSAMPLE) the read pipeline holds, in cycles.
+SAMPLE_DEPTH = 16
 
 
 class PhyKind(enum.Enum, shape=3):
@@ -174,16 +181,20 @@ class OnfiPhy(wiring.Component):
         h_dat = Signal(TIMING_BITS)     # WE# high after a data latch
         re_lo = Signal(TIMING_BITS)     # RE# low
         re_hi = Signal(TIMING_BITS)     # RE# high
-        sample = Signal(TIMING_BITS + 1)  # RE# fall to DQ sample
+        sample = Signal(range(SAMPLE_DEPTH + 1))  # RE# fall to DQ sample
         we_to_re = Signal(TIMING_BITS)  # WE# rise to RE# fall
-        m.d.comb += sample.eq(_max(t.tREA, one) + t.tSAMPLE)
+        sample_full = Signal(TIMING_BITS + 1)
+        m.d.comb += [
+            sample_full.eq(_max(t.tREA, one) + t.tSAMPLE),
+            sample.eq(Mux(sample_full > SAMPLE_DEPTH, SAMPLE_DEPTH, sample_full)),
+        ]
         m.d.sync += [
             l_ctl.eq(_max(t.tWP, t.tCLS, t.tALS, t.tDS, t.tCS, one)),
             h_ctl.eq(_max(t.tWH, t.tCLH, t.tALH, t.tDH, t.tCH, _sub(t.tWC, l_ctl), one)),
             l_dat.eq(_max(t.tWP, t.tDS, one)),
             h_dat.eq(_max(t.tWH, t.tDH, _sub(t.tWC, l_dat), one)),
             re_lo.eq(_max(t.tRP, one)),
-            re_hi.eq(_max(t.tREH, _sub(t.tRC, re_lo), _sub(sample, re_lo), one)),
+            re_hi.eq(_max(t.tREH, _sub(t.tRC, re_lo), one)),
             we_to_re.eq(_max(t.tWHR, t.tAR, t.tCLR)),
         ]
 
@@ -228,18 +239,19 @@ class OnfiPhy(wiring.Component):
         # The bus is free for a new edge on the coming clock edge.
         free = (phase == FREE) | (((phase == WE_HIGH) | (phase == RE_HIGH) | (phase == HOLD)) & (cnt <= 1))
 
-        # -- read sampling: one byte in flight, S cycles after its RE# fall
-        sample_cnt = Signal(TIMING_BITS + 1)
-        in_flight = Signal()
-        with m.If(in_flight):
-            with m.If(sample_cnt <= 1):
-                m.d.comb += [rfifo.w_en.eq(1), rfifo.w_data.eq(bus.dq_i)]
-                m.d.sync += in_flight.eq(0)
-            with m.Else():
-                m.d.sync += sample_cnt.eq(sample_cnt - 1)
+        # -- read sampling, pipelined: bit i of `marks` = a byte to sample i+1 edges from now
+        marks = Signal(SAMPLE_DEPTH)
+        mark = Signal(SAMPLE_DEPTH)       # set by an RE# fall on this edge: bit S-1
+        in_flight = Signal(range(SAMPLE_DEPTH + 1))
+        sampled = Signal()
+        m.d.comb += sampled.eq(marks[0])
+        with m.If(sampled):
+            m.d.comb += [rfifo.w_en.eq(1), rfifo.w_data.eq(bus.dq_i)]
+        m.d.sync += [marks.eq((marks >> 1) | mark), in_flight.eq(in_flight + mark.any() - sampled)]
+        # an RE# fall reserves its FIFO entry: never more bytes in flight than room
         room = (rfifo.w_level + in_flight) < self.rdata_depth
 
-        m.d.comb += self.idle.eq(~cur_valid & (phase == FREE) & ~in_flight & ~rfifo.r_rdy)
+        m.d.comb += self.idle.eq(~cur_valid & (phase == FREE) & (in_flight == 0) & ~rfifo.r_rdy)
 
         # -- dispatch: start the next edge when the bus is free and every gap is met
         sel = Signal(range(max(self.targets, 2)))
@@ -281,9 +293,9 @@ class OnfiPhy(wiring.Component):
                     m.d.sync += [
                         bus.re_n.eq(0), bus.dq_oe.eq(0), bus.cle.eq(0), bus.ale.eq(0),
                         phase.eq(RE_LOW), cnt.eq(re_lo),
-                        in_flight.eq(1), sample_cnt.eq(sample),
                         remaining.eq(remaining - 1),
                     ]
+                    m.d.comb += mark.eq(Const(1, SAMPLE_DEPTH) << (sample - 1).as_unsigned())
                     with m.If(remaining <= 1):
                         m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.WAIT_BUSY):

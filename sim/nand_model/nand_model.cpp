@@ -334,6 +334,8 @@ private:
     bool param_source = false;
     bool drive = false;        /* DQ driven */
     uint8_t out_byte = 0;      /* byte of the current RE# cycle */
+    uint8_t hold_byte = 0;     /* the previous cycle's byte, held tRLOH after the fall (EDO) */
+    bool hold_valid = false;
     int64_t out_valid_ps = NEVER;  /* when it becomes valid on DQ */
     bool out_pending = false;  /* a byte whose valid window has not closed yet */
     bool out_by_cea = false;
@@ -359,6 +361,7 @@ private:
     int64_t req_ps(int param) const {
         return param == T_CCS ? cfg.t_ccs_ns * 1000 : int64_t(af_onfi_timing_ns[param][mode]) * 1000;
     }
+    int64_t trloh_ps() const { return int64_t(af_onfi_trloh_ns[mode]) * 1000; }
     const char *param_name(int param) const { return param == T_CCS ? "tCCS" : af_onfi_timing_name[param]; }
 
     bool load_config();
@@ -909,7 +912,8 @@ void NandModel::end_out_byte() {
     /* The byte of the RE# cycle that just ended had [valid, now) to be sampled. */
     if (!out_pending) return;
     out_pending = false;
-    if (out_valid_ps > now) {
+    /* The byte was readable in [out_valid_ps, this fall + tRLOH). */
+    if (out_valid_ps > now + trloh_ps()) {
         int param = out_by_cea ? AF_ONFI_TCEA : AF_ONFI_TREA;
         int64_t ref = out_by_cea ? t_ce_fall : t_re_fall;
         /* Report as "the window closed after X while data needs Y". */
@@ -924,6 +928,9 @@ void NandModel::end_out_byte() {
 }
 
 void NandModel::on_re_fall() {
+    /* EDO: the byte on DQ now (if valid) stays there for tRLOH. */
+    hold_valid = drive && now >= out_valid_ps;
+    if (hold_valid) hold_byte = out == Out::STATUS ? status_of(sel_lun) : out_byte;
     end_out_byte();
     check_min(AF_ONFI_TREH, now - t_re_rise);
     if (t_re_fall > t_we_rise) {
@@ -1640,6 +1647,7 @@ int64_t NandModel::next_deadline() {
     }
     if (cut_at_ps != NEVER) d = std::min(d, cut_at_ps);
     if (drive && out_valid_ps > now) d = std::min(d, out_valid_ps);
+    if (drive && hold_valid && t_re_fall + trloh_ps() > now) d = std::min(d, t_re_fall + trloh_ps());
     return d;
 }
 
@@ -1650,9 +1658,11 @@ uint32_t NandModel::outputs() {
     if (powered && ready) o |= NAND_OUT_RB_N;
     if (powered && drive && !(pins & NAND_PIN_CE_N)) {
         o |= NAND_OUT_DQ_OE;
-        /* Before tREA/tCEA the bus carries a wrong byte, never the right one. */
+        /* Before tREA/tCEA the bus carries a wrong byte, never the right one,
+         * except that EDO holds the previous byte for tRLOH after the fall. */
         uint8_t b = now >= out_valid_ps ? out_byte : uint8_t(out_byte ^ 0xA5);
         if (out == Out::STATUS && now >= out_valid_ps) b = status_of(sel_lun);
+        if (now < out_valid_ps && hold_valid && now < t_re_fall + trloh_ps()) b = hold_byte;
         o |= b;
     }
     if (power_lost) o |= NAND_OUT_POWER_LOST;

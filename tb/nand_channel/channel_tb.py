@@ -22,10 +22,12 @@ from rtl.nand.timing import TIMING, timing_cycles
 MASK64 = (1 << 64) - 1
 
 
-# The harness's round trip from the PHY's RE# register to a valid byte at its
-# DQ input is two cycles longer than tREA: the model sees the RE# fall on the
-# edge after the PHY drives it, and its DQ outputs are registered.  A board
-# adds its I/O registers the same way; tSAMPLE is the knob for both.
+# Round trip in the harness: the model timestamps an RE# fall on the edge after
+# the PHY drives it (+1), and the PHY samples the model's registered DQ on the
+# edge after the model drives it (+1): a byte is sampled tREA + 2 cycles after
+# the PHY's fall.  At modes 4-5 that is after the next fall; the model's EDO
+# hold (tRLOH) keeps the byte there, as a real part does.  A board adds its
+# I/O registers the same way; tSAMPLE is the knob for both.
 HARNESS_SAMPLE_CYCLES = 2
 
 

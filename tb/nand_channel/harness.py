@@ -77,6 +77,18 @@ def generate_top(channels: int, ways: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def model_plusargs(workdir: Path, profile: str, targets: int, image_prefix: str = "boot") -> list[str]:
+    """Plusargs naming ``workdir`` and one config file per model, written now.
+
+    Every model powers on at time 0 from its config file, so the files must
+    exist before the simulator starts; tests then reconfigure models through
+    the control port (RELOAD) as they need.
+    """
+    for i in range(targets):
+        nandsim.NandConfig(profile, image=workdir / f"{image_prefix}.n{i}.img").write(workdir / f"nand{i}.cfg")
+    return [f"+nandtb_dir={workdir}", *[f"+nand{i}_config={workdir / f'nand{i}.cfg'}" for i in range(targets)]]
+
+
 def build(profile: str, channels: int, ways: int, slots: int = 4, ecc: bool = True) -> dict:
     """Generate Verilog + harness; returns runner.run keyword arguments."""
     from rtl.nand.channel import ChannelParams

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from atomflash.nandsim import NandConfig
 from tb.common import runner
 
-from .harness import build
+from .harness import build, model_plusargs
 
 CHANNELS, WAYS, SLOTS = 2, 2, 4
 
@@ -23,11 +22,7 @@ def run_channel_tests(tmp_path: Path, testcase: str, *, profile="small", channel
     args = build(profile, channels, ways, SLOTS)
     slot_words = args.pop("slot_words")
     n = channels * ways
-    # every model powers on at time 0 from its config file; the cocotb test
-    # then reconfigures each one (RELOAD) with the settings it needs
-    for i in range(n):
-        NandConfig(profile, image=tmp_path / f"boot.n{i}.img").write(tmp_path / f"nand{i}.cfg")
-    plusargs = [f"+nandtb_dir={tmp_path}", *[f"+nand{i}_config={tmp_path / f'nand{i}.cfg'}" for i in range(n)]]
+    plusargs = model_plusargs(tmp_path, profile, n)
     runner.run(test_module="cocotb_nand_channel", testcase=testcase, plusargs=plusargs,
                extra_env={"NANDTB_CHANNELS": str(channels), "NANDTB_WAYS": str(ways), "NANDTB_PROFILE": profile,
                           "NANDTB_SLOT_WORDS": str(slot_words), **(env or {})}, **args)

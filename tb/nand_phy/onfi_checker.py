@@ -30,6 +30,7 @@ class OnfiPinChecker:
         self.violations: list[str] = []
         self.latches: list[tuple[int, str, int]] = []   # (target, "cmd"/"addr"/"data", byte)
         self.read_bytes: deque[int] = deque()           # what the target answers
+        self.io_delay = 0                                 # cycles between the target's DQ and the PHY's pin
         self.read_falls: list[int] = []
         self.busy_until = [0] * targets
         self.now = 0
@@ -45,6 +46,7 @@ class OnfiPinChecker:
         last_change = {}          # pin name -> cycle it took its current value
         we_fall = we_rise = re_fall = re_rise = -10**6
         last_we_rise_kind = None
+        dq_line = deque(maxlen=self.io_delay + 1)         # DQ as the PHY sees it, io_delay cycles late
         last_addr_rise = -10**6
         busy_cmd_rise = -10**6
         ready_at = [0] * self.targets
@@ -144,7 +146,8 @@ class OnfiPinChecker:
             if pending_data and pending_data[0] <= now + 1:
                 dq_value = pending_data[1]
                 pending_data = None
-            ctx.set(self.bus.dq_i, dq_value)
+            dq_line.append(dq_value)
+            ctx.set(self.bus.dq_i, dq_line[0])
 
 
 class FakeTarget:
