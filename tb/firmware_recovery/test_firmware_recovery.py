@@ -49,8 +49,8 @@ def workload(seed: int, steps: int) -> LogFTL:
 
 
 def case(pages, checkpoint=None, **kw) -> cr.Case:
-    return cr.Case(list(pages), checkpoint, nlba=LIM.capacity, page_data=LIM.lba_size, ppb=PPB,
-                   nblocks=FLASH.nblocks, **kw)
+    kw.setdefault("nblocks", FLASH.nblocks)
+    return cr.Case(list(pages), checkpoint, nlba=LIM.capacity, page_data=LIM.lba_size, ppb=PPB, **kw)
 
 
 def random_cuts(f: LogFTL, rng: random.Random, n: int):
@@ -188,6 +188,81 @@ def test_hand_built_trap_scenarios_match_the_model(monkeypatch):
         g.map = {lba: (v, cs, None if a is None else pages[a].addr) for lba, (v, cs, a) in g.map.items()}
         g.valid = dict(Counter(a // PPB for _, _, a in g.map.values() if a is not None))
         assert_same(cr.expected(r, PPB), g, f"{len(pages)} pages, checkpoint {ck and ck.seq}: {r.rejected[:3]}")
+
+
+def forge(rng: random.Random, pages: list[Page]) -> list[Page]:
+    """A few forged but intact pages (CRC recomputed): group fields, flags, tags, vseqs, lbas, kinds
+    and seqs changed; GC-like duplicate copies; pages dropped or reordered; forged COMMIT/REMAP/TRIM
+    records (single pages or a piece of a 2-page group).  Addresses are renumbered to stay unique."""
+    pages = list(pages)
+    for _ in range(rng.randint(1, 8)):
+        if not pages:
+            break
+        i = rng.randrange(len(pages))
+        p, rec = pages[i], spec.unpack_oob(pages[i].oob)
+        if rec is None:
+            continue
+        f = {k: rec[k] for k in ("kind", "flags", "group_len", "group_idx", "lba", "seq", "vseq", "tid")}
+        op = rng.randrange(5)
+        if op == 0:
+            name = rng.choice(("group_len", "group_idx", "flags", "tid", "vseq", "lba", "kind", "seq"))
+            f[name] = {
+                "group_len": lambda: rng.randrange(5), "group_idx": lambda: rng.randrange(5),
+                "flags": lambda: rng.randrange(16), "lba": lambda: rng.randrange(LIM.capacity),
+                "tid": lambda: rng.choice((0, rec.tid + 1, spec.tag_of(max(0, rec.vseq - rng.randrange(4))))),
+                "vseq": lambda: max(0, rec.vseq + rng.randrange(-3, 4)),
+                "seq": lambda: max(0, rec.seq + rng.randrange(-2, 3)),
+                "kind": lambda: rng.choice((Kind.DATA, Kind.GC_COPY, Kind.APPEND, Kind.CHECKPOINT)),
+            }[name]()
+            pages[i] = Page(p.addr, spec.pack_oob(**f), p.data)
+        elif op == 1:
+            if f["kind"] in cr.DATA_KINDS:
+                f["kind"] = Kind.GC_COPY
+            pages.insert(rng.randrange(len(pages) + 1), Page(-1, spec.pack_oob(**f), p.data))
+        elif op == 2:
+            pages.pop(i)
+        elif op == 3:
+            kind = rng.choice((Kind.COMMIT, Kind.REMAP, Kind.TRIM))
+            seq = rng.choice((rec.seq, rec.vseq + rng.randrange(4)))
+            other = spec.unpack_oob(rng.choice(pages).oob) or rec
+            entry = {Kind.COMMIT: dict(first_vseq=max(0, other.vseq - rng.randrange(3)), npages=rng.randrange(4), tid=1),
+                     Kind.REMAP: dict(lba=rng.randrange(LIM.capacity - 3), first_vseq=max(0, other.vseq - other.group_idx),
+                                      nlb=rng.randrange(1, 4)),
+                     Kind.TRIM: dict(lba=rng.randrange(LIM.capacity), nlb=rng.randrange(1, 4))}[kind]
+            n = rng.choice((1, 1, 2))
+            idx = rng.randrange(n)
+            oob = spec.pack_oob(kind=kind, seq=seq, vseq=seq + rng.choice((0, 0, 1)), group_len=n, group_idx=idx,
+                                flags=int(idx == n - 1))
+            data = spec.pack_record_page(kind, seq, [entry], 1, LIM.lba_size)
+            pages.insert(rng.randrange(len(pages) + 1), Page(-1, oob, data))
+        else:
+            j = rng.randrange(len(pages))
+            pages[i], pages[j] = pages[j], pages[i]
+    return [Page(a, p.oob, p.data) for a, p in enumerate(pages)]
+
+
+def test_forged_intact_pages_match_the_model():
+    """Pages that pass every CRC but break the log's rules (what a firmware bug, or a format change,
+    could write): both recoveries must still decide identically.  Images where two *different*
+    events share a commit seq are skipped (their order is the one documented divergence)."""
+    rng = random.Random(1)
+    cases, models = [], []
+    for seed in range(6):
+        f = workload(300 + seed, 100)
+        for c in random_cuts(f, random.Random(seed), 60):
+            pages = forge(rng, c.pages)
+            r = recover(pages, c.checkpoint)
+            seen = {}
+            if any(seen.setdefault(cseq, what) != what for cseq, what in r.accepted):
+                continue
+            cases.append(case(pages, c.checkpoint, nblocks=len(pages) // PPB + 1, runs=1))
+            models.append(r)
+    assert len(cases) > 300
+    changed = 0
+    for r, g in zip(models, cr.run_cases(cases)):
+        assert not cr.differences(cr.expected(r, PPB), g), r.rejected[:4]
+        changed += bool(r.rejected)
+    assert changed > 50  # the forgeries do make recovery refuse things
 
 
 # -- idempotence (trap 6) -------------------------------------------------------------------
