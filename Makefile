@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo test test-fast sim firmware bench-nand bench-ecc clean
+.PHONY: help deps gen demo test test-fast sim firmware bench-nand bench-ecc bench-channel synth-channel clean
 SIM_ARGS ?=
 
 help: ## list every target with what it does
@@ -43,6 +43,12 @@ bench-nand: deps ## NAND model throughput (simulated cycles per wall second) -> 
 
 bench-ecc: deps ## BCH decoder latency/throughput in simulated cycles + ECP5 resources -> docs/ecc_bench.md
 	@$(PY) tb/ecc_bch/bench.py
+
+bench-channel: deps ## NAND channel bus efficiency per mode and program throughput over ways/channels -> docs/nand_channel_bench.md
+	@$(PY) -m rtl.nand.bench
+
+synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/nand_channel_synth.md
+	@$(PY) -m rtl.nand.synth
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf $(BUILD)
