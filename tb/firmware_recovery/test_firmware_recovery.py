@@ -192,7 +192,7 @@ def test_hand_built_trap_scenarios_match_the_model(monkeypatch):
 
 def forge(rng: random.Random, pages: list[Page]) -> list[Page]:
     """A few forged but intact pages (CRC recomputed): group fields, flags, tags, vseqs, lbas, kinds
-    and seqs changed; GC-like duplicate copies; pages dropped or reordered; forged COMMIT/REMAP/TRIM
+    (unknown ones too), format bytes and seqs changed; GC-like duplicate copies; pages dropped or reordered; forged COMMIT/REMAP/TRIM
     records (single pages or a piece of a 2-page group).  Addresses are renumbered to stay unique."""
     pages = list(pages)
     for _ in range(rng.randint(1, 8)):
@@ -202,17 +202,18 @@ def forge(rng: random.Random, pages: list[Page]) -> list[Page]:
         p, rec = pages[i], spec.unpack_oob(pages[i].oob)
         if rec is None:
             continue
-        f = {k: rec[k] for k in ("kind", "flags", "group_len", "group_idx", "lba", "seq", "vseq", "tid")}
+        f = {k: rec[k] for k in ("kind", "flags", "group_len", "group_idx", "lba", "seq", "vseq", "tid", "format")}
         op = rng.randrange(5)
         if op == 0:
-            name = rng.choice(("group_len", "group_idx", "flags", "tid", "vseq", "lba", "kind", "seq"))
+            name = rng.choice(("group_len", "group_idx", "flags", "tid", "vseq", "lba", "kind", "seq", "format"))
             f[name] = {
                 "group_len": lambda: rng.randrange(5), "group_idx": lambda: rng.randrange(5),
                 "flags": lambda: rng.randrange(16), "lba": lambda: rng.randrange(LIM.capacity),
                 "tid": lambda: rng.choice((0, rec.tid + 1, spec.tag_of(max(0, rec.vseq - rng.randrange(4))))),
                 "vseq": lambda: max(0, rec.vseq + rng.randrange(-3, 4)),
                 "seq": lambda: max(0, rec.seq + rng.randrange(-2, 3)),
-                "kind": lambda: rng.choice((Kind.DATA, Kind.GC_COPY, Kind.APPEND, Kind.CHECKPOINT)),
+                "kind": lambda: rng.choice((Kind.DATA, Kind.GC_COPY, Kind.APPEND, Kind.CHECKPOINT, Kind.ERASED, 0x09)),
+                "format": lambda: rng.choice((0, spec.OOB_FORMAT + 1)),  # intact CRC, unknown format: torn
             }[name]()
             pages[i] = Page(p.addr, spec.pack_oob(**f), p.data)
         elif op == 1:
