@@ -10,8 +10,10 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo test test-fast sim firmware bench-nand bench-ecc bench-channel synth-channel clean
+.PHONY: help deps gen demo test test-fast sim firmware bench-nand bench-ecc bench-channel synth-channel bitstream board-report clean
 SIM_ARGS ?=
+BOARD ?= colorlight_i5
+BOARD_ARGS ?=
 
 help: ## list every target with what it does
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -49,6 +51,12 @@ bench-channel: deps ## NAND channel bus efficiency per mode and program throughp
 
 synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/nand_channel_synth.md
 	@$(PY) -m rtl.nand.synth
+
+bitstream: deps ## bitstream for an ECP5 board with open tools: BOARD=colorlight_i5|ulx3s [BOARD_ARGS="--sys-clk-freq 60e6 --channels 2 --ways 2"] -> build/boards/
+	@$(PY) boards/$(BOARD).py --build $(BOARD_ARGS)
+
+board-report: deps ## board bitstreams + controller core alone: resources, Fmax, timing margins -> docs/boards.md (~1 h on 2 cores)
+	@$(PY) boards/report.py $(REPORT_ARGS)
 
 clean: ## remove build outputs (keeps .venv)
 	rm -rf $(BUILD)

@@ -120,13 +120,21 @@ class NandBridge(wiring.Component):
         self.buf_base = base
         self.window_bytes = _pow2(base + channels * self.buf_stride)
         self.addr_width = (self.window_bytes // 4 - 1).bit_length()
+        wb_sig = wishbone.Signature(addr_width=self.addr_width)
+        # flat wbs_* ports, the names soc.controller.AmaranthCore instantiates (a target: directions flipped)
+        wbs = {f"wbs_{n}": (In if m.flow == Out else Out)(m.shape) for n, m in wb_sig.members.items()}
         super().__init__({
-            "wbs": In(wishbone.Signature(addr_width=self.addr_width)),
+            **wbs,
             "irq": Out(1),
             "nand": Out(OnfiBusSignature(params.ways)).array(channels),
             "led_activity": Out(1),
             "led_fault": Out(1),
         })
+
+    @property
+    def wbs(self):
+        """The flat ``wbs_*`` ports as one object (``wbs.adr`` ...)."""
+        return type("WishboneTarget", (), {n[4:]: getattr(self, n) for n in dir(self) if n.startswith("wbs_")})
 
     @property
     def regs(self) -> dict[str, int]:

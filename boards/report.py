@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Resource and timing report for the board targets -> docs/boards.md.
+
+    python boards/report.py                       # everything (tens of minutes on 2 cores)
+    python boards/report.py --boards colorlight_i5 --no-core
+    python boards/report.py --render-only         # rewrite docs/boards.md from build/boards/report.json
+
+``make board-report`` runs it.  Two parts:
+
+* **controller core alone, per channel**: :class:`boards.nand_bridge.NandBridge`
+  with one channel (the configuration each board instantiates per channel),
+  Yosys ``synth_ecp5`` (:mod:`boards.synth`) and nextpnr-ecp5
+  ``--out-of-context`` on an LFE5U-25F at 100 MHz (no pins, so the figure is
+  the logic's own Fmax);
+* **each board**: the full bitstream build (``boards/<board>.py --build``),
+  resources from Yosys and nextpnr, Fmax of every clock domain from
+  nextpnr's timing analysis after routing, PASS/FAIL and the margin at the
+  constrained frequency, and the critical path.
+
+Results accumulate in ``build/boards/report.json`` (one entry per part), so
+parts can be rerun alone; docs/boards.md is rendered from it and from the
+boards' pin plans, so the pin tables and the figures cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from boards.common import BUILD, SIGNALS_SHARED  # noqa: E402
+from boards.synth import nextpnr_ooc, parse_nextpnr, resources, synth  # noqa: E402
+
+DOC = ROOT / "docs" / "boards.md"
+STORE = BUILD / "report.json"
+
+# (key, board module, extra args, build dir name, FPGA)
+BOARDS = {
+    "colorlight_i5": ("colorlight_i5", [], "colorlight_i5", "LFE5U-25F"),
+    "ulx3s_85f": ("ulx3s", ["--device", "LFE5U-85F"], "ulx3s_lfe5u-85f", "LFE5U-85F"),
+    "ulx3s_45f": ("ulx3s", ["--device", "LFE5U-45F"], "ulx3s_lfe5u-45f", "LFE5U-45F"),
+}
+DEFAULT_BOARDS = "colorlight_i5,ulx3s_85f"
+CORE_CONFIGS = [  # profile, ways, slots, ecc
+    ("realistic", 2, 2, True),
+
+]
+CORE_TARGET_MHZ = 100
+
+
+def load() -> dict:
+    return json.loads(STORE.read_text()) if STORE.exists() else {"core": {}, "boards": {}}
+
+
+def save(data: dict) -> None:
+    STORE.parent.mkdir(parents=True, exist_ok=True)
+    STORE.write_text(json.dumps(data, indent=1, default=str))
+
+
+def run_core(data: dict, seed: int) -> None:
+    from boards.nand_bridge import NandBridge
+    from rtl.nand.channel import ChannelParams
+
+    for profile, ways, slots, ecc in CORE_CONFIGS:
+        key = f"{profile}_w{ways}_s{slots}_{'ecc' if ecc else 'noecc'}"
+        name = f"af_nand_core_{key}"
+        print(f"core {key}: synth_ecp5 ...", flush=True)
+        t0 = time.time()
+        bridge = NandBridge(ChannelParams(profile, ways=ways, slots=slots, ecc=ecc), 1,
+                            clk_hz=CORE_TARGET_MHZ * 1_000_000)
+        res = synth(bridge, name, json_out=True, full=True)
+        print(f"  {res['LUT4']} LUT4, {res['FF']} FF, {res['DP16KD']} DP16KD ({res['yosys_s']} s); nextpnr ...",
+              flush=True)
+        pnr = nextpnr_ooc(res["json"], device="25k", package="CABGA381", freq_mhz=CORE_TARGET_MHZ, seed=seed)
+        clocks = pnr["clocks"]
+        print(f"  {clocks} ({pnr['seconds']} s)", flush=True)
+        data["core"][key] = dict(profile=profile, ways=ways, slots=slots, ecc=ecc,
+                                 res={k: res[k] for k in ("LUT4", "FF", "CCU2C", "DP16KD", "MULT18X18D", "LUTRAM")},
+                                 clocks=clocks, critical=pnr["critical"][:3], utilization=pnr["utilization"],
+                                 pnr_ok=pnr["returncode"] == 0, synth_s=res["yosys_s"], pnr_s=pnr["seconds"],
+                                 total_s=round(time.time() - t0, 1), when=time.strftime("%Y-%m-%d"))
+        save(data)
+
+
+def board_args(extra: list[str]) -> list[str]:
+    return extra
+
+
+def run_board(data: dict, key: str, build: bool, seed: int, extra: list[str]) -> None:
+    module, args, dirname, fpga = BOARDS[key]
+    gw = BUILD / dirname / "gateware"
+    t0 = time.time()
+    if build:
+        cmd = [sys.executable, str(ROOT / "boards" / f"{module}.py"), "--build", "--nextpnr-seed", str(seed),
+               *args, *extra]
+        print(f"{key}: {' '.join(cmd[1:])}", flush=True)
+        res = subprocess.run(cmd, cwd=ROOT)
+        ok_build = res.returncode == 0
+    else:
+        ok_build = (gw / "build.log").exists()
+    entry = collect_board(gw, module)
+    entry.update(fpga=fpga, module=module, args=args + extra, build_ok=ok_build,
+                 seconds=round(time.time() - t0, 1) if build else data["boards"].get(key, {}).get("seconds"),
+                 when=time.strftime("%Y-%m-%d"))
+    data["boards"][key] = entry
+    save(data)
+
+
+def collect_board(gw: Path, module: str) -> dict:
+    out: dict = {}
+    name = None
+    for p in gw.glob("*_stat.json"):
+        name = p.name[:-len("_stat.json")]
+        out["res"] = resources(p)
+    log = gw / "nextpnr.log"
+    if log.exists():
+        rpt = gw / "nextpnr_report.json"
+        pnr = parse_nextpnr(log.read_text(), rpt if rpt.exists() else None)
+        out.update(clocks=pnr["clocks"], critical=pnr["critical"][:3], utilization=pnr["utilization"])
+    # what the SoC was built with: from the generated soc.h
+    soch = gw.parent / "software" / "include" / "generated" / "soc.h"
+    if soch.exists():
+        text = soch.read_text()
+        for k in ("CONFIG_CLOCK_FREQUENCY", "CONFIG_AF_CHANNELS", "CONFIG_AF_WAYS", "CONFIG_AF_SLOTS"):
+            m = re.search(rf"#define {k} (\d+)", text)
+            if m:
+                out[k] = int(m.group(1))
+        m = re.search(r"#define AF_NAND_PROFILE_(\w+)", text)
+        out["profile"] = m.group(1).lower() if m else None
+    out["bitstream"] = bool(name and (gw / f"{name}.bit").exists())
+    return out
+
+
+# Rendering ----------------------------------------------------------------------
+
+def fmt_clocks(clocks: dict) -> list[str]:
+    rows = []
+    for clk, c in sorted(clocks.items()):
+        margin = c["fmax"] - c["target"]
+        slack_ns = 1000 / c["target"] - 1000 / c["fmax"]
+        rows.append(f"`{clk}` | {c['fmax']:.1f} | {c['target']:.1f} | {'PASS' if c['ok'] else '**FAIL**'} "
+                    f"| {margin:+.1f} MHz ({slack_ns:+.2f} ns)")
+    return rows
+
+
+def util(u: dict, k: str) -> str:
+    return f"{u[k][0]} / {u[k][1]}" if k in u else "-"
+
+
+def render(data: dict) -> str:
+    from boards import colorlight_i5, ulx3s
+    from boards.nand_bridge import BLOCK_ID, CTRL, REGS, STATUS
+    from boards.common import AFNAND_ORIGIN, BOARD_L2_BYTES, BOARD_ROM_BYTES, BOARD_SRAM_BYTES
+
+    L = []
+    w = L.append
+    w("# Open FPGA boards")
+    w("")
+    w("atomflash on ECP5 boards with open tools only (issue #10): litex-boards platforms, Yosys, nextpnr-ecp5")
+    w("and ecppack from PyPI (YoWASP).  Everything on this page below the first section is generated by")
+    w("`make board-report` (`boards/report.py`) from the build logs and the boards' pin plans.")
+    w("")
+    w("```")
+    w("make bitstream BOARD=colorlight_i5                     # build/boards/colorlight_i5/gateware/colorlight_i5.bit")
+    w("make bitstream BOARD=ulx3s BOARD_ARGS=\"--device LFE5U-45F\"")
+    w("make bitstream BOARD=colorlight_i5 BOARD_ARGS=\"--sys-clk-freq 50e6 --channels 1 --ways 4\"")
+    w("make board-report                                      # both boards + the core alone -> this page")
+    w(".venv/bin/python boards/ulx3s.py --help                # every flag (LiteX's toolchain flags too)")
+    w("```")
+    w("")
+    w("## What a board build contains")
+    w("")
+    w("* The SoC of `soc/` (docs/soc.md): VexRiscv (`standard`), the firmware as the boot ROM (no LiteX BIOS),")
+    w(f"  {BOARD_ROM_BYTES // 1024} KiB ROM, {BOARD_SRAM_BYTES // 1024} KiB SRAM (board-sized: the simulation SoC has more),"
+      f" the board's SDR SDRAM as main RAM at `0x4000_0000` behind a {BOARD_L2_BYTES} B L2 cache, UART console,")
+    w("  timer with uptime, the `afctrl` window at `0x9000_0000` (today the identify placeholder).")
+    w(f"* The NAND controller: `NandController` (`rtl/nand/`) with `--channels` channels of `--ways` targets, behind")
+    w(f"  the Wishbone window `afnand` at `0x{AFNAND_ORIGIN:08X}` (`boards/nand_bridge.py`, block id `0x{BLOCK_ID:08X}` \"AFNB\").")
+    w("  The CPU writes a `spec.NAND_DESC` descriptor into `DESC`, pushes it (`CTRL.PUSH`), takes the `spec.NAND_CPL`")
+    w("  completion from `CPL` (`STATUS.CPL_VALID`, interrupt `AFNAND_INTERRUPT` when `IRQ_EN`), and moves page data")
+    w("  through each channel's buffer window.  Offsets reach the firmware as `AFNAND_REG_*`, `AFNAND_STATUS_*`,")
+    w("  `AFNAND_CTRL_*` in the generated `soc.h` (defined once, in `boards/nand_bridge.py`):")
+    w("")
+    w("  | register | offset | | register | offset |")
+    w("  | --- | --- | --- | --- | --- |")
+    items = list(REGS.items())
+    half = (len(items) + 1) // 2
+    for (a, b), c in zip(items[:half], items[half:] + [("", None)] * (2 * half - len(items))):
+        w(f"  | `{a}` | `0x{b:03X}` | | " + (f"`{c[0]}` | `0x{c[1]:03X}` |" if c[1] is not None else " | |"))
+    w("  | `BUF` | `max(0x100, BUF_STRIDE)` | | channel `c` buffer | `BUF + c * BUF_STRIDE` |")
+    w("")
+    w(f"  `STATUS` bits: {', '.join(f'`{k}`={v}' for k, v in STATUS.items())} (+ channel); "
+      f"`CTRL` bits: {', '.join(f'`{k}`={v}' for k, v in CTRL.items())}.")
+    w("  `TIMING` resets to ONFI mode 0 at the build's clock, so a board talks to any ONFI part out of reset;")
+    w("  `tSAMPLE` (`--dq-sample`, default 1) covers the DQ input register the bridge adds.")
+    w("* NAND pins: per channel DQ0-7, CLE, ALE, WE#, RE#, WP#, then CE#/R/B# per way, allocated in that order")
+    w("  from the board's list of header pins (the tables below).  DQ goes through ECP5 tristate buffers, every")
+    w("  output is LVCMOS33.")
+    w("* LEDs: *activity* (a channel is busy, stretched to ~70 ms so a human sees it) and *fault* (a completion")
+    w("  reported FAIL, UNCORRECTABLE or a descriptor error; latched until `CTRL.CLEAR_FAULT`).")
+    w("")
+    w("### Wiring a NAND breakout")
+    w("")
+    w("* **3.3 V parts only** (VccQ = 3.3 V): the headers are LVCMOS33.  1.8 V-VccQ parts need level shifters.")
+    w("* **R/B# is open drain**: fit a pull-up from each R/B# line to VccQ on the breakout; 10 kOhm is fine at")
+    w("  ONFI timings of the modes used here (the rise time only delays the ready detection; the controller")
+    w("  waits tWB before it looks).  The FPGA's internal pull-up is also enabled (`PULLMODE=UP`), but at")
+    w("  tens of kOhm it is too weak to be relied on alone.  Several targets of a channel may share one R/B# line")
+    w("  (wired-AND) only if every way's R/B# pin below is tied to it; the controller expects one per way.")
+    w("* **WP#** is driven high (writes allowed); tie it low with a jumper to make the part read-only.")
+    w("* **CE#** of an unused way: leave the pin unconnected; the controller never selects it if the firmware")
+    w("  sends no descriptor to that target.  Pull CE# up on the breakout so the part stays deselected while the")
+    w("  FPGA is unconfigured.")
+    w("* Keep the wires short (< 10 cm) and share ground: ONFI mode 0 (100 ns cycle) tolerates jumper wires,")
+    w("  faster modes want a proper adapter.  Decouple VCC/VccQ at the part.")
+    w("")
+    for title, mod, note in (
+            ("Colorlight i5 (LFE5U-25F) on its extension board", colorlight_i5,
+             "Connector names are LiteX's (`pmode` ...), with the extension board's connector and Pmod pin number. "
+             "UART: J17 TX / H18 RX (the extension board's USB-UART), 115200 8N1.  LED: the single user LED "
+             "(U16, active low) is on while a channel is busy and blinks while a fault is latched."),
+            ("ULX3S (LFE5U-12F/25F/45F/85F)", ulx3s,
+             "GPn/GNn are the ULX3S's silkscreen names (J1: GP/GN0-13, J2: GP/GN14-27).  UART: the FT231X USB-UART "
+             "(L4 TX / M1 RX), 115200 8N1.  LED0 (B2) = activity, LED1 (C2) = fault.")):
+        w(f"### Pins: {title}")
+        w("")
+        w(note + " " + " ".join(mod.PLAN.notes))
+        w("")
+        w(f"Default build (`--channels 2 --ways 2`); each channel has room for up to "
+          f"{min(mod.PLAN.max_ways(c) for c in range(len(mod.PLAN.channels)))} ways on this board "
+          "(further ways take the next pins of the channel's list in `boards/" + mod.__name__.split('.')[-1] + ".py`).")
+        w("")
+        w(mod.PLAN.markdown(2, 2))
+    # figures
+    w("## Resources and timing")
+    w("")
+    w("### Controller core alone (one channel)")
+    w("")
+    w(f"`NandBridge` with one channel (what a board instantiates per channel: PHY, way scheduler, queues, page")
+    w(f"buffer, CRC, BCH encoder/decoder, registers), Yosys `synth_ecp5` then nextpnr-ecp5 `--out-of-context` on an")
+    w(f"LFE5U-25F, constrained to {CORE_TARGET_MHZ} MHz.  Per channel: a board with C channels uses C times the")
+    w("channel logic (the bridge registers are shared and small).")
+    w("")
+    w("| configuration | LUT4 | FF | CCU2C | DP16KD | MULT18X18D | LUTRAM | Fmax (MHz) | target | result | margin | synth + P&R s |")
+    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |")
+    for key, c in data["core"].items():
+        r = c["res"]
+        for row in fmt_clocks(c["clocks"]) or ["- | - | - | -"]:
+            fmax, target, res, margin = [x.strip() for x in row.split("|")[1:5]]
+            w(f"| {c['profile']}, {c['ways']} ways, {c['slots']} slots, ECC {'on' if c['ecc'] else 'off'} "
+              f"| {r['LUT4']} | {r['FF']} | {r['CCU2C']} | {r['DP16KD']} | {r['MULT18X18D']} | {r['LUTRAM']} "
+              f"| {fmax} | {target} | {res} | {margin} | {c['total_s']} |")
+    for key, c in data["core"].items():
+        for p in c.get("critical", [])[:1]:
+            w("")
+            w(f"Critical path ({key}): `{p['start']}` -> `{p['end']}`, {p['delay']} ns, "
+              f"{p['logic_levels']} cells.")
+    w("")
+    w("### Full SoC per board")
+    w("")
+    w("Place and route of the whole bitstream (`make bitstream`), nextpnr-ecp5 timing after routing.  "
+      "LUT4/FF from Yosys; the rest from nextpnr's utilisation report (used / available).")
+    w("")
+    w("| board | FPGA | NAND | clock | LUT4 | FF | TRELLIS_COMB | DP16KD | MULT18X18D | IO | build | build s |")
+    w("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+    for key, b in data["boards"].items():
+        r = b.get("res", {})
+        u = b.get("utilization", {})
+        nand = (f"{b.get('CONFIG_AF_CHANNELS', '?')}x{b.get('CONFIG_AF_WAYS', '?')}, "
+                f"{b.get('profile', '?')}, {b.get('CONFIG_AF_SLOTS', '?')} slots")
+        clk = b.get("CONFIG_CLOCK_FREQUENCY")
+        w(f"| {key} | {b['fpga']} | {nand} | {clk / 1e6 if clk else '?'} MHz | {r.get('LUT4', '-')} "
+          f"| {r.get('FF', '-')} | {util(u, 'TRELLIS_COMB')} | {util(u, 'DP16KD')} | {util(u, 'MULT18X18D')} "
+          f"| {util(u, 'TRELLIS_IO')} | {'bitstream' if b.get('bitstream') else '**failed**'} | {b.get('seconds')} |")
+    w("")
+    w("| board | clock domain | Fmax (MHz) | constraint (MHz) | result | margin |")
+    w("| --- | --- | ---: | ---: | --- | --- |")
+    for key, b in data["boards"].items():
+        for row in fmt_clocks(b.get("clocks", {})):
+            w(f"| {key} | {row} |")
+    for key, b in data["boards"].items():
+        for p in b.get("critical", [])[:1]:
+            w("")
+            w(f"Critical path ({key}, {p['clock']}): `{p['start']}` -> `{p['end']}`, {p['delay']} ns.")
+    w("")
+    return "\n".join(L) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--boards", default=DEFAULT_BOARDS, help=f"comma list of {', '.join(BOARDS)}")
+    ap.add_argument("--no-core", action="store_true", help="skip the controller-core-alone part")
+    ap.add_argument("--no-boards", action="store_true", help="skip the board builds")
+    ap.add_argument("--render-only", action="store_true", help="only rewrite docs/boards.md from report.json")
+    ap.add_argument("--collect-only", action="store_true",
+                    help="re-read existing board build logs instead of building")
+    ap.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    ap.add_argument("board_args", nargs="*", help="extra arguments for every board target (after --)")
+    args = ap.parse_args(argv)
+    data = load()
+    if not args.render_only:
+        if not args.no_core:
+            run_core(data, args.seed)
+        if not args.no_boards:
+            for key in args.boards.split(","):
+                run_board(data, key, not args.collect_only, args.seed, args.board_args)
+    DOC.write_text(render(data))
+    print(f"wrote {DOC}")
+
+
+if __name__ == "__main__":
+    main()
