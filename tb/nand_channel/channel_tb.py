@@ -55,7 +55,8 @@ class ChannelTB:
         dut.desc_valid.value = 0
         dut.cpl_ready.value = 0
         for c in range(channels):
-            getattr(dut, f"buf{c}_w_en").value = 0
+            if hasattr(dut, f"buf{c}_w_en"):   # harnesses whose page buffers belong to the design have none
+                getattr(dut, f"buf{c}_w_en").value = 0
         dut.rst.value = 1
         for i in range(channels * ways):
             await tb.configure(i, timing_mode=mode, **model_cfg)

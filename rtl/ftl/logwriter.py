@@ -1,0 +1,242 @@
+"""Log writer: one host page in, one programmed log page out.
+
+Every page the FTL writes goes through here, whatever it is (a plain write, an
+atomic-group member, a transaction page, a GC copy, a record page).  The
+requester says *what* the page is (its OOB record: kind, flags, lba, group
+information, tid) and *where its data is* (a byte address in SoC memory); the
+log writer decides *where it goes* and stamps *when* (seq):
+
+1. take the next page and seq from the :class:`~rtl.ftl.allocator.PageAllocator`
+   (``alloc``; consecutive requests get consecutive seqs, which an atomic
+   group's vseq = first + idx relies on);
+2. take a free page-buffer slot on that page's channel;
+3. copy the data from SoC memory into the slot (:class:`~rtl.ftl.dma.BufferDMA`);
+4. write the bad-block-marker bytes (FFh) and the OOB record, with its seq,
+   vseq (= seq unless the requester keeps a GC copy's) and CRC
+   (:class:`~rtl.ftl.oob.OOBPacker`), into the slot's spare area;
+5. issue the PROGRAM descriptor (ECC on) and go on with the next request at
+   once: programs on different dies overlap, the slot stays reserved until its
+   completion.
+
+Each completion leaves on ``done`` with the request's tag, the page and seq,
+and the channel's result (``NandResult.OK`` or ``FAIL``; the requester retries
+a failed member on a fresh page).  A DMA bus error completes the request with
+``NandResult.FAIL`` too and programs nothing (``dma_error`` set).
+
+Descriptor tags are ``channel * slots + slot``: the completion finds its
+request in a small table indexed the same way.
+"""
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from atomflash import spec
+from atomflash.spec import NandOp, NandResult
+from rtl import spec as layouts
+from rtl.lib import wishbone
+from rtl.nand.channel import ChannelParams
+from rtl.nand.pagebuf import BufferPortSignature
+
+from .dma import BufferDMA, Direction, request_layout
+from .oob import OOBPacker
+
+__all__ = ["LogWriter", "PAGE_WRITE", "PAGE_DONE"]
+
+PAGE_WRITE = data.StructLayout({
+    "tag": 16,               # echoed on done
+    "mem_addr": 32,          # page data in SoC memory (4-byte aligned)
+    "keep_vseq": 1,          # GC copy: stamp oob.vseq as given; else vseq = seq
+    "oob": layouts.OOB,      # seq and crc are filled in here
+})
+
+PAGE_DONE = data.StructLayout({
+    "tag": 16,
+    "result": 8,             # NandResult
+    "dma_error": 1,
+    "ppa": layouts.PPA,
+    "seq": 64,
+})
+
+
+class LogWriter(wiring.Component):
+    """Allocate, fill, stamp and program log pages; see the module docstring.
+
+    Parameters
+    ----------
+    params : ChannelParams
+        The channels' parameters (profile, slots) as given to the NandController.
+    channels : int
+
+    Ports
+    -----
+    req : In(stream of PAGE_WRITE)
+    done : Out(stream of PAGE_DONE)
+        One per request, in completion order.
+    alloc : In(stream of {ppa, seq})
+        From ``PageAllocator.alloc``.
+    desc : Out(stream of ``NAND_DESC``) / cpl : In(stream of ``NAND_CPL``)
+        To and from the NandController (tags: channel * slots + slot).
+    buf : Out(BufferPortSignature).array(channels)
+        The channels' page-buffer ports.
+    bus : Out(wishbone.Signature)
+        Data reads from SoC memory.
+    """
+
+    def __init__(self, params: ChannelParams, channels: int, slot_words: int):
+        self.p, self.channels, self.slot_words = params, channels, slot_words
+        self.layout = spec.nand_page_layout(params.profile)
+        self.buf_addr_width = (params.slots * slot_words - 1).bit_length()
+        super().__init__({
+            "req": In(stream.Signature(PAGE_WRITE)),
+            "done": Out(stream.Signature(PAGE_DONE)),
+            "alloc": In(stream.Signature(data.StructLayout({"ppa": layouts.PPA, "seq": 64}))),
+            "desc": Out(stream.Signature(layouts.NAND_DESC)),
+            "cpl": In(stream.Signature(layouts.NAND_CPL)),
+            "buf": Out(BufferPortSignature(self.buf_addr_width, 32)).array(channels),
+            "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, lay, C, S = self.p, self.layout, self.channels, self.p.slots
+        m.submodules.dma = dma = BufferDMA(self.buf_addr_width)
+        m.submodules.packer = packer = OOBPacker()
+        wiring.connect(m, wiring.flipped(self.bus), dma.bus)
+
+        # -- requests in flight: one entry per (channel, slot)
+        n = C * S
+        busy = Signal(n)
+        entry_tag = Array(Signal(16, name=f"tag{i}") for i in range(n))
+        entry_ppa = Array(Signal(32, name=f"ppa{i}") for i in range(n))
+        entry_seq = Array(Signal(64, name=f"seq{i}") for i in range(n))
+
+        cur = Signal(PAGE_WRITE)
+        cur_ppa_rec = Signal(layouts.PPA)
+        cur_ppa = cur_ppa_rec.ppa
+        cur_seq = Signal(64)
+        slot = Signal(range(max(S, 2)))
+        index = Signal(range(max(n, 2)))
+        m.d.comb += index.eq(cur_ppa.channel * S + slot)
+
+        # lowest free slot on the current page's channel
+        free_slot = Signal(range(max(S, 2)))
+        have_slot = Signal()
+        for c in range(C):
+            with m.If(cur_ppa.channel == c):
+                for s in reversed(range(S)):
+                    with m.If(~busy[c * S + s]):
+                        m.d.comb += [free_slot.eq(s), have_slot.eq(1)]
+
+        # -- page-buffer port of the current channel: DMA, then OOB bytes
+        use_dma = Signal()
+        oob_addr = Signal(self.buf_addr_width)
+        oob_en = Signal(4)
+        oob_data = Signal(8)
+        for c in range(C):
+            port = self.buf[c]
+            with m.If(cur_ppa.channel == c):
+                with m.If(use_dma):
+                    m.d.comb += [port.addr.eq(dma.buf.addr), port.w_en.eq(dma.buf.w_en),
+                                 port.w_data.eq(dma.buf.w_data), dma.buf.r_data.eq(port.r_data)]
+                with m.Else():
+                    m.d.comb += [port.addr.eq(oob_addr), port.w_en.eq(oob_en),
+                                 port.w_data.eq(Cat(oob_data, oob_data, oob_data, oob_data))]
+
+        slot_base = Signal(self.buf_addr_width)
+        m.d.comb += slot_base.eq(slot * self.slot_words)
+        col = Signal(range(lay.user_bytes + 1))
+        dma_error = Signal()
+        reporting_failure = Signal()     # DMA_FAILED owns `done` this cycle
+        bbm_first = lay.oob_col
+        record_first = lay.oob_record_col
+
+        def write_byte(column, value):
+            m.d.comb += [oob_addr.eq(slot_base + (column >> 2)), oob_en.eq(1 << column[:2]),
+                         oob_data.eq(value)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [self.req.ready.eq(self.alloc.valid), self.alloc.ready.eq(self.req.valid)]
+                with m.If(self.req.valid & self.alloc.valid):
+                    m.d.sync += [cur.eq(self.req.payload), cur_ppa_rec.eq(self.alloc.payload.ppa),
+                                 cur_seq.eq(self.alloc.payload.seq), dma_error.eq(0)]
+                    m.next = "SLOT"
+            with m.State("SLOT"):
+                with m.If(have_slot):
+                    m.d.sync += slot.eq(free_slot)
+                    m.next = "DMA"
+            with m.State("DMA"):
+                m.d.comb += [
+                    dma.req.valid.eq(1),
+                    dma.req.payload.direction.eq(Direction.TO_BUFFER),
+                    dma.req.payload.mem_addr.eq(cur.mem_addr),
+                    dma.req.payload.buf_addr.eq(slot_base),
+                    dma.req.payload.words.eq(p.profile.page_data // 4),
+                ]
+                with m.If(dma.req.ready):
+                    m.next = "DMA_WAIT"
+            with m.State("DMA_WAIT"):
+                m.d.comb += [use_dma.eq(1), dma.done.ready.eq(1)]
+                with m.If(dma.done.valid):
+                    m.d.sync += [dma_error.eq(dma.done.payload.error), col.eq(bbm_first)]
+                    m.next = "BBM"
+            with m.State("BBM"):
+                # bad-block-marker bytes stay erased (FFh) on every programmed page
+                write_byte(col, 0xFF)
+                m.d.sync += col.eq(col + 1)
+                with m.If(col == bbm_first + lay.bbm_bytes - 1):
+                    m.d.sync += col.eq(record_first)
+                    m.next = "PACK"
+            with m.State("PACK"):
+                rec = packer.record.payload
+                m.d.comb += [rec.eq(cur.oob), rec.seq.eq(cur_seq),
+                             rec.vseq.eq(Mux(cur.keep_vseq, cur.oob.vseq, cur_seq)),
+                             rec.format.eq(spec.OOB_FORMAT), packer.record.valid.eq(1)]
+                with m.If(packer.record.ready):
+                    m.next = "RECORD"
+            with m.State("RECORD"):
+                m.d.comb += packer.bytes.ready.eq(1)
+                with m.If(packer.bytes.valid):
+                    write_byte(col, packer.bytes.payload.data)
+                    m.d.sync += col.eq(col + 1)
+                    with m.If(packer.bytes.payload.last):
+                        m.next = "ISSUE"
+            with m.State("ISSUE"):
+                d = self.desc.payload
+                m.d.comb += [
+                    d.opcode.eq(NandOp.PROGRAM), d.channel.eq(cur_ppa.channel), d.target.eq(cur_ppa.way),
+                    d.lun.eq(cur_ppa.lun), d.block.eq(cur_ppa.block), d.page.eq(cur_ppa.page),
+                    d.column.eq(0), d.length.eq(lay.user_bytes), d.slot.eq(slot), d.tag.eq(index),
+                    self.desc.valid.eq(~dma_error),
+                ]
+                with m.If(dma_error | self.desc.ready):
+                    m.d.sync += [entry_tag[index].eq(cur.tag), entry_ppa[index].eq(cur_ppa.as_value()),
+                                 entry_seq[index].eq(cur_seq)]
+                    with m.If(dma_error):
+                        m.next = "DMA_FAILED"
+                    with m.Else():
+                        m.d.sync += busy.bit_select(index, 1).eq(1)
+                        m.next = "IDLE"
+            with m.State("DMA_FAILED"):
+                m.d.comb += [reporting_failure.eq(1), self.done.valid.eq(1), self.done.payload.tag.eq(cur.tag),
+                             self.done.payload.result.eq(NandResult.FAIL), self.done.payload.dma_error.eq(1),
+                             self.done.payload.ppa.eq(cur_ppa_rec), self.done.payload.seq.eq(cur_seq)]
+                with m.If(self.done.ready):
+                    m.next = "IDLE"
+
+        # -- completions: free the slot, report (the DMA-failure path has priority)
+        ci = self.cpl.payload.tag[:ceil_log2(max(n, 2))]
+        with m.If(~reporting_failure):
+            m.d.comb += [
+                self.done.valid.eq(self.cpl.valid),
+                self.cpl.ready.eq(self.done.ready),
+                self.done.payload.tag.eq(entry_tag[ci]),
+                self.done.payload.result.eq(self.cpl.payload.result),
+                self.done.payload.ppa.eq(entry_ppa[ci]),
+                self.done.payload.seq.eq(entry_seq[ci]),
+            ]
+            with m.If(self.cpl.valid & self.done.ready):
+                m.d.sync += busy.bit_select(ci, 1).eq(0)
+        return m

@@ -1,0 +1,113 @@
+"""cocotb: the log writer programs a small log; the flash images and a read
+through the controller must show exactly what the requests described."""
+
+import os
+import zlib
+
+import cocotb
+
+from atomflash import spec
+from atomflash.model import Page, recover
+from atomflash.nandsim import Image
+from atomflash.spec import Kind, NandOp, NandResult
+from rtl.ftl.allocator import PageAllocator
+from tb.common.streams import StreamSink, StreamSource
+from tb.nand_channel.channel_tb import ChannelTB
+from top import DIRECT, pattern_bytes
+
+CHANNELS, WAYS = 2, 2
+DIES = CHANNELS * WAYS
+SEQ0 = 1000
+BLOCKS = (1, 2)
+COMMIT = spec.OOB.compose("flags", commit=1)
+
+_free = {name: f for name, f in PageAllocator(channels=CHANNELS, ways=WAYS).free.payload.shape()}
+
+
+def page_write(tag, mem_addr, **oob):
+    fields = dict(kind=Kind.DATA, lba=0, seq=0, vseq=0, group_len=1, group_idx=0, flags=0, tid=0) | oob
+    oob_bits = int.from_bytes(spec.pack_oob(**fields), "little")
+    return tag | mem_addr << 16 | oob_bits << 49
+
+
+def page_done(x):
+    return dict(tag=x & 0xFFFF, result=(x >> 16) & 0xFF, dma_error=(x >> 24) & 1, ppa=(x >> 25) & 0xFFFF_FFFF,
+                seq=x >> 57)
+
+
+def unpack_ppa(ppa):
+    return dict(page=ppa & 0x3FF, block=(ppa >> 10) & 0x3FFF, lun=(ppa >> 24) & 3, way=(ppa >> 26) & 7,
+                channel=ppa >> 29)
+
+
+@cocotb.test()
+async def log_of_writes_and_a_group(dut):
+    tb = await ChannelTB.create(dut, channels=CHANNELS, ways=WAYS, profile="small",
+                                slot_words=int(os.environ["NANDTB_SLOT_WORDS"]), name="lw", mode=5)
+    lay, prof = tb.layout, tb.profile
+    req = StreamSource(dut, "req", tb.clk)
+    free = StreamSource(dut, "free", tb.clk)
+    seq_load = StreamSource(dut, "seq_load", tb.clk)
+    done = StreamSink(dut, "done", tb.clk)
+
+    # what the firmware does at boot: reset, erase, hand blocks and the seq over
+    for die in range(DIES):
+        c, w = die % CHANNELS, die // CHANNELS
+        assert (await tb.do(opcode=NandOp.RESET, channel=c, target=w, tag=DIRECT | die)).result == NandResult.OK
+        for block in BLOCKS:
+            cpl = await tb.do(opcode=NandOp.ERASE, channel=c, target=w, block=block, tag=DIRECT | die)
+            assert cpl.result == NandResult.OK
+    dut.pages_per_block.value = prof.pages_per_block
+    await seq_load.send(SEQ0)
+    for block in BLOCKS:
+        for die in range(DIES):
+            await free.send(die << _free["die"].offset | block << _free["block"].offset)
+
+    # ten plain writes, an atomic group overwriting two of them, one more overwrite
+    writes = [dict(lba=lba, group_len=1, flags=COMMIT) for lba in range(10)]
+    group = [30, 5, 31, 2]
+    writes += [dict(lba=lba, group_len=len(group), group_idx=i, flags=COMMIT if i == len(group) - 1 else 0)
+               for i, lba in enumerate(group)]
+    writes.append(dict(lba=0, group_len=1, flags=COMMIT))
+    mem = [0x10000 * (i + 1) for i in range(len(writes))]
+    for tag, (w, addr) in enumerate(zip(writes, mem)):
+        await req.send(page_write(tag, addr, **w))
+    results = sorted((page_done(x) for x in await done.wait_for(len(writes))), key=lambda d: d["tag"])
+
+    # every page programmed, seqs consecutive in request order, pages distinct and in order per die
+    assert [r["result"] for r in results] == [NandResult.OK] * len(writes), results
+    assert [r["seq"] for r in results] == [SEQ0 + i for i in range(len(writes))]
+    ppas = [unpack_ppa(r["ppa"]) for r in results]
+    assert len({r["ppa"] for r in results}) == len(results)
+    for die in range(DIES):
+        pages = [p["page"] for p in ppas if p["channel"] == die % CHANNELS and p["way"] == die // CHANNELS]
+        assert pages == sorted(pages) and pages, (die, pages)
+
+    # the flash holds the data and an OOB record recovery accepts
+    images = [Image(tb.cfg[i]["image"]) for i in range(DIES)]
+    flash_pages = []
+    for r, p, w, addr in zip(results, ppas, writes, mem):
+        img = images[p["channel"] * WAYS + p["way"]]
+        data = img.data(p["lun"], p["block"], p["page"])
+        assert data == pattern_bytes(addr, prof.page_data), f"data of request {r['tag']}"
+        spare = img.spare(p["lun"], p["block"], p["page"])
+        oob = spare[lay.oob_record_col - prof.page_data:][:spec.OOB.size]
+        assert spare[:lay.bbm_bytes] == b"\xff" * lay.bbm_bytes, "bad-block marker must stay erased"
+        rec = spec.unpack_oob(oob)
+        assert rec is not None, f"OOB record of request {r['tag']} does not verify"
+        assert (rec.kind, rec.lba, rec.seq, rec.vseq, rec.group_len, rec.group_idx, rec.flags) == \
+            (Kind.DATA, w["lba"], r["seq"], r["seq"], w["group_len"], w.get("group_idx", 0), w["flags"])
+        flash_pages.append(Page(addr=r["ppa"], oob=oob, data=data))
+    want = {}
+    for w, addr in zip(writes, mem):
+        want[w["lba"]] = pattern_bytes(addr, prof.page_data)
+    assert recover(flash_pages).contents() == want
+
+    # an ECC read through the controller agrees byte for byte (CRC of the user bytes)
+    p, r = ppas[0], results[0]
+    user = pattern_bytes(mem[0], prof.page_data) + b"\xff" * lay.bbm_bytes + spec.pack_oob(
+        kind=Kind.DATA, lba=0, seq=r["seq"], vseq=r["seq"], group_len=1, group_idx=0, flags=COMMIT, tid=0)
+    cpl = await tb.do(opcode=NandOp.READ, channel=p["channel"], target=p["way"], block=p["block"], page=p["page"],
+                      column=0, length=lay.user_bytes, slot=3, tag=DIRECT | 1)
+    assert cpl.result == NandResult.OK and cpl.crc == zlib.crc32(user[:lay.user_bytes])
+    await tb.expect_clean()
