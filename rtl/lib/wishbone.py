@@ -42,3 +42,54 @@ class Signature(wiring.Signature):
 
     def __repr__(self):
         return f"wishbone.Signature(addr_width={self.addr_width}, data_width={self.data_width}, granularity={self.granularity})"
+
+
+class Arbiter(wiring.Component):
+    """Round-robin arbiter: ``n`` classic Wishbone initiators share one bus.
+
+    A grant lasts for a whole bus cycle (``cyc`` high), so an initiator's
+    multi-access cycle (e.g. a read-modify-write holding ``cyc``) is never
+    split; when the granted initiator drops ``cyc``, the next one in turn
+    that requests gets the bus on the following clock.  No initiator waits
+    for more than ``n - 1`` other cycles.
+
+    Ports
+    -----
+    initiators : In(Signature(...)).array(n)
+        The initiators' buses (connect each initiator's ``Out`` port here).
+    bus : Out(Signature(...))
+        The shared bus.
+    """
+
+    def __init__(self, n: int, *, addr_width: int, data_width: int = 32, granularity: int = 8):
+        if n < 1:
+            raise ValueError("an arbiter needs at least one initiator")
+        self.n = n
+        sig = Signature(addr_width=addr_width, data_width=data_width, granularity=granularity)
+        super().__init__({"initiators": In(sig).array(n), "bus": Out(sig)})
+
+    def elaborate(self, platform):
+        from amaranth.hdl import Module, Signal
+
+        m = Module()
+        n = self.n
+        grant = Signal(range(max(n, 2)))
+        busy = Signal()          # the granted initiator is in a cycle
+        for i, ini in enumerate(self.initiators):
+            with m.If(grant == i):
+                m.d.comb += [
+                    self.bus.adr.eq(ini.adr), self.bus.dat_w.eq(ini.dat_w), self.bus.sel.eq(ini.sel),
+                    self.bus.cyc.eq(ini.cyc), self.bus.stb.eq(ini.stb), self.bus.we.eq(ini.we),
+                    ini.ack.eq(self.bus.ack), ini.err.eq(self.bus.err),
+                ]
+            m.d.comb += ini.dat_r.eq(self.bus.dat_r)
+        m.d.comb += busy.eq(self.bus.cyc)
+        # re-arbitrate only between cycles: the next requester after the current grant
+        with m.If(~busy):
+            for base in range(n):
+                with m.If(grant == base):
+                    for off in reversed(range(1, n + 1)):
+                        idx = (base + off) % n
+                        with m.If(self.initiators[idx].cyc):
+                            m.d.sync += grant.eq(idx)
+        return m
