@@ -63,7 +63,7 @@ typedef struct {
  * one entry per page scanned is always enough. */
 typedef struct {
 	uint64_t vseq;  /* version (data), seq (record), raw seq (torn-page hint) */
-	uint64_t lba;
+	uint64_t lba;   /* data: OOB lba; record: its OOB seq (the payload must repeat it) */
 	uint32_t ppa;
 	uint32_t tid;
 	uint32_t order; /* scan order: among copies of one version the first scanned is used */
