@@ -13,7 +13,7 @@ from atomflash.spec import Kind, NandOp, NandResult
 from rtl.ftl.allocator import PageAllocator
 from tb.common.streams import StreamSink, StreamSource
 from tb.nand_channel.channel_tb import ChannelTB
-from top import DIRECT, pattern_bytes
+from top import pattern_bytes
 
 CHANNELS, WAYS = 2, 2
 DIES = CHANNELS * WAYS
@@ -53,9 +53,9 @@ async def log_of_writes_and_a_group(dut):
     # what the firmware does at boot: reset, erase, hand blocks and the seq over
     for die in range(DIES):
         c, w = die % CHANNELS, die // CHANNELS
-        assert (await tb.do(opcode=NandOp.RESET, channel=c, target=w, tag=DIRECT | die)).result == NandResult.OK
+        assert (await tb.do(opcode=NandOp.RESET, channel=c, target=w, tag=die)).result == NandResult.OK
         for block in BLOCKS:
-            cpl = await tb.do(opcode=NandOp.ERASE, channel=c, target=w, block=block, tag=DIRECT | die)
+            cpl = await tb.do(opcode=NandOp.ERASE, channel=c, target=w, block=block, tag=die)
             assert cpl.result == NandResult.OK
     dut.pages_per_block.value = prof.pages_per_block
     await seq_load.send(SEQ0)
@@ -108,6 +108,6 @@ async def log_of_writes_and_a_group(dut):
     user = pattern_bytes(mem[0], prof.page_data) + b"\xff" * lay.bbm_bytes + spec.pack_oob(
         kind=Kind.DATA, lba=0, seq=r["seq"], vseq=r["seq"], group_len=1, group_idx=0, flags=COMMIT, tid=0)
     cpl = await tb.do(opcode=NandOp.READ, channel=p["channel"], target=p["way"], block=p["block"], page=p["page"],
-                      column=0, length=lay.user_bytes, slot=3, tag=DIRECT | 1)
+                      column=0, length=lay.user_bytes, slot=3, tag=1)
     assert cpl.result == NandResult.OK and cpl.crc == zlib.crc32(user[:lay.user_bytes])
     await tb.expect_clean()

@@ -1,6 +1,7 @@
 """Test top for the log writer: PageAllocator -> LogWriter -> NandController,
 with a pattern memory standing in for SoC memory and a direct descriptor port
-(tags with bit 15 set) for what the firmware does itself (RESET, ERASE, READ).
+(through :class:`rtl.ftl.nandport.NandPortMux`) for what the firmware does
+itself (RESET, ERASE, READ).
 
 The pattern memory answers every Wishbone read with ``pattern_word(address)``
 after one wait state, so page contents are known to the test without Python
@@ -14,13 +15,11 @@ from amaranth.lib.wiring import In, Out
 from rtl import spec as layouts
 from rtl.ftl.allocator import PAGE_BITS, PageAllocator
 from rtl.ftl.logwriter import PAGE_DONE, PAGE_WRITE, LogWriter
+from rtl.ftl.nandport import NandPortMux
 from rtl.nand.channel import ChannelParams
 from rtl.nand.controller import NandController
 from rtl.nand.phy import OnfiBusSignature
 from rtl.nand.timing import TIMING
-
-DIRECT = 1 << 15   # descriptor tags of the direct port
-
 
 def pattern_word(word_address: int) -> int:
     """The pattern memory's word at ``word_address`` (byte address / 4)."""
@@ -69,18 +68,14 @@ class LogWriterTop(wiring.Component):
             wiring.connect(m, wiring.flipped(self.bus[c]), ctrl.bus[c])
             wiring.connect(m, writer.buf[c], ctrl.buf[c])
 
-        # descriptors: the direct port first; completions routed by tag bit 15
-        with m.If(self.desc.valid):
-            m.d.comb += [ctrl.desc.payload.eq(self.desc.payload), ctrl.desc.valid.eq(1),
-                         self.desc.ready.eq(ctrl.desc.ready)]
-        with m.Else():
-            m.d.comb += [ctrl.desc.payload.eq(writer.desc.payload), ctrl.desc.valid.eq(writer.desc.valid),
-                         writer.desc.ready.eq(ctrl.desc.ready)]
-        m.d.comb += [self.cpl.payload.eq(ctrl.cpl.payload), writer.cpl.payload.eq(ctrl.cpl.payload)]
-        with m.If(ctrl.cpl.payload.tag & DIRECT):
-            m.d.comb += [self.cpl.valid.eq(ctrl.cpl.valid), ctrl.cpl.ready.eq(self.cpl.ready)]
-        with m.Else():
-            m.d.comb += [writer.cpl.valid.eq(ctrl.cpl.valid), ctrl.cpl.ready.eq(writer.cpl.ready)]
+        # descriptors: the log writer and the direct port share the controller
+        m.submodules.port = port = NandPortMux(2)
+        wiring.connect(m, writer.desc, port.desc_in[0])
+        wiring.connect(m, port.cpl_out[0], writer.cpl)
+        wiring.connect(m, wiring.flipped(self.desc), port.desc_in[1])
+        wiring.connect(m, port.cpl_out[1], wiring.flipped(self.cpl))
+        wiring.connect(m, port.desc, ctrl.desc)
+        wiring.connect(m, ctrl.cpl, port.cpl)
 
         # pattern memory: one wait state, then ack with the pattern word
         bus = writer.bus

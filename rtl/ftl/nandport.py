@@ -1,0 +1,83 @@
+"""Sharing the NAND controller's descriptor port.
+
+The log writer, the read path and the firmware all issue NAND operations
+(programs; reads; resets, erases and recovery's OOB scans).  ``NandPortMux``
+gives each its own descriptor/completion stream pair: descriptors are taken
+round-robin, one per handshake; the requester's index travels in the top bits
+of the tag and routes the completion back, with the requester's own tag
+restored.  A requester may therefore use tags below ``2 ** (16 - k)``
+(``k = ceil(log2(n))``); larger tags are a requester bug, and the mux drops
+their top bits (``tag_error`` counts it).
+"""
+
+from amaranth import Cat, Const, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from rtl import spec as layouts
+
+__all__ = ["NandPortMux"]
+
+TAG_BITS = 16
+
+
+class NandPortMux(wiring.Component):
+    """``n`` descriptor/completion stream pairs onto one NandController.
+
+    Ports
+    -----
+    desc_in : In(stream of NAND_DESC).array(n) / cpl_out : Out(stream of NAND_CPL).array(n)
+        The requesters' ports.
+    desc : Out(stream of NAND_DESC) / cpl : In(stream of NAND_CPL)
+        To and from the controller.
+    tag_error : Out(16)
+        Descriptors whose tag did not fit ``TAG_BITS - k`` bits.
+    """
+
+    def __init__(self, n: int):
+        if n < 1:
+            raise ValueError("need at least one requester")
+        self.n = n
+        self.k = max(1, ceil_log2(n))
+        super().__init__({
+            "desc_in": In(stream.Signature(layouts.NAND_DESC)).array(n),
+            "cpl_out": Out(stream.Signature(layouts.NAND_CPL)).array(n),
+            "desc": Out(stream.Signature(layouts.NAND_DESC)),
+            "cpl": In(stream.Signature(layouts.NAND_CPL)),
+            "tag_error": Out(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, k = self.n, self.k
+        low = TAG_BITS - k
+
+        # descriptors: round-robin among valid requesters; the grant moves after a handshake
+        last = Signal(range(max(n, 2)))
+        grant = Signal(range(max(n, 2)))
+        any_valid = Signal()
+        for base in range(n):
+            with m.If(last == base):
+                for off in reversed(range(1, n + 1)):
+                    idx = (base + off) % n
+                    with m.If(self.desc_in[idx].valid):
+                        m.d.comb += [grant.eq(idx), any_valid.eq(1)]
+        for i, src in enumerate(self.desc_in):
+            with m.If(grant == i):
+                m.d.comb += [self.desc.payload.eq(src.payload),
+                             self.desc.payload.tag.eq(Cat(src.payload.tag[:low], Const(i, k))),
+                             src.ready.eq(self.desc.ready)]
+                with m.If(src.valid & self.desc.ready & (src.payload.tag[low:] != 0)):
+                    m.d.sync += self.tag_error.eq(self.tag_error + 1)
+        m.d.comb += self.desc.valid.eq(any_valid)
+        with m.If(any_valid & self.desc.ready):
+            m.d.sync += last.eq(grant)
+
+        # completions: back to the requester named by the tag's top bits, tag restored
+        owner = self.cpl.payload.tag[low:]
+        for i, dst in enumerate(self.cpl_out):
+            m.d.comb += [dst.payload.eq(self.cpl.payload), dst.payload.tag.eq(self.cpl.payload.tag[:low])]
+            with m.If(owner == i):
+                m.d.comb += [dst.valid.eq(self.cpl.valid), self.cpl.ready.eq(dst.ready)]
+        return m
