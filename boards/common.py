@@ -135,7 +135,7 @@ class PinPlan:
                 elif name == "ce_n":
                     note = f"target {idx} (way {idx}) of channel {c}"
                 elif name == "wp_n":
-                    note = "driven high (writes allowed) except during power-up reset"
+                    note = "driven high: writes allowed"
                 rows.append(f"| {c} | {signal_label(name, idx)} | {pin.where or pin.label} | {pin.ball} "
                             f"| {direction} | {note} |")
         return "\n".join(rows) + "\n"

@@ -47,6 +47,7 @@ BOARDS = {
     "colorlight_i5": ("colorlight_i5", [], "colorlight_i5", "LFE5U-25F"),
     "ulx3s_85f": ("ulx3s", ["--device", "LFE5U-85F"], "ulx3s_lfe5u-85f", "LFE5U-85F"),
     "ulx3s_45f": ("ulx3s", ["--device", "LFE5U-45F"], "ulx3s_lfe5u-45f", "LFE5U-45F"),
+    "colorlight_i9": ("colorlight_i5", ["--board", "i9", "--channels", "2"], "colorlight_i9", "LFE5U-45F"),
 }
 DEFAULT_BOARDS = "colorlight_i5,ulx3s_85f"
 CORE_CONFIGS = [  # profile, ways, slots, ecc
@@ -223,7 +224,7 @@ def render(data: dict) -> str:
     w("  faster modes want a proper adapter.  Decouple VCC/VccQ at the part.")
     w("")
     for title, mod, note in (
-            ("Colorlight i5 (LFE5U-25F) on its extension board", colorlight_i5,
+            ("Colorlight i5 (LFE5U-25F) / i9 (LFE5U-45F) on the extension board", colorlight_i5,
              "Connector names are LiteX's (`pmode` ...), with the extension board's connector and Pmod pin number. "
              "UART: J17 TX / H18 RX (the extension board's USB-UART), 115200 8N1.  LED: the single user LED "
              "(U16, active low) is on while a channel is busy and blinks while a fault is latched."),
@@ -234,7 +235,8 @@ def render(data: dict) -> str:
         w("")
         w(note + " " + " ".join(mod.PLAN.notes))
         w("")
-        w(f"Default build (`--channels 2 --ways 2`); each channel has room for up to "
+        w(f"The table shows 2 channels x 2 ways (default build: `--channels {getattr(mod, 'DEFAULT_CHANNELS', 2)}"
+          f" --ways 2`); each channel has room for up to "
           f"{min(mod.PLAN.max_ways(c) for c in range(len(mod.PLAN.channels)))} ways on this board "
           "(further ways take the next pins of the channel's list in `boards/" + mod.__name__.split('.')[-1] + ".py`).")
         w("")

@@ -50,8 +50,10 @@ def synth_commands(top: str, flags: str = "", *, full: bool = True) -> str:
     ``full=False`` stops before LUT mapping, ``full=True`` before ``autoname``
     (which the WebAssembly Yosys cannot finish on this design: out of memory)."""
     stop = "map_luts" if not full else "check"
+    # the `check` label minus autoname: turn the whitebox cell models back into blackboxes
+    tail = "blackbox =A:whitebox\n" if full else ""
     return (f"synth_ecp5 {flags} -top {top} -run begin:map_ram\n{PAGEBUF_BRAM}"
-            f"synth_ecp5 {flags} -top {top} -run map_ram:{stop}\n")
+            f"synth_ecp5 {flags} -top {top} -run map_ram:{stop}\n{tail}")
 
 
 def yosys_script(verilog: Path, top: str, json_out: Path | None, stat: Path, *, full: bool = True,
