@@ -92,10 +92,12 @@ def main(argv=None):
                                help="Module: i5 (LFE5U-25F, v7.0) or i9 (LFE5U-45F, v7.2; room for 2 channels).")
     add_board_args(parser, default_clk=DEFAULT_SYS_CLK, default_channels=DEFAULT_CHANNELS)
     args = parser.parse_args(argv)
+    name = BOARD if args.board == "i5" else f"colorlight_{args.board}"
+    out = Path(args.output_dir) if args.output_dir else BUILD / name
     soc = AtomflashColorlightI5(
         board=args.board, sys_clk_freq=args.sys_clk_freq, profile=args.nand_profile, channels=args.channels, ways=args.ways,
         slots=args.slots, ecc=not args.no_ecc, sample=args.dq_sample, out_dir=out)
-    build(soc, args, board=BOARD if args.board == "i5" else f"colorlight_{args.board}")
+    build(soc, args, board=name)
 
 
 if __name__ == "__main__":
