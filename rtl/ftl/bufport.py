@@ -1,0 +1,76 @@
+"""Sharing one channel's page-buffer port (the FTL side) between users.
+
+The log writer fills slots before programs, the read path drains them after
+reads, the firmware inspects them; each needs the channel's 32-bit buffer
+port (``rtl.nand.pagebuf.BufferPortSignature``) for a burst of words at a
+time.  The port is a plain RAM port without a handshake, so ownership is
+explicit: a user raises ``request`` and may drive the port from the cycle
+after ``grant`` rises until it drops ``request``.  Grants go round-robin and
+change only while the owner is not requesting, so a burst is never split;
+read data (one cycle after the address) reaches every user, only the owner's
+address and writes reach the memory.
+"""
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.nand.pagebuf import BufferPortSignature
+
+__all__ = ["BufferPortArbiter", "ArbitratedBufferSignature"]
+
+
+class ArbitratedBufferSignature(wiring.Signature):
+    """A user's side: the buffer port plus ``request``/``grant``."""
+
+    def __init__(self, addr_width: int):
+        super().__init__({
+            "request": Out(1),
+            "grant": In(1),
+            "port": Out(BufferPortSignature(addr_width, 32)),
+        })
+
+
+class BufferPortArbiter(wiring.Component):
+    """``n`` users onto one page-buffer port.
+
+    Ports
+    -----
+    users : In(ArbitratedBufferSignature).array(n)
+    buf : Out(BufferPortSignature)
+        To the channel's page buffer.
+    """
+
+    def __init__(self, n: int, addr_width: int):
+        if n < 1:
+            raise ValueError("need at least one user")
+        self.n = n
+        super().__init__({
+            "users": In(ArbitratedBufferSignature(addr_width)).array(n),
+            "buf": Out(BufferPortSignature(addr_width, 32)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.n
+        owner = Signal(range(max(n, 2)))
+        owned = Signal()            # the owner holds the port (its grant is up)
+        for i, u in enumerate(self.users):
+            m.d.comb += [u.port.r_data.eq(self.buf.r_data), u.grant.eq(owned & (owner == i))]
+            with m.If(owned & (owner == i)):
+                m.d.comb += [self.buf.addr.eq(u.port.addr), self.buf.w_en.eq(u.port.w_en),
+                             self.buf.w_data.eq(u.port.w_data)]
+        requests = [u.request for u in self.users]
+        with m.If(owned):
+            for i in range(n):
+                with m.If((owner == i) & ~requests[i]):
+                    m.d.sync += owned.eq(0)     # released: arbitrate again next cycle
+        with m.Else():
+            # the next requester after the last owner
+            for base in range(n):
+                with m.If(owner == base):
+                    for off in reversed(range(1, n + 1)):
+                        idx = (base + off) % n
+                        with m.If(requests[idx]):
+                            m.d.sync += [owner.eq(idx), owned.eq(1)]
+        return m
