@@ -241,6 +241,20 @@ def render(data: dict) -> str:
           "(further ways take the next pins of the channel's list in `boards/" + mod.__name__.split('.')[-1] + ".py`).")
         w("")
         w(mod.PLAN.markdown(2, 2))
+    w("### Known limits")
+    w("")
+    w("* Not yet run on hardware: the bitstreams are built and timed, the pin tables are checked against the")
+    w("  litex-boards platforms and the ULX3S constraint file, but no board has booted them here.")
+    w("* The firmware does not initialise the SDRAM yet (LiteX's BIOS normally does; atomflash boots its own")
+    w("  firmware from ROM).  The console runs from ROM + SRAM and does not need main RAM, but `selftest` and")
+    w("  anything using main RAM will fail on a board until the firmware runs LiteX's SDRAM init sequence")
+    w("  (`sdram_init()` of liblitedram, linked when `CSR_SDRAM_BASE` exists).")
+    w("* The firmware has no driver for the `afnand` window yet (`nand id|status|reset` still report no NAND):")
+    w("  the register map above is what such a driver uses.")
+    w("* Yosys runs `synth_ecp5` without its final `autoname` step (the WebAssembly Yosys runs out of memory")
+    w("  there on this design), so cell names in nextpnr's reports are Yosys' internal ones; the critical")
+    w("  paths below are given by their named nets and source lines instead.")
+    w("")
     # figures
     w("## Resources and timing")
     w("")
@@ -263,8 +277,9 @@ def render(data: dict) -> str:
     for key, c in data["core"].items():
         for p in c.get("critical", [])[:1]:
             w("")
-            w(f"Critical path ({key}): `{p['start']}` -> `{p['end']}`, {p['delay']} ns, "
-              f"{p['logic_levels']} cells.")
+            w(f"Critical path ({key}): {p['delay']} ns, {p['logic_levels']} cells, through "
+              + (", ".join(f"`{n}`" for n in p.get("nets", [])) or f"`{p['start']}` -> `{p['end']}`")
+              + (f" (sources: {', '.join(p.get('sources', [])[:4])})" if p.get("sources") else "") + ".")
     w("")
     w("### Full SoC per board")
     w("")
@@ -291,7 +306,9 @@ def render(data: dict) -> str:
     for key, b in data["boards"].items():
         for p in b.get("critical", [])[:1]:
             w("")
-            w(f"Critical path ({key}, {p['clock']}): `{p['start']}` -> `{p['end']}`, {p['delay']} ns.")
+            w(f"Critical path ({key}, `{p['clock']}`): {p['delay']} ns, {p['logic_levels']} cells, through "
+              + (", ".join(f"`{n}`" for n in p.get("nets", [])) or f"`{p['start']}` -> `{p['end']}`")
+              + (f" (sources: {', '.join(p.get('sources', [])[:4])})" if p.get("sources") else "") + ".")
     w("")
     return "\n".join(L) + "\n"
 

@@ -175,7 +175,18 @@ def parse_nextpnr(log_text: str, report: Path | None = None) -> dict:
             steps = path.get("path", [])
             nets = [s for s in steps if s.get("type") == "routing"]
             cells = [s["from"]["cell"] for s in steps if "from" in s]
-            crit.append(dict(clock=path.get("from"), to=path.get("to"),
+            named = []
+            for st in nets:
+                n = st.get("net", "")
+                if n and not n.startswith("$") and n not in named:
+                    named.append(n)
+            srcs = []
+            for st in steps:
+                for src in st.get("sources", []):
+                    src = src.split("/work/main/")[-1]
+                    if src not in srcs and not src.startswith(("/", "build/")):
+                        srcs.append(src)
+            crit.append(dict(clock=path.get("from"), to=path.get("to"), nets=named, sources=srcs,
                              delay=round(sum(s.get("delay", 0) for s in steps), 2),
                              start=cells[0] if cells else "", end=steps[-1]["to"]["cell"] if steps else "",
                              logic_levels=len(steps) - len(nets)))
