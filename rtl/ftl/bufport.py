@@ -15,6 +15,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.lib.roundrobin import round_robin
 from rtl.nand.pagebuf import BufferPortSignature
 
 __all__ = ["BufferPortArbiter", "ArbitratedBufferSignature"]
@@ -61,16 +62,12 @@ class BufferPortArbiter(wiring.Component):
                 m.d.comb += [self.buf.addr.eq(u.port.addr), self.buf.w_en.eq(u.port.w_en),
                              self.buf.w_data.eq(u.port.w_data)]
         requests = [u.request for u in self.users]
+        following, any_ = round_robin(m, requests, owner, n)
         with m.If(owned):
             for i in range(n):
                 with m.If((owner == i) & ~requests[i]):
                     m.d.sync += owned.eq(0)     # released: arbitrate again next cycle
-        with m.Else():
+        with m.Elif(any_):
             # the next requester after the last owner
-            for base in range(n):
-                with m.If(owner == base):
-                    for off in reversed(range(1, n + 1)):
-                        idx = (base + off) % n
-                        with m.If(requests[idx]):
-                            m.d.sync += [owner.eq(idx), owned.eq(1)]
+            m.d.sync += [owner.eq(following), owned.eq(1)]
         return m

@@ -16,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from rtl import spec as layouts
+from rtl.lib.roundrobin import round_robin
 
 __all__ = ["NandPortMux"]
 
@@ -55,14 +56,7 @@ class NandPortMux(wiring.Component):
 
         # descriptors: round-robin among valid requesters; the grant moves after a handshake
         last = Signal(range(max(n, 2)))
-        grant = Signal(range(max(n, 2)))
-        any_valid = Signal()
-        for base in range(n):
-            with m.If(last == base):
-                for off in reversed(range(1, n + 1)):
-                    idx = (base + off) % n
-                    with m.If(self.desc_in[idx].valid):
-                        m.d.comb += [grant.eq(idx), any_valid.eq(1)]
+        grant, any_valid = round_robin(m, [src.valid for src in self.desc_in], last, n)
         for i, src in enumerate(self.desc_in):
             with m.If(grant == i):
                 m.d.comb += [self.desc.payload.eq(src.payload),

@@ -71,6 +71,8 @@ class Arbiter(wiring.Component):
     def elaborate(self, platform):
         from amaranth.hdl import Module, Signal
 
+        from .roundrobin import round_robin
+
         m = Module()
         n = self.n
         grant = Signal(range(max(n, 2)))
@@ -85,11 +87,7 @@ class Arbiter(wiring.Component):
             m.d.comb += ini.dat_r.eq(self.bus.dat_r)
         m.d.comb += busy.eq(self.bus.cyc)
         # re-arbitrate only between cycles: the next requester after the current grant
-        with m.If(~busy):
-            for base in range(n):
-                with m.If(grant == base):
-                    for off in reversed(range(1, n + 1)):
-                        idx = (base + off) % n
-                        with m.If(self.initiators[idx].cyc):
-                            m.d.sync += grant.eq(idx)
+        following, any_ = round_robin(m, [ini.cyc for ini in self.initiators], grant, n)
+        with m.If(~busy & any_):
+            m.d.sync += grant.eq(following)
         return m

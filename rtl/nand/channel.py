@@ -60,6 +60,7 @@ from amaranth.lib.wiring import In, Out
 from atomflash import spec
 from atomflash.spec import NandOp, NandResult, OnfiCmd
 from rtl import spec as layouts
+from rtl.lib.roundrobin import round_robin
 
 from .pagebuf import BufferPortSignature, PageBuffer
 from .phy import OnfiBusSignature, OnfiPhy, PhyKind
@@ -228,19 +229,6 @@ def microcode(p: ChannelParams):
         step(PhyKind.WRITE, count=CountSel.LEN, path=Path.BUF0), busy()))
     program(NandOp.SET_FEATURES, 1, both, lambda e: step(PhyKind.WAIT_READY, end=End.DONE))
     return steps, entries
-
-
-def _round_robin(m, requests, last, n):
-    """Index of the first request after ``last`` (cyclically) and whether any."""
-    grant = Signal(range(max(n, 2)))
-    any_ = Signal()
-    for base in range(n):
-        with m.If(last == base):
-            for off in reversed(range(1, n + 1)):
-                idx = (base + off) % n
-                with m.If(requests[idx]):
-                    m.d.comb += [grant.eq(idx), any_.eq(1)]
-    return grant, any_
 
 
 class NandChannel(wiring.Component):
@@ -601,8 +589,8 @@ class NandChannel(wiring.Component):
         eligible_ready = pending & phy.ready
         eligible_start = q_rdy & ~started
         last_t = Signal.like(cur_t)
-        g_ready, any_ready = _round_robin(m, eligible_ready, last_t, W)
-        g_start, any_start = _round_robin(m, eligible_start, last_t, W)
+        g_ready, any_ready = round_robin(m, eligible_ready, last_t, W)
+        g_start, any_start = round_robin(m, eligible_start, last_t, W)
         m.d.comb += self.busy.eq(q_rdy.any())
 
         ecc_done = Signal()

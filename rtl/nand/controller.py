@@ -18,6 +18,7 @@ from amaranth.lib.wiring import In, Out
 from atomflash import spec
 from atomflash.spec import NandResult
 from rtl import spec as layouts
+from rtl.lib.roundrobin import round_robin
 
 from .channel import ChannelParams, NandChannel
 from .pagebuf import BufferPortSignature
@@ -92,14 +93,7 @@ class NandController(wiring.Component):
         n = len(sources)
         last = Signal(range(n))
         valids = Cat(v for v, _, _ in sources)
-        grant = Signal(range(n))
-        any_ = Signal()
-        for base in range(n):
-            with m.If(last == base):
-                for off in reversed(range(1, n + 1)):
-                    idx = (base + off) % n
-                    with m.If(valids[idx]):
-                        m.d.comb += [grant.eq(idx), any_.eq(1)]
+        grant, any_ = round_robin(m, valids, last, n)
         m.d.comb += self.cpl.valid.eq(any_)
         for idx, (valid, payload, ready) in enumerate(sources):
             with m.If(grant == idx):
