@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rtl.ftl.logwriter import PAGE_DONE, PAGE_WRITE
 from tb.common import runner
-from tb.nand_channel.harness import MODEL, generate_top, model_plusargs
+from tb.nand_channel.harness import generate_top, harness_run_args, model_plusargs
 
 from .top import LogWriterTop
 
@@ -17,12 +17,9 @@ CHANNELS, WAYS, SLOTS = 2, 2, 4
 
 
 def build():
-    from atomflash import nandsim
-
     top = LogWriterTop("small", CHANNELS, WAYS, SLOTS)
     name = "logwriter_small_c2w2"
     verilog = runner.amaranth_verilog(top, name)
-    text = verilog.read_text()
     extra = (
         ("in", 1, "req__valid"), ("out", 1, "req__ready"), ("in", PAGE_WRITE.size, "req__payload"),
         ("out", 1, "done__valid"), ("in", 1, "done__ready"), ("out", PAGE_DONE.size, "done__payload"),
@@ -32,19 +29,10 @@ def build():
     )
     sv = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv",
                                  generate_top(CHANNELS, WAYS, module=name, buffers=False, extra=extra))
-    gen = nandsim.write_header(runner.GEN)
-    return dict(
-        toplevel="tb_nand_controller",
-        sources=[MODEL / "nand_model.sv", verilog, sv],
-        build_name=name,
-        test_dir=HERE,
-        build_args=["--timing", str(MODEL / "nand_model.cpp"), "-CFLAGS", f"-I{gen.parent} -I{MODEL}",
-                    "-Wno-MULTIDRIVEN", "-Wno-PINMISSING", "--no-public-flat-rw",
-                    str(runner.ROOT / "sim" / "verilator" / "nand_controller_public.vlt")],
-    ), top.slot_words, text
+    return harness_run_args(name, verilog, sv, HERE), top.slot_words
 
 
 def test_logwriter(tmp_path):
-    args, slot_words, _ = build()
+    args, slot_words = build()
     runner.run(test_module="cocotb_logwriter", plusargs=model_plusargs(tmp_path, "small", CHANNELS * WAYS),
                extra_env={"NANDTB_SLOT_WORDS": str(slot_words)}, **args)

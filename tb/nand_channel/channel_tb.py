@@ -12,14 +12,14 @@ import random
 from pathlib import Path
 
 import cocotb
-from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge
 
 from atomflash import spec
 from atomflash.nandsim import NandConfig, NandCtl, NandStat, read_stats
 from atomflash.spec import NandOp
 from rtl.nand.timing import TIMING, timing_cycles
+from tb.common.nandctl import model_ctl
 
-MASK64 = (1 << 64) - 1
 
 
 # Round trip in the harness: the model timestamps an RE# fall on the edge after
@@ -87,22 +87,7 @@ class ChannelTB:
         assert await self.ctl(index, NandCtl.RELOAD) == 0
 
     async def ctl(self, index, op, a0=0, a1=0, a2=0):
-        m = self.model(index)
-        m.ctl_op.value = int(op)
-        m.ctl_arg0.value = a0 & MASK64
-        m.ctl_arg1.value = a1 & MASK64
-        m.ctl_arg2.value = a2 & MASK64
-        strobe = 1 - int(m.ctl_strobe.value)
-        m.ctl_strobe.value = strobe
-        for _ in range(100):
-            await Timer(self.period_ps, "ps")
-            if int(m.ctl_ack.value) == strobe:
-                break
-        else:
-            raise RuntimeError("model control port did not answer")
-        await Timer(self.period_ps, "ps")
-        v = int(m.ctl_result.value)
-        return v - (1 << 64) if v >> 63 else v
+        return await model_ctl(self.model(index), self.period_ps, op, a0, a1, a2)
 
     async def stat(self, index, name):
         return await self.ctl(index, NandCtl.STAT, int(NandStat[name]))

@@ -112,16 +112,21 @@ def build(profile: str, channels: int, ways: int, slots: int = 4, ecc: bool = Tr
     text = verilog.read_text().replace(f"module {name}(", "module nand_controller(")
     verilog = runner.write_if_changed(verilog.with_name(f"{name}.top.v"), text)
     top = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv", generate_top(channels, ways))
+    return dict(harness_run_args(name, verilog, top, HERE), slot_words=ctrl.slot_words)
+
+
+def harness_run_args(name: str, verilog: Path, top: Path, test_dir: Path) -> dict:
+    """runner.run arguments for a harness top (``generate_top``) around ``verilog``
+    with the NAND models compiled in."""
     gen = nandsim.write_header(runner.GEN)
     return dict(
         toplevel="tb_nand_controller",
         sources=[MODEL / "nand_model.sv", verilog, top],
         build_name=name,
-        test_dir=HERE,
+        test_dir=test_dir,
         build_args=["--timing", str(MODEL / "nand_model.cpp"), "-CFLAGS", f"-I{gen.parent} -I{MODEL}",
                     "-Wno-MULTIDRIVEN", "-Wno-PINMISSING",
                     # only the harness top and the models' control ports are visible to VPI:
                     # cocotb's default --public-flat-rw makes this build >15 min of gcc
                     "--no-public-flat-rw", str(runner.ROOT / "sim" / "verilator" / "nand_controller_public.vlt")],
-        slot_words=ctrl.slot_words,
     )

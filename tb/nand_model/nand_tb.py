@@ -15,8 +15,8 @@ from cocotb.triggers import Timer
 
 from atomflash.nandsim import Image, NandConfig, NandCtl, NandCutWhen, NandStat, read_stats
 from onfi_host import OnfiHost
+from tb.common.nandctl import model_ctl
 
-MASK64 = (1 << 64) - 1
 
 
 class NandTB:
@@ -69,22 +69,7 @@ class NandTB:
 
     # -- control port -----------------------------------------------------
     async def ctl(self, op: int, a0: int = 0, a1: int = 0, a2: int = 0, *, target: int = 0) -> int:
-        m = self.model(target)
-        m.ctl_op.value = int(op)
-        m.ctl_arg0.value = a0 & MASK64
-        m.ctl_arg1.value = a1 & MASK64
-        m.ctl_arg2.value = a2 & MASK64
-        strobe = 1 - int(m.ctl_strobe.value)
-        m.ctl_strobe.value = strobe
-        for _ in range(100):
-            await Timer(self.period_ps, "ps")
-            if int(m.ctl_ack.value) == strobe:
-                break
-        else:
-            raise RuntimeError("control port did not answer")
-        await Timer(self.period_ps, "ps")
-        v = int(m.ctl_result.value)
-        return v - (1 << 64) if v >> 63 else v
+        return await model_ctl(self.model(target), self.period_ps, op, a0, a1, a2)
 
     async def stat(self, name: str, arg: int = 0, target: int = 0) -> int:
         return await self.ctl(NandCtl.STAT, int(NandStat[name]), arg, target=target)
