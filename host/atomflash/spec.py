@@ -542,6 +542,44 @@ class OnfiFeature(DocEnum):
     TIMING_MODE = 0x01, "feature address: P1[3:0] selects the asynchronous timing mode (0-5)"
 
 
+# ONFI parameter page (READ PARAMETER PAGE, ECh): where the fields a controller
+# reads at bring-up sit, in bytes (ONFI 2.x "Parameter page data structure";
+# multi-byte fields little-endian, several of them unaligned, so these are
+# offsets rather than a Record).  The part sends PAGE_BYTES bytes and then
+# redundant copies; each copy ends in a CRC-16 over the bytes before it.
+ONFI_PARAM = ConstantGroup("onfi_param", "ONFI parameter page: byte offsets of the fields read at bring-up.", [
+    Constant("PAGE_BYTES", 256, "bytes in one copy of the parameter page"),
+    Constant("COPIES", 3, "copies a part sends at least (the mandatory redundancy)"),
+    Constant("SIGNATURE", 0, "4 bytes 'ONFI'"),
+    Constant("SIGNATURE_VALUE", int.from_bytes(b"ONFI", "little"), "the signature read as a little-endian u32"),
+    Constant("REVISION", 4, "u16: supported ONFI revisions, bit n"),
+    Constant("FEATURES", 6, "u16: features supported"),
+    Constant("OPT_COMMANDS", 8, "u16: optional commands supported"),
+    Constant("MANUFACTURER", 32, "12 ASCII bytes, space padded"),
+    Constant("MANUFACTURER_LEN", 12, "bytes of the manufacturer field"),
+    Constant("MODEL", 44, "20 ASCII bytes, space padded"),
+    Constant("MODEL_LEN", 20, "bytes of the model field"),
+    Constant("JEDEC_ID", 64, "u8: JEDEC manufacturer ID"),
+    Constant("PAGE_DATA", 80, "u32: data bytes per page"),
+    Constant("PAGE_SPARE", 84, "u16: spare bytes per page"),
+    Constant("PAGES_PER_BLOCK", 92, "u32: pages per block"),
+    Constant("BLOCKS_PER_LUN", 96, "u32: blocks per LUN"),
+    Constant("LUNS", 100, "u8: LUNs per chip enable"),
+    Constant("ADDR_CYCLES", 101, "u8: column address cycles [7:4], row address cycles [3:0]"),
+    Constant("BITS_PER_CELL", 102, "u8: bits per cell"),
+    Constant("MAX_BAD_BLOCKS", 103, "u16: bad blocks per LUN at most"),
+    Constant("PROGRAMS_PER_PAGE", 110, "u8: partial programs per page (NOP)"),
+    Constant("TIMING_MODES", 129, "u16: asynchronous timing modes supported, bit n = mode n"),
+    Constant("T_PROG_US", 133, "u16: tPROG maximum, us"),
+    Constant("T_BERS_US", 135, "u16: tBERS maximum, us"),
+    Constant("T_R_US", 137, "u16: tR maximum, us"),
+    Constant("T_CCS_NS", 139, "u16: tCCS minimum, ns"),
+    Constant("CRC", 254, "u16: CRC-16 of bytes 0..253 of the copy"),
+    Constant("CRC_INIT", 0x4F4E, "CRC-16 initial value (polynomial CRC_POLY, MSB first, no reflection)"),
+    Constant("CRC_POLY", 0x8005, "CRC-16 polynomial"),
+])
+
+
 class OnfiStatus(DocEnum):
     FAIL = 0, "status bit: last program/erase failed (bit number)"
     FAILC = 1, "status bit: previous operation failed (cache ops)"
@@ -784,7 +822,7 @@ HOST_REGS = RegisterMap("hostq", "Host queue front-end registers (byte offsets i
 
 REGISTER_MAPS = [HOST_REGS]
 
-CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS, NAND_DEFAULTS]
+CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, PPA, NAND_DESC, NAND_CPL]
 SCALARS = {
@@ -794,6 +832,7 @@ SCALARS = {
     "IDENTIFY_MAGIC": (IDENTIFY_MAGIC, "IDENTIFY.magic"),
     "NAND_CLK_HZ": (NAND_CLK_HZ, "nominal controller clock the ONFI cycle tables are built for"),
     "PPA_UNMAPPED": (PPA_UNMAPPED, "L2P entry of an unmapped LBA"),
+    "NAND_BBM_BYTES": (NAND_BBM_BYTES, "spare bytes before the OOB record kept for the bad-block marker (FFh)"),
     "HOST_QUEUE_PAIRS": (HOST_QUEUE_PAIRS, "host queue pairs implemented by default"),
     "HOST_REGS_ID": (HOST_REGS_ID, "hostq.id register value"),
 }
