@@ -407,23 +407,30 @@ class BlockState:
 
 
 class Image:
-    """Read-only view of a NAND model image file.
+    """View of a NAND model image file (read-only unless ``writable``).
 
     ``Image(path)`` maps the file; use as a context manager or call
     :meth:`close`.  Addresses are (lun, block, page).  Page content is the raw
     array content (what a read returns before injected read bit errors): an
     unprogrammed page is all FFh.  Reading while a simulation runs sees the
     model's latest writes (the model maps the file shared).
+
+    Offline writing (no simulation running on the file): :meth:`create` makes
+    a fresh image exactly as the model does on first power-on (header,
+    factory bad blocks of ``bad_blocks``), :meth:`program` programs a page as
+    a successful PAGE PROGRAM would.  Tests use them to hand the firmware a
+    pre-written flash.
     """
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, writable: bool = False):
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_RDONLY)
+        self._fd = os.open(self.path, os.O_RDWR if writable else os.O_RDONLY)
         size = os.fstat(self._fd).st_size
         if size < IMAGE_ALIGN:
             os.close(self._fd)
             raise ValueError(f"{path}: {size} bytes is too small for a NAND image")
-        self._map = mmap.mmap(self._fd, size, prot=mmap.PROT_READ)
+        self.writable = writable
+        self._map = mmap.mmap(self._fd, size, prot=mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
         self.header = IMAGE_HEADER.unpack(self._map[:IMAGE_HEADER.size])
         if self.header.magic != IMAGE_MAGIC:
             self.close()
@@ -436,6 +443,66 @@ class Image:
         if self.geometry.layout()[3] > size:
             self.close()
             raise ValueError(f"{path}: file shorter than its geometry needs")
+
+    @classmethod
+    def create(cls, path: Path | str, cfg: "NandConfig") -> "Image":
+        """A fresh image for ``cfg`` (as ``nand_model.cpp`` creates one at first
+        power-on), opened writable.  Factory bad blocks come from
+        ``cfg["bad_blocks"]``; ``bad_block_rate`` (the model's own random
+        draw) is not supported here."""
+        if float(cfg["bad_block_rate"]) > 0:
+            raise ValueError("Image.create: bad_block_rate is drawn by the model; list bad_blocks instead")
+        g = cfg.geometry
+        boff, poff, doff, size = g.layout()
+        path = Path(path)
+        with open(path, "wb") as f:
+            f.truncate(size)
+        with open(path, "r+b") as f, mmap.mmap(f.fileno(), size) as m:
+            m[:IMAGE_HEADER.size] = IMAGE_HEADER.pack(
+                magic=0, version=IMAGE_VERSION, header_bytes=IMAGE_ALIGN, page_data=g.page_data,
+                page_spare=g.page_spare, pages_per_block=g.pages_per_block, blocks_per_lun=g.blocks_per_lun,
+                luns=g.luns, bits_per_cell=2 if int(cfg["mlc_paired"]) else 1, block_table_off=boff,
+                page_table_off=poff, data_off=doff, seed=int(cfg["seed"]))
+            for item in _fmt_list(cfg["bad_blocks"]).split(","):
+                if not item.strip():
+                    continue
+                lun, block = (int(x, 0) for x in item.split(":"))
+                if not (lun < g.luns and block < g.blocks_per_lun):
+                    continue
+                b = lun * g.blocks_per_lun + block
+                m[boff + b * IMAGE_BLOCK.size:boff + (b + 1) * IMAGE_BLOCK.size] = IMAGE_BLOCK.pack(
+                    flags=IMAGE_BLOCK.compose("flags", factory_bad=1))
+                pidx = b * g.pages_per_block  # ONFI marker: page 0's first spare byte not FFh
+                d = doff + pidx * g.page_bytes
+                m[d:d + g.page_bytes] = b"\xff" * g.page_data + b"\x00" + b"\xff" * (g.page_spare - 1)
+                m[poff + pidx * IMAGE_PAGE.size:poff + (pidx + 1) * IMAGE_PAGE.size] = IMAGE_PAGE.pack(
+                    flags=IMAGE_PAGE.compose("flags", programmed=1))
+            m[:8] = IMAGE_MAGIC.to_bytes(8, "little")  # last, as the model does
+        return cls(path, writable=True)
+
+    def program(self, lun: int, block: int, page: int, content: bytes) -> None:
+        """Program a page offline: ``content`` (at most a page, data then spare;
+        the rest stays FFh) as a successful PAGE PROGRAM leaves it."""
+        if not self.writable:
+            raise ValueError("Image.program needs Image(path, writable=True)")
+        g = self.geometry
+        if len(content) > g.page_bytes:
+            raise ValueError(f"{len(content)} bytes do not fit a {g.page_bytes}-byte page")
+        h = IMAGE_HEADER.unpack(self._map[:IMAGE_HEADER.size])
+        pidx = self._page_index(lun, block, page)
+        off = h.data_off + pidx * g.page_bytes
+        self._map[off:off + g.page_bytes] = bytes(content) + b"\xff" * (g.page_bytes - len(content))
+        seq = h.program_seq + 1
+        poff = h.page_table_off + pidx * IMAGE_PAGE.size
+        old = IMAGE_PAGE.unpack(self._map[poff:poff + IMAGE_PAGE.size])
+        self._map[poff:poff + IMAGE_PAGE.size] = IMAGE_PAGE.pack(dict(
+            flags=IMAGE_PAGE.compose("flags", programmed=1), programs=min(old.programs + 1, 255), rsvd=0,
+            seq=seq & 0xFFFF_FFFF))
+        boff = h.block_table_off + self._block_index(lun, block) * IMAGE_BLOCK.size
+        blk = IMAGE_BLOCK.unpack(self._map[boff:boff + IMAGE_BLOCK.size])
+        self._map[boff:boff + IMAGE_BLOCK.size] = IMAGE_BLOCK.pack(dict(
+            erase_count=blk.erase_count, flags=blk.flags, rsvd=0, next_page=max(blk.next_page, page + 1)))
+        self._map[:IMAGE_HEADER.size] = IMAGE_HEADER.pack(dict(h, program_seq=seq))
 
     def close(self) -> None:
         if getattr(self, "_map", None) is not None:
