@@ -38,20 +38,21 @@ from migen import ClockSignal, Signal, TSTriple
 
 from litex.build.generic_platform import IOStandard, Misc, Pins, Subsignal
 from litex.soc.integration.common import get_mem_data
-from litex.soc.integration.soc import SoCRegion
 
 from atomflash import spec
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "boards"
 
-# Board memories: the firmware is ~12 KiB today; ROM and SRAM are sized for
-# the smallest supported FPGA's BRAM (ECP5-25F: 56 DP16KD of 2 KiB).
-BOARD_ROM_BYTES = 0x8000    # 32 KiB: firmware code + rodata (+ .data image)
+# Board memories: the firmware is ~40 KiB since the NAND boot path and
+# recovery (issue #7); ROM and SRAM are sized for the smallest supported
+# FPGA's BRAM (ECP5-25F: 56 DP16KD).  A 48 KiB ROM takes 24 DP16KD, 8 more
+# than the 32 KiB it replaced (Colorlight i5, 1x2: 42 -> about 50 of 56).
+BOARD_ROM_BYTES = 0xC000    # 48 KiB: firmware code + rodata (+ .data image)
 BOARD_SRAM_BYTES = 0x4000   # 16 KiB: firmware .data/.bss/stack
 BOARD_L2_BYTES = 2048       # LiteX L2 cache in front of the SDRAM
 
-AFNAND_ORIGIN = 0x9100_0000  # after the afctrl window (soc.controller.AFCTRL_ORIGIN), uncached IO
+from soc.nand import AFNAND_ORIGIN  # noqa: E402,F401  (re-exported: the window's base)
 
 
 # Pins -------------------------------------------------------------------------
@@ -159,35 +160,15 @@ def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways
                         ecc: bool, sys_clk_freq: float, sample: int = 1, led_pads=None,
                         led_fault_pads=None, single_led: bool = False, out_dir: Path):
     """Add the atomflash controller window, the NAND bridge, its pins and LEDs to ``soc``."""
-    from rtl.nand.channel import ChannelParams
     from soc.atomflash_soc import add_atomflash
-    from soc.controller import AmaranthCore
-
-    from .nand_bridge import CTRL, REGS, STATUS, BLOCK_ID, BLOCK_VERSION, NandBridge
+    from soc.nand import add_nand_bridge
 
     rtl_dir = out_dir / "rtl"
     soc.integrated_rom_initialized = True  # the firmware is the ROM (see init_mems)
     add_atomflash(soc, out_dir=rtl_dir)
 
-    params = ChannelParams(profile, ways=ways, slots=slots, ecc=ecc)
-    bridge = NandBridge(params, channels, clk_hz=int(sys_clk_freq), sample=sample)
-    core = AmaranthCore(soc.platform, bridge, name="af_nand_bridge", out_dir=rtl_dir,
-                        window_bytes=bridge.window_bytes)
-    soc.afnand = core
-    soc.bus.add_slave(name="afnand", slave=core.bus,
-                      region=SoCRegion(origin=AFNAND_ORIGIN, size=bridge.window_bytes, cached=False))
-    soc.irq.add("afnand", use_loc_if_exists=True)
-    for k, v in bridge.regs.items():
-        soc.add_constant(f"AFNAND_REG_{k}", v)
-    for group, items in (("STATUS", STATUS), ("CTRL", CTRL)):
-        for k, v in items.items():
-            soc.add_constant(f"AFNAND_{group}_{k}", v)
-    soc.add_constant("AFNAND_BLOCK_ID", BLOCK_ID)
-    soc.add_constant("AFNAND_BLOCK_VERSION", BLOCK_VERSION)
-    soc.add_constant("AF_NAND_PROFILE_" + profile.upper())
-    soc.add_config("AF_CHANNELS", channels)
-    soc.add_config("AF_WAYS", ways)
-    soc.add_config("AF_SLOTS", slots)
+    bridge, core = add_nand_bridge(soc, profile=profile, channels=channels, ways=ways, slots=slots, ecc=ecc,
+                                   clk_hz=int(sys_clk_freq), sample=sample, out_dir=rtl_dir)
 
     soc.platform.add_extension(plan.io(channels, ways))
     for c in range(channels):

@@ -1,6 +1,8 @@
 """The atomflash LiteX SoC: VexRiscv, ROM (the firmware), SRAM, main RAM, UART
-console, timer with uptime, and the controller core (today the Amaranth
-placeholder :class:`soc.placeholder.IdentifyBlock`).
+console, timer with uptime, the controller core (today the Amaranth
+placeholder :class:`soc.placeholder.IdentifyBlock`, which serves IDENTIFY) and
+the NAND controller (:func:`soc.nand.add_nand_bridge`: the RTL
+``NandController`` behind a Wishbone window, as on the boards).
 
 The firmware is *the* boot ROM: no LiteX BIOS.  :meth:`AtomflashSoC.init_mems`
 is LiteX's hook between "software libraries built" and "gateware written": it
@@ -38,25 +40,33 @@ FIRMWARE_SRC = ROOT / "firmware"
 DEFAULT_SYS_CLK_FREQ = spec.NAND_CLK_HZ  # nominal system clock (= the controller clock the ONFI tables assume)
 ROM_BYTES = 0x2_0000                # 128 KiB: firmware code + rodata (+ .data image)
 SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
+DEFAULT_SLOTS = spec.NAND_DEFAULTS.SLOTS  # page-buffer slots per NAND channel
 
 
 def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> int:
     """Main RAM for the firmware's tables and buffers, rounded up to a power of
-    two (at least 256 KiB):
+    two (at least 256 KiB), sized for a full device (every page written):
 
-    * L2P table: 4 bytes per flash page of the device (capacity <= raw pages);
+    * the map: 20 bytes per LBA (L2P address 4, version 8, recovery's
+      commit-seq scratch 8), one LBA per flash page at most;
+    * recovery's scan table: 44 bytes per page it may scan (``af_rec_page_t``
+      + one index word; docs/recovery.md), i.e. every page with no checkpoint;
     * block table: 16 bytes per erase block (state, erase count, valid count,
       last seq);
     * page-valid bitmap: 1 bit per page;
     * data buffers: 4 pages (data + spare) per target (double-buffered reads and
-      writes), plus the host queues.
+      writes), plus the host queues;
+    * 8 KiB at the top that ``selftest`` uses as scratch.
+
+    The firmware sizes its tables from the geometry it reads from the NAND
+    parameter pages and checks them against ``MAIN_RAM_SIZE``.
     """
     p = spec.NAND_PROFILES[profile]
     targets = channels * ways * p.luns
     blocks = p.blocks_per_lun * targets
     pages = blocks * p.pages_per_block
     queues = spec.LIMITS.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
-    need = 4 * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues
+    need = (20 + 44) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + 8192
     size = 256 * 1024
     while size < need:
         size *= 2
@@ -98,11 +108,16 @@ def add_atomflash(soc, *, out_dir: Path, nand_hook=None):
 
 
 class AtomflashSoC(SoCCore):
-    """The simulated SoC (``soc/sim.py``)."""
+    """The simulated SoC (``soc/sim.py``).
+
+    ``nand``: add the NAND controller (:func:`soc.nand.add_nand_bridge`,
+    ``channels`` x ``ways`` targets, ``slots`` page-buffer slots per channel,
+    BCH ECC) at ``AFNAND_BASE``; its pins are wired to NAND models by
+    ``soc/sim.py`` (:func:`soc.nand_sim.wire_core`)."""
 
     def __init__(self, *, sys_clk_freq: int = DEFAULT_SYS_CLK_FREQ, profile: str = "small",
-                 channels: int = 1, ways: int = 1, trace_from_reset: bool = True,
-                 rtl_dir: Path, firmware_dir: Path | None = None, **kwargs):
+                 channels: int = 1, ways: int = 1, nand: bool = False, slots: int = DEFAULT_SLOTS,
+                 trace_from_reset: bool = True, rtl_dir: Path, firmware_dir: Path | None = None, **kwargs):
         platform = SimPlatformAF()
         self.crg = CRG(platform.request("sys_clk"))
         self.profile, self.channels, self.ways = profile, channels, ways
@@ -126,9 +141,18 @@ class AtomflashSoC(SoCCore):
         platform.add_debug(self, reset=1 if trace_from_reset else 0)
 
         add_atomflash(self, out_dir=rtl_dir)
-        self.add_constant("AF_NAND_PROFILE_" + profile.upper())
-        self.add_config("AF_CHANNELS", channels)
-        self.add_config("AF_WAYS", ways)
+        self.nand_core = None
+        if nand:
+            from .nand import add_nand_bridge
+            from .nand_sim import SAMPLE_CYCLES
+
+            _, self.nand_core = add_nand_bridge(self, profile=profile, channels=channels, ways=ways, slots=slots,
+                                                ecc=True, clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES,
+                                                out_dir=rtl_dir, led_stretch=16)
+        else:
+            self.add_constant("AF_NAND_PROFILE_" + profile.upper())
+            self.add_config("AF_CHANNELS", channels)
+            self.add_config("AF_WAYS", ways)
 
     # Called by LiteX's Builder after the software libraries are built.
     def init_mems(self, **kwargs):

@@ -2,16 +2,22 @@
 
 One ``nand_model`` instance per target (channel x way), clocked by ``sys``.
 Each instance reads ``+nand<INDEX>_config=<file>`` / ``+nand<INDEX>_set=...``
-plusargs at start (``atomflash.nandsim.plusargs``); without them it runs the
-small profile on ``nand<INDEX>.img`` in the run directory, so the image
-persists across runs and a restart is a power cycle.
+plusargs at start (``atomflash.nandsim.plusargs``).  ``soc/sim.py`` writes one
+config file per target into the run directory (:func:`write_configs`: the
+build's profile, the model clock = the SoC clock, image ``nand<INDEX>.img``
+next to it) unless the caller names its own, so the images persist across
+runs and a restart is a power cycle.
 
 Pins: the model wants split DQ (``dq_i`` from the host, ``dq_o``/``dq_oe`` from
-the target).  When the controller core has ``nand_*`` ports, ``wire_core``
-connects them (per channel: shared inputs but ``ce_n``, DQ outputs OR-ed under
-``dq_oe``, R/B# per target).  The placeholder core has none, so the models sit
-idle (CE# high) -- enough to prove that the model compiles and links into the
-full-system build.
+the target).  :func:`wire_core` connects the NAND bridge's ``nand__<c>__*``
+ports to the models: per channel the strobes and DQ out are shared, CE# and
+R/B# are per target, and the targets' DQ outputs are OR-ed, each gated by its
+``dq_oe`` (one target drives at a time).
+
+DQ latency: the model samples the pins on the clock edge after the bridge
+drives them and registers its outputs; the bridge registers ``dq_i`` once more.
+:data:`SAMPLE_CYCLES` is the resulting ``tSAMPLE`` (the NAND channel test
+harness, without the bridge's register, uses 2).
 """
 
 from __future__ import annotations
@@ -23,10 +29,17 @@ from migen import ClockSignal, Instance, Signal
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_DIR = ROOT / "sim" / "nand_model"
 
+#: tSAMPLE of the simulated SoC: model input edge (+1), model output register (+1), bridge dq_i register (+1).
+SAMPLE_CYCLES = 3
+
+PINS_IN = ("ce_n", "cle", "ale", "we_n", "re_n", "wp_n", "dq_i")   # model inputs (host drives)
+PINS_OUT = ("dq_o", "dq_oe", "rb_n")                             # model outputs
+
 
 def add_nand_models(soc, *, channels: int, ways: int, gen_dir: Path):
     """Instantiate channels x ways NAND models in ``soc`` and register their
-    sources/flags with the simulation build (``soc.sim_*``, see soc/sim.py)."""
+    sources/flags with the simulation build (``soc.sim_*``, see soc/sim.py).
+    ``soc.nand_pins[c * ways + w]`` holds each model's pins (migen signals)."""
     from atomflash import nandsim  # the model's generated C++ header
 
     nandsim.write_header(gen_dir)
@@ -47,4 +60,74 @@ def add_nand_models(soc, *, channels: int, ways: int, gen_dir: Path):
             soc.specials += Instance(
                 "nand_model", name=f"nand{index}", p_INDEX=index,
                 i_clk=ClockSignal("sys"),
-                **{("o_" if k in ("dq_o", "dq_oe", "rb_n") else "i_") + k: v for k, v in pins.items()})
+                **{("o_" if k in PINS_OUT else "i_") + k: v for k, v in pins.items()})
+
+
+def wire_core(soc, core, *, channels: int, ways: int):
+    """Connect the NAND bridge's ``nand__<c>__*`` ports (``core.params``) to the
+    models of :func:`add_nand_models`."""
+    from migen import Cat
+
+    p = core.params
+    for c in range(channels):
+        pre = f"nand__{c}__"
+        models = soc.nand_pins[c * ways:(c + 1) * ways]
+        ce_n, rb_n = Signal(ways, reset=(1 << ways) - 1), Signal(ways)
+        shared = {name: Signal(len(models[0][name])) for name in ("cle", "ale", "we_n", "re_n", "wp_n")}
+        dq_o, dq_oe, dq_i = Signal(8), Signal(), Signal(8)
+        p[f"o_{pre}ce_n"] = ce_n
+        p[f"i_{pre}rb_n"] = rb_n
+        for name, sig in shared.items():
+            p[f"o_{pre}{name}"] = sig
+        p[f"o_{pre}dq_o"] = dq_o
+        p[f"o_{pre}dq_oe"] = dq_oe
+        p[f"i_{pre}dq_i"] = dq_i
+        terms = []
+        for w, m in enumerate(models):
+            soc.comb += [m["ce_n"].eq(ce_n[w]), m["dq_i"].eq(dq_o)]
+            soc.comb += [m[name].eq(sig) for name, sig in shared.items()]
+            terms.append(m["dq_o"] & Cat(*([m["dq_oe"]] * 8)))
+        soc.comb += rb_n.eq(Cat(*[m["rb_n"] for m in models]))
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = acc | t
+        soc.comb += dq_i.eq(acc)
+    # dq_oe of the bridge is not needed by the models (they see dq_i whether or not it is driven)
+    p.setdefault("o_led_activity", Signal())
+    p.setdefault("o_led_fault", Signal())
+
+
+def model_configs(run_dir: Path, *, profile: str, targets: int, clk_hz: int,
+                  image_prefix: str | Path | None = None, overrides: dict | None = None,
+                  per_target: list[dict] | None = None) -> list:
+    """One ``atomflash.nandsim.NandConfig`` per target: the profile, the model
+    clock = the SoC clock, image ``<image_prefix><i>.img`` (default
+    ``run_dir/nand<i>.img``), seed ``1 + i``.  ``overrides``: config keys for
+    every target (e.g. ``blocks_per_lun``); ``per_target[i]``: keys for target
+    ``i`` only (e.g. its ``bad_blocks``)."""
+    from atomflash import nandsim
+
+    run_dir = Path(run_dir).resolve()  # the simulator runs in its gateware directory
+    prefix = Path(image_prefix).resolve() if image_prefix is not None else run_dir / "nand"
+    out = []
+    for i in range(targets):
+        kw = dict(image=f"{prefix}{i}.img", clk_period_ps=10**12 // int(clk_hz), seed=1 + i)
+        kw.update(overrides or {})
+        if per_target and i < len(per_target):
+            kw.update(per_target[i])
+        out.append(nandsim.NandConfig(profile, **kw))
+    return out
+
+
+def write_configs(run_dir: Path, cfgs: list | None = None, **kw) -> list[str]:
+    """Write ``run_dir/nand<i>.cfg`` for every config (``cfgs``, or
+    :func:`model_configs` ``(run_dir, **kw)``); returns the plusargs naming them."""
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if cfgs is None:
+        cfgs = model_configs(run_dir, **kw)
+    args = []
+    for i, cfg in enumerate(cfgs):
+        path = cfg.write(run_dir / f"nand{i}.cfg")
+        args.append(f"+nand{i}_config={path}")
+    return args

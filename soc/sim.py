@@ -5,6 +5,14 @@
     python soc/sim.py --build-only         # just build; prints the run directory
     python soc/sim.py --firmware-only      # SoC headers + libraries + firmware, no Verilator
     python soc/sim.py --sys-clk-freq 60e6 --trace
+    python soc/sim.py --nand-set blocks_per_lun=8 --nand-set bad_blocks=0:3   # smaller, faster-booting flash
+
+The SoC carries the NAND controller (boards/nand_bridge.py, ``--channels`` x
+``--ways`` targets, default 2 x 2) wired to one NAND behavioural model per
+target.  Each run writes the models' config files into the run directory
+(``nand<i>.cfg``: the build's profile and clock, ``--nand-set`` overrides) and
+their images persist there (``nand<i>.img``, or ``--image PREFIX``): a
+restart is a power cycle.  ``--plusarg nand<i>_config=FILE`` takes over.
 
 Build layout (one directory per configuration, default ``build/soc/sim``):
 
@@ -19,8 +27,7 @@ of it because the ROM is loaded from ``sim_rom.init`` at start-up).  A firmware
 edit therefore costs a few seconds, not a Verilator rebuild.  A file lock makes
 concurrent builders of one directory (pytest-xdist, a shell) safe.
 
-Extension points for the NAND model (issue #3) and the controller:
-``--extra-source`` adds Verilog/SystemVerilog (``--cc`` to Verilator) or C/C++
+Extension points: ``--extra-source`` adds Verilog/SystemVerilog (``--cc`` to Verilator) or C/C++
 (compiled and linked into ``Vsim``, e.g. DPI code); ``--verilator-flag`` and
 ``--cflags`` pass flags through; ``--plusarg`` reaches ``$value$plusargs`` at
 run time.  The same lists exist on the SoC object (``soc.sim_sources``,
@@ -46,6 +53,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "soc"]
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_BUILD_DIR = ROOT / "build" / "soc" / "sim"
+DEFAULT_CHANNELS = 2   # NAND channels of the default build
+DEFAULT_WAYS = 2       # targets per channel of the default build
 
 VERILOG_EXT = {".v", ".sv", ".vh", ".svh"}
 CXX_EXT = {".c", ".cc", ".cpp", ".cxx"}
@@ -70,13 +79,18 @@ def parse_args(argv=None):
     p.add_argument("--sys-clk-freq", type=float, default=float(spec.NAND_CLK_HZ),
                    help="nominal system clock in Hz (simulated time; every figure states it)")
     p.add_argument("--nand-profile", default="small", choices=sorted(spec.NAND_PROFILES),
-                   help="NAND geometry profile (sizes main RAM; the NAND model when it lands)")
-    p.add_argument("--channels", type=int, default=1, help="NAND channels")
-    p.add_argument("--ways", type=int, default=1, help="targets (chip enables) per channel")
+                   help="NAND geometry the controller is elaborated for and the models' default profile")
+    p.add_argument("--channels", type=int, default=DEFAULT_CHANNELS, help="NAND channels")
+    p.add_argument("--ways", type=int, default=DEFAULT_WAYS, help="targets (chip enables) per channel")
+    p.add_argument("--slots", type=int, default=spec.NAND_DEFAULTS.SLOTS, help="page-buffer slots per channel")
+    p.add_argument("--no-nand", action="store_true",
+                   help="no NAND controller and models (the identify placeholder alone)")
     p.add_argument("--image", default=None,
-                   help="NAND image file (persists across runs) -- needs the NAND model, not in this build")
-    p.add_argument("--nand-model", action="store_true",
-                   help="instantiate one sim/nand_model per target (idle until the controller drives it)")
+                   help="NAND image path prefix: target i uses <prefix><i>.img (default <run dir>/nand<i>.img); "
+                        "images persist across runs, a restart is a power cycle")
+    p.add_argument("--nand-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="NAND model config key for every target (atomflash.nandsim.CONFIG_KEYS), e.g. "
+                        "bad_blocks=0:3,0:9 or blocks_per_lun=16; repeatable")
     p.add_argument("--build-dir", type=Path, default=None,
                    help="build directory (default build/soc/sim, or build/soc/sim-<config> off defaults)")
     p.add_argument("--build-only", action="store_true", help="build, do not run")
@@ -95,8 +109,11 @@ def parse_args(argv=None):
     p.add_argument("--plusarg", action="append", default=[], help="run-time +plusarg for Vsim; repeatable")
     p.add_argument("-q", "--quiet", action="store_true", help="less build output")
     args = p.parse_args(argv)
-    if args.image is not None:
-        p.error("--image needs the NAND model (issue #3), which is not in this build yet")
+    for kv in args.nand_set:
+        if "=" not in kv:
+            p.error(f"--nand-set {kv}: expected KEY=VALUE")
+    if args.no_nand and (args.image or args.nand_set):
+        p.error("--image/--nand-set need the NAND models (drop --no-nand)")
     return args
 
 
@@ -105,8 +122,8 @@ def config_build_dir(args) -> Path:
         return args.build_dir.resolve()
     from atomflash import spec
 
-    defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=1, ways=1,
-                    trace=False, trace_fst=False, nand_model=False)
+    defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
+                    ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -144,16 +161,17 @@ def make_soc(args, build_dir: Path):
     from soc.atomflash_soc import AtomflashSoC
 
     soc = AtomflashSoC(sys_clk_freq=int(args.sys_clk_freq), profile=args.nand_profile,
-                       channels=args.channels, ways=args.ways,
+                       channels=args.channels, ways=args.ways, nand=not args.no_nand, slots=args.slots,
                        trace_from_reset=args.trace_start == 0,
                        rtl_dir=build_dir / "rtl")
     soc.sim_sources = [Path(s).resolve() for s in args.extra_source]
     soc.sim_verilator_flags = list(args.verilator_flag)
     soc.sim_cflags = list(args.cflags)
-    if args.nand_model:
-        from soc.nand_sim import add_nand_models
+    if not args.no_nand:
+        from soc.nand_sim import add_nand_models, wire_core
 
         add_nand_models(soc, channels=args.channels, ways=args.ways, gen_dir=build_dir / "gen")
+        wire_core(soc, soc.nand_core, channels=args.channels, ways=args.ways)
     builder = Builder(soc, output_dir=str(build_dir), compile_gateware=False, compile_software=True)
     # The firmware links only these; skip LiteX's other libraries (SD card, SATA, ...).
     keep = ("libc", "libcompiler_rt", "libbase")
@@ -273,13 +291,34 @@ def run_interactive(gw: Path, plusargs=()) -> int:
             termios.tcsetattr(sys.stdin.fileno(), termios.TCSAFLUSH, saved)
 
 
+def nand_plusargs(args, gw: Path) -> list[str]:
+    """Model config files for every target (in the run directory) and the
+    plusargs naming them, unless the caller passed its own ``nand<i>_config``."""
+    if args.no_nand or any(a.lstrip("+").startswith("nand") and "_config=" in a for a in args.plusarg):
+        return []
+    from atomflash import nandsim
+    from soc.nand_sim import model_configs, write_configs
+
+    overrides = dict(kv.split("=", 1) for kv in args.nand_set)
+    cfgs = model_configs(gw, profile=args.nand_profile, targets=args.channels * args.ways,
+                         clk_hz=int(args.sys_clk_freq), image_prefix=args.image, overrides=overrides)
+    for cfg in cfgs:  # a kept image must match the geometry asked for (the model refuses it otherwise)
+        path = Path(cfg["image"])
+        if path.exists() and path.stat().st_size:
+            with nandsim.Image(path) as img:
+                if img.geometry != cfg.geometry:
+                    raise SystemExit(f"sim: {path} holds a {img.geometry} flash, this run asks for "
+                                     f"{cfg.geometry}: delete the image (a new one is made) or use --image")
+    return write_configs(gw, cfgs)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     gw = build(args)
     if args.firmware_only or args.build_only:
         print(gw)
         return 0
-    return run_interactive(gw, args.plusarg)
+    return run_interactive(gw, [*nand_plusargs(args, gw), *args.plusarg])
 
 
 if __name__ == "__main__":
