@@ -1,4 +1,4 @@
-/* System commands: info, stats, selftest, nand, reboot, exit. */
+/* System commands: info, stats, selftest, reboot, exit. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,7 +6,9 @@
 #include <system.h>
 
 #include "console.h"
+#include "flash.h"
 #include "fw.h"
+#include "nand.h"
 
 /* IDENTIFY fields printed by `info`: names are the generated struct's member
  * names (stringified), offsets and sizes come from the struct itself. */
@@ -68,7 +70,12 @@ static int cmd_info(int argc, char **argv)
 	printf("ctrl irq     %d (masked: the firmware polls)\n", AFCTRL_INTERRUPT);
 #endif
 	if (!((caps >> AFCTRL_CAP_NAND) & 1))
-		printf("nand         no NAND controller in this build\n");
+		printf("host i/f     none yet (identify placeholder: no queues, IDENTIFY reports no flash)\n");
+	af_flash_print_geometry("nand         ");
+	if (af_flash.scanned)
+		printf("nand         %lu bad blocks, %lu of %lu LBAs bound at boot, main RAM tables %lu KiB (%lu KiB during recovery)\n",
+		       (unsigned long)af_flash.bad_blocks, (unsigned long)af_flash.bound, (unsigned long)af_flash.nlba,
+		       (unsigned long)(af_flash.ram_used / 1024), (unsigned long)(af_flash.ram_peak / 1024));
 	if (!((caps >> AFCTRL_CAP_IDENTIFY) & 1)) {
 		printf("error: controller serves no IDENTIFY record\n");
 		return AF_EFAIL;
@@ -103,24 +110,17 @@ static int cmd_stats(int argc, char **argv)
 	       af_console_commands_failed());
 	if (afctrl_present() && afctrl_has(AFCTRL_CAP_DMA))
 		printf("ctrl_dma_copies    %lu\n", (unsigned long)afctrl_read(AFCTRL_REG_DMA_COUNT));
-	if (!afctrl_present() || !afctrl_has(AFCTRL_CAP_NAND))
-		printf("flash              no NAND controller in this build: no host/flash counters\n");
+	if (af_flash.scanned) {
+		printf("boot_pages_scanned %lu\nboot_scan_cycles   ", (unsigned long)af_flash.report.pages_scanned);
+		af_print_u64(af_flash.t_scan);
+		printf("\nnand_inflight      %lu\nnand_read_errors   %lu\n", (unsigned long)af_nand_inflight(),
+		       (unsigned long)af_flash.read_errors);
+	} else {
+		printf("flash              no NAND scan at boot\n");
+	}
 	return AF_OK;
 }
-AF_COMMAND(stats, "stats", "counters: uptime, console, controller (flash counters with the NAND controller)", cmd_stats);
-
-static int cmd_nand(int argc, char **argv)
-{
-	if (argc != 2 || (strcmp(argv[1], "id") && strcmp(argv[1], "status") && strcmp(argv[1], "reset")))
-		return AF_EUSAGE;
-	if (!afctrl_present() || !afctrl_has(AFCTRL_CAP_NAND)) {
-		printf("error: no NAND controller in this build\n");
-		return AF_EFAIL;
-	}
-	printf("error: nand %s: not implemented in this firmware\n", argv[1]);
-	return AF_EFAIL;
-}
-AF_COMMAND(nand, "nand id|status|reset", "NAND READ ID / READ STATUS / RESET on every target", cmd_nand);
+AF_COMMAND(stats, "stats", "counters: uptime, console, controller DMA, boot scan", cmd_stats);
 
 /* Main RAM check on a small window at the top of main RAM (left unused by
  * the firmware so far). */
@@ -176,8 +176,19 @@ static int cmd_selftest(int argc, char **argv)
 		       (unsigned)sizeof(mmio), (unsigned long)(uintptr_t)dst);
 		fails += !ok;
 	}
-	if (!present || !afctrl_has(AFCTRL_CAP_NAND))
-		printf("nand           skipped: no NAND controller in this build\n");
+	/* 4. NAND: READ STATUS of every target through the controller. */
+	if (af_nand.up) {
+		int ok = 1;
+		for (unsigned t = 0; t < af_nand.targets; t++) {
+			af_nand_cpl_t c AF_NAND_ALIGNED;
+			ok &= af_nand_read_status(t / af_nand.ways, t % af_nand.ways, &c) == AF_NANDRESULT_OK &&
+			      ((c.nand_status >> AF_ONFISTATUS_RDY) & 1);
+		}
+		printf("nand status    %s (%lu targets ready)\n", ok ? "pass" : "FAIL", (unsigned long)af_nand.targets);
+		fails += !ok;
+	} else {
+		printf("nand           skipped: no NAND controller brought up\n");
+	}
 	printf("selftest: %s\n", fails ? "FAIL" : "pass");
 	return fails ? AF_EFAIL : AF_OK;
 }

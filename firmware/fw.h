@@ -42,6 +42,15 @@ void afctrl_identify_mmio(af_identify_t *out);
  * aligned); polls for completion.  0 on success, -1 on error/timeout. */
 int afctrl_identify_dma(void *dst);
 
+/* --- main RAM: a bump allocator for the firmware's tables (hw.c) ------------
+ * From MAIN_RAM_BASE up to the scratch window `selftest` uses at the top. */
+void af_ram_reset(void);
+void *af_ram_alloc(uint32_t bytes, uint32_t align); /* NULL when it does not fit */
+void af_ram_release(void *p);  /* free p and everything allocated after it */
+uint32_t af_ram_used(void);
+uint32_t af_ram_free(void);
+#define AF_RAM_SCRATCH_BYTES 8192u /* top of main RAM: selftest's pattern and DMA target */
+
 /* --- console counters -------------------------------------------------------- */
 unsigned long af_console_commands_run(void);
 unsigned long af_console_commands_failed(void);

@@ -51,3 +51,38 @@ int afctrl_identify_dma(void *dst)
 	}
 	return -1;
 }
+
+/* --- main RAM allocator ------------------------------------------------------ */
+
+static uintptr_t ram_next = MAIN_RAM_BASE;
+#define RAM_END ((uintptr_t)MAIN_RAM_BASE + MAIN_RAM_SIZE - AF_RAM_SCRATCH_BYTES)
+
+void af_ram_reset(void)
+{
+	ram_next = MAIN_RAM_BASE;
+}
+
+void *af_ram_alloc(uint32_t bytes, uint32_t align)
+{
+	uintptr_t p = (ram_next + align - 1) & ~(uintptr_t)(align - 1);
+	if (p > RAM_END || bytes > RAM_END - p)
+		return NULL;
+	ram_next = p + bytes;
+	return (void *)p;
+}
+
+void af_ram_release(void *p)
+{
+	if ((uintptr_t)p >= MAIN_RAM_BASE && (uintptr_t)p <= ram_next)
+		ram_next = (uintptr_t)p;
+}
+
+uint32_t af_ram_used(void)
+{
+	return (uint32_t)(ram_next - MAIN_RAM_BASE);
+}
+
+uint32_t af_ram_free(void)
+{
+	return ram_next < RAM_END ? (uint32_t)(RAM_END - ram_next) : 0;
+}

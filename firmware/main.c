@@ -2,9 +2,11 @@
  *
  * Boot order (issue #7; what exists today is marked):
  *   [now]   UART, IRQs, timer; find the controller block, read IDENTIFY
- *   [later] NAND reset, READ ID, parameter page -> bad-block table ->
- *           newest checkpoint -> recovery -> free blocks to the hardware ->
- *           host interface enabled
+ *   [now]   NAND reset, READ ID, parameter page, timing mode -> factory
+ *           bad-block scan -> recovery over every page's OOB (no checkpoint
+ *           on flash yet) -> boot report (flash.c)
+ *   [later] newest checkpoint instead of the full scan -> free blocks to
+ *           the hardware -> host interface enabled
  */
 #include <stdio.h>
 
@@ -12,6 +14,7 @@
 #include <libbase/uart.h>
 
 #include "console.h"
+#include "flash.h"
 #include "fw.h"
 
 uint64_t af_boot_cycles;
@@ -32,7 +35,7 @@ static void boot_report(void)
 	printf("controller: block v%lu.%lu at 0x%08lx", (unsigned long)(v >> 16),
 	       (unsigned long)(v & 0xffff), (unsigned long)AFCTRL_BASE);
 	if (!afctrl_has(AFCTRL_CAP_NAND))
-		printf(", no NAND controller in this build (identify placeholder)");
+		printf(" (identify placeholder: no host interface yet)");
 	printf("\n");
 }
 
@@ -43,12 +46,14 @@ int main(void)
 	uart_init();
 
 	boot_report();
+	af_flash_boot();
 	af_boot_cycles = af_uptime_cycles();
+	uint64_t us = af_cycles_to_us(af_boot_cycles);
 	printf("boot: ");
 	af_print_u64(af_boot_cycles);
 	printf(" cycles (");
-	af_print_u64(af_cycles_to_us(af_boot_cycles));
-	printf(" us simulated). Type 'help'.\n");
+	af_print_u64(us / 1000);
+	printf(".%03lu ms simulated). Type 'help'.\n", (unsigned long)(us % 1000));
 
 	af_console_run();
 	return 0;

@@ -1,0 +1,64 @@
+/* atomflash firmware: flash state built at boot (issue #7).
+ *
+ * af_flash_boot() runs the boot path after the console is up:
+ *
+ *   NAND bring-up (nand.c: RESET, READ ID, parameter page of every target,
+ *   fastest common timing mode)
+ *   -> factory bad-block scan: the first spare byte(s) of page 0 of every
+ *      block, read raw (AF_NAND_BBM_BYTES; not FFh = bad)
+ *   -> recovery (recovery.c): the OOB record of every page of every good
+ *      block, read with ECC, pipelined over all targets; record pages'
+ *      payloads read on demand; af_rec_finish with no checkpoint (the
+ *      checkpoint's on-flash format does not exist yet); per-block valid
+ *      counts
+ *   -> boot report.
+ *
+ * Tables live in main RAM, sized from the geometry read from the device:
+ * the map (one LBA per flash page: ppa, vseq, cseq), the block table, and
+ * recovery's scan table (44 bytes per written page; released after boot). */
+#ifndef AF_FLASH_H
+#define AF_FLASH_H
+
+#include <stdint.h>
+
+#include "recovery.h"
+
+#define AF_BLOCK_BAD 0x01      /* factory bad (marker not FFh) */
+#define AF_BLOCK_UNREADABLE 0x02 /* the marker read failed: treated as bad */
+
+typedef struct {
+	uint32_t valid;   /* pages holding a bound LBA's version (recovered map) */
+	uint16_t written; /* pages not erased */
+	uint16_t torn;    /* pages present but not intact (recovery: absent) */
+	uint8_t flags;    /* AF_BLOCK_* */
+} af_block_t;
+
+typedef struct {
+	int nand_ok;              /* bring-up succeeded */
+	int scanned;              /* recovery ran to the end */
+	uint32_t nlba;
+	uint32_t nblocks;
+	uint32_t bad_blocks;
+	af_block_t *blocks;       /* nblocks entries (global block numbers, nand.h) */
+	af_rec_map_t map;
+	af_rec_report_t report;
+	uint32_t bound;           /* LBAs bound after recovery */
+	uint32_t lost;            /* bound LBAs no intact page holds */
+	uint32_t scan_cap;        /* recovery scan table entries */
+	uint32_t scan_full;       /* pages not scanned: the table was full */
+	uint32_t read_errors;     /* page reads that failed (controller or descriptor errors) */
+	uint32_t record_reads;    /* data-area reads for record pages */
+	uint64_t t_bringup, t_bbt, t_scan, t_finish; /* cycles per phase */
+	uint32_t ram_used;        /* main RAM bytes the tables take after boot */
+	uint32_t ram_peak;        /* ... and during recovery */
+} af_flash_t;
+
+extern af_flash_t af_flash;
+
+/* Controller and device geometry (as read from the device), one line each, prefixed. */
+void af_flash_print_geometry(const char *prefix);
+
+/* The boot path above; prints the boot report.  0, or < 0 when NAND bring-up failed. */
+int af_flash_boot(void);
+
+#endif
