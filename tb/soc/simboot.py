@@ -1,0 +1,48 @@
+"""Build the simulated SoC once (cached in build/soc/sim) and boot it with
+given NAND model configurations, for the tb/soc system tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from soc.console import SimConsole  # noqa: E402
+from soc.nand_sim import model_configs, write_configs  # noqa: E402
+from soc.sim import DEFAULT_CHANNELS, DEFAULT_WAYS  # noqa: E402
+
+GATEWARE = ROOT / "build" / "soc" / "sim" / "gateware"
+CLK_HZ = 100_000_000  # the default build's --sys-clk-freq (spec.NAND_CLK_HZ)
+TARGETS = DEFAULT_CHANNELS * DEFAULT_WAYS
+
+__all__ = ["build", "boot", "model_configs", "write_configs", "GATEWARE", "CLK_HZ", "TARGETS",
+           "DEFAULT_CHANNELS", "DEFAULT_WAYS"]
+
+
+def build() -> float:
+    """``soc/sim.py --build-only`` (a no-op when nothing changed); returns seconds taken."""
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, str(ROOT / "soc" / "sim.py"), "--build-only", "-q"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, f"SoC build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return time.monotonic() - t0
+
+
+def boot(run_dir: Path, cfgs, *, log: Path, timeout: float = 300) -> SimConsole:
+    """Start Vsim with one model config per target and wait for the console
+    prompt; ``con.boot_text`` is everything before it, ``con.boot_wall`` the
+    seconds it took."""
+    plusargs = write_configs(run_dir, cfgs)
+    con = SimConsole(GATEWARE, plusargs=plusargs, log=log).start()
+    t0 = time.monotonic()
+    try:
+        con.boot_text = con.wait_prompt(timeout=timeout)
+    except BaseException:
+        con.stop()
+        raise
+    con.boot_wall = time.monotonic() - t0
+    return con
