@@ -384,23 +384,38 @@ class NandChannel(wiring.Component):
             row.eq(Cat(Mux(d.opcode == NandOp.ERASE, 0, d.page[:p.page_bits]), d.block[:p.block_bits], d.lun[:p.lun_bits])),
             drow.eq(Cat(d.dst_page[:p.page_bits], d.dst_block[:p.block_bits], d.lun[:p.lun_bits])),
         ]
+        # Values derived from ``d``, registered in two stages so that no bus
+        # operation waits for the descriptor arithmetic (it was the critical
+        # path, #10).  ``d`` changes only in PICK; stage 1 is valid from ENTRY,
+        # stage 2 from the first STEP, before any of them is used.  The
+        # products by the parity size are constant tables (a few LUTs), not
+        # multipliers.
         d_end = Signal(17)
-        cw_first = Signal(range(lay.codewords + 1))
-        cw_end = Signal(range(lay.codewords + 1))
-        n_cw = Signal(range(lay.codewords + 1))
-        n_par = Signal(16)
-        pcol = Signal(16)
-        slot_base = Signal(range(p.slots * slot_bytes + 1))
+        cw_first = Signal(range(lay.codewords + 1))     # stage 1
+        cw_end = Signal(range(lay.codewords + 1))       # stage 1
+        slot_base = Signal(range(p.slots * slot_bytes + 1))  # stage 1
+        n_cw = Signal(range(lay.codewords + 1))         # stage 2
+        n_par = Signal(16)                              # stage 2: n_cw * P
+        pcol = Signal(16)                               # stage 2: parity column of cw_first
+        col_addr = Signal.like(slot_base)               # stage 2: slot_base + d.column
         cw_shift = CW.bit_length() - 1
-        m.d.comb += [
-            d_end.eq(d.column + d.length),
+        m.d.comb += d_end.eq(d.column + d.length)
+        m.d.sync += [
             cw_first.eq(Mux(d.column >= prof.page_data, n_data_cw, d.column >> cw_shift)),
             cw_end.eq(Mux(d_end > prof.page_data, lay.codewords, d_end >> cw_shift)),
+            slot_base.eq(Array(Const(s * slot_bytes, slot_base.shape()) for s in range(p.slots))[
+                d.slot[:max(1, (p.slots - 1).bit_length())]]),
             n_cw.eq(cw_end - cw_first),
-            n_par.eq(n_cw * P),
-            pcol.eq(lay.parity_col + cw_first * P),
-            slot_base.eq(d.slot * slot_bytes),
+            col_addr.eq(slot_base + d.column),
         ]
+        with m.Switch(cw_end - cw_first):
+            for k in range(lay.codewords + 1):
+                with m.Case(k):
+                    m.d.sync += n_par.eq(k * P)
+        with m.Switch(cw_first):
+            for k in range(lay.codewords + 1):
+                with m.Case(k):
+                    m.d.sync += pcol.eq(lay.parity_col + k * P)
 
         # -- microcode ROM -------------------------------------------------------------
         steps, entries = microcode(p)
@@ -635,10 +650,10 @@ class NandChannel(wiring.Component):
                     m.d.sync += started.bit_select(g_start, 1).eq(1)
                     m.next = "LOAD"
             with m.State("LOAD"):
-                m.d.sync += [use_ecc.eq(self.uses_ecc(d)), fix_cw.eq(cw_first)]
+                m.d.sync += use_ecc.eq(self.uses_ecc(d))
                 m.next = "ENTRY"
             with m.State("ENTRY"):
-                m.d.sync += pc.eq(entry)
+                m.d.sync += [pc.eq(entry), fix_cw.eq(cw_first)]
                 m.next = "STEP"
             with m.State("STEP"):
                 m.d.comb += phy.op.valid.eq(1)
@@ -646,13 +661,13 @@ class NandChannel(wiring.Component):
                     with m.If(st.kind == PhyKind.WRITE):
                         m.d.sync += [tx_path.eq(st.path), tx_left.eq(count)]
                         with m.If(st.path == Path.BUF):
-                            m.d.sync += [rd_left.eq(count), rd_addr.eq(slot_base + d.column), rd_col.eq(d.column)]
+                            m.d.sync += [rd_left.eq(count), rd_addr.eq(col_addr), rd_col.eq(d.column)]
                         with m.If(st.path == Path.BUF0):
                             m.d.sync += [rd_left.eq(count), rd_addr.eq(slot_base), rd_col.eq(0)]
                         m.next = "DATA"
                     with m.Elif(st.kind == PhyKind.READ):
                         m.d.sync += [rx_path.eq(st.path), rx_left.eq(count),
-                                     rx_addr.eq(slot_base + Mux(st.path == Path.BUF, d.column, 0)),
+                                     rx_addr.eq(Mux(st.path == Path.BUF, col_addr, slot_base)),
                                      rx_col.eq(Mux(st.path == Path.BUF, d.column, 0))]
                         with m.If((st.path == Path.BUF) | (st.path == Path.BUF0)):
                             m.d.comb += crc.start.eq(1)
@@ -683,7 +698,7 @@ class NandChannel(wiring.Component):
                     with m.If((ecc_total != 0) & (d.opcode == NandOp.READ)):
                         m.d.comb += crc.start.eq(1)
                         m.d.sync += [rescan.eq(1), tx_left.eq(d.length), rd_left.eq(d.length),
-                                     rd_addr.eq(slot_base + d.column), rd_col.eq(d.column)]
+                                     rd_addr.eq(col_addr), rd_col.eq(d.column)]
                         m.next = "RESCAN"
                     with m.Else():
                         m.next = "COMPLETE"
