@@ -139,6 +139,95 @@ static int nand_read(int argc, char **argv)
 	return AF_OK;
 }
 
+/* nand test <block>: ERASE, PROGRAM two pages with a pattern, READ them back
+ * through ECC, ERASE again -- on a block the boot scan found free. */
+#define TEST_PAGES 2
+
+static uint32_t pattern(uint32_t block, uint32_t page, uint32_t off)
+{
+	uint32_t x = (block * 0x9e3779b9u) ^ (page * 0x85ebca6bu) ^ (off * 0xc2b2ae35u);
+	return x ^ (x >> 15);
+}
+
+static int nand_test(int argc, char **argv)
+{
+	uint32_t b;
+	if (argc != 3 || af_parse_u32(argv[2], &b))
+		return AF_EUSAGE;
+	if (!need_scan())
+		return AF_EFAIL;
+	if (b >= af_flash.nblocks) {
+		printf("error: block %lu out of range (0..%lu)\n", (unsigned long)b, (unsigned long)(af_flash.nblocks - 1));
+		return AF_EFAIL;
+	}
+	const af_block_t *x = &af_flash.blocks[b];
+	if (x->flags || x->written) {
+		printf("error: block %lu is %s: only a free block is erased and programmed\n", (unsigned long)b,
+		       x->flags ? "bad" : "written");
+		return AF_EFAIL;
+	}
+	uint32_t ppa0 = af_nand_block_ppa(b);
+	unsigned ch = AF_PPA_PPA_CHANNEL_GET(ppa0), slot = af_nand_sync_slot();
+	af_nand_cpl_t c AF_NAND_ALIGNED;
+	uint64_t t0 = af_uptime_cycles();
+	int r = af_nand_erase(ppa0, &c);
+	uint64_t t_erase = af_uptime_cycles() - t0;
+	if (r != AF_NANDRESULT_OK) {
+		printf("error: ERASE: %s (status 0x%02x)\n", af_nand_result_name(r), c.nand_status);
+		return AF_EFAIL;
+	}
+	uint64_t t_prog = 0, t_read = 0;
+	for (uint32_t pg = 0; pg < TEST_PAGES && pg < af_nand.pages_per_block; pg++) {
+		uint32_t ppa = AF_PPA_PPA_PAGE_SET(ppa0, pg);
+		for (uint32_t off = 0; off < af_nand.user_bytes; off += 4) {
+			uint32_t w = off < af_nand.page_data ? pattern(b, pg, off) : 0xffffffffu; /* spare: BBM + OOB left FFh */
+			af_nand_buf_write(ch, slot, off, &w, af_nand.user_bytes - off < 4 ? af_nand.user_bytes - off : 4);
+		}
+		t0 = af_uptime_cycles();
+		r = af_nand_program(ppa, 0, NULL, af_nand.user_bytes, 0, &c);
+		t_prog += af_uptime_cycles() - t0;
+		uint32_t crc = c.crc;
+		if (r != AF_NANDRESULT_OK) {
+			printf("error: PROGRAM page %lu: %s (status 0x%02x)\n", (unsigned long)pg, af_nand_result_name(r),
+			       c.nand_status);
+			return AF_EFAIL;
+		}
+		t0 = af_uptime_cycles();
+		r = af_nand_read(ppa, 0, af_nand.user_bytes, NULL, 0, &c);
+		t_read += af_uptime_cycles() - t0;
+		if (r != AF_NANDRESULT_OK || c.crc != crc) {
+			printf("error: READ page %lu: %s, crc 0x%08lx (programmed 0x%08lx)\n", (unsigned long)pg,
+			       af_nand_result_name(r), (unsigned long)c.crc, (unsigned long)crc);
+			return AF_EFAIL;
+		}
+		for (uint32_t off = 0; off < af_nand.page_data; off += 4) {
+			uint32_t w;
+			af_nand_buf_read(ch, slot, off, &w, 4);
+			if (w != pattern(b, pg, off)) {
+				printf("error: page %lu byte %lu reads 0x%08lx, programmed 0x%08lx\n", (unsigned long)pg,
+				       (unsigned long)off, (unsigned long)w, (unsigned long)pattern(b, pg, off));
+				return AF_EFAIL;
+			}
+		}
+	}
+	r = af_nand_erase(ppa0, &c);
+	int r2 = r == AF_NANDRESULT_OK ? af_nand_read(ppa0, 0, af_nand.user_bytes, NULL, 0, &c) : r;
+	if (r != AF_NANDRESULT_OK || r2 != AF_NANDRESULT_ERASED) {
+		printf("error: second ERASE: %s, page 0 then reads %s\n", af_nand_result_name(r), af_nand_result_name(r2));
+		return AF_EFAIL;
+	}
+	printf("block %lu (", (unsigned long)b);
+	af_nand_print_ppa(ppa0);
+	printf("): erase ");
+	af_print_u64(t_erase);
+	printf(" cycles, %u pages programmed (", TEST_PAGES);
+	af_print_u64(t_prog / TEST_PAGES);
+	printf(" cycles each) and read back identical (");
+	af_print_u64(t_read / TEST_PAGES);
+	printf(" cycles each), erased again: pass\n");
+	return AF_OK;
+}
+
 static int cmd_nand(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "read")) {
@@ -146,6 +235,8 @@ static int cmd_nand(int argc, char **argv)
 			return AF_EFAIL;
 		return nand_read(argc, argv);
 	}
+	if (argc >= 2 && !strcmp(argv[1], "test"))
+		return nand_test(argc, argv);
 	if (argc != 2 || (strcmp(argv[1], "id") && strcmp(argv[1], "status") && strcmp(argv[1], "reset")))
 		return AF_EUSAGE;
 	if (!need_nand())
@@ -178,8 +269,9 @@ static int cmd_nand(int argc, char **argv)
 	printf("reset %lu targets; timing mode %d\n", (unsigned long)af_nand.targets, af_nand.mode);
 	return AF_OK;
 }
-AF_COMMAND(nand, "nand id|status|reset|read <ch> <way> <block> <page> [oob]",
-	   "READ ID + parameter page / READ STATUS / RESET on every target; READ one page (timed)", cmd_nand);
+AF_COMMAND(nand, "nand id|status|reset|read <ch> <way> <block> <page> [oob]|test <block>",
+	   "READ ID + parameter page / READ STATUS / RESET on every target; READ one page (timed); "
+	   "ERASE + PROGRAM + READ back + ERASE a free block", cmd_nand);
 
 static void print_block_addr(uint32_t b)
 {

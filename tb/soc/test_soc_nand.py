@@ -261,6 +261,20 @@ def test_nand_status_and_read(con, flashed):
     assert out.startswith("ERASED"), out
 
 
+def test_nand_test_programs_and_erases_a_free_block(con, flashed):
+    """PROGRAM and ERASE through the controller: a free block is erased,
+    programmed, read back through ECC and erased again; used and bad blocks are refused."""
+    free = TARGETS * BLOCKS_PER_LUN - 1
+    out = con.command(f"nand test {free}")
+    assert re.search(r"erase \d+ cycles, 2 pages programmed \(\d+ cycles each\) and read back identical "
+                     r"\(\d+ cycles each\), erased again: pass", out), out
+    assert "free, 0 of" in con.command(f"block {free}")
+    out = con.command(f"nand read {DEFAULT_CHANNELS - 1} {DEFAULT_WAYS - 1} {free % BLOCKS_PER_LUN} 1 oob")
+    assert out.startswith("ERASED"), out
+    assert "error: block" in con.command(f"nand test {flashed.used_blocks[0]}")
+    assert "is bad" in con.command(f"nand test {flashed.bad_global[0]}")
+
+
 def test_bad_arguments_give_errors(con):
     nblocks = TARGETS * BLOCKS_PER_LUN
     nlba = nblocks * PROFILE.pages_per_block
@@ -278,6 +292,8 @@ def test_bad_arguments_give_errors(con):
         "nand": "error: usage: nand id|status|reset|read",
         "nand erase": "error: usage: nand id|status|reset|read",
         "nand read 0 0 0": "error: usage: nand",
+        "nand test": "error: usage: nand",
+        f"nand test {nblocks}": f"error: block {nblocks} out of range",
         f"nand read {DEFAULT_CHANNELS} 0 0 0": "error: no such page",
         f"nand read 0 0 0 {PROFILE.pages_per_block}": "error: no such page",
     }
