@@ -64,10 +64,11 @@ The decoder: three stages, one codeword each, handed over by registers
        if delta != 0 and k >= 0:  b = x*lambda_old, gamma = delta, k = -k
        else:                      b = x^2 * b,      k = k + 2
 
-   The ``t+1`` GF multipliers are shared over three cycles per iteration
-   (discrepancy; ``gamma*lambda``; ``delta*b`` and update), so a cycle holds
-   one multiplier plus an XOR tree -- no chain across iterations.  BM takes
-   ``3t`` cycles; an all-zero syndrome skips it.
+   The ``t+1`` GF multipliers are shared over four cycles per iteration
+   (products ``lambda*w``, ``gamma*lambda``, ``delta*x*b`` issued one per
+   cycle, each used a cycle later; the update), with registered operands and
+   products, so a cycle holds one multiplier or one XOR tree -- no chain
+   across iterations.  BM takes ``4t`` cycles; an all-zero syndrome skips it.
 3. **Chien search**, 8 roots per cycle, one byte per cycle, scanning from the
    *last* byte (degree 0) towards the first: ``L_i <- L_i * alpha^(-8i)``,
    and bit ``b`` of the current byte is in error when ``sum_i L_i *
@@ -96,9 +97,10 @@ which the controller owns; the decoder needs no buffer of its own.
 rather than "uncorrectable" when both are set (as Linux's
 ``nand_check_erased_ecc_chunk`` does).
 
-Latency, in cycles after the last byte is accepted: clean codeword 3;
-codeword with errors about ``3t + K + 15`` (K = codeword bytes; 564 for the
-default code), dominated by the Chien scan.  Throughput: one byte per cycle in, one
+Input bytes pass one register before stage 1 (the source is usually a
+FIFO or a mux).  Latency, in cycles after the last byte is accepted: clean
+codeword 4; codeword with errors about ``4t + K + 16`` (K = codeword bytes;
+573 for the default code), dominated by the Chien scan.  Throughput: one byte per cycle in, one
 codeword per ``max(K, Chien)`` cycles; see docs/ecc.md and docs/ecc_bench.md.
 """
 
@@ -189,13 +191,14 @@ class BchEncoder(wiring.Component):
 
         lfsr = Signal(nb)
         count = Signal(range(code.data_bytes))
+        at_last = Signal(init=code.data_bytes == 1)   # count == data_bytes - 1, registered (#10)
         par = Signal(8 * P)
         par_left = Signal(range(P + 1))
 
         assert nb >= 8
         fbyte = lfsr[nb - 8:] ^ self.i.p.data
         lfsr_next = (lfsr << 8)[:nb] ^ lin(_lfsr8_cols(code), fbyte, nb)
-        end = self.i.p.last | (count == code.data_bytes - 1)
+        end = self.i.p.last | at_last
         # o.valid must not depend on any ready (parity.ready included), so a
         # codeword's last byte waits for the previous parity to be fully drained
         gate = ~end | (par_left == 0)
@@ -213,10 +216,11 @@ class BchEncoder(wiring.Component):
             m.d.sync += [par.eq(par << 8), par_left.eq(par_left - 1)]
         with m.If(self.i.valid & self.i.ready):
             with m.If(end):
-                m.d.sync += [lfsr.eq(0), count.eq(0),
+                m.d.sync += [lfsr.eq(0), count.eq(0), at_last.eq(code.data_bytes == 1),
                              par.eq(lfsr_next << code.pad), par_left.eq(P)]
             with m.Else():
-                m.d.sync += [lfsr.eq(lfsr_next), count.eq(count + 1)]
+                m.d.sync += [lfsr.eq(lfsr_next), count.eq(count + 1),
+                             at_last.eq(count == code.data_bytes - 2)]
         return m
 
 
@@ -255,16 +259,28 @@ class BchDecoder(wiring.Component):
         K = code.max_bytes
         odd = list(range(1, 2 * t, 2))
 
+        # ---- stage 0: input register ----------------------------------------------
+        # The bytes usually come from a FIFO or a mux in the controller; the
+        # syndrome XOR trees and the zero count start from a flip-flop (#10).
+        in_valid = Signal()
+        in_data = Signal(8)
+        in_last = Signal()
+        s1_ready = Signal()
+        m.d.comb += self.i.ready.eq(~in_valid | s1_ready)
+        with m.If(self.i.ready):
+            m.d.sync += [in_valid.eq(self.i.valid), in_data.eq(self.i.p.data), in_last.eq(self.i.p.last)]
+
         # ---- stage 1: odd syndromes, 8 bits per cycle --------------------------
         acc = [Signal(mw, name=f"acc{j}") for j in odd]
         count = Signal(range(K + 1))
+        at_last = Signal(init=K == 1)        # count == K - 1, registered (#10)
         zeros = Signal(range(t + 2))
-        end = self.i.p.last | (count == K - 1)
+        end = in_last | at_last
         padmask = 0xFF & ~((1 << code.pad) - 1)
         byte = Signal(8)
-        m.d.comb += byte.eq(Mux(end, self.i.p.data & padmask, self.i.p.data))
+        m.d.comb += byte.eq(Mux(end, in_data & padmask, in_data))
         zbits = Signal(8)
-        m.d.comb += zbits.eq(~self.i.p.data & Mux(end, padmask, 0xFF))
+        m.d.comb += zbits.eq(~in_data & Mux(end, padmask, 0xFF))
         zpop = sum(zbits[b] for b in range(8))
         zeros_next = Mux(zeros + zpop > t, t + 1, zeros + zpop)
         acc_next = []
@@ -278,18 +294,18 @@ class BchDecoder(wiring.Component):
         hold_valid = Signal()
         bm_take = Signal()
 
-        m.d.comb += self.i.ready.eq(~hold_valid | bm_take)
+        m.d.comb += s1_ready.eq(~hold_valid | bm_take)
         with m.If(bm_take):
             m.d.sync += hold_valid.eq(0)
-        with m.If(self.i.valid & self.i.ready):
+        with m.If(in_valid & s1_ready):
             with m.If(end):
                 m.d.sync += [h.eq(n) for h, n in zip(hold, acc_next)]
                 m.d.sync += [hold_len.eq(count + 1), hold_erased.eq(zeros_next <= t),
-                             hold_valid.eq(1), count.eq(0), zeros.eq(0)]
+                             hold_valid.eq(1), count.eq(0), at_last.eq(K == 1), zeros.eq(0)]
                 m.d.sync += [a.eq(0) for a in acc]
             with m.Else():
                 m.d.sync += [a.eq(n) for a, n in zip(acc, acc_next)]
-                m.d.sync += [count.eq(count + 1), zeros.eq(zeros_next)]
+                m.d.sync += [count.eq(count + 1), at_last.eq(count == K - 2), zeros.eq(zeros_next)]
 
         # ---- stage 2: simplified inversion-free Berlekamp-Massey ---------------
         # all syndromes S_1..S_(2t-1) from the odd ones (squaring is linear)
@@ -310,7 +326,7 @@ class BchDecoder(wiring.Component):
         delta = Signal(mw)
         kk = Signal(range(-2 * t - 2, 2 * t + 3))
         rnd = Signal(range(t + 1))
-        phase = Signal(range(3))
+        phase = Signal(range(4))
         bm_len = Signal(range(K + 1))
         bm_erased = Signal()
         bm_done = Signal()
@@ -319,15 +335,15 @@ class BchDecoder(wiring.Component):
         a_op = Signal(data.ArrayLayout(mw, t + 1))
         b_op = Signal(data.ArrayLayout(mw, t + 1))
         prod = [Signal(mw, name=f"prod{i}") for i in range(t + 1)]
+        # Operands and products are registers (#10), so a multiplier is all a
+        # cycle holds; one round is four cycles, issuing lam * w (phase 0),
+        # lam * gamma (1), x*b * delta (2, delta being the sum of the first
+        # products) and using them a cycle later.
         for i in range(t + 1):
-            m.d.comb += prod[i].eq(gf_mul(gf, a_op[i], b_op[i]))
-            with m.Switch(phase):
-                with m.Case(0):
-                    m.d.comb += [a_op[i].eq(lam[i]), b_op[i].eq(win[i])]
-                with m.Case(1):
-                    m.d.comb += [a_op[i].eq(lam[i]), b_op[i].eq(gamma)]
-                with m.Default():
-                    m.d.comb += [a_op[i].eq(bpl[i - 1] if i else 0), b_op[i].eq(delta)]
+            m.d.sync += prod[i].eq(gf_mul(gf, a_op[i], b_op[i]))
+        # the syndrome window after a round: slid by two
+        win_next = [win[i - 2] for i in range(2, t + 1)]
+        win_next = ([que[1], que[0]] if que else [win[0], win[1]]) + win_next
 
         with m.FSM(name="bm"):
             with m.State("IDLE"):
@@ -340,6 +356,8 @@ class BchDecoder(wiring.Component):
                         *(q.eq(syn(j, hold)) for j, q in zip(range(2, 2 * t), que)),
                         gamma.eq(1), kk.eq(0), rnd.eq(0), phase.eq(0),
                         bm_len.eq(hold_len), bm_erased.eq(hold_erased),
+                        *(a_op[i].eq(int(i == 0)) for i in range(t + 1)),
+                        *(b_op[i].eq(syn(1, hold) if i == 0 else 0) for i in range(t + 1)),
                     ]
                     with m.If(Cat(*hold) == 0):
                         m.next = "DONE"
@@ -347,12 +365,19 @@ class BchDecoder(wiring.Component):
                         m.next = "RUN"
             with m.State("RUN"):
                 with m.Switch(phase):
-                    with m.Case(0):
-                        m.d.sync += [delta.eq(_xor_list(prod)), phase.eq(1)]
-                    with m.Case(1):
-                        m.d.sync += [*(x.eq(p) for x, p in zip(tmp, prod)), phase.eq(2)]
+                    with m.Case(0):         # lam * w issued
+                        m.d.sync += [*(a.eq(l) for a, l in zip(a_op, lam)), *(b.eq(gamma) for b in b_op),
+                                     phase.eq(1)]
+                    with m.Case(1):         # lam * gamma issued; delta = sum of lam * w
+                        m.d.sync += [delta.eq(_xor_list(prod)), phase.eq(2),
+                                     *(a_op[i].eq(bpl[i - 1] if i else 0) for i in range(t + 1)),
+                                     *(b.eq(_xor_list(prod)) for b in b_op)]
+                    with m.Case(2):         # x*b * delta issued
+                        m.d.sync += [*(x.eq(p) for x, p in zip(tmp, prod)), phase.eq(3)]
                     with m.Default():
                         m.d.sync += [*(l.eq(x ^ p) for l, x, p in zip(lam, tmp, prod)), phase.eq(0)]
+                        m.d.sync += [*(a.eq(x ^ p) for a, x, p in zip(a_op, tmp, prod)),
+                                     *(b.eq(w) for b, w in zip(b_op, win_next))]
                         with m.If((delta != 0) & (kk >= 0)):
                             m.d.sync += [*(b.eq(lam[i - 1] if i else 0) for i, b in enumerate(bpl)),
                                          gamma.eq(delta), kk.eq(-kk)]
