@@ -41,6 +41,11 @@ This PHY does it with two "since" counters and one latch at a time:
 
 Every parameter is a runtime register (``timing``, see
 :mod:`rtl.nand.timing`), so the same gateware runs modes 0-5 and any clock.
+For timing closure (#10) nothing in the strobe logic starts from an adder:
+the derived times (``L``, ``H``, ...) are comparator trees with registers
+in between, the gap checks are flags registered a cycle ahead, and a change
+of ``timing`` holds every new edge for a few cycles until all of them have
+followed.  Write bytes enter through a three-entry FIFO.
 
 The sequencer talks to the PHY in *bus operations* (``op`` stream): one
 command byte, one address byte, a burst of ``count`` data bytes in (taken
@@ -56,7 +61,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import cdc, data, enum, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .timing import TIMING, TIMING_BITS
+from .timing import TIMING, TIMING_BITS, TIMING_NAMES
 
 __all__ = ["PhyKind", "phy_op_layout", "OnfiBusSignature", "OnfiPhy", "SAMPLE_DEPTH"]
 
@@ -167,35 +172,74 @@ class OnfiPhy(wiring.Component):
         m.d.comb += self.ready.eq(rb)
 
         m.submodules.rfifo = rfifo = fifo.SyncFIFO(width=8, depth=self.rdata_depth)
+        # write bytes enter through a small FIFO with registered flags, so the
+        # source's valid/ready logic and the strobe dispatch do not form one
+        # combinational path (#10)
+        m.submodules.wq = wq = fifo.SyncFIFOBuffered(width=8, depth=3)
+        m.d.comb += [
+            wq.w_en.eq(self.wdata.valid), wq.w_data.eq(self.wdata.payload), self.wdata.ready.eq(wq.w_rdy),
+        ]
         m.d.comb += [
             self.rdata.valid.eq(rfifo.r_rdy),
             self.rdata.payload.eq(rfifo.r_data),
             rfifo.r_en.eq(self.rdata.ready),
         ]
 
-        # -- derived timings (registered: a timing change takes effect a cycle later)
+        # -- derived timings, pipelined (#10): a comparator tree per value with a
+        # register every two levels.  They settle SETTLE cycles after a change
+        # of ``timing``; until then no edge starts (``settled``), so a timing
+        # change never mixes old and new values.
         one = Const(1, TIMING_BITS)
-        l_ctl = Signal(TIMING_BITS)     # WE# low, command/address latch
-        h_ctl = Signal(TIMING_BITS)     # WE# high after a command/address latch
-        l_dat = Signal(TIMING_BITS)     # WE# low, data latch
-        h_dat = Signal(TIMING_BITS)     # WE# high after a data latch
-        re_lo = Signal(TIMING_BITS)     # RE# low
-        re_hi = Signal(TIMING_BITS)     # RE# high
-        sample = Signal(range(SAMPLE_DEPTH + 1))  # RE# fall to DQ sample
-        we_to_re = Signal(TIMING_BITS)  # WE# rise to RE# fall
+
+        def reg(value, name):
+            r = Signal(TIMING_BITS, name=name)
+            m.d.sync += r.eq(value)
+            return r
+
+        def max_pipe(values, name):
+            """max of ``values``, registered every two comparator levels."""
+            values, level, stage = list(values), 0, 0
+            while len(values) > 1:
+                values = [Mux(a > b, a, b) for a, b in zip(values[::2], values[1::2])] + \
+                         ([values[-1]] if len(values) % 2 else [])
+                level += 1
+                if level % 2 == 0 and len(values) > 1:
+                    values = [reg(v, f"{name}_p{stage}_{i}") for i, v in enumerate(values)]
+                    stage += 1
+            return reg(values[0], name)
+
+        l_ctl = max_pipe([t.tWP, t.tCLS, t.tALS, t.tDS, t.tCS, one], "l_ctl")   # WE# low, command/address (2)
+        h_ctl = max_pipe([max_pipe([t.tWH, t.tCLH, t.tALH, t.tDH, t.tCH, one], "h_ctl_own"),
+                          reg(_sub(t.tWC, l_ctl), "h_ctl_wc")], "h_ctl")        # WE# high after it (4)
+        l_dat = max_pipe([t.tWP, t.tDS, one], "l_dat")                           # WE# low, data latch (1)
+        h_dat = max_pipe([max_pipe([t.tWH, t.tDH, one], "h_dat_own"),
+                          reg(_sub(t.tWC, l_dat), "h_dat_wc")], "h_dat")        # WE# high after it (3)
+        re_lo = max_pipe([t.tRP, one], "re_lo")                                  # RE# low (1)
+        re_hi = max_pipe([reg(_max(t.tREH, one), "re_hi_own"),
+                          reg(_sub(t.tRC, re_lo), "re_hi_rc")], "re_hi")        # RE# high (3)
+        we_to_re = max_pipe([t.tWHR, t.tAR, t.tCLR], "we_to_re")                 # WE# rise to RE# fall (1, +1 flag)
+        t_rr = max_pipe([t.tRR, one], "t_rr")                                    # ready to RE# (1)
         sample_full = Signal(TIMING_BITS + 1)
-        m.d.comb += [
+        sample = Signal(range(SAMPLE_DEPTH + 1))  # RE# fall to DQ sample (2)
+        mark_at = Signal(SAMPLE_DEPTH)  # its bit in the sampling pipeline (3)
+        m.d.sync += [
             sample_full.eq(_max(t.tREA, one) + t.tSAMPLE),
             sample.eq(Mux(sample_full > SAMPLE_DEPTH, SAMPLE_DEPTH, sample_full)),
+            mark_at.eq(Const(1, SAMPLE_DEPTH) << (sample - 1).as_unsigned()),
         ]
+        # a change is seen a cycle late (per-field compares, registered): no
+        # edge starts from then until every derived value has followed, so
+        # edges use values at most one cycle old, as before the pipelining
+        SETTLE = 6                      # >= the longest latency above (4), with margin
+        t_prev = Signal(TIMING)
+        diff = Signal(len(TIMING_NAMES))
+        settle = Signal(range(SETTLE + 1), init=SETTLE)
+        settled = Signal()
         m.d.sync += [
-            l_ctl.eq(_max(t.tWP, t.tCLS, t.tALS, t.tDS, t.tCS, one)),
-            h_ctl.eq(_max(t.tWH, t.tCLH, t.tALH, t.tDH, t.tCH, _sub(t.tWC, l_ctl), one)),
-            l_dat.eq(_max(t.tWP, t.tDS, one)),
-            h_dat.eq(_max(t.tWH, t.tDH, _sub(t.tWC, l_dat), one)),
-            re_lo.eq(_max(t.tRP, one)),
-            re_hi.eq(_max(t.tREH, _sub(t.tRC, re_lo), one)),
-            we_to_re.eq(_max(t.tWHR, t.tAR, t.tCLR)),
+            t_prev.eq(t),
+            diff.eq(Cat(t[name] != t_prev[name] for name in TIMING_NAMES)),
+            settle.eq(Mux(diff.any(), SETTLE, Mux(settle != 0, settle - 1, 0))),
+            settled.eq(~diff.any() & (settle <= 1)),
         ]
 
         # -- how long ago WE# / RE# last rose (saturating)
@@ -206,9 +250,31 @@ class OnfiPhy(wiring.Component):
         with m.If(since_re != sat):
             m.d.sync += since_re.eq(since_re + 1)
 
-        def elapsed(since, need):
-            # an edge on the coming clock edge is since+1 cycles after the rise
-            return (since + 1) >= need
+        # The gap checks are registered (#10): each flag is computed a cycle
+        # ahead from the counter's next value, so the dispatch below starts
+        # from flip-flops instead of adders and comparators.  A timing
+        # register change reaches them a cycle later, like the derived timings.
+        we_rise = Signal()              # since_we restarts at 0 on this edge
+        re_rise = Signal()
+
+        def gap_flag(since, need, name):
+            # an edge on the coming clock edge is since+1 cycles after the rise;
+            # the flag holds that for the counter's next value: 0 after a rise,
+            # else since+1 (saturating).  The three cases are compared in
+            # parallel and picked last, so the strobe logic meets a LUT, not a
+            # carry chain.
+            flag = Signal(name=f"ok_{name}", init=1)
+            rise = we_rise if since is since_we else re_rise
+            m.d.sync += flag.eq(Mux(rise, need <= 1, Mux(since == sat, need <= sat + 1, (since + 2) >= need)))
+            return flag
+
+        ok = {
+            "we_ch": gap_flag(since_we, t.tCH, "we_ch"), "re_ch": gap_flag(since_re, t.tCH, "re_ch"),
+            "rhw": gap_flag(since_re, t.tRHW, "rhw"), "adl": gap_flag(since_we, t.tADL, "adl"),
+            "ccs": gap_flag(since_we, t.tCCS, "ccs"), "whr": gap_flag(since_we, we_to_re, "whr"),
+            "wb2": gap_flag(since_we, t.tWB + 2, "wb2"), "wb": gap_flag(since_we, t.tWB, "wb"),
+            "dqh": gap_flag(since_we, 2, "dqh"),
+        }
 
         # -- current operation
         cur = Signal(phy_op_layout(self.targets))
@@ -223,35 +289,47 @@ class OnfiPhy(wiring.Component):
         phase = Signal(range(6))
         FREE, WE_LOW, WE_HIGH, RE_LOW, RE_HIGH, HOLD = range(6)
         cnt = Signal(TIMING_BITS)
+        cnt_le1 = Signal(init=1)          # cnt <= 1, kept with cnt (#10)
         hold_after = Signal(TIMING_BITS)  # WE# high time once the low phase ends
-        with m.If(cnt > 1):
-            m.d.sync += cnt.eq(cnt - 1)
+
+        def set_cnt(value):
+            m.d.sync += [cnt.eq(value), cnt_le1.eq(value <= 1)]
+
+        with m.If(~cnt_le1):
+            m.d.sync += [cnt.eq(cnt - 1), cnt_le1.eq(cnt <= 2)]
+        m.d.comb += [we_rise.eq((phase == WE_LOW) & cnt_le1), re_rise.eq((phase == RE_LOW) & cnt_le1)]
         with m.Switch(phase):
             with m.Case(WE_LOW):
-                with m.If(cnt <= 1):
-                    m.d.sync += [bus.we_n.eq(1), since_we.eq(0), phase.eq(WE_HIGH), cnt.eq(hold_after)]
+                with m.If(cnt_le1):
+                    m.d.sync += [bus.we_n.eq(1), since_we.eq(0), phase.eq(WE_HIGH)]
+                    set_cnt(hold_after)
             with m.Case(RE_LOW):
-                with m.If(cnt <= 1):
-                    m.d.sync += [bus.re_n.eq(1), since_re.eq(0), phase.eq(RE_HIGH), cnt.eq(re_hi)]
+                with m.If(cnt_le1):
+                    m.d.sync += [bus.re_n.eq(1), since_re.eq(0), phase.eq(RE_HIGH)]
+                    set_cnt(re_hi)
             with m.Case(WE_HIGH, RE_HIGH, HOLD):
-                with m.If(cnt <= 1):
+                with m.If(cnt_le1):
                     m.d.sync += phase.eq(FREE)
         # The bus is free for a new edge on the coming clock edge.
-        free = (phase == FREE) | (((phase == WE_HIGH) | (phase == RE_HIGH) | (phase == HOLD)) & (cnt <= 1))
+        free = (phase == FREE) | (((phase == WE_HIGH) | (phase == RE_HIGH) | (phase == HOLD)) & cnt_le1)
 
         # -- read sampling, pipelined: bit i of `marks` = a byte to sample i+1 edges from now
         marks = Signal(SAMPLE_DEPTH)
         mark = Signal(SAMPLE_DEPTH)       # set by an RE# fall on this edge: bit S-1
-        in_flight = Signal(range(SAMPLE_DEPTH + 1))
+        re_fall = Signal()                # an RE# fall on this edge
+        m.d.comb += mark.eq(Mux(re_fall, mark_at, 0))
+        reserved = Signal(range(self.rdata_depth + 1))   # bytes in flight + bytes in the FIFO
         sampled = Signal()
         m.d.comb += sampled.eq(marks[0])
         with m.If(sampled):
             m.d.comb += [rfifo.w_en.eq(1), rfifo.w_data.eq(bus.dq_i)]
-        m.d.sync += [marks.eq((marks >> 1) | mark), in_flight.eq(in_flight + mark.any() - sampled)]
         # an RE# fall reserves its FIFO entry: never more bytes in flight than room
-        room = (rfifo.w_level + in_flight) < self.rdata_depth
+        # (counted in one register instead of adding the FIFO level, #10)
+        m.d.sync += [marks.eq((marks >> 1) | mark),
+                     reserved.eq(reserved + re_fall - (rfifo.r_en & rfifo.r_rdy))]
+        room = reserved < self.rdata_depth
 
-        m.d.comb += self.idle.eq(~cur_valid & (phase == FREE) & (in_flight == 0) & ~rfifo.r_rdy)
+        m.d.comb += self.idle.eq(~cur_valid & (phase == FREE) & (reserved == 0) & ~wq.r_rdy)
 
         # -- dispatch: start the next edge when the bus is free and every gap is met
         sel = Signal(range(max(self.targets, 2)))
@@ -263,52 +341,55 @@ class OnfiPhy(wiring.Component):
         def we_latch(cle, ale, byte, low, high):
             m.d.sync += [
                 bus.we_n.eq(0), bus.cle.eq(cle), bus.ale.eq(ale), bus.dq_o.eq(byte), bus.dq_oe.eq(1),
-                phase.eq(WE_LOW), cnt.eq(low), hold_after.eq(high), last_addr.eq(ale),
+                phase.eq(WE_LOW), hold_after.eq(high), last_addr.eq(ale),
             ]
+            set_cnt(low)
 
-        with m.If(free & cur_valid):
+        with m.If(free & cur_valid & settled & ~diff.any()):
             with m.If(need_ce & (~ce_on | (sel != cur.target))):
                 # switch chip enable once the old target's holds are met
-                with m.If(elapsed(since_we, t.tCH) & elapsed(since_re, t.tCH)):
+                with m.If(ok["we_ch"] & ok["re_ch"]):
                     m.d.sync += [
                         bus.ce_n.eq(~(Const(1, self.targets) << cur.target)),
                         sel.eq(cur.target), ce_on.eq(1),
                         bus.cle.eq(0), bus.ale.eq(0),
                     ]
             with m.Elif((kind == PhyKind.CMD) | (kind == PhyKind.ADDR)):
-                with m.If(elapsed(since_re, t.tRHW)):
+                with m.If(ok["rhw"]):
                     we_latch(kind == PhyKind.CMD, kind == PhyKind.ADDR, cur.byte, l_ctl, h_ctl)
                     m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.WRITE):
-                with m.If(elapsed(since_re, t.tRHW) & (~last_addr | elapsed(since_we, t.tADL)) &
-                          (~last_addr | ~cur.ccs | elapsed(since_we, t.tCCS)) & self.wdata.valid):
-                    m.d.comb += self.wdata.ready.eq(1)
+                with m.If(ok["rhw"] & (~last_addr | ok["adl"]) &
+                          (~last_addr | ~cur.ccs | ok["ccs"]) & wq.r_rdy):
+                    m.d.comb += wq.r_en.eq(1)
                     # the first byte after an address also sets ALE up: full control setup
-                    we_latch(0, 0, self.wdata.payload, Mux(last_addr, l_ctl, l_dat), h_dat)
+                    we_latch(0, 0, wq.r_data, Mux(last_addr, l_ctl, l_dat), h_dat)
                     m.d.sync += remaining.eq(remaining - 1)
                     with m.If(remaining <= 1):
                         m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.READ):
-                with m.If(elapsed(since_we, we_to_re) & (~cur.ccs | elapsed(since_we, t.tCCS)) & room):
+                with m.If(ok["whr"] & (~cur.ccs | ok["ccs"]) & room):
                     m.d.sync += [
                         bus.re_n.eq(0), bus.dq_oe.eq(0), bus.cle.eq(0), bus.ale.eq(0),
-                        phase.eq(RE_LOW), cnt.eq(re_lo),
+                        phase.eq(RE_LOW),
                         remaining.eq(remaining - 1),
                     ]
-                    m.d.comb += mark.eq(Const(1, SAMPLE_DEPTH) << (sample - 1).as_unsigned())
+                    set_cnt(re_lo)
+                    m.d.comb += re_fall.eq(1)
                     with m.If(remaining <= 1):
                         m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.WAIT_BUSY):
                 # + the synchroniser's latency, so `ready` already shows the busy target
-                with m.If(elapsed(since_we, t.tWB + 2)):
+                with m.If(ok["wb2"]):
                     m.d.sync += cur_valid.eq(0)
             with m.Elif(kind == PhyKind.WAIT_READY):
-                with m.If(elapsed(since_we, t.tWB) & rb.bit_select(cur.target, 1)):
-                    m.d.sync += [cur_valid.eq(0), phase.eq(HOLD), cnt.eq(_max(t.tRR, one))]
+                with m.If(ok["wb"] & rb.bit_select(cur.target, 1)):
+                    m.d.sync += [cur_valid.eq(0), phase.eq(HOLD)]
+                    set_cnt(t_rr)
             with m.Else():
                 m.d.sync += cur_valid.eq(0)
 
         # DQ is ours only while WE# strobes; release it once the hold has passed.
-        with m.If((phase == FREE) & ~cur_valid & elapsed(since_we, 2)):
+        with m.If((phase == FREE) & ~cur_valid & ok["dqh"]):
             m.d.sync += bus.dq_oe.eq(0)
         return m
