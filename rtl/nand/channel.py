@@ -334,6 +334,11 @@ class NandChannel(wiring.Component):
             m.submodules.enc = enc = BchEncoder(code)
             m.submodules.dec = dec = BchDecoder(code)
         m.submodules.crc = crc = layouts.NAND_CRC(data_width=8).create()
+        # the CRC's inputs are registered (#10): its result lags the bytes by a
+        # cycle, and every reader of crc.crc is at least two cycles after the
+        # last byte (DATA -> NEXT -> FINISH / RESCAN -> COMPLETE, or a busy period)
+        crc_in = Signal(data.StructLayout({"start": 1, "valid": 1, "data": 8}))
+        m.d.sync += [crc.start.eq(crc_in.start), crc.valid.eq(crc_in.valid), crc.data.eq(crc_in.data)]
         m.submodules.parity = parity = fifo.SyncFIFO(width=8, depth=max(lay.parity_bytes, 4))
         m.submodules.cplq = cplq = fifo.SyncFIFO(width=layouts.NAND_CPL.size, depth=4)
         m.d.comb += [
@@ -354,24 +359,32 @@ class NandChannel(wiring.Component):
         pending = Signal(W)
         phase = Array(Signal(2, name=f"phase{t}") for t in range(W))
 
-        # -- input: check, then queue or complete with an error -----------------------
-        d_in = self.desc.payload
+        # -- input: check (registered with the descriptor, #10), then queue or
+        # complete with an error
+        d_in = Signal(layouts.NAND_DESC)
+        in_valid = Signal()
+        in_take = Signal()
         verdict = Signal(8)
-        m.d.comb += verdict.eq(self.check(d_in))
+        m.d.comb += self.desc.ready.eq(~in_valid | in_take)
+        with m.If(self.desc.ready):
+            m.d.sync += [in_valid.eq(self.desc.valid), d_in.eq(self.desc.payload),
+                         verdict.eq(self.check(self.desc.payload))]
         engine_cpl = Signal()       # the bus engine writes a completion this cycle
         err_cpl = Signal(layouts.NAND_CPL)
         m.d.comb += [
             err_cpl.tag.eq(d_in.tag), err_cpl.result.eq(verdict),
             err_cpl.channel.eq(self.channel_index), err_cpl.target.eq(d_in.target),
         ]
-        with m.If(self.desc.valid):
+        for q in queues:
+            m.d.comb += q.w_data.eq(d_in)
+        with m.If(in_valid):
             with m.If(verdict != NandResult.OK):
                 with m.If(cplq.w_rdy & ~engine_cpl):
-                    m.d.comb += [cplq.w_en.eq(1), cplq.w_data.eq(err_cpl), self.desc.ready.eq(1)]
+                    m.d.comb += [cplq.w_en.eq(1), cplq.w_data.eq(err_cpl), in_take.eq(1)]
             with m.Else():
                 for t, q in enumerate(queues):
                     with m.If(d_in.target == t):
-                        m.d.comb += [q.w_data.eq(d_in), q.w_en.eq(1), self.desc.ready.eq(q.w_rdy)]
+                        m.d.comb += [q.w_en.eq(1), in_take.eq(q.w_rdy)]
 
         # -- the descriptor being worked on -----------------------------------------
         cur_t = Signal(range(max(W, 2)))
@@ -419,10 +432,13 @@ class NandChannel(wiring.Component):
 
         # -- microcode ROM -------------------------------------------------------------
         steps, entries = microcode(p)
+        # ``st`` is the ROM word at ``pc``, registered: it is loaded together
+        # with ``pc`` (``rom_next[pc]`` is ``rom[pc + 1]``), so the step's
+        # fields start from flip-flops (#10)
         rom = Array(Const.cast(STEP.const(s)) for s in steps)
+        rom_next = Array(Const.cast(STEP.const(s)) for s in steps[1:] + steps[-1:])
         pc = Signal(range(len(steps)))
         st = Signal(STEP)
-        m.d.comb += st.eq(rom[pc])
         entry = Signal(range(len(steps)))
         with m.Switch(Cat(use_ecc, ph, d.opcode[:4])):
             for (op, phs, e), idx in entries.items():
@@ -453,8 +469,8 @@ class NandChannel(wiring.Component):
         rd_left = Signal(16)         # buffer bytes still to read
         rd_addr = Signal(range(p.slots * slot_bytes + 1))
         rd_col = Signal(16)
-        rd_inflight = Signal()
-        rd_last = Signal()
+        rd_inflight = Signal(2)      # buffer reads on their way: address cycle, r_data cycle
+        rd_last = Signal(2)
         rescan = Signal()            # buffer -> CRC only (after corrections)
         rx_path = Signal(Path)
         rx_left = Signal(16)
@@ -470,29 +486,36 @@ class NandChannel(wiring.Component):
         ecc_bad = Signal()
         ecc_erased = Signal()
         fix_cw = Signal(range(lay.codewords + 1))
-        corr_busy = Signal()
+        corr_busy = Signal()         # a correction is in progress (from its address cycle to its write)
+        corr_stage = Signal(3)       # 0 idle, 1 read, 2 r_data, 3 hold, 4 write
         corr_addr = Signal.like(rx_addr)
         corr_mask = Signal(8)
+        corr_data = Signal(8)
 
         # buffer reader -> small FIFO (program bytes / rescan)
         m.submodules.rdq = rdq = fifo.SyncFIFO(width=9, depth=4)
-        rd_room = (rdq.w_level + rd_inflight) < 4
+        rd_room = (rdq.w_level + rd_inflight[0] + rd_inflight[1]) < 4
         rd_issue = Signal()
         chan_rx_write = Signal()
         corr_read = Signal()
         corr_write = Signal()
         m.d.comb += rd_issue.eq((rd_left != 0) & rd_room & ~corr_busy & ~corr_read)
-        m.d.sync += [rd_inflight.eq(rd_issue), rd_last.eq(((rd_col % CW) == CW - 1) | (rd_left == 1) |
-                                                           (rd_col == prof.page_data - 1))]
+        m.d.sync += [rd_inflight.eq(Cat(rd_issue, rd_inflight[0])),
+                     rd_last.eq(Cat(((rd_col % CW) == CW - 1) | (rd_left == 1) | (rd_col == prof.page_data - 1),
+                                    rd_last[0]))]
         with m.If(rd_issue):
             m.d.sync += [rd_left.eq(rd_left - 1), rd_addr.eq(rd_addr + 1), rd_col.eq(rd_col + 1)]
-        m.d.comb += [rdq.w_en.eq(rd_inflight), rdq.w_data.eq(Cat(chan.r_data, rd_last))]
+        # the buffer's read data is registered once more before anything uses
+        # it: a BRAM's output is slow (#10)
+        chan_q = Signal(8)
+        m.d.sync += chan_q.eq(chan.r_data)
+        m.d.comb += [rdq.w_en.eq(rd_inflight[1]), rdq.w_data.eq(Cat(chan_q, rd_last[1]))]
 
         # channel-side buffer port: corrector > reader > receive writer
         with m.If(corr_read | corr_write):
             m.d.comb += chan.addr.eq(corr_addr)
             with m.If(corr_write):
-                m.d.comb += [chan.w_en.eq(1), chan.w_data.eq(chan.r_data ^ corr_mask)]
+                m.d.comb += [chan.w_en.eq(1), chan.w_data.eq(corr_data)]
         with m.Elif(rd_issue):
             m.d.comb += chan.addr.eq(rd_addr)
         with m.Else():
@@ -503,7 +526,7 @@ class NandChannel(wiring.Component):
         src_byte = rdq.r_data[:8]
         src_last = rdq.r_data[8]
         with m.If(rescan):
-            m.d.comb += [rdq.r_en.eq(1), crc.valid.eq(rdq.r_rdy), crc.data.eq(src_byte)]
+            m.d.comb += [rdq.r_en.eq(1), crc_in.valid.eq(rdq.r_rdy), crc_in.data.eq(src_byte)]
             with m.If(rdq.r_rdy):
                 m.d.sync += tx_left.eq(tx_left - 1)
         with m.Elif((tx_path == Path.BUF) | (tx_path == Path.BUF0)):
@@ -521,7 +544,7 @@ class NandChannel(wiring.Component):
             else:
                 m.d.comb += [phy.wdata.valid.eq(src_valid), phy.wdata.payload.eq(src_byte),
                              rdq.r_en.eq(phy.wdata.ready)]
-            m.d.comb += [crc.valid.eq(rdq.r_en & rdq.r_rdy), crc.data.eq(src_byte)]
+            m.d.comb += [crc_in.valid.eq(rdq.r_en & rdq.r_rdy), crc_in.data.eq(src_byte)]
         with m.Elif(tx_path == Path.PARITY):
             m.d.comb += [phy.wdata.valid.eq(parity.r_rdy), phy.wdata.payload.eq(parity.r_data),
                          parity.r_en.eq(phy.wdata.ready)]
@@ -550,7 +573,7 @@ class NandChannel(wiring.Component):
                 port_free = ~corr_read & ~corr_write
                 take = rx.valid & port_free & dec_ok & ~feed_par
                 m.d.comb += [rx.ready.eq(port_free & dec_ok & ~feed_par),
-                             crc.valid.eq(take), crc.data.eq(rx.payload)]
+                             crc_in.valid.eq(take), crc_in.data.eq(rx.payload)]
                 with m.If(take):
                     m.d.comb += [chan.w_en.eq(1), chan.w_data.eq(rx.payload)]
                     m.d.sync += [rx_left.eq(rx_left - 1), rx_addr.eq(rx_addr + 1), rx_col.eq(rx_col + 1)]
@@ -576,18 +599,28 @@ class NandChannel(wiring.Component):
                 cw_base.eq(slot_base + Mux(fix_cw >= n_data_cw, lay.oob_col, fix_cw * CW)),
                 cw_len.eq(Mux(fix_cw >= n_data_cw, lay.oob_bytes, CW)),
             ]
-            with m.If(corr_busy):
-                m.d.comb += [corr_write.eq(1), dec.err.ready.eq(1)]
-                m.d.sync += corr_busy.eq(0)
-            with m.Elif(dec.err.valid):
-                with m.If(dec.err.p.offset < cw_len):
+            # five cycles per corrected byte, every step from a register (#10):
+            # address, read, r_data, hold (r_data ^ mask), write; the port is
+            # taken only in the read and write cycles
+            m.d.comb += corr_busy.eq(corr_stage != 0)
+            with m.Switch(corr_stage):
+                with m.Case(0):
+                    with m.If(dec.err.valid):
+                        with m.If(dec.err.p.offset < cw_len):
+                            m.d.sync += [corr_stage.eq(1), corr_addr.eq(cw_base + dec.err.p.offset),
+                                         corr_mask.eq(dec.err.p.mask)]
+                        with m.Else():
+                            m.d.comb += dec.err.ready.eq(1)     # a parity bit: nothing to fix in the slot
+                with m.Case(1):
                     m.d.comb += corr_read.eq(1)
-                    m.d.sync += [corr_busy.eq(1), corr_addr.eq(cw_base + dec.err.p.offset),
-                                 corr_mask.eq(dec.err.p.mask)]
-                with m.Else():
-                    m.d.comb += dec.err.ready.eq(1)     # a parity bit: nothing to fix in the slot
-            with m.If(corr_read):
-                m.d.comb += chan.addr.eq(cw_base + dec.err.p.offset)
+                    m.d.sync += corr_stage.eq(2)
+                with m.Case(2):
+                    m.d.sync += corr_stage.eq(3)
+                with m.Case(3):
+                    m.d.sync += [corr_data.eq(chan_q ^ corr_mask), corr_stage.eq(4)]
+                with m.Case(4):
+                    m.d.comb += [corr_write.eq(1), dec.err.ready.eq(1)]
+                    m.d.sync += corr_stage.eq(0)
             m.d.comb += dec.res.ready.eq(~corr_busy & ~dec.err.valid)
             with m.If(dec.res.valid & dec.res.ready):
                 r = dec.res.p
@@ -606,7 +639,7 @@ class NandChannel(wiring.Component):
         last_t = Signal.like(cur_t)
         g_ready, any_ready = round_robin(m, eligible_ready, last_t, W)
         g_start, any_start = round_robin(m, eligible_start, last_t, W)
-        m.d.comb += self.busy.eq(q_rdy.any())
+        m.d.comb += self.busy.eq(q_rdy.any() | (in_valid & (verdict == NandResult.OK)))
 
         ecc_done = Signal()
         m.d.comb += ecc_done.eq(~use_ecc | (d.opcode != NandOp.READ) | ((res_count == n_cw) & ~corr_busy & ~feed_par))
@@ -637,7 +670,7 @@ class NandChannel(wiring.Component):
             m.d.sync += [cur_t.eq(t), last_t.eq(t), d.eq(q_data[t]), ph.eq(phase[t]),
                          status.eq(0), res_count.eq(0), ecc_total.eq(0), ecc_max.eq(0), ecc_bad.eq(0),
                          ecc_erased.eq(1)]
-            m.d.comb += crc.start.eq(1)
+            m.d.comb += crc_in.start.eq(1)
 
         with m.FSM():
             with m.State("PICK"):
@@ -653,7 +686,7 @@ class NandChannel(wiring.Component):
                 m.d.sync += use_ecc.eq(self.uses_ecc(d))
                 m.next = "ENTRY"
             with m.State("ENTRY"):
-                m.d.sync += [pc.eq(entry), fix_cw.eq(cw_first)]
+                m.d.sync += [pc.eq(entry), st.eq(rom[entry]), fix_cw.eq(cw_first)]
                 m.next = "STEP"
             with m.State("STEP"):
                 m.d.comb += phy.op.valid.eq(1)
@@ -670,7 +703,7 @@ class NandChannel(wiring.Component):
                                      rx_addr.eq(Mux(st.path == Path.BUF, col_addr, slot_base)),
                                      rx_col.eq(Mux(st.path == Path.BUF, d.column, 0))]
                         with m.If((st.path == Path.BUF) | (st.path == Path.BUF0)):
-                            m.d.comb += crc.start.eq(1)
+                            m.d.comb += crc_in.start.eq(1)
                         m.next = "DATA"
                     with m.Else():
                         m.next = "NEXT"
@@ -684,7 +717,7 @@ class NandChannel(wiring.Component):
                 with m.If((st.end != End.NEXT) & ~phy.idle):
                     pass
                 with m.Elif(st.end == End.NEXT):
-                    m.d.sync += pc.eq(pc + 1)
+                    m.d.sync += [pc.eq(pc + 1), st.eq(rom_next[pc])]
                     m.next = "STEP"
                 with m.Elif(st.end == End.PEND):
                     m.d.sync += [pending.bit_select(cur_t, 1).eq(1), phase[cur_t].eq(ph + 1)]
@@ -696,7 +729,7 @@ class NandChannel(wiring.Component):
             with m.State("FINISH"):
                 with m.If(ecc_done & phy.idle):
                     with m.If((ecc_total != 0) & (d.opcode == NandOp.READ)):
-                        m.d.comb += crc.start.eq(1)
+                        m.d.comb += crc_in.start.eq(1)
                         m.d.sync += [rescan.eq(1), tx_left.eq(d.length), rd_left.eq(d.length),
                                      rd_addr.eq(col_addr), rd_col.eq(d.column)]
                         m.next = "RESCAN"

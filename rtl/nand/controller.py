@@ -76,16 +76,22 @@ class NandController(wiring.Component):
         bad_cpl = Signal(layouts.NAND_CPL)
         m.d.comb += [bad_cpl.tag.eq(d.tag), bad_cpl.result.eq(NandResult.BAD_CHANNEL),
                      bad_cpl.channel.eq(d.channel), bad_cpl.target.eq(d.target)]
+        # one register more than strictly needed, so that it takes as long as a
+        # channel's (registered) check: completions keep their issue order
+        bad_stage = Signal()
+        bad_staged = Signal(layouts.NAND_CPL)
         bad_pending = Signal()
         bad_held = Signal(layouts.NAND_CPL)
         for c, ch in enumerate(self._chans):
             m.d.comb += ch.desc.payload.eq(d)
             with m.If(d.channel == c):
                 m.d.comb += [ch.desc.valid.eq(self.desc.valid), self.desc.ready.eq(ch.desc.ready)]
+        with m.If(bad_stage & ~bad_pending):
+            m.d.sync += [bad_pending.eq(1), bad_held.eq(bad_staged), bad_stage.eq(0)]
         with m.If(d.channel >= C):
-            m.d.comb += self.desc.ready.eq(~bad_pending)
-            with m.If(self.desc.valid & ~bad_pending):
-                m.d.sync += [bad_pending.eq(1), bad_held.eq(bad_cpl)]
+            m.d.comb += self.desc.ready.eq(~bad_stage)
+            with m.If(self.desc.valid & ~bad_stage):
+                m.d.sync += [bad_stage.eq(1), bad_staged.eq(bad_cpl)]
 
         # merge completions round-robin (the error path is one more source)
         sources = [(ch.cpl.valid, ch.cpl.payload, ch.cpl.ready) for ch in self._chans]
