@@ -25,6 +25,12 @@ a failed member on a fresh page).  A DMA bus error completes the request with
 
 Descriptor tags are ``channel * slots + slot``: the completion finds its
 request in a small table indexed the same way.
+
+The log writer uses the first ``write_slots`` slots of each channel (the rest
+belong to the read path) and holds a channel's page-buffer port only while it
+fills a slot: ``buf[c]`` is a request/grant port
+(:class:`~rtl.ftl.bufport.ArbitratedBufferSignature`) for a
+:class:`~rtl.ftl.bufport.BufferPortArbiter`.
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
@@ -37,8 +43,8 @@ from atomflash.spec import NandOp, NandResult
 from rtl import spec as layouts
 from rtl.lib import wishbone
 from rtl.nand.channel import ChannelParams
-from rtl.nand.pagebuf import BufferPortSignature
 
+from .bufport import ArbitratedBufferSignature
 from .dma import BufferDMA, Direction, request_layout
 from .oob import OOBPacker
 
@@ -57,6 +63,7 @@ PAGE_DONE = data.StructLayout({
     "dma_error": 1,
     "ppa": layouts.PPA,
     "seq": 64,
+    "vseq": 64,              # the version the page was stamped with (a retry keeps it)
 })
 
 
@@ -78,14 +85,17 @@ class LogWriter(wiring.Component):
         From ``PageAllocator.alloc``.
     desc : Out(stream of ``NAND_DESC``) / cpl : In(stream of ``NAND_CPL``)
         To and from the NandController (tags: channel * slots + slot).
-    buf : Out(BufferPortSignature).array(channels)
-        The channels' page-buffer ports.
+    buf : Out(ArbitratedBufferSignature).array(channels)
+        The channels' page-buffer ports, held from slot fill to PROGRAM issue.
     bus : Out(wishbone.Signature)
         Data reads from SoC memory.
     """
 
-    def __init__(self, params: ChannelParams, channels: int, slot_words: int):
+    def __init__(self, params: ChannelParams, channels: int, slot_words: int, write_slots: int | None = None):
         self.p, self.channels, self.slot_words = params, channels, slot_words
+        self.write_slots = params.slots if write_slots is None else write_slots
+        if not 1 <= self.write_slots <= params.slots:
+            raise ValueError(f"write_slots must be 1..{params.slots}")
         self.layout = spec.nand_page_layout(params.profile)
         self.buf_addr_width = (params.slots * slot_words - 1).bit_length()
         super().__init__({
@@ -94,7 +104,7 @@ class LogWriter(wiring.Component):
             "alloc": In(stream.Signature(data.StructLayout({"ppa": layouts.PPA, "seq": 64}))),
             "desc": Out(stream.Signature(layouts.NAND_DESC)),
             "cpl": In(stream.Signature(layouts.NAND_CPL)),
-            "buf": Out(BufferPortSignature(self.buf_addr_width, 32)).array(channels),
+            "buf": Out(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
             "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
         })
 
@@ -111,6 +121,7 @@ class LogWriter(wiring.Component):
         entry_tag = Array(Signal(16, name=f"tag{i}") for i in range(n))
         entry_ppa = Array(Signal(32, name=f"ppa{i}") for i in range(n))
         entry_seq = Array(Signal(64, name=f"seq{i}") for i in range(n))
+        entry_vseq = Array(Signal(64, name=f"vseq{i}") for i in range(n))
 
         cur = Signal(PAGE_WRITE)
         cur_ppa_rec = Signal(layouts.PPA)
@@ -119,23 +130,29 @@ class LogWriter(wiring.Component):
         slot = Signal(range(max(S, 2)))
         index = Signal(range(max(n, 2)))
         m.d.comb += index.eq(cur_ppa.channel * S + slot)
+        cur_vseq = Signal(64)
+        m.d.comb += cur_vseq.eq(Mux(cur.keep_vseq, cur.oob.vseq, cur_seq))
 
         # lowest free slot on the current page's channel
         free_slot = Signal(range(max(S, 2)))
         have_slot = Signal()
         for c in range(C):
             with m.If(cur_ppa.channel == c):
-                for s in reversed(range(S)):
+                for s in reversed(range(self.write_slots)):
                     with m.If(~busy[c * S + s]):
                         m.d.comb += [free_slot.eq(s), have_slot.eq(1)]
 
         # -- page-buffer port of the current channel: DMA, then OOB bytes
         use_dma = Signal()
+        holding = Signal()          # the current channel's buffer port is requested/held
+        granted = Signal()
+        m.d.comb += granted.eq(Array(b.grant for b in self.buf)[cur_ppa.channel])
         oob_addr = Signal(self.buf_addr_width)
         oob_en = Signal(4)
         oob_data = Signal(8)
         for c in range(C):
-            port = self.buf[c]
+            port = self.buf[c].port
+            m.d.comb += self.buf[c].request.eq(holding & (cur_ppa.channel == c))
             with m.If(cur_ppa.channel == c):
                 with m.If(use_dma):
                     m.d.comb += [port.addr.eq(dma.buf.addr), port.w_en.eq(dma.buf.w_en),
@@ -166,8 +183,13 @@ class LogWriter(wiring.Component):
             with m.State("SLOT"):
                 with m.If(have_slot):
                     m.d.sync += slot.eq(free_slot)
+                    m.next = "GRANT"
+            with m.State("GRANT"):
+                m.d.comb += holding.eq(1)
+                with m.If(granted):
                     m.next = "DMA"
             with m.State("DMA"):
+                m.d.comb += holding.eq(1)
                 m.d.comb += [
                     dma.req.valid.eq(1),
                     dma.req.payload.direction.eq(Direction.TO_BUFFER),
@@ -178,26 +200,28 @@ class LogWriter(wiring.Component):
                 with m.If(dma.req.ready):
                     m.next = "DMA_WAIT"
             with m.State("DMA_WAIT"):
-                m.d.comb += [use_dma.eq(1), dma.done.ready.eq(1)]
+                m.d.comb += [holding.eq(1), use_dma.eq(1), dma.done.ready.eq(1)]
                 with m.If(dma.done.valid):
                     m.d.sync += [dma_error.eq(dma.done.payload.error), col.eq(bbm_first)]
                     m.next = "BBM"
             with m.State("BBM"):
                 # bad-block-marker bytes stay erased (FFh) on every programmed page
+                m.d.comb += holding.eq(1)
                 write_byte(col, 0xFF)
                 m.d.sync += col.eq(col + 1)
                 with m.If(col == bbm_first + lay.bbm_bytes - 1):
                     m.d.sync += col.eq(record_first)
                     m.next = "PACK"
             with m.State("PACK"):
+                m.d.comb += holding.eq(1)
                 rec = packer.record.payload
                 m.d.comb += [rec.eq(cur.oob), rec.seq.eq(cur_seq),
-                             rec.vseq.eq(Mux(cur.keep_vseq, cur.oob.vseq, cur_seq)),
+                             rec.vseq.eq(cur_vseq),
                              rec.format.eq(spec.OOB_FORMAT), packer.record.valid.eq(1)]
                 with m.If(packer.record.ready):
                     m.next = "RECORD"
             with m.State("RECORD"):
-                m.d.comb += packer.bytes.ready.eq(1)
+                m.d.comb += [holding.eq(1), packer.bytes.ready.eq(1)]
                 with m.If(packer.bytes.valid):
                     write_byte(col, packer.bytes.payload.data)
                     m.d.sync += col.eq(col + 1)
@@ -213,7 +237,7 @@ class LogWriter(wiring.Component):
                 ]
                 with m.If(dma_error | self.desc.ready):
                     m.d.sync += [entry_tag[index].eq(cur.tag), entry_ppa[index].eq(cur_ppa.as_value()),
-                                 entry_seq[index].eq(cur_seq)]
+                                 entry_seq[index].eq(cur_seq), entry_vseq[index].eq(cur_vseq)]
                     with m.If(dma_error):
                         m.next = "DMA_FAILED"
                     with m.Else():
@@ -222,7 +246,8 @@ class LogWriter(wiring.Component):
             with m.State("DMA_FAILED"):
                 m.d.comb += [reporting_failure.eq(1), self.done.valid.eq(1), self.done.payload.tag.eq(cur.tag),
                              self.done.payload.result.eq(NandResult.FAIL), self.done.payload.dma_error.eq(1),
-                             self.done.payload.ppa.eq(cur_ppa_rec), self.done.payload.seq.eq(cur_seq)]
+                             self.done.payload.ppa.eq(cur_ppa_rec), self.done.payload.seq.eq(cur_seq),
+                             self.done.payload.vseq.eq(cur_vseq)]
                 with m.If(self.done.ready):
                     m.next = "IDLE"
 
@@ -236,6 +261,7 @@ class LogWriter(wiring.Component):
                 self.done.payload.result.eq(self.cpl.payload.result),
                 self.done.payload.ppa.eq(entry_ppa[ci]),
                 self.done.payload.seq.eq(entry_seq[ci]),
+                self.done.payload.vseq.eq(entry_vseq[ci]),
             ]
             with m.If(self.cpl.valid & self.done.ready):
                 m.d.sync += busy.bit_select(ci, 1).eq(0)

@@ -12,13 +12,22 @@ records, ``atomflash.model.recover``).
 For each command slot the executor declares the member LBAs
 (``member_lba``) and the group size (``open``), then hands the log writer's
 completions in as ``member``.  A member that failed to program is sent back on
-``retry`` (the executor re-issues it on a fresh page; nothing is counted).
-When a slot has all its members, the publisher walks them in index order:
-``MapCache.WRITE(lba, ppa)`` returns the previous binding, and the
-``BlockTable`` gets the rebind (old -> new) so valid-page counts follow.  Then
-``published`` names the slot, and the executor completes the host command.
-One group is published at a time; the executor's LBA hazard table keeps
-commands that share LBAs apart, so publish order is commit order per LBA.
+``retry`` with the version it was stamped with (the executor re-issues it on a
+fresh page keeping that vseq, so the group's versions stay first..first+N-1);
+a member the executor stops retrying comes back as ``give_up`` and the group
+is dropped, never half-applied.
+
+Slots are opened and published **in ring order** (slot 0, 1, ..., slots-1,
+0, ...): the publisher binds the oldest open group once all its members are
+programmed, so for every LBA the map follows command order ("commit order
+decides", ``docs/model.md``) with no LBA hazard table, and a group opened with
+no members (FLUSH) is published once everything before it is.  Publishing a
+group walks its members in index order: ``MapCache.WRITE(lba, ppa)`` returns
+the previous binding, and the ``BlockTable`` gets the rebind (old -> new) so
+valid-page counts follow.  The map port is held (``map_lock``/``map_grant``)
+for the whole group, so a reader holding it for its lookups sees either none
+or all of a group.  Then ``published`` names the slot, and the executor
+completes the host command.
 """
 
 from amaranth import Module, Signal
@@ -51,17 +60,23 @@ class Publisher(wiring.Component):
     member_lba : In(stream {slot, idx, lba})
         Member ``idx`` of the slot's group binds ``lba``.
     open : In(stream {slot, count})
-        The slot's group has ``count`` (1..max_members) members; send it
-        after its member LBAs and before its first ``member``.
-    member : In(stream {slot, idx, result, ppa})
+        The slot's group has ``count`` (0..max_members) members; send it
+        after its member LBAs and before its first ``member``, slots in ring
+        order.
+    member : In(stream {slot, idx, result, ppa, vseq})
         The log writer's completion for a member (``NandResult``).
-    retry : Out(stream {slot, idx})
-        A member whose program failed; re-issue it.
+    give_up : In(stream {slot, idx})
+        The executor will not retry this failed member: the group is dropped.
+    retry : Out(stream {slot, idx, vseq})
+        A member whose program failed; re-issue it with this vseq.
+    map_lock : Out(1) / map_grant : In(1)
+        Ownership of the map port for a whole group.
     map_req : Out(stream of MapCache requests) / map_resp : In(stream of MapCache responses)
     rebind : Out(stream of BlockTable REBIND)
-    published : Out(stream {slot, error})
-        The slot's group is bound (``error``: the map answered a bus error
-        for some member; the bindings before it are in place).
+    published : Out(stream {slot, bus_error, dropped})
+        The slot's group is done: bound (``bus_error``: the map answered a
+        bus error for some member; the bindings before it are in place), or
+        ``dropped`` after a ``give_up`` (nothing bound).
     """
 
     def __init__(self, *, slots: int = 8, max_members: int = spec.LIMITS.MAX_ATOMIC_PAGES, lba_bits: int = 32):
@@ -75,12 +90,16 @@ class Publisher(wiring.Component):
             "member_lba": In(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits}))),
             "open": In(stream.Signature(data.StructLayout({"slot": self.slot_bits,
                                                            "count": self.idx_bits + 1}))),
-            "member": In(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32}))),
-            "retry": Out(stream.Signature(data.StructLayout(slot_idx))),
+            "member": In(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32, "vseq": 64}))),
+            "give_up": In(stream.Signature(data.StructLayout(slot_idx))),
+            "retry": Out(stream.Signature(data.StructLayout(slot_idx | {"vseq": 64}))),
+            "map_lock": Out(1),
+            "map_grant": In(1),
             "map_req": Out(stream.Signature(request_layout(lba_bits))),
             "map_resp": In(stream.Signature(RESPONSE)),
             "rebind": Out(stream.Signature(REBIND)),
-            "published": Out(stream.Signature(data.StructLayout({"slot": self.slot_bits, "error": 1}))),
+            "published": Out(stream.Signature(data.StructLayout({"slot": self.slot_bits, "bus_error": 1,
+                                                                 "dropped": 1}))),
         })
 
     def elaborate(self, platform):
@@ -92,8 +111,10 @@ class Publisher(wiring.Component):
         lba_w, ppa_w = lbas.write_port(), ppas.write_port()
         lba_r, ppa_r = lbas.read_port(), ppas.read_port()
 
+        opened = Signal(S)
+        dropped = Signal(S)
         expected = [Signal(self.idx_bits + 1, name=f"expected{s}") for s in range(S)]
-        done = [Signal(self.idx_bits + 1, name=f"done{s}") for s in range(S)]
+        resolved = [Signal(self.idx_bits + 1, name=f"resolved{s}") for s in range(S)]
 
         def addr(slot, idx):
             return (slot << self.idx_bits) | idx
@@ -102,50 +123,65 @@ class Publisher(wiring.Component):
         ml = self.member_lba
         m.d.comb += [ml.ready.eq(1), lba_w.addr.eq(addr(ml.payload.slot, ml.payload.idx)),
                      lba_w.data.eq(ml.payload.lba), lba_w.en.eq(ml.valid)]
-        # open: the group size; the count starts over
-        m.d.comb += self.open.ready.eq(1)
         # members: OK ones are counted and their page kept, failed ones go back
         mb = self.member
         ok = mb.payload.result == NandResult.OK
         m.d.comb += [self.retry.payload.slot.eq(mb.payload.slot), self.retry.payload.idx.eq(mb.payload.idx),
+                     self.retry.payload.vseq.eq(mb.payload.vseq),
                      self.retry.valid.eq(mb.valid & ~ok),
                      mb.ready.eq(ok | self.retry.ready),
                      ppa_w.addr.eq(addr(mb.payload.slot, mb.payload.idx)), ppa_w.data.eq(mb.payload.ppa),
                      ppa_w.en.eq(mb.valid & ok)]
+        # give_up and open are always accepted; a member and a give_up in one cycle both count
+        gu = self.give_up
+        m.d.comb += [self.open.ready.eq(1), gu.ready.eq(1)]
+        head = Signal(self.slot_bits)
+        retire = Signal()
         for s in range(S):
+            counted = (mb.valid & ok & (mb.payload.slot == s)) + (gu.valid & (gu.payload.slot == s))
             with m.If(self.open.valid & (self.open.payload.slot == s)):
-                m.d.sync += [expected[s].eq(self.open.payload.count), done[s].eq(0)]
-            with m.Elif(mb.valid & ok & (mb.payload.slot == s)):
-                m.d.sync += done[s].eq(done[s] + 1)
+                m.d.sync += [expected[s].eq(self.open.payload.count), resolved[s].eq(0),
+                             opened[s].eq(1), dropped[s].eq(0)]
+            with m.Else():
+                m.d.sync += resolved[s].eq(resolved[s] + counted)
+                with m.If(gu.valid & (gu.payload.slot == s)):
+                    m.d.sync += dropped[s].eq(1)
+                with m.If(retire & (head == s)):
+                    m.d.sync += opened[s].eq(0)
 
-        # publishing, one group at a time
-        complete = Signal(S)
+        # publishing the oldest group once it is complete
+        head_ready = Signal()
         for s in range(S):
-            m.d.comb += complete[s].eq((expected[s] != 0) & (done[s] == expected[s]))
-        pick = Signal(self.slot_bits)
-        for s in reversed(range(S)):
-            with m.If(complete[s]):
-                m.d.comb += pick.eq(s)
-
-        slot = Signal(self.slot_bits)
+            with m.If(head == s):
+                m.d.comb += head_ready.eq(opened[s] & (resolved[s] == expected[s]))
         idx = Signal(self.idx_bits + 1)
         count = Signal(self.idx_bits + 1)
+        is_dropped = Signal()
         old = Signal(32)
         new = Signal(32)
         error = Signal()
-        m.d.comb += [lba_r.addr.eq(addr(slot, idx[:self.idx_bits])), ppa_r.addr.eq(addr(slot, idx[:self.idx_bits]))]
+        m.d.comb += [lba_r.addr.eq(addr(head, idx[:self.idx_bits])), ppa_r.addr.eq(addr(head, idx[:self.idx_bits]))]
 
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(complete.any()):
-                    m.d.sync += [slot.eq(pick), idx.eq(0), error.eq(0)]
+                with m.If(head_ready):
+                    m.d.sync += [idx.eq(0), error.eq(0)]
                     for s in range(S):
-                        with m.If(pick == s):
-                            m.d.sync += [count.eq(expected[s]), expected[s].eq(0)]
-                    m.next = "READ"
+                        with m.If(head == s):
+                            m.d.sync += [count.eq(expected[s]), is_dropped.eq(dropped[s])]
+                    m.next = "LOCK"
+            with m.State("LOCK"):
+                with m.If(is_dropped | (count == 0)):
+                    m.next = "DONE"
+                with m.Else():
+                    m.d.comb += self.map_lock.eq(1)
+                    with m.If(self.map_grant):
+                        m.next = "READ"
             with m.State("READ"):
+                m.d.comb += self.map_lock.eq(1)
                 m.next = "MAP"      # member's lba/ppa arrive a cycle after the address
             with m.State("MAP"):
+                m.d.comb += self.map_lock.eq(1)
                 r = self.map_req.payload
                 m.d.comb += [r.op.eq(MapOp.WRITE), r.lba.eq(lba_r.data), r.value.eq(ppa_r.data),
                              self.map_req.valid.eq(1)]
@@ -153,7 +189,7 @@ class Publisher(wiring.Component):
                     m.d.sync += new.eq(ppa_r.data)
                     m.next = "RESP"
             with m.State("RESP"):
-                m.d.comb += self.map_resp.ready.eq(1)
+                m.d.comb += [self.map_lock.eq(1), self.map_resp.ready.eq(1)]
                 with m.If(self.map_resp.valid):
                     m.d.sync += old.eq(self.map_resp.payload.old)
                     with m.If(self.map_resp.payload.error):
@@ -162,19 +198,22 @@ class Publisher(wiring.Component):
                     with m.Else():
                         m.next = "REBIND"
             with m.State("REBIND"):
-                m.d.comb += [self.rebind.payload.old.eq(old), self.rebind.payload.new.eq(new),
-                             self.rebind.valid.eq(1)]
+                m.d.comb += [self.map_lock.eq(1), self.rebind.payload.old.eq(old),
+                             self.rebind.payload.new.eq(new), self.rebind.valid.eq(1)]
                 with m.If(self.rebind.ready):
                     m.next = "NEXT"
             with m.State("NEXT"):
+                m.d.comb += self.map_lock.eq(1)
                 m.d.sync += idx.eq(idx + 1)
                 with m.If(idx + 1 == count):
                     m.next = "DONE"
                 with m.Else():
                     m.next = "READ"
             with m.State("DONE"):
-                m.d.comb += [self.published.payload.slot.eq(slot), self.published.payload.error.eq(error),
-                             self.published.valid.eq(1)]
+                m.d.comb += [self.published.payload.slot.eq(head), self.published.payload.bus_error.eq(error),
+                             self.published.payload.dropped.eq(is_dropped), self.published.valid.eq(1)]
                 with m.If(self.published.ready):
+                    m.d.comb += retire.eq(1)
+                    m.d.sync += head.eq(head + 1)
                     m.next = "IDLE"
         return m

@@ -11,6 +11,8 @@ from atomflash.model import Page, recover
 from atomflash.nandsim import Image
 from atomflash.spec import Kind, NandOp, NandResult
 from rtl.ftl.allocator import PageAllocator
+from rtl.ftl.logwriter import PAGE_DONE
+from tb.common.layouts import unpack
 from tb.common.streams import StreamSink, StreamSource
 from tb.nand_channel.channel_tb import ChannelTB
 from top import pattern_bytes
@@ -31,8 +33,7 @@ def page_write(tag, mem_addr, **oob):
 
 
 def page_done(x):
-    return dict(tag=x & 0xFFFF, result=(x >> 16) & 0xFF, dma_error=(x >> 24) & 1, ppa=(x >> 25) & 0xFFFF_FFFF,
-                seq=x >> 57)
+    return unpack(PAGE_DONE, x, raw=("ppa",))
 
 
 def unpack_ppa(ppa):

@@ -66,7 +66,8 @@ class LogWriterTop(wiring.Component):
                      ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
         for c in range(self.channels):
             wiring.connect(m, wiring.flipped(self.bus[c]), ctrl.bus[c])
-            wiring.connect(m, writer.buf[c], ctrl.buf[c])
+            wiring.connect(m, writer.buf[c].port, ctrl.buf[c])
+            m.d.comb += writer.buf[c].grant.eq(writer.buf[c].request)   # sole user
 
         # descriptors: the log writer and the direct port share the controller
         m.submodules.port = port = NandPortMux(2)

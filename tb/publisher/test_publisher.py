@@ -1,9 +1,11 @@
 """rtl/ftl/publisher.py in amaranth.sim against a Python executor, log writer
-and map: groups in several slots, members completing in random order with
-injected program failures (retried on new pages).  No map write of a group
-happens before every member is programmed; the map ends with exactly the
-latest bindings; every old binding is rebound away; each group is
-published once."""
+and map: groups in several slots with overlapping LBAs, members completing in
+random order with injected program failures (retried on new pages, keeping
+their vseq), some groups given up and some empty (FLUSH).  No map write of a
+group happens before every member is programmed or while the map port is not
+granted; groups are published in open order, so the map ends with the
+bindings of the last-opened group per LBA; dropped groups bind nothing;
+every old binding is rebound away; each group is published once."""
 
 import random
 
@@ -46,61 +48,89 @@ class PublisherTB:
         d = self.dut
         rng = self.rng
         for round_ in range(6):
-            # open a group in every slot (disjoint LBAs inside a round: the hazard table's job)
-            lbas_used = rng.sample(range(40), SLOTS * MAXM)
+            # open a group in every slot, in ring order; LBAs overlap between groups
             batch = []
             for s in range(SLOTS):
-                n = rng.randrange(1, MAXM + 1)
-                lbas = lbas_used[s * MAXM:s * MAXM + n]
+                # every run has an empty group (FLUSH) and a group given up
+                n = 0 if (round_, s) == (1, 2) else rng.choice([0, 1] + list(range(1, MAXM + 1)))
+                lbas = rng.sample(range(12), n)
                 for i, lba in enumerate(lbas):
                     await self.send(ctx, d.member_lba, {"slot": s, "idx": i, "lba": lba})
                 await self.send(ctx, d.open, {"slot": s, "count": n})
-                self.groups.append((s, lbas))
-                batch += [(s, i) for i in range(n)]
+                give_up = n > 0 and (rng.random() < 0.2 or (round_, s) == (2, 1))
+                self.groups.append((s, lbas, give_up))
+                batch += [(s, i, give_up and i == 0, 100 * s + i) for i in range(n)]
             rng.shuffle(batch)
             while batch:
-                s, i = batch.pop()
+                s, i, give_up, vseq = batch.pop()
                 ppa = self.next_ppa
                 self.next_ppa += 1
-                fail = rng.random() < 0.15
+                fail = give_up or rng.random() < 0.15
                 if fail:
-                    batch.insert(rng.randrange(len(batch) + 1), (s, i))   # the executor re-issues it later
                     self.retries += 1
                 else:
                     self.programmed[(s, i)] = ppa
-                await self.send(ctx, d.member, {"slot": s, "idx": i, "ppa": ppa,
-                                                "result": NandResult.FAIL if fail else NandResult.OK})
+                member = {"slot": s, "idx": i, "ppa": ppa, "vseq": vseq,
+                          "result": NandResult.FAIL if fail else NandResult.OK}
+                if fail:
+                    # the publisher sends it back with its vseq, in the cycle it takes the member
+                    r = await self.retried(ctx, member)
+                    assert (r.slot, r.idx, r.vseq) == (s, i, vseq)
+                else:
+                    await self.send(ctx, d.member, member)
+                if fail:
+                    if give_up:
+                        await self.send(ctx, d.give_up, {"slot": s, "idx": i})
+                    else:
+                        batch.insert(rng.randrange(len(batch) + 1), (s, i, False, vseq))
             # wait for this round's groups to be published
             while len(self.published) < (round_ + 1) * SLOTS:
                 await ctx.tick()
-            self.programmed.clear()
+
+    async def retried(self, ctx, member):
+        """Send a failing member with ``retry.ready`` up; the retry it causes."""
+        d, r = self.dut, self.dut.retry
+        ctx.set(d.member.payload, member)
+        ctx.set(d.member.valid, 1)
+        ctx.set(r.ready, 1)
+        valid, payload = await ctx.tick().sample(r.valid, r.payload).until(d.member.ready)
+        ctx.set(d.member.valid, 0)
+        ctx.set(r.ready, 0)
+        assert valid
+        return payload
 
     async def mapcache(self, ctx):
         req, resp = self.dut.map_req, self.dut.map_resp
-        ctx.set(req.ready, 1)
         while True:
-            _, _, valid, p = await ctx.tick().sample(req.valid, req.payload)
+            # the map port is granted one cycle (or more) after it is asked for
+            _, _, lock, grant, valid, p = await ctx.tick().sample(self.dut.map_lock, self.dut.map_grant,
+                                                                  req.valid, req.payload)
+            ctx.set(self.dut.map_grant, lock and (grant or self.rng.random() < 0.7))
             if not valid:
                 continue
+            if not grant:
+                self.violations.append(("map request without the map port", p.lba))
+            ctx.set(req.ready, 1)
+            await ctx.tick()
+            ctx.set(req.ready, 0)
             assert p.op == MapOp.WRITE
-            # this member's group must be programmed completely
-            group = next((s, lbas) for s, lbas in reversed(self.groups) if p.lba in lbas)
-            s, lbas = group
+            # the oldest unpublished group holds this member and is programmed completely
+            s, lbas, give_up = self.groups[len(self.published)]
+            if give_up or p.lba not in lbas:
+                self.violations.append(("map write out of open order", p.lba))
             if not all((s, i) in self.programmed for i in range(len(lbas))):
                 self.violations.append(("map write before the group was programmed", p.lba))
             old = self.map.get(p.lba, UNMAPPED)
             self.map[p.lba] = p.value
             self.map_log.append((p.lba, p.value))
-            ctx.set(req.ready, 0)
             ctx.set(resp.payload, {"old": old, "updated": 1, "hit": 1, "error": 0})
             ctx.set(resp.valid, 1)
             await ctx.tick().until(resp.ready)
             ctx.set(resp.valid, 0)
-            ctx.set(req.ready, 1)
 
     async def sinks(self, ctx):
         d = self.dut
-        for port in (d.rebind, d.published, d.retry):
+        for port in (d.rebind, d.published):
             ctx.set(port.ready, 1)
         while True:
             _, _, rv, rp, pv, pp = await ctx.tick().sample(d.rebind.valid, d.rebind.payload,
@@ -108,7 +138,13 @@ class PublisherTB:
             if rv:
                 self.rebinds.append((rp.old.as_bits(), rp.new.as_bits()))
             if pv:
-                self.published.append((pp.slot, pp.error))
+                self.published.append((pp.slot, pp.bus_error, pp.dropped))
+                s, lbas, give_up = self.groups[len(self.published) - 1]
+                if (pp.slot, pp.dropped) != (s, give_up):
+                    self.violations.append(("published out of order or with the wrong outcome", pp.slot))
+                if not give_up:
+                    for i in range(len(lbas)):
+                        self.programmed.pop((s, i), None)
 
 
 def test_groups_bind_only_when_complete():
@@ -116,14 +152,16 @@ def test_groups_bind_only_when_complete():
         tb = PublisherTB(seed)
         tb.sim.run()
         assert tb.violations == []
-        assert len(tb.published) == 6 * SLOTS and all(e == 0 for _, e in tb.published)
-        assert tb.retries > 0
+        assert len(tb.published) == 6 * SLOTS and all(e == 0 for _, e, _ in tb.published)
+        assert tb.retries > 0 and any(g for _, _, g in tb.groups) and any(not l for _, l, _ in tb.groups)
         # the map holds, per LBA, the member written last; every rebind's old is what the map held
         want, held = {}, {}
         for lba, ppa in tb.map_log:
             want[lba] = ppa
         assert tb.map == want
+        bound = [lba for _, lbas, give_up in tb.groups if not give_up for lba in lbas]
+        assert [lba for lba, _ in tb.map_log] == bound
         for (lba, ppa), (old, new) in zip(tb.map_log, tb.rebinds):
             assert new == ppa and old == held.get(lba, UNMAPPED)
             held[lba] = ppa
-        assert len(tb.rebinds) == len(tb.map_log) == sum(len(l) for _, l in tb.groups)
+        assert len(tb.rebinds) == len(tb.map_log) == len(bound)
