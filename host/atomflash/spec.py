@@ -75,6 +75,7 @@ class Status(DocEnum):
     NOT_READY = 0x12, "the device is recovering or not yet enabled"
     INTERNAL_ERROR = 0x13, "the controller hit an internal inconsistency; the command changed nothing"
     LIST_TOO_LONG = 0x14, "nlist exceeds the list capacity of this command"
+    DATA_TRANSFER_ERROR = 0x15, "a data buffer or list in host memory could not be read or written (bus error)"
 
 
 # -----------------------------------------------------------------------------

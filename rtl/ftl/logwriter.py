@@ -23,6 +23,14 @@ and the channel's result (``NandResult.OK`` or ``FAIL``; the requester retries
 a failed member on a fresh page).  A DMA bus error completes the request with
 ``NandResult.FAIL`` too and programs nothing (``dma_error`` set).
 
+**Record pages** (``record`` set: COMMIT, REMAP and TRIM records) carry a
+``spec.REC_HDR`` at byte 0 whose ``seq`` is the page's own seq, known only
+here.  The requester leaves the header's 24 bytes free in its buffer and puts
+``rec_count`` entries after it; after the DMA the log writer CRCs the header
+and the entries (read back from the slot, one word per two cycles) and writes
+the header over the first six words, so the record binds to its OOB record
+exactly as ``spec.unpack_record_page`` checks.
+
 Descriptor tags are ``channel * slots + slot``: the completion finds its
 request in a small table indexed the same way.
 
@@ -39,7 +47,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from atomflash import spec
-from atomflash.spec import NandOp, NandResult
+from atomflash.spec import Kind, NandOp, NandResult
 from rtl import spec as layouts
 from rtl.lib import wishbone
 from rtl.nand.channel import ChannelParams
@@ -54,6 +62,9 @@ PAGE_WRITE = data.StructLayout({
     "tag": 16,               # echoed on done
     "mem_addr": 32,          # page data in SoC memory (4-byte aligned)
     "keep_vseq": 1,          # GC copy: stamp oob.vseq as given; else vseq = seq
+    "record": 1,             # a record page: write REC_HDR (this page's seq, CRC) over its first 24 bytes
+    "rec_count": 16,         # REC_HDR.count: entries in this page (after the header)
+    "rec_total": 32,         # REC_HDR.total: entries in the whole record
     "oob": layouts.OOB,      # seq and crc are filled in here
 })
 
@@ -149,7 +160,7 @@ class LogWriter(wiring.Component):
         m.d.comb += granted.eq(Array(b.grant for b in self.buf)[cur_ppa.channel])
         oob_addr = Signal(self.buf_addr_width)
         oob_en = Signal(4)
-        oob_data = Signal(8)
+        oob_data = Signal(32)
         for c in range(C):
             port = self.buf[c].port
             m.d.comb += self.buf[c].request.eq(holding & (cur_ppa.channel == c))
@@ -158,8 +169,7 @@ class LogWriter(wiring.Component):
                     m.d.comb += [port.addr.eq(dma.buf.addr), port.w_en.eq(dma.buf.w_en),
                                  port.w_data.eq(dma.buf.w_data), dma.buf.r_data.eq(port.r_data)]
                 with m.Else():
-                    m.d.comb += [port.addr.eq(oob_addr), port.w_en.eq(oob_en),
-                                 port.w_data.eq(Cat(oob_data, oob_data, oob_data, oob_data))]
+                    m.d.comb += [port.addr.eq(oob_addr), port.w_en.eq(oob_en), port.w_data.eq(oob_data)]
 
         slot_base = Signal(self.buf_addr_width)
         m.d.comb += slot_base.eq(slot * self.slot_words)
@@ -171,7 +181,24 @@ class LogWriter(wiring.Component):
 
         def write_byte(column, value):
             m.d.comb += [oob_addr.eq(slot_base + (column >> 2)), oob_en.eq(1 << column[:2]),
-                         oob_data.eq(value)]
+                         oob_data.eq(Cat(value, value, value, value))]
+
+        # -- record pages: REC_HDR with this page's seq and the CRC over header and entries
+        hdr = Signal(layouts.REC_HDR)
+        m.d.comb += [hdr.magic.eq(spec.LOG.REC_MAGIC), hdr.kind.eq(cur.oob.kind), hdr.format.eq(spec.LOG.REC_FORMAT),
+                     hdr.count.eq(cur.rec_count), hdr.seq.eq(cur_seq), hdr.total.eq(cur.rec_total)]
+        m.submodules.rec_crc = rec_crc = layouts.OOB_CRC(data_width=32).create()
+        hdr_words = spec.REC_HDR.size // 4
+        crc_words = spec.REC_HDR["crc"].offset // 4
+        entry_words = Signal(range(0x10000 * 6 + 1))
+        m.d.comb += entry_words.eq(Mux(cur.oob.kind == Kind.REMAP, cur.rec_count * (spec.REMAP_REC_ENTRY.size // 4),
+                                       cur.rec_count * (spec.TRIM_REC_ENTRY.size // 4)))
+        assert spec.TRIM_REC_ENTRY.size == spec.COMMIT_BODY.size
+        rec_word = Signal(range(0x10000 * 6 + hdr_words + 1))
+        for c in range(C):
+            with m.If(cur_ppa.channel == c):
+                m.d.comb += rec_crc.data.eq(Mux(rec_word < crc_words, hdr.as_value().word_select(rec_word[:3], 32),
+                                                self.buf[c].port.r_data))
 
         with m.FSM():
             with m.State("IDLE"):
@@ -202,7 +229,39 @@ class LogWriter(wiring.Component):
             with m.State("DMA_WAIT"):
                 m.d.comb += [holding.eq(1), use_dma.eq(1), dma.done.ready.eq(1)]
                 with m.If(dma.done.valid):
-                    m.d.sync += [dma_error.eq(dma.done.payload.error), col.eq(bbm_first)]
+                    m.d.sync += [dma_error.eq(dma.done.payload.error), col.eq(bbm_first), rec_word.eq(0)]
+                    with m.If(cur.record):
+                        m.next = "REC_START"
+                    with m.Else():
+                        m.next = "BBM"
+            with m.State("REC_START"):
+                m.d.comb += [holding.eq(1), rec_crc.start.eq(1)]
+                m.next = "REC_HDR"
+            with m.State("REC_HDR"):
+                # header words before the crc field
+                m.d.comb += [holding.eq(1), rec_crc.valid.eq(1)]
+                m.d.sync += rec_word.eq(rec_word + 1)
+                with m.If(rec_word == crc_words - 1):
+                    m.d.sync += rec_word.eq(hdr_words)
+                    m.next = "REC_ADDR"
+            with m.State("REC_ADDR"):
+                # entries: read back from the slot (one cycle of read latency)
+                m.d.comb += [holding.eq(1), oob_addr.eq(slot_base + rec_word)]
+                with m.If(rec_word == hdr_words + entry_words):
+                    m.d.sync += rec_word.eq(0)
+                    m.next = "REC_WRITE"
+                with m.Else():
+                    m.next = "REC_FEED"
+            with m.State("REC_FEED"):
+                m.d.comb += [holding.eq(1), oob_addr.eq(slot_base + rec_word), rec_crc.valid.eq(1)]
+                m.d.sync += rec_word.eq(rec_word + 1)
+                m.next = "REC_ADDR"
+            with m.State("REC_WRITE"):
+                m.d.comb += [holding.eq(1), oob_addr.eq(slot_base + rec_word), oob_en.eq(0xF),
+                             oob_data.eq(Mux(rec_word == crc_words, rec_crc.crc,
+                                             hdr.as_value().word_select(rec_word[:3], 32)))]
+                m.d.sync += rec_word.eq(rec_word + 1)
+                with m.If(rec_word == hdr_words - 1):
                     m.next = "BBM"
             with m.State("BBM"):
                 # bad-block-marker bytes stay erased (FFh) on every programmed page

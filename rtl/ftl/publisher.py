@@ -28,9 +28,15 @@ valid-page counts follow.  The map port is held (``map_lock``/``map_grant``)
 for the whole group, so a reader holding it for its lookups sees either none
 or all of a group.  Then ``published`` names the slot, and the executor
 completes the host command.
+
+A **trim** is a group whose one member is its TRIM record page and whose
+``open`` carries ``trim_nlb``: once the record is programmed and the slot is
+the oldest, the publisher unbinds ``trim_nlb`` LBAs from member 0's LBA on
+(``MapCache.WRITE`` of ``PPA_UNMAPPED``, rebind old -> unmapped) instead of
+binding the record page.
 """
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -59,10 +65,10 @@ class Publisher(wiring.Component):
     -----
     member_lba : In(stream {slot, idx, lba})
         Member ``idx`` of the slot's group binds ``lba``.
-    open : In(stream {slot, count})
+    open : In(stream {slot, count, trim_nlb})
         The slot's group has ``count`` (0..max_members) members; send it
         after its member LBAs and before its first ``member``, slots in ring
-        order.
+        order.  ``trim_nlb`` != 0: a trim (see above).
     member : In(stream {slot, idx, result, ppa, vseq})
         The log writer's completion for a member (``NandResult``).
     give_up : In(stream {slot, idx})
@@ -89,7 +95,8 @@ class Publisher(wiring.Component):
         super().__init__({
             "member_lba": In(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits}))),
             "open": In(stream.Signature(data.StructLayout({"slot": self.slot_bits,
-                                                           "count": self.idx_bits + 1}))),
+                                                           "count": self.idx_bits + 1,
+                                                           "trim_nlb": 32}))),
             "member": In(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32, "vseq": 64}))),
             "give_up": In(stream.Signature(data.StructLayout(slot_idx))),
             "retry": Out(stream.Signature(data.StructLayout(slot_idx | {"vseq": 64}))),
@@ -115,6 +122,7 @@ class Publisher(wiring.Component):
         dropped = Signal(S)
         expected = [Signal(self.idx_bits + 1, name=f"expected{s}") for s in range(S)]
         resolved = [Signal(self.idx_bits + 1, name=f"resolved{s}") for s in range(S)]
+        trim_nlb = [Signal(32, name=f"trim_nlb{s}") for s in range(S)]
 
         def addr(slot, idx):
             return (slot << self.idx_bits) | idx
@@ -141,7 +149,7 @@ class Publisher(wiring.Component):
             counted = (mb.valid & ok & (mb.payload.slot == s)) + (gu.valid & (gu.payload.slot == s))
             with m.If(self.open.valid & (self.open.payload.slot == s)):
                 m.d.sync += [expected[s].eq(self.open.payload.count), resolved[s].eq(0),
-                             opened[s].eq(1), dropped[s].eq(0)]
+                             opened[s].eq(1), dropped[s].eq(0), trim_nlb[s].eq(self.open.payload.trim_nlb)]
             with m.Else():
                 m.d.sync += resolved[s].eq(resolved[s] + counted)
                 with m.If(gu.valid & (gu.payload.slot == s)):
@@ -154,13 +162,16 @@ class Publisher(wiring.Component):
         for s in range(S):
             with m.If(head == s):
                 m.d.comb += head_ready.eq(opened[s] & (resolved[s] == expected[s]))
-        idx = Signal(self.idx_bits + 1)
-        count = Signal(self.idx_bits + 1)
+        idx = Signal(32)
+        count = Signal(32)           # map writes this group makes
+        trim = Signal()
         is_dropped = Signal()
         old = Signal(32)
         new = Signal(32)
         error = Signal()
-        m.d.comb += [lba_r.addr.eq(addr(head, idx[:self.idx_bits])), ppa_r.addr.eq(addr(head, idx[:self.idx_bits]))]
+        member = Signal(self.idx_bits)
+        m.d.comb += [member.eq(Mux(trim, 0, idx[:self.idx_bits])),
+                     lba_r.addr.eq(addr(head, member)), ppa_r.addr.eq(addr(head, member))]
 
         with m.FSM():
             with m.State("IDLE"):
@@ -168,7 +179,8 @@ class Publisher(wiring.Component):
                     m.d.sync += [idx.eq(0), error.eq(0)]
                     for s in range(S):
                         with m.If(head == s):
-                            m.d.sync += [count.eq(expected[s]), is_dropped.eq(dropped[s])]
+                            m.d.sync += [count.eq(Mux(trim_nlb[s] != 0, trim_nlb[s], expected[s])),
+                                         trim.eq(trim_nlb[s] != 0), is_dropped.eq(dropped[s])]
                     m.next = "LOCK"
             with m.State("LOCK"):
                 with m.If(is_dropped | (count == 0)):
@@ -183,10 +195,10 @@ class Publisher(wiring.Component):
             with m.State("MAP"):
                 m.d.comb += self.map_lock.eq(1)
                 r = self.map_req.payload
-                m.d.comb += [r.op.eq(MapOp.WRITE), r.lba.eq(lba_r.data), r.value.eq(ppa_r.data),
-                             self.map_req.valid.eq(1)]
+                m.d.comb += [r.op.eq(MapOp.WRITE), r.lba.eq(Mux(trim, lba_r.data + idx, lba_r.data)),
+                             r.value.eq(Mux(trim, spec.PPA_UNMAPPED, ppa_r.data)), self.map_req.valid.eq(1)]
                 with m.If(self.map_req.ready):
-                    m.d.sync += new.eq(ppa_r.data)
+                    m.d.sync += new.eq(r.value)
                     m.next = "RESP"
             with m.State("RESP"):
                 m.d.comb += [self.map_lock.eq(1), self.map_resp.ready.eq(1)]

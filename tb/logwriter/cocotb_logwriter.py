@@ -11,8 +11,8 @@ from atomflash.model import Page, recover
 from atomflash.nandsim import Image
 from atomflash.spec import Kind, NandOp, NandResult
 from rtl.ftl.allocator import PageAllocator
-from rtl.ftl.logwriter import PAGE_DONE
-from tb.common.layouts import unpack
+from rtl.ftl.logwriter import PAGE_DONE, PAGE_WRITE
+from tb.common.layouts import pack, unpack
 from tb.common.streams import StreamSink, StreamSource
 from tb.nand_channel.channel_tb import ChannelTB
 from top import pattern_bytes
@@ -26,10 +26,11 @@ COMMIT = spec.OOB.compose("flags", commit=1)
 _free = {name: f for name, f in PageAllocator(channels=CHANNELS, ways=WAYS).free.payload.shape()}
 
 
-def page_write(tag, mem_addr, **oob):
+def page_write(tag, mem_addr, record=None, **oob):
     fields = dict(kind=Kind.DATA, lba=0, seq=0, vseq=0, group_len=1, group_idx=0, flags=0, tid=0) | oob
     oob_bits = int.from_bytes(spec.pack_oob(**fields), "little")
-    return tag | mem_addr << 16 | oob_bits << 49
+    rec = dict(record=1, rec_count=record[0], rec_total=record[1]) if record else {}
+    return pack(PAGE_WRITE, tag=tag, mem_addr=mem_addr, oob=oob_bits, **rec)
 
 
 def page_done(x):
@@ -70,6 +71,8 @@ async def log_of_writes_and_a_group(dut):
     writes += [dict(lba=lba, group_len=len(group), group_idx=i, flags=COMMIT if i == len(group) - 1 else 0)
                for i, lba in enumerate(group)]
     writes.append(dict(lba=0, group_len=1, flags=COMMIT))
+    # and a TRIM record page of 3 entries (their bytes come from memory; the header is the log writer's)
+    writes.append(dict(kind=Kind.TRIM, lba=0, group_len=1, flags=COMMIT, record=(3, 3)))
     mem = [0x10000 * (i + 1) for i in range(len(writes))]
     for tag, (w, addr) in enumerate(zip(writes, mem)):
         await req.send(page_write(tag, addr, **w))
@@ -90,6 +93,19 @@ async def log_of_writes_and_a_group(dut):
     for r, p, w, addr in zip(results, ppas, writes, mem):
         img = images[p["channel"] * WAYS + p["way"]]
         data = img.data(p["lun"], p["block"], p["page"])
+        if w.get("record"):
+            # REC_HDR stamped with the page's seq; entries and the rest as in memory
+            hdr_size = spec.REC_HDR.size
+            assert data[hdr_size:] == pattern_bytes(addr, prof.page_data)[hdr_size:]
+            parsed = spec.unpack_record_page(data, Kind.TRIM, r["seq"])
+            assert parsed is not None, "record page does not verify"
+            hdr, entries = parsed
+            assert (hdr.count, hdr.total, len(entries)) == (3, 3, 3)
+            assert spec.unpack_record_page(data, Kind.TRIM, r["seq"] + 1) is None
+            rec = spec.unpack_oob(img.spare(p["lun"], p["block"], p["page"])[lay.oob_record_col - prof.page_data:]
+                                  [:spec.OOB.size])
+            assert rec is not None and rec.kind == Kind.TRIM and rec.seq == r["seq"]
+            continue
         assert data == pattern_bytes(addr, prof.page_data), f"data of request {r['tag']}"
         spare = img.spare(p["lun"], p["block"], p["page"])
         oob = spare[lay.oob_record_col - prof.page_data:][:spec.OOB.size]
@@ -101,7 +117,8 @@ async def log_of_writes_and_a_group(dut):
         flash_pages.append(Page(addr=r["ppa"], oob=oob, data=data))
     want = {}
     for w, addr in zip(writes, mem):
-        want[w["lba"]] = pattern_bytes(addr, prof.page_data)
+        if not w.get("record"):
+            want[w["lba"]] = pattern_bytes(addr, prof.page_data)
     assert recover(flash_pages).contents() == want
 
     # an ECC read through the controller agrees byte for byte (CRC of the user bytes)

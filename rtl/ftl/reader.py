@@ -1,0 +1,207 @@
+"""Read path: READ commands from the map to the host's buffer.
+
+One command at a time: with the map port held (``MapPortArbiter``) it looks
+up every LBA of the command, so the read sees each atomic group whole or not
+at all; then, page by page, an unmapped LBA reads as zeros (written straight
+into the host buffer) and a mapped one is read from flash into the channel's
+read slot (the last slot; the log writer has the others), ECC-corrected by
+the channel, and copied to the host buffer by a :class:`~rtl.ftl.dma.BufferDMA`
+holding the channel's buffer port.  A page the channel cannot return
+(``UNCORRECTABLE``, or ``ERASED`` where the map points) ends the command with
+``MEDIA_ERROR``, a bus error on the host buffer with ``DATA_TRANSFER_ERROR``:
+never wrong data with success.
+
+Pages are read one after another; the program path is what the throughput
+goal measures, and a pipelined read path (one slot per die in flight) is the
+next step when reads are benchmarked.
+"""
+
+from amaranth import Array, Module, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from atomflash import spec
+from atomflash.spec import NandOp, NandResult, Status
+from rtl import spec as layouts
+from rtl.host.queues import completion_layout
+from rtl.lib import wishbone
+from rtl.nand.channel import ChannelParams
+
+from .bufport import ArbitratedBufferSignature
+from .dma import BufferDMA, Direction
+from .mapcache import MapOp
+from .mapport import MapPortSignature
+
+__all__ = ["Reader", "read_layout"]
+
+
+def read_layout(queue_pairs: int, max_transfer: int) -> data.StructLayout:
+    q = completion_layout(queue_pairs)
+    return data.StructLayout({"sqid": q["sqid"].shape, "cid": 16, "lba": 32,
+                              "nlb": range(max_transfer + 1), "buf": 32})
+
+
+class Reader(wiring.Component):
+    """Serves READ commands; see the module docstring.
+
+    Ports
+    -----
+    cmd : In(stream of read_layout)
+    cpl : Out(stream of completion_layout)
+    map : Out(MapPortSignature)
+    desc : Out(stream of NAND_DESC) / ncpl : In(stream of NAND_CPL)
+    buf : Out(ArbitratedBufferSignature).array(channels)
+    bus : Out(wishbone.Signature)
+    """
+
+    def __init__(self, params: ChannelParams, channels: int, slot_words: int, *, queue_pairs: int,
+                 max_transfer: int = spec.LIMITS.MAX_TRANSFER, lba_bits: int = 32):
+        self.p, self.channels, self.slot_words = params, channels, slot_words
+        self.max_transfer = max_transfer
+        self.read_slot = params.slots - 1
+        self.buf_addr_width = (params.slots * slot_words - 1).bit_length()
+        super().__init__({
+            "cmd": In(stream.Signature(read_layout(queue_pairs, max_transfer))),
+            "cpl": Out(stream.Signature(completion_layout(queue_pairs))),
+            "map": Out(MapPortSignature(lba_bits)),
+            "desc": Out(stream.Signature(layouts.NAND_DESC)),
+            "ncpl": In(stream.Signature(layouts.NAND_CPL)),
+            "buf": Out(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
+            "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        page_data = self.p.profile.page_data
+        page_words = page_data // 4
+        m.submodules.dma = dma = BufferDMA(self.buf_addr_width)
+
+        m.submodules.ppas = ppas = memory.Memory(shape=32, depth=self.max_transfer, init=[])
+        ppa_w, ppa_r = ppas.write_port(), ppas.read_port()
+
+        cmd = Signal.like(self.cmd.payload)
+        idx = Signal(range(self.max_transfer + 1))
+        status = Signal(15)
+        ppa = Signal(layouts.PPA)
+        word = Signal(range(page_words + 1))
+        zeroing = Signal()
+        holding = Signal()
+        f = ppa.ppa
+        m.d.comb += [ppa.eq(ppa_r.data), ppa_r.addr.eq(idx)]
+        mem_addr = Signal(32)
+        m.d.comb += mem_addr.eq(cmd.buf + idx * page_data)
+
+        # the host bus: the DMA, or the zero filler
+        with m.If(zeroing):
+            m.d.comb += [self.bus.adr.eq((mem_addr >> 2) + word), self.bus.dat_w.eq(0), self.bus.sel.eq(0xF),
+                         self.bus.we.eq(1), self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+        with m.Else():
+            wiring.connect(m, wiring.flipped(self.bus), dma.bus)
+
+        # the channel's buffer port, held from grant to the end of the copy
+        for c in range(self.channels):
+            port = self.buf[c]
+            m.d.comb += port.request.eq(holding & (f.channel == c))
+            with m.If(f.channel == c):
+                m.d.comb += [port.port.addr.eq(dma.buf.addr), port.port.w_en.eq(dma.buf.w_en),
+                             port.port.w_data.eq(dma.buf.w_data), dma.buf.r_data.eq(port.port.r_data)]
+        granted = Array(b.grant for b in self.buf)[f.channel]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [cmd.eq(self.cmd.payload), idx.eq(0), status.eq(Status.SUCCESS)]
+                    m.next = "LOCK"
+            with m.State("LOCK"):
+                m.d.comb += self.map.lock.eq(1)
+                with m.If(self.map.grant):
+                    m.next = "LOOKUP"
+            with m.State("LOOKUP"):
+                r = self.map.req.payload
+                m.d.comb += [self.map.lock.eq(1), r.op.eq(MapOp.READ), r.lba.eq(cmd.lba + idx),
+                             self.map.req.valid.eq(1)]
+                with m.If(self.map.req.ready):
+                    m.next = "LOOKUP_RESP"
+            with m.State("LOOKUP_RESP"):
+                m.d.comb += [self.map.lock.eq(1), self.map.resp.ready.eq(1)]
+                with m.If(self.map.resp.valid):
+                    m.d.comb += [ppa_w.addr.eq(idx), ppa_w.data.eq(self.map.resp.payload.old), ppa_w.en.eq(1)]
+                    with m.If(self.map.resp.payload.error):
+                        m.d.sync += status.eq(Status.INTERNAL_ERROR)
+                    with m.If((idx + 1 == cmd.nlb) | self.map.resp.payload.error):
+                        m.d.sync += idx.eq(0)
+                        m.next = "PAGE"
+                    with m.Else():
+                        m.d.sync += idx.eq(idx + 1)
+                        m.next = "LOOKUP"
+            with m.State("PAGE"):
+                # the map port is free again; ppa_r shows entry idx from the next cycle
+                with m.If(status != Status.SUCCESS):
+                    m.next = "DONE"
+                with m.Else():
+                    m.next = "DECIDE"
+            with m.State("DECIDE"):
+                m.d.sync += word.eq(0)
+                with m.If(ppa.as_value() == spec.PPA_UNMAPPED):
+                    m.next = "ZERO"
+                with m.Else():
+                    m.next = "NAND"
+            with m.State("ZERO"):
+                m.d.comb += zeroing.eq(1)
+                with m.If(self.bus.err):
+                    m.d.sync += status.eq(Status.DATA_TRANSFER_ERROR)
+                    m.next = "DONE"
+                with m.Elif(self.bus.ack):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == page_words - 1):
+                        m.next = "NEXT"
+            with m.State("NAND"):
+                d = self.desc.payload
+                m.d.comb += [d.opcode.eq(NandOp.READ), d.channel.eq(f.channel), d.target.eq(f.way),
+                             d.lun.eq(f.lun), d.block.eq(f.block), d.page.eq(f.page), d.column.eq(0),
+                             d.length.eq(page_data), d.slot.eq(self.read_slot), d.tag.eq(0),
+                             self.desc.valid.eq(1)]
+                with m.If(self.desc.ready):
+                    m.next = "NAND_WAIT"
+            with m.State("NAND_WAIT"):
+                m.d.comb += self.ncpl.ready.eq(1)
+                with m.If(self.ncpl.valid):
+                    with m.If(self.ncpl.payload.result == NandResult.OK):
+                        m.next = "GRANT"
+                    with m.Else():
+                        m.d.sync += status.eq(Status.MEDIA_ERROR)
+                        m.next = "DONE"
+            with m.State("GRANT"):
+                m.d.comb += holding.eq(1)
+                with m.If(granted):
+                    m.next = "COPY"
+            with m.State("COPY"):
+                m.d.comb += [holding.eq(1), dma.req.valid.eq(1),
+                             dma.req.payload.direction.eq(Direction.TO_MEMORY),
+                             dma.req.payload.mem_addr.eq(mem_addr),
+                             dma.req.payload.buf_addr.eq(self.read_slot * self.slot_words),
+                             dma.req.payload.words.eq(page_words)]
+                with m.If(dma.req.ready):
+                    m.next = "COPY_WAIT"
+            with m.State("COPY_WAIT"):
+                m.d.comb += [holding.eq(1), dma.done.ready.eq(1)]
+                with m.If(dma.done.valid):
+                    with m.If(dma.done.payload.error):
+                        m.d.sync += status.eq(Status.DATA_TRANSFER_ERROR)
+                        m.next = "DONE"
+                    with m.Else():
+                        m.next = "NEXT"
+            with m.State("NEXT"):
+                m.d.sync += idx.eq(idx + 1)
+                with m.If(idx + 1 == cmd.nlb):
+                    m.next = "DONE"
+                with m.Else():
+                    m.next = "PAGE"
+            with m.State("DONE"):
+                c = self.cpl.payload
+                m.d.comb += [c.sqid.eq(cmd.sqid), c.cid.eq(cmd.cid), c.status.eq(status), c.result.eq(0),
+                             self.cpl.valid.eq(1)]
+                with m.If(self.cpl.ready):
+                    m.next = "IDLE"
+        return m
