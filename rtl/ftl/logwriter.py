@@ -180,8 +180,9 @@ class LogWriter(wiring.Component):
         record_first = lay.oob_record_col
 
         def write_byte(column, value):
+            byte = Const(value, 8) if isinstance(value, int) else value
             m.d.comb += [oob_addr.eq(slot_base + (column >> 2)), oob_en.eq(1 << column[:2]),
-                         oob_data.eq(Cat(value, value, value, value))]
+                         oob_data.eq(Cat(byte, byte, byte, byte))]
 
         # -- record pages: REC_HDR with this page's seq and the CRC over header and entries
         hdr = Signal(layouts.REC_HDR)

@@ -1,0 +1,191 @@
+"""The FTL core: host queues to NAND pins, every fast-path block joined.
+
+::
+
+    regs ──► HostQueues ─cmd─► CommandValidator ─accepted─► Executor ──read──► Reader
+                 ▲                   │ rejected               │  │ groups        │ lookups (map port)
+                 └──── StreamMerge ◄─┴────────── cpl ─────────┘  ▼               │ NAND READ, copy out
+                                                           Publisher ─► MapPortArbiter ─► MapCache
+                                                              ▲  │ rebinds ─► BlockTable
+                  PageAllocator ─alloc─► LogWriter ─done──────┘  (member completions)
+                                            │ PROGRAM        Reader │ READ      firmware (desc/cpl)
+                                            ▼                       ▼               ▼
+                                         NandPortMux ──────────────────────► NandController ─► NAND pins
+                     page buffers: BufferPortArbiter per channel (LogWriter, Reader)
+    mem ◄── Wishbone Arbiter (HostQueues, MapCache, BlockTable, LogWriter, Reader, Executor)
+
+Everything the firmware owns enters as plain ports: erased blocks (``free``)
+and the log's next seq (``seq_load``) after recovery, full blocks out on
+``closed``, the memory layout (L2P table, block table, scratch pages,
+IDENTIFY and log records) and the capacity.  The SoC wraps these in CSRs
+(issue #7); the cocotb system test (``tb/ftl_core``) drives them directly.
+"""
+
+from amaranth import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from atomflash import command, spec
+from rtl import spec as layouts
+from rtl.host.queues import HostQueues, completion_layout
+from rtl.lib import wishbone
+from rtl.lib.streams import StreamMerge
+from rtl.nand.channel import ChannelParams
+from rtl.nand.controller import NandController
+from rtl.nand.phy import OnfiBusSignature
+from rtl.nand.timing import TIMING
+
+from .allocator import PAGE_BITS, PageAllocator
+from .blocktable import BlockTable
+from .bufport import BufferPortArbiter
+from .executor import Executor
+from .logwriter import LogWriter
+from .mapcache import MapCache
+from .mapport import MapPortArbiter
+from .nandport import NandPortMux
+from .publisher import Publisher
+from .reader import Reader
+from .validate import CommandValidator
+
+__all__ = ["FtlCore"]
+
+
+class FtlCore(wiring.Component):
+    """Host queues, FTL and NAND controller; see the module docstring.
+
+    Parameters
+    ----------
+    profile, channels, ways, nand_slots : NAND geometry and page-buffer slots per channel
+        (the last slot of each channel is the read path's).
+    queue_pairs, queue_depth : host queues.
+    slots : publisher slots (commands changing the map in flight).
+    map_sets, map_ways, map_line : MapCache geometry.
+    """
+
+    def __init__(self, *, profile: str = "small", channels: int = 2, ways: int = 2, nand_slots: int = 4,
+                 queue_pairs: int = 1, queue_depth: int = spec.LIMITS.QUEUE_DEPTH, slots: int = 16,
+                 map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
+                 limits: command.StaticLimits = command.StaticLimits()):
+        self.params = ChannelParams(profile, ways=ways, slots=nand_slots)
+        self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
+        self.limits = limits
+        self.profile = self.params.profile
+        self.ctrl = NandController(self.params, channels=channels)
+        self.slot_words = self.ctrl.slot_words
+        self.buf_addr_width = (nand_slots * self.slot_words - 1).bit_length()
+        self.map_geometry = dict(sets=map_sets, ways=map_ways, line=map_line)
+        self.alloc = PageAllocator(channels=channels, ways=ways)
+        die_block = self.alloc.free.payload.shape()
+        super().__init__({
+            "regs": In(wishbone.Signature(addr_width=6, data_width=32)),
+            "mem": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "irq": Out(1),
+            "bus": Out(OnfiBusSignature(ways)).array(channels),
+            "timing": In(TIMING),
+            "busy": Out(channels),
+            "desc": In(stream.Signature(layouts.NAND_DESC)),
+            "cpl": Out(stream.Signature(layouts.NAND_CPL)),
+            "free": In(stream.Signature(die_block)),
+            "closed": Out(stream.Signature(die_block)),
+            "seq_load": In(stream.Signature(64)),
+            "pages_per_block": In(PAGE_BITS + 1),
+            "starved": Out(1),
+            "capacity": In(64),
+            "l2p_base": In(32),
+            "bt_base": In(32),
+            "block_shift": In(5),
+            "scratch_base": In(32),
+            "identify_base": In(32),
+            "log_base": In(32),
+            "map_hits": Out(32),
+            "map_misses": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        C, Q = self.channels, self.queue_pairs
+        lim = self.limits
+        m.submodules.ctrl = ctrl = self.ctrl
+        m.submodules.alloc = alloc = self.alloc
+        m.submodules.queues = queues = HostQueues(queue_pairs=Q)
+        m.submodules.validator = validator = CommandValidator(queue_pairs=Q, limits=lim)
+        m.submodules.executor = executor = Executor(queue_pairs=Q, page_data=self.profile.page_data,
+                                                    slots=self.slots, max_transfer=lim.max_transfer,
+                                                    max_members=max(lim.max_atomic_pages, lim.max_transfer))
+        m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
+                                              max_transfer=lim.max_transfer)
+        m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members)
+        m.submodules.writer = writer = LogWriter(self.params, C, self.slot_words,
+                                                 write_slots=self.params.slots - 1)
+        m.submodules.mapcache = mapcache = MapCache(lba_bits=32, **self.map_geometry)
+        m.submodules.mapport = mapport = MapPortArbiter(2, 32)
+        m.submodules.blocktable = blocktable = BlockTable(channels=C, ways=self.ways)
+        m.submodules.nandport = nandport = NandPortMux(3)
+        m.submodules.cplmerge = cplmerge = StreamMerge(completion_layout(Q), 3)
+        m.submodules.membus = membus = wishbone.Arbiter(6, addr_width=30)
+
+        # host side
+        wiring.connect(m, wiring.flipped(self.regs), queues.bus)
+        wiring.connect(m, queues.cmd, validator.cmd)
+        wiring.connect(m, validator.accepted, executor.cmd)
+        wiring.connect(m, executor.read, reader.cmd)
+        wiring.connect(m, validator.rejected, cplmerge.inputs[0])
+        wiring.connect(m, executor.cpl, cplmerge.inputs[1])
+        wiring.connect(m, reader.cpl, cplmerge.inputs[2])
+        wiring.connect(m, cplmerge.output, queues.cpl)
+        m.d.comb += [self.irq.eq(queues.irq), validator.capacity.eq(self.capacity),
+                     executor.capacity.eq(self.capacity), executor.scratch_base.eq(self.scratch_base),
+                     executor.identify_base.eq(self.identify_base), executor.log_base.eq(self.log_base)]
+
+        # executor <-> publisher <-> log writer
+        wiring.connect(m, executor.pub_member_lba, publisher.member_lba)
+        wiring.connect(m, executor.pub_open, publisher.open)
+        wiring.connect(m, executor.pub_member, publisher.member)
+        wiring.connect(m, executor.pub_give_up, publisher.give_up)
+        wiring.connect(m, publisher.retry, executor.pub_retry)
+        wiring.connect(m, publisher.published, executor.pub_published)
+        wiring.connect(m, executor.page, writer.req)
+        wiring.connect(m, writer.done, executor.page_done)
+        wiring.connect(m, alloc.alloc, writer.alloc)
+        wiring.connect(m, wiring.flipped(self.free), alloc.free)
+        wiring.connect(m, wiring.flipped(self.seq_load), alloc.seq_load)
+        wiring.connect(m, alloc.closed, wiring.flipped(self.closed))
+        m.d.comb += [alloc.pages_per_block.eq(self.pages_per_block), self.starved.eq(alloc.starved)]
+
+        # the map: publisher and reader share the cache; rebinds to the block table
+        pub_port = mapport.users[0]
+        m.d.comb += [pub_port.lock.eq(publisher.map_lock), publisher.map_grant.eq(pub_port.grant)]
+        wiring.connect(m, publisher.map_req, pub_port.req)
+        wiring.connect(m, pub_port.resp, publisher.map_resp)
+        wiring.connect(m, reader.map, mapport.users[1])
+        wiring.connect(m, mapport.req, mapcache.req)
+        wiring.connect(m, mapcache.resp, mapport.resp)
+        wiring.connect(m, publisher.rebind, blocktable.rebind)
+        m.d.comb += [mapcache.table_base.eq(self.l2p_base), blocktable.table_base.eq(self.bt_base),
+                     blocktable.block_shift.eq(self.block_shift),
+                     self.map_hits.eq(mapcache.hits), self.map_misses.eq(mapcache.misses)]
+
+        # NAND: descriptors from the log writer, the reader and the firmware
+        wiring.connect(m, writer.desc, nandport.desc_in[0])
+        wiring.connect(m, nandport.cpl_out[0], writer.cpl)
+        wiring.connect(m, reader.desc, nandport.desc_in[1])
+        wiring.connect(m, nandport.cpl_out[1], reader.ncpl)
+        wiring.connect(m, wiring.flipped(self.desc), nandport.desc_in[2])
+        wiring.connect(m, nandport.cpl_out[2], wiring.flipped(self.cpl))
+        wiring.connect(m, nandport.desc, ctrl.desc)
+        wiring.connect(m, ctrl.cpl, nandport.cpl)
+        m.d.comb += [ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
+        for c in range(C):
+            wiring.connect(m, wiring.flipped(self.bus[c]), ctrl.bus[c])
+            arb = BufferPortArbiter(2, self.buf_addr_width)
+            m.submodules[f"bufarb{c}"] = arb
+            wiring.connect(m, writer.buf[c], arb.users[0])
+            wiring.connect(m, reader.buf[c], arb.users[1])
+            wiring.connect(m, arb.buf, ctrl.buf[c])
+
+        # SoC memory
+        for i, initiator in enumerate((queues.dma, mapcache.dma, blocktable.dma, writer.bus, reader.bus,
+                                       executor.bus)):
+            wiring.connect(m, initiator, membus.initiators[i])
+        wiring.connect(m, membus.bus, wiring.flipped(self.mem))
+        return m

@@ -1,0 +1,485 @@
+"""Executor: validated host commands in, log pages and completions out.
+
+The executor turns each command that changes the map into one *group* in a
+publisher slot, and lets the :class:`~rtl.ftl.publisher.Publisher` decide
+when it becomes visible:
+
+=============  ===============================================================
+WRITE          nlb members, each its own commit point (DATA, group_len 1,
+               commit bit): bound together once all are programmed
+ATOMIC_WRITE   the (lba, buf) list is read from host memory and checked first
+               (LBA range -> LBA_OUT_OF_RANGE, buffer alignment ->
+               MISALIGNED_BUFFER, an LBA twice -> DUPLICATE_LBA; nothing is
+               programmed for a rejected group); then N members with
+               group_len N, group_idx i, the commit bit on the last, vseqs
+               first..first+N-1 (issued back to back, so the allocator's seqs
+               are consecutive)
+DEALLOCATE     one TRIM record page (entry written to the slot's scratch page in
+               SoC memory; the log writer stamps the header), then the publisher
+               unbinds the range
+FLUSH,         an empty group: published, hence completed, once every group
+HINT(CKPT)     before it is -- every write acknowledged before it is on flash
+=============  ===============================================================
+
+Slots are taken in ring order and published in ring order, so for each LBA
+the map follows command order ("commit order decides").  A member whose
+program fails comes back from the publisher and is re-issued on a fresh page
+with its vseq (``keep_vseq``); after ``max_retries`` failures of one group,
+or a bus error on its host buffer, the remaining failures are given up and
+the group is dropped: MEDIA_ERROR (DATA_TRANSFER_ERROR for the bus error),
+nothing bound.
+
+READ goes to the :class:`~rtl.ftl.reader.Reader` (its own queue, so reads do
+not wait for programs); IDENTIFY and GET_LOG copy a record the firmware keeps
+in SoC memory (``identify_base``, ``log_base``; ``spec.IDENTIFY.size`` bytes)
+to the host buffer; HINT NONE / FLUSH_GROUP complete at once (no write
+buffer yet).  The transaction and append verbs (issue #6) complete with
+INVALID_OPCODE until they are built.
+"""
+
+from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2, exact_log2
+
+from atomflash import spec
+from atomflash.spec import Hint, Kind, NandResult, Opcode, Status
+from rtl import spec as layouts
+from rtl.host.queues import command_layout, completion_layout
+from rtl.lib import wishbone
+
+from .logwriter import PAGE_DONE, PAGE_WRITE
+from .reader import read_layout
+
+__all__ = ["Executor"]
+
+COMMIT = spec.OOB.compose("flags", commit=1)
+
+
+class Executor(wiring.Component):
+    """Dispatches commands into publisher groups; see the module docstring.
+
+    Parameters
+    ----------
+    queue_pairs : int
+    page_data : int
+        Bytes per logical block (the flash page's data area).
+    slots : int
+        Publisher slots (commands in flight), a power of two.
+    max_members : int
+        Publisher members per slot (>= max_transfer and max_atomic_pages).
+    max_retries : int
+        Program failures one group may see before it is dropped.
+
+    Ports
+    -----
+    cmd : In(stream of command_layout) / cpl : Out(stream of completion_layout)
+    page : Out(stream of PAGE_WRITE) / page_done : In(stream of PAGE_DONE)
+        The log writer.
+    pub_member_lba, pub_open, pub_member, pub_give_up : Out(streams) / pub_retry, pub_published : In(streams)
+        The publisher (same payloads as its ports).
+    read : Out(stream of read_layout)
+        READ commands for the Reader.
+    bus : Out(wishbone.Signature)
+        List reads, scratch-page writes, IDENTIFY/GET_LOG copies.
+    capacity : In(64), scratch_base, identify_base, log_base : In(32)
+        Set by the firmware; ``scratch_base`` holds ``slots`` pages.
+    """
+
+    def __init__(self, *, queue_pairs: int, page_data: int, slots: int = 16,
+                 max_members: int = spec.LIMITS.MAX_ATOMIC_PAGES, max_transfer: int = spec.LIMITS.MAX_TRANSFER,
+                 max_retries: int = 4, retry_depth: int = 16, lba_bits: int = 32):
+        exact_log2(slots)
+        exact_log2(max_members)
+        if max_transfer > max_members:
+            raise ValueError("a WRITE of max_transfer blocks must fit one publisher slot")
+        self.queue_pairs, self.page_data, self.slots = queue_pairs, page_data, slots
+        self.max_members, self.max_transfer, self.max_retries = max_members, max_transfer, max_retries
+        self.retry_depth = retry_depth
+        self.slot_bits = exact_log2(slots)
+        self.idx_bits = exact_log2(max_members)
+        self.lba_bits = lba_bits
+        slot_idx = {"slot": self.slot_bits, "idx": self.idx_bits}
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout(queue_pairs))),
+            "cpl": Out(stream.Signature(completion_layout(queue_pairs))),
+            "page": Out(stream.Signature(PAGE_WRITE)),
+            "page_done": In(stream.Signature(PAGE_DONE)),
+            "pub_member_lba": Out(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits}))),
+            "pub_open": Out(stream.Signature(data.StructLayout({"slot": self.slot_bits,
+                                                                "count": self.idx_bits + 1, "trim_nlb": 32}))),
+            "pub_member": Out(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32,
+                                                                             "vseq": 64}))),
+            "pub_give_up": Out(stream.Signature(data.StructLayout(slot_idx))),
+            "pub_retry": In(stream.Signature(data.StructLayout(slot_idx | {"vseq": 64}))),
+            "pub_published": In(stream.Signature(data.StructLayout({"slot": self.slot_bits, "bus_error": 1,
+                                                                     "dropped": 1}))),
+            "read": Out(stream.Signature(read_layout(queue_pairs, max_transfer))),
+            "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "capacity": In(64),
+            "scratch_base": In(32),
+            "identify_base": In(32),
+            "log_base": In(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        S, M = self.slots, self.max_members
+        page_data = self.page_data
+        ql = completion_layout(self.queue_pairs)
+
+        # -- per-slot state -------------------------------------------------------
+        class K:        # what a slot holds
+            WRITE, ATOMIC, TRIM, FLUSH = range(4)
+        busy = Signal(S)
+        slot_sqid = Array(Signal(ql["sqid"].shape, name=f"sqid{s}") for s in range(S))
+        slot_cid = Array(Signal(16, name=f"cid{s}") for s in range(S))
+        slot_kind = Array(Signal(2, name=f"kind{s}") for s in range(S))
+        slot_lba = Array(Signal(32, name=f"lba{s}") for s in range(S))
+        slot_buf = Array(Signal(32, name=f"buf{s}") for s in range(S))
+        slot_n = Array(Signal(self.idx_bits + 1, name=f"n{s}") for s in range(S))
+        slot_fails = Array(Signal(range(self.max_retries + 2), name=f"fails{s}") for s in range(S))
+        slot_xfer = Signal(S)        # a bus error on the slot's host buffer
+        # atomic members' (lba, buf), per slot and member
+        member_shape = data.StructLayout({"lba": 32, "buf": 32})
+        m.submodules.members = members = memory.Memory(shape=member_shape, depth=S * M, init=[])
+        mem_w = members.write_port()
+        mem_r = members.read_port(transparent_for=(mem_w,))
+        mem_r2 = members.read_port(transparent_for=(mem_w,))   # the retry path's
+
+        def maddr(slot, idx):
+            return Cat(idx[:self.idx_bits], slot[:self.slot_bits])
+
+        # -- completions: published groups and immediate ones ----------------------
+        imm = Signal.like(self.cpl.payload)
+        imm_valid = Signal()
+        pub = self.pub_published.payload
+        with m.If(self.pub_published.valid):
+            status = Signal(15)
+            with m.If(pub.dropped):
+                m.d.comb += status.eq(Mux(slot_xfer.bit_select(pub.slot, 1), Status.DATA_TRANSFER_ERROR,
+                                          Status.MEDIA_ERROR))
+            with m.Elif(pub.bus_error):
+                m.d.comb += status.eq(Status.INTERNAL_ERROR)
+            with m.Else():
+                m.d.comb += status.eq(Status.SUCCESS)
+            m.d.comb += [self.cpl.valid.eq(1), self.cpl.payload.sqid.eq(slot_sqid[pub.slot]),
+                         self.cpl.payload.cid.eq(slot_cid[pub.slot]), self.cpl.payload.status.eq(status),
+                         self.pub_published.ready.eq(self.cpl.ready)]
+        with m.Else():
+            m.d.comb += [self.cpl.valid.eq(imm_valid), self.cpl.payload.eq(imm)]
+        imm_taken = imm_valid & ~self.pub_published.valid & self.cpl.ready
+        slot_freed = Signal(S)
+        with m.If(self.pub_published.valid & self.cpl.ready):
+            m.d.comb += slot_freed.bit_select(pub.slot, 1).eq(1)
+
+        # -- log writer completions go to the publisher; note buffer bus errors ------
+        done = self.page_done.payload
+        done_slot = done.tag[self.idx_bits:self.idx_bits + self.slot_bits]
+        m.d.comb += [self.pub_member.valid.eq(self.page_done.valid), self.page_done.ready.eq(self.pub_member.ready),
+                     self.pub_member.payload.slot.eq(done_slot),
+                     self.pub_member.payload.idx.eq(done.tag[:self.idx_bits]),
+                     self.pub_member.payload.result.eq(done.result), self.pub_member.payload.ppa.eq(done.ppa),
+                     self.pub_member.payload.vseq.eq(done.vseq)]
+        xfer_set = Signal(S)
+        with m.If(self.page_done.valid & self.page_done.ready & done.dma_error):
+            m.d.comb += xfer_set.bit_select(done_slot, 1).eq(1)
+
+        # -- the page port: the dispatcher (a whole group at a time) or the retry path
+        issuing = Signal()
+        disp_page = Signal.like(self.page.payload)
+        disp_valid = Signal()
+        retry_page = Signal.like(self.page.payload)
+        retry_valid = Signal()
+        with m.If(issuing):
+            m.d.comb += [self.page.payload.eq(disp_page), self.page.valid.eq(disp_valid)]
+        with m.Else():
+            m.d.comb += [self.page.payload.eq(retry_page), self.page.valid.eq(retry_valid)]
+
+        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf):
+            """PAGE_WRITE of member ``idx`` of ``slot`` (comb)."""
+            o = pg.oob
+            m.d.comb += [pg.tag.eq(Cat(idx[:self.idx_bits], slot[:self.slot_bits])), o.kind.eq(Kind.DATA)]
+            with m.Switch(kind):
+                with m.Case(K.WRITE):
+                    m.d.comb += [pg.mem_addr.eq(buf_base + idx * page_data), o.lba.eq(lba_base + idx),
+                                 o.group_len.eq(1), o.flags.eq(COMMIT)]
+                with m.Case(K.ATOMIC):
+                    m.d.comb += [pg.mem_addr.eq(atomic_buf), o.lba.eq(atomic_lba), o.group_len.eq(n),
+                                 o.group_idx.eq(idx), o.flags.eq(Mux(idx == n - 1, COMMIT, 0))]
+                with m.Case(K.TRIM):
+                    m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.TRIM),
+                                 o.group_len.eq(1), o.flags.eq(COMMIT), pg.record.eq(1), pg.rec_count.eq(1),
+                                 pg.rec_total.eq(1)]
+
+        # -- retry path ------------------------------------------------------------
+        # Retries are always taken into a FIFO: the log writer's completions must never
+        # wait for the page port, which a group being issued holds (that would deadlock).
+        rt = Signal.like(self.pub_retry.payload)
+        retry_width = len(self.pub_retry.payload.as_value())
+        m.submodules.retries = retries = fifo.SyncFIFOBuffered(width=retry_width, depth=self.retry_depth)
+        m.d.comb += [retries.w_data.eq(self.pub_retry.payload.as_value()), retries.w_en.eq(self.pub_retry.valid),
+                     self.pub_retry.ready.eq(retries.w_rdy)]
+        m.d.comb += mem_r2.addr.eq(maddr(rt.slot, rt.idx))
+        retry_idle = Signal()
+        with m.FSM(name="retry"):
+            with m.State("IDLE"):
+                m.d.comb += retry_idle.eq(1)
+                with m.If(retries.r_rdy & ~issuing):
+                    m.d.comb += retries.r_en.eq(1)
+                    m.d.sync += rt.eq(retries.r_data)
+                    m.next = "DECIDE"
+            with m.State("DECIDE"):
+                fails = slot_fails[rt.slot]
+                with m.If((fails >= self.max_retries) | slot_xfer.bit_select(rt.slot, 1)):
+                    m.next = "GIVE_UP"
+                with m.Else():
+                    m.d.sync += fails.eq(fails + 1)
+                    m.next = "SEND"
+            with m.State("SEND"):
+                member_page(retry_page, rt.slot, rt.idx, slot_kind[rt.slot], slot_lba[rt.slot], slot_buf[rt.slot],
+                            slot_n[rt.slot], mem_r2.data.lba, mem_r2.data.buf)
+                m.d.comb += [retry_page.keep_vseq.eq(1), retry_page.oob.vseq.eq(rt.vseq), retry_valid.eq(1)]
+                with m.If(self.page.ready & ~issuing):
+                    m.next = "IDLE"
+            with m.State("GIVE_UP"):
+                m.d.comb += [self.pub_give_up.valid.eq(1), self.pub_give_up.payload.slot.eq(rt.slot),
+                             self.pub_give_up.payload.idx.eq(rt.idx)]
+                with m.If(self.pub_give_up.ready):
+                    m.d.sync += slot_fails[rt.slot].eq(self.max_retries)
+                    m.next = "IDLE"
+
+        # -- the dispatcher ----------------------------------------------------------
+        c = Signal(layouts.CMD)
+        sqid = Signal.like(self.cmd.payload.sqid)
+        tail = Signal(self.slot_bits)
+        idx = Signal(self.idx_bits + 1)
+        n = Signal(self.idx_bits + 1)
+        kind = Signal(2)
+        word = Signal(8)
+        status = Signal(15)
+        lo = Signal(32)              # the list entry's words as they arrive
+        hi_bad = Signal()
+        cmp_idx = Signal(self.idx_bits + 1)
+        dup_lba = Signal(32)
+        copy_word = Signal(32)
+        m.d.comb += [mem_r.addr.eq(maddr(tail, idx))]
+
+        def finish(code):
+            m.d.sync += [imm.sqid.eq(sqid), imm.cid.eq(c.cid), imm.status.eq(code), imm.result.eq(0),
+                         imm_valid.eq(1)]
+            m.next = "IMMEDIATE"
+
+        bus = self.bus
+        m.d.comb += bus.sel.eq(0xF)
+        copy_src = Signal(32)
+
+        with m.FSM(name="dispatch"):
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [c.eq(self.cmd.payload.cmd), sqid.eq(self.cmd.payload.sqid), idx.eq(0),
+                                 word.eq(0), status.eq(Status.SUCCESS), hi_bad.eq(0)]
+                    m.next = "DECODE"
+            with m.State("DECODE"):
+                with m.Switch(c.opcode):
+                    with m.Case(Opcode.WRITE):
+                        m.d.sync += [kind.eq(K.WRITE), n.eq(c.nlb)]
+                        m.next = "SLOT"
+                    with m.Case(Opcode.ATOMIC_WRITE):
+                        m.d.sync += [kind.eq(K.ATOMIC), n.eq(c.nlist)]
+                        m.next = "SLOT"
+                    with m.Case(Opcode.DEALLOCATE):
+                        m.d.sync += [kind.eq(K.TRIM), n.eq(1)]
+                        m.next = "SLOT"
+                    with m.Case(Opcode.FLUSH):
+                        m.d.sync += [kind.eq(K.FLUSH), n.eq(0)]
+                        m.next = "SLOT"
+                    with m.Case(Opcode.HINT):
+                        with m.If(c.hint == Hint.CHECKPOINT):
+                            m.d.sync += [kind.eq(K.FLUSH), n.eq(0)]
+                            m.next = "SLOT"
+                        with m.Else():
+                            finish(Status.SUCCESS)
+                    with m.Case(Opcode.READ):
+                        m.next = "READ"
+                    with m.Case(Opcode.IDENTIFY):
+                        m.d.sync += copy_src.eq(self.identify_base)
+                        m.next = "COPY_READ"
+                    with m.Case(Opcode.GET_LOG):
+                        m.d.sync += copy_src.eq(self.log_base)
+                        m.next = "COPY_READ"
+                    with m.Default():
+                        finish(Status.INVALID_OPCODE)
+            with m.State("IMMEDIATE"):
+                with m.If(imm_taken):
+                    m.d.sync += imm_valid.eq(0)
+                    m.next = "IDLE"
+
+            # READ: to the reader's queue
+            with m.State("READ"):
+                r = self.read.payload
+                m.d.comb += [r.sqid.eq(sqid), r.cid.eq(c.cid), r.lba.eq(c.lba), r.nlb.eq(c.nlb),
+                             r.buf.eq(c.buf), self.read.valid.eq(1)]
+                with m.If(self.read.ready):
+                    m.next = "IDLE"
+
+            # IDENTIFY / GET_LOG: word copy from firmware memory to the host buffer
+            with m.State("COPY_READ"):
+                m.d.comb += [bus.adr.eq((copy_src >> 2) + word), bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.INTERNAL_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += copy_word.eq(bus.dat_r)
+                    m.next = "COPY_WRITE"
+            with m.State("COPY_WRITE"):
+                m.d.comb += [bus.adr.eq((c.buf[:32] >> 2) + word), bus.dat_w.eq(copy_word), bus.we.eq(1),
+                             bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.DATA_TRANSFER_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == spec.IDENTIFY.size // 4 - 1):
+                        finish(Status.SUCCESS)
+                    with m.Else():
+                        m.next = "COPY_READ"
+
+            # a group: wait for the next slot in ring order
+            with m.State("SLOT"):
+                with m.If(~busy.bit_select(tail, 1)):
+                    m.d.sync += [slot_sqid[tail].eq(sqid), slot_cid[tail].eq(c.cid), slot_kind[tail].eq(kind),
+                                 slot_lba[tail].eq(c.lba), slot_buf[tail].eq(c.buf), slot_n[tail].eq(n),
+                                 slot_fails[tail].eq(0)]
+                    with m.If(kind == K.ATOMIC):
+                        m.next = "LIST"
+                    with m.Elif(kind == K.TRIM):
+                        m.next = "SCRATCH"
+                    with m.Else():
+                        m.next = "LBAS"
+
+            # ATOMIC_WRITE: read the list (4 words per entry), check each entry
+            with m.State("LIST"):
+                m.d.comb += [bus.adr.eq((c.list[:32] >> 2) + Cat(word[:2], idx[:self.idx_bits])),
+                             bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.DATA_TRANSFER_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += word.eq(word + 1)
+                    d = bus.dat_r
+                    with m.Switch(word[:2]):
+                        with m.Case(0):
+                            m.d.sync += lo.eq(d)
+                        with m.Case(1):      # lba = d:lo
+                            with m.If((Cat(lo, d) >= self.capacity) & (status == Status.SUCCESS)):
+                                m.d.sync += status.eq(Status.LBA_OUT_OF_RANGE)
+                            m.d.sync += copy_word.eq(lo)     # the entry's lba until buf arrives
+                        with m.Case(2):
+                            m.d.sync += lo.eq(d)
+                        with m.Case(3):      # buf = d:lo
+                            with m.If(((lo[:2] != 0) | (d != 0)) & (status == Status.SUCCESS)):
+                                m.d.sync += hi_bad.eq(1)
+                            m.d.comb += [mem_w.addr.eq(maddr(tail, idx)), mem_w.data.lba.eq(copy_word),
+                                         mem_w.data.buf.eq(lo), mem_w.en.eq(1)]
+                            m.d.sync += idx.eq(idx + 1)
+                            with m.If(idx + 1 == n):
+                                m.next = "LIST_CHECK"
+            with m.State("LIST_CHECK"):
+                with m.If(status != Status.SUCCESS):
+                    finish(status)
+                with m.Elif(hi_bad):
+                    finish(Status.MISALIGNED_BUFFER)
+                with m.Else():
+                    m.d.sync += [idx.eq(1), cmp_idx.eq(0)]
+                    m.next = "DUP_READ"
+            # duplicates: entry idx against every earlier one, two cycles per compare
+            with m.State("DUP_READ"):
+                with m.If(idx == n):
+                    m.d.sync += idx.eq(0)
+                    m.next = "LBAS"
+                with m.Else():
+                    m.next = "DUP_LOAD"      # mem_r shows entry idx next cycle
+            with m.State("DUP_LOAD"):
+                m.d.sync += [dup_lba.eq(mem_r.data.lba), cmp_idx.eq(0)]
+                m.next = "DUP_ADDR"
+            with m.State("DUP_ADDR"):
+                m.d.comb += mem_r.addr.eq(maddr(tail, cmp_idx))
+                m.next = "DUP_CMP"
+            with m.State("DUP_CMP"):
+                m.d.comb += mem_r.addr.eq(maddr(tail, cmp_idx))
+                with m.If(mem_r.data.lba == dup_lba):
+                    finish(Status.DUPLICATE_LBA)
+                with m.Elif(cmp_idx + 1 == idx):
+                    m.d.sync += idx.eq(idx + 1)
+                    m.next = "DUP_READ"
+                with m.Else():
+                    m.d.sync += cmp_idx.eq(cmp_idx + 1)
+                    m.next = "DUP_ADDR"
+
+            # DEALLOCATE: the TRIM entry into the slot's scratch page after the header
+            with m.State("SCRATCH"):
+                entry = Signal(layouts.TRIM_REC_ENTRY)
+                m.d.comb += [entry.lba.eq(c.lba), entry.nlb.eq(c.nlb)]
+                m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2) + word),
+                             bus.dat_w.eq(entry.as_value().word_select(word[:2], 32)), bus.we.eq(1),
+                             bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.INTERNAL_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == spec.TRIM_REC_ENTRY.size // 4 - 1):
+                        m.next = "LBAS"
+
+            # the group's member LBAs, then its open
+            with m.State("LBAS"):
+                with m.If(idx == n):
+                    m.next = "OPEN"
+                with m.Else():
+                    m.next = "LBA"
+            with m.State("LBA"):
+                # mem_r shows member idx of the tail slot (atomic)
+                p = self.pub_member_lba.payload
+                m.d.comb += [p.slot.eq(tail), p.idx.eq(idx), self.pub_member_lba.valid.eq(1),
+                             p.lba.eq(Mux(kind == K.ATOMIC, mem_r.data.lba, c.lba + idx))]
+                with m.If(self.pub_member_lba.ready):
+                    m.d.sync += idx.eq(idx + 1)
+                    m.next = "LBAS"
+            with m.State("OPEN"):
+                o = self.pub_open.payload
+                m.d.comb += [o.slot.eq(tail), o.count.eq(n), o.trim_nlb.eq(Mux(kind == K.TRIM, c.nlb, 0)),
+                             self.pub_open.valid.eq(1)]
+                with m.If(self.pub_open.ready):
+                    m.d.sync += [busy.bit_select(tail, 1).eq(1), idx.eq(0)]
+                    m.next = "ISSUE_WAIT"
+            # members to the log writer back to back (the retry path waits meanwhile)
+            with m.State("ISSUE_WAIT"):
+                with m.If(idx == n):
+                    m.d.sync += tail.eq(tail + 1)
+                    m.next = "IDLE"
+                with m.Elif(retry_idle & ~retries.r_rdy):
+                    m.next = "ISSUE"
+            with m.State("ISSUE"):
+                m.d.comb += issuing.eq(1)
+                member_page(disp_page, tail, idx, kind, c.lba, c.buf, n, mem_r.data.lba, mem_r.data.buf)
+                m.d.comb += disp_valid.eq(1)
+                with m.If(self.page.ready):
+                    m.d.sync += idx.eq(idx + 1)
+                    with m.If(idx + 1 == n):
+                        m.d.sync += tail.eq(tail + 1)
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "ISSUE_NEXT"
+            with m.State("ISSUE_NEXT"):
+                # one cycle for mem_r to show the next member
+                m.d.comb += issuing.eq(1)
+                m.next = "ISSUE"
+
+        # slot bookkeeping (after the FSMs: a slot freed and retaken in one cycle cannot happen,
+        # the dispatcher waits for ~busy first)
+        for s in range(S):
+            with m.If(slot_freed[s]):
+                m.d.sync += busy[s].eq(0)
+            with m.If(xfer_set[s]):
+                m.d.sync += slot_xfer[s].eq(1)
+        with m.If(self.pub_open.valid & self.pub_open.ready):
+            m.d.sync += slot_xfer.bit_select(tail, 1).eq(0)
+        return m
