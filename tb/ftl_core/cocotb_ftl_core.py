@@ -1,0 +1,225 @@
+"""cocotb: the FTL core (host queues to NAND pins) against four NAND models.
+
+* ``every_verb``: each command and each status the core decides, and that a
+  rejected command changes nothing;
+* ``random_scoreboard``: random batches of plain writes, atomic groups and
+  trims at queue depth > 1, then reads checked against ``atomflash.model``;
+  finally the flash itself recovers (``atomflash.model.recover``) to exactly
+  the model's contents.
+"""
+
+import os
+import random
+
+import cocotb
+
+from atomflash import spec
+from atomflash.model import Limits, Model, recover
+from atomflash.spec import Hint, Opcode, Status
+from ftl_tb import DATA, IDENTIFY, FtlCoreTB
+
+CHANNELS, WAYS = 2, 2
+SLOTS = int(os.environ.get("FTL_SLOTS", "8"))
+SLOT_WORDS = int(os.environ["NANDTB_SLOT_WORDS"])
+CAPACITY = 2048
+MEM_END = 1 << 19
+
+
+async def make_tb(dut, **kw):
+    return await FtlCoreTB.create(dut, channels=CHANNELS, ways=WAYS, slots=SLOTS, slot_words=SLOT_WORDS,
+                                  capacity=CAPACITY, **kw)
+
+
+def block(tag: int, page: int) -> bytes:
+    """A unique, recognisable block."""
+    rng = random.Random(tag)
+    return tag.to_bytes(8, "little") + rng.randbytes(page - 8)
+
+
+class Host:
+    """Data buffers in the harness memory, handed out round-robin."""
+
+    def __init__(self, tb: FtlCoreTB, pages: int = 128):
+        self.tb, self.pages, self.next = tb, pages, 0
+
+    def buffer(self, nlb=1) -> int:
+        if self.next + nlb > self.pages:
+            self.next = 0
+        addr = DATA + self.next * self.tb.page
+        self.next += nlb
+        return addr
+
+
+def expect(cpl, status):
+    assert Status(cpl["status"]) == status, f"status {Status(cpl['status']).name}, expected {status.name}"
+
+
+@cocotb.test()
+async def every_verb(dut):
+    tb = await make_tb(dut, name="verbs")
+    host = Host(tb)
+    page = tb.page
+    model = Model(Limits(capacity=CAPACITY, lba_size=page))
+
+    async def write(lba, blocks):
+        buf = host.buffer(len(blocks))
+        tb.write_bytes(buf, b"".join(blocks))
+        model.write(lba, b"".join(blocks))
+        return await tb.do(opcode=Opcode.WRITE, lba=lba, nlb=len(blocks), buf=buf)
+
+    async def read_check(lba, nlb):
+        buf = host.buffer(nlb)
+        tb.write_bytes(buf, b"\xa5" * (nlb * page))
+        expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=nlb, buf=buf), Status.SUCCESS)
+        got = tb.read_bytes(buf, nlb * page)
+        want = model.read(lba, nlb).data
+        for i in range(nlb):
+            assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"lba {lba + i}"
+
+    async def atomic(pairs, status=Status.SUCCESS, list_addr=None, bufs=None):
+        entries = []
+        for i, (lba, data) in enumerate(pairs):
+            buf = bufs[i] if bufs else host.buffer()
+            if data is not None:
+                tb.write_bytes(buf, data)
+            entries.append(spec.ATOMIC_ENTRY.pack(lba=lba, buf=buf))
+        lst = list_addr if list_addr is not None else host.buffer()
+        if lst < MEM_END:
+            tb.write_bytes(lst, b"".join(entries))
+        cpl = await tb.do(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=len(pairs))
+        expect(cpl, status)
+        if status == Status.SUCCESS:
+            model.atomic_write(pairs)
+
+    # IDENTIFY: the record the firmware keeps, copied to the host
+    ident = spec.IDENTIFY.pack(magic=spec.IDENTIFY_MAGIC, capacity=CAPACITY, lba_size=page, max_transfer=64)
+    tb.write_bytes(IDENTIFY, ident)
+    buf = host.buffer()
+    expect(await tb.do(opcode=Opcode.IDENTIFY, buf=buf), Status.SUCCESS)
+    assert tb.read_bytes(buf, spec.IDENTIFY.size) == ident
+
+    # unmapped reads are zeros; writes read back; overwrites win
+    await read_check(0, 4)
+    expect(await write(10, [block(1, page), block(2, page), block(3, page)]), Status.SUCCESS)
+    await read_check(9, 5)
+    expect(await write(11, [block(4, page)]), Status.SUCCESS)
+    await read_check(10, 3)
+
+    # atomic group of non-contiguous LBAs, the last overwriting an earlier write
+    await atomic([(100, block(10, page)), (7, block(11, page)), (2047, block(12, page)), (12, block(13, page))])
+    for lba in (100, 7, 2047, 12, 10, 11):
+        await read_check(lba, 1)
+
+    # rejected groups change nothing
+    before = {lba: tb.read_bytes(0, 0) for lba in ()}
+    await atomic([(20, block(20, page)), (21, block(21, page)), (20, block(22, page))], Status.DUPLICATE_LBA)
+    await atomic([(22, block(23, page)), (CAPACITY, block(24, page))], Status.LBA_OUT_OF_RANGE)
+    await atomic([(23, block(25, page)), (24, None)], Status.MISALIGNED_BUFFER, bufs=[host.buffer(), DATA + 2])
+    await atomic([(25, block(26, page))], Status.DATA_TRANSFER_ERROR, list_addr=MEM_END + 64)
+    for lba in (20, 21, 22, 23, 24, 25):
+        await read_check(lba, 1)
+    del before
+
+    # static rejections (the validator), one each
+    expect(await tb.do(opcode=0x7F), Status.INVALID_OPCODE)
+    expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=0, buf=DATA), Status.ZERO_LENGTH)
+    expect(await tb.do(opcode=Opcode.WRITE, lba=CAPACITY - 1, nlb=2, buf=DATA), Status.LBA_OUT_OF_RANGE)
+    expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=65, buf=DATA), Status.TRANSFER_TOO_LARGE)
+    expect(await tb.do(opcode=Opcode.READ, lba=0, nlb=1, buf=DATA + 1), Status.MISALIGNED_BUFFER)
+    expect(await tb.do(opcode=Opcode.ATOMIC_WRITE, list=DATA, nlist=65), Status.GROUP_TOO_LARGE)
+    # transactions and appends are issue #6
+    expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=1), Status.INVALID_OPCODE)
+
+    # a write from a buffer past the memory: transfer error, nothing bound
+    expect(await tb.do(opcode=Opcode.WRITE, lba=30, nlb=1, buf=MEM_END), Status.DATA_TRANSFER_ERROR)
+    await read_check(30, 1)
+    # a read into a buffer past the memory
+    expect(await tb.do(opcode=Opcode.READ, lba=10, nlb=1, buf=MEM_END), Status.DATA_TRANSFER_ERROR)
+    expect(await tb.do(opcode=Opcode.READ, lba=40, nlb=1, buf=MEM_END), Status.DATA_TRANSFER_ERROR)
+
+    # trim: a TRIM record, then the range reads as zeros
+    expect(await tb.do(opcode=Opcode.DEALLOCATE, lba=10, nlb=3), Status.SUCCESS)
+    model.trim(10, 3)
+    await read_check(9, 5)
+
+    # flush and hints
+    expect(await tb.do(opcode=Opcode.FLUSH), Status.SUCCESS)
+    for hint in Hint:
+        expect(await tb.do(opcode=Opcode.HINT, hint=hint), Status.SUCCESS)
+
+    # the flash recovers to exactly what the host sees
+    assert recover(tb.flash_pages()).contents() == model.contents()
+    await tb.chan.expect_clean()
+
+
+@cocotb.test()
+async def random_scoreboard(dut):
+    tb = await make_tb(dut, name="random")
+    rng = random.Random(int(os.environ.get("FTL_SEED", "1")))
+    host = Host(tb)
+    page = tb.page
+    model = Model(Limits(capacity=CAPACITY, lba_size=page))
+    lbas = range(48)                # overlapping on purpose
+    serial = 1000
+    programs = 0
+    for batch in range(int(os.environ.get("FTL_BATCHES", "12"))):
+        # up to 8 map-changing commands in flight; completion order = command order for these
+        cids = []
+        for _ in range(rng.randrange(1, 9)):
+            kind = rng.choices(["write", "atomic", "trim", "flush"], [5, 3, 1, 1])[0]
+            if kind == "write":
+                nlb = rng.randrange(1, 4)
+                lba = rng.randrange(0, len(lbas) - nlb)
+                blocks = []
+                for _ in range(nlb):
+                    serial += 1
+                    blocks.append(block(serial, page))
+                buf = host.buffer(nlb)
+                tb.write_bytes(buf, b"".join(blocks))
+                model.write(lba, b"".join(blocks))
+                programs += nlb
+                cids.append(await tb.submit(opcode=Opcode.WRITE, lba=lba, nlb=nlb, buf=buf))
+            elif kind == "atomic":
+                pairs = []
+                entries = []
+                for lba in rng.sample(lbas, rng.randrange(1, 9)):
+                    serial += 1
+                    data = block(serial, page)
+                    buf = host.buffer()
+                    tb.write_bytes(buf, data)
+                    pairs.append((lba, data))
+                    entries.append(spec.ATOMIC_ENTRY.pack(lba=lba, buf=buf))
+                lst = host.buffer()
+                tb.write_bytes(lst, b"".join(entries))
+                model.atomic_write(pairs)
+                programs += len(pairs)
+                cids.append(await tb.submit(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=len(pairs)))
+            elif kind == "trim":
+                nlb = rng.randrange(1, 6)
+                lba = rng.randrange(0, len(lbas) - nlb)
+                model.trim(lba, nlb)
+                programs += 1
+                cids.append(await tb.submit(opcode=Opcode.DEALLOCATE, lba=lba, nlb=nlb))
+            else:
+                cids.append(await tb.submit(opcode=Opcode.FLUSH))
+        done = [await tb.wait(cid) for cid in cids]
+        assert all(Status(d["status"]) == Status.SUCCESS for d in done), done
+        # publication follows command order, so completions do too
+        assert [d["cycle"] for d in done] == sorted(d["cycle"] for d in done)
+        # reads of every LBA, several in flight
+        reads = []
+        for lba in range(0, len(lbas), 4):
+            buf = host.buffer(4)
+            reads.append((lba, buf, await tb.submit(opcode=Opcode.READ, lba=lba, nlb=4, buf=buf)))
+        for lba, buf, cid in reads:
+            expect(await tb.wait(cid), Status.SUCCESS)
+            want = model.read(lba, 4).data
+            got = tb.read_bytes(buf, 4 * page)
+            for i in range(4):
+                assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"batch {batch} lba {lba + i}"
+    pages = tb.flash_pages()
+    assert len(pages) == programs, (len(pages), programs)   # no extra flash program for atomicity
+    assert recover(pages).contents() == model.contents()
+    hits, misses = int(dut.map_hits.value), int(dut.map_misses.value)
+    assert hits > 0 and misses > 0
+    await tb.chan.expect_clean()

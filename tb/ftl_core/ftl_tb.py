@@ -1,0 +1,206 @@
+"""cocotb TB for the FTL core: plays the firmware (NAND reset and erase,
+free blocks, seq, memory layout) and the host (NVMe-shaped queues in the
+harness memory), and reads back what landed on flash."""
+
+from __future__ import annotations
+
+import cocotb
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+
+from atomflash import spec
+from atomflash.model import Page
+from atomflash.nandsim import Image
+from atomflash.spec import NandOp, NandResult
+from rtl.ftl.allocator import PageAllocator
+from tb.common.layouts import pack
+from tb.common.streams import StreamSink, StreamSource
+from tb.nand_channel.channel_tb import ChannelTB
+
+REGS = spec.HOST_REGS
+
+# SoC memory layout (byte addresses)
+SQ, CQ = 0x0000, 0x0800
+IDENTIFY, LOG = 0x1000, 0x1100
+SCRATCH = 0x2000                 # slots pages
+BLOCK_TABLE = 0x8000
+L2P = 0x10000
+DATA = 0x20000                   # host data buffers from here
+QUEUE_SIZE = 32
+SEQ0 = 1 << 20
+
+
+class FtlCoreTB:
+    def __init__(self, dut, chan: ChannelTB, *, channels, ways, slots, capacity):
+        self.dut, self.chan = dut, chan
+        self.clk = dut.clk
+        self.channels, self.ways, self.slots = channels, ways, slots
+        self.dies = channels * ways
+        self.profile = chan.profile
+        self.page = self.profile.page_data
+        self.capacity = capacity
+        self.sq_tail = 0
+        self.cq_head = 0
+        self.phase = 1
+        self.next_cid = 0
+        self.outstanding = 0
+        self.done: dict[int, dict] = {}
+        self.spare_blocks: dict[int, list[int]] = {}
+        self.blocks_used: dict[int, list[int]] = {d: [] for d in range(self.dies)}
+
+    @classmethod
+    async def create(cls, dut, *, channels, ways, slots, slot_words, capacity, blocks_per_die=24,
+                     profile="small", name="ftl", **model_cfg):
+        chan = await ChannelTB.create(dut, channels=channels, ways=ways, profile=profile, slot_words=slot_words,
+                                      name=name, mode=5, **model_cfg)
+        tb = cls(dut, chan, channels=channels, ways=ways, slots=slots, capacity=capacity)
+        await tb.boot(blocks_per_die)
+        return tb
+
+    # -- firmware --------------------------------------------------------------------
+    async def boot(self, blocks_per_die):
+        d, prof = self.dut, self.profile
+        free_layout = PageAllocator(channels=self.channels, ways=self.ways).free.payload.shape()
+        self.free_layout = free_layout
+        for die in range(self.dies):
+            c, w = die % self.channels, die // self.channels
+            assert (await self.chan.do(opcode=NandOp.RESET, channel=c, target=w, tag=die)).result == NandResult.OK
+            blocks = list(range(1, 1 + blocks_per_die))     # block 0 stays for the firmware
+            for b in blocks:
+                r = await self.chan.do(opcode=NandOp.ERASE, channel=c, target=w, block=b, tag=die)
+                assert r.result == NandResult.OK
+            self.spare_blocks[die] = blocks
+        d.pages_per_block.value = prof.pages_per_block
+        d.capacity.value = self.capacity
+        d.l2p_base.value = L2P
+        d.bt_base.value = BLOCK_TABLE
+        d.block_shift.value = (prof.blocks_per_lun - 1).bit_length()
+        d.scratch_base.value = SCRATCH
+        d.identify_base.value = IDENTIFY
+        d.log_base.value = LOG
+        self.write_words(BLOCK_TABLE, [0] * (self.dies << (prof.blocks_per_lun - 1).bit_length()))
+        self.free = StreamSource(d, "free", self.clk)
+        self.seq_load = StreamSource(d, "seq_load", self.clk)
+        self.closed = StreamSink(d, "closed", self.clk)
+        await self.seq_load.send(SEQ0)
+        for _ in range(4):
+            for die in range(self.dies):
+                await self.give_block(die)
+        cocotb.start_soon(self._refill())
+        # host queues
+        for reg, value in (("sq_base", SQ), ("cq_base", CQ), ("size", QUEUE_SIZE), ("ctrl", 1)):
+            await self.reg_write(REGS[reg].address(0), value)
+        for i in range(QUEUE_SIZE * spec.CPL.size // 4):
+            self.mem_write(CQ // 4 + i, 0)
+        cocotb.start_soon(self._poll())
+
+    async def give_block(self, die):
+        block = self.spare_blocks[die].pop(0)
+        self.blocks_used[die].append(block)
+        await self.free.send(pack(self.free_layout, die=die, block=block))
+
+    async def _refill(self):
+        """A closed block's die gets the next erased block (the firmware's free pool)."""
+        seen = 0
+        while True:
+            await self.closed.event.wait()
+            self.closed.event.clear()
+            while seen < len(self.closed.items):
+                die = self.closed.items[seen] & ((1 << self.free_layout["die"].shape.width) - 1)
+                seen += 1
+                assert self.spare_blocks[die], "the test ran out of erased blocks"
+                await self.give_block(die)
+
+    # -- memory and registers -------------------------------------------------------------
+    def mem_write(self, word, value):
+        self.dut.mem[word].value = value
+
+    def mem_read(self, word) -> int:
+        return int(self.dut.mem[word].value)
+
+    def write_words(self, addr, words):
+        for i, w in enumerate(words):
+            self.mem_write(addr // 4 + i, w)
+
+    def write_bytes(self, addr, data: bytes):
+        assert addr % 4 == 0 and len(data) % 4 == 0
+        self.write_words(addr, [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)])
+
+    def read_bytes(self, addr, n) -> bytes:
+        return b"".join(self.mem_read(addr // 4 + i).to_bytes(4, "little") for i in range(n // 4))
+
+    async def reg_write(self, addr, value):
+        d = self.dut
+        d.regs__adr.value = addr // 4
+        d.regs__dat_w.value = value
+        d.regs__sel.value = 0xF
+        d.regs__we.value = 1
+        d.regs__cyc.value = 1
+        d.regs__stb.value = 1
+        while True:
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            if int(d.regs__ack.value):
+                break
+        await FallingEdge(self.clk)
+        d.regs__cyc.value = 0
+        d.regs__stb.value = 0
+        d.regs__we.value = 0
+
+    # -- host commands ---------------------------------------------------------------------
+    async def submit(self, **fields) -> int:
+        """Write a CMD into the SQ and ring the doorbell; returns its cid."""
+        while self.outstanding >= QUEUE_SIZE - 1:      # the rings hold size - 1 entries
+            await ClockCycles(self.clk, 200)
+        cid = self.next_cid
+        self.next_cid = (self.next_cid + 1) & 0xFFFF
+        fields = dict(nsid=1, cid=cid) | fields
+        self.outstanding += 1
+        self.write_bytes(SQ + self.sq_tail * spec.CMD.size, spec.CMD.pack(fields))
+        self.sq_tail = (self.sq_tail + 1) % QUEUE_SIZE
+        await self.reg_write(REGS["sq_tail"].address(0), self.sq_tail)
+        return cid
+
+    async def _poll(self):
+        while True:
+            await ClockCycles(self.clk, 64)
+            while True:
+                base = CQ + self.cq_head * spec.CPL.size
+                w3 = self.mem_read(base // 4 + 3)
+                if (w3 >> 16) & 1 != self.phase:
+                    break
+                cpl = spec.CPL.unpack(self.read_bytes(base, spec.CPL.size))
+                self.done[cpl.cid] = dict(status=cpl.sf >> 1, result=cpl.result, cycle=int(self.dut.cycle.value))
+                self.outstanding -= 1
+                self.cq_head = (self.cq_head + 1) % QUEUE_SIZE
+                if self.cq_head == 0:
+                    self.phase ^= 1
+                await self.reg_write(REGS["cq_head"].address(0), self.cq_head)
+
+    async def wait(self, cid, timeout_cycles=20_000_000) -> dict:
+        deadline = int(self.dut.cycle.value) + timeout_cycles
+        while cid not in self.done:
+            await ClockCycles(self.clk, 256)
+            assert int(self.dut.cycle.value) < deadline, f"command {cid} never completed"
+        return self.done.pop(cid)
+
+    async def do(self, **fields) -> dict:
+        return await self.wait(await self.submit(**fields))
+
+    # -- flash ------------------------------------------------------------------------------
+    def flash_pages(self) -> list[Page]:
+        """Every programmed page of the blocks handed out, as ``recover`` takes them."""
+        lay, prof = self.chan.layout, self.profile
+        pages = []
+        for die in range(self.dies):
+            c, w = die % self.channels, die // self.channels
+            with Image(self.chan.cfg[self.chan.index(c, w)]["image"]) as img:
+                for block in self.blocks_used[die]:
+                    for p in range(prof.pages_per_block):
+                        spare = img.spare(0, block, p)
+                        data = img.data(0, block, p)
+                        if data == b"\xff" * prof.page_data and spare == b"\xff" * prof.page_spare:
+                            continue
+                        oob = bytes(spare[lay.oob_record_col - prof.page_data:][:spec.OOB.size])
+                        ppa = spec.pack_ppa(c, w, 0, block, p)
+                        pages.append(Page(addr=ppa, oob=oob, data=bytes(data)))
+        return pages

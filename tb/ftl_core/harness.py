@@ -1,0 +1,78 @@
+"""Verilator harness for the FTL core (``rtl/ftl/core.py``): the core, one
+NAND model per target (``tb/nand_channel/harness.generate_top``) and SoC
+memory as a Verilog array ``mem`` behind the core's Wishbone initiator.
+
+The memory answers one wait state after a request, byte lanes honoured; a
+word address at or past ``MEM_WORDS`` answers ``err`` (what the tests use to
+provoke bus errors).  It powers on as FFh bytes, so an L2P table placed in it
+starts out unmapped.  cocotb reads and writes ``mem`` directly (VPI), never
+clocking Python per word.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rtl.ftl.core import FtlCore
+from tb.common import runner
+from tb.nand_channel.harness import generate_top, harness_run_args
+
+HERE = Path(__file__).resolve().parent
+MEM_WORDS = 1 << 17        # 512 KiB of SoC memory
+
+WB_IN = (("adr", 6), ("dat_w", 32), ("sel", 4), ("cyc", 1), ("stb", 1), ("we", 1))
+WB_OUT = (("dat_r", 32), ("ack", 1), ("err", 1))
+
+
+def _extra(core: FtlCore):
+    free = core.free.payload.shape().size
+    ports = [("in", w, f"regs__{n}") for n, w in WB_IN] + [("out", w, f"regs__{n}") for n, w in WB_OUT]
+    ports += [("out", 30, "mem__adr"), ("out", 32, "mem__dat_w"), ("out", 4, "mem__sel"), ("out", 1, "mem__cyc"),
+              ("out", 1, "mem__stb"), ("out", 1, "mem__we"), ("in", 32, "mem__dat_r"), ("in", 1, "mem__ack"),
+              ("in", 1, "mem__err")]
+    ports += [("out", 1, "irq"),
+              ("in", 1, "free__valid"), ("out", 1, "free__ready"), ("in", free, "free__payload"),
+              ("out", 1, "closed__valid"), ("in", 1, "closed__ready"), ("out", free, "closed__payload"),
+              ("in", 1, "seq_load__valid"), ("out", 1, "seq_load__ready"), ("in", 64, "seq_load__payload"),
+              ("in", core.pages_per_block.shape().width, "pages_per_block"), ("out", 1, "starved"),
+              ("in", 64, "capacity"), ("in", 32, "l2p_base"), ("in", 32, "bt_base"), ("in", 5, "block_shift"),
+              ("in", 32, "scratch_base"), ("in", 32, "identify_base"), ("in", 32, "log_base"),
+              ("out", 32, "map_hits"), ("out", 32, "map_misses")]
+    return tuple(ports)
+
+
+MEMORY = f"""
+    // SoC memory: one wait state, byte lanes, err past the end
+    localparam MEM_WORDS = {MEM_WORDS};
+    reg [31:0] mem [0:MEM_WORDS-1];
+    integer mem_i;
+    initial for (mem_i = 0; mem_i < MEM_WORDS; mem_i = mem_i + 1) mem[mem_i] = 32'hFFFFFFFF;
+    wire mem_req = mem__cyc & mem__stb & ~mem__ack & ~mem__err;
+    wire mem_in_range = mem__adr < MEM_WORDS;
+    always @(posedge clk) begin
+        mem__ack <= mem_req & mem_in_range;
+        mem__err <= mem_req & ~mem_in_range;
+        if (mem_req & mem_in_range) begin
+            mem__dat_r <= mem[mem__adr[16:0]];
+            if (mem__we) begin
+                if (mem__sel[0]) mem[mem__adr[16:0]][7:0] <= mem__dat_w[7:0];
+                if (mem__sel[1]) mem[mem__adr[16:0]][15:8] <= mem__dat_w[15:8];
+                if (mem__sel[2]) mem[mem__adr[16:0]][23:16] <= mem__dat_w[23:16];
+                if (mem__sel[3]) mem[mem__adr[16:0]][31:24] <= mem__dat_w[31:24];
+            end
+        end
+    end
+"""
+
+
+def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8) -> dict:
+    """Generate the core's Verilog and the harness; runner.run keyword arguments
+    plus the core's ``slot_words``."""
+    assert MEM_WORDS == 1 << 17, "the harness indexes mem with adr[16:0]"
+    core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots)
+    name = f"ftl_core_{profile}_c{channels}w{ways}s{slots}"
+    verilog = runner.amaranth_verilog(core, name)
+    text = generate_top(channels, ways, module=name, buffers=False, extra=_extra(core))
+    text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")
+    sv = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv", text)
+    return dict(harness_run_args(name, verilog, sv, HERE), slot_words=core.slot_words)
