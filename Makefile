@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo test test-fast sim firmware bench-nand bench-ecc bench-channel synth-channel bitstream board-report clean
+.PHONY: help deps gen demo test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl synth-channel bitstream board-report clean
 SIM_ARGS ?=
 BOARD ?= colorlight_i5
 BOARD_ARGS ?=
@@ -31,6 +31,9 @@ demo: deps ## the main job: run the most complete simulated system the project h
 test: deps ## the whole suite (cocotb on Verilator, C/Python spec identity), as CI runs it
 	@$(PY) -m pytest -n $(JOBS) --dist loadgroup -m "not slow" tb
 
+test-slow: deps ## the long tests excluded from make test (long scoreboarded FTL runs, model cut sweeps)
+	@$(PY) -m pytest -n $(JOBS) --dist loadgroup -m slow tb
+
 test-fast: deps ## the suite without Verilator builds (spec and model unit tests)
 	@$(PY) -m pytest -q -m "not slow" tb/spec tb/model
 
@@ -48,6 +51,9 @@ bench-ecc: deps ## BCH decoder latency/throughput in simulated cycles + ECP5 res
 
 bench-channel: deps ## NAND channel bus efficiency per mode and program throughput over ways/channels -> docs/nand_channel_bench.md
 	@$(PY) -m rtl.nand.bench
+
+bench-ftl: deps ## FTL core: 4 KiB random writes at QD 16 and atomic groups vs the NAND limit, map-cache hit rate, read latency -> docs/ftl_bench.md
+	@$(PY) tb/ftl_core/bench.py
 
 synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/nand_channel_synth.md
 	@$(PY) -m rtl.nand.synth

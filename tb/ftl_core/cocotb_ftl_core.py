@@ -19,7 +19,7 @@ from cocotb.triggers import ClockCycles
 from atomflash.model import Limits, Model, check_after_cut, recover
 from atomflash.nandsim import NandCtl, NandCutWhen
 from atomflash.spec import Hint, Opcode, Status
-from ftl_tb import DATA, IDENTIFY, FtlCoreTB
+from ftl_tb import IDENTIFY, FtlCoreTB
 
 CHANNELS, WAYS = 2, 2
 SLOTS = int(os.environ.get("FTL_SLOTS", "8"))
@@ -48,7 +48,7 @@ class Host:
     def buffer(self, nlb=1) -> int:
         if self.next + nlb > self.pages:
             self.next = 0
-        addr = DATA + self.next * self.tb.page
+        addr = self.tb.data + self.next * self.tb.page
         self.next += nlb
         return addr
 
@@ -117,7 +117,7 @@ async def every_verb(dut):
     before = {lba: tb.read_bytes(0, 0) for lba in ()}
     await atomic([(20, block(20, page)), (21, block(21, page)), (20, block(22, page))], Status.DUPLICATE_LBA)
     await atomic([(22, block(23, page)), (CAPACITY, block(24, page))], Status.LBA_OUT_OF_RANGE)
-    await atomic([(23, block(25, page)), (24, None)], Status.MISALIGNED_BUFFER, bufs=[host.buffer(), DATA + 2])
+    await atomic([(23, block(25, page)), (24, None)], Status.MISALIGNED_BUFFER, bufs=[host.buffer(), tb.data + 2])
     await atomic([(25, block(26, page))], Status.DATA_TRANSFER_ERROR, list_addr=MEM_END + 64)
     for lba in (20, 21, 22, 23, 24, 25):
         await read_check(lba, 1)
@@ -125,11 +125,11 @@ async def every_verb(dut):
 
     # static rejections (the validator), one each
     expect(await tb.do(opcode=0x7F), Status.INVALID_OPCODE)
-    expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=0, buf=DATA), Status.ZERO_LENGTH)
-    expect(await tb.do(opcode=Opcode.WRITE, lba=CAPACITY - 1, nlb=2, buf=DATA), Status.LBA_OUT_OF_RANGE)
-    expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=65, buf=DATA), Status.TRANSFER_TOO_LARGE)
-    expect(await tb.do(opcode=Opcode.READ, lba=0, nlb=1, buf=DATA + 1), Status.MISALIGNED_BUFFER)
-    expect(await tb.do(opcode=Opcode.ATOMIC_WRITE, list=DATA, nlist=65), Status.GROUP_TOO_LARGE)
+    expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=0, buf=tb.data), Status.ZERO_LENGTH)
+    expect(await tb.do(opcode=Opcode.WRITE, lba=CAPACITY - 1, nlb=2, buf=tb.data), Status.LBA_OUT_OF_RANGE)
+    expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=65, buf=tb.data), Status.TRANSFER_TOO_LARGE)
+    expect(await tb.do(opcode=Opcode.READ, lba=0, nlb=1, buf=tb.data + 1), Status.MISALIGNED_BUFFER)
+    expect(await tb.do(opcode=Opcode.ATOMIC_WRITE, list=tb.data, nlist=65), Status.GROUP_TOO_LARGE)
     # transactions and appends are issue #6
     expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=1), Status.INVALID_OPCODE)
 
@@ -157,7 +157,7 @@ async def every_verb(dut):
 
 @cocotb.test()
 async def random_scoreboard(dut):
-    tb = await make_tb(dut, name="random")
+    tb = await make_tb(dut, name="random", blocks_per_die=int(os.environ.get("FTL_BLOCKS", "24")))
     rng = random.Random(int(os.environ.get("FTL_SEED", "1")))
     host = Host(tb)
     page = tb.page

@@ -12,19 +12,17 @@ from atomflash.model import Page
 from atomflash.nandsim import Image
 from atomflash.spec import NandOp, NandResult
 from rtl.ftl.allocator import PageAllocator
-from tb.common.layouts import pack
+from tb.common.layouts import pack, unpack
 from tb.common.streams import StreamSink, StreamSource
 from tb.nand_channel.channel_tb import ChannelTB
 
 REGS = spec.HOST_REGS
 
-# SoC memory layout (byte addresses)
+# SoC memory layout (byte addresses): fixed at the bottom, then sized from the
+# geometry (FtlCoreTB.__init__): scratch pages, block table, L2P, data buffers
 SQ, CQ = 0x0000, 0x0800
 IDENTIFY, LOG = 0x1000, 0x1100
 SCRATCH = 0x2000                 # slots pages
-BLOCK_TABLE = 0x8000
-L2P = 0x10000
-DATA = 0x20000                   # host data buffers from here
 QUEUE_SIZE = 32
 SEQ0 = 1 << 20
 
@@ -38,11 +36,20 @@ class FtlCoreTB:
         self.profile = chan.profile
         self.page = self.profile.page_data
         self.capacity = capacity
+        self.block_shift = (self.profile.blocks_per_lun - 1).bit_length()
+
+        def after(addr, size, align=0x1000):
+            return (addr + size + align - 1) // align * align
+        self.scratch = SCRATCH
+        self.block_table = after(self.scratch, slots * self.page)
+        self.l2p = after(self.block_table, 4 * (self.dies << self.block_shift))
+        self.data = after(self.l2p, 4 * capacity)     # host data buffers from here
         self.sq_tail = 0
         self.cq_head = 0
         self.phase = 1
         self.next_cid = 0
         self.outstanding = 0
+        self.poll_cycles = 64            # how often the host looks at the CQ
         self.done: dict[int, dict] = {}
         self.spare_blocks: dict[int, list[int]] = {}
         self.blocks_used: dict[int, list[int]] = {d: [] for d in range(self.dies)}
@@ -64,20 +71,25 @@ class FtlCoreTB:
         for die in range(self.dies):
             c, w = die % self.channels, die // self.channels
             assert (await self.chan.do(opcode=NandOp.RESET, channel=c, target=w, tag=die)).result == NandResult.OK
-            blocks = list(range(1, 1 + blocks_per_die))     # block 0 stays for the firmware
-            for b in blocks:
-                r = await self.chan.do(opcode=NandOp.ERASE, channel=c, target=w, block=b, tag=die)
-                assert r.result == NandResult.OK
-            self.spare_blocks[die] = blocks
+        # erase on every die at once (block 0 stays for the firmware)
+        first = len(self.chan.cpls)
+        for b in range(1, 1 + blocks_per_die):
+            for die in range(self.dies):
+                await self.chan.submit(opcode=NandOp.ERASE, channel=die % self.channels,
+                                       target=die // self.channels, block=b, tag=die)
+        cpls = await self.chan.wait_cpls(first + blocks_per_die * self.dies)
+        assert all(r.result == NandResult.OK for r in cpls[first:])
+        for die in range(self.dies):
+            self.spare_blocks[die] = list(range(1, 1 + blocks_per_die))
         d.pages_per_block.value = prof.pages_per_block
         d.capacity.value = self.capacity
-        d.l2p_base.value = L2P
-        d.bt_base.value = BLOCK_TABLE
-        d.block_shift.value = (prof.blocks_per_lun - 1).bit_length()
-        d.scratch_base.value = SCRATCH
+        d.l2p_base.value = self.l2p
+        d.bt_base.value = self.block_table
+        d.block_shift.value = self.block_shift
+        d.scratch_base.value = self.scratch
         d.identify_base.value = IDENTIFY
         d.log_base.value = LOG
-        self.write_words(BLOCK_TABLE, [0] * (self.dies << (prof.blocks_per_lun - 1).bit_length()))
+        self.write_words(self.block_table, [0] * (self.dies << self.block_shift))
         self.free = StreamSource(d, "free", self.clk)
         self.seq_load = StreamSource(d, "seq_load", self.clk)
         self.closed = StreamSink(d, "closed", self.clk)
@@ -105,7 +117,7 @@ class FtlCoreTB:
             await self.closed.event.wait()
             self.closed.event.clear()
             while seen < len(self.closed.items):
-                die = self.closed.items[seen] & ((1 << self.free_layout["die"].shape.width) - 1)
+                die = unpack(self.free_layout, self.closed.items[seen])["die"]
                 seen += 1
                 assert self.spare_blocks[die], "the test ran out of erased blocks"
                 await self.give_block(die)
@@ -162,7 +174,7 @@ class FtlCoreTB:
 
     async def _poll(self):
         while True:
-            await ClockCycles(self.clk, 64)
+            await ClockCycles(self.clk, self.poll_cycles)
             while True:
                 base = CQ + self.cq_head * spec.CPL.size
                 w3 = self.mem_read(base // 4 + 3)
@@ -179,7 +191,7 @@ class FtlCoreTB:
     async def wait(self, cid, timeout_cycles=20_000_000) -> dict:
         deadline = int(self.dut.cycle.value) + timeout_cycles
         while cid not in self.done:
-            await ClockCycles(self.clk, 256)
+            await ClockCycles(self.clk, self.poll_cycles)
             assert int(self.dut.cycle.value) < deadline, f"command {cid} never completed"
         return self.done.pop(cid)
 

@@ -65,12 +65,12 @@ MEMORY = f"""
 """
 
 
-def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8) -> dict:
+def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8, nand_slots: int = 4) -> dict:
     """Generate the core's Verilog and the harness; runner.run keyword arguments
     plus the core's ``slot_words``."""
     assert MEM_WORDS == 1 << 17, "the harness indexes mem with adr[16:0]"
-    core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots)
-    name = f"ftl_core_{profile}_c{channels}w{ways}s{slots}"
+    core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots)
+    name = f"ftl_core_{profile}_c{channels}w{ways}s{slots}" + (f"n{nand_slots}" if nand_slots != 4 else "")
     verilog = runner.amaranth_verilog(core, name)
     text = generate_top(channels, ways, module=name, buffers=False, extra=_extra(core))
     text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")

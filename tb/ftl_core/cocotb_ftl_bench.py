@@ -1,0 +1,125 @@
+"""cocotb side of ``make bench-ftl``: the FTL core, realistic profile, 2
+channels x 4 ways, measured in simulated cycles.  Writes its figures as JSON
+to ``$FTL_BENCH_OUT``; ``tb/ftl_core/bench.py`` turns them into docs."""
+
+import json
+import os
+import random
+
+import cocotb
+from cocotb.triggers import ClockCycles
+
+from atomflash import spec
+from atomflash.spec import Opcode, Status
+from ftl_tb import FtlCoreTB
+
+CHANNELS, WAYS = 2, 4
+SLOTS = int(os.environ["FTL_SLOTS"])
+SLOT_WORDS = int(os.environ["NANDTB_SLOT_WORDS"])
+CAPACITY = 8192
+PAGES = int(os.environ.get("FTL_BENCH_PAGES", "512"))
+QD = 16
+BUFFERS = 64
+
+
+async def programs(tb) -> int:
+    return sum([await tb.chan.stat(i, "PROGRAMS") for i in range(tb.dies)])
+
+
+async def run_queue(tb, commands, depth):
+    """Submit ``commands`` (CMD field dicts) keeping ``depth`` in flight;
+    returns (cycles from first submit to last completion, statuses)."""
+    start = int(tb.dut.cycle.value)
+    inflight, statuses = [], []
+    for c in commands:
+        while len(inflight) >= depth:
+            await ClockCycles(tb.clk, tb.poll_cycles)
+            for cid in [k for k in inflight if k in tb.done]:
+                statuses.append(tb.done.pop(cid)["status"])
+                inflight.remove(cid)
+        inflight.append(await tb.submit(**c))
+    for cid in inflight:
+        statuses.append((await tb.wait(cid))["status"])
+    return int(tb.dut.cycle.value) - start, statuses
+
+
+def zipf_sampler(rng, n, s=0.99):
+    weights = [1 / (k + 1) ** s for k in range(n)]
+    perm = list(range(n))
+    rng.shuffle(perm)
+    return lambda: perm[rng.choices(range(n), weights)[0]]
+
+
+@cocotb.test()
+async def bench(dut):
+    tb = await FtlCoreTB.create(dut, channels=CHANNELS, ways=WAYS, slots=SLOTS, slot_words=SLOT_WORDS,
+                                capacity=CAPACITY, blocks_per_die=6, profile="realistic", name="bench")
+    tb.poll_cycles = 128         # 1.28 us: far below a page's time, so the queue stays full
+    rng = random.Random(7)
+    page = tb.page
+    bufs = [tb.data + i * page for i in range(BUFFERS)]
+    for i, b in enumerate(bufs):
+        tb.write_bytes(b, bytes([i]) * page)
+    lists = tb.data + BUFFERS * page
+    out = {"clk_hz": spec.NAND_CLK_HZ, "pages": PAGES, "qd": QD, "slots": SLOTS, "channels": CHANNELS,
+           "ways": WAYS, "profile": "realistic"}
+
+    # 4 KiB random writes at QD 16
+    lbas = [rng.randrange(CAPACITY) for _ in range(PAGES)]
+    p0 = await programs(tb)
+    cycles, st = await run_queue(tb, [dict(opcode=Opcode.WRITE, lba=lba, nlb=1, buf=bufs[i % BUFFERS])
+                                      for i, lba in enumerate(lbas)], QD)
+    assert set(st) == {Status.SUCCESS}
+    out["random_write"] = dict(cycles=cycles, programs=await programs(tb) - p0)
+
+    # atomic groups of 8 and 64 pages (the same number of pages), lists in memory
+    for n in (8, 64):
+        groups = PAGES // n
+        cmds = []
+        for g in range(groups):
+            members = rng.sample(range(CAPACITY), n)
+            addr = lists + (g % 4) * 64 * spec.ATOMIC_ENTRY.size
+            cmds.append((addr, b"".join(spec.ATOMIC_ENTRY.pack(lba=lba, buf=bufs[k % BUFFERS])
+                                        for k, lba in enumerate(members))))
+        p0 = await programs(tb)
+        start = int(dut.cycle.value)
+        inflight = []
+        for g, (addr, entries) in enumerate(cmds):
+            # a list buffer is rewritten only once the group that used it completed
+            while len(inflight) >= min(QD, 4):
+                cid = inflight.pop(0)
+                assert (await tb.wait(cid))["status"] == Status.SUCCESS
+            tb.write_bytes(addr, entries)
+            inflight.append(await tb.submit(opcode=Opcode.ATOMIC_WRITE, list=addr, nlist=n))
+        for cid in inflight:
+            assert (await tb.wait(cid))["status"] == Status.SUCCESS
+        out[f"atomic_{n}"] = dict(cycles=int(dut.cycle.value) - start, programs=await programs(tb) - p0,
+                                  groups=groups)
+
+    # map cache: reads only, uniform and Zipf over the whole capacity
+    for name, pick in (("uniform", lambda: rng.randrange(CAPACITY)), ("zipf", zipf_sampler(rng, CAPACITY))):
+        h0, m0 = int(dut.map_hits.value), int(dut.map_misses.value)
+        cycles, st = await run_queue(tb, [dict(opcode=Opcode.READ, lba=pick(), nlb=1, buf=bufs[i % BUFFERS])
+                                          for i in range(PAGES)], 8)
+        assert set(st) == {Status.SUCCESS}
+        out[f"reads_{name}"] = dict(cycles=cycles, hits=int(dut.map_hits.value) - h0,
+                                    misses=int(dut.map_misses.value) - m0)
+
+    # read latency of a written page at QD 1: map hit (read it twice) and miss (a cold line)
+    tb.poll_cycles = 4           # latency to within 4 cycles
+    samples = []
+    for k in range(8):
+        lba = lbas[k]
+        for kind in ("miss", "hit"):
+            if kind == "miss":
+                # evict its map line: five other lines of the same set (4 ways, round-robin victim)
+                for j in range(1, 6):
+                    assert (await tb.do(opcode=Opcode.READ, lba=(lba + j * 512) % CAPACITY, nlb=1,
+                                        buf=bufs[1]))["status"] == Status.SUCCESS
+            m0 = int(dut.map_misses.value)
+            start = int(dut.cycle.value)
+            assert (await tb.do(opcode=Opcode.READ, lba=lba, nlb=1, buf=bufs[0]))["status"] == Status.SUCCESS
+            samples.append(dict(cycles=int(dut.cycle.value) - start, map_miss=int(dut.map_misses.value) - m0))
+    out["read_latency"] = samples
+    with open(os.environ["FTL_BENCH_OUT"], "w") as f:
+        json.dump(out, f, indent=1)
