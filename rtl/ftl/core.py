@@ -62,7 +62,8 @@ class FtlCore(wiring.Component):
     map_sets, map_ways, map_line : MapCache geometry.
     """
 
-    def __init__(self, *, profile: str = "small", channels: int = 2, ways: int = 2, nand_slots: int = 4,
+    def __init__(self, *, profile: str = "small", channels: int = 2, ways: int = 2,
+                 nand_slots: int = spec.NAND_DEFAULTS.SLOTS,
                  queue_pairs: int = 1, queue_depth: int = spec.LIMITS.QUEUE_DEPTH, slots: int = 16,
                  map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
                  limits: command.StaticLimits = command.StaticLimits()):

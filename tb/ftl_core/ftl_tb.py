@@ -5,7 +5,7 @@ harness memory), and reads back what landed on flash."""
 from __future__ import annotations
 
 import cocotb
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, Lock, ReadOnly, RisingEdge
 
 from atomflash import spec
 from atomflash.model import Page
@@ -50,6 +50,7 @@ class FtlCoreTB:
         self.next_cid = 0
         self.outstanding = 0
         self.poll_cycles = 64            # how often the host looks at the CQ
+        self.reg_lock = Lock()
         self.done: dict[int, dict] = {}
         self.spare_blocks: dict[int, list[int]] = {}
         self.blocks_used: dict[int, list[int]] = {d: [] for d in range(self.dies)}
@@ -141,6 +142,11 @@ class FtlCoreTB:
         return b"".join(self.mem_read(addr // 4 + i).to_bytes(4, "little") for i in range(n // 4))
 
     async def reg_write(self, addr, value):
+        # the submitter and the CQ poller both ring doorbells: one register access at a time
+        async with self.reg_lock:
+            await self._reg_write(addr, value)
+
+    async def _reg_write(self, addr, value):
         d = self.dut
         d.regs__adr.value = addr // 4
         d.regs__dat_w.value = value
