@@ -1,6 +1,6 @@
 """rtl/ftl/publisher.py in amaranth.sim against a Python executor, log writer
-and map: groups in several slots with overlapping LBAs, members completing in
-random order with injected program failures (retried on new pages, keeping
+and map: groups in several slots with overlapping LBAs (and trims, which unbind a
+range once their record is programmed), members completing in random order with injected program failures (retried on new pages, keeping
 their vseq), some groups given up and some empty (FLUSH).  No map write of a
 group happens before every member is programmed or while the map port is not
 granted; groups are published in open order, so the map ends with the
@@ -53,12 +53,20 @@ class PublisherTB:
             for s in range(SLOTS):
                 # every run has an empty group (FLUSH) and a group given up
                 n = 0 if (round_, s) == (1, 2) else rng.choice([0, 1] + list(range(1, MAXM + 1)))
-                lbas = rng.sample(range(12), n)
-                for i, lba in enumerate(lbas):
-                    await self.send(ctx, d.member_lba, {"slot": s, "idx": i, "lba": lba})
-                await self.send(ctx, d.open, {"slot": s, "count": n})
+                # some are trims: one member (the TRIM record) unbinding a range
+                trim = n > 0 and (rng.random() < 0.2 or (round_, s) == (3, 0))
+                if trim:
+                    first, nlb = rng.randrange(10), rng.randrange(1, 4)
+                    lbas, n = list(range(first, first + nlb)), 1
+                    await self.send(ctx, d.member_lba, {"slot": s, "idx": 0, "lba": first})
+                    await self.send(ctx, d.open, {"slot": s, "count": 1, "trim_nlb": nlb})
+                else:
+                    lbas = rng.sample(range(12), n)
+                    for i, lba in enumerate(lbas):
+                        await self.send(ctx, d.member_lba, {"slot": s, "idx": i, "lba": lba})
+                    await self.send(ctx, d.open, {"slot": s, "count": n, "trim_nlb": 0})
                 give_up = n > 0 and (rng.random() < 0.2 or (round_, s) == (2, 1))
-                self.groups.append((s, lbas, give_up))
+                self.groups.append((s, lbas, give_up, trim))
                 batch += [(s, i, give_up and i == 0, 100 * s + i) for i in range(n)]
             rng.shuffle(batch)
             while batch:
@@ -115,11 +123,13 @@ class PublisherTB:
             ctx.set(req.ready, 0)
             assert p.op == MapOp.WRITE
             # the oldest unpublished group holds this member and is programmed completely
-            s, lbas, give_up = self.groups[len(self.published)]
+            s, lbas, give_up, trim = self.groups[len(self.published)]
             if give_up or p.lba not in lbas:
                 self.violations.append(("map write out of open order", p.lba))
-            if not all((s, i) in self.programmed for i in range(len(lbas))):
+            if not all((s, i) in self.programmed for i in range(1 if trim else len(lbas))):
                 self.violations.append(("map write before the group was programmed", p.lba))
+            if trim and p.value != UNMAPPED:
+                self.violations.append(("a trim bound something", p.lba))
             old = self.map.get(p.lba, UNMAPPED)
             self.map[p.lba] = p.value
             self.map_log.append((p.lba, p.value))
@@ -139,11 +149,11 @@ class PublisherTB:
                 self.rebinds.append((rp.old.as_bits(), rp.new.as_bits()))
             if pv:
                 self.published.append((pp.slot, pp.bus_error, pp.dropped))
-                s, lbas, give_up = self.groups[len(self.published) - 1]
+                s, lbas, give_up, trim = self.groups[len(self.published) - 1]
                 if (pp.slot, pp.dropped) != (s, give_up):
                     self.violations.append(("published out of order or with the wrong outcome", pp.slot))
                 if not give_up:
-                    for i in range(len(lbas)):
+                    for i in range(1 if trim else len(lbas)):
                         self.programmed.pop((s, i), None)
 
 
@@ -153,13 +163,14 @@ def test_groups_bind_only_when_complete():
         tb.sim.run()
         assert tb.violations == []
         assert len(tb.published) == 6 * SLOTS and all(e == 0 for _, e, _ in tb.published)
-        assert tb.retries > 0 and any(g for _, _, g in tb.groups) and any(not l for _, l, _ in tb.groups)
+        assert tb.retries > 0 and any(g for _, _, g, _ in tb.groups) and any(not l for _, l, _, _ in tb.groups)
+        assert any(t and not g for _, _, g, t in tb.groups)
         # the map holds, per LBA, the member written last; every rebind's old is what the map held
         want, held = {}, {}
         for lba, ppa in tb.map_log:
             want[lba] = ppa
         assert tb.map == want
-        bound = [lba for _, lbas, give_up in tb.groups if not give_up for lba in lbas]
+        bound = [lba for _, lbas, give_up, _ in tb.groups if not give_up for lba in lbas]
         assert [lba for lba, _ in tb.map_log] == bound
         for (lba, ppa), (old, new) in zip(tb.map_log, tb.rebinds):
             assert new == ppa and old == held.get(lba, UNMAPPED)
