@@ -16,13 +16,16 @@
 
 Everything the firmware owns enters as plain ports: erased blocks (``free``)
 and the log's next seq (``seq_load``) after recovery, full blocks out on
-``closed``, the memory layout (L2P table, block table, scratch pages,
+``closed``, relocation requests (``reloc``), its own map-cache port
+(``map_fw``: FLUSH before a checkpoint reads the table, INVALIDATE after it
+rebuilt the table -- and at every boot, since block RAM keeps its contents
+across a reset), the memory layout (L2P table, block table, scratch pages,
 IDENTIFY and log records) and the capacity.  The SoC wraps these in CSRs
 (issue #7); the cocotb system test (``tb/ftl_core``) drives them directly.
 """
 
-from amaranth import Module
-from amaranth.lib import stream, wiring
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash import command, spec
@@ -36,15 +39,16 @@ from rtl.nand.phy import OnfiBusSignature
 from rtl.nand.timing import TIMING
 
 from .allocator import PAGE_BITS, PageAllocator
-from .blocktable import BlockTable
+from .blocktable import REBIND, BlockTable
 from .bufport import BufferPortArbiter
 from .executor import Executor
 from .logwriter import LogWriter
 from .mapcache import MapCache
-from .mapport import MapPortArbiter
+from .mapport import MapPortArbiter, MapPortSignature
 from .nandport import NandPortMux
 from .publisher import Publisher
 from .reader import Reader
+from .relocate import RELOC_TAG, Relocator
 from .validate import CommandValidator
 
 __all__ = ["FtlCore"]
@@ -98,6 +102,10 @@ class FtlCore(wiring.Component):
             "scratch_base": In(32),
             "identify_base": In(32),
             "log_base": In(32),
+            "reloc": In(stream.Signature(data.StructLayout({"ppa": 32, "tag": 16}))),
+            "reloc_done": Out(stream.Signature(Relocator.done_layout())),
+            "gc_buf": In(32),
+            "map_fw": In(MapPortSignature(32)),
             "map_hits": Out(32),
             "map_misses": Out(32),
         })
@@ -116,14 +124,18 @@ class FtlCore(wiring.Component):
         m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
                                               max_transfer=lim.max_transfer)
         m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members)
+        # page-buffer slots per channel: programs, then the relocator's, then the reader's (last)
         m.submodules.writer = writer = LogWriter(self.params, C, self.slot_words,
-                                                 write_slots=self.params.slots - 1)
+                                                 write_slots=self.params.slots - 2)
+        m.submodules.relocator = relocator = Relocator(self.params, C, self.slot_words,
+                                                       slot=self.params.slots - 2)
         m.submodules.mapcache = mapcache = MapCache(lba_bits=32, **self.map_geometry)
-        m.submodules.mapport = mapport = MapPortArbiter(2, 32)
+        m.submodules.mapport = mapport = MapPortArbiter(4, 32)
         m.submodules.blocktable = blocktable = BlockTable(channels=C, ways=self.ways)
-        m.submodules.nandport = nandport = NandPortMux(3)
+        m.submodules.nandport = nandport = NandPortMux(4)
         m.submodules.cplmerge = cplmerge = StreamMerge(completion_layout(Q), 3)
-        m.submodules.membus = membus = wishbone.Arbiter(6, addr_width=30)
+        m.submodules.membus = membus = wishbone.Arbiter(7, addr_width=30)
+        m.submodules.rebinds = rebinds = StreamMerge(REBIND, 2)
 
         # host side
         wiring.connect(m, wiring.flipped(self.regs), queues.bus)
@@ -145,8 +157,25 @@ class FtlCore(wiring.Component):
         wiring.connect(m, executor.pub_give_up, publisher.give_up)
         wiring.connect(m, publisher.retry, executor.pub_retry)
         wiring.connect(m, publisher.published, executor.pub_published)
-        wiring.connect(m, executor.page, writer.req)
-        wiring.connect(m, writer.done, executor.page_done)
+        # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating
+        prefer_reloc = Signal()
+        to_reloc = Signal()
+        m.d.comb += to_reloc.eq(relocator.page.valid & ~executor.page_lock & (~executor.page.valid | prefer_reloc))
+        with m.If(to_reloc):
+            wiring.connect(m, relocator.page, writer.req)
+        with m.Else():
+            wiring.connect(m, executor.page, writer.req)
+        with m.If(writer.req.valid & writer.req.ready):
+            m.d.sync += prefer_reloc.eq(~to_reloc)
+        reloc_done = (writer.done.payload.tag & RELOC_TAG) != 0
+        m.d.comb += [executor.page_done.payload.eq(writer.done.payload),
+                     relocator.page_done.payload.eq(writer.done.payload),
+                     executor.page_done.valid.eq(writer.done.valid & ~reloc_done),
+                     relocator.page_done.valid.eq(writer.done.valid & reloc_done),
+                     writer.done.ready.eq(Mux(reloc_done, relocator.page_done.ready, executor.page_done.ready))]
+        wiring.connect(m, wiring.flipped(self.reloc), relocator.req)
+        wiring.connect(m, relocator.done, wiring.flipped(self.reloc_done))
+        m.d.comb += relocator.gc_buf.eq(self.gc_buf)
         wiring.connect(m, alloc.alloc, writer.alloc)
         wiring.connect(m, wiring.flipped(self.free), alloc.free)
         wiring.connect(m, wiring.flipped(self.seq_load), alloc.seq_load)
@@ -161,7 +190,11 @@ class FtlCore(wiring.Component):
         wiring.connect(m, reader.map, mapport.users[1])
         wiring.connect(m, mapport.req, mapcache.req)
         wiring.connect(m, mapcache.resp, mapport.resp)
-        wiring.connect(m, publisher.rebind, blocktable.rebind)
+        wiring.connect(m, relocator.map, mapport.users[2])
+        wiring.connect(m, wiring.flipped(self.map_fw), mapport.users[3])
+        wiring.connect(m, publisher.rebind, rebinds.inputs[0])
+        wiring.connect(m, relocator.rebind, rebinds.inputs[1])
+        wiring.connect(m, rebinds.output, blocktable.rebind)
         m.d.comb += [mapcache.table_base.eq(self.l2p_base), blocktable.table_base.eq(self.bt_base),
                      blocktable.block_shift.eq(self.block_shift),
                      self.map_hits.eq(mapcache.hits), self.map_misses.eq(mapcache.misses)]
@@ -171,22 +204,25 @@ class FtlCore(wiring.Component):
         wiring.connect(m, nandport.cpl_out[0], writer.cpl)
         wiring.connect(m, reader.desc, nandport.desc_in[1])
         wiring.connect(m, nandport.cpl_out[1], reader.ncpl)
-        wiring.connect(m, wiring.flipped(self.desc), nandport.desc_in[2])
-        wiring.connect(m, nandport.cpl_out[2], wiring.flipped(self.cpl))
+        wiring.connect(m, relocator.desc, nandport.desc_in[2])
+        wiring.connect(m, nandport.cpl_out[2], relocator.ncpl)
+        wiring.connect(m, wiring.flipped(self.desc), nandport.desc_in[3])
+        wiring.connect(m, nandport.cpl_out[3], wiring.flipped(self.cpl))
         wiring.connect(m, nandport.desc, ctrl.desc)
         wiring.connect(m, ctrl.cpl, nandport.cpl)
         m.d.comb += [ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
         for c in range(C):
             wiring.connect(m, wiring.flipped(self.bus[c]), ctrl.bus[c])
-            arb = BufferPortArbiter(2, self.buf_addr_width)
+            arb = BufferPortArbiter(3, self.buf_addr_width)
             m.submodules[f"bufarb{c}"] = arb
             wiring.connect(m, writer.buf[c], arb.users[0])
             wiring.connect(m, reader.buf[c], arb.users[1])
+            wiring.connect(m, relocator.buf[c], arb.users[2])
             wiring.connect(m, arb.buf, ctrl.buf[c])
 
         # SoC memory
         for i, initiator in enumerate((queues.dma, mapcache.dma, blocktable.dma, writer.bus, reader.bus,
-                                       executor.bus)):
+                                       executor.bus, relocator.bus)):
             wiring.connect(m, initiator, membus.initiators[i])
         wiring.connect(m, membus.bus, wiring.flipped(self.mem))
         return m

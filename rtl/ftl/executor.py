@@ -76,6 +76,8 @@ class Executor(wiring.Component):
     cmd : In(stream of command_layout) / cpl : Out(stream of completion_layout)
     page : Out(stream of PAGE_WRITE) / page_done : In(stream of PAGE_DONE)
         The log writer.
+    page_lock : Out(1)
+        A group is being issued: nobody else may take the log writer until it drops.
     pub_member_lba, pub_open, pub_member, pub_give_up : Out(streams) / pub_retry, pub_published : In(streams)
         The publisher (same payloads as its ports).
     read : Out(stream of read_layout)
@@ -104,6 +106,7 @@ class Executor(wiring.Component):
             "cmd": In(stream.Signature(command_layout(queue_pairs))),
             "cpl": Out(stream.Signature(completion_layout(queue_pairs))),
             "page": Out(stream.Signature(PAGE_WRITE)),
+            "page_lock": Out(1),
             "page_done": In(stream.Signature(PAGE_DONE)),
             "pub_member_lba": Out(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits}))),
             "pub_open": Out(stream.Signature(data.StructLayout({"slot": self.slot_bits,
@@ -191,6 +194,7 @@ class Executor(wiring.Component):
         disp_valid = Signal()
         retry_page = Signal.like(self.page.payload)
         retry_valid = Signal()
+        m.d.comb += self.page_lock.eq(issuing)
         with m.If(issuing):
             m.d.comb += [self.page.payload.eq(disp_page), self.page.valid.eq(disp_valid)]
         with m.Else():

@@ -76,7 +76,8 @@ def render(r: dict) -> str:
         f"The FTL core (`rtl/ftl/core.py`) in Verilator against {lim['dies']} NAND models: realistic profile "
         f"({page} B pages, tPROG {lim['t_prog_us']:.0f} us), {r['channels']} channels x {r['ways']} ways, "
         f"ONFI mode {MODE}, {r['slots']} publisher slots, {r['nand_slots']} page-buffer slots per channel "
-        f"({r['nand_slots'] - 1} for programs), {clk / 1e6:.0f} MHz nominal clock.  Times are simulated "
+        f"({r['nand_slots'] - 2} for programs, one for GC relocation, one for reads), {clk / 1e6:.0f} MHz nominal "
+        "clock.  Times are simulated "
         "cycles, so every figure is exact and repeatable.",
         "",
         "## Limits of the modelled NAND",
@@ -125,8 +126,8 @@ def render(r: dict) -> str:
               "writes.",
               f"* A program holds its page-buffer slot from the DMA fill through the bus transfer ({bus_us:.0f} us) "
               f"and tPROG ({lim['t_prog_us']:.0f} us), so a channel needs more than {need:.1f} program slots to "
-              f"keep its bus busy; this run has {r['nand_slots'] - 1} per channel.  With 4 slots (3 for programs) "
-              "the same workload stops at about three quarters of the limit (docs/ftl.md).",
+              f"keep its bus busy; this run has {r['nand_slots'] - 2} per channel.  With 3 program slots per channel "
+              "the same workload reached 75.1% of the limit (measured, docs/ftl.md).",
               "* The log writer's DMA (a classic-Wishbone word copier, a word per two cycles plus the memory's "
               "wait state, about 20 us per page) fills one slot at a time; it is the next limit once the bus is "
               "faster (more channels, NV-DDR).",

@@ -18,7 +18,8 @@ from cocotb.triggers import ClockCycles
 
 from atomflash.model import Limits, Model, check_after_cut, recover
 from atomflash.nandsim import NandCtl, NandCutWhen
-from atomflash.spec import Hint, Opcode, Status
+from atomflash.spec import Hint, Kind, Opcode, Status
+from rtl.ftl.relocate import RelocResult
 from ftl_tb import IDENTIFY, FtlCoreTB
 
 CHANNELS, WAYS = 2, 2
@@ -222,7 +223,21 @@ async def random_scoreboard(dut):
                 assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"batch {batch} lba {lba + i}"
     pages = tb.flash_pages()
     assert len(pages) == programs, (len(pages), programs)   # no extra flash program for atomicity
-    assert recover(pages).contents() == model.contents()
+    recovered = recover(pages)
+    assert recovered.contents() == model.contents()
+    # the block table (valid pages per block, in SoC memory) counts exactly the bound pages
+    want = {}
+    for binding in recovered.map.values():
+        f = spec.PPA.decompose("ppa", binding.addr)
+        die = (f["lun"] * WAYS + f["way"]) * CHANNELS + f["channel"]
+        want[(die, f["block"])] = want.get((die, f["block"]), 0) + 1
+    wrong = {}
+    for die in range(tb.dies):
+        for blk in tb.blocks_used[die]:
+            got = tb.mem_read(tb.block_table // 4 + (die << tb.block_shift) + blk)
+            if got != want.get((die, blk), 0):
+                wrong[(die, blk)] = (got, want.get((die, blk), 0))
+    assert not wrong, wrong
     hits, misses = int(dut.map_hits.value), int(dut.map_misses.value)
     assert hits > 0 and misses > 0
     await tb.chan.expect_clean()
@@ -336,3 +351,65 @@ async def power_cut_1(dut):
 @cocotb.test()
 async def power_cut_2(dut):
     await power_cut(dut, 2)
+
+
+@cocotb.test()
+async def gc_relocation(dut):
+    """The relocation hook moves mapped pages (a plain write, an atomic member)
+    keeping their data and versions; a host write that rebound the LBA wins
+    (RACED); an erased page cannot be relocated; the flash with its GC copies
+    recovers to the host's view."""
+    tb = await make_tb(dut, name="gc")
+    host = Host(tb)
+    page = tb.page
+    model = Model(Limits(capacity=CAPACITY, lba_size=page))
+    data = [block(7000 + i, page) for i in range(8)]
+    buf = host.buffer(8)
+    tb.write_bytes(buf, b"".join(data))
+    expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=8, buf=buf), Status.SUCCESS)
+    model.write(0, b"".join(data))
+    pairs = [(11, block(7100, page)), (10, block(7101, page)), (12, block(7102, page))]
+    entries = []
+    for lba, d in pairs:
+        b = host.buffer()
+        tb.write_bytes(b, d)
+        entries.append(spec.ATOMIC_ENTRY.pack(lba=lba, buf=b))
+    lst = host.buffer()
+    tb.write_bytes(lst, b"".join(entries))
+    expect(await tb.do(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=3), Status.SUCCESS)
+    model.atomic_write(pairs)
+
+    async def read(lba):
+        b = host.buffer()
+        expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=1, buf=b), Status.SUCCESS)
+        return tb.read_bytes(b, page)
+
+    where = recover(tb.flash_pages()).map
+    for lba in (3, 11):
+        r = await tb.relocate(where[lba].addr, tag=lba)
+        assert (r["tag"], RelocResult(r["result"])) == (lba, RelocResult.MOVED), r
+        assert r["new_ppa"] != where[lba].addr
+        assert await read(lba) == model.read(lba, 1).data
+        # the copy: GC_COPY, same lba, version and group fields, same data, a newer seq
+        pages = {pg.addr: pg for pg in tb.flash_pages()}
+        orig, copy = spec.unpack_oob(pages[where[lba].addr].oob), spec.unpack_oob(pages[r["new_ppa"]].oob)
+        assert copy.kind == Kind.GC_COPY and copy.seq > orig.seq
+        assert (copy.lba, copy.vseq, copy.group_len, copy.group_idx, copy.flags) == \
+            (orig.lba, orig.vseq, orig.group_len, orig.group_idx, orig.flags)
+        assert pages[r["new_ppa"]].data == pages[where[lba].addr].data
+
+    # a host write rebinds LBA 5 first: the relocation of its old page loses
+    new5 = block(7200, page)
+    b = host.buffer()
+    tb.write_bytes(b, new5)
+    expect(await tb.do(opcode=Opcode.WRITE, lba=5, nlb=1, buf=b), Status.SUCCESS)
+    model.write(5, new5)
+    r = await tb.relocate(where[5].addr, tag=5)
+    assert RelocResult(r["result"]) == RelocResult.RACED, r
+    assert await read(5) == new5
+    # an erased page: nothing to move
+    r = await tb.relocate(spec.pack_ppa(0, 0, 0, 1, tb.profile.pages_per_block - 1), tag=9)
+    assert RelocResult(r["result"]) == RelocResult.READ_FAILED, r
+
+    assert recover(tb.flash_pages()).contents() == model.contents()
+    await tb.chan.expect_clean()

@@ -12,6 +12,8 @@ from atomflash.model import Page
 from atomflash.nandsim import Image
 from atomflash.spec import NandOp, NandResult
 from rtl.ftl.allocator import PageAllocator
+from rtl.ftl.mapcache import RESPONSE, MapOp, request_layout
+from rtl.ftl.relocate import Relocator
 from tb.common.layouts import pack, unpack
 from tb.common.streams import StreamSink, StreamSource
 from tb.nand_channel.channel_tb import ChannelTB
@@ -43,7 +45,8 @@ class FtlCoreTB:
         self.scratch = SCRATCH
         self.block_table = after(self.scratch, slots * self.page)
         self.l2p = after(self.block_table, 4 * (self.dies << self.block_shift))
-        self.data = after(self.l2p, 4 * capacity)     # host data buffers from here
+        self.gc_buf = after(self.l2p, 4 * capacity)   # the relocator's scratch page
+        self.data = after(self.gc_buf, self.page)     # host data buffers from here
         self.sq_tail = 0
         self.cq_head = 0
         self.phase = 1
@@ -90,10 +93,16 @@ class FtlCoreTB:
         d.scratch_base.value = self.scratch
         d.identify_base.value = IDENTIFY
         d.log_base.value = LOG
+        d.gc_buf.value = self.gc_buf
         self.write_words(self.block_table, [0] * (self.dies << self.block_shift))
+        # an empty L2P table, and the map cache told so: its block RAM survives a reset
+        self.write_words(self.l2p, [spec.PPA_UNMAPPED] * self.capacity)
+        await self.map_op(MapOp.INVALIDATE)
         self.free = StreamSource(d, "free", self.clk)
         self.seq_load = StreamSource(d, "seq_load", self.clk)
         self.closed = StreamSink(d, "closed", self.clk)
+        self.reloc = StreamSource(d, "reloc", self.clk)
+        self.reloc_done = StreamSink(d, "reloc_done", self.clk)
         await self.seq_load.send(SEQ0)
         for _ in range(4):
             for die in range(self.dies):
@@ -122,6 +131,34 @@ class FtlCoreTB:
                 seen += 1
                 assert self.spare_blocks[die], "the test ran out of erased blocks"
                 await self.give_block(die)
+
+    async def relocate(self, ppa, tag=1) -> dict:
+        """The GC hook: relocate page ``ppa``; returns {tag, result, new_ppa}."""
+        n = len(self.reloc_done.items)
+        await self.reloc.send(ppa | tag << 32)
+        while len(self.reloc_done.items) <= n:
+            await ClockCycles(self.clk, 64)
+        return unpack(Relocator.done_layout(), self.reloc_done.items[n])
+
+    async def map_op(self, op, lba=0, value=0, expected=0) -> dict:
+        """One request on the firmware's map-cache port (lock, request, response, unlock)."""
+        d = self.dut
+        d.map_fw__lock.value = 1
+        while True:
+            await RisingEdge(self.clk)
+            await ReadOnly()
+            if int(d.map_fw__grant.value):
+                break
+        await FallingEdge(self.clk)
+        sink = StreamSink(d, "map_fw__resp", self.clk) if not hasattr(self, "_map_resp") else self._map_resp
+        self._map_resp = sink
+        n = len(sink.items)
+        await StreamSource(d, "map_fw__req", self.clk).send(
+            pack(request_layout(32), op=op.value, lba=lba, value=value, expected=expected))
+        while len(sink.items) <= n:
+            await ClockCycles(self.clk, 8)
+        d.map_fw__lock.value = 0
+        return unpack(RESPONSE, sink.items[n])
 
     # -- memory and registers -------------------------------------------------------------
     def mem_write(self, word, value):

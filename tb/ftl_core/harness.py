@@ -37,6 +37,14 @@ def _extra(core: FtlCore):
               ("in", core.pages_per_block.shape().width, "pages_per_block"), ("out", 1, "starved"),
               ("in", 64, "capacity"), ("in", 32, "l2p_base"), ("in", 32, "bt_base"), ("in", 5, "block_shift"),
               ("in", 32, "scratch_base"), ("in", 32, "identify_base"), ("in", 32, "log_base"),
+              ("in", 1, "reloc__valid"), ("out", 1, "reloc__ready"), ("in", 48, "reloc__payload"),
+              ("out", 1, "reloc_done__valid"), ("in", 1, "reloc_done__ready"),
+              ("out", core.reloc_done.payload.shape().size, "reloc_done__payload"), ("in", 32, "gc_buf"),
+              ("in", 1, "map_fw__lock"), ("out", 1, "map_fw__grant"),
+              ("in", 1, "map_fw__req__valid"), ("out", 1, "map_fw__req__ready"),
+              ("in", core.map_fw.req.payload.shape().size, "map_fw__req__payload"),
+              ("out", 1, "map_fw__resp__valid"), ("in", 1, "map_fw__resp__ready"),
+              ("out", core.map_fw.resp.payload.shape().size, "map_fw__resp__payload"),
               ("out", 32, "map_hits"), ("out", 32, "map_misses")]
     return tuple(ports)
 
