@@ -60,7 +60,7 @@ class FtlCore(wiring.Component):
     Parameters
     ----------
     profile, channels, ways, nand_slots : NAND geometry and page-buffer slots per channel
-        (the last slot of each channel is the read path's).
+        (per channel: programs, then one for GC relocation, then the read path's, the last).
     queue_pairs, queue_depth : host queues.
     slots : publisher slots (commands changing the map in flight).
     map_sets, map_ways, map_line : MapCache geometry.

@@ -4,7 +4,7 @@ One command at a time: with the map port held (``MapPortArbiter``) it looks
 up every LBA of the command, so the read sees each atomic group whole or not
 at all; then, page by page, an unmapped LBA reads as zeros (written straight
 into the host buffer) and a mapped one is read from flash into the channel's
-read slot (the last slot; the log writer has the others), ECC-corrected by
+read slot (the last slot; the relocator has the one before, the log writer the rest), ECC-corrected by
 the channel, and copied to the host buffer by a :class:`~rtl.ftl.dma.BufferDMA`
 holding the channel's buffer port.  A page the channel cannot return
 (``UNCORRECTABLE``, or ``ERASED`` where the map points) ends the command with
