@@ -53,6 +53,17 @@ class Host:
         self.next += nlb
         return addr
 
+    def atomic_list(self, pairs) -> int:
+        """Each (lba, block) into a buffer of its own, then the ATOMIC_ENTRY list; the list's address."""
+        entries = []
+        for lba, data in pairs:
+            buf = self.buffer()
+            self.tb.write_bytes(buf, data)
+            entries.append(spec.ATOMIC_ENTRY.pack(lba=lba, buf=buf))
+        lst = self.buffer()
+        self.tb.write_bytes(lst, b"".join(entries))
+        return lst
+
 
 def expect(cpl, status):
     assert Status(cpl["status"]) == status, f"status {Status(cpl['status']).name}, expected {status.name}"
@@ -115,14 +126,12 @@ async def every_verb(dut):
         await read_check(lba, 1)
 
     # rejected groups change nothing
-    before = {lba: tb.read_bytes(0, 0) for lba in ()}
     await atomic([(20, block(20, page)), (21, block(21, page)), (20, block(22, page))], Status.DUPLICATE_LBA)
     await atomic([(22, block(23, page)), (CAPACITY, block(24, page))], Status.LBA_OUT_OF_RANGE)
     await atomic([(23, block(25, page)), (24, None)], Status.MISALIGNED_BUFFER, bufs=[host.buffer(), tb.data + 2])
     await atomic([(25, block(26, page))], Status.DATA_TRANSFER_ERROR, list_addr=MEM_END + 64)
     for lba in (20, 21, 22, 23, 24, 25):
         await read_check(lba, 1)
-    del before
 
     # static rejections (the validator), one each
     expect(await tb.do(opcode=0x7F), Status.INVALID_OPCODE)
@@ -185,16 +194,10 @@ async def random_scoreboard(dut):
                 cids.append(await tb.submit(opcode=Opcode.WRITE, lba=lba, nlb=nlb, buf=buf))
             elif kind == "atomic":
                 pairs = []
-                entries = []
                 for lba in rng.sample(lbas, rng.randrange(1, 9)):
                     serial += 1
-                    data = block(serial, page)
-                    buf = host.buffer()
-                    tb.write_bytes(buf, data)
-                    pairs.append((lba, data))
-                    entries.append(spec.ATOMIC_ENTRY.pack(lba=lba, buf=buf))
-                lst = host.buffer()
-                tb.write_bytes(lst, b"".join(entries))
+                    pairs.append((lba, block(serial, page)))
+                lst = host.atomic_list(pairs)
                 model.atomic_write(pairs)
                 programs += len(pairs)
                 cids.append(await tb.submit(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=len(pairs)))
@@ -253,15 +256,8 @@ async def program_failures_are_retried(dut):
     model = Model(Limits(capacity=CAPACITY, lba_size=page))
     for i in range(tb.dies):
         await tb.chan.ctl(i, NandCtl.FAIL_PROGRAM, -1)
-    pairs, entries = [], []
-    for k, lba in enumerate((5, 900, 17, 3, 64, 2000, 6, 8)):
-        data = block(5000 + k, page)
-        buf = host.buffer()
-        tb.write_bytes(buf, data)
-        pairs.append((lba, data))
-        entries.append(spec.ATOMIC_ENTRY.pack(lba=lba, buf=buf))
-    lst = host.buffer()
-    tb.write_bytes(lst, b"".join(entries))
+    pairs = [(lba, block(5000 + k, page)) for k, lba in enumerate((5, 900, 17, 3, 64, 2000, 6, 8))]
+    lst = host.atomic_list(pairs)
     expect(await tb.do(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=len(pairs)), Status.SUCCESS)
     model.atomic_write(pairs)
     failed = sum([await tb.chan.stat(i, "PROGRAM_FAILS") for i in range(tb.dies)])
@@ -299,16 +295,11 @@ async def power_cut(dut, round_):
             c = model.write(lba, data)
             cid = await tb.submit(opcode=Opcode.WRITE, lba=lba, nlb=1, buf=buf)
         elif kind == "atomic":
-            pairs, entries = [], []
+            pairs = []
             for lba in rng.sample(range(40), rng.randrange(2, 9)):
                 serial += 1
-                data = block(serial, page)
-                buf = host.buffer()
-                tb.write_bytes(buf, data)
-                pairs.append((lba, data))
-                entries.append(spec.ATOMIC_ENTRY.pack(lba=lba, buf=buf))
-            lst = host.buffer()
-            tb.write_bytes(lst, b"".join(entries))
+                pairs.append((lba, block(serial, page)))
+            lst = host.atomic_list(pairs)
             c = model.atomic_write(pairs)
             cid = await tb.submit(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=len(pairs))
         else:
@@ -369,13 +360,7 @@ async def gc_relocation(dut):
     expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=8, buf=buf), Status.SUCCESS)
     model.write(0, b"".join(data))
     pairs = [(11, block(7100, page)), (10, block(7101, page)), (12, block(7102, page))]
-    entries = []
-    for lba, d in pairs:
-        b = host.buffer()
-        tb.write_bytes(b, d)
-        entries.append(spec.ATOMIC_ENTRY.pack(lba=lba, buf=b))
-    lst = host.buffer()
-    tb.write_bytes(lst, b"".join(entries))
+    lst = host.atomic_list(pairs)
     expect(await tb.do(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=3), Status.SUCCESS)
     model.atomic_write(pairs)
 

@@ -16,6 +16,7 @@ from rtl.ftl.mapcache import RESPONSE, MapOp, request_layout
 from rtl.ftl.relocate import Relocator
 from tb.common.layouts import pack, unpack
 from tb.common.streams import StreamSink, StreamSource
+from tb.common.wishbone import WishboneInitiator
 from tb.nand_channel.channel_tb import ChannelTB
 
 REGS = spec.HOST_REGS
@@ -54,6 +55,7 @@ class FtlCoreTB:
         self.outstanding = 0
         self.poll_cycles = 64            # how often the host looks at the CQ
         self.reg_lock = Lock()
+        self.regs = WishboneInitiator(dut, "regs", dut.clk)
         self.done: dict[int, dict] = {}
         self.spare_blocks: dict[int, list[int]] = {}
         self.blocks_used: dict[int, list[int]] = {d: [] for d in range(self.dies)}
@@ -61,6 +63,10 @@ class FtlCoreTB:
     @classmethod
     async def create(cls, dut, *, channels, ways, slots, slot_words, capacity, blocks_per_die=24,
                      profile="small", name="ftl", **model_cfg):
+        # a previous test may have left the core mid-operation (a power cut): hold it in reset
+        # before the models power on again, so they see no half-finished bus cycle
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, 8)
         chan = await ChannelTB.create(dut, channels=channels, ways=ways, profile=profile, slot_words=slot_words,
                                       name=name, mode=5, **model_cfg)
         tb = cls(dut, chan, channels=channels, ways=ways, slots=slots, capacity=capacity)
@@ -181,25 +187,7 @@ class FtlCoreTB:
     async def reg_write(self, addr, value):
         # the submitter and the CQ poller both ring doorbells: one register access at a time
         async with self.reg_lock:
-            await self._reg_write(addr, value)
-
-    async def _reg_write(self, addr, value):
-        d = self.dut
-        d.regs__adr.value = addr // 4
-        d.regs__dat_w.value = value
-        d.regs__sel.value = 0xF
-        d.regs__we.value = 1
-        d.regs__cyc.value = 1
-        d.regs__stb.value = 1
-        while True:
-            await RisingEdge(self.clk)
-            await ReadOnly()
-            if int(d.regs__ack.value):
-                break
-        await FallingEdge(self.clk)
-        d.regs__cyc.value = 0
-        d.regs__stb.value = 0
-        d.regs__we.value = 0
+            await self.regs.write(addr, value)
 
     # -- host commands ---------------------------------------------------------------------
     async def submit(self, **fields) -> int:
