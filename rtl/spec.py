@@ -60,3 +60,15 @@ del _record
 NAND_DESC = layout_of(spec.NAND_DESC)
 NAND_CPL = layout_of(spec.NAND_CPL)
 NAND_CRC = crc_algorithm(spec.NAND_CRC)
+
+
+def hw_enum(spec_enum, shape: int):
+    """An ``amaranth.lib.enum.Enum`` with ``spec_enum``'s members (a spec
+    ``DocEnum``), so RTL and firmware share one definition of the values."""
+    from amaranth.lib import enum
+
+    namespace = enum.EnumMeta.__prepare__(spec_enum.__name__, (enum.Enum,), shape=shape)
+    for member in spec_enum:
+        namespace[member.name] = int(member)
+    namespace["__doc__"] = spec_enum.__doc__
+    return enum.EnumMeta(spec_enum.__name__, (enum.Enum,), namespace, shape=shape)

@@ -59,6 +59,8 @@ def _regmap(out: io.StringIO, regmap) -> None:
             out.write(f"#define {base} 0x{r.offset:x}u  {_comment(f'{r.access}: {r.doc}')}\n")
         for b in r.bits:
             out.write(f"#define {base}_{b.name.upper()} 0x{b.mask:x}u  {_comment(b.doc)}\n")
+            if b.width > 1:
+                out.write(f"#define {base}_{b.name.upper()}_SHIFT {b.lsb}u\n")
 
 
 def _enum(out: io.StringIO, enum) -> None:

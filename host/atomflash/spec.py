@@ -821,10 +821,94 @@ HOST_REGS = RegisterMap("hostq", "Host queue front-end registers (byte offsets i
     Register("cq_tail", 0x58, "ro", "CQ tail: next completion slot (index)", count=HOST_QUEUE_PAIRS, stride=0x20),
 ])
 
-REGISTER_MAPS = [HOST_REGS]
+# -----------------------------------------------------------------------------
+# FTL firmware registers: what the firmware owns of the FTL core (free blocks
+# in, full blocks out, the log's seq after recovery, GC relocation, its own
+# map-cache port, the memory layout).  In the SoC they follow the host queue
+# registers in the controller window (soc/ftl_bridge.py).  Pushes are
+# single-entry mailboxes: write the argument registers, then the action; the
+# status bit says when the core took it.
+# -----------------------------------------------------------------------------
+
+FTL_REGS_ID = int.from_bytes(b"AFFT", "little")
+
+
+class MapFwOp(DocEnum):
+    READ = 0, "read the entry of lba"
+    WRITE = 1, "write value to the entry of lba"
+    CAS = 2, "write value if the entry equals expected"
+    FLUSH = 3, "write every dirty line back to the L2P table in memory (before a checkpoint reads it)"
+    INVALIDATE = 4, "drop every line without writing back (after the firmware rebuilt the table; at boot)"
+
+
+class RelocResult(DocEnum):
+    MOVED = 0, "copied and rebound: new_ppa holds the page now"
+    RACED = 1, "copied, but the map no longer pointed at the page (a host write won): the copy is garbage"
+    READ_FAILED = 2, "the page could not be read (uncorrectable): nothing changed"
+    PROGRAM_FAILED = 3, "every program attempt failed: nothing changed"
+
+
+_DIE_BLOCK = (Bits("block", 0, 16, "block in the LUN"), Bits("die", 16, 8, "die: (lun * ways + way) * channels + channel"))
+
+FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256-byte window).", 0x100, [
+    Register("id", 0x00, "ro", "FTL_REGS_ID: identifies the block"),
+    Register("version", 0x04, "ro", "SPEC_VERSION implemented"),
+    Register("geometry", 0x08, "ro", "the core's build",
+             (Bits("channels", 0, 8, "NAND channels"), Bits("ways", 8, 8, "targets per channel"),
+              Bits("queue_pairs", 16, 8, "host queue pairs"), Bits("fw_slot", 24, 8,
+              "the page-buffer slot of every channel the firmware may use while the core runs"))),
+    Register("status", 0x0C, "ro", "mailbox and core state",
+             (Bits("free_pending", 0, 1, "the last free-block push has not been taken yet"),
+              Bits("closed_valid", 1, 1, "closed holds a full block (pop with ctrl.pop_closed)"),
+              Bits("seq_pending", 2, 1, "the last seq load has not been taken yet"),
+              Bits("reloc_pending", 3, 1, "the last relocation request has not been taken yet"),
+              Bits("reloc_done_valid", 4, 1, "reloc_done holds a relocation result (pop with ctrl.pop_reloc_done)"),
+              Bits("map_busy", 5, 1, "a map request is in flight"),
+              Bits("map_done", 6, 1, "map_result/map_old hold the last map request's answer"),
+              Bits("starved", 7, 1, "the log writer waits for a page: no die has an open or a queued free block"))),
+    Register("ctrl", 0x10, "wo", "actions (write 1)",
+             (Bits("pop_closed", 0, 1, "drop the block in closed"),
+              Bits("pop_reloc_done", 1, 1, "drop the result in reloc_done"),
+              Bits("load_seq", 2, 1, "hand seq_lo/seq_hi to the log writer as its next seq"),
+              Bits("relocate", 3, 1, "request the relocation of reloc_ppa with reloc_tag"),
+              Bits("map_go", 4, 1, "issue map_op on the firmware's map-cache port"))),
+    Register("pages_per_block", 0x14, "rw", "pages per erase block (from the parameter page)"),
+    Register("block_shift", 0x18, "rw", "block-table index = die << block_shift | block"),
+    Register("capacity_lo", 0x1C, "rw", "LBAs the host may address, low word"),
+    Register("capacity_hi", 0x20, "rw", "LBAs the host may address, high word"),
+    Register("l2p_base", 0x24, "rw", "byte address of the L2P table (one PPA per LBA)"),
+    Register("bt_base", 0x28, "rw", "byte address of the block table (one 32-bit valid count per block)"),
+    Register("scratch_base", 0x2C, "rw", "byte address of the core's record scratch pages"),
+    Register("identify_base", 0x30, "rw", "byte address of the IDENTIFY record the firmware keeps"),
+    Register("log_base", 0x34, "rw", "byte address of the log page GET_LOG returns"),
+    Register("gc_buf", 0x38, "rw", "byte address of the relocator's page buffer in memory"),
+    Register("free", 0x40, "wo", "push an erased block to the allocator (ignored while status.free_pending)",
+             _DIE_BLOCK),
+    Register("closed", 0x44, "ro", "the oldest block the allocator filled (valid: status.closed_valid)", _DIE_BLOCK),
+    Register("seq_lo", 0x48, "rw", "the log's next seq, low word (ctrl.load_seq)"),
+    Register("seq_hi", 0x4C, "rw", "the log's next seq, high word"),
+    Register("reloc_ppa", 0x50, "rw", "page to relocate (ctrl.relocate)"),
+    Register("reloc_tag", 0x54, "rw", "the firmware's tag for that request (15 bits)"),
+    Register("reloc_done", 0x58, "ro", "the oldest relocation result",
+             (Bits("tag", 0, 15, "the request's reloc_tag"), Bits("result", 16, 2, "RelocResult"))),
+    Register("reloc_new_ppa", 0x5C, "ro", "where the page went (RelocResult MOVED/RACED)"),
+    Register("map_op", 0x60, "rw", "map request: MapFwOp (ctrl.map_go)"),
+    Register("map_lba", 0x64, "rw", "map request: lba"),
+    Register("map_value", 0x68, "rw", "map request: value (WRITE, CAS)"),
+    Register("map_expected", 0x6C, "rw", "map request: expected (CAS)"),
+    Register("map_result", 0x70, "ro", "map answer",
+             (Bits("updated", 0, 1, "the entry was written"), Bits("hit", 1, 1, "the line was cached"),
+              Bits("error", 2, 1, "a bus error: the entry is unknown and unchanged"))),
+    Register("map_old", 0x74, "ro", "map answer: the entry before the request"),
+    Register("map_hits", 0x78, "ro", "map-cache lookups that hit since reset"),
+    Register("map_misses", 0x7C, "ro", "map-cache lookups that missed since reset"),
+])
+
+REGISTER_MAPS = [HOST_REGS, FTL_REGS]
 
 CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
-ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult]
+ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
+         RelocResult]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, PPA, NAND_DESC, NAND_CPL]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
@@ -836,4 +920,5 @@ SCALARS = {
     "NAND_BBM_BYTES": (NAND_BBM_BYTES, "spare bytes before the OOB record kept for the bad-block marker (FFh)"),
     "HOST_QUEUE_PAIRS": (HOST_QUEUE_PAIRS, "host queue pairs implemented by default"),
     "HOST_REGS_ID": (HOST_REGS_ID, "hostq.id register value"),
+    "FTL_REGS_ID": (FTL_REGS_ID, "ftl.id register value"),
 }

@@ -16,20 +16,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.lib.roundrobin import round_robin
-from rtl.nand.pagebuf import BufferPortSignature
+from rtl.nand.pagebuf import ArbitratedBufferSignature, BufferPortSignature
 
 __all__ = ["BufferPortArbiter", "ArbitratedBufferSignature"]
-
-
-class ArbitratedBufferSignature(wiring.Signature):
-    """A user's side: the buffer port plus ``request``/``grant``."""
-
-    def __init__(self, addr_width: int):
-        super().__init__({
-            "request": Out(1),
-            "grant": In(1),
-            "port": Out(BufferPortSignature(addr_width, 32)),
-        })
 
 
 class BufferPortArbiter(wiring.Component):

@@ -11,7 +11,7 @@
                                             │ PROGRAM        Reader │ READ      firmware (desc/cpl)
                                             ▼                       ▼               ▼
                                          NandPortMux ──────────────────────► NandController ─► NAND pins
-                     page buffers: BufferPortArbiter per channel (LogWriter, Reader)
+                     page buffers: BufferPortArbiter per channel (LogWriter, Reader, Relocator, firmware)
     mem ◄── Wishbone Arbiter (HostQueues, MapCache, BlockTable, LogWriter, Reader, Executor)
 
 Everything the firmware owns enters as plain ports: erased blocks (``free``)
@@ -40,7 +40,7 @@ from rtl.nand.timing import TIMING
 
 from .allocator import PAGE_BITS, PageAllocator
 from .blocktable import REBIND, BlockTable
-from .bufport import BufferPortArbiter
+from .bufport import ArbitratedBufferSignature, BufferPortArbiter
 from .executor import Executor
 from .logwriter import LogWriter
 from .mapcache import MapCache
@@ -60,7 +60,8 @@ class FtlCore(wiring.Component):
     Parameters
     ----------
     profile, channels, ways, nand_slots : NAND geometry and page-buffer slots per channel
-        (per channel: programs, then one for GC relocation, then the read path's, the last).
+        (per channel: programs, then the firmware's (``fw_slot``), the GC relocator's and the
+        read path's, the last; at least 4).
     queue_pairs, queue_depth : host queues.
     slots : publisher slots (commands changing the map in flight).
     map_sets, map_ways, map_line : MapCache geometry.
@@ -71,7 +72,10 @@ class FtlCore(wiring.Component):
                  queue_pairs: int = 1, queue_depth: int = spec.LIMITS.QUEUE_DEPTH, slots: int = 16,
                  map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
                  limits: command.StaticLimits = command.StaticLimits()):
+        if nand_slots < 4:
+            raise ValueError("need at least 4 page-buffer slots per channel (programs, firmware, relocator, reader)")
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots)
+        self.fw_slot = nand_slots - 3  # the firmware's own slot while the core runs
         self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
         self.limits = limits
         self.profile = self.params.profile
@@ -89,6 +93,7 @@ class FtlCore(wiring.Component):
             "timing": In(TIMING),
             "busy": Out(channels),
             "desc": In(stream.Signature(layouts.NAND_DESC)),
+            "fw_buf": In(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
             "cpl": Out(stream.Signature(layouts.NAND_CPL)),
             "free": In(stream.Signature(die_block)),
             "closed": Out(stream.Signature(die_block)),
@@ -124,9 +129,8 @@ class FtlCore(wiring.Component):
         m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
                                               max_transfer=lim.max_transfer)
         m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members)
-        # page-buffer slots per channel: programs, then the relocator's, then the reader's (last)
-        m.submodules.writer = writer = LogWriter(self.params, C, self.slot_words,
-                                                 write_slots=self.params.slots - 2)
+        # page-buffer slots per channel: programs, the firmware's, the relocator's, the reader's (last)
+        m.submodules.writer = writer = LogWriter(self.params, C, self.slot_words, write_slots=self.fw_slot)
         m.submodules.relocator = relocator = Relocator(self.params, C, self.slot_words,
                                                        slot=self.params.slots - 2)
         m.submodules.mapcache = mapcache = MapCache(lba_bits=32, **self.map_geometry)
@@ -213,11 +217,12 @@ class FtlCore(wiring.Component):
         m.d.comb += [ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
         for c in range(C):
             wiring.connect(m, wiring.flipped(self.bus[c]), ctrl.bus[c])
-            arb = BufferPortArbiter(3, self.buf_addr_width)
+            arb = BufferPortArbiter(4, self.buf_addr_width)
             m.submodules[f"bufarb{c}"] = arb
             wiring.connect(m, writer.buf[c], arb.users[0])
             wiring.connect(m, reader.buf[c], arb.users[1])
             wiring.connect(m, relocator.buf[c], arb.users[2])
+            wiring.connect(m, wiring.flipped(self.fw_buf[c]), arb.users[3])
             wiring.connect(m, arb.buf, ctrl.buf[c])
 
         # SoC memory

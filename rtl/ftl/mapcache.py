@@ -25,20 +25,16 @@ request per flash page, far below this rate.
 """
 
 from amaranth import Array, Cat, Const, Module, Signal, unsigned
-from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from atomflash import spec
+from rtl import spec as layouts
 from rtl.lib import wishbone
 
 
-class MapOp(enum.Enum, shape=3):
-    READ = 0
-    WRITE = 1
-    CAS = 2
-    FLUSH = 3
-    INVALIDATE = 4
+MapOp = layouts.hw_enum(spec.MapFwOp, 3)  # the firmware issues them through ftl.map_op
 
 
 def request_layout(lba_bits: int) -> data.StructLayout:

@@ -20,7 +20,7 @@ firmware only relocates data pages the map points at.
 """
 
 from amaranth import Array, Module, Signal
-from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash import spec
@@ -41,11 +41,7 @@ __all__ = ["Relocator", "RelocResult", "RELOC_TAG"]
 RELOC_TAG = 0x8000      # log writer tags with this bit are the relocator's
 
 
-class RelocResult(enum.Enum, shape=2):
-    MOVED = 0
-    RACED = 1
-    READ_FAILED = 2
-    PROGRAM_FAILED = 3
+RelocResult = layouts.hw_enum(spec.RelocResult, 2)  # firmware reads it in ftl.reloc_done
 
 
 class Relocator(wiring.Component):

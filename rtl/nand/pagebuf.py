@@ -20,7 +20,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["BufferPortSignature", "PageBuffer"]
+__all__ = ["ArbitratedBufferSignature", "BufferPortSignature", "PageBuffer"]
 
 
 class BufferPortSignature(wiring.Signature):
@@ -34,6 +34,19 @@ class BufferPortSignature(wiring.Signature):
             "w_en": Out(data_width // granularity),
             "w_data": Out(data_width),
             "r_data": In(data_width),
+        })
+
+
+class ArbitratedBufferSignature(wiring.Signature):
+    """A shared buffer port seen from one user: the port plus ``request`` /
+    ``grant`` (``rtl.ftl.bufport.BufferPortArbiter``).  The user drives the
+    port while ``grant`` is high and holds ``request`` until it is done."""
+
+    def __init__(self, addr_width: int):
+        super().__init__({
+            "request": Out(1),
+            "grant": In(1),
+            "port": Out(BufferPortSignature(addr_width, 32)),
         })
 
 

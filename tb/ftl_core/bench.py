@@ -76,7 +76,7 @@ def render(r: dict) -> str:
         f"The FTL core (`rtl/ftl/core.py`) in Verilator against {lim['dies']} NAND models: realistic profile "
         f"({page} B pages, tPROG {lim['t_prog_us']:.0f} us), {r['channels']} channels x {r['ways']} ways, "
         f"ONFI mode {MODE}, {r['slots']} publisher slots, {r['nand_slots']} page-buffer slots per channel "
-        f"({r['nand_slots'] - 2} for programs, one for GC relocation, one for reads), {clk / 1e6:.0f} MHz nominal "
+        f"({r['nand_slots'] - 3} for programs, one each for the firmware, GC relocation and reads), {clk / 1e6:.0f} MHz nominal "
         "clock.  Times are simulated "
         "cycles, so every figure is exact and repeatable.",
         "",
@@ -126,7 +126,7 @@ def render(r: dict) -> str:
               "writes.",
               f"* A program holds its page-buffer slot from the DMA fill through the bus transfer ({bus_us:.0f} us) "
               f"and tPROG ({lim['t_prog_us']:.0f} us), so a channel needs more than {need:.1f} program slots to "
-              f"keep its bus busy; this run has {r['nand_slots'] - 2} per channel.  With 3 program slots per channel "
+              f"keep its bus busy; this run has {r['nand_slots'] - 3} per channel.  With 3 program slots per channel "
               "the same workload reached 75.1% of the limit (measured, docs/ftl.md).",
               "* The log writer's DMA (a classic-Wishbone word copier, a word per two cycles plus the memory's "
               "wait state, about 20 us per page) fills one slot at a time; it is the next limit once the bus is "
@@ -142,7 +142,7 @@ def main():
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nand-slots", type=int, default=spec.NAND_DEFAULTS.SLOTS,
-                    help="page-buffer slots per channel (FtlCore nand_slots; one is the reader's)")
+                    help="page-buffer slots per channel (FtlCore nand_slots; three are the firmware's, the relocator's and the reader's)")
     ap.add_argument("--pages", type=int, default=512, help="pages per write workload (reads: half as many)")
     ap.add_argument("--out", type=Path, default=DOC, help="markdown report (default docs/ftl_bench.md)")
     ap.add_argument("--json", type=Path, help="also keep the raw figures here")

@@ -46,6 +46,11 @@ def _extra(core: FtlCore):
               ("out", 1, "map_fw__resp__valid"), ("in", 1, "map_fw__resp__ready"),
               ("out", core.map_fw.resp.payload.shape().size, "map_fw__resp__payload"),
               ("out", 32, "map_hits"), ("out", 32, "map_misses")]
+    aw = core.buf_addr_width
+    for c in range(core.channels):  # the firmware's page-buffer ports (idle unless a test drives them)
+        ports += [("in", 1, f"fw_buf__{c}__request"), ("out", 1, f"fw_buf__{c}__grant"),
+                  ("in", aw, f"fw_buf__{c}__port__addr"), ("in", 4, f"fw_buf__{c}__port__w_en"),
+                  ("in", 32, f"fw_buf__{c}__port__w_data"), ("out", 32, f"fw_buf__{c}__port__r_data")]
     return tuple(ports)
 
 
@@ -73,12 +78,13 @@ MEMORY = f"""
 """
 
 
-def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8, nand_slots: int = 4) -> dict:
+def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8, nand_slots: int = 5) -> dict:
     """Generate the core's Verilog and the harness; runner.run keyword arguments
-    plus the core's ``slot_words``."""
+    plus the core's ``slot_words``.  ``nand_slots=5``: two program slots per
+    channel besides the firmware's, the relocator's and the reader's."""
     assert MEM_WORDS == 1 << 17, "the harness indexes mem with adr[16:0]"
     core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots)
-    name = f"ftl_core_{profile}_c{channels}w{ways}s{slots}" + (f"n{nand_slots}" if nand_slots != 4 else "")
+    name = f"ftl_core_{profile}_c{channels}w{ways}s{slots}" + f"n{nand_slots}"
     verilog = runner.amaranth_verilog(core, name)
     text = generate_top(channels, ways, module=name, buffers=False, extra=_extra(core))
     text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")

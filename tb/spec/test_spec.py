@@ -222,9 +222,12 @@ def test_register_maps_are_consistent_and_generated():
     with pytest.raises(SpecError, match="outside"):
         RegisterMap("m", "", 0x20, [Register("a", 0x10, "ro", "", count=5, stride=4)])
     with pytest.raises(SpecError, match="access"):
-        Register("a", 0, "wo", "")
+        Register("a", 0, "wr", "")
     header = gen_c.generate()
     regs = spec.HOST_REGS
     assert f"#define AF_HOSTQ_CTRL 0x{regs['ctrl'].offset:x}u" in header
     assert f"#define AF_HOSTQ_SQ_TAIL(i) (0x{regs['sq_tail'].offset:x}u + (i) * 0x{regs['sq_tail'].stride:x}u)" in header
     assert regs["sq_tail"].address(1) == regs["sq_tail"].offset + regs["sq_tail"].stride
+    ftl = spec.FTL_REGS
+    assert f"#define AF_FTL_RELOC_DONE_RESULT_SHIFT {ftl['reloc_done'].bits[1].lsb}u" in header
+    assert "#define AF_FTL_CTRL_MAP_GO 0x10u" in header

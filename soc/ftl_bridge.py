@@ -1,0 +1,251 @@
+"""The FTL core in the SoC: :class:`rtl.ftl.core.FtlCore` behind one Wishbone
+window, with the registers the firmware needs to own it.
+
+The core's fast path (host queues, log writer, publisher, read path, map
+cache, relocator) runs by itself; everything it leaves to the firmware enters
+as plain ports (see :mod:`rtl.ftl.core`).  This bridge turns those into
+registers and puts the core's NAND port for the firmware behind the same
+register window the bare NAND controller has on a board
+(:class:`rtl.nand.window.NandWindow`), so the firmware's NAND driver is one
+driver for both:
+
+=====================  ======================================================
+offset                 what
+=====================  ======================================================
+``0x000`` .. ``0x0FF`` host queue registers, ``spec.HOST_REGS`` (the host's)
+``0x100`` .. ``0x1FF`` FTL registers, ``spec.FTL_REGS`` (the firmware's)
+``NAND_OFFSET`` ..     NandWindow: descriptors and completions through the
+                       core's firmware port, timing, the page buffers
+                       (arbitrated with the core; only ``FW_SLOT`` is the
+                       firmware's while the core runs)
+=====================  ======================================================
+
+``NAND_OFFSET`` is the NandWindow's size (a power of two), so the window is
+``2 * NAND_OFFSET`` bytes.  Addresses in no block answer 0 (never hang the CPU).
+
+The FTL registers are single-entry mailboxes for each stream the firmware
+feeds (free blocks, the log's seq, relocation requests, map requests) and
+the heads of those it drains (closed blocks, relocation results): write the
+arguments, then the action bit of ``ctrl``; ``status`` says when the core
+took a push or when a result waits.
+
+Port contract (:mod:`soc.controller`): ``clk``/``rst``, ``wbs_*`` (target),
+``wbm_*`` (the core's initiator into SoC memory), ``irq`` (the host queues'
+interrupt or a NAND completion for the firmware), ``nand`` (per channel the
+ONFI pins, DQ inputs registered once as on the boards).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from atomflash import spec
+from rtl.ftl.core import FtlCore
+from rtl.lib import wishbone
+from rtl.nand.phy import OnfiBusSignature
+from rtl.nand.window import NandWindow
+
+__all__ = ["FtlBridge", "FTL_OFFSET"]
+
+HOST_OFFSET = 0x000
+FTL_OFFSET = 0x100
+FTL = spec.FTL_REGS
+
+
+def _bits(reg: str, name: str):
+    b = next(b for b in FTL[reg].bits if b.name == name)
+    return slice(b.lsb, b.lsb + b.width)
+
+
+class FtlBridge(wiring.Component):
+    """``FtlCore(**core_args)`` with the window above.
+
+    ``clk_hz``/``sample``: the NAND timing registers' reset value (ONFI mode
+    0 at that clock, ``tSAMPLE``)."""
+
+    def __init__(self, *, clk_hz: int, sample: int, **core_args):
+        self.core = core = FtlCore(**core_args)
+        p = core.params
+        self.window = NandWindow(channels=core.channels, ways=p.ways, slots=p.slots, ecc=p.ecc,
+                                 slot_bytes=4 * core.slot_words, fw_slot=core.fw_slot, clk_hz=clk_hz, sample=sample)
+        self.nand_offset = max(self.window.window_bytes, 2 * FTL_OFFSET)
+        self.window_bytes = 2 * self.nand_offset
+        self.addr_width = (self.window_bytes // 4 - 1).bit_length()
+        die_block = core.free.payload.shape()
+        for field in ("die", "block"):
+            if die_block[field].width > _bits("free", field).stop - _bits("free", field).start:
+                raise ValueError(f"{field} numbers do not fit ftl.free")
+        wb_sig = wishbone.Signature(addr_width=self.addr_width)
+        wbs = {f"wbs_{n}": (In if m.flow == Out else Out)(m.shape) for n, m in wb_sig.members.items()}
+        wbm = {f"wbm_{n}": m for n, m in wishbone.Signature(addr_width=30).members.items()}
+        super().__init__({
+            **wbs, **wbm,
+            "irq": Out(1),
+            "nand": Out(OnfiBusSignature(p.ways)).array(core.channels),
+        })
+
+    @property
+    def regs(self) -> dict[str, int]:
+        """Byte offsets of the blocks in the window."""
+        return {"HOST": HOST_OFFSET, "FTL": FTL_OFFSET, "NAND": self.nand_offset}
+
+    def _flat(self, prefix):
+        return type("Flat", (), {n[len(prefix):]: getattr(self, n) for n in dir(self) if n.startswith(prefix)})
+
+    def elaborate(self, platform):
+        from boards.nand_bridge import connect_pins
+
+        m = Module()
+        m.submodules.core = core = self.core
+        m.submodules.window = window = self.window
+        C = core.channels
+        wbs, wbm = self._flat("wbs_"), self._flat("wbm_")
+
+        for c in range(C):
+            connect_pins(m, self.nand[c], core.bus[c])
+        wiring.connect(m, window.desc, core.desc)
+        wiring.connect(m, core.cpl, window.cpl)
+        m.d.comb += [core.timing.eq(window.timing), window.busy.eq(core.busy), self.irq.eq(core.irq | window.irq)]
+        for c in range(C):
+            wiring.connect(m, window.buf[c], core.fw_buf[c])
+        for name in ("adr", "dat_w", "sel", "cyc", "stb", "we"):
+            m.d.comb += getattr(wbm, name).eq(getattr(core.mem, name))
+        for name in ("dat_r", "ack", "err"):
+            m.d.comb += getattr(core.mem, name).eq(getattr(wbm, name))
+
+        # -- decode: host registers, FTL registers, NAND window, nothing
+        word = wbs.adr
+        req = wbs.cyc & wbs.stb
+        in_nand = word >= self.nand_offset // 4
+        in_host = word < (HOST_OFFSET + 0x100) // 4
+        in_ftl = ~in_nand & ~in_host & (word < (FTL_OFFSET + 0x100) // 4)
+        ftl_ack = Signal()
+        ftl_rdata = Signal(32)
+        hole_ack = Signal()
+        m.d.comb += [
+            core.regs.adr.eq(word[:6]), core.regs.dat_w.eq(wbs.dat_w), core.regs.sel.eq(wbs.sel),
+            core.regs.we.eq(wbs.we), core.regs.cyc.eq(wbs.cyc & in_host), core.regs.stb.eq(wbs.stb & in_host),
+            window.wb.adr.eq(word - self.nand_offset // 4), window.wb.dat_w.eq(wbs.dat_w),
+            window.wb.sel.eq(wbs.sel), window.wb.we.eq(wbs.we),
+            window.wb.cyc.eq(wbs.cyc & in_nand), window.wb.stb.eq(wbs.stb & in_nand),
+        ]
+        with m.If(in_nand):
+            m.d.comb += [wbs.dat_r.eq(window.wb.dat_r), wbs.ack.eq(window.wb.ack), wbs.err.eq(window.wb.err)]
+        with m.Elif(in_host):
+            m.d.comb += [wbs.dat_r.eq(core.regs.dat_r), wbs.ack.eq(core.regs.ack), wbs.err.eq(core.regs.err)]
+        with m.Else():
+            m.d.comb += [wbs.dat_r.eq(Mux(in_ftl, ftl_rdata, 0)), wbs.ack.eq(ftl_ack | hole_ack)]
+        m.d.sync += [ftl_ack.eq(0), hole_ack.eq(0)]
+        with m.If(req & ~in_nand & ~in_host & ~in_ftl & ~hole_ack):
+            m.d.sync += hole_ack.eq(1)
+
+        self._ftl_registers(m, core, wbs, req & in_ftl & ~ftl_ack, ftl_ack, ftl_rdata)
+        return m
+
+    def _ftl_registers(self, m, core, wbs, access, ack, rdata):
+        reg_word = wbs.adr[:6]
+        write = access & wbs.we
+
+        def off(name):
+            return FTL[name].offset // 4
+
+        # plain read/write registers -> core inputs
+        rw = {}
+        for name, width in (("pages_per_block", len(core.pages_per_block)), ("block_shift", 5),
+                            ("capacity_lo", 32), ("capacity_hi", 32), ("l2p_base", 32), ("bt_base", 32),
+                            ("scratch_base", 32), ("identify_base", 32), ("log_base", 32), ("gc_buf", 32),
+                            ("seq_lo", 32), ("seq_hi", 32), ("reloc_ppa", 32), ("reloc_tag", 15),
+                            ("map_op", 3), ("map_lba", 32), ("map_value", 32), ("map_expected", 32)):
+            rw[name] = Signal(width, name=f"ftl_{name}")
+        m.d.comb += [
+            core.pages_per_block.eq(rw["pages_per_block"]), core.block_shift.eq(rw["block_shift"]),
+            core.capacity.eq(Cat(rw["capacity_lo"], rw["capacity_hi"])), core.l2p_base.eq(rw["l2p_base"]),
+            core.bt_base.eq(rw["bt_base"]), core.scratch_base.eq(rw["scratch_base"]),
+            core.identify_base.eq(rw["identify_base"]), core.log_base.eq(rw["log_base"]),
+            core.gc_buf.eq(rw["gc_buf"]),
+        ]
+
+        # mailboxes the firmware pushes into
+        free_value = Signal(24)
+        free_pending, seq_pending, reloc_pending = Signal(), Signal(), Signal()
+        m.d.comb += [
+            core.free.valid.eq(free_pending),
+            core.free.payload.block.eq(free_value[_bits("free", "block")]),
+            core.free.payload.die.eq(free_value[_bits("free", "die")]),
+            core.seq_load.valid.eq(seq_pending), core.seq_load.payload.eq(Cat(rw["seq_lo"], rw["seq_hi"])),
+            core.reloc.valid.eq(reloc_pending), core.reloc.payload.ppa.eq(rw["reloc_ppa"]),
+            core.reloc.payload.tag.eq(rw["reloc_tag"]),
+        ]
+        for pending, stream_ in ((free_pending, core.free), (seq_pending, core.seq_load),
+                                 (reloc_pending, core.reloc)):
+            with m.If(stream_.valid & stream_.ready):
+                m.d.sync += pending.eq(0)
+
+        # the firmware's map port: one request per map_go, the port locked until its answer
+        map_busy, map_done, map_requested = Signal(), Signal(), Signal()
+        map_result, map_old = Signal(3), Signal(32)
+        port = core.map_fw
+        m.d.comb += [port.lock.eq(map_busy), port.req.payload.op.eq(rw["map_op"]),
+                     port.req.payload.lba.eq(rw["map_lba"]), port.req.payload.value.eq(rw["map_value"]),
+                     port.req.payload.expected.eq(rw["map_expected"]),
+                     port.req.valid.eq(map_busy & port.grant & ~map_requested),
+                     port.resp.ready.eq(map_busy & map_requested)]
+        with m.If(port.req.valid & port.req.ready):
+            m.d.sync += map_requested.eq(1)
+        with m.If(port.resp.valid & port.resp.ready):
+            r = port.resp.payload
+            m.d.sync += [map_busy.eq(0), map_requested.eq(0), map_done.eq(1), map_old.eq(r.old),
+                         map_result.eq(Cat(r.updated, r.hit, r.error))]
+
+        # reads
+        status = Signal(32)
+        m.d.comb += status.eq(Cat(free_pending, core.closed.valid, seq_pending, reloc_pending,
+                                  core.reloc_done.valid, map_busy, map_done, core.starved))
+        geometry = Const(core.channels | core.ways << 8 | core.queue_pairs << 16 | core.fw_slot << 24, 32)
+        closed = Signal(32)
+        m.d.comb += [closed[_bits("closed", "block")].eq(core.closed.payload.block),
+                     closed[_bits("closed", "die")].eq(core.closed.payload.die)]
+        done = Signal(32)
+        m.d.comb += [done[_bits("reloc_done", "tag")].eq(core.reloc_done.payload.tag),
+                     done[_bits("reloc_done", "result")].eq(core.reloc_done.payload.result)]
+        ro = {off("id"): Const(spec.FTL_REGS_ID, 32), off("version"): Const(spec.SPEC_VERSION, 32),
+              off("geometry"): geometry, off("status"): status, off("closed"): closed,
+              off("reloc_done"): done, off("reloc_new_ppa"): core.reloc_done.payload.new_ppa,
+              off("map_result"): map_result, off("map_old"): map_old,
+              off("map_hits"): core.map_hits, off("map_misses"): core.map_misses}
+        ro.update({off(name): sig for name, sig in rw.items()})
+        assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
+
+        with m.If(access):
+            m.d.sync += [ack.eq(1), rdata.eq(0)]
+            with m.Switch(reg_word):
+                for w, v in ro.items():
+                    with m.Case(w):
+                        m.d.sync += rdata.eq(v)
+
+        ctrl = {b.name: b.lsb for b in FTL["ctrl"].bits}
+        # a pushed request's arguments stay put until the core took it (writes meanwhile are ignored)
+        held_by = {"seq_lo": seq_pending, "seq_hi": seq_pending, "reloc_ppa": reloc_pending,
+                   "reloc_tag": reloc_pending, "map_op": map_busy, "map_lba": map_busy, "map_value": map_busy,
+                   "map_expected": map_busy}
+        with m.If(write):
+            with m.Switch(reg_word):
+                for name, sig in rw.items():
+                    with m.Case(off(name)):
+                        with m.If(~held_by.get(name, Const(0))):
+                            m.d.sync += sig.eq(wbs.dat_w)
+                with m.Case(off("free")):
+                    with m.If(~free_pending):
+                        m.d.sync += [free_value.eq(wbs.dat_w), free_pending.eq(1)]
+                with m.Case(off("ctrl")):
+                    d = wbs.dat_w
+                    m.d.comb += [core.closed.ready.eq(d[ctrl["pop_closed"]]),
+                                 core.reloc_done.ready.eq(d[ctrl["pop_reloc_done"]])]
+                    with m.If(d[ctrl["load_seq"]]):
+                        m.d.sync += seq_pending.eq(1)
+                    with m.If(d[ctrl["relocate"]]):
+                        m.d.sync += reloc_pending.eq(1)
+                    with m.If(d[ctrl["map_go"]] & ~map_busy):
+                        m.d.sync += [map_busy.eq(1), map_done.eq(0)]

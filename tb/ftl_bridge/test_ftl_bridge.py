@@ -1,0 +1,156 @@
+"""soc.ftl_bridge: the FTL core's window in the SoC (amaranth.sim; the NAND
+pins idle, SoC memory a Python dictionary behind the core's initiator).
+
+Checks the decode (host queue registers, FTL registers, the NAND window, a
+hole answering 0), the FTL registers' read-back and write guards, the
+mailboxes (a free block and a seq load taken by the allocator; the map port
+writing and reading an L2P entry through the cache, the answer and the
+hit/miss counters), and the firmware's page-buffer slot through the
+arbitrated buffer port.
+"""
+
+from amaranth.sim import Simulator
+
+from atomflash import spec
+from rtl.nand.window import BLOCK_ID, REGS as NAND_REGS
+from soc.ftl_bridge import FTL_OFFSET, FtlBridge
+
+CLK = 60_000_000
+FTL = spec.FTL_REGS
+
+
+def _field(reg, name, value):
+    b = next(b for b in FTL[reg].bits if b.name == name)
+    return (value >> b.lsb) & ((1 << b.width) - 1)
+
+
+class BridgeTB:
+    """Wishbone accesses to the window and a word-addressed SoC memory."""
+
+    def __init__(self, dut: FtlBridge):
+        self.dut = dut
+        self.wbs = dut._flat("wbs_")
+        self.wbm = dut._flat("wbm_")
+        self.mem: dict[int, int] = {}
+
+    async def memory(self, ctx):
+        """Answers the core's initiator one cycle after each request."""
+        wbm = self.wbm
+        acked = False
+        while True:
+            await ctx.tick()
+            if acked:
+                ctx.set(wbm.ack, 0)
+                acked = False
+                continue
+            if ctx.get(wbm.cyc) and ctx.get(wbm.stb):
+                adr = ctx.get(wbm.adr)
+                if ctx.get(wbm.we):
+                    old = self.mem.get(adr, 0xFFFF_FFFF)
+                    sel = ctx.get(wbm.sel)
+                    mask = sum(0xFF << (8 * i) for i in range(4) if sel >> i & 1)
+                    self.mem[adr] = (old & ~mask) | (ctx.get(wbm.dat_w) & mask)
+                ctx.set(wbm.dat_r, self.mem.get(adr, 0xFFFF_FFFF))
+                ctx.set(wbm.ack, 1)
+                acked = True
+
+    async def access(self, ctx, byte_addr, data=None):
+        wbs = self.wbs
+        ctx.set(wbs.adr, byte_addr // 4)
+        ctx.set(wbs.we, data is not None)
+        ctx.set(wbs.dat_w, data or 0)
+        ctx.set(wbs.sel, 0xF)
+        ctx.set(wbs.cyc, 1)
+        ctx.set(wbs.stb, 1)
+        for _ in range(16):
+            await ctx.tick()
+            if ctx.get(wbs.ack):
+                value = ctx.get(wbs.dat_r)
+                ctx.set(wbs.cyc, 0)
+                ctx.set(wbs.stb, 0)
+                await ctx.tick()
+                return value
+        raise AssertionError(f"no ack at 0x{byte_addr:x}")
+
+    async def ftl(self, ctx, reg, data=None):
+        return await self.access(ctx, FTL_OFFSET + FTL[reg].offset, data)
+
+    async def wait_status(self, ctx, bit, value, cycles=2000):
+        for _ in range(cycles):
+            if _field("status", bit, await self.ftl(ctx, "status")) == value:
+                return
+        raise AssertionError(f"status.{bit} stayed {1 - value}")
+
+
+def test_ftl_bridge_window():
+    dut = FtlBridge(clk_hz=CLK, sample=2, profile="small", channels=2, ways=1, nand_slots=4, slots=4,
+                    map_sets=4, map_ways=2)
+    tb = BridgeTB(dut)
+    sim = Simulator(dut)
+    sim.add_clock(1 / CLK)
+    sim.add_testbench(tb.memory, background=True)
+
+    async def bench(ctx):
+        await ctx.tick()
+        # decode
+        assert await tb.access(ctx, spec.HOST_REGS["id"].offset) == spec.HOST_REGS_ID
+        assert await tb.ftl(ctx, "id") == spec.FTL_REGS_ID
+        assert await tb.access(ctx, dut.nand_offset + NAND_REGS["ID"]) == BLOCK_ID
+        assert await tb.access(ctx, dut.nand_offset + NAND_REGS["FW_SLOT"]) == dut.core.fw_slot
+        assert await tb.access(ctx, 0x200) == 0          # a hole
+        geo = await tb.ftl(ctx, "geometry")
+        assert [_field("geometry", f, geo) for f in ("channels", "ways", "queue_pairs", "fw_slot")] == \
+            [2, 1, 1, dut.core.fw_slot]
+
+        # plain registers read back; ro ones ignore writes
+        await tb.ftl(ctx, "l2p_base", 0x1000)
+        await tb.ftl(ctx, "pages_per_block", 64)
+        assert await tb.ftl(ctx, "l2p_base") == 0x1000
+        await tb.ftl(ctx, "id", 0)
+        assert await tb.ftl(ctx, "id") == spec.FTL_REGS_ID
+
+        # free block and seq: the allocator takes them, so the pending bits clear
+        status = await tb.ftl(ctx, "status")
+        assert _field("status", "starved", status) == 1
+        await tb.ftl(ctx, "free", 1 << 16 | 7)           # die 1, block 7
+        await tb.wait_status(ctx, "free_pending", 0)
+        await tb.ftl(ctx, "seq_lo", 0x1234)
+        await tb.ftl(ctx, "seq_hi", 1)
+        await tb.ftl(ctx, "ctrl", spec.FTL_REGS["ctrl"].bits[2].mask)   # load_seq
+        await tb.wait_status(ctx, "seq_pending", 0)
+
+        # map port: WRITE lba 3 (a miss: line fill), then READ it (a hit)
+        ctrl_go = next(b for b in FTL["ctrl"].bits if b.name == "map_go").mask
+        await tb.ftl(ctx, "map_op", spec.MapFwOp.WRITE)
+        await tb.ftl(ctx, "map_lba", 3)
+        await tb.ftl(ctx, "map_value", 0xABCD)
+        await tb.ftl(ctx, "ctrl", ctrl_go)
+        await tb.ftl(ctx, "map_lba", 9)                  # ignored: the request is in flight (or done already)
+        await tb.wait_status(ctx, "map_done", 1)
+        res = await tb.ftl(ctx, "map_result")
+        assert (_field("map_result", "updated", res), _field("map_result", "error", res)) == (1, 0)
+        assert await tb.ftl(ctx, "map_old") == spec.PPA_UNMAPPED
+        await tb.ftl(ctx, "map_op", spec.MapFwOp.READ)
+        await tb.ftl(ctx, "map_lba", 3)
+        await tb.ftl(ctx, "ctrl", ctrl_go)
+        await tb.wait_status(ctx, "map_done", 1)
+        assert await tb.ftl(ctx, "map_old") == 0xABCD
+        assert _field("map_result", "hit", await tb.ftl(ctx, "map_result")) == 1
+        assert (await tb.ftl(ctx, "map_hits"), await tb.ftl(ctx, "map_misses")) == (1, 1)
+        # FLUSH writes the dirty line back to the table in memory
+        await tb.ftl(ctx, "map_op", spec.MapFwOp.FLUSH)
+        await tb.ftl(ctx, "ctrl", ctrl_go)
+        await tb.wait_status(ctx, "map_done", 1)
+        assert tb.mem[0x1000 // 4 + 3] == 0xABCD
+
+        # the firmware's slot on channel 1, through the arbiter
+        slot = dut.core.fw_slot
+        base = dut.nand_offset + dut.window.buf_base + dut.window.buf_stride + slot * dut.window.slot_bytes
+        await tb.access(ctx, base + 8, 0xC0FFEE11)
+        assert await tb.access(ctx, base + 8) == 0xC0FFEE11
+        await tb.access(ctx, base + 8 - dut.window.buf_stride, 0x55)   # channel 0: its own RAM
+        assert await tb.access(ctx, base + 8) == 0xC0FFEE11
+        assert await tb.access(ctx, base + 8 - dut.window.buf_stride) == 0x55
+
+    sim.add_testbench(bench)
+    sim.run()
