@@ -4,6 +4,7 @@
 
 #include "console.h"
 #include "flash.h"
+#include "ftl.h"
 #include "fw.h"
 #include "nand.h"
 
@@ -161,9 +162,9 @@ static int nand_test(int argc, char **argv)
 		return AF_EFAIL;
 	}
 	const af_block_t *x = &af_flash.blocks[b];
-	if (x->flags || x->written) {
+	if (x->flags || x->written || x->state == AF_BSTATE_CORE) {
 		printf("error: block %lu is %s: only a free block is erased and programmed\n", (unsigned long)b,
-		       x->flags ? "bad" : "written");
+		       x->flags ? "bad" : x->written ? "written" : "the FTL core's (open or queued)");
 		return AF_EFAIL;
 	}
 	uint32_t ppa0 = af_nand_block_ppa(b);
@@ -328,6 +329,24 @@ static void print_map_entry(uint32_t lba)
 	printf(")\n");
 }
 
+/* The entry the FTL core serves now (through its map cache). */
+static void print_live_entry(uint32_t lba)
+{
+	uint32_t ppa;
+	int r = af_ftl_map(AF_MAPFWOP_READ, lba, 0, 0, &ppa);
+	if (r < 0 || (r & AF_FTL_MAP_RESULT_ERROR)) {
+		printf("  now: error reading the core's map\n");
+		return;
+	}
+	if (ppa == AF_PPA_UNMAPPED) {
+		printf("  now: unbound\n");
+		return;
+	}
+	printf("  now: ppa 0x%08lx (", (unsigned long)ppa);
+	af_nand_print_ppa(ppa);
+	printf(")\n");
+}
+
 #define MAP_MAX_COUNT 256
 
 static int cmd_map(int argc, char **argv)
@@ -346,12 +365,17 @@ static int cmd_map(int argc, char **argv)
 		       (unsigned long)(af_flash.nlba - 1));
 		return AF_EFAIL;
 	}
-	for (uint32_t i = 0; i < count; i++)
+	for (uint32_t i = 0; i < count; i++) {
+		/* the first line is what recovery found at boot (vseq, commit point) */
 		print_map_entry(lba + i);
+		if (af_ftl.running && lba + i < af_ftl.capacity)
+			print_live_entry(lba + i);
+	}
 	return AF_OK;
 }
 AF_COMMAND(map, "map <lba> [count]",
-	   "recovered map entries: version, commit point, physical page (count: up to 256 LBAs)", cmd_map);
+	   "map entries: recovered at boot (version, commit point, page), and the FTL core's now (count: up to 256 LBAs)",
+	   cmd_map);
 
 static int cmd_block(int argc, char **argv)
 {
@@ -367,6 +391,7 @@ static int cmd_block(int argc, char **argv)
 	const af_block_t *x = &af_flash.blocks[b];
 	const char *state = x->flags & AF_BLOCK_BAD ? "bad (factory)"
 			    : x->flags ? "bad (marker unreadable)"
+			    : x->state == AF_BSTATE_CORE ? "the FTL core's (open or queued)"
 			    : x->written == 0 ? "free"
 			    : x->written < af_nand.pages_per_block ? "open"
 								  : "full";

@@ -7,6 +7,7 @@
 
 #include "console.h"
 #include "flash.h"
+#include "ftl.h"
 #include "fw.h"
 #include "nand.h"
 
@@ -61,6 +62,20 @@ static int cmd_info(int argc, char **argv)
 		printf("error: no controller block at 0x%08lx\n", (unsigned long)AFCTRL_BASE);
 		return AF_EFAIL;
 	}
+#ifdef AFCTRL_FTL
+	af_ftl_print("controller   ");
+	af_flash_print_geometry("nand         ");
+	if (af_flash.scanned)
+		printf("nand         %lu bad blocks, %lu of %lu LBAs bound at boot, main RAM tables %lu KiB (%lu KiB during recovery)\n",
+		       (unsigned long)af_flash.bad_blocks, (unsigned long)af_flash.bound, (unsigned long)af_flash.nlba,
+		       (unsigned long)(af_flash.ram_used / 1024), (unsigned long)(af_flash.ram_peak / 1024));
+	if (!af_ftl.running) {
+		printf("error: the FTL core is not running: no IDENTIFY record\n");
+		return AF_EFAIL;
+	}
+	printf("identify (the record IDENTIFY returns, at 0x%08lx):\n", (unsigned long)(uintptr_t)af_ftl.identify);
+	print_identify(af_ftl.identify);
+#else
 	uint32_t v = afctrl_read(AFCTRL_REG_VERSION), caps = afctrl_read(AFCTRL_REG_CAPS);
 	printf("controller   block v%lu.%lu at 0x%08lx, caps 0x%lx:%s%s%s\n", (unsigned long)(v >> 16),
 	       (unsigned long)(v & 0xffff), (unsigned long)AFCTRL_BASE, (unsigned long)caps,
@@ -72,10 +87,6 @@ static int cmd_info(int argc, char **argv)
 	if (!((caps >> AFCTRL_CAP_NAND) & 1))
 		printf("host i/f     none yet (identify placeholder: no queues, IDENTIFY reports no flash)\n");
 	af_flash_print_geometry("nand         ");
-	if (af_flash.scanned)
-		printf("nand         %lu bad blocks, %lu of %lu LBAs bound at boot, main RAM tables %lu KiB (%lu KiB during recovery)\n",
-		       (unsigned long)af_flash.bad_blocks, (unsigned long)af_flash.bound, (unsigned long)af_flash.nlba,
-		       (unsigned long)(af_flash.ram_used / 1024), (unsigned long)(af_flash.ram_peak / 1024));
 	if (!((caps >> AFCTRL_CAP_IDENTIFY) & 1)) {
 		printf("error: controller serves no IDENTIFY record\n");
 		return AF_EFAIL;
@@ -85,6 +96,7 @@ static int cmd_info(int argc, char **argv)
 	printf("identify (read from the controller at 0x%08lx):\n",
 	       (unsigned long)(AFCTRL_BASE + AFCTRL_REG_IDENTIFY));
 	print_identify(&idf);
+#endif
 	printf("spec limits (defaults the controller is elaborated with):\n");
 	printf("  max_transfer %u, max_atomic_pages %u, max_open_tx %u, max_pending %u,\n"
 	       "  max_remap_triples %u, queue_depth %u, token_bytes %u, lba_size %u\n",
@@ -108,8 +120,19 @@ static int cmd_stats(int argc, char **argv)
 	af_print_u64(af_boot_cycles);
 	printf("\nconsole_commands   %lu\nconsole_errors     %lu\n", af_console_commands_run(),
 	       af_console_commands_failed());
+#ifdef AFCTRL_FTL
+	if (af_ftl.present) {
+		uint32_t hits = ftl_rd(AF_FTL_MAP_HITS), misses = ftl_rd(AF_FTL_MAP_MISSES);
+		printf("map_cache_hits     %lu\nmap_cache_misses   %lu\n", (unsigned long)hits, (unsigned long)misses);
+		printf("map_cache_hit_pct  %lu\n", (unsigned long)(hits + misses ? (uint64_t)hits * 100 / (hits + misses) : 0));
+		printf("blocks_free        %lu\nblocks_to_core     %lu\nblocks_closed      %lu\n",
+		       (unsigned long)af_ftl.free_blocks, (unsigned long)af_ftl.pushed, (unsigned long)af_ftl.closed);
+		printf("core_starved       %lu\n", (unsigned long)!!(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_STARVED));
+	}
+#else
 	if (afctrl_present() && afctrl_has(AFCTRL_CAP_DMA))
 		printf("ctrl_dma_copies    %lu\n", (unsigned long)afctrl_read(AFCTRL_REG_DMA_COUNT));
+#endif
 	if (af_flash.scanned) {
 		printf("boot_pages_scanned %lu\nboot_scan_cycles   ", (unsigned long)af_flash.report.pages_scanned);
 		af_print_u64(af_flash.t_scan);
@@ -120,7 +143,7 @@ static int cmd_stats(int argc, char **argv)
 	}
 	return AF_OK;
 }
-AF_COMMAND(stats, "stats", "counters: uptime, console, controller DMA, boot scan", cmd_stats);
+AF_COMMAND(stats, "stats", "counters: uptime, console, map cache, blocks, boot scan", cmd_stats);
 
 /* Main RAM check on a small window at the top of main RAM (left unused by
  * the firmware so far). */
@@ -141,10 +164,23 @@ static int cmd_selftest(int argc, char **argv)
 		return AF_EUSAGE;
 	int fails = 0;
 
-	/* 1. controller identity and scratch register (slave path, read/write). */
+	/* 1. controller identity and a read/write register (slave path). */
 	int present = afctrl_present();
 	printf("ctrl id        %s\n", present ? "pass" : "FAIL");
 	fails += !present;
+#ifdef AFCTRL_FTL
+	if (present) {
+		uint32_t keep = ftl_rd(AF_FTL_MAP_EXPECTED), pat[] = {0x00000000u, 0xffffffffu, 0xa5a55a5au, 0x12345678u};
+		int ok = 1;
+		for (unsigned i = 0; i < 4; i++) {
+			ftl_wr(AF_FTL_MAP_EXPECTED, pat[i]);
+			ok &= ftl_rd(AF_FTL_MAP_EXPECTED) == pat[i];
+		}
+		ftl_wr(AF_FTL_MAP_EXPECTED, keep);
+		printf("ctrl register  %s\n", ok ? "pass" : "FAIL");
+		fails += !ok;
+	}
+#else
 	if (present) {
 		uint32_t pat[] = {0x00000000u, 0xffffffffu, 0xa5a55a5au, 0x12345678u};
 		int ok = 1;
@@ -155,6 +191,7 @@ static int cmd_selftest(int argc, char **argv)
 		printf("ctrl scratch   %s\n", ok ? "pass" : "FAIL");
 		fails += !ok;
 	}
+#endif
 
 	/* 2. main RAM (a 4 KiB window at its top). */
 	uint32_t *win = (uint32_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - 4096);
@@ -162,6 +199,36 @@ static int cmd_selftest(int argc, char **argv)
 	printf("main ram       %s\n", ram == 0 ? "pass" : "FAIL");
 	fails += ram != 0;
 
+#ifdef AFCTRL_FTL
+	/* 3. the core's data path: IDENTIFY through the firmware's own queue pair
+	 *    (command fetch, DMA copy, completion) must return the record. */
+	if (af_ftl.running) {
+		af_identify_t *dst = (af_identify_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - 8192);
+		memset(dst, 0, sizeof(*dst));
+		flush_cpu_dcache();
+		af_cmd_t cmd;
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.opcode = AF_OPCODE_IDENTIFY;
+		cmd.buf = (uint32_t)(uintptr_t)dst;
+		int st = af_ftl_io(&cmd, NULL);
+		flush_cpu_dcache();
+		int ok = st == AF_STATUS_SUCCESS && memcmp(dst, af_ftl.identify, sizeof(*dst)) == 0;
+		printf("ctrl identify  %s (IDENTIFY command: status %d, %u bytes to 0x%08lx)\n", ok ? "pass" : "FAIL", st,
+		       (unsigned)sizeof(*dst), (unsigned long)(uintptr_t)dst);
+		fails += !ok;
+		/* the map port: read LBA 0's entry; it must equal the table in memory after a flush */
+		uint32_t old = 0;
+		int r = af_ftl_map(AF_MAPFWOP_READ, 0, 0, 0, &old);
+		int f = af_ftl_map(AF_MAPFWOP_FLUSH, 0, 0, 0, NULL);
+		flush_cpu_dcache();
+		ok = r >= 0 && f >= 0 && !(r & AF_FTL_MAP_RESULT_ERROR) && old == af_flash.map.ppa[0];
+		printf("ctrl map port  %s (lba 0 -> 0x%08lx)\n", ok ? "pass" : "FAIL", (unsigned long)old);
+		fails += !ok;
+	} else {
+		printf("ctrl           FAIL: the FTL core is not running\n");
+		fails++;
+	}
+#else
 	/* 3. DMA (master path): the block copies IDENTIFY into main RAM; it must
 	 *    equal what the slave window serves. */
 	if (present && afctrl_has(AFCTRL_CAP_DMA)) {
@@ -176,6 +243,7 @@ static int cmd_selftest(int argc, char **argv)
 		       (unsigned)sizeof(mmio), (unsigned long)(uintptr_t)dst);
 		fails += !ok;
 	}
+#endif
 	/* 4. NAND: READ STATUS of every target through the controller. */
 	if (af_nand.up) {
 		int ok = 1;
@@ -192,7 +260,7 @@ static int cmd_selftest(int argc, char **argv)
 	printf("selftest: %s\n", fails ? "FAIL" : "pass");
 	return fails ? AF_EFAIL : AF_OK;
 }
-AF_COMMAND(selftest, "selftest", "check controller registers, main RAM and the controller's DMA", cmd_selftest);
+AF_COMMAND(selftest, "selftest", "check controller registers, main RAM, the controller's DMA (FTL: IDENTIFY through the queues, the map port) and NAND status", cmd_selftest);
 
 static int cmd_reboot(int argc, char **argv)
 {

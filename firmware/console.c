@@ -117,6 +117,8 @@ static int readline(char *buf, int max)
 {
 	int n = 0;
 	for (;;) {
+		while (!readchar_nonblock())
+			af_idle();
 		int c = readchar();
 		if (c == '\r' || c == '\n') {
 			putchar('\n');

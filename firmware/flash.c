@@ -72,9 +72,11 @@ static int pipe_run(const pipe_t *p)
 	d.flags = (uint8_t)p->flags;
 	d.column = (uint16_t)p->col;
 	d.length = (uint16_t)p->len;
-	unsigned pipe_slots = af_nand.slots - 1 < 32 ? af_nand.slots - 1 : 32; /* the last one is the sync slot */
+	/* every slot but the sync slot (the pipe runs at boot, before the FTL core uses the others) */
+	uint32_t pipe_mask = af_nand.slots >= 32 ? 0xffffffffu : (1u << af_nand.slots) - 1;
+	pipe_mask &= ~(1u << af_nand_sync_slot());
 	for (unsigned c = 0; c < af_nand.channels && c < PIPE_MAX_TARGETS; c++)
-		free_slots[c] = pipe_slots == 32 ? 0xffffffffu : (1u << pipe_slots) - 1;
+		free_slots[c] = pipe_mask;
 
 	while (have || head != tail) {
 		/* issue in order while the next page's target and channel have room */

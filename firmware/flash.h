@@ -31,6 +31,7 @@ typedef struct {
 	uint16_t written; /* pages not erased */
 	uint16_t torn;    /* pages present but not intact (recovery: absent) */
 	uint8_t flags;    /* AF_BLOCK_* */
+	uint8_t state;    /* AF_BSTATE_* (ftl.h) once the FTL core runs */
 } af_block_t;
 
 typedef struct {

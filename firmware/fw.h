@@ -10,6 +10,11 @@
 
 #include "atomflash_spec.h"
 
+/* The FTL core's window holds the NAND window too (soc/ftl_bridge.py). */
+#if defined(AFCTRL_FTL) && !defined(AFNAND_BASE)
+#define AFNAND_BASE (AFCTRL_BASE + AFCTRL_NAND_OFFSET)
+#endif
+
 /* The firmware's own version (reported in IDENTIFY.fw_version by the real
  * controller path): major << 16 | minor. */
 #define AF_FW_VERSION_MAJOR 0
@@ -30,17 +35,24 @@ static inline void afctrl_write(uint32_t off, uint32_t v)
 {
 	*(volatile uint32_t *)(AFCTRL_BASE + off) = v;
 }
+/* Is the controller block there and the one we expect (the FTL core, or in
+ * builds without NAND the identify placeholder)? */
+int afctrl_present(void);
+#ifndef AFCTRL_FTL
+/* --- the identify placeholder (soc/placeholder.py; AFCTRL_REG_* in soc.h) --- */
 static inline int afctrl_has(unsigned cap_bit)
 {
 	return (afctrl_read(AFCTRL_REG_CAPS) >> cap_bit) & 1;
 }
-/* Is the controller block there and the one we expect? */
-int afctrl_present(void);
 /* Copy the IDENTIFY record out of the block's register window. */
 void afctrl_identify_mmio(af_identify_t *out);
 /* Have the block DMA the IDENTIFY record to `dst` (in main RAM, 4-byte
  * aligned); polls for completion.  0 on success, -1 on error/timeout. */
 int afctrl_identify_dma(void *dst);
+#endif
+
+/* Called while the console waits for input: services the FTL core. */
+void af_idle(void);
 
 /* --- main RAM: a bump allocator for the firmware's tables (hw.c) ------------
  * From MAIN_RAM_BASE up to the scratch window `selftest` uses at the top. */

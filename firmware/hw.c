@@ -16,6 +16,12 @@ uint64_t af_cycles_to_us(uint64_t cycles)
 	return cycles / (CONFIG_CLOCK_FREQUENCY / 1000000u);
 }
 
+#ifdef AFCTRL_FTL
+int afctrl_present(void)
+{
+	return afctrl_read(AFCTRL_FTL_OFFSET + AF_FTL_ID) == AF_FTL_REGS_ID;
+}
+#else
 int afctrl_present(void)
 {
 	return afctrl_read(AFCTRL_REG_ID) == AFCTRL_BLOCK_ID;
@@ -51,6 +57,8 @@ int afctrl_identify_dma(void *dst)
 	}
 	return -1;
 }
+
+#endif /* AFCTRL_FTL */
 
 /* --- main RAM allocator ------------------------------------------------------ */
 

@@ -58,8 +58,9 @@ int af_nand_init(void)
 	af_nand.ecc = (g >> 24) & 1;
 	af_nand.slot_bytes = rd(AFNAND_REG_SLOT);
 	af_nand.buf_stride = rd(AFNAND_REG_BUF_STRIDE);
+	af_nand.fw_slot = rd(AFNAND_REG_FW_SLOT);
 	af_nand.targets = af_nand.channels * af_nand.ways;
-	if (af_nand.targets == 0 || af_nand.targets > MAX_TARGETS || af_nand.slots < 2)
+	if (af_nand.targets == 0 || af_nand.targets > MAX_TARGETS || af_nand.slots < 2 || af_nand.fw_slot >= af_nand.slots)
 		return AF_NAND_ENODEV;
 	/* drop whatever a previous run left behind */
 	wr(AFNAND_REG_CTRL, 1u << AFNAND_CTRL_CLEAR_FAULT);
@@ -162,7 +163,7 @@ int af_nand_exec(af_nand_desc_t *d, af_nand_cpl_t *out)
 {
 	af_nand_cpl_t c AF_NAND_ALIGNED;
 	d->tag = sync_tag;
-	sync_tag = (uint16_t)(sync_tag == 0xffffu ? AF_NAND_TAG_SYNC : sync_tag + 1u);
+	sync_tag = (uint16_t)(sync_tag == AF_NAND_TAG_LIMIT - 1u ? AF_NAND_TAG_SYNC : sync_tag + 1u);
 	int r = af_nand_submit(d);
 	if (r == 0)
 		r = af_nand_wait(d->tag, &c);
@@ -237,7 +238,7 @@ void af_nand_buf_write(unsigned ch, unsigned slot, unsigned off, const void *src
 
 unsigned af_nand_sync_slot(void)
 {
-	return af_nand.slots - 1;
+	return af_nand.fw_slot;
 }
 
 /* --- addresses ------------------------------------------------------------------ */

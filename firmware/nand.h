@@ -39,8 +39,11 @@
 #define AF_NAND_ALIGNED __attribute__((aligned(4)))
 
 /* Tags at or above this are the driver's own synchronous operations; callers
- * pipelining descriptors use tags below it. */
-#define AF_NAND_TAG_SYNC 0x8000u
+ * pipelining descriptors use tags below it.  Every tag is below
+ * AF_NAND_TAG_LIMIT: the FTL core's NAND port mux keeps 14 bits of a
+ * requester's tag (rtl/ftl/nandport.py, four requesters). */
+#define AF_NAND_TAG_SYNC 0x2000u
+#define AF_NAND_TAG_LIMIT 0x4000u
 
 /* The ID bytes af_nand_bringup() keeps per target (READ ID address 00h). */
 #define AF_NAND_ID_LEN 8
@@ -50,6 +53,7 @@ typedef struct {
 	uint32_t block_version;
 	uint32_t channels, ways, slots, ecc;
 	uint32_t slot_bytes, buf_stride;
+	uint32_t fw_slot;          /* FW_SLOT: the slot synchronous operations use (the only one once the FTL runs) */
 	uint32_t targets;          /* channels * ways */
 	/* device: every target's parameter page (they must agree) */
 	uint32_t page_data, page_spare, pages_per_block, blocks_per_lun, luns;
@@ -99,7 +103,7 @@ uint32_t af_nand_inflight(void);    /* submitted, completion not yet returned */
 /* Page buffers: byte offsets in the slot, any alignment. */
 void af_nand_buf_read(unsigned ch, unsigned slot, unsigned off, void *dst, unsigned len);
 void af_nand_buf_write(unsigned ch, unsigned slot, unsigned off, const void *src, unsigned len);
-unsigned af_nand_sync_slot(void);   /* the slot synchronous operations use (the last one) */
+unsigned af_nand_sync_slot(void);   /* the slot synchronous operations use (FW_SLOT) */
 
 /* --- physical page addresses (spec PPA: channel, way, lun, block, page) -------- */
 uint32_t af_nand_ppa(unsigned ch, unsigned way, unsigned lun, unsigned block, unsigned page);

@@ -1,8 +1,9 @@
 """The atomflash LiteX SoC: VexRiscv, ROM (the firmware), SRAM, main RAM, UART
-console, timer with uptime, the controller core (today the Amaranth
-placeholder :class:`soc.placeholder.IdentifyBlock`, which serves IDENTIFY) and
-the NAND controller (:func:`soc.nand.add_nand_bridge`: the RTL
-``NandController`` behind a Wishbone window, as on the boards).
+console, timer with uptime, and the controller at ``AFCTRL_BASE``: the FTL
+core (:mod:`soc.ftl_bridge`: host queues, the FTL fast path and the NAND
+controller, one window with the firmware's registers and NAND port), or, in
+builds without NAND, the Amaranth placeholder
+:class:`soc.placeholder.IdentifyBlock` that serves IDENTIFY.
 
 The firmware is *the* boot ROM: no LiteX BIOS.  :meth:`AtomflashSoC.init_mems`
 is LiteX's hook between "software libraries built" and "gateware written": it
@@ -41,6 +42,7 @@ DEFAULT_SYS_CLK_FREQ = spec.NAND_CLK_HZ  # nominal system clock (= the controlle
 ROM_BYTES = 0x2_0000                # 128 KiB: firmware code + rodata (+ .data image)
 SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
 DEFAULT_SLOTS = spec.NAND_DEFAULTS.SLOTS  # page-buffer slots per NAND channel
+FTL_SLOTS = 16                      # FtlCore publisher slots (map-changing commands in flight)
 
 
 def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> int:
@@ -56,6 +58,9 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> 
     * page-valid bitmap: 1 bit per page;
     * data buffers: 4 pages (data + spare) per target (double-buffered reads and
       writes), plus the host queues;
+    * the FTL core's: its block table (one word per block, dies x a power of
+      two), one scratch page per publisher slot, the relocator's page, the
+      IDENTIFY and log records;
     * 8 KiB at the top that ``selftest`` uses as scratch.
 
     The firmware sizes its tables from the geometry it reads from the NAND
@@ -66,7 +71,8 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> 
     blocks = p.blocks_per_lun * targets
     pages = blocks * p.pages_per_block
     queues = spec.LIMITS.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
-    need = (20 + 44) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + 8192
+    ftl = 4 * targets * (1 << (p.blocks_per_lun - 1).bit_length()) + (FTL_SLOTS + 1) * p.page_data + 1024
+    need = (20 + 44) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl + 8192
     size = 256 * 1024
     while size < need:
         size *= 2
@@ -110,10 +116,12 @@ def add_atomflash(soc, *, out_dir: Path, nand_hook=None):
 class AtomflashSoC(SoCCore):
     """The simulated SoC (``soc/sim.py``).
 
-    ``nand``: add the NAND controller (:func:`soc.nand.add_nand_bridge`,
-    ``channels`` x ``ways`` targets, ``slots`` page-buffer slots per channel,
-    BCH ECC) at ``AFNAND_BASE``; its pins are wired to NAND models by
-    ``soc/sim.py`` (:func:`soc.nand_sim.wire_core`)."""
+    ``nand``: the controller is the FTL core (:func:`soc.nand.add_ftl_bridge`:
+    host queues, FTL, NAND controller with ``channels`` x ``ways`` targets,
+    ``slots`` page-buffer slots per channel, BCH ECC) at ``AFCTRL_BASE``; its
+    pins are wired to NAND models by ``soc/sim.py``
+    (:func:`soc.nand_sim.wire_core`).  Without ``nand`` it is the identify
+    placeholder (:mod:`soc.placeholder`), for quick console tests."""
 
     def __init__(self, *, sys_clk_freq: int = DEFAULT_SYS_CLK_FREQ, profile: str = "small",
                  channels: int = 1, ways: int = 1, nand: bool = False, slots: int = DEFAULT_SLOTS,
@@ -140,16 +148,15 @@ class AtomflashSoC(SoCCore):
         # Simulation control: $finish and trace on/off from firmware (sim_finish, sim_trace CSRs).
         platform.add_debug(self, reset=1 if trace_from_reset else 0)
 
-        add_atomflash(self, out_dir=rtl_dir)
         self.nand_core = None
         if nand:
-            from .nand import add_nand_bridge
+            from .nand import add_ftl_bridge
             from .nand_sim import SAMPLE_CYCLES
 
-            _, self.nand_core = add_nand_bridge(self, profile=profile, channels=channels, ways=ways, slots=slots,
-                                                ecc=True, clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES,
-                                                out_dir=rtl_dir, led_stretch=16)
+            _, self.nand_core = add_ftl_bridge(self, profile=profile, channels=channels, ways=ways, slots=slots,
+                                               clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES, out_dir=rtl_dir)
         else:
+            add_atomflash(self, out_dir=rtl_dir)
             self.add_constant("AF_NAND_PROFILE_" + profile.upper())
             self.add_config("AF_CHANNELS", channels)
             self.add_config("AF_WAYS", ways)

@@ -70,6 +70,7 @@ class AmaranthCore(Module):
         platform.add_source(str(self.verilog))
 
         ports = set(component.signature.members.keys())
+        self.port_names = ports
         adr_width = len(getattr(component, "wbs_adr"))
         assert window_bytes == 4 << adr_width or window_bytes <= 4 << adr_width
 

@@ -21,7 +21,9 @@ offset                 what
 =====================  ======================================================
 
 ``NAND_OFFSET`` is the NandWindow's size (a power of two), so the window is
-``2 * NAND_OFFSET`` bytes.  Addresses in no block answer 0 (never hang the CPU).
+``2 * NAND_OFFSET`` bytes.  Addresses in no block answer 0 (never hang the CPU),
+and so do the host queue registers until the firmware sets
+``ftl.host_enable`` after recovery: a host waits for ``hostq.id``.
 
 The FTL registers are single-entry mailboxes for each stream the firmware
 feeds (free blocks, the log's seq, relocation requests, map requests) and
@@ -119,8 +121,9 @@ class FtlBridge(wiring.Component):
         word = wbs.adr
         req = wbs.cyc & wbs.stb
         in_nand = word >= self.nand_offset // 4
-        in_host = word < (HOST_OFFSET + 0x100) // 4
-        in_ftl = ~in_nand & ~in_host & (word < (FTL_OFFSET + 0x100) // 4)
+        host_enable = Signal()
+        in_host = (word < (HOST_OFFSET + 0x100) // 4) & host_enable
+        in_ftl = ~in_nand & (word >= FTL_OFFSET // 4) & (word < (FTL_OFFSET + 0x100) // 4)
         ftl_ack = Signal()
         ftl_rdata = Signal(32)
         hole_ack = Signal()
@@ -141,10 +144,10 @@ class FtlBridge(wiring.Component):
         with m.If(req & ~in_nand & ~in_host & ~in_ftl & ~hole_ack):
             m.d.sync += hole_ack.eq(1)
 
-        self._ftl_registers(m, core, wbs, req & in_ftl & ~ftl_ack, ftl_ack, ftl_rdata)
+        self._ftl_registers(m, core, wbs, req & in_ftl & ~ftl_ack, ftl_ack, ftl_rdata, host_enable)
         return m
 
-    def _ftl_registers(self, m, core, wbs, access, ack, rdata):
+    def _ftl_registers(self, m, core, wbs, access, ack, rdata, host_enable):
         reg_word = wbs.adr[:6]
         write = access & wbs.we
 
@@ -157,14 +160,15 @@ class FtlBridge(wiring.Component):
                             ("capacity_lo", 32), ("capacity_hi", 32), ("l2p_base", 32), ("bt_base", 32),
                             ("scratch_base", 32), ("identify_base", 32), ("log_base", 32), ("gc_buf", 32),
                             ("seq_lo", 32), ("seq_hi", 32), ("reloc_ppa", 32), ("reloc_tag", 15),
-                            ("map_op", 3), ("map_lba", 32), ("map_value", 32), ("map_expected", 32)):
+                            ("map_op", 3), ("map_lba", 32), ("map_value", 32), ("map_expected", 32),
+                            ("host_enable", 1)):
             rw[name] = Signal(width, name=f"ftl_{name}")
         m.d.comb += [
             core.pages_per_block.eq(rw["pages_per_block"]), core.block_shift.eq(rw["block_shift"]),
             core.capacity.eq(Cat(rw["capacity_lo"], rw["capacity_hi"])), core.l2p_base.eq(rw["l2p_base"]),
             core.bt_base.eq(rw["bt_base"]), core.scratch_base.eq(rw["scratch_base"]),
             core.identify_base.eq(rw["identify_base"]), core.log_base.eq(rw["log_base"]),
-            core.gc_buf.eq(rw["gc_buf"]),
+            core.gc_buf.eq(rw["gc_buf"]), host_enable.eq(rw["host_enable"]),
         ]
 
         # mailboxes the firmware pushes into
@@ -214,7 +218,8 @@ class FtlBridge(wiring.Component):
               off("geometry"): geometry, off("status"): status, off("closed"): closed,
               off("reloc_done"): done, off("reloc_new_ppa"): core.reloc_done.payload.new_ppa,
               off("map_result"): map_result, off("map_old"): map_old,
-              off("map_hits"): core.map_hits, off("map_misses"): core.map_misses}
+              off("map_hits"): core.map_hits, off("map_misses"): core.map_misses,
+              off("scratch_pages"): Const(core.slots, 32), off("free_depth"): Const(core.alloc.free_depth, 32)}
         ro.update({off(name): sig for name, sig in rw.items()})
         assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
 

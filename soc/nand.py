@@ -43,9 +43,8 @@ def add_nand_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, 
 
     ``core.params`` is the migen ``Instance``'s port dictionary: the caller
     adds the ``nand__<c>__<pin>`` ports (and ``led_*``) before finalisation."""
-    from boards.nand_bridge import BLOCK_ID, BLOCK_VERSION, CTRL, REGS, STATUS, NandBridge
+    from boards.nand_bridge import NandBridge
     from rtl.nand.channel import ChannelParams
-    from rtl.nand.timing import TIMING_NAMES, timing_const
     from soc.controller import AmaranthCore
 
     params = ChannelParams(profile, ways=ways, slots=slots, ecc=ecc)
@@ -57,14 +56,29 @@ def add_nand_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, 
     soc.bus.add_slave(name="afnand", slave=core.bus,
                       region=SoCRegion(origin=AFNAND_ORIGIN, size=bridge.window_bytes, cached=False))
     soc.irq.add("afnand", use_loc_if_exists=True)
-    for k, v in bridge.regs.items():
+
+    export_nand_constants(soc, bridge.window, profile=profile, channels=channels, ways=ways, slots=slots,
+                          clk_hz=clk_hz, sample=sample)
+    soc.nand_bridge = bridge
+    return bridge, core
+
+
+def export_nand_constants(soc, window, *, profile: str, channels: int, ways: int, slots: int, clk_hz: int,
+                          sample: int):
+    """The NAND window's register map and the build's shape into ``soc.h``
+    (see the module docstring)."""
+    from rtl.nand.channel import ChannelParams
+    from rtl.nand.timing import TIMING_NAMES, timing_const
+    from rtl.nand.window import BLOCK_ID, BLOCK_VERSION, CTRL, STATUS
+
+    for k, v in window.regs.items():
         soc.add_constant(f"AFNAND_REG_{k}", v)
     for group, items in (("STATUS", STATUS), ("CTRL", CTRL)):
         for k, v in items.items():
             soc.add_constant(f"AFNAND_{group}_{k}", v)
     soc.add_constant("AFNAND_BLOCK_ID", BLOCK_ID)
     soc.add_constant("AFNAND_BLOCK_VERSION", BLOCK_VERSION)
-    soc.add_constant("AFNAND_QUEUE", params.queue)
+    soc.add_constant("AFNAND_QUEUE", ChannelParams(profile, ways=ways, slots=slots).queue)
 
     # Timing register values per ONFI mode at this clock (modes whose values fit the registers).
     nbytes = len(TIMING_NAMES)
@@ -84,5 +98,31 @@ def add_nand_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, 
     soc.add_config("AF_CHANNELS", channels)
     soc.add_config("AF_WAYS", ways)
     soc.add_config("AF_SLOTS", slots)
-    soc.nand_bridge = bridge
+
+
+def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, clk_hz: int, sample: int,
+                   out_dir: Path):
+    """Add the FTL core (:class:`soc.ftl_bridge.FtlBridge`) as the SoC's
+    controller at ``AFCTRL_BASE``; returns (bridge, core).
+
+    ``soc.h`` gets ``AFCTRL_FTL`` (this build carries the FTL core),
+    ``AFCTRL_FTL_OFFSET`` (its FTL registers, ``AF_FTL_*`` in the spec header;
+    the host queue registers are at offset 0), ``AFCTRL_NAND_OFFSET`` (the
+    NAND window inside the controller window; the firmware's ``AFNAND_BASE``)
+    and every NAND constant above."""
+    from soc.controller import add_controller
+    from soc.ftl_bridge import FTL_OFFSET, HOST_OFFSET, FtlBridge
+
+    # two queue pairs: the host's (0) and the firmware's own (the last: console `io`, selftest)
+    bridge = FtlBridge(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
+                       nand_slots=slots, queue_pairs=2)
+    core = add_controller(soc, bridge, regs={}, caps={}, window_bytes=bridge.window_bytes, out_dir=out_dir,
+                          module_name="af_ftl_bridge")
+    soc.add_constant("AFCTRL_FTL")
+    soc.add_constant("AFCTRL_HOSTQ_OFFSET", HOST_OFFSET)
+    soc.add_constant("AFCTRL_FTL_OFFSET", FTL_OFFSET)
+    soc.add_constant("AFCTRL_NAND_OFFSET", bridge.nand_offset)  # fw.h: AFNAND_BASE = AFCTRL_BASE + this
+    export_nand_constants(soc, bridge.window, profile=profile, channels=channels, ways=ways, slots=slots,
+                          clk_hz=clk_hz, sample=sample)
+    soc.ftl_bridge = bridge
     return bridge, core

@@ -9,7 +9,7 @@ next to it) unless the caller names its own, so the images persist across
 runs and a restart is a power cycle.
 
 Pins: the model wants split DQ (``dq_i`` from the host, ``dq_o``/``dq_oe`` from
-the target).  :func:`wire_core` connects the NAND bridge's ``nand__<c>__*``
+the target).  :func:`wire_core` connects the controller's ``nand__<c>__*``
 ports to the models: per channel the strobes and DQ out are shared, CE# and
 R/B# are per target, and the targets' DQ outputs are OR-ed, each gated by its
 ``dq_oe`` (one target drives at a time).
@@ -93,8 +93,9 @@ def wire_core(soc, core, *, channels: int, ways: int):
             acc = acc | t
         soc.comb += dq_i.eq(acc)
     # dq_oe of the bridge is not needed by the models (they see dq_i whether or not it is driven)
-    p.setdefault("o_led_activity", Signal())
-    p.setdefault("o_led_fault", Signal())
+    for led in ("led_activity", "led_fault"):  # the board bridge's LEDs: nothing to light in simulation
+        if led in core.port_names:
+            p.setdefault(f"o_{led}", Signal())
 
 
 def model_configs(run_dir: Path, *, profile: str, targets: int, clk_hz: int,

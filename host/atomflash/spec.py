@@ -431,6 +431,8 @@ LIMITS = ConstantGroup("limits", "Default device limits (elaboration parameters;
     Constant("MAX_REMAP_TRIPLES", 32, "largest REMAP list"),
     Constant("QUEUE_DEPTH", 32, "entries per host queue"),
     Constant("TOKEN_BYTES", 8, "remap token size (the paper's ROD is 8 bytes)"),
+    Constant("OVER_PROVISION_PERCENT", 12, "flash pages held back from the host, in percent of the pages of every "
+                                           "die's blocks: room for GC, bad blocks and the open blocks"),
 ])
 
 
@@ -902,6 +904,11 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("map_old", 0x74, "ro", "map answer: the entry before the request"),
     Register("map_hits", 0x78, "ro", "map-cache lookups that hit since reset"),
     Register("map_misses", 0x7C, "ro", "map-cache lookups that missed since reset"),
+    Register("scratch_pages", 0x80, "ro", "pages of page_data bytes scratch_base must hold (one per publisher slot)"),
+    Register("free_depth", 0x84, "ro", "erased blocks each die queues (pushes beyond it wait in status.free_pending)"),
+    Register("host_enable", 0x88, "rw", "the host queue registers answer (until then they read 0 and ignore "
+                                        "writes: a host waits for hostq.id); the firmware sets it after recovery",
+             (Bits("enable", 0, 1, "host interface on"),)),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]

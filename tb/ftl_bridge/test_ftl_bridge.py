@@ -93,6 +93,8 @@ def test_ftl_bridge_window():
     async def bench(ctx):
         await ctx.tick()
         # decode
+        assert await tb.access(ctx, spec.HOST_REGS["id"].offset) == 0   # host interface off until enabled
+        await tb.ftl(ctx, "host_enable", 1)
         assert await tb.access(ctx, spec.HOST_REGS["id"].offset) == spec.HOST_REGS_ID
         assert await tb.ftl(ctx, "id") == spec.FTL_REGS_ID
         assert await tb.access(ctx, dut.nand_offset + NAND_REGS["ID"]) == BLOCK_ID
@@ -102,6 +104,8 @@ def test_ftl_bridge_window():
         assert [_field("geometry", f, geo) for f in ("channels", "ways", "queue_pairs", "fw_slot")] == \
             [2, 1, 1, dut.core.fw_slot]
 
+        assert await tb.ftl(ctx, "scratch_pages") == dut.core.slots
+        assert await tb.ftl(ctx, "free_depth") == dut.core.alloc.free_depth
         # plain registers read back; ro ones ignore writes
         await tb.ftl(ctx, "l2p_base", 0x1000)
         await tb.ftl(ctx, "pages_per_block", 64)

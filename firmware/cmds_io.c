@@ -1,0 +1,190 @@
+/* `io`: the firmware as a host, through its own queue pair of the FTL core.
+ *
+ * Data is a pattern of (seed, lba, word) so `io check` can verify what an
+ * earlier `io write` (or an atomic group) left, e.g. across a power cycle. */
+#include <stdio.h>
+#include <string.h>
+
+#include <system.h>
+
+#include "console.h"
+#include "ftl.h"
+#include "fw.h"
+#include "nand.h"
+
+#ifdef AFCTRL_FTL
+
+static uint32_t pattern(uint32_t seed, uint32_t lba, uint32_t word)
+{
+	uint32_t x = seed * 0x9e3779b9u ^ lba * 0x85ebca6bu ^ word * 0xc2b2ae35u;
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	return x ^ (x >> 15);
+}
+
+static void fill(uint32_t *buf, uint32_t seed, uint32_t lba)
+{
+	for (uint32_t w = 0; w < af_nand.page_data / 4; w++)
+		buf[w] = seed == 0 ? 0 : pattern(seed, lba, w);
+}
+
+static int run(af_cmd_t *cmd, const char *what)
+{
+	int st = af_ftl_io(cmd, NULL);
+	if (st < 0) {
+		printf("error: %s: no completion (is the core starved of blocks? see stats)\n", what);
+		return AF_EFAIL;
+	}
+	if (st != AF_STATUS_SUCCESS) {
+		printf("error: %s: status 0x%02x %s: %s\n", what, st, af_status_name(st), af_status_doc(st));
+		return AF_EFAIL;
+	}
+	return AF_OK;
+}
+
+static int parse_range(int argc, char **argv, int i, uint32_t *lba, uint32_t *n)
+{
+	*n = 1;
+	if (i >= argc || af_parse_u32(argv[i], lba))
+		return -1;
+	if (i + 1 < argc && af_parse_u32(argv[i + 1], n))
+		return -1;
+	if (*n == 0 || *n > AF_FTL_IO_PAGES) {
+		printf("error: count must be 1..%u\n", AF_FTL_IO_PAGES);
+		return -2;
+	}
+	return 0;
+}
+
+static int cmd_io(int argc, char **argv)
+{
+	if (argc < 2)
+		return AF_EUSAGE;
+	if (!af_ftl.running) {
+		printf("error: the FTL core is not running\n");
+		return AF_EFAIL;
+	}
+	af_cmd_t cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	uint32_t *buf = af_ftl.io_buf;
+	uint32_t words = af_nand.page_data / 4;
+	uint32_t lba, n, seed;
+	const char *op = argv[1];
+
+	if (!strcmp(op, "write") || !strcmp(op, "check")) {
+		/* io write|check <seed> <lba> [count] */
+		if (argc < 4 || argc > 5 || af_parse_u32(argv[2], &seed))
+			return AF_EUSAGE;
+		int r = parse_range(argc, argv, 3, &lba, &n);
+		if (r)
+			return r == -1 ? AF_EUSAGE : AF_EFAIL;
+		cmd.lba = lba;
+		cmd.nlb = n;
+		cmd.buf = (uint32_t)(uintptr_t)buf;
+		if (op[0] == 'w') {
+			for (uint32_t i = 0; i < n; i++)
+				fill(buf + i * words, seed, lba + i);
+			flush_cpu_dcache();
+			cmd.opcode = AF_OPCODE_WRITE;
+			if (run(&cmd, "write"))
+				return AF_EFAIL;
+			printf("wrote %lu blocks at lba %lu (seed %lu)\n", (unsigned long)n, (unsigned long)lba,
+			       (unsigned long)seed);
+			return AF_OK;
+		}
+		memset(buf, 0xa5, n * af_nand.page_data);
+		flush_cpu_dcache();
+		cmd.opcode = AF_OPCODE_READ;
+		if (run(&cmd, "read"))
+			return AF_EFAIL;
+		flush_cpu_dcache();
+		uint32_t bad = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			for (uint32_t w = 0; w < words; w++) {
+				uint32_t want = seed == 0 ? 0 : pattern(seed, lba + i, w);
+				if (buf[i * words + w] != want) {
+					if (!bad)
+						printf("lba %lu word %lu: 0x%08lx, expected 0x%08lx\n", (unsigned long)(lba + i),
+						       (unsigned long)w, (unsigned long)buf[i * words + w], (unsigned long)want);
+					bad++;
+					break;
+				}
+			}
+		}
+		printf("check %lu blocks at lba %lu (seed %lu): %s\n", (unsigned long)n, (unsigned long)lba,
+		       (unsigned long)seed, bad ? "FAIL" : "pass");
+		return bad ? AF_EFAIL : AF_OK;
+	}
+	if (!strcmp(op, "read")) {
+		/* io read <lba>: the first bytes */
+		if (argc != 3 || af_parse_u32(argv[2], &lba))
+			return AF_EUSAGE;
+		cmd.opcode = AF_OPCODE_READ;
+		cmd.lba = lba;
+		cmd.nlb = 1;
+		cmd.buf = (uint32_t)(uintptr_t)buf;
+		if (run(&cmd, "read"))
+			return AF_EFAIL;
+		flush_cpu_dcache();
+		printf("lba %lu:", (unsigned long)lba);
+		for (unsigned w = 0; w < 8; w++)
+			printf(" %08lx", (unsigned long)buf[w]);
+		printf(" ...\n");
+		return AF_OK;
+	}
+	if (!strcmp(op, "atomic")) {
+		/* io atomic <seed> <lba> <lba> ...: one group, each lba its pattern */
+		if (argc < 4 || af_parse_u32(argv[2], &seed))
+			return AF_EUSAGE;
+		n = (uint32_t)(argc - 3);
+		if (n > AF_FTL_IO_PAGES - 1) {
+			printf("error: at most %u LBAs (the io buffer holds the list too)\n", AF_FTL_IO_PAGES - 1);
+			return AF_EFAIL;
+		}
+		af_atomic_entry_t *list = (af_atomic_entry_t *)(buf + n * words);
+		for (uint32_t i = 0; i < n; i++) {
+			if (af_parse_u32(argv[3 + i], &lba))
+				return AF_EUSAGE;
+			fill(buf + i * words, seed, lba);
+			list[i].lba = lba;
+			list[i].buf = (uint32_t)(uintptr_t)(buf + i * words);
+		}
+		flush_cpu_dcache();
+		cmd.opcode = AF_OPCODE_ATOMIC_WRITE;
+		cmd.list = (uint32_t)(uintptr_t)list;
+		cmd.nlist = n;
+		if (run(&cmd, "atomic write"))
+			return AF_EFAIL;
+		printf("wrote an atomic group of %lu blocks (seed %lu)\n", (unsigned long)n, (unsigned long)seed);
+		return AF_OK;
+	}
+	if (!strcmp(op, "trim")) {
+		if (argc < 3 || argc > 4)
+			return AF_EUSAGE;
+		int r = parse_range(argc, argv, 2, &lba, &n);
+		if (r)
+			return r == -1 ? AF_EUSAGE : AF_EFAIL;
+		cmd.opcode = AF_OPCODE_DEALLOCATE;
+		cmd.lba = lba;
+		cmd.nlb = n;
+		if (run(&cmd, "trim"))
+			return AF_EFAIL;
+		printf("trimmed %lu blocks at lba %lu\n", (unsigned long)n, (unsigned long)lba);
+		return AF_OK;
+	}
+	if (!strcmp(op, "flush")) {
+		if (argc != 2)
+			return AF_EUSAGE;
+		cmd.opcode = AF_OPCODE_FLUSH;
+		if (run(&cmd, "flush"))
+			return AF_EFAIL;
+		printf("flushed\n");
+		return AF_OK;
+	}
+	printf("error: unknown io operation '%s'\n", op);
+	return AF_EUSAGE;
+}
+AF_COMMAND(io, "io write|check <seed> <lba> [count] | read <lba> | atomic <seed> <lba>... | trim <lba> [count] | flush",
+	   "host commands through the firmware's own queue pair (seed 0 = zeros)", cmd_io);
+
+#endif

@@ -1,0 +1,364 @@
+/* atomflash firmware: owning the FTL core (see ftl.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include <system.h>
+
+#include "console.h"
+#include "flash.h"
+#include "ftl.h"
+#include "nand.h"
+
+af_ftl_t af_ftl;
+
+#ifndef AFCTRL_FTL
+
+int af_ftl_probe(void) { memset(&af_ftl, 0, sizeof(af_ftl)); return 0; }
+int af_ftl_start(void) { return -1; }
+void af_ftl_poll(void) {}
+int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old) { return -1; }
+uint32_t af_ftl_die_of(uint32_t ppa) { return 0; }
+int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
+void af_ftl_print(const char *prefix) { printf("%sno FTL core in this build\n", prefix); }
+
+#else
+
+#define SPIN_LIMIT 2000000u
+#define FW_QUEUE_ENTRIES 8u
+
+static uint32_t field(uint32_t v, uint32_t mask, unsigned shift)
+{
+	return (v & mask) >> shift;
+}
+
+int af_ftl_probe(void)
+{
+	memset(&af_ftl, 0, sizeof(af_ftl));
+	if (ftl_rd(AF_FTL_ID) != AF_FTL_REGS_ID)
+		return 0;
+	uint32_t g = ftl_rd(AF_FTL_GEOMETRY);
+	af_ftl.channels = field(g, AF_FTL_GEOMETRY_CHANNELS, AF_FTL_GEOMETRY_CHANNELS_SHIFT);
+	af_ftl.ways = field(g, AF_FTL_GEOMETRY_WAYS, AF_FTL_GEOMETRY_WAYS_SHIFT);
+	af_ftl.queue_pairs = field(g, AF_FTL_GEOMETRY_QUEUE_PAIRS, AF_FTL_GEOMETRY_QUEUE_PAIRS_SHIFT);
+	af_ftl.fw_slot = field(g, AF_FTL_GEOMETRY_FW_SLOT, AF_FTL_GEOMETRY_FW_SLOT_SHIFT);
+	af_ftl.scratch_pages = ftl_rd(AF_FTL_SCRATCH_PAGES);
+	af_ftl.free_depth = ftl_rd(AF_FTL_FREE_DEPTH);
+	af_ftl.dies = af_ftl.channels * af_ftl.ways;
+	af_ftl.present = af_ftl.dies > 0 && af_ftl.dies <= AF_FTL_MAX_DIES;
+	return af_ftl.present;
+}
+
+static int wait_clear(uint32_t status_bit)
+{
+	for (unsigned spin = 0; spin < SPIN_LIMIT; spin++)
+		if (!(ftl_rd(AF_FTL_STATUS) & status_bit))
+			return 0;
+	return -1;
+}
+
+int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old)
+{
+	if (wait_clear(AF_FTL_STATUS_MAP_BUSY) < 0)
+		return -1;
+	ftl_wr(AF_FTL_MAP_OP, op);
+	ftl_wr(AF_FTL_MAP_LBA, lba);
+	ftl_wr(AF_FTL_MAP_VALUE, value);
+	ftl_wr(AF_FTL_MAP_EXPECTED, expected);
+	ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_MAP_GO);
+	for (unsigned spin = 0; spin < SPIN_LIMIT; spin++) {
+		if (ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_MAP_DONE) {
+			if (old)
+				*old = ftl_rd(AF_FTL_MAP_OLD);
+			return (int)ftl_rd(AF_FTL_MAP_RESULT);
+		}
+	}
+	return -1;
+}
+
+uint32_t af_ftl_die_of(uint32_t ppa)
+{
+	return AF_PPA_PPA_WAY_GET(ppa) * af_ftl.channels + AF_PPA_PPA_CHANNEL_GET(ppa);
+}
+
+/* The firmware's global block number (nand.h) of block `block` of die `die` (LUN 0). */
+static uint32_t gblock_of(uint32_t die, uint32_t block)
+{
+	uint32_t ch = die % af_ftl.channels, way = die / af_ftl.channels;
+	return ((ch * af_nand.ways + way) * af_nand.luns) * af_nand.blocks_per_lun + block;
+}
+
+/* --- free blocks -------------------------------------------------------------------- */
+
+static unsigned die_target(void)
+{
+	/* the open block plus up to two queued behind it (the core's FIFO holds free_depth) */
+	return 1 + (af_ftl.free_depth < 2 ? af_ftl.free_depth : 2);
+}
+
+static void refill(uint32_t die)
+{
+	while (af_ftl.handed[die] < die_target() && af_ftl.pool_n[die] > 0) {
+		if (wait_clear(AF_FTL_STATUS_FREE_PENDING) < 0) {
+			printf("error: ftl: free-block push not taken (die %lu)\n", (unsigned long)die);
+			return;
+		}
+		uint16_t block = af_ftl.pool[die * af_nand.blocks_per_lun + --af_ftl.pool_n[die]];
+		ftl_wr(AF_FTL_FREE, (die << AF_FTL_FREE_DIE_SHIFT) | ((uint32_t)block << AF_FTL_FREE_BLOCK_SHIFT));
+		af_flash.blocks[gblock_of(die, block)].state = AF_BSTATE_CORE;
+		af_ftl.handed[die]++;
+		af_ftl.pushed++;
+		af_ftl.free_blocks--;
+	}
+}
+
+void af_ftl_poll(void)
+{
+	if (!af_ftl.running)
+		return;
+	while (ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_CLOSED_VALID) {
+		uint32_t c = ftl_rd(AF_FTL_CLOSED);
+		ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_POP_CLOSED);
+		uint32_t die = field(c, AF_FTL_CLOSED_DIE, AF_FTL_CLOSED_DIE_SHIFT);
+		uint32_t block = field(c, AF_FTL_CLOSED_BLOCK, AF_FTL_CLOSED_BLOCK_SHIFT);
+		af_ftl.closed++;
+		if (die >= af_ftl.dies || block >= af_nand.blocks_per_lun) {
+			printf("error: ftl: closed block die %lu block %lu does not exist\n", (unsigned long)die,
+			       (unsigned long)block);
+			continue;
+		}
+		af_block_t *b = &af_flash.blocks[gblock_of(die, block)];
+		b->state = AF_BSTATE_DATA;
+		b->written = (uint16_t)af_nand.pages_per_block;
+		if (af_ftl.handed[die])
+			af_ftl.handed[die]--;
+		refill(die);
+	}
+}
+
+/* --- start ---------------------------------------------------------------------------- */
+
+static void fill_identify(af_identify_t *idf)
+{
+	memset(idf, 0, sizeof(*idf));
+	idf->magic = AF_IDENTIFY_MAGIC;
+	idf->spec_version = AF_SPEC_VERSION;
+	idf->fw_version = AF_FW_VERSION;
+	idf->capacity = af_ftl.capacity;
+	idf->lba_size = af_nand.page_data;
+	idf->max_transfer = AF_LIMITS_MAX_TRANSFER;      /* the core is elaborated with the spec's limits */
+	idf->max_atomic_pages = AF_LIMITS_MAX_ATOMIC_PAGES;
+	idf->max_open_tx = 0;                            /* transactions, appends: not in the core yet (#6) */
+	idf->max_pending = 0;
+	idf->max_remap_triples = 0;
+	idf->awupf = AF_LIMITS_MAX_ATOMIC_PAGES;
+	idf->volatile_cache = 0;
+	idf->channels = (uint16_t)af_ftl.channels;
+	idf->ways = (uint16_t)af_ftl.ways;
+	idf->luns = 1;
+	idf->page_data = af_nand.page_data;
+	idf->page_spare = af_nand.page_spare;
+	idf->pages_per_block = af_nand.pages_per_block;
+	idf->blocks_per_lun = af_nand.blocks_per_lun;
+	idf->queue_depth = AF_LIMITS_QUEUE_DEPTH;        /* checked against hostq.max_entries once enabled */
+	idf->ecc_t = AF_ECC_T;
+	idf->ecc_codeword = AF_ECC_CODEWORD;
+}
+
+static int setup_queue(void)
+{
+	uint32_t max = hostq_rd(AF_HOSTQ_MAX_ENTRIES);
+	af_ftl.qid = af_ftl.queue_pairs - 1;
+	af_ftl.qsize = max < FW_QUEUE_ENTRIES ? max : FW_QUEUE_ENTRIES;
+	af_ftl.sq = af_ram_alloc(sizeof(af_cmd_t) * af_ftl.qsize, 64);
+	af_ftl.cq = af_ram_alloc(sizeof(af_cpl_t) * af_ftl.qsize, 16);
+	af_ftl.io_buf = af_ram_alloc(af_nand.page_data * AF_FTL_IO_PAGES, 64);
+	if (!af_ftl.sq || !af_ftl.cq || !af_ftl.io_buf)
+		return -1;
+	memset(af_ftl.sq, 0, sizeof(af_cmd_t) * af_ftl.qsize);
+	memset(af_ftl.cq, 0, sizeof(af_cpl_t) * af_ftl.qsize);
+	hostq_wr(AF_HOSTQ_SQ_BASE(af_ftl.qid), (uint32_t)(uintptr_t)af_ftl.sq);
+	hostq_wr(AF_HOSTQ_CQ_BASE(af_ftl.qid), (uint32_t)(uintptr_t)af_ftl.cq);
+	hostq_wr(AF_HOSTQ_SIZE(af_ftl.qid), af_ftl.qsize);  /* resets the pair's indices */
+	af_ftl.sq_tail = af_ftl.cq_head = 0;
+	af_ftl.phase = 1;
+	hostq_wr(AF_HOSTQ_CTRL, hostq_rd(AF_HOSTQ_CTRL) | AF_HOSTQ_CTRL_ENABLE);
+	if (hostq_rd(AF_HOSTQ_STATUS) & AF_HOSTQ_STATUS_CONFIG_ERROR)
+		return -1;
+	return 0;
+}
+
+int af_ftl_start(void)
+{
+	if (!af_ftl.present || !af_flash.scanned)
+		return -1;
+	uint32_t bpl = af_nand.blocks_per_lun;
+	if (af_ftl.channels != af_nand.channels || af_ftl.ways != af_nand.ways) {
+		printf("error: ftl: core built for %lu x %lu, NAND window reports %lu x %lu\n",
+		       (unsigned long)af_ftl.channels, (unsigned long)af_ftl.ways, (unsigned long)af_nand.channels,
+		       (unsigned long)af_nand.ways);
+		return -1;
+	}
+	af_ftl.block_shift = 0;
+	while ((1u << af_ftl.block_shift) < bpl)
+		af_ftl.block_shift++;
+	uint32_t bt_words = af_ftl.dies << af_ftl.block_shift;
+	uint64_t hw_pages = (uint64_t)af_ftl.dies * bpl * af_nand.pages_per_block;
+	af_ftl.capacity = hw_pages * (100u - AF_LIMITS_OVER_PROVISION_PERCENT) / 100u;
+	if (af_ftl.capacity > af_flash.nlba)
+		af_ftl.capacity = af_flash.nlba;
+
+	af_ftl.bt = af_ram_alloc(4 * bt_words, 8);
+	af_ftl.scratch = af_ram_alloc(af_ftl.scratch_pages * af_nand.page_data, 64);
+	af_ftl.gc_buf = af_ram_alloc(af_nand.page_data, 64);
+	af_ftl.identify = af_ram_alloc(sizeof(af_identify_t), 64);
+	af_ftl.log = af_ram_alloc(sizeof(af_identify_t), 64);
+	af_ftl.pool = af_ram_alloc(2 * af_ftl.dies * bpl, 4);
+	if (!af_ftl.bt || !af_ftl.scratch || !af_ftl.gc_buf || !af_ftl.identify || !af_ftl.log || !af_ftl.pool) {
+		printf("error: ftl: main RAM too small for the core's tables\n");
+		return -1;
+	}
+
+	/* block table (the core's order) and the free pool: erased good blocks of LUN 0 */
+	memset(af_ftl.bt, 0, 4 * bt_words);
+	uint32_t other_lun_valid = 0;
+	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
+		af_block_t *b = &af_flash.blocks[g];
+		uint32_t ppa = af_nand_block_ppa(g);
+		b->state = AF_BSTATE_DATA;
+		if (AF_PPA_PPA_LUN_GET(ppa) != 0) {
+			other_lun_valid += b->valid;
+			continue;
+		}
+		uint32_t die = af_ftl_die_of(ppa), block = AF_PPA_PPA_BLOCK_GET(ppa);
+		af_ftl.bt[(die << af_ftl.block_shift) | block] = b->valid;
+		if (!b->flags && b->written == 0) {
+			b->state = AF_BSTATE_FREE;
+			af_ftl.pool[die * bpl + af_ftl.pool_n[die]++] = (uint16_t)block;
+			af_ftl.free_blocks++;
+		}
+	}
+	if (other_lun_valid)
+		printf("warning: ftl: %lu valid pages on LUNs the core does not write\n", (unsigned long)other_lun_valid);
+	/* the pool is a stack: hand out low block numbers first */
+	for (uint32_t d = 0; d < af_ftl.dies; d++) {
+		uint16_t *p = &af_ftl.pool[d * bpl];
+		for (uint32_t i = 0, j = af_ftl.pool_n[d]; i + 1 < j; i++, j--) {
+			uint16_t t = p[i];
+			p[i] = p[j - 1];
+			p[j - 1] = t;
+		}
+	}
+
+	fill_identify(af_ftl.identify);
+	memset(af_ftl.log, 0, sizeof(af_identify_t));
+	flush_cpu_dcache();
+
+	ftl_wr(AF_FTL_PAGES_PER_BLOCK, af_nand.pages_per_block);
+	ftl_wr(AF_FTL_BLOCK_SHIFT, af_ftl.block_shift);
+	ftl_wr(AF_FTL_CAPACITY_LO, (uint32_t)af_ftl.capacity);
+	ftl_wr(AF_FTL_CAPACITY_HI, (uint32_t)(af_ftl.capacity >> 32));
+	ftl_wr(AF_FTL_L2P_BASE, (uint32_t)(uintptr_t)af_flash.map.ppa);
+	ftl_wr(AF_FTL_BT_BASE, (uint32_t)(uintptr_t)af_ftl.bt);
+	ftl_wr(AF_FTL_SCRATCH_BASE, (uint32_t)(uintptr_t)af_ftl.scratch);
+	ftl_wr(AF_FTL_IDENTIFY_BASE, (uint32_t)(uintptr_t)af_ftl.identify);
+	ftl_wr(AF_FTL_LOG_BASE, (uint32_t)(uintptr_t)af_ftl.log);
+	ftl_wr(AF_FTL_GC_BUF, (uint32_t)(uintptr_t)af_ftl.gc_buf);
+
+	/* the map cache's block RAM survives a reset: drop whatever it holds */
+	int r = af_ftl_map(AF_MAPFWOP_INVALIDATE, 0, 0, 0, NULL);
+	if (r < 0 || (r & AF_FTL_MAP_RESULT_ERROR)) {
+		printf("error: ftl: map-cache invalidate failed\n");
+		return -1;
+	}
+	/* the log resumes past every seq recovery saw */
+	af_ftl.start_seq = af_flash.report.next_seq;
+	ftl_wr(AF_FTL_SEQ_LO, (uint32_t)af_ftl.start_seq);
+	ftl_wr(AF_FTL_SEQ_HI, (uint32_t)(af_ftl.start_seq >> 32));
+	ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_LOAD_SEQ);
+	if (wait_clear(AF_FTL_STATUS_SEQ_PENDING) < 0) {
+		printf("error: ftl: the log writer did not take its seq\n");
+		return -1;
+	}
+	af_ftl.running = 1;
+	for (uint32_t d = 0; d < af_ftl.dies; d++)
+		refill(d);
+
+	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE);
+	if (hostq_rd(AF_HOSTQ_ID) != AF_HOST_REGS_ID || hostq_rd(AF_HOSTQ_MAX_ENTRIES) != af_ftl.identify->queue_depth) {
+		printf("error: ftl: host queue registers missing or not as the spec says (max_entries %lu)\n",
+		       (unsigned long)hostq_rd(AF_HOSTQ_MAX_ENTRIES));
+		ftl_wr(AF_FTL_HOST_ENABLE, 0);
+		return -1;
+	}
+	if (setup_queue() < 0) {
+		printf("error: ftl: the firmware's queue pair was refused\n");
+		return -1;
+	}
+	printf("ftl: host interface on: capacity ");
+	af_print_u64(af_ftl.capacity);
+	printf(" LBAs of %lu B (%u%% over-provisioning), %lu free blocks, %lu handed to %lu dies, log seq ",
+	       (unsigned long)af_nand.page_data, (unsigned)AF_LIMITS_OVER_PROVISION_PERCENT,
+	       (unsigned long)(af_ftl.free_blocks + af_ftl.pushed), (unsigned long)af_ftl.pushed,
+	       (unsigned long)af_ftl.dies);
+	af_print_u64(af_ftl.start_seq);
+	printf("\n");
+	return 0;
+}
+
+/* --- the firmware's queue pair ---------------------------------------------------------- */
+
+int af_ftl_io(af_cmd_t *cmd, uint64_t *result)
+{
+	if (!af_ftl.running)
+		return -1;
+	cmd->cid = af_ftl.next_cid++;
+	cmd->nsid = 1;
+	af_ftl.sq[af_ftl.sq_tail] = *cmd;
+	af_ftl.sq_tail = (af_ftl.sq_tail + 1) % af_ftl.qsize;
+	hostq_wr(AF_HOSTQ_SQ_TAIL(af_ftl.qid), af_ftl.sq_tail);
+	for (unsigned spin = 0; spin < 50u * SPIN_LIMIT; spin++) {
+		if ((spin & 63) == 0)
+			af_ftl_poll(); /* a long write may need fresh blocks */
+		flush_cpu_dcache(); /* the completion is written behind the cache */
+		volatile af_cpl_t *c = &af_ftl.cq[af_ftl.cq_head];
+		uint16_t sf = c->sf;
+		if (AF_CPL_SF_PHASE_GET(sf) != af_ftl.phase)
+			continue;
+		if (result)
+			*result = c->result;
+		uint16_t cid = c->cid;
+		af_ftl.cq_head = (af_ftl.cq_head + 1) % af_ftl.qsize;
+		if (af_ftl.cq_head == 0)
+			af_ftl.phase ^= 1;
+		hostq_wr(AF_HOSTQ_CQ_HEAD(af_ftl.qid), af_ftl.cq_head);
+		if (cid != cmd->cid)
+			return -1;
+		return (int)AF_CPL_SF_STATUS_GET(sf);
+	}
+	return -1;
+}
+
+void af_ftl_print(const char *prefix)
+{
+	if (!af_ftl.present) {
+		printf("%sno FTL core answered\n", prefix);
+		return;
+	}
+	uint32_t st = ftl_rd(AF_FTL_STATUS);
+	uint32_t hits = ftl_rd(AF_FTL_MAP_HITS), misses = ftl_rd(AF_FTL_MAP_MISSES);
+	printf("%score %lu x %lu dies, %lu queue pairs (the firmware's: %lu), fw slot %lu, %s\n", prefix,
+	       (unsigned long)af_ftl.channels, (unsigned long)af_ftl.ways, (unsigned long)af_ftl.queue_pairs,
+	       (unsigned long)(af_ftl.queue_pairs - 1), (unsigned long)af_ftl.fw_slot,
+	       af_ftl.running ? "running" : "not started");
+	printf("%scapacity ", prefix);
+	af_print_u64(af_ftl.capacity);
+	printf(" LBAs; blocks: %lu free, %lu handed to the core, %lu came back full%s\n",
+	       (unsigned long)af_ftl.free_blocks, (unsigned long)af_ftl.pushed, (unsigned long)af_ftl.closed,
+	       (st & AF_FTL_STATUS_STARVED) ? "; STARVED: no erased block left (no GC yet)" : "");
+	printf("%smap cache: %lu hits, %lu misses", prefix, (unsigned long)hits, (unsigned long)misses);
+	if (hits + misses)
+		printf(" (%lu%% hits)", (unsigned long)((uint64_t)hits * 100 / (hits + misses)));
+	printf("\n");
+}
+
+#endif /* AFCTRL_FTL */

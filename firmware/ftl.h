@@ -1,0 +1,99 @@
+/* atomflash firmware: owning the FTL core (soc/ftl_bridge.py, issue #7).
+ *
+ * The core runs the per-command path by itself; the firmware gives it what it
+ * cannot know and takes back what it hands out:
+ *
+ *   af_ftl_start()  after recovery: the memory layout (the recovered map is
+ *                   the core's L2P table; its block table in the core's
+ *                   order), the capacity, the IDENTIFY record, the map cache
+ *                   invalidated (block RAM survives a reset), the log's next
+ *                   seq, erased blocks to every die, then the host interface.
+ *   af_ftl_poll()   from the console's idle loop: full blocks come back on
+ *                   `closed`, each die gets another erased block.
+ *
+ * Blocks the firmware gives the core are only ever erased ones.  With no GC
+ * yet, blocks written before this boot stay as they are (their pages hold
+ * the recovered data and the proofs recovery needs), so a device fills up:
+ * when no erased block is left the core raises `starved` and writes wait.
+ *
+ * The firmware is also a host: the core's last queue pair is its own
+ * (af_ftl_io), for the console's `io` command and `selftest`. */
+#ifndef AF_FTL_H
+#define AF_FTL_H
+
+#include <stdint.h>
+
+#include "fw.h"
+
+#define AF_FTL_MAX_DIES 64
+#define AF_FTL_IO_PAGES 8 /* pages af_ftl.io_buf holds (the console's `io` moves up to this many) */
+
+/* Block states the firmware tracks (af_block_t.state). */
+#define AF_BSTATE_DATA 0   /* written (or unreadable): not the core's, not free */
+#define AF_BSTATE_FREE 1   /* erased, in the firmware's pool */
+#define AF_BSTATE_CORE 2   /* handed to the core (queued or open) */
+
+typedef struct {
+	int present;                /* the FTL core is in this build and answered */
+	int running;                /* af_ftl_start succeeded: host interface on */
+	uint32_t channels, ways, queue_pairs, fw_slot, scratch_pages, free_depth;
+	uint32_t dies;              /* channels * ways (LUN 0 of every target) */
+	uint32_t block_shift;       /* block-table index = die << block_shift | block */
+	uint64_t capacity;          /* LBAs the host may address */
+	uint32_t *bt;               /* the core's block table: dies << block_shift valid counts */
+	void *scratch, *gc_buf;
+	af_identify_t *identify;
+	uint8_t *log;               /* GET_LOG page */
+	uint16_t *pool;             /* per die: a stack of erased blocks (blocks_per_lun entries each) */
+	uint32_t pool_n[AF_FTL_MAX_DIES];
+	uint8_t handed[AF_FTL_MAX_DIES]; /* blocks given to the die and not closed yet */
+	uint32_t pushed, closed, free_blocks;
+	uint64_t start_seq;
+	/* the firmware's own queue pair */
+	af_cmd_t *sq;
+	af_cpl_t *cq;
+	uint32_t qid, qsize, sq_tail, cq_head, phase;
+	uint16_t next_cid;
+	void *io_buf;               /* one page of data for af_ftl_io */
+} af_ftl_t;
+
+extern af_ftl_t af_ftl;
+
+/* Is the FTL core in this build (reads its identity)? Fills the geometry. */
+int af_ftl_probe(void);
+/* After recovery (flash.c): hand the device to the core. 0 or -1 (printed). */
+int af_ftl_start(void);
+/* Service the core's streams; cheap when nothing happened. */
+void af_ftl_poll(void);
+/* A request on the firmware's map-cache port (AF_MAPFWOP_*).  Returns the
+ * map_result bits (AF_FTL_MAP_RESULT_*), or -1 on timeout; *old gets the
+ * entry before the request. */
+int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old);
+/* Die and block-table index of a PPA in the core's order. */
+uint32_t af_ftl_die_of(uint32_t ppa);
+/* One command through the firmware's queue pair; waits for its completion.
+ * Returns the status code (AF_STATUS_*), or -1 when no completion came. */
+int af_ftl_io(af_cmd_t *cmd, uint64_t *result);
+/* Pretty lines for `info`/`stats`. */
+void af_ftl_print(const char *prefix);
+
+#ifdef AFCTRL_FTL
+static inline uint32_t ftl_rd(uint32_t off)
+{
+	return *(volatile uint32_t *)(AFCTRL_BASE + AFCTRL_FTL_OFFSET + off);
+}
+static inline void ftl_wr(uint32_t off, uint32_t v)
+{
+	*(volatile uint32_t *)(AFCTRL_BASE + AFCTRL_FTL_OFFSET + off) = v;
+}
+static inline uint32_t hostq_rd(uint32_t off)
+{
+	return *(volatile uint32_t *)(AFCTRL_BASE + AFCTRL_HOSTQ_OFFSET + off);
+}
+static inline void hostq_wr(uint32_t off, uint32_t v)
+{
+	*(volatile uint32_t *)(AFCTRL_BASE + AFCTRL_HOSTQ_OFFSET + off) = v;
+}
+#endif
+
+#endif
