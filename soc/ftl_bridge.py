@@ -219,7 +219,8 @@ class FtlBridge(wiring.Component):
               off("reloc_done"): done, off("reloc_new_ppa"): core.reloc_done.payload.new_ppa,
               off("map_result"): map_result, off("map_old"): map_old,
               off("map_hits"): core.map_hits, off("map_misses"): core.map_misses,
-              off("scratch_pages"): Const(core.slots, 32), off("free_depth"): Const(core.alloc.free_depth, 32)}
+              off("scratch_pages"): Const(core.slots, 32), off("free_depth"): Const(core.alloc.free_depth, 32),
+              off("seq_next_lo"): core.seq_next[:32], off("seq_next_hi"): core.seq_next[32:]}
         ro.update({off(name): sig for name, sig in rw.items()})
         assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
 

@@ -909,6 +909,9 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("host_enable", 0x88, "rw", "the host queue registers answer (until then they read 0 and ignore "
                                         "writes: a host waits for hostq.id); the firmware sets it after recovery",
              (Bits("enable", 0, 1, "host interface on"),)),
+    Register("seq_next_lo", 0x8C, "ro", "the seq the log writer gives its next page, low word (every page so far "
+                                        "has a smaller one; read hi, lo, hi again)"),
+    Register("seq_next_hi", 0x90, "ro", "the seq the log writer gives its next page, high word"),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]

@@ -54,6 +54,9 @@ class PageAllocator(wiring.Component):
         Geometry (from the parameter page), at most 1024.
     seq_load : In(stream.Signature(64))
         Sets the next sequence number (after recovery).
+    seq_next : Out(64)
+        The sequence number the next page gets: every page handed out so far
+        has a smaller one (the firmware's checkpoint floor).
     starved : Out(1)
         No die has an open block or a queued free block.
     free_level : Out(dies * bits)
@@ -76,6 +79,7 @@ class PageAllocator(wiring.Component):
             "closed": Out(stream.Signature(die_block)),
             "pages_per_block": In(PAGE_BITS + 1),
             "seq_load": In(stream.Signature(64)),
+            "seq_next": Out(64),
             "starved": Out(1),
             "free_level": Out(self.dies * self.level_bits),
         })
@@ -112,7 +116,7 @@ class PageAllocator(wiring.Component):
         seq = Signal(64)
         with m.If(self.seq_load.valid):
             m.d.sync += seq.eq(self.seq_load.payload)
-        m.d.comb += self.seq_load.ready.eq(1)
+        m.d.comb += [self.seq_load.ready.eq(1), self.seq_next.eq(seq)]
 
         # Round-robin: the first open die at or after `next_die`.
         next_die = Signal(self.die_bits)

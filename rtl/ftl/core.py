@@ -98,6 +98,7 @@ class FtlCore(wiring.Component):
             "free": In(stream.Signature(die_block)),
             "closed": Out(stream.Signature(die_block)),
             "seq_load": In(stream.Signature(64)),
+            "seq_next": Out(64),
             "pages_per_block": In(PAGE_BITS + 1),
             "starved": Out(1),
             "capacity": In(64),
@@ -184,7 +185,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.free), alloc.free)
         wiring.connect(m, wiring.flipped(self.seq_load), alloc.seq_load)
         wiring.connect(m, alloc.closed, wiring.flipped(self.closed))
-        m.d.comb += [alloc.pages_per_block.eq(self.pages_per_block), self.starved.eq(alloc.starved)]
+        m.d.comb += [alloc.pages_per_block.eq(self.pages_per_block), self.starved.eq(alloc.starved),
+                     self.seq_next.eq(alloc.seq_next)]
 
         # the map: publisher and reader share the cache; rebinds to the block table
         pub_port = mapport.users[0]

@@ -122,6 +122,7 @@ def test_ftl_bridge_window():
         await tb.ftl(ctx, "seq_hi", 1)
         await tb.ftl(ctx, "ctrl", spec.FTL_REGS["ctrl"].bits[2].mask)   # load_seq
         await tb.wait_status(ctx, "seq_pending", 0)
+        assert (await tb.ftl(ctx, "seq_next_lo"), await tb.ftl(ctx, "seq_next_hi")) == (0x1234, 1)
 
         # map port: WRITE lba 3 (a miss: line fill), then READ it (a hit)
         ctrl_go = next(b for b in FTL["ctrl"].bits if b.name == "map_go").mask
