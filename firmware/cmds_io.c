@@ -8,6 +8,7 @@
 #include <system.h>
 
 #include "console.h"
+#include "ckpt.h"
 #include "ftl.h"
 #include "fw.h"
 #include "nand.h"
@@ -54,6 +55,85 @@ static int parse_range(int argc, char **argv, int i, uint32_t *lba, uint32_t *n)
 		return -2;
 	}
 	return 0;
+}
+
+/* io random|verify <seed> <writes> <range>: `writes` one-block writes at LBAs
+ * drawn from xorshift32(seed) in [0, range); write i carries tag seed << 20 | i + 1.
+ * GC and checkpoints run between writes, as in the idle loop.  verify replays the
+ * draws and checks every LBA written (tags kept in the scratch window at the top
+ * of main RAM, so range <= AF_RAM_SCRATCH_BYTES / 4). */
+static uint32_t xorshift32(uint32_t x)
+{
+	x ^= x << 13;
+	x ^= x >> 17;
+	return x ^ (x << 5);
+}
+
+static int io_random(int argc, char **argv, int verify)
+{
+	uint32_t seed, writes, range;
+	if (argc != 5 || af_parse_u32(argv[2], &seed) || af_parse_u32(argv[3], &writes) || af_parse_u32(argv[4], &range))
+		return AF_EUSAGE;
+	if (seed == 0 || seed >= 1u << 12 || range == 0 || range > af_ftl.capacity ||
+	    range > AF_RAM_SCRATCH_BYTES / 4 || writes >= 1u << 20) {
+		printf("error: seed 1..4095, range 1..%lu, writes < 2^20\n",
+		       (unsigned long)(af_ftl.capacity < AF_RAM_SCRATCH_BYTES / 4 ? af_ftl.capacity : AF_RAM_SCRATCH_BYTES / 4));
+		return AF_EFAIL;
+	}
+	af_cmd_t cmd;
+	uint32_t *buf = af_ftl.io_buf;
+	uint32_t *tags = (uint32_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - AF_RAM_SCRATCH_BYTES);
+	uint32_t x = seed;
+	if (verify)
+		memset(tags, 0, 4 * range);
+	uint64_t t0 = af_uptime_cycles();
+	for (uint32_t i = 0; i < writes; i++) {
+		x = xorshift32(x);
+		uint32_t lba = x % range, tag = seed << 20 | (i + 1);
+		if (verify) {
+			tags[lba] = tag;
+			continue;
+		}
+		fill(buf, tag, lba);
+		flush_cpu_dcache();
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.opcode = AF_OPCODE_WRITE;
+		cmd.lba = lba;
+		cmd.nlb = 1;
+		cmd.buf = (uint32_t)(uintptr_t)buf;
+		if (run(&cmd, "write"))
+			return AF_EFAIL;
+		af_idle();
+	}
+	if (!verify) {
+		printf("random: %lu writes over %lu LBAs in ", (unsigned long)writes, (unsigned long)range);
+		af_print_u64(af_uptime_cycles() - t0);
+		printf(" cycles\n");
+		return AF_OK;
+	}
+	uint32_t checked = 0, bad = 0;
+	for (uint32_t lba = 0; lba < range; lba++) {
+		if (!tags[lba])
+			continue;
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.opcode = AF_OPCODE_READ;
+		cmd.lba = lba;
+		cmd.nlb = 1;
+		cmd.buf = (uint32_t)(uintptr_t)buf;
+		if (run(&cmd, "read"))
+			return AF_EFAIL;
+		flush_cpu_dcache();
+		checked++;
+		for (uint32_t w = 0; w < af_nand.page_data / 4; w++)
+			if (buf[w] != pattern(tags[lba], lba, w)) {
+				if (bad++ < 4)
+					printf("lba %lu: word %lu 0x%08lx, expected tag 0x%08lx\n", (unsigned long)lba, (unsigned long)w,
+					       (unsigned long)buf[w], (unsigned long)tags[lba]);
+				break;
+			}
+	}
+	printf("verify: %lu LBAs checked, %lu wrong: %s\n", (unsigned long)checked, (unsigned long)bad, bad ? "FAIL" : "pass");
+	return bad ? AF_EFAIL : AF_OK;
 }
 
 static int cmd_io(int argc, char **argv)
@@ -181,10 +261,13 @@ static int cmd_io(int argc, char **argv)
 		printf("flushed\n");
 		return AF_OK;
 	}
+	if (!strcmp(op, "random") || !strcmp(op, "verify"))
+		return io_random(argc, argv, op[0] == 'v');
 	printf("error: unknown io operation '%s'\n", op);
 	return AF_EUSAGE;
 }
-AF_COMMAND(io, "io write|check <seed> <lba> [count] | read <lba> | atomic <seed> <lba>... | trim <lba> [count] | flush",
+AF_COMMAND(io, "io write|check <seed> <lba> [count] | read <lba> | atomic <seed> <lba>... | trim <lba> [count] | flush | "
+	   "random|verify <seed> <writes> <range>",
 	   "host commands through the firmware's own queue pair (seed 0 = zeros)", cmd_io);
 
 #endif

@@ -3,8 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "console.h"
 #include "flash.h"
+#include "ftl.h"
 #include "fw.h"
 #include "nand.h"
 
@@ -147,6 +149,7 @@ struct walk {
 	uint32_t lun, block, page, ch, way;
 	uint32_t pages;  /* pages per block to visit (1: page 0 only) */
 	int skip_bad;    /* skip blocks the bad-block table marks */
+	int selected;    /* visit only blocks marked for the recovery scan (af_block_t.scan) */
 };
 
 static int walk_next(walk_t *w, uint32_t *ppa, uint32_t *gblock)
@@ -170,7 +173,7 @@ static int walk_next(walk_t *w, uint32_t *ppa, uint32_t *gblock)
 				}
 			}
 		}
-		if (!w->skip_bad || !af_flash.blocks[gb].flags) {
+		if ((!w->skip_bad || !af_flash.blocks[gb].flags) && (!w->selected || af_flash.blocks[gb].scan)) {
 			*ppa = p;
 			*gblock = gb;
 			return 1;
@@ -193,6 +196,47 @@ static void bbt_consume(void *ctx, pipe_ent_t *e)
 	}
 	if (b->flags)
 		af_flash.bad_blocks++;
+}
+
+/* --- page 0 of every good block: checkpoints, and what was written when ----------- */
+
+static void p0_consume(void *ctx, pipe_ent_t *e)
+{
+	af_block_t *b = &af_flash.blocks[e->gblock];
+	af_oob_t oob;
+	if (e->result == AF_NANDRESULT_ERASED) {
+		b->p0 = AF_P0_ERASED;
+		return;
+	}
+	memcpy(&oob, e->data + AF_NAND_BBM_BYTES, sizeof(oob));
+	if (e->result != AF_NANDRESULT_OK || af_crc32(&oob, AF_OOB_CRC_SPAN) != oob.crc || oob.format != AF_OOB_FORMAT) {
+		b->p0 = AF_P0_TORN;
+		return;
+	}
+	b->p0 = oob.kind == AF_KIND_CHECKPOINT && oob.lba == 0 ? AF_P0_CKPT : AF_P0_INTACT;
+	b->p0_seq = oob.seq;
+	b->p0_num = oob.vseq;
+}
+
+/* Load the newest intact checkpoint (headers found in the page-0 pass); 0 if none. */
+static int find_checkpoint(void)
+{
+	uint64_t below = UINT64_MAX; /* try numbers below this */
+	for (;;) {
+		uint32_t best = UINT32_MAX;
+		for (uint32_t g = 0; g < af_flash.nblocks; g++) {
+			const af_block_t *b = &af_flash.blocks[g];
+			if (!b->flags && b->p0 == AF_P0_CKPT && b->p0_num < below &&
+			    (best == UINT32_MAX || b->p0_num > af_flash.blocks[best].p0_num))
+				best = g;
+		}
+		if (best == UINT32_MAX)
+			return 0;
+		if (af_ckpt_load(best) == 0)
+			return 1;
+		af_ckpt.tried++;
+		below = af_flash.blocks[best].p0_num;
+	}
 }
 
 /* --- recovery scan ----------------------------------------------------------------- */
@@ -360,10 +404,62 @@ int af_flash_boot(void)
 		}
 	printf("%s\n", af_flash.bad_blocks > shown ? " ..." : "");
 
-	/* Recovery: every page of every good block (no checkpoint on flash yet). */
+	/* Page 0 of every good block: checkpoint headers, and each block's first seq. */
+	af_ckpt.page = af_ram_alloc(af_nand.page_data, 64);
+	if (!af_ckpt.page) {
+		printf("error: boot: main RAM too small\n");
+		return -1;
+	}
+	af_flash.ram_used = af_ram_used();
+	t0 = af_uptime_cycles();
+	walk_t w0 = { .pages = 1, .skip_bad = 1 };
+	pipe_t p0 = { af_nand.oob_col, af_nand.oob_bytes, 0, &w0, p0_consume, NULL };
+	r = pipe_run(&p0);
+	af_flash.t_p0 = af_uptime_cycles() - t0;
+	if (r < 0) {
+		printf("error: boot: page-0 reads timed out\n");
+		return r;
+	}
+	t0 = af_uptime_cycles();
+	int have_ckpt = find_checkpoint();
+	af_flash.t_ckpt = af_uptime_cycles() - t0;
+	if (have_ckpt) {
+		printf("checkpoint: %lu (floor seq ", (unsigned long)af_ckpt.number);
+		af_print_u64(af_ckpt.seq);
+		printf(", area %lu, %lu pages, %lu open blocks)", (unsigned long)af_ckpt.area, (unsigned long)af_ckpt.pages,
+		       (unsigned long)af_ckpt.nopen);
+		if (af_ckpt.tried)
+			printf("; %lu newer ones not intact", (unsigned long)af_ckpt.tried);
+		printf("\n");
+	} else {
+		printf("checkpoint: none%s: scanning every block\n", af_ckpt.tried ? " intact" : "");
+	}
+	/* Which blocks recovery reads: with a checkpoint, those written from its floor on
+	 * (page 0 newer, torn, or open then); the areas never (their pages prove nothing). */
+	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
+		af_block_t *b = &af_flash.blocks[g];
+		if (b->flags)
+			continue;
+		if (have_ckpt && af_ckpt_is_area(g)) {
+			b->scan = 0;
+			b->state = AF_BSTATE_CKPT;
+			b->written = (uint16_t)af_nand.pages_per_block;
+			continue;
+		}
+		if (!have_ckpt)
+			b->scan = 1;
+		else if (b->p0 == AF_P0_TORN || ((b->p0 == AF_P0_INTACT || b->p0 == AF_P0_CKPT) && b->p0_seq >= af_ckpt.seq))
+			b->scan = 1;
+		if (!b->scan && b->p0 != AF_P0_ERASED)
+			b->written = (uint16_t)af_nand.pages_per_block; /* not read: older than the floor, full or not */
+		b->needs_erase = !b->scan && b->p0 == AF_P0_ERASED; /* only page 0 was read */
+		af_flash.blocks_scanned += b->scan;
+	}
+
+	/* Recovery: every page of the selected blocks. */
 	uint32_t avail = af_ram_free();
 	uint32_t cap = avail / (sizeof(af_rec_page_t) + sizeof(uint32_t));
-	uint32_t good_pages = (af_flash.nblocks - af_flash.bad_blocks) * af_nand.pages_per_block;
+	uint32_t good_pages = af_flash.blocks_scanned * af_nand.pages_per_block;
 	if (cap > good_pages)
 		cap = good_pages;
 	af_rec_page_t *pages = af_ram_alloc(sizeof(af_rec_page_t) * cap, 8);
@@ -378,7 +474,7 @@ int af_flash_boot(void)
 	af_rec_io_t io = { io_read_oob, io_read_data, &scan };
 	af_rec_init(&rec, &io, af_nand.page_data, pages, index, cap);
 	t0 = af_uptime_cycles();
-	walk_t sw = { .pages = af_nand.pages_per_block, .skip_bad = 1 };
+	walk_t sw = { .pages = af_nand.pages_per_block, .skip_bad = 1, .selected = 1 };
 	pipe_t sp = { af_nand.oob_col, af_nand.oob_bytes, 0, &sw, scan_consume, &scan };
 	r = pipe_run(&sp);
 	af_flash.t_scan = af_uptime_cycles() - t0;
@@ -387,9 +483,13 @@ int af_flash_boot(void)
 		return r;
 	}
 	t0 = af_uptime_cycles();
-	af_rec_map_clear(&af_flash.map);
+	if (!have_ckpt)
+		af_rec_map_clear(&af_flash.map); /* else the checkpoint's map is loaded */
 	scan.data_ppa = AF_PPA_UNMAPPED; /* the sync slot may hold anything by now */
-	r = af_rec_finish(&rec, NULL, &af_flash.map, &af_flash.report);
+	af_rec_checkpoint_t ck;
+	memset(&ck, 0, sizeof(ck));
+	ck.seq = af_ckpt.seq;
+	r = af_rec_finish(&rec, have_ckpt ? &ck : NULL, &af_flash.map, &af_flash.report);
 	af_flash.lost = af_rec_valid_counts(&af_flash.map, block_of_cb, NULL, counts, af_flash.nblocks);
 	for (uint32_t b = 0; b < af_flash.nblocks; b++)
 		af_flash.blocks[b].valid = counts[b];
@@ -422,10 +522,16 @@ int af_flash_boot(void)
 		       (unsigned long)af_flash.scan_cap);
 	if (af_flash.read_errors)
 		printf("; %lu read errors", (unsigned long)af_flash.read_errors);
-	printf("\ntime: bring-up ");
+	printf("\nrecovery: %lu of %lu good blocks scanned\n", (unsigned long)af_flash.blocks_scanned,
+	       (unsigned long)(af_flash.nblocks - af_flash.bad_blocks));
+	printf("time: bring-up ");
 	print_ms(af_flash.t_bringup);
 	printf(", bbt ");
 	print_ms(af_flash.t_bbt);
+	printf(", page 0 ");
+	print_ms(af_flash.t_p0);
+	printf(", checkpoint ");
+	print_ms(af_flash.t_ckpt);
 	printf(", scan ");
 	print_ms(af_flash.t_scan);
 	printf(", finish ");

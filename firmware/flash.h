@@ -25,6 +25,7 @@
 
 #define AF_BLOCK_BAD 0x01      /* factory bad (marker not FFh) */
 #define AF_BLOCK_UNREADABLE 0x02 /* the marker read failed: treated as bad */
+#define AF_BLOCK_RETIRED 0x04  /* an erase or program failed since boot (grown bad) */
 
 typedef struct {
 	uint32_t valid;   /* pages holding a bound LBA's version (recovered map) */
@@ -32,7 +33,19 @@ typedef struct {
 	uint16_t torn;    /* pages present but not intact (recovery: absent) */
 	uint8_t flags;    /* AF_BLOCK_* */
 	uint8_t state;    /* AF_BSTATE_* (ftl.h) once the FTL core runs */
+	uint8_t p0;       /* page 0 at boot: AF_P0_* */
+	uint8_t scan;     /* recovery scans it (written since the checkpoint's floor, or open then) */
+	uint8_t needs_erase; /* page 0 erased but the rest not read: erase before use */
+	uint32_t erases;  /* erases since boot (GC) */
+	uint64_t p0_seq;  /* page 0's seq (AF_P0_INTACT, AF_P0_CKPT); checkpoint number in p0_num */
+	uint64_t p0_num;
+	uint64_t close_seq; /* every page in it has a smaller seq (GC erases it once a checkpoint floor passes it) */
 } af_block_t;
+
+#define AF_P0_ERASED 0
+#define AF_P0_INTACT 1   /* an intact OOB record */
+#define AF_P0_CKPT 2     /* the header page of a checkpoint */
+#define AF_P0_TORN 3     /* programmed, not intact or unreadable */
 
 typedef struct {
 	int nand_ok;              /* bring-up succeeded */
@@ -49,7 +62,8 @@ typedef struct {
 	uint32_t scan_full;       /* pages not scanned: the table was full */
 	uint32_t read_errors;     /* page reads that failed (controller or descriptor errors) */
 	uint32_t record_reads;    /* data-area reads for record pages */
-	uint64_t t_bringup, t_bbt, t_scan, t_finish; /* cycles per phase */
+	uint64_t t_bringup, t_bbt, t_p0, t_ckpt, t_scan, t_finish; /* cycles per phase */
+	uint32_t blocks_scanned;  /* blocks recovery read every page of */
 	uint32_t ram_used;        /* main RAM bytes the tables take after boot */
 	uint32_t ram_peak;        /* ... and during recovery */
 } af_flash_t;

@@ -4,6 +4,7 @@
 
 #include <system.h>
 
+#include "ckpt.h"
 #include "console.h"
 #include "flash.h"
 #include "ftl.h"
@@ -19,6 +20,9 @@ void af_ftl_poll(void) {}
 int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old) { return -1; }
 uint32_t af_ftl_die_of(uint32_t ppa) { return 0; }
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
+int af_ftl_pool_take(uint32_t *g) { return -1; }
+int af_ftl_block_erased(uint32_t g, int ok) { return -1; }
+void af_ftl_refill(uint32_t die) {}
 void af_ftl_print(const char *prefix) { printf("%sno FTL core in this build\n", prefix); }
 
 #else
@@ -87,6 +91,15 @@ static uint32_t gblock_of(uint32_t die, uint32_t block)
 	return ((ch * af_nand.ways + way) * af_nand.luns) * af_nand.blocks_per_lun + block;
 }
 
+uint64_t af_ftl_seq_next(void)
+{
+	for (;;) {
+		uint32_t hi = ftl_rd(AF_FTL_SEQ_NEXT_HI), lo = ftl_rd(AF_FTL_SEQ_NEXT_LO);
+		if (ftl_rd(AF_FTL_SEQ_NEXT_HI) == hi)
+			return (uint64_t)hi << 32 | lo;
+	}
+}
+
 /* --- free blocks -------------------------------------------------------------------- */
 
 static unsigned die_target(void)
@@ -95,20 +108,83 @@ static unsigned die_target(void)
 	return 1 + (af_ftl.free_depth < 2 ? af_ftl.free_depth : 2);
 }
 
-static void refill(uint32_t die)
+/* Pop die's next erased block (erasing it first when only its page 0 is known erased). */
+static int pool_pop(uint32_t die, uint16_t *block)
 {
-	while (af_ftl.handed[die] < die_target() && af_ftl.pool_n[die] > 0) {
+	while (af_ftl.pool_n[die] > 0) {
+		*block = af_ftl.pool[die * af_nand.blocks_per_lun + --af_ftl.pool_n[die]];
+		af_ftl.free_blocks--;
+		af_block_t *b = &af_flash.blocks[gblock_of(die, *block)];
+		if (b->needs_erase) {
+			if (af_nand_erase(af_nand_block_ppa(gblock_of(die, *block)), NULL) != AF_NANDRESULT_OK) {
+				b->flags |= AF_BLOCK_RETIRED;
+				af_flash.bad_blocks++;
+				printf("warning: ftl: block %lu failed its erase: retired\n", (unsigned long)gblock_of(die, *block));
+				continue;
+			}
+			b->needs_erase = 0;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+int af_ftl_pool_take(uint32_t *g)
+{
+	/* the die with the most free blocks */
+	uint32_t best = 0;
+	for (uint32_t d = 1; d < af_ftl.dies; d++)
+		if (af_ftl.pool_n[d] > af_ftl.pool_n[best])
+			best = d;
+	uint16_t block;
+	if (pool_pop(best, &block) < 0)
+		return -1;
+	*g = gblock_of(best, block);
+	af_flash.blocks[*g].state = AF_BSTATE_CKPT;
+	return 0;
+}
+
+void af_ftl_refill(uint32_t die)
+{
+	while (af_ftl.handed[die] < die_target() && af_ftl.pool_n[die] > 0 &&
+	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE)) {
 		if (wait_clear(AF_FTL_STATUS_FREE_PENDING) < 0) {
 			printf("error: ftl: free-block push not taken (die %lu)\n", (unsigned long)die);
 			return;
 		}
-		uint16_t block = af_ftl.pool[die * af_nand.blocks_per_lun + --af_ftl.pool_n[die]];
+		uint16_t block;
+		if (pool_pop(die, &block) < 0)
+			return;
 		ftl_wr(AF_FTL_FREE, (die << AF_FTL_FREE_DIE_SHIFT) | ((uint32_t)block << AF_FTL_FREE_BLOCK_SHIFT));
 		af_flash.blocks[gblock_of(die, block)].state = AF_BSTATE_CORE;
 		af_ftl.handed[die]++;
 		af_ftl.pushed++;
-		af_ftl.free_blocks--;
 	}
+}
+
+int af_ftl_block_erased(uint32_t g, int ok)
+{
+	af_block_t *b = &af_flash.blocks[g];
+	uint32_t ppa = af_nand_block_ppa(g);
+	uint32_t die = af_ftl_die_of(ppa);
+	b->erases++;
+	if (!ok) {
+		b->flags |= AF_BLOCK_RETIRED;
+		b->state = AF_BSTATE_DATA;
+		af_flash.bad_blocks++;
+		printf("warning: ftl: block %lu failed its erase: retired\n", (unsigned long)g);
+		return -1;
+	}
+	b->state = AF_BSTATE_FREE;
+	b->written = b->torn = 0;
+	b->valid = 0;
+	b->needs_erase = 0;
+	b->close_seq = 0;
+	af_ftl.pool[die * af_nand.blocks_per_lun + af_ftl.pool_n[die]++] = (uint16_t)AF_PPA_PPA_BLOCK_GET(ppa);
+	af_ftl.free_blocks++;
+	af_ftl.erased++;
+	af_ftl_refill(die);
+	return 0;
 }
 
 void af_ftl_poll(void)
@@ -129,9 +205,10 @@ void af_ftl_poll(void)
 		af_block_t *b = &af_flash.blocks[gblock_of(die, block)];
 		b->state = AF_BSTATE_DATA;
 		b->written = (uint16_t)af_nand.pages_per_block;
+		b->close_seq = af_ftl_seq_next();
 		if (af_ftl.handed[die])
 			af_ftl.handed[die]--;
-		refill(die);
+		af_ftl_refill(die);
 	}
 }
 
@@ -202,10 +279,22 @@ int af_ftl_start(void)
 	while ((1u << af_ftl.block_shift) < bpl)
 		af_ftl.block_shift++;
 	uint32_t bt_words = af_ftl.dies << af_ftl.block_shift;
-	uint64_t hw_pages = (uint64_t)af_ftl.dies * bpl * af_nand.pages_per_block;
-	af_ftl.capacity = hw_pages * (100u - AF_LIMITS_OVER_PROVISION_PERCENT) / 100u;
+	/* capacity: the dies' blocks less the checkpoint areas, GC's reserve and one open
+	 * block per die, less the over-provisioning; from the geometry alone, so it is the
+	 * same on every boot (grown bad blocks eat into the over-provisioning) */
+	uint32_t ppb = af_nand.pages_per_block, held = AF_FTL_GC_RESERVE + af_ftl.dies, narea = 1;
+	for (int i = 0; i < 3; i++) {
+		uint32_t blocks = af_ftl.dies * bpl > held + AF_CKPT_AREAS * narea ? af_ftl.dies * bpl - held - AF_CKPT_AREAS * narea : 0;
+		af_ftl.capacity = (uint64_t)blocks * ppb * (100u - AF_LIMITS_OVER_PROVISION_PERCENT) / 100u;
+		uint64_t ckpt_pages = 1 + (af_ftl.capacity * sizeof(af_ckpt_entry_t) + af_nand.page_data - 1) / af_nand.page_data;
+		narea = (uint32_t)((ckpt_pages + ppb - 1) / ppb);
+	}
 	if (af_ftl.capacity > af_flash.nlba)
 		af_ftl.capacity = af_flash.nlba;
+	if (af_ftl.capacity == 0) {
+		printf("error: ftl: %lu blocks per die leave no room for host data\n", (unsigned long)bpl);
+		return -1;
+	}
 
 	af_ftl.bt = af_ram_alloc(4 * bt_words, 8);
 	af_ftl.scratch = af_ram_alloc(af_ftl.scratch_pages * af_nand.page_data, 64);
@@ -213,7 +302,9 @@ int af_ftl_start(void)
 	af_ftl.identify = af_ram_alloc(sizeof(af_identify_t), 64);
 	af_ftl.log = af_ram_alloc(sizeof(af_identify_t), 64);
 	af_ftl.pool = af_ram_alloc(2 * af_ftl.dies * bpl, 4);
-	if (!af_ftl.bt || !af_ftl.scratch || !af_ftl.gc_buf || !af_ftl.identify || !af_ftl.log || !af_ftl.pool) {
+	af_ckpt.shadow_ppa = af_ram_alloc(4 * (uint32_t)af_ftl.capacity, 8);
+	if (!af_ftl.bt || !af_ftl.scratch || !af_ftl.gc_buf || !af_ftl.identify || !af_ftl.log || !af_ftl.pool ||
+	    !af_ckpt.shadow_ppa) {
 		printf("error: ftl: main RAM too small for the core's tables\n");
 		return -1;
 	}
@@ -224,6 +315,10 @@ int af_ftl_start(void)
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 		af_block_t *b = &af_flash.blocks[g];
 		uint32_t ppa = af_nand_block_ppa(g);
+		/* every page older than the next seq: GC may erase it once a checkpoint passes that */
+		b->close_seq = b->scan ? af_flash.report.next_seq : af_ckpt.seq;
+		if (b->state == AF_BSTATE_CKPT)
+			continue;
 		b->state = AF_BSTATE_DATA;
 		if (AF_PPA_PPA_LUN_GET(ppa) != 0) {
 			other_lun_valid += b->valid;
@@ -239,6 +334,9 @@ int af_ftl_start(void)
 	}
 	if (other_lun_valid)
 		printf("warning: ftl: %lu valid pages on LUNs the core does not write\n", (unsigned long)other_lun_valid);
+	/* the checkpoint's view of the map so far: what recovery left (vseq in af_flash.map.vseq) */
+	for (uint32_t l = 0; l < af_ftl.capacity; l++)
+		af_ckpt.shadow_ppa[l] = af_flash.map.ppa[l];
 	/* the pool is a stack: hand out low block numbers first */
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		uint16_t *p = &af_ftl.pool[d * bpl];
@@ -281,7 +379,7 @@ int af_ftl_start(void)
 	}
 	af_ftl.running = 1;
 	for (uint32_t d = 0; d < af_ftl.dies; d++)
-		refill(d);
+		af_ftl_refill(d);
 
 	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE);
 	if (hostq_rd(AF_HOSTQ_ID) != AF_HOST_REGS_ID || hostq_rd(AF_HOSTQ_MAX_ENTRIES) != af_ftl.identify->queue_depth) {

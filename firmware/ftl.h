@@ -26,12 +26,15 @@
 #include "fw.h"
 
 #define AF_FTL_MAX_DIES 64
+#define AF_FTL_GC_RESERVE AF_LIMITS_GC_RESERVE_BLOCKS /* free blocks only GC relocation may use (gc.c) */
 #define AF_FTL_IO_PAGES 8 /* pages af_ftl.io_buf holds (the console's `io` moves up to this many) */
 
 /* Block states the firmware tracks (af_block_t.state). */
 #define AF_BSTATE_DATA 0   /* written (or unreadable): not the core's, not free */
 #define AF_BSTATE_FREE 1   /* erased, in the firmware's pool */
 #define AF_BSTATE_CORE 2   /* handed to the core (queued or open) */
+#define AF_BSTATE_CKPT 3   /* a checkpoint area's (ckpt.h) */
+#define AF_BSTATE_GC 4     /* being collected (gc.c) */
 
 typedef struct {
 	int present;                /* the FTL core is in this build and answered */
@@ -47,7 +50,8 @@ typedef struct {
 	uint16_t *pool;             /* per die: a stack of erased blocks (blocks_per_lun entries each) */
 	uint32_t pool_n[AF_FTL_MAX_DIES];
 	uint8_t handed[AF_FTL_MAX_DIES]; /* blocks given to the die and not closed yet */
-	uint32_t pushed, closed, free_blocks;
+	uint32_t pushed, closed, free_blocks, erased;
+	int gc_active;              /* GC relocates with the host held: the reserve may be handed out */
 	uint64_t start_seq;
 	/* the firmware's own queue pair */
 	af_cmd_t *sq;
@@ -63,6 +67,11 @@ extern af_ftl_t af_ftl;
 int af_ftl_probe(void);
 /* After recovery (flash.c): hand the device to the core. 0 or -1 (printed). */
 int af_ftl_start(void);
+/* Take an erased block out of the free pool for the firmware's own use
+ * (checkpoint areas): *g its global block number.  0, or -1 when the pool is empty. */
+int af_ftl_pool_take(uint32_t *g);
+/* Give die its erased blocks (up to the core's queue; the reserve only while GC relocates). */
+void af_ftl_refill(uint32_t die);
 /* Service the core's streams; cheap when nothing happened. */
 void af_ftl_poll(void);
 /* A request on the firmware's map-cache port (AF_MAPFWOP_*).  Returns the
@@ -74,6 +83,11 @@ uint32_t af_ftl_die_of(uint32_t ppa);
 /* One command through the firmware's queue pair; waits for its completion.
  * Returns the status code (AF_STATUS_*), or -1 when no completion came. */
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result);
+/* GC erased global block g (ok), or its erase failed (!ok: retired).
+ * Back to the free pool and on to the core.  0, or -1 when retired. */
+int af_ftl_block_erased(uint32_t g, int ok);
+/* The seq the log writer gives its next page (ftl.seq_next). */
+uint64_t af_ftl_seq_next(void);
 /* Pretty lines for `info`/`stats`. */
 void af_ftl_print(const char *prefix);
 

@@ -14,9 +14,11 @@
 #include <irq.h>
 #include <libbase/uart.h>
 
+#include "ckpt.h"
 #include "console.h"
 #include "flash.h"
 #include "ftl.h"
+#include "gc.h"
 #include "fw.h"
 
 uint64_t af_boot_cycles;
@@ -52,6 +54,8 @@ static void boot_report(void)
 void af_idle(void)
 {
 	af_ftl_poll();
+	af_ckpt_poll();
+	af_gc_poll();
 }
 
 int main(void)

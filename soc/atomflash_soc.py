@@ -49,8 +49,9 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> 
     """Main RAM for the firmware's tables and buffers, rounded up to a power of
     two (at least 256 KiB), sized for a full device (every page written):
 
-    * the map: 20 bytes per LBA (L2P address 4, version 8, recovery's
-      commit-seq scratch 8), one LBA per flash page at most;
+    * the map: 24 bytes per LBA (L2P address 4, version 8, recovery's
+      commit-seq scratch 8, the checkpointer's shadow address 4), one LBA per
+      flash page at most;
     * recovery's scan table: 44 bytes per page it may scan (``af_rec_page_t``
       + one index word; docs/recovery.md), i.e. every page with no checkpoint;
     * block table: 16 bytes per erase block (state, erase count, valid count,
@@ -72,7 +73,7 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> 
     pages = blocks * p.pages_per_block
     queues = spec.LIMITS.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
     ftl = 4 * targets * (1 << (p.blocks_per_lun - 1).bit_length()) + (FTL_SLOTS + 1) * p.page_data + 1024
-    need = (20 + 44) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl + 8192
+    need = (24 + 44) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl + 8192
     size = 256 * 1024
     while size < need:
         size *= 2

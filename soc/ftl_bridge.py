@@ -161,14 +161,15 @@ class FtlBridge(wiring.Component):
                             ("scratch_base", 32), ("identify_base", 32), ("log_base", 32), ("gc_buf", 32),
                             ("seq_lo", 32), ("seq_hi", 32), ("reloc_ppa", 32), ("reloc_tag", 15),
                             ("map_op", 3), ("map_lba", 32), ("map_value", 32), ("map_expected", 32),
-                            ("host_enable", 1)):
+                            ("host_enable", 2)):
             rw[name] = Signal(width, name=f"ftl_{name}")
         m.d.comb += [
             core.pages_per_block.eq(rw["pages_per_block"]), core.block_shift.eq(rw["block_shift"]),
             core.capacity.eq(Cat(rw["capacity_lo"], rw["capacity_hi"])), core.l2p_base.eq(rw["l2p_base"]),
             core.bt_base.eq(rw["bt_base"]), core.scratch_base.eq(rw["scratch_base"]),
             core.identify_base.eq(rw["identify_base"]), core.log_base.eq(rw["log_base"]),
-            core.gc_buf.eq(rw["gc_buf"]), host_enable.eq(rw["host_enable"]),
+            core.gc_buf.eq(rw["gc_buf"]), host_enable.eq(rw["host_enable"][_bits("host_enable", "enable")]),
+            core.hold.eq(rw["host_enable"][_bits("host_enable", "hold")]),
         ]
 
         # mailboxes the firmware pushes into

@@ -354,6 +354,56 @@ def first_vseq_of(tag: int, vseq: int) -> int:
     return vseq - ((vseq - tag) & LOG.TAG_MASK)
 
 
+# -----------------------------------------------------------------------------
+# Checkpoints (firmware, trap 8): a map snapshot in one of two alternating
+# areas of reserved blocks.  Page 0 of a checkpoint holds CKPT_HDR, then the
+# lists it names; map pages of CKPT_ENTRY follow, in the area's blocks in order.
+# Every page's OOB: kind CHECKPOINT, lba = page index in the checkpoint,
+# vseq = the checkpoint number, seq = its floor, group_len = its pages.
+# -----------------------------------------------------------------------------
+
+CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
+    Constant("MAGIC", int.from_bytes(b"AFCK", "little"), "CKPT_HDR.magic"),
+    Constant("FORMAT", 1, "CKPT_HDR.format"),
+    Constant("AREAS", 2, "alternating checkpoint areas"),
+])
+
+CKPT_HDR = Record(
+    "ckpt_hdr",
+    "Header at byte 0 of a checkpoint's first page; after it: nopen u32 PPAs (page 0 of every block the "
+    "log writer had open or queued), then narea u32 PPAs of area 0's blocks, then narea of area 1's.",
+    [
+        u32("magic", "CKPT.MAGIC"),
+        u8("format", "CKPT.FORMAT"),
+        u8("area", "the area this checkpoint is written in (0 or 1)"),
+        u16("rsvd0", "reserved, 0"),
+        u64("seq", "floor: every commit point with seq < this is reflected in the map; recovery scans what "
+                   "was written from it on"),
+        u64("number", "checkpoint number (one more than the previous); the newest intact one is used"),
+        u64("nlba", "map entries"),
+        u32("map_pages", "pages of CKPT_ENTRY after the header page"),
+        u32("nopen", "blocks listed as open"),
+        u32("narea", "blocks per area"),
+        u32("payload_crc", "OOB_CRC over the data of every map page, in order"),
+        u64("rsvd1", "reserved, 0"),
+        u32("rsvd2", "reserved, 0"),
+        u32("crc", "OOB_CRC over the header bytes before this field followed by the lists"),
+    ],
+    size=64,
+)
+
+CKPT_ENTRY = Record(
+    "ckpt_entry",
+    "One LBA of a checkpoint's map (LBA = index over the map pages).",
+    [
+        u64("vseq", "version bound to the LBA; all-ones: unbound"),
+        u32("ppa", "page holding that version when the checkpoint was taken (PPA_UNMAPPED: none)"),
+        u32("rsvd", "reserved, 0"),
+    ],
+    size=16,
+)
+
+
 TOKEN = Record(
     "token",
     "Remap token returned by APPEND (CPL.result, 8 bytes as the paper's ROD): slot, reuse generation, check.",
@@ -431,6 +481,7 @@ LIMITS = ConstantGroup("limits", "Default device limits (elaboration parameters;
     Constant("MAX_REMAP_TRIPLES", 32, "largest REMAP list"),
     Constant("QUEUE_DEPTH", 32, "entries per host queue"),
     Constant("TOKEN_BYTES", 8, "remap token size (the paper's ROD is 8 bytes)"),
+    Constant("GC_RESERVE_BLOCKS", 2, "erased blocks the firmware hands to the log writer only while GC relocates"),
     Constant("OVER_PROVISION_PERCENT", 12, "flash pages held back from the host, in percent of the pages of every "
                                            "die's blocks: room for GC, bad blocks and the open blocks"),
 ])
@@ -908,7 +959,9 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("free_depth", 0x84, "ro", "erased blocks each die queues (pushes beyond it wait in status.free_pending)"),
     Register("host_enable", 0x88, "rw", "the host queue registers answer (until then they read 0 and ignore "
                                         "writes: a host waits for hostq.id); the firmware sets it after recovery",
-             (Bits("enable", 0, 1, "host interface on"),)),
+             (Bits("enable", 0, 1, "host interface on"),
+              Bits("hold", 1, 1, "fetch no new host command (foreground GC short of erased blocks); "
+                                 "commands in flight finish"))),
     Register("seq_next_lo", 0x8C, "ro", "the seq the log writer gives its next page, low word (every page so far "
                                         "has a smaller one; read hi, lo, hi again)"),
     Register("seq_next_hi", 0x90, "ro", "the seq the log writer gives its next page, high word"),
@@ -916,10 +969,10 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]
 
-CONSTANTS = [LIMITS, LOG, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
+CONSTANTS = [LIMITS, LOG, CKPT, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, PPA, NAND_DESC, NAND_CPL]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),

@@ -16,7 +16,8 @@
 
 Everything the firmware owns enters as plain ports: erased blocks (``free``)
 and the log's next seq (``seq_load``) after recovery, full blocks out on
-``closed``, relocation requests (``reloc``), its own map-cache port
+``closed``, relocation requests (``reloc``), ``hold`` (no new host command
+enters while it is up: GC short of erased blocks), its own map-cache port
 (``map_fw``: FLUSH before a checkpoint reads the table, INVALIDATE after it
 rebuilt the table -- and at every boot, since block RAM keeps its contents
 across a reset), the memory layout (L2P table, block table, scratch pages,
@@ -99,6 +100,7 @@ class FtlCore(wiring.Component):
             "closed": Out(stream.Signature(die_block)),
             "seq_load": In(stream.Signature(64)),
             "seq_next": Out(64),
+            "hold": In(1),
             "pages_per_block": In(PAGE_BITS + 1),
             "starved": Out(1),
             "capacity": In(64),
@@ -144,7 +146,10 @@ class FtlCore(wiring.Component):
 
         # host side
         wiring.connect(m, wiring.flipped(self.regs), queues.bus)
-        wiring.connect(m, queues.cmd, validator.cmd)
+        # `hold` (the firmware's GC short of blocks): no new host command enters the core
+        m.d.comb += [validator.cmd.payload.eq(queues.cmd.payload),
+                     validator.cmd.valid.eq(queues.cmd.valid & ~self.hold),
+                     queues.cmd.ready.eq(validator.cmd.ready & ~self.hold)]
         wiring.connect(m, validator.accepted, executor.cmd)
         wiring.connect(m, executor.read, reader.cmd)
         wiring.connect(m, validator.rejected, cplmerge.inputs[0])

@@ -45,7 +45,7 @@ def _extra(core: FtlCore):
               ("in", core.map_fw.req.payload.shape().size, "map_fw__req__payload"),
               ("out", 1, "map_fw__resp__valid"), ("in", 1, "map_fw__resp__ready"),
               ("out", core.map_fw.resp.payload.shape().size, "map_fw__resp__payload"),
-              ("out", 32, "map_hits"), ("out", 32, "map_misses")]
+              ("out", 32, "map_hits"), ("out", 32, "map_misses"), ("in", 1, "hold")]
     aw = core.buf_addr_width
     for c in range(core.channels):  # the firmware's page-buffer ports (idle unless a test drives them)
         ports += [("in", 1, f"fw_buf__{c}__request"), ("out", 1, f"fw_buf__{c}__grant"),

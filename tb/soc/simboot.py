@@ -19,7 +19,7 @@ GATEWARE = ROOT / "build" / "soc" / "sim" / "gateware"
 CLK_HZ = 100_000_000  # the default build's --sys-clk-freq (spec.NAND_CLK_HZ)
 TARGETS = DEFAULT_CHANNELS * DEFAULT_WAYS
 
-__all__ = ["build", "boot", "model_configs", "write_configs", "GATEWARE", "CLK_HZ", "TARGETS",
+__all__ = ["build", "boot", "ftl_capacity", "model_configs", "write_configs", "GATEWARE", "CLK_HZ", "TARGETS",
            "DEFAULT_CHANNELS", "DEFAULT_WAYS"]
 
 
@@ -46,3 +46,19 @@ def boot(run_dir: Path, cfgs, *, log: Path, timeout: float = 300) -> SimConsole:
         raise
     con.boot_wall = time.monotonic() - t0
     return con
+
+
+def ftl_capacity(blocks_per_lun: int, profile: str = "small", dies: int = TARGETS) -> int:
+    """LBAs the firmware exposes (firmware/ftl.c): the dies' blocks less GC's
+    reserve, one open block per die and the two checkpoint areas, less the
+    over-provisioning."""
+    from atomflash import spec
+
+    p = spec.NAND_PROFILES[profile]
+    held, narea, cap = spec.LIMITS.GC_RESERVE_BLOCKS + dies, 1, 0
+    for _ in range(3):
+        blocks = max(dies * blocks_per_lun - held - spec.CKPT.AREAS * narea, 0)
+        cap = blocks * p.pages_per_block * (100 - spec.LIMITS.OVER_PROVISION_PERCENT) // 100
+        ckpt_pages = 1 + -(-cap * spec.CKPT_ENTRY.size // p.page_data)
+        narea = -(-ckpt_pages // p.pages_per_block)
+    return cap

@@ -9,7 +9,7 @@ One build (``soc/sim.py --build-only``: cached in build/soc/sim, a no-op when
 nothing changed) and one boot for the whole module; the tests below are a
 scripted dialogue over a pty, in order, on that one simulator.  All of them run
 on one xdist worker (``xdist_group``).  The NAND models get fresh images of
-two blocks per target (the boot scans every page: a small device boots in a
+four blocks per target (the boot scans every page: a small device boots in a
 few seconds); tb/soc/test_soc_nand.py tests the NAND path on a written device.
 """
 
@@ -21,13 +21,13 @@ import pytest
 
 from atomflash import spec
 
-from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
+from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, ftl_capacity, model_configs
 
 pytestmark = pytest.mark.xdist_group("soc_sim")
 
-BLOCKS_PER_LUN = 2
+BLOCKS_PER_LUN = 4
 PROFILE = spec.NAND_PROFILES["small"]
-CAPACITY = TARGETS * BLOCKS_PER_LUN * PROFILE.pages_per_block * (100 - spec.LIMITS.OVER_PROVISION_PERCENT) // 100
+CAPACITY = ftl_capacity(BLOCKS_PER_LUN)
 
 
 def registered_commands() -> set[str]:
@@ -134,7 +134,8 @@ def test_stats_counters(con):
     assert up[1] > up[0]
     assert int(re.search(r"map_cache_hits\s+(\d+)", b).group(1)) + \
         int(re.search(r"map_cache_misses\s+(\d+)", b).group(1)) >= 1  # selftest read the map
-    assert int(re.search(r"blocks_to_core\s+(\d+)", b).group(1)) == TARGETS * BLOCKS_PER_LUN
+    to_core, free = (int(re.search(rf"{k}\s+(\d+)", b).group(1)) for k in ("blocks_to_core", "blocks_free"))
+    assert to_core + free == TARGETS * BLOCKS_PER_LUN and to_core >= TARGETS  # every die has a block; GC's reserve
     assert int(re.search(r"console_errors\s+(\d+)", b).group(1)) >= 4
     assert int(re.search(r"boot_pages_scanned\s+(\d+)", b).group(1)) == TARGETS * BLOCKS_PER_LUN * spec.NAND_PROFILES["small"].pages_per_block
 

@@ -1,0 +1,359 @@
+/* atomflash firmware: map checkpoints (see ckpt.h). */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <system.h>
+
+#include "ckpt.h"
+#include "console.h"
+#include "flash.h"
+#include "ftl.h"
+#include "nand.h"
+
+af_ckpt_t af_ckpt = { .interval = AF_CKPT_DEFAULT_INTERVAL };
+
+#ifndef AFCTRL_FTL
+
+int af_ckpt_load(uint32_t g) { return -1; }
+int af_ckpt_take(void) { return -1; }
+void af_ckpt_poll(void) {}
+int af_ckpt_is_area(uint32_t g) { return 0; }
+
+#else
+
+#define ENTRIES_PER_PAGE (af_nand.page_data / sizeof(af_ckpt_entry_t))
+
+static uint32_t map_pages_for(uint64_t nlba)
+{
+	return (uint32_t)((nlba + ENTRIES_PER_PAGE - 1) / ENTRIES_PER_PAGE);
+}
+
+/* Page `index` of the checkpoint in `area`. */
+static uint32_t page_ppa(uint32_t area, uint32_t index)
+{
+	uint32_t g = af_ckpt.area_block[area][index / af_nand.pages_per_block];
+	return AF_PPA_PPA_PAGE_SET(af_nand_block_ppa(g), index % af_nand.pages_per_block);
+}
+
+int af_ckpt_is_area(uint32_t g)
+{
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; i < af_ckpt.narea; i++)
+			if (af_ckpt.area_block[a][i] == g)
+				return 1;
+	return 0;
+}
+
+void af_ckpt_oob(af_oob_t *oob, uint32_t index, uint32_t total, uint64_t seq, uint64_t number)
+{
+	memset(oob, 0, sizeof(*oob));
+	oob->kind = AF_KIND_CHECKPOINT;
+	oob->group_len = (uint16_t)total;
+	oob->group_idx = (uint16_t)index;
+	oob->format = AF_OOB_FORMAT;
+	oob->lba = index;
+	oob->seq = seq;
+	oob->vseq = number;
+	oob->crc = af_crc32(oob, AF_OOB_CRC_SPAN);
+}
+
+/* --- boot ------------------------------------------------------------------------- */
+
+static int read_page(uint32_t ppa, void *buf)
+{
+	return af_nand_read(ppa, 0, af_nand.page_data, buf, 0, NULL) == AF_NANDRESULT_OK ? 0 : -1;
+}
+
+int af_ckpt_load(uint32_t g)
+{
+	af_ckpt_hdr_t h;
+	uint8_t *page = af_ckpt.page;
+	if (read_page(af_nand_block_ppa(g), page) < 0)
+		return -1;
+	memcpy(&h, page, sizeof(h));
+	uint32_t nlist = h.nopen + AF_CKPT_AREAS * h.narea;
+	if (h.magic != AF_CKPT_MAGIC || h.format != AF_CKPT_FORMAT || h.area >= AF_CKPT_AREAS ||
+	    h.narea == 0 || h.narea > AF_CKPT_MAX_AREA_BLOCKS || h.nlba > af_flash.nlba ||
+	    sizeof(h) + 4 * (uint64_t)nlist > af_nand.page_data || h.map_pages != map_pages_for(h.nlba) ||
+	    1 + h.map_pages > h.narea * af_nand.pages_per_block)
+		return -1;
+	uint32_t crc = af_crc32_update(AF_CRC32_INIT, page, offsetof(af_ckpt_hdr_t, crc));
+	crc = af_crc32_update(crc, page + sizeof(h), 4 * nlist) ^ AF_CRC32_XOROUT;
+	if (crc != h.crc)
+		return -1;
+	const uint32_t *list = (const uint32_t *)(page + sizeof(h));
+	uint32_t open[AF_FTL_MAX_DIES * 4];
+	if (h.nopen > sizeof(open) / sizeof(open[0]))
+		return -1;
+	memcpy(open, list, 4 * h.nopen);
+	af_ckpt.narea = h.narea;
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; i < h.narea; i++)
+			af_ckpt.area_block[a][i] = af_nand_block_of(list[h.nopen + a * h.narea + i]);
+	if (af_ckpt.area_block[h.area][0] != g) {
+		af_ckpt.narea = 0;
+		return -1;
+	}
+
+	/* the map pages: entries straight into the map, payload CRC over them */
+	af_rec_map_clear(&af_flash.map);
+	uint32_t pcrc = AF_CRC32_INIT;
+	uint64_t lba = 0;
+	for (uint32_t p = 1; p <= h.map_pages; p++) {
+		if (read_page(page_ppa(h.area, p), page) < 0)
+			goto torn;
+		pcrc = af_crc32_update(pcrc, page, af_nand.page_data);
+		const af_ckpt_entry_t *e = (const af_ckpt_entry_t *)page;
+		for (uint32_t i = 0; i < ENTRIES_PER_PAGE && lba < h.nlba; i++, lba++) {
+			af_flash.map.vseq[lba] = e[i].vseq;
+			af_flash.map.ppa[lba] = e[i].vseq == AF_REC_VSEQ_NONE ? AF_REC_PPA_NONE : e[i].ppa;
+		}
+	}
+	if ((pcrc ^ AF_CRC32_XOROUT) != h.payload_crc)
+		goto torn;
+	af_ckpt.valid = af_ckpt.loaded = 1;
+	af_ckpt.seq = h.seq;
+	af_ckpt.number = h.number;
+	af_ckpt.area = h.area;
+	af_ckpt.pages = 1 + h.map_pages;
+	af_ckpt.nopen = h.nopen;
+	for (uint32_t i = 0; i < h.nopen; i++)
+		af_flash.blocks[af_nand_block_of(open[i])].scan = 1;
+	return 0;
+torn:
+	af_ckpt.narea = 0;
+	af_rec_map_clear(&af_flash.map);
+	return -1;
+}
+
+/* --- taking one ---------------------------------------------------------------------- */
+
+/* The vseq of the version page `ppa` holds for `lba` (its OOB); 0 when unreadable. */
+static uint64_t vseq_of(uint32_t ppa, uint32_t lba)
+{
+	uint8_t buf[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
+	af_oob_t oob;
+	af_ckpt.oob_reads++;
+	int r = af_nand_read(ppa, af_nand.oob_col, af_nand.oob_bytes, buf, 0, NULL);
+	memcpy(&oob, buf + AF_NAND_BBM_BYTES, sizeof(oob));
+	if (r != AF_NANDRESULT_OK || af_crc32(&oob, AF_OOB_CRC_SPAN) != oob.crc || oob.lba != lba) {
+		af_ckpt.bad_entries++;
+		printf("warning: ckpt: lba %lu -> page 0x%08lx: OOB unreadable or not this LBA's\n", (unsigned long)lba,
+		       (unsigned long)ppa);
+		return 0;
+	}
+	return oob.vseq;
+}
+
+static int program_page(uint32_t ppa, const void *data, const af_oob_t *oob)
+{
+	unsigned ch = AF_PPA_PPA_CHANNEL_GET(ppa), slot = af_nand_sync_slot();
+	uint8_t spare[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
+	memset(spare, 0xff, AF_NAND_BBM_BYTES);
+	memcpy(spare + AF_NAND_BBM_BYTES, oob, AF_OOB_SIZE);
+	af_nand_buf_write(ch, slot, 0, data, af_nand.page_data);
+	af_nand_buf_write(ch, slot, af_nand.oob_col, spare, sizeof(spare));
+	return af_nand_program(ppa, 0, NULL, af_nand.user_bytes, 0, NULL) == AF_NANDRESULT_OK ? 0 : -1;
+}
+
+/* Entry `lba` as the checkpoint stores it (shadow arrays, brought up to date by pass 1). */
+static void entry(uint32_t lba, af_ckpt_entry_t *e)
+{
+	uint32_t ppa = af_ckpt.shadow_ppa[lba];
+	e->ppa = ppa;
+	e->vseq = ppa == AF_PPA_UNMAPPED ? AF_REC_VSEQ_NONE : af_flash.map.vseq[lba];
+	e->rsvd = 0;
+}
+
+static int fail(const char *why)
+{
+	af_ckpt.failed++;
+	/* automatic checkpoints (GC, the interval) warn; `ckpt now` reports an error */
+	printf("%s: ckpt: %s\n", af_ckpt.from_console ? "error" : "warning", why);
+	return -1;
+}
+
+static int setup_areas(uint32_t pages)
+{
+	uint32_t narea = (pages + af_nand.pages_per_block - 1) / af_nand.pages_per_block;
+	if (narea > AF_CKPT_MAX_AREA_BLOCKS)
+		return -1;
+	if (af_ckpt.narea >= narea)
+		return 0;
+	/* first checkpoint (or a larger map): fresh areas from the free pool */
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; i < narea; i++)
+			if (af_ftl_pool_take(&af_ckpt.area_block[a][i]) < 0)
+				return -1;
+	af_ckpt.narea = narea;
+	af_ckpt.valid = 0; /* the new areas hold nothing yet */
+	return 0;
+}
+
+int af_ckpt_take(void)
+{
+	if (!af_ftl.running)
+		return fail("the FTL core is not running");
+	uint64_t t0 = af_uptime_cycles();
+	uint64_t nlba = af_ftl.capacity;
+	uint32_t map_pages = map_pages_for(nlba);
+	uint32_t total = 1 + map_pages;
+	uint32_t nopen = 0;
+	if (setup_areas(total) < 0)
+		return fail("no room for the checkpoint areas");
+
+	/* 1-3: the floor, everything older published, the table in memory */
+	uint64_t floor = af_ftl_seq_next();
+	af_cmd_t cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.opcode = AF_OPCODE_FLUSH;
+	if (af_ftl_io(&cmd, NULL) != AF_STATUS_SUCCESS)
+		return fail("FLUSH through the firmware's queue failed");
+	int r = af_ftl_map(AF_MAPFWOP_FLUSH, 0, 0, 0, NULL);
+	if (r < 0 || (r & AF_FTL_MAP_RESULT_ERROR))
+		return fail("map-cache flush failed");
+	flush_cpu_dcache();
+
+	/* 4, pass 1: bring the shadow up to date, payload CRC */
+	uint32_t pcrc = AF_CRC32_INIT;
+	const volatile uint32_t *table = af_flash.map.ppa;
+	af_ckpt_entry_t *e = (af_ckpt_entry_t *)af_ckpt.page;
+	for (uint32_t p = 0; p < map_pages; p++) {
+		memset(af_ckpt.page, 0, af_nand.page_data);
+		for (uint32_t i = 0; i < ENTRIES_PER_PAGE; i++) {
+			uint64_t lba = (uint64_t)p * ENTRIES_PER_PAGE + i;
+			if (lba >= nlba) {
+				memset(&e[i], 0xff, sizeof(e[i]));
+				continue;
+			}
+			uint32_t ppa = table[lba];
+			if (ppa != af_ckpt.shadow_ppa[lba]) {
+				af_flash.map.vseq[lba] = ppa == AF_PPA_UNMAPPED ? AF_REC_VSEQ_NONE : vseq_of(ppa, (uint32_t)lba);
+				af_ckpt.shadow_ppa[lba] = ppa;
+			}
+			entry((uint32_t)lba, &e[i]);
+		}
+		pcrc = af_crc32_update(pcrc, af_ckpt.page, af_nand.page_data);
+	}
+
+	/* 5: the other area, erased, header first */
+	uint32_t area = af_ckpt.valid ? 1 - af_ckpt.area : 0;
+	for (uint32_t i = 0; i < af_ckpt.narea; i++)
+		if (af_nand_erase(af_nand_block_ppa(af_ckpt.area_block[area][i]), NULL) != AF_NANDRESULT_OK)
+			return fail("erase of a checkpoint block failed");
+	af_ckpt_hdr_t h;
+	memset(&h, 0, sizeof(h));
+	h.magic = AF_CKPT_MAGIC;
+	h.format = AF_CKPT_FORMAT;
+	h.area = (uint8_t)area;
+	h.seq = floor;
+	h.number = af_ckpt.number + 1;
+	h.nlba = nlba;
+	h.map_pages = map_pages;
+	h.narea = af_ckpt.narea;
+	h.payload_crc = pcrc ^ AF_CRC32_XOROUT;
+	memset(af_ckpt.page, 0, af_nand.page_data);
+	uint32_t *list = (uint32_t *)(af_ckpt.page + sizeof(h));
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		if (af_flash.blocks[g].state == AF_BSTATE_CORE)
+			list[nopen++] = af_nand_block_ppa(g);
+	h.nopen = nopen;
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; i < af_ckpt.narea; i++)
+			list[nopen + a * af_ckpt.narea + i] = af_nand_block_ppa(af_ckpt.area_block[a][i]);
+	uint32_t nlist = nopen + AF_CKPT_AREAS * af_ckpt.narea;
+	if (sizeof(h) + 4 * nlist > af_nand.page_data)
+		return fail("the header's block lists do not fit a page");
+	uint32_t crc = af_crc32_update(AF_CRC32_INIT, &h, offsetof(af_ckpt_hdr_t, crc));
+	h.crc = af_crc32_update(crc, list, 4 * nlist) ^ AF_CRC32_XOROUT;
+	memcpy(af_ckpt.page, &h, sizeof(h));
+	af_oob_t oob;
+	af_ckpt_oob(&oob, 0, total, floor, h.number);
+	if (program_page(page_ppa(area, 0), af_ckpt.page, &oob) < 0)
+		return fail("program of the header page failed");
+
+	/* pass 2: the same entries from the shadow (the live table may have moved on) */
+	for (uint32_t p = 0; p < map_pages; p++) {
+		for (uint32_t i = 0; i < ENTRIES_PER_PAGE; i++) {
+			uint64_t lba = (uint64_t)p * ENTRIES_PER_PAGE + i;
+			if (lba < nlba)
+				entry((uint32_t)lba, &e[i]);
+			else
+				memset(&e[i], 0xff, sizeof(e[i]));
+		}
+		af_ckpt_oob(&oob, 1 + p, total, floor, h.number);
+		if (program_page(page_ppa(area, 1 + p), af_ckpt.page, &oob) < 0)
+			return fail("program of a map page failed");
+	}
+	af_ckpt.valid = 1;
+	af_ckpt.seq = floor;
+	af_ckpt.number = h.number;
+	af_ckpt.area = area;
+	af_ckpt.pages = total;
+	af_ckpt.nopen = nopen;
+	af_ckpt.taken++;
+	af_ckpt.t_last = af_uptime_cycles() - t0;
+	return 0;
+}
+
+void af_ckpt_poll(void)
+{
+	if (!af_ftl.running || !af_ckpt.interval)
+		return;
+	if (af_ftl_seq_next() - (af_ckpt.valid ? af_ckpt.seq : af_ftl.start_seq) >= af_ckpt.interval)
+		af_ckpt_take();
+}
+
+/* --- console ---------------------------------------------------------------------------- */
+
+static int cmd_ckpt(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "now")) {
+		af_ckpt.from_console = 1;
+		int r = af_ckpt_take();
+		af_ckpt.from_console = 0;
+		if (r < 0)
+			return AF_EFAIL;
+		printf("checkpoint %lu taken: floor seq ", (unsigned long)af_ckpt.number);
+		af_print_u64(af_ckpt.seq);
+		printf(", area %lu, %lu pages, ", (unsigned long)af_ckpt.area, (unsigned long)af_ckpt.pages);
+		af_print_u64(af_ckpt.t_last);
+		printf(" cycles\n");
+		return AF_OK;
+	}
+	if (argc == 3 && !strcmp(argv[1], "every")) {
+		uint32_t n;
+		if (af_parse_u32(argv[2], &n))
+			return AF_EUSAGE;
+		af_ckpt.interval = n;
+		printf("automatic checkpoints %s", n ? "every " : "off\n");
+		if (n)
+			printf("%lu pages written\n", (unsigned long)n);
+		return AF_OK;
+	}
+	if (argc != 1)
+		return AF_EUSAGE;
+	if (!af_ckpt.valid) {
+		printf("no checkpoint on flash yet (%s)\n", af_ckpt.narea ? "areas reserved" : "no areas yet");
+	} else {
+		printf("newest checkpoint %lu: floor seq ", (unsigned long)af_ckpt.number);
+		af_print_u64(af_ckpt.seq);
+		printf(", area %lu, %lu pages, %lu open blocks listed%s\n", (unsigned long)af_ckpt.area,
+		       (unsigned long)af_ckpt.pages, (unsigned long)af_ckpt.nopen, af_ckpt.loaded ? ", loaded at boot" : "");
+	}
+	for (uint32_t a = 0; a < AF_CKPT_AREAS && af_ckpt.narea; a++) {
+		printf("area %lu: blocks", (unsigned long)a);
+		for (uint32_t i = 0; i < af_ckpt.narea; i++)
+			printf(" %lu", (unsigned long)af_ckpt.area_block[a][i]);
+		printf("\n");
+	}
+	printf("taken %lu, failed %lu since boot; OOB reads for changed entries %lu; every %lu pages\n",
+	       (unsigned long)af_ckpt.taken, (unsigned long)af_ckpt.failed, (unsigned long)af_ckpt.oob_reads,
+	       (unsigned long)af_ckpt.interval);
+	return AF_OK;
+}
+AF_COMMAND(ckpt, "ckpt [now | every <pages>]",
+	   "map checkpoints: the newest, take one now, or set the automatic interval (0: off)", cmd_ckpt);
+
+#endif /* AFCTRL_FTL */

@@ -1,0 +1,70 @@
+/* atomflash firmware: map checkpoints (issue #7, trap 8).
+ *
+ * A checkpoint is the map (CKPT_ENTRY per LBA: vseq and page) with a floor
+ * seq S: every commit point with seq < S is in it.  Boot loads the newest
+ * intact one and scans only the blocks written from S on (page 0's seq >= S,
+ * or listed as open in the checkpoint), so recovery costs what was written
+ * since, not the device size.
+ *
+ * Taking one (af_ckpt_take) while the host keeps writing:
+ *   1. S = the log writer's next seq (ftl.seq_next): every page so far is older;
+ *   2. FLUSH through the firmware's queue pair: the core publishes in command
+ *      order, so every command that got a page before S is published;
+ *   3. FLUSH the map cache: the L2P table in memory holds all of them;
+ *   4. read the table; an entry that changed since the last checkpoint gets its
+ *      vseq from its page's OOB (so the cost is the writes since, plus a scan
+ *      of the table in memory).  Entries may already hold commits from S on:
+ *      recovery replays those in order over the checkpoint, so that is harmless;
+ *   5. erase the other area and program header + map pages (OOB kind
+ *      CHECKPOINT, vseq = the number, seq = S); torn -> the other area wins.
+ *
+ * Format: spec.CKPT_HDR / CKPT_ENTRY / CKPT constants.  Two areas of `narea`
+ * blocks each, chosen from the free pool at the first checkpoint and named in
+ * every header.  GC erases a block only when a durable checkpoint's floor is
+ * above every page in it (trap 2): af_ckpt.seq is that floor. */
+#ifndef AF_CKPT_H
+#define AF_CKPT_H
+
+#include <stdint.h>
+
+#include "fw.h"
+
+#define AF_CKPT_MAX_AREA_BLOCKS 16
+#define AF_CKPT_DEFAULT_INTERVAL 1024u /* pages the log writes between automatic checkpoints */
+
+typedef struct {
+	int valid;                 /* a checkpoint is on flash (loaded at boot or taken since) */
+	uint64_t seq;              /* its floor */
+	uint64_t number;
+	uint32_t area;             /* the area it is in */
+	uint32_t pages;            /* its pages (header + map) */
+	uint32_t narea;            /* blocks per area (0: no areas yet) */
+	uint32_t area_block[AF_CKPT_AREAS][AF_CKPT_MAX_AREA_BLOCKS]; /* global block numbers */
+	uint32_t interval;         /* automatic: pages written since the floor (0: off) */
+	uint32_t taken, failed, oob_reads, bad_entries;
+	uint64_t t_last;           /* cycles the last one took */
+	int from_console;          /* the running one was asked for (errors, not warnings) */
+	uint32_t *shadow_ppa;      /* per LBA: the page whose vseq af_flash.map.vseq holds */
+	uint8_t *page;             /* one page of data */
+	/* boot */
+	int loaded;                /* boot loaded one */
+	uint32_t nopen;            /* open blocks it listed */
+	uint32_t tried;            /* headers found that were not intact */
+} af_ckpt_t;
+
+extern af_ckpt_t af_ckpt;
+
+/* Boot: load the checkpoint whose header is page 0 of global block `g` into
+ * af_flash.map (ppa, vseq) and af_ckpt; marks its areas and open blocks.
+ * 0, or -1 when it is not intact (nothing changed but the map, which the caller clears). */
+int af_ckpt_load(uint32_t g);
+/* Take a checkpoint now.  0 or -1 (printed). */
+int af_ckpt_take(void);
+/* From the idle loop: take one when `interval` pages were written since the floor. */
+void af_ckpt_poll(void);
+/* Is global block g one of the checkpoint areas' blocks? */
+int af_ckpt_is_area(uint32_t g);
+/* An OOB record for a checkpoint page. */
+void af_ckpt_oob(af_oob_t *oob, uint32_t index, uint32_t total, uint64_t seq, uint64_t number);
+
+#endif

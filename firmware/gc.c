@@ -1,0 +1,303 @@
+/* atomflash firmware: garbage collection (issue #7).
+ *
+ * A victim is a full block the core handed back (or one from before boot),
+ * not a checkpoint area's.  Its live pages move through the core's relocation
+ * hook (rtl/ftl/relocate.py: read, GC_COPY keeping vseq, CAS rebind, so a
+ * racing host write wins); when the core's block table says no LBA is bound
+ * in it any more, it is erased and returns to the free pool.
+ *
+ * Three rules keep recovery sound and the device live:
+ *  - trap 2: a block is erased only when a durable checkpoint's floor is above
+ *    every page in it (close_seq <= af_ckpt.seq); if none is, GC takes a
+ *    checkpoint first.  Proofs that recovery could still need are then all in
+ *    blocks newer than the floor, which GC leaves alone.
+ *  - reads: the core's read path looks a page up and reads it later; before
+ *    an erase GC sends a READ through its own queue pair, which completes only
+ *    after every read fetched before it, so none still targets the victim.
+ *  - liveness: the free pool keeps a reserve the host's writes never get
+ *    (ftl.c refill); below `low` free blocks GC relocates with the host held
+ *    (ftl.host_enable.hold) and may use the reserve, so relocation always
+ *    finds pages; the spec's over-provisioning guarantees a victim that frees
+ *    more than it copies.  The hold is lifted for the read fence and the erase
+ *    (they go through the firmware's queue pair, which the hold stops too).
+ *
+ * Victims: greedy (fewest valid pages) or cost-benefit ((1 - u) / 2u x age,
+ * Rosenblum & Ousterhout), `gc policy`.  Background GC runs from the idle loop
+ * below `high` free blocks when the host has been quiet. */
+#include <stdio.h>
+#include <string.h>
+
+#include <system.h>
+
+#include "ckpt.h"
+#include "console.h"
+#include "flash.h"
+#include "ftl.h"
+#include "gc.h"
+#include "nand.h"
+
+af_gc_t af_gc = { .policy = AF_GC_GREEDY };
+
+#ifndef AFCTRL_FTL
+
+void af_gc_poll(void) {}
+int af_gc_step(int foreground) { return -1; }
+
+#else
+
+#define RELOC_SPIN 4000000u
+
+static uint32_t die_of_g(uint32_t g, uint32_t *block)
+{
+	uint32_t ppa = af_nand_block_ppa(g);
+	*block = AF_PPA_PPA_BLOCK_GET(ppa);
+	return af_ftl_die_of(ppa);
+}
+
+/* Valid pages the core counts in global block g. */
+static uint32_t valid_of(uint32_t g)
+{
+	uint32_t block, die = die_of_g(g, &block);
+	return af_ftl.bt[(die << af_ftl.block_shift) | block];
+}
+
+static int candidate(uint32_t g)
+{
+	const af_block_t *b = &af_flash.blocks[g];
+	uint32_t ppa = af_nand_block_ppa(g);
+	return !b->flags && b->state == AF_BSTATE_DATA && b->written > 0 && AF_PPA_PPA_LUN_GET(ppa) == 0;
+}
+
+/* The best victim under the policy, among blocks a checkpoint covers (covered=1) or any. */
+static int pick(int covered, uint32_t *victim)
+{
+	uint64_t now = af_ftl_seq_next(), best_score = 0;
+	int found = 0;
+	flush_cpu_dcache(); /* the block table is written by the core */
+	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
+		if (!candidate(g))
+			continue;
+		const af_block_t *b = &af_flash.blocks[g];
+		if (covered && (!af_ckpt.valid || b->close_seq > af_ckpt.seq))
+			continue;
+		uint32_t valid = valid_of(g), ppb = af_nand.pages_per_block;
+		if (valid >= ppb)
+			continue; /* nothing to gain */
+		uint64_t score;
+		if (af_gc.policy == AF_GC_GREEDY) {
+			score = ppb - valid;
+		} else {
+			/* (1 - u) / 2u * age, u = valid / ppb; scaled integers, empty blocks first */
+			uint64_t age = now > b->close_seq ? now - b->close_seq : 1;
+			score = valid == 0 ? UINT64_MAX : (uint64_t)(ppb - valid) * age * 1024 / (2 * valid);
+		}
+		if (!found || score > best_score) {
+			best_score = score;
+			*victim = g;
+			found = 1;
+		}
+	}
+	return found;
+}
+
+static int relocate(uint32_t ppa, uint16_t tag)
+{
+	for (unsigned spin = 0; ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_RELOC_PENDING; spin++)
+		if (spin > RELOC_SPIN)
+			return -1;
+	ftl_wr(AF_FTL_RELOC_PPA, ppa);
+	ftl_wr(AF_FTL_RELOC_TAG, tag);
+	ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_RELOCATE);
+	for (unsigned spin = 0; spin < RELOC_SPIN; spin++) {
+		if (!(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_RELOC_DONE_VALID)) {
+			if ((spin & 255) == 255)
+				af_ftl_poll(); /* the copy may need a fresh block */
+			continue;
+		}
+		uint32_t d = ftl_rd(AF_FTL_RELOC_DONE);
+		ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_POP_RELOC_DONE);
+		if (((d & AF_FTL_RELOC_DONE_TAG) >> AF_FTL_RELOC_DONE_TAG_SHIFT) != tag)
+			return -1;
+		return (int)((d & AF_FTL_RELOC_DONE_RESULT) >> AF_FTL_RELOC_DONE_RESULT_SHIFT);
+	}
+	return -1;
+}
+
+/* Every read fetched so far has finished (see the header). */
+static int read_fence(void)
+{
+	af_cmd_t cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.opcode = AF_OPCODE_READ;
+	cmd.lba = 0;
+	cmd.nlb = 1;
+	cmd.buf = (uint32_t)(uintptr_t)af_ftl.io_buf;
+	return af_ftl_io(&cmd, NULL) == AF_STATUS_SUCCESS ? 0 : -1;
+}
+
+static void hold(int on)
+{
+	/* the host waits; GC may use the reserve (ftl.c refill) */
+	af_ftl.gc_active = on;
+	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE | (on ? AF_FTL_HOST_ENABLE_HOLD : 0));
+	if (on) {
+		af_gc.holds++;
+		for (uint32_t d = 0; d < af_ftl.dies; d++)
+			af_ftl_refill(d);
+	}
+}
+
+static int collect(uint32_t g, int foreground)
+{
+	uint32_t ppa0 = af_nand_block_ppa(g);
+	af_flash.blocks[g].state = AF_BSTATE_GC;
+	if (foreground)
+		hold(1);
+	for (uint32_t pg = 0; pg < af_nand.pages_per_block; pg++) {
+		uint32_t ppa = AF_PPA_PPA_PAGE_SET(ppa0, pg);
+		uint8_t buf[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
+		af_oob_t oob;
+		int r = af_nand_read(ppa, af_nand.oob_col, af_nand.oob_bytes, buf, 0, NULL);
+		af_gc.oob_reads++;
+		if (r == AF_NANDRESULT_ERASED)
+			break; /* pages are programmed in order: the rest are erased too */
+		if (r != AF_NANDRESULT_OK)
+			continue; /* unreadable: if it were bound, the count check below catches it */
+		memcpy(&oob, buf + AF_NAND_BBM_BYTES, sizeof(oob));
+		if (af_crc32(&oob, AF_OOB_CRC_SPAN) != oob.crc || (oob.kind != AF_KIND_DATA && oob.kind != AF_KIND_GC_COPY) ||
+		    oob.lba >= af_ftl.capacity)
+			continue;
+		uint32_t bound;
+		int m = af_ftl_map(AF_MAPFWOP_READ, (uint32_t)oob.lba, 0, 0, &bound);
+		if (m < 0 || (m & AF_FTL_MAP_RESULT_ERROR) || bound != ppa)
+			continue; /* superseded */
+		int res = relocate(ppa, (uint16_t)(af_gc.copies & 0x7fff));
+		if (res == AF_RELOCRESULT_MOVED)
+			af_gc.copies++;
+		else if (res == AF_RELOCRESULT_RACED)
+			af_gc.raced++;
+		else {
+			af_gc.failed++;
+			printf("warning: gc: relocating page 0x%08lx: %s\n", (unsigned long)ppa,
+			       res < 0 ? "no answer" : af_relocresult_name((unsigned)res));
+			af_flash.blocks[g].state = AF_BSTATE_DATA;
+			if (foreground)
+				hold(0);
+			return -1;
+		}
+	}
+	/* the fence and the erase need the firmware's own queue: the host may go on meanwhile */
+	if (foreground)
+		hold(0);
+	flush_cpu_dcache();
+	if (valid_of(g) != 0) {
+		af_gc.failed++;
+		printf("warning: gc: block %lu still holds %lu bound pages after relocation: kept\n", (unsigned long)g,
+		       (unsigned long)valid_of(g));
+		af_flash.blocks[g].state = AF_BSTATE_DATA;
+		return -1;
+	}
+	if (read_fence() < 0) {
+		af_flash.blocks[g].state = AF_BSTATE_DATA;
+		return -1;
+	}
+	return af_ftl_block_erased(g, af_nand_erase(ppa0, NULL) == AF_NANDRESULT_OK);
+}
+
+int af_gc_step(int foreground)
+{
+	uint32_t g;
+	if (!af_ftl.running)
+		return -1;
+	if (!pick(1, &g)) {
+		/* nothing a checkpoint covers: take one if that would free something */
+		if (!pick(0, &g) || af_ckpt_take() < 0 || !pick(1, &g))
+			return -1;
+	}
+	uint64_t t0 = af_uptime_cycles();
+	int r = collect(g, foreground);
+	af_gc.cycles += af_uptime_cycles() - t0;
+	if (r == 0) {
+		af_gc.victims++;
+		if (foreground)
+			af_gc.foreground++;
+	}
+	return r;
+}
+
+void af_gc_poll(void)
+{
+	if (!af_ftl.running || af_gc.off)
+		return;
+	uint32_t low = af_gc.low ? af_gc.low : af_ftl.dies, high = af_gc.high ? af_gc.high : 2 * af_ftl.dies;
+	uint64_t now = af_ftl_seq_next();
+	int quiet = now == af_gc.last_seq;
+	af_gc.last_seq = now;
+	/* try again only when something changed since a step found nothing to do */
+	if (af_gc.idle_seq == now + 1 && af_gc.idle_free == af_ftl.free_blocks)
+		return;
+	af_gc.idle_seq = 0;
+	if (af_ftl.free_blocks < low) {
+		/* foreground: relocate with the host held, until back above the threshold */
+		int r = 0;
+		while (af_ftl.free_blocks < low && (r = af_gc_step(1)) == 0)
+			af_ftl_poll();
+		if (r < 0)
+			goto nothing;
+	} else if (af_ftl.free_blocks < high && quiet) {
+		if (af_gc_step(0) < 0)
+			goto nothing;
+	}
+	return;
+nothing:
+	af_gc.idle_seq = now + 1;
+	af_gc.idle_free = af_ftl.free_blocks;
+}
+
+/* --- console ------------------------------------------------------------------------ */
+
+static int cmd_gc(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "now")) {
+		uint32_t before = af_ftl.free_blocks;
+		if (af_gc_step(1) < 0) {
+			printf("error: gc: no victim collected (see warnings; a block must hold fewer valid pages than it has)\n");
+			return AF_EFAIL;
+		}
+		printf("gc: one block collected: %lu -> %lu free blocks, %lu copies so far\n", (unsigned long)before,
+		       (unsigned long)af_ftl.free_blocks, (unsigned long)af_gc.copies);
+		return AF_OK;
+	}
+	if (argc == 3 && !strcmp(argv[1], "policy")) {
+		if (!strcmp(argv[2], "greedy"))
+			af_gc.policy = AF_GC_GREEDY;
+		else if (!strcmp(argv[2], "cost-benefit"))
+			af_gc.policy = AF_GC_COST_BENEFIT;
+		else {
+			printf("error: unknown policy '%s' (greedy, cost-benefit)\n", argv[2]);
+			return AF_EFAIL;
+		}
+		printf("gc policy %s\n", argv[2]);
+		return AF_OK;
+	}
+	if (argc == 2 && (!strcmp(argv[1], "off") || !strcmp(argv[1], "on"))) {
+		af_gc.off = argv[1][1] == 'f';
+		printf("automatic gc %s\n", argv[1]);
+		return AF_OK;
+	}
+	if (argc != 1)
+		return AF_EUSAGE;
+	printf("gc policy %s, automatic %s; thresholds: foreground below %lu, background below %lu free blocks\n",
+	       af_gc.policy == AF_GC_GREEDY ? "greedy" : "cost-benefit", af_gc.off ? "off" : "on",
+	       (unsigned long)(af_gc.low ? af_gc.low : af_ftl.dies), (unsigned long)(af_gc.high ? af_gc.high : 2 * af_ftl.dies));
+	printf("victims %lu (%lu foreground), copies %lu, raced %lu, failed %lu, host holds %lu, ", (unsigned long)af_gc.victims,
+	       (unsigned long)af_gc.foreground, (unsigned long)af_gc.copies, (unsigned long)af_gc.raced,
+	       (unsigned long)af_gc.failed, (unsigned long)af_gc.holds);
+	af_print_u64(af_gc.cycles);
+	printf(" cycles\n");
+	return AF_OK;
+}
+AF_COMMAND(gc, "gc [now | policy greedy|cost-benefit | on | off]",
+	   "garbage collection: counters, collect one block now, victim policy, automatic on/off", cmd_gc);
+
+#endif /* AFCTRL_FTL */

@@ -1,0 +1,29 @@
+/* atomflash firmware: garbage collection (see gc.c). */
+#ifndef AF_GC_H
+#define AF_GC_H
+
+#include <stdint.h>
+
+#define AF_GC_GREEDY 0
+#define AF_GC_COST_BENEFIT 1
+
+typedef struct {
+	int policy;              /* AF_GC_* */
+	int off;                 /* automatic GC off (console `gc off`) */
+	uint32_t low, high;      /* free-block thresholds (0: dies, 2 x dies) */
+	uint32_t victims, foreground, copies, raced, failed, holds, oob_reads;
+	uint64_t cycles;         /* spent collecting */
+	uint64_t last_seq;       /* the log's seq at the last poll (quiet host: unchanged) */
+	uint64_t idle_seq;       /* 1 + the seq when a step last found nothing to do (0: none) */
+	uint32_t idle_free;      /* ... and the free blocks then */
+} af_gc_t;
+
+extern af_gc_t af_gc;
+
+/* Collect one victim (taking a checkpoint first when none covers a candidate).
+ * 0, or -1 when nothing was collected. */
+int af_gc_step(int foreground);
+/* From the idle loop: foreground below `low` free blocks (host held), background below `high` when quiet. */
+void af_gc_poll(void);
+
+#endif
