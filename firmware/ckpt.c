@@ -9,6 +9,7 @@
 #include "console.h"
 #include "flash.h"
 #include "ftl.h"
+#include "gc.h"
 #include "nand.h"
 
 af_ckpt_t af_ckpt = { .interval = AF_CKPT_DEFAULT_INTERVAL };
@@ -203,6 +204,8 @@ int af_ckpt_take(void)
 	if (setup_areas(total) < 0)
 		return fail("no room for the checkpoint areas");
 
+	if (af_gc.trace)
+		printf("ckpt: taking %lu, %lu free blocks\n", (unsigned long)(af_ckpt.number + 1), (unsigned long)af_ftl.free_blocks);
 	/* 1-3: the floor, everything older published, the table in memory */
 	uint64_t floor = af_ftl_seq_next();
 	af_cmd_t cmd;

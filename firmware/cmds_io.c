@@ -1,6 +1,6 @@
 /* `io`: the firmware as a host, through its own queue pair of the FTL core.
  *
- * Data is a pattern of (seed, lba, word) so `io check` can verify what an
+ * Data is a stream of (seed, lba) so `io check` can verify what an
  * earlier `io write` (or an atomic group) left, e.g. across a power cycle. */
 #include <stdio.h>
 #include <string.h>
@@ -10,23 +10,49 @@
 #include "console.h"
 #include "ckpt.h"
 #include "ftl.h"
+#include "gc.h"
 #include "fw.h"
 #include "nand.h"
 
 #ifdef AFCTRL_FTL
 
-static uint32_t pattern(uint32_t seed, uint32_t lba, uint32_t word)
+/* The data of (seed, lba): a xorshift32 stream from a hash of both (shifts
+ * only per word: the CPU's multiplier is slow); seed 0 is zeros. */
+static uint32_t stream_start(uint32_t seed, uint32_t lba)
 {
-	uint32_t x = seed * 0x9e3779b9u ^ lba * 0x85ebca6bu ^ word * 0xc2b2ae35u;
+	uint32_t x = seed * 0x9e3779b9u ^ lba * 0x85ebca6bu;
 	x ^= x >> 16;
 	x *= 0x7feb352du;
-	return x ^ (x >> 15);
+	x ^= x >> 15;
+	return x ? x : 0x6a09e667u;
+}
+
+static uint32_t stream_next(uint32_t *x)
+{
+	uint32_t v = *x;
+	v ^= v << 13;
+	v ^= v >> 17;
+	v ^= v << 5;
+	return *x = v;
 }
 
 static void fill(uint32_t *buf, uint32_t seed, uint32_t lba)
 {
+	uint32_t x = stream_start(seed, lba);
 	for (uint32_t w = 0; w < af_nand.page_data / 4; w++)
-		buf[w] = seed == 0 ? 0 : pattern(seed, lba, w);
+		buf[w] = seed == 0 ? 0 : stream_next(&x);
+}
+
+/* The first word of buf that differs from (seed, lba)'s data, or -1. */
+static int compare(const uint32_t *buf, uint32_t seed, uint32_t lba, uint32_t *want)
+{
+	uint32_t x = stream_start(seed, lba);
+	for (uint32_t w = 0; w < af_nand.page_data / 4; w++) {
+		*want = seed == 0 ? 0 : stream_next(&x);
+		if (buf[w] != *want)
+			return (int)w;
+	}
+	return -1;
 }
 
 static int run(af_cmd_t *cmd, const char *what)
@@ -104,6 +130,13 @@ static int io_random(int argc, char **argv, int verify)
 		if (run(&cmd, "write"))
 			return AF_EFAIL;
 		af_idle();
+		if ((i + 1) % 512 == 0) {
+			printf("random: %lu/%lu writes, %lu free blocks, gc %lu victims %lu copies, ckpt %lu, ", (unsigned long)(i + 1),
+			       (unsigned long)writes, (unsigned long)af_ftl.free_blocks, (unsigned long)af_gc.victims,
+			       (unsigned long)af_gc.copies, (unsigned long)af_ckpt.taken);
+			af_print_u64(af_uptime_cycles() - t0);
+			printf(" cycles\n");
+		}
 	}
 	if (!verify) {
 		printf("random: %lu writes over %lu LBAs in ", (unsigned long)writes, (unsigned long)range);
@@ -124,13 +157,11 @@ static int io_random(int argc, char **argv, int verify)
 			return AF_EFAIL;
 		flush_cpu_dcache();
 		checked++;
-		for (uint32_t w = 0; w < af_nand.page_data / 4; w++)
-			if (buf[w] != pattern(tags[lba], lba, w)) {
-				if (bad++ < 4)
-					printf("lba %lu: word %lu 0x%08lx, expected tag 0x%08lx\n", (unsigned long)lba, (unsigned long)w,
-					       (unsigned long)buf[w], (unsigned long)tags[lba]);
-				break;
-			}
+		uint32_t want;
+		int w = compare(buf, tags[lba], lba, &want);
+		if (w >= 0 && bad++ < 4)
+			printf("lba %lu: word %d 0x%08lx, expected 0x%08lx (tag 0x%08lx)\n", (unsigned long)lba, w,
+			       (unsigned long)buf[w], (unsigned long)want, (unsigned long)tags[lba]);
 	}
 	printf("verify: %lu LBAs checked, %lu wrong: %s\n", (unsigned long)checked, (unsigned long)bad, bad ? "FAIL" : "pass");
 	return bad ? AF_EFAIL : AF_OK;
@@ -178,18 +209,12 @@ static int cmd_io(int argc, char **argv)
 		if (run(&cmd, "read"))
 			return AF_EFAIL;
 		flush_cpu_dcache();
-		uint32_t bad = 0;
+		uint32_t bad = 0, want;
 		for (uint32_t i = 0; i < n; i++) {
-			for (uint32_t w = 0; w < words; w++) {
-				uint32_t want = seed == 0 ? 0 : pattern(seed, lba + i, w);
-				if (buf[i * words + w] != want) {
-					if (!bad)
-						printf("lba %lu word %lu: 0x%08lx, expected 0x%08lx\n", (unsigned long)(lba + i),
-						       (unsigned long)w, (unsigned long)buf[i * words + w], (unsigned long)want);
-					bad++;
-					break;
-				}
-			}
+			int w = compare(buf + i * words, seed, lba + i, &want);
+			if (w >= 0 && !bad++)
+				printf("lba %lu word %d: 0x%08lx, expected 0x%08lx\n", (unsigned long)(lba + i), w,
+				       (unsigned long)buf[i * words + w], (unsigned long)want);
 		}
 		printf("check %lu blocks at lba %lu (seed %lu): %s\n", (unsigned long)n, (unsigned long)lba,
 		       (unsigned long)seed, bad ? "FAIL" : "pass");

@@ -417,6 +417,10 @@ int af_ftl_io(af_cmd_t *cmd, uint64_t *result)
 	for (unsigned spin = 0; spin < 50u * SPIN_LIMIT; spin++) {
 		if ((spin & 63) == 0)
 			af_ftl_poll(); /* a long write may need fresh blocks */
+		if (spin == SPIN_LIMIT)
+			printf("warning: ftl: opcode 0x%02x waits long: core status 0x%02lx, %lu free blocks, hold %lu\n",
+			       (unsigned)cmd->opcode, (unsigned long)ftl_rd(AF_FTL_STATUS), (unsigned long)af_ftl.free_blocks,
+			       (unsigned long)af_ftl.gc_active);
 		flush_cpu_dcache(); /* the completion is written behind the cache */
 		volatile af_cpl_t *c = &af_ftl.cq[af_ftl.cq_head];
 		uint16_t sf = c->sf;

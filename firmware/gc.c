@@ -149,6 +149,9 @@ static void hold(int on)
 
 static int collect(uint32_t g, int foreground)
 {
+	if (af_gc.trace)
+		printf("gc: victim %lu (%lu valid), %lu free blocks\n", (unsigned long)g, (unsigned long)valid_of(g),
+		       (unsigned long)af_ftl.free_blocks);
 	uint32_t ppa0 = af_nand_block_ppa(g);
 	af_flash.blocks[g].state = AF_BSTATE_GC;
 	if (foreground)
@@ -280,6 +283,11 @@ static int cmd_gc(int argc, char **argv)
 		printf("gc policy %s\n", argv[2]);
 		return AF_OK;
 	}
+	if (argc == 2 && !strcmp(argv[1], "trace")) {
+		af_gc.trace = !af_gc.trace;
+		printf("gc trace %s\n", af_gc.trace ? "on" : "off");
+		return AF_OK;
+	}
 	if (argc == 2 && (!strcmp(argv[1], "off") || !strcmp(argv[1], "on"))) {
 		af_gc.off = argv[1][1] == 'f';
 		printf("automatic gc %s\n", argv[1]);
@@ -297,7 +305,7 @@ static int cmd_gc(int argc, char **argv)
 	printf(" cycles\n");
 	return AF_OK;
 }
-AF_COMMAND(gc, "gc [now | policy greedy|cost-benefit | on | off]",
+AF_COMMAND(gc, "gc [now | policy greedy|cost-benefit | on | off | trace]",
 	   "garbage collection: counters, collect one block now, victim policy, automatic on/off", cmd_gc);
 
 #endif /* AFCTRL_FTL */

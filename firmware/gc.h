@@ -10,6 +10,7 @@
 typedef struct {
 	int policy;              /* AF_GC_* */
 	int off;                 /* automatic GC off (console `gc off`) */
+	int trace;               /* print each victim (console `gc trace`) */
 	uint32_t low, high;      /* free-block thresholds (0: dies, 2 x dies) */
 	uint32_t victims, foreground, copies, raced, failed, holds, oob_reads;
 	uint64_t cycles;         /* spent collecting */

@@ -48,17 +48,19 @@ def boot(run_dir: Path, cfgs, *, log: Path, timeout: float = 300) -> SimConsole:
     return con
 
 
-def ftl_capacity(blocks_per_lun: int, profile: str = "small", dies: int = TARGETS) -> int:
+def ftl_capacity(blocks_per_lun: int, profile: str = "small", dies: int = TARGETS,
+                 pages_per_block: int | None = None) -> int:
     """LBAs the firmware exposes (firmware/ftl.c): the dies' blocks less GC's
     reserve, one open block per die and the two checkpoint areas, less the
     over-provisioning."""
     from atomflash import spec
 
     p = spec.NAND_PROFILES[profile]
+    ppb = pages_per_block or p.pages_per_block
     held, narea, cap = spec.LIMITS.GC_RESERVE_BLOCKS + dies, 1, 0
     for _ in range(3):
         blocks = max(dies * blocks_per_lun - held - spec.CKPT.AREAS * narea, 0)
-        cap = blocks * p.pages_per_block * (100 - spec.LIMITS.OVER_PROVISION_PERCENT) // 100
+        cap = blocks * ppb * (100 - spec.LIMITS.OVER_PROVISION_PERCENT) // 100
         ckpt_pages = 1 + -(-cap * spec.CKPT_ENTRY.size // p.page_data)
-        narea = -(-ckpt_pages // p.pages_per_block)
+        narea = -(-ckpt_pages // ppb)
     return cap

@@ -96,38 +96,40 @@ def test_host_writes_survive_a_power_cycle(tmp_path):
         con.stop()
 
 
-GC_BLOCKS_PER_LUN = 8
+GC_BLOCKS_PER_LUN = 4
+GC_RANGE = 64       # hot LBAs: victims are mostly garbage, so GC runs often and cheaply
+GC_WRITES = 500     # the first ~300 fill the 16 blocks; GC collects from then on
 
 
 def test_gc_and_checkpoints_under_sustained_random_writes(tmp_path):
-    """Random one-block writes over the whole capacity, several times over:
-    GC must collect (taking checkpoints so it may erase), the data must read
-    back, and after a power cycle the boot loads the newest checkpoint and
-    scans only the blocks written since, with every LBA still right."""
+    """Random one-block writes over a hot range: GC must collect (taking
+    checkpoints so it may erase), the data must read back, and after a power
+    cycle the boot loads the newest checkpoint and scans only the blocks
+    written since, with every LBA still right and the device taking new work."""
     build()
     run_dir = tmp_path / "run"
     cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
                          overrides=dict(blocks_per_lun=GC_BLOCKS_PER_LUN))
     cap = ftl_capacity(GC_BLOCKS_PER_LUN)
-    writes = 3 * cap
     log = ROOT / "build" / "soc" / "test_gc_console.log"
     con = boot(run_dir, cfgs, log=log, timeout=120)
     try:
         assert f"capacity {cap} LBAs" in con.boot_text
-        out = con.command(f"io random 7 {writes} {cap}", timeout=1200)
-        assert f"random: {writes} writes over {cap} LBAs" in out, out
+        out = con.command(f"io random 7 {GC_WRITES} {GC_RANGE}", timeout=900)
+        assert f"random: {GC_WRITES} writes over {GC_RANGE} LBAs" in out, out
+        assert "warning" not in out and "error" not in out, out
         gc = con.command("gc")
         victims = int(re.search(r"victims (\d+)", gc).group(1))
         copies = int(re.search(r"copies (\d+)", gc).group(1))
         assert victims > 0 and "failed 0" in gc, gc
+        # write amplification (host pages + GC copies) / host pages stays bounded
+        assert 1.0 < (GC_WRITES + copies) / GC_WRITES < 3, gc
         ck = con.command("ckpt")
-        assert re.search(r"newest checkpoint (\d+): floor seq (\d+)", ck), ck
-        out = con.command(f"io verify 7 {writes} {cap}", timeout=600)
-        assert "verify: " in out and "0 wrong: pass" in out, out
-        number = int(re.search(r"newest checkpoint (\d+)", ck).group(1))
-        # write amplification: (host pages + GC copies) / host pages, against the greedy bound
-        wa = (writes + copies) / writes
-        assert 1.0 < wa < 10, wa
+        m = re.search(r"newest checkpoint (\d+): floor seq (\d+)", ck)
+        assert m and "failed 0" in ck, ck
+        number = int(m.group(1))
+        out = con.command(f"io verify 7 {GC_WRITES} {GC_RANGE}", timeout=300)
+        assert f"verify: {GC_RANGE} LBAs checked, 0 wrong: pass" in out, out
         con.send("exit\r")
         con.expect("simulation finished", timeout=30)
     finally:
@@ -140,7 +142,7 @@ def test_gc_and_checkpoints_under_sustained_random_writes(tmp_path):
         assert m and int(m.group(1)) >= number, text
         m = re.search(r"recovery: (\d+) of (\d+) good blocks scanned", text)
         assert m and int(m.group(1)) < int(m.group(2)), text   # bounded by what was written since
-        out = con.command(f"io verify 7 {writes} {cap}", timeout=600)
+        out = con.command(f"io verify 7 {GC_WRITES} {GC_RANGE}", timeout=300)
         assert "0 wrong: pass" in out, out
         assert "wrote 1 blocks" in con.command(f"io write 3 {cap - 1}")   # takes new work
         assert "pass" in con.command(f"io check 3 {cap - 1}")
