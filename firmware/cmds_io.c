@@ -69,6 +69,18 @@ static int run(af_cmd_t *cmd, const char *what)
 	return AF_OK;
 }
 
+/* One block at lba between the device and buf. */
+static int one_block(unsigned opcode, uint32_t lba, void *buf, const char *what)
+{
+	af_cmd_t cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.opcode = (uint8_t)opcode;
+	cmd.lba = lba;
+	cmd.nlb = 1;
+	cmd.buf = (uint32_t)(uintptr_t)buf;
+	return run(&cmd, what);
+}
+
 static int parse_range(int argc, char **argv, int i, uint32_t *lba, uint32_t *n)
 {
 	*n = 1;
@@ -106,7 +118,6 @@ static int io_random(int argc, char **argv, int verify)
 		       (unsigned long)(af_ftl.capacity < AF_RAM_SCRATCH_BYTES / 4 ? af_ftl.capacity : AF_RAM_SCRATCH_BYTES / 4));
 		return AF_EFAIL;
 	}
-	af_cmd_t cmd;
 	uint32_t *buf = af_ftl.io_buf;
 	uint32_t *tags = (uint32_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - AF_RAM_SCRATCH_BYTES);
 	uint32_t x = seed;
@@ -122,12 +133,7 @@ static int io_random(int argc, char **argv, int verify)
 		}
 		fill(buf, tag, lba);
 		flush_cpu_dcache();
-		memset(&cmd, 0, sizeof(cmd));
-		cmd.opcode = AF_OPCODE_WRITE;
-		cmd.lba = lba;
-		cmd.nlb = 1;
-		cmd.buf = (uint32_t)(uintptr_t)buf;
-		if (run(&cmd, "write"))
+		if (one_block(AF_OPCODE_WRITE, lba, buf, "write"))
 			return AF_EFAIL;
 		af_idle();
 		if ((i + 1) % 512 == 0) {
@@ -148,12 +154,7 @@ static int io_random(int argc, char **argv, int verify)
 	for (uint32_t lba = 0; lba < range; lba++) {
 		if (!tags[lba])
 			continue;
-		memset(&cmd, 0, sizeof(cmd));
-		cmd.opcode = AF_OPCODE_READ;
-		cmd.lba = lba;
-		cmd.nlb = 1;
-		cmd.buf = (uint32_t)(uintptr_t)buf;
-		if (run(&cmd, "read"))
+		if (one_block(AF_OPCODE_READ, lba, buf, "read"))
 			return AF_EFAIL;
 		flush_cpu_dcache();
 		checked++;
@@ -224,11 +225,7 @@ static int cmd_io(int argc, char **argv)
 		/* io read <lba>: the first bytes */
 		if (argc != 3 || af_parse_u32(argv[2], &lba))
 			return AF_EUSAGE;
-		cmd.opcode = AF_OPCODE_READ;
-		cmd.lba = lba;
-		cmd.nlb = 1;
-		cmd.buf = (uint32_t)(uintptr_t)buf;
-		if (run(&cmd, "read"))
+		if (one_block(AF_OPCODE_READ, lba, buf, "read"))
 			return AF_EFAIL;
 		flush_cpu_dcache();
 		printf("lba %lu:", (unsigned long)lba);
