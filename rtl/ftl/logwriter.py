@@ -54,6 +54,7 @@ from rtl.nand.channel import ChannelParams
 
 from .bufport import ArbitratedBufferSignature
 from .dma import BufferDMA, Direction, request_layout
+from .nandport import page_desc
 from .oob import OOBPacker
 
 __all__ = ["LogWriter", "PAGE_WRITE", "PAGE_DONE"]
@@ -290,9 +291,7 @@ class LogWriter(wiring.Component):
             with m.State("ISSUE"):
                 d = self.desc.payload
                 m.d.comb += [
-                    d.opcode.eq(NandOp.PROGRAM), d.channel.eq(cur_ppa.channel), d.target.eq(cur_ppa.way),
-                    d.lun.eq(cur_ppa.lun), d.block.eq(cur_ppa.block), d.page.eq(cur_ppa.page),
-                    d.column.eq(0), d.length.eq(lay.user_bytes), d.slot.eq(slot), d.tag.eq(index),
+                    *page_desc(d, NandOp.PROGRAM, cur_ppa, length=lay.user_bytes, slot=slot, tag=index),
                     self.desc.valid.eq(~dma_error),
                 ]
                 with m.If(dma_error | self.desc.ready):

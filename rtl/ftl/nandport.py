@@ -18,7 +18,15 @@ from amaranth.utils import ceil_log2
 from rtl import spec as layouts
 from rtl.lib.roundrobin import round_robin
 
-__all__ = ["NandPortMux"]
+__all__ = ["NandPortMux", "page_desc"]
+
+
+def page_desc(desc, opcode, ppa, *, length, slot, tag=0) -> list:
+    """Statements filling NAND descriptor ``desc`` for a whole-page operation
+    on ``ppa`` (a ``spec.PPA`` field view) from column 0."""
+    return [desc.opcode.eq(opcode), desc.channel.eq(ppa.channel), desc.target.eq(ppa.way),
+            desc.lun.eq(ppa.lun), desc.block.eq(ppa.block), desc.page.eq(ppa.page), desc.column.eq(0),
+            desc.length.eq(length), desc.slot.eq(slot), desc.tag.eq(tag)]
 
 TAG_BITS = 16
 

@@ -31,6 +31,7 @@ from .bufport import ArbitratedBufferSignature
 from .dma import BufferDMA, Direction
 from .mapcache import MapOp
 from .mapport import MapPortSignature
+from .nandport import page_desc
 
 __all__ = ["Reader", "read_layout"]
 
@@ -158,9 +159,7 @@ class Reader(wiring.Component):
                         m.next = "NEXT"
             with m.State("NAND"):
                 d = self.desc.payload
-                m.d.comb += [d.opcode.eq(NandOp.READ), d.channel.eq(f.channel), d.target.eq(f.way),
-                             d.lun.eq(f.lun), d.block.eq(f.block), d.page.eq(f.page), d.column.eq(0),
-                             d.length.eq(page_data), d.slot.eq(self.read_slot), d.tag.eq(0),
+                m.d.comb += [*page_desc(d, NandOp.READ, f, length=page_data, slot=self.read_slot),
                              self.desc.valid.eq(1)]
                 with m.If(self.desc.ready):
                     m.next = "NAND_WAIT"

@@ -35,6 +35,7 @@ from .dma import BufferDMA, Direction
 from .logwriter import PAGE_DONE, PAGE_WRITE
 from .mapcache import MapOp
 from .mapport import MapPortSignature
+from .nandport import page_desc
 
 __all__ = ["Relocator", "RelocResult", "RELOC_TAG"]
 
@@ -130,9 +131,7 @@ class Relocator(wiring.Component):
                     m.next = "READ"
             with m.State("READ"):
                 d = self.desc.payload
-                m.d.comb += [d.opcode.eq(NandOp.READ), d.channel.eq(f.channel), d.target.eq(f.way),
-                             d.lun.eq(f.lun), d.block.eq(f.block), d.page.eq(f.page), d.column.eq(0),
-                             d.length.eq(lay.user_bytes), d.slot.eq(self.slot), d.tag.eq(0),
+                m.d.comb += [*page_desc(d, NandOp.READ, f, length=lay.user_bytes, slot=self.slot),
                              self.desc.valid.eq(1)]
                 with m.If(self.desc.ready):
                     m.next = "READ_WAIT"

@@ -14,6 +14,7 @@ from amaranth.sim import Simulator
 from atomflash import spec
 from rtl.nand.window import BLOCK_ID, REGS as NAND_REGS
 from soc.ftl_bridge import FTL_OFFSET, FtlBridge
+from tb.common.simbus import wb_access
 
 CLK = 60_000_000
 FTL = spec.FTL_REGS
@@ -55,22 +56,7 @@ class BridgeTB:
                 acked = True
 
     async def access(self, ctx, byte_addr, data=None):
-        wbs = self.wbs
-        ctx.set(wbs.adr, byte_addr // 4)
-        ctx.set(wbs.we, data is not None)
-        ctx.set(wbs.dat_w, data or 0)
-        ctx.set(wbs.sel, 0xF)
-        ctx.set(wbs.cyc, 1)
-        ctx.set(wbs.stb, 1)
-        for _ in range(16):
-            await ctx.tick()
-            if ctx.get(wbs.ack):
-                value = ctx.get(wbs.dat_r)
-                ctx.set(wbs.cyc, 0)
-                ctx.set(wbs.stb, 0)
-                await ctx.tick()
-                return value
-        raise AssertionError(f"no ack at 0x{byte_addr:x}")
+        return await wb_access(ctx, self.wbs, byte_addr, data)
 
     async def ftl(self, ctx, reg, data=None):
         return await self.access(ctx, FTL_OFFSET + FTL[reg].offset, data)

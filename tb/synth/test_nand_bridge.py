@@ -14,6 +14,7 @@ from atomflash.spec import NandResult
 from boards.nand_bridge import CTRL, REGS, STATUS, BLOCK_ID, CPL_WORDS, NandBridge
 from rtl.nand.channel import ChannelParams
 from rtl.nand.timing import TIMING_NAMES, timing_cycles
+from tb.common.simbus import wb_access
 
 CLK = 60_000_000
 
@@ -26,21 +27,7 @@ def test_nand_bridge_registers_buffers_and_bad_channel():
     sim.add_clock(1 / CLK)
 
     async def access(ctx, byte_addr, data=None, sel=0xF):
-        ctx.set(wb.adr, byte_addr // 4)
-        ctx.set(wb.we, data is not None)
-        ctx.set(wb.dat_w, data or 0)
-        ctx.set(wb.sel, sel)
-        ctx.set(wb.cyc, 1)
-        ctx.set(wb.stb, 1)
-        for _ in range(8):
-            await ctx.tick()
-            if ctx.get(wb.ack):
-                value = ctx.get(wb.dat_r)
-                ctx.set(wb.cyc, 0)
-                ctx.set(wb.stb, 0)
-                await ctx.tick()
-                return value
-        raise AssertionError("no ack")
+        return await wb_access(ctx, wb, byte_addr, data, sel, timeout=8)
 
     async def read_bytes(ctx, byte_addr, words):
         out = b""
