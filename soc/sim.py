@@ -98,6 +98,8 @@ def parse_args(argv=None):
                    help="generate SoC headers and build the firmware only (no Verilator)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="C++ compile jobs")
     p.add_argument("--opt-level", default="O3", help="C++ optimisation of the Verilated model")
+    p.add_argument("--threads", type=int, default=1,
+                   help="Verilator model threads (--threads; each spins a core, so only with cores to spare)")
     p.add_argument("--trace", action="store_true", help="dump a VCD (gateware/sim.vcd)")
     p.add_argument("--trace-fst", action="store_true", help="dump FST instead of VCD")
     p.add_argument("--trace-start", type=int, default=0, help="trace start time (ps)")
@@ -123,7 +125,8 @@ def config_build_dir(args) -> Path:
     from atomflash import spec
 
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
-                    ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False)
+                    ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
+                    threads=1)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -225,6 +228,8 @@ def verilator_command(soc, gw: Path, args) -> tuple[list[str], str]:
     makefile = Path(litex_verilator.core_directory) / "Makefile"
     cmd = ["make", "-C", str(gw), "-f", str(makefile), f"CC_SRCS={' '.join(cc_srcs)}",
            f"JOBS={args.jobs}", f"OPT_LEVEL={args.opt_level}"]
+    if args.threads > 1:
+        cmd.append(f"THREADS={args.threads}")
     if args.trace_fst:
         cmd.append("TRACE_FST=1")
     for glue in ("sim_init.cpp", "sim_header.h", "variables.mak"):
