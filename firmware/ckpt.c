@@ -30,6 +30,27 @@ static uint32_t map_pages_for(uint64_t nlba)
 	return (uint32_t)((nlba + ENTRIES_PER_PAGE - 1) / ENTRIES_PER_PAGE);
 }
 
+#define COUNTS_PER_PAGE (af_nand.page_data / 4)
+
+/* Pages of erase counts (one u32 per global block) after the map pages. */
+uint32_t af_ckpt_wear_pages(uint32_t nblocks)
+{
+	return (nblocks + COUNTS_PER_PAGE - 1) / COUNTS_PER_PAGE;
+}
+
+/* Wear page `p` of the erase counts into `page`. */
+static void wear_page(uint32_t p, uint8_t *page)
+{
+	uint32_t *w = (uint32_t *)page;
+	memset(page, 0, af_nand.page_data);
+	for (uint32_t i = 0; i < COUNTS_PER_PAGE; i++) {
+		uint32_t g = p * COUNTS_PER_PAGE + i;
+		if (g < af_flash.nblocks)
+			w[i] = (af_flash.blocks[g].erases & AF_CKPT_WEAR_COUNT_MASK) |
+			       (af_flash.blocks[g].state == AF_BSTATE_RETIRED ? AF_CKPT_WEAR_RETIRED : 0);
+	}
+}
+
 /* Page `index` of the checkpoint in `area`. */
 static uint32_t page_ppa(uint32_t area, uint32_t index)
 {
@@ -77,7 +98,8 @@ int af_ckpt_load(uint32_t g)
 	if (h.magic != AF_CKPT_MAGIC || h.format != AF_CKPT_FORMAT || h.area >= AF_CKPT_AREAS ||
 	    h.narea == 0 || h.narea > AF_CKPT_MAX_AREA_BLOCKS || h.nlba > af_flash.nlba ||
 	    sizeof(h) + 4 * (uint64_t)nlist > af_nand.page_data || h.map_pages != map_pages_for(h.nlba) ||
-	    1 + h.map_pages > h.narea * af_nand.pages_per_block)
+	    h.wear_pages != af_ckpt_wear_pages(h.nblocks) ||
+	    1 + (uint64_t)h.map_pages + h.wear_pages > h.narea * af_nand.pages_per_block)
 		return -1;
 	uint32_t crc = af_crc32_update(AF_CRC32_INIT, page, offsetof(af_ckpt_hdr_t, crc));
 	crc = af_crc32_update(crc, page + sizeof(h), 4 * nlist) ^ AF_CRC32_XOROUT;
@@ -111,13 +133,41 @@ int af_ckpt_load(uint32_t g)
 			af_flash.map.ppa[lba] = e[i].vseq == AF_REC_VSEQ_NONE ? AF_REC_PPA_NONE : e[i].ppa;
 		}
 	}
+	/* the wear pages: erase counts (only for this device's blocks; others ignored) */
+	for (uint32_t p = 0; p < h.wear_pages; p++) {
+		if (read_page(page_ppa(h.area, 1 + h.map_pages + p), page) < 0)
+			goto torn;
+		pcrc = af_crc32_update(pcrc, page, af_nand.page_data);
+		const uint32_t *w = (const uint32_t *)page;
+		for (uint32_t i = 0; i < COUNTS_PER_PAGE; i++) {
+			uint32_t g = p * COUNTS_PER_PAGE + i;
+			if (g < h.nblocks && g < af_flash.nblocks && h.nblocks == af_flash.nblocks)
+				af_flash.blocks[g].erases = w[i] & AF_CKPT_WEAR_COUNT_MASK;
+		}
+	}
 	if ((pcrc ^ AF_CRC32_XOROUT) != h.payload_crc)
 		goto torn;
+	/* grown bad blocks it names (their data had moved: nothing to scan in them) */
+	for (uint32_t p = 0; p < h.wear_pages && h.nblocks == af_flash.nblocks; p++) {
+		if (read_page(page_ppa(h.area, 1 + h.map_pages + p), page) < 0)
+			goto torn;
+		const uint32_t *w = (const uint32_t *)page;
+		for (uint32_t i = 0; i < COUNTS_PER_PAGE && p * COUNTS_PER_PAGE + i < h.nblocks; i++) {
+			af_block_t *b = &af_flash.blocks[p * COUNTS_PER_PAGE + i];
+			if (!(w[i] & AF_CKPT_WEAR_RETIRED))
+				continue;
+			if (!b->flags)
+				af_flash.bad_blocks++;
+			b->flags |= AF_BLOCK_RETIRED;
+			b->state = AF_BSTATE_RETIRED;
+			af_ckpt.retired++;
+		}
+	}
 	af_ckpt.valid = af_ckpt.loaded = 1;
 	af_ckpt.seq = h.seq;
 	af_ckpt.number = h.number;
 	af_ckpt.area = h.area;
-	af_ckpt.pages = 1 + h.map_pages;
+	af_ckpt.pages = 1 + h.map_pages + h.wear_pages;
 	af_ckpt.nopen = h.nopen;
 	for (uint32_t i = 0; i < h.nopen; i++)
 		af_flash.blocks[af_nand_block_of(open[i])].scan = 1;
@@ -125,6 +175,8 @@ int af_ckpt_load(uint32_t g)
 torn:
 	af_ckpt.narea = 0;
 	af_rec_map_clear(&af_flash.map);
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		af_flash.blocks[g].erases = 0;
 	return -1;
 }
 
@@ -198,8 +250,8 @@ int af_ckpt_take(void)
 		return fail("the FTL core is not running");
 	uint64_t t0 = af_uptime_cycles();
 	uint64_t nlba = af_ftl.capacity;
-	uint32_t map_pages = map_pages_for(nlba);
-	uint32_t total = 1 + map_pages;
+	uint32_t map_pages = map_pages_for(nlba), wear_pages = af_ckpt_wear_pages(af_flash.nblocks);
+	uint32_t total = 1 + map_pages + wear_pages;
 	uint32_t nopen = 0;
 	if (setup_areas(total) < 0)
 		return fail("no room for the checkpoint areas");
@@ -242,9 +294,20 @@ int af_ckpt_take(void)
 
 	/* 5: the other area, erased, header first */
 	uint32_t area = af_ckpt.valid ? 1 - af_ckpt.area : 0;
-	for (uint32_t i = 0; i < af_ckpt.narea; i++)
-		if (af_nand_erase(af_nand_block_ppa(af_ckpt.area_block[area][i]), NULL) != AF_NANDRESULT_OK)
-			return fail("erase of a checkpoint block failed");
+	for (uint32_t i = 0; i < af_ckpt.narea; i++) {
+		af_flash.blocks[af_ckpt.area_block[area][i]].erases++;
+		if (af_nand_erase(af_nand_block_ppa(af_ckpt.area_block[area][i]), NULL) != AF_NANDRESULT_OK) {
+			/* a grown bad area block: retire it, an erased one from the pool takes its place */
+			af_ftl_retire(af_ckpt.area_block[area][i], "its erase failed (checkpoint area)", 0);
+			if (af_ftl_pool_take(&af_ckpt.area_block[area][i]) < 0)
+				return fail("erase of a checkpoint block failed and no erased block is left to replace it");
+		}
+	}
+	/* the erase counts as they are now, this area's erases included */
+	for (uint32_t p = 0; p < wear_pages; p++) {
+		wear_page(p, af_ckpt.page);
+		pcrc = af_crc32_update(pcrc, af_ckpt.page, af_nand.page_data);
+	}
 	af_ckpt_hdr_t h;
 	memset(&h, 0, sizeof(h));
 	h.magic = AF_CKPT_MAGIC;
@@ -254,6 +317,8 @@ int af_ckpt_take(void)
 	h.number = af_ckpt.number + 1;
 	h.nlba = nlba;
 	h.map_pages = map_pages;
+	h.wear_pages = wear_pages;
+	h.nblocks = af_flash.nblocks;
 	h.narea = af_ckpt.narea;
 	h.payload_crc = pcrc ^ AF_CRC32_XOROUT;
 	memset(af_ckpt.page, 0, af_nand.page_data);
@@ -288,6 +353,12 @@ int af_ckpt_take(void)
 		af_ckpt_oob(&oob, 1 + p, total, floor, h.number);
 		if (program_page(page_ppa(area, 1 + p), af_ckpt.page, &oob) < 0)
 			return fail("program of a map page failed");
+	}
+	for (uint32_t p = 0; p < wear_pages; p++) {
+		wear_page(p, af_ckpt.page);
+		af_ckpt_oob(&oob, 1 + map_pages + p, total, floor, h.number);
+		if (program_page(page_ppa(area, 1 + map_pages + p), af_ckpt.page, &oob) < 0)
+			return fail("program of a wear page failed");
 	}
 	af_ckpt.valid = 1;
 	af_ckpt.seq = floor;

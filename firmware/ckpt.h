@@ -37,7 +37,7 @@ typedef struct {
 	uint64_t seq;              /* its floor */
 	uint64_t number;
 	uint32_t area;             /* the area it is in */
-	uint32_t pages;            /* its pages (header + map) */
+	uint32_t pages;            /* its pages (header + map + wear) */
 	uint32_t narea;            /* blocks per area (0: no areas yet) */
 	uint32_t area_block[AF_CKPT_AREAS][AF_CKPT_MAX_AREA_BLOCKS]; /* global block numbers */
 	uint32_t interval;         /* automatic: pages written since the floor (0: off) */
@@ -50,9 +50,13 @@ typedef struct {
 	int loaded;                /* boot loaded one */
 	uint32_t nopen;            /* open blocks it listed */
 	uint32_t tried;            /* headers found that were not intact */
+	uint32_t retired;          /* grown bad blocks it named */
 } af_ckpt_t;
 
 extern af_ckpt_t af_ckpt;
+
+/* Pages of erase counts a checkpoint of `nblocks` blocks carries after its map pages. */
+uint32_t af_ckpt_wear_pages(uint32_t nblocks);
 
 /* Boot: load the checkpoint whose header is page 0 of global block `g` into
  * af_flash.map (ppa, vseq) and af_ckpt; marks its areas and open blocks.

@@ -292,18 +292,23 @@ static int cmd_bbt(int argc, char **argv)
 		printf("error: no bad-block table (boot did not get that far)\n");
 		return AF_EFAIL;
 	}
-	printf("%lu bad blocks of %lu (factory markers in page 0's first %u spare bytes)\n",
-	       (unsigned long)af_flash.bad_blocks, (unsigned long)af_flash.nblocks, (unsigned)AF_NAND_BBM_BYTES);
+	printf("%lu bad blocks of %lu (factory markers in page 0's first %u spare bytes; grown ones kept in "
+	       "checkpoints)\n", (unsigned long)af_flash.bad_blocks, (unsigned long)af_flash.nblocks,
+	       (unsigned)AF_NAND_BBM_BYTES);
 	for (uint32_t b = 0; b < af_flash.nblocks; b++) {
 		if (!af_flash.blocks[b].flags)
 			continue;
 		printf("  block %lu (", (unsigned long)b);
 		print_block_addr(b);
-		printf("): %s\n", af_flash.blocks[b].flags & AF_BLOCK_UNREADABLE ? "marker unreadable" : "factory bad");
+		const af_block_t *x = &af_flash.blocks[b];
+		printf("): %s\n", x->flags & AF_BLOCK_BAD ? "factory bad"
+				   : x->flags & AF_BLOCK_UNREADABLE ? "marker unreadable"
+				   : x->retire ? "grown bad, retiring (GC moves its data)"
+					       : "grown bad, retired");
 	}
 	return AF_OK;
 }
-AF_COMMAND(bbt, "bbt", "the bad-block table: factory bad blocks found at boot", cmd_bbt);
+AF_COMMAND(bbt, "bbt", "the bad-block table: factory bad blocks found at boot, grown ones since", cmd_bbt);
 
 static void print_map_entry(uint32_t lba)
 {
@@ -390,15 +395,18 @@ static int cmd_block(int argc, char **argv)
 	}
 	const af_block_t *x = &af_flash.blocks[b];
 	const char *state = x->flags & AF_BLOCK_BAD ? "bad (factory)"
-			    : x->flags ? "bad (marker unreadable)"
+			    : x->flags & AF_BLOCK_UNREADABLE ? "bad (marker unreadable)"
+			    : x->retire ? "retiring (a program failed; GC moves its data)"
+			    : x->flags ? "retired (grown bad)"
 			    : x->state == AF_BSTATE_CORE ? "the FTL core's (open or queued)"
 			    : x->written == 0 ? "free"
 			    : x->written < af_nand.pages_per_block ? "open"
 								  : "full";
 	printf("block %lu (", (unsigned long)b);
 	print_block_addr(b);
-	printf("): %s, %lu of %lu pages written, %lu torn, %lu valid\n", state, (unsigned long)x->written,
-	       (unsigned long)af_nand.pages_per_block, (unsigned long)x->torn, (unsigned long)x->valid);
+	printf("): %s, %lu of %lu pages written, %lu torn, %lu valid, %lu erases\n", state, (unsigned long)x->written,
+	       (unsigned long)af_nand.pages_per_block, (unsigned long)x->torn, (unsigned long)x->valid,
+	       (unsigned long)x->erases);
 	return AF_OK;
 }
 AF_COMMAND(block, "block <n>", "a block's state and valid page count (n: global block number, see bbt)", cmd_block);

@@ -431,6 +431,8 @@ int af_flash_boot(void)
 		if (af_ckpt.tried)
 			printf("; %lu newer ones not intact", (unsigned long)af_ckpt.tried);
 		printf("\n");
+		if (af_ckpt.retired)
+			printf("bbt: %lu grown bad blocks (retired, named by the checkpoint)\n", (unsigned long)af_ckpt.retired);
 	} else {
 		printf("checkpoint: none%s: scanning every block\n", af_ckpt.tried ? " intact" : "");
 	}

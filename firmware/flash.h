@@ -36,7 +36,8 @@ typedef struct {
 	uint8_t p0;       /* page 0 at boot: AF_P0_* */
 	uint8_t scan;     /* recovery scans it (written since the checkpoint's floor, or open then) */
 	uint8_t needs_erase; /* page 0 erased but the rest not read: erase before use */
-	uint32_t erases;  /* erases since boot (GC) */
+	uint8_t retire;   /* a program failed in it: GC moves its bound pages, then it is retired */
+	uint32_t erases;  /* erase count (wear.c): saved in checkpoints, counted since */
 	uint64_t p0_seq;  /* page 0's seq (AF_P0_INTACT, AF_P0_CKPT); checkpoint number in p0_num */
 	uint64_t p0_num;
 	uint64_t close_seq; /* every page in it has a smaller seq (GC erases it once a checkpoint floor passes it) */

@@ -9,6 +9,7 @@
 #include "flash.h"
 #include "ftl.h"
 #include "nand.h"
+#include "wear.h"
 
 af_ftl_t af_ftl;
 
@@ -23,6 +24,9 @@ int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
 int af_ftl_pool_take(uint32_t *g) { return -1; }
 int af_ftl_block_erased(uint32_t g, int ok) { return -1; }
 void af_ftl_refill(uint32_t die) {}
+uint32_t af_ftl_gblock(uint32_t die, uint32_t block) { return block; }
+void af_ftl_retire(uint32_t g, const char *why, int holds_data) {}
+uint32_t af_ftl_erased_blocks(void) { return 0; }
 void af_ftl_print(const char *prefix) { printf("%sno FTL core in this build\n", prefix); }
 
 #else
@@ -85,7 +89,7 @@ uint32_t af_ftl_die_of(uint32_t ppa)
 }
 
 /* The firmware's global block number (nand.h) of block `block` of die `die` (LUN 0). */
-static uint32_t gblock_of(uint32_t die, uint32_t block)
+uint32_t af_ftl_gblock(uint32_t die, uint32_t block)
 {
 	uint32_t ch = die % af_ftl.channels, way = die / af_ftl.channels;
 	return ((ch * af_nand.ways + way) * af_nand.luns) * af_nand.blocks_per_lun + block;
@@ -112,14 +116,17 @@ static unsigned die_target(void)
 static int pool_pop(uint32_t die, uint16_t *block)
 {
 	while (af_ftl.pool_n[die] > 0) {
-		*block = af_ftl.pool[die * af_nand.blocks_per_lun + --af_ftl.pool_n[die]];
+		/* least worn first (dynamic wear levelling): swap it to the top, pop */
+		uint16_t *pool = &af_ftl.pool[die * af_nand.blocks_per_lun];
+		uint32_t top = --af_ftl.pool_n[die], pick = af_wear_pick(die, pool, top + 1);
+		*block = pool[pick];
+		pool[pick] = pool[top];
 		af_ftl.free_blocks--;
-		af_block_t *b = &af_flash.blocks[gblock_of(die, *block)];
+		af_block_t *b = &af_flash.blocks[af_ftl_gblock(die, *block)];
 		if (b->needs_erase) {
-			if (af_nand_erase(af_nand_block_ppa(gblock_of(die, *block)), NULL) != AF_NANDRESULT_OK) {
-				b->flags |= AF_BLOCK_RETIRED;
-				af_flash.bad_blocks++;
-				printf("warning: ftl: block %lu failed its erase: retired\n", (unsigned long)gblock_of(die, *block));
+			b->erases++;
+			if (af_nand_erase(af_nand_block_ppa(af_ftl_gblock(die, *block)), NULL) != AF_NANDRESULT_OK) {
+				af_ftl_retire(af_ftl_gblock(die, *block), "its erase failed", 0);
 				continue;
 			}
 			b->needs_erase = 0;
@@ -139,7 +146,7 @@ int af_ftl_pool_take(uint32_t *g)
 	uint16_t block;
 	if (pool_pop(best, &block) < 0)
 		return -1;
-	*g = gblock_of(best, block);
+	*g = af_ftl_gblock(best, block);
 	af_flash.blocks[*g].state = AF_BSTATE_CKPT;
 	return 0;
 }
@@ -156,10 +163,34 @@ void af_ftl_refill(uint32_t die)
 		if (pool_pop(die, &block) < 0)
 			return;
 		ftl_wr(AF_FTL_FREE, (die << AF_FTL_FREE_DIE_SHIFT) | ((uint32_t)block << AF_FTL_FREE_BLOCK_SHIFT));
-		af_flash.blocks[gblock_of(die, block)].state = AF_BSTATE_CORE;
+		af_flash.blocks[af_ftl_gblock(die, block)].state = AF_BSTATE_CORE;
 		af_ftl.handed[die]++;
 		af_ftl.pushed++;
 	}
+}
+
+uint32_t af_ftl_erased_blocks(void)
+{
+	uint32_t n = af_ftl.free_blocks;
+	for (uint32_t d = 0; d < af_ftl.dies; d++)
+		n += af_ftl.handed[d] > 1 ? af_ftl.handed[d] - 1 : 0; /* queued behind the open one */
+	return n;
+}
+
+void af_ftl_retire(uint32_t g, const char *why, int holds_data)
+{
+	af_block_t *b = &af_flash.blocks[g];
+	if (!b->flags)
+		af_flash.bad_blocks++;
+	b->flags |= AF_BLOCK_RETIRED;
+	/* a block the core writes or that holds bound pages retires once GC moved them (gc.c) */
+	b->retire = (uint8_t)holds_data;
+	if (b->retire)
+		af_ftl.retiring++;
+	else
+		b->state = AF_BSTATE_RETIRED;
+	printf("warning: ftl: block %lu: %s: retired%s\n", (unsigned long)g, why,
+	       b->retire ? " once its data moved" : "");
 }
 
 int af_ftl_block_erased(uint32_t g, int ok)
@@ -169,10 +200,7 @@ int af_ftl_block_erased(uint32_t g, int ok)
 	uint32_t die = af_ftl_die_of(ppa);
 	b->erases++;
 	if (!ok) {
-		b->flags |= AF_BLOCK_RETIRED;
-		b->state = AF_BSTATE_DATA;
-		af_flash.bad_blocks++;
-		printf("warning: ftl: block %lu failed its erase: retired\n", (unsigned long)g);
+		af_ftl_retire(g, "its erase failed", 0);
 		return -1;
 	}
 	b->state = AF_BSTATE_FREE;
@@ -202,13 +230,33 @@ void af_ftl_poll(void)
 			       (unsigned long)block);
 			continue;
 		}
-		af_block_t *b = &af_flash.blocks[gblock_of(die, block)];
+		af_block_t *b = &af_flash.blocks[af_ftl_gblock(die, block)];
 		b->state = AF_BSTATE_DATA;
 		b->written = (uint16_t)af_nand.pages_per_block;
 		b->close_seq = af_ftl_seq_next();
 		if (af_ftl.handed[die])
 			af_ftl.handed[die]--;
 		af_ftl_refill(die);
+	}
+	uint32_t st;
+	while ((st = ftl_rd(AF_FTL_STATUS)) & AF_FTL_STATUS_FAILED_VALID) {
+		uint32_t ppa = ftl_rd(AF_FTL_FAILED);
+		ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_POP_FAILED);
+		af_ftl.program_failures++;
+		uint32_t g = af_nand_block_of(ppa);
+		if (g >= af_flash.nblocks) {
+			printf("error: ftl: program failure reported on page 0x%08lx, outside the device\n", (unsigned long)ppa);
+			continue;
+		}
+		printf("warning: ftl: program of page 0x%08lx failed (the core wrote its data again elsewhere)\n",
+		       (unsigned long)ppa);
+		if (!(af_flash.blocks[g].flags & AF_BLOCK_RETIRED))
+			af_ftl_retire(g, "a program failed", 1);
+	}
+	if ((st & AF_FTL_STATUS_FAILED_LOST) && !af_ftl.failed_lost_seen) {
+		af_ftl.failed_lost_seen = 1;
+		printf("warning: ftl: program failures came faster than the firmware took them: some block with one "
+		       "was not retired (it will fail again)\n");
 	}
 }
 
@@ -286,7 +334,8 @@ int af_ftl_start(void)
 	for (int i = 0; i < 3; i++) {
 		uint32_t blocks = af_ftl.dies * bpl > held + AF_CKPT_AREAS * narea ? af_ftl.dies * bpl - held - AF_CKPT_AREAS * narea : 0;
 		af_ftl.capacity = (uint64_t)blocks * ppb * (100u - AF_LIMITS_OVER_PROVISION_PERCENT) / 100u;
-		uint64_t ckpt_pages = 1 + (af_ftl.capacity * sizeof(af_ckpt_entry_t) + af_nand.page_data - 1) / af_nand.page_data;
+		uint64_t ckpt_pages = 1 + (af_ftl.capacity * sizeof(af_ckpt_entry_t) + af_nand.page_data - 1) / af_nand.page_data +
+				      af_ckpt_wear_pages(af_flash.nblocks);
 		narea = (uint32_t)((ckpt_pages + ppb - 1) / ppb);
 	}
 	if (af_ftl.capacity > af_flash.nlba)
@@ -317,7 +366,7 @@ int af_ftl_start(void)
 		uint32_t ppa = af_nand_block_ppa(g);
 		/* every page older than the next seq: GC may erase it once a checkpoint passes that */
 		b->close_seq = b->scan ? af_flash.report.next_seq : af_ckpt.seq;
-		if (b->state == AF_BSTATE_CKPT)
+		if (b->state == AF_BSTATE_CKPT || b->state == AF_BSTATE_RETIRED)
 			continue;
 		b->state = AF_BSTATE_DATA;
 		if (AF_PPA_PPA_LUN_GET(ppa) != 0) {

@@ -35,6 +35,7 @@
 #define AF_BSTATE_CORE 2   /* handed to the core (queued or open) */
 #define AF_BSTATE_CKPT 3   /* a checkpoint area's (ckpt.h) */
 #define AF_BSTATE_GC 4     /* being collected (gc.c) */
+#define AF_BSTATE_RETIRED 5 /* grown bad: a program or erase failed, its data moved; never used again */
 
 typedef struct {
 	int present;                /* the FTL core is in this build and answered */
@@ -51,6 +52,9 @@ typedef struct {
 	uint32_t pool_n[AF_FTL_MAX_DIES];
 	uint8_t handed[AF_FTL_MAX_DIES]; /* blocks given to the die and not closed yet */
 	uint32_t pushed, closed, free_blocks, erased;
+	uint32_t program_failures;  /* pages the core reported failed (ftl.failed); their blocks retire */
+	int failed_lost_seen;       /* ftl.status.failed_lost was reported */
+	uint32_t retiring;          /* blocks waiting for GC to move their data before they retire */
 	int gc_active;              /* GC relocates with the host held: the reserve may be handed out */
 	uint64_t start_seq;
 	/* the firmware's own queue pair */
@@ -67,6 +71,16 @@ extern af_ftl_t af_ftl;
 int af_ftl_probe(void);
 /* After recovery (flash.c): hand the device to the core. 0 or -1 (printed). */
 int af_ftl_start(void);
+/* Erased blocks not yet written: the pool's and those queued in the core behind each die's open one. */
+uint32_t af_ftl_erased_blocks(void);
+
+/* Retire global block g (a program or erase failed in it): never in the pool again.
+ * holds_data: the core writes it or it holds bound pages; GC moves them first (af_block_t.retire). */
+void af_ftl_retire(uint32_t g, const char *why, int holds_data);
+
+/* Global block number (nand.h) of `block` on die `die`. */
+uint32_t af_ftl_gblock(uint32_t die, uint32_t block);
+
 /* Take an erased block out of the free pool for the firmware's own use
  * (checkpoint areas): *g its global block number.  0, or -1 when the pool is empty. */
 int af_ftl_pool_take(uint32_t *g);

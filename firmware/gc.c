@@ -17,7 +17,8 @@
  *  - liveness: the free pool keeps a reserve the host's writes never get
  *    (ftl.c refill); below `low` free blocks GC relocates with the host held
  *    (ftl.host_enable.hold) and may use the reserve, so relocation always
- *    finds pages; the spec's over-provisioning guarantees a victim that frees
+ *    finds pages (thresholds count erased blocks: the pool's and those queued
+ *    in the core behind each die's open one); the spec's over-provisioning guarantees a victim that frees
  *    more than it copies.  The hold is lifted for the read fence and the erase
  *    (they go through the firmware's queue pair, which the hold stops too).
  *
@@ -35,6 +36,7 @@
 #include "ftl.h"
 #include "gc.h"
 #include "nand.h"
+#include "wear.h"
 
 af_gc_t af_gc = { .policy = AF_GC_GREEDY };
 
@@ -147,7 +149,8 @@ static void hold(int on)
 	}
 }
 
-static int collect(uint32_t g, int foreground)
+/* Move every bound page out of global block g, then erase it (`erase`) or retire it. */
+static int collect(uint32_t g, int foreground, int erase)
 {
 	if (af_gc.trace)
 		printf("gc: victim %lu (%lu valid), %lu free blocks\n", (unsigned long)g, (unsigned long)valid_of(g),
@@ -200,11 +203,31 @@ static int collect(uint32_t g, int foreground)
 		af_flash.blocks[g].state = AF_BSTATE_DATA;
 		return -1;
 	}
+	if (!erase) {
+		/* a grown bad block: nothing bound in it any more; never erased or used again */
+		af_flash.blocks[g].state = AF_BSTATE_RETIRED;
+		af_flash.blocks[g].retire = 0;
+		af_ftl.retiring--;
+		af_gc.retired++;
+		return 0;
+	}
 	if (read_fence() < 0) {
 		af_flash.blocks[g].state = AF_BSTATE_DATA;
 		return -1;
 	}
 	return af_ftl_block_erased(g, af_nand_erase(ppa0, NULL) == AF_NANDRESULT_OK);
+}
+
+int af_gc_collect_block(uint32_t g)
+{
+	if (!af_ftl.running || !candidate(g))
+		return -1;
+	if ((!af_ckpt.valid || af_flash.blocks[g].close_seq > af_ckpt.seq) && af_ckpt_take() < 0)
+		return -1;
+	uint64_t t0 = af_uptime_cycles();
+	int r = collect(g, 0, 1);
+	af_gc.cycles += af_uptime_cycles() - t0;
+	return r;
 }
 
 int af_gc_step(int foreground)
@@ -218,7 +241,7 @@ int af_gc_step(int foreground)
 			return -1;
 	}
 	uint64_t t0 = af_uptime_cycles();
-	int r = collect(g, foreground);
+	int r = collect(g, foreground, 1);
 	af_gc.cycles += af_uptime_cycles() - t0;
 	if (r == 0) {
 		af_gc.victims++;
@@ -237,24 +260,34 @@ void af_gc_poll(void)
 	int quiet = now == af_gc.last_seq;
 	af_gc.last_seq = now;
 	/* try again only when something changed since a step found nothing to do */
-	if (af_gc.idle_seq == now + 1 && af_gc.idle_free == af_ftl.free_blocks)
+	if (af_gc.idle_seq == now + 1 && af_gc.idle_free == af_ftl_erased_blocks())
 		return;
 	af_gc.idle_seq = 0;
-	if (af_ftl.free_blocks < low) {
+	/* blocks a program failed in: once the core has filled them, move their data and retire them */
+	for (uint32_t g = 0; af_ftl.retiring && g < af_flash.nblocks; g++)
+		if (af_flash.blocks[g].retire && af_flash.blocks[g].state == AF_BSTATE_DATA) {
+			uint64_t t0 = af_uptime_cycles();
+			if (collect(g, 0, 0) < 0)
+				printf("warning: gc: block %lu: its data could not all move yet: retried later\n", (unsigned long)g);
+			af_gc.cycles += af_uptime_cycles() - t0;
+		}
+	if (af_ftl_erased_blocks() < low) {
 		/* foreground: relocate with the host held, until back above the threshold */
 		int r = 0;
-		while (af_ftl.free_blocks < low && (r = af_gc_step(1)) == 0)
+		while (af_ftl_erased_blocks() < low && (r = af_gc_step(1)) == 0)
 			af_ftl_poll();
 		if (r < 0)
 			goto nothing;
-	} else if (af_ftl.free_blocks < high && quiet) {
+	} else if (af_ftl_erased_blocks() < high && quiet) {
 		if (af_gc_step(0) < 0)
 			goto nothing;
+	} else if (af_wear_poll() < 0) {
+		goto nothing;
 	}
 	return;
 nothing:
 	af_gc.idle_seq = now + 1;
-	af_gc.idle_free = af_ftl.free_blocks;
+	af_gc.idle_free = af_ftl_erased_blocks();
 }
 
 /* --- console ------------------------------------------------------------------------ */
@@ -295,12 +328,15 @@ static int cmd_gc(int argc, char **argv)
 	}
 	if (argc != 1)
 		return AF_EUSAGE;
-	printf("gc policy %s, automatic %s; thresholds: foreground below %lu, background below %lu free blocks\n",
+	printf("gc policy %s, automatic %s; thresholds: foreground below %lu, background below %lu erased blocks "
+	       "(the pool and those queued in the core: %lu)\n",
 	       af_gc.policy == AF_GC_GREEDY ? "greedy" : "cost-benefit", af_gc.off ? "off" : "on",
-	       (unsigned long)(af_gc.low ? af_gc.low : af_ftl.dies), (unsigned long)(af_gc.high ? af_gc.high : 2 * af_ftl.dies));
-	printf("victims %lu (%lu foreground), copies %lu, raced %lu, failed %lu, host holds %lu, ", (unsigned long)af_gc.victims,
-	       (unsigned long)af_gc.foreground, (unsigned long)af_gc.copies, (unsigned long)af_gc.raced,
-	       (unsigned long)af_gc.failed, (unsigned long)af_gc.holds);
+	       (unsigned long)(af_gc.low ? af_gc.low : af_ftl.dies), (unsigned long)(af_gc.high ? af_gc.high : 2 * af_ftl.dies),
+	       (unsigned long)af_ftl_erased_blocks());
+	printf("victims %lu (%lu foreground), copies %lu, raced %lu, failed %lu, host holds %lu, retired %lu, ",
+	       (unsigned long)af_gc.victims, (unsigned long)af_gc.foreground, (unsigned long)af_gc.copies,
+	       (unsigned long)af_gc.raced, (unsigned long)af_gc.failed, (unsigned long)af_gc.holds,
+	       (unsigned long)af_gc.retired);
 	af_print_u64(af_gc.cycles);
 	printf(" cycles\n");
 	return AF_OK;

@@ -13,6 +13,7 @@ typedef struct {
 	int trace;               /* print each victim (console `gc trace`) */
 	uint32_t low, high;      /* free-block thresholds (0: dies, 2 x dies) */
 	uint32_t victims, foreground, copies, raced, failed, holds, oob_reads;
+	uint32_t retired;        /* grown bad blocks whose data GC moved out */
 	uint64_t cycles;         /* spent collecting */
 	uint64_t last_seq;       /* the log's seq at the last poll (quiet host: unchanged) */
 	uint64_t idle_seq;       /* 1 + the seq when a step last found nothing to do (0: none) */
@@ -24,6 +25,9 @@ extern af_gc_t af_gc;
 /* Collect one victim (taking a checkpoint first when none covers a candidate).
  * 0, or -1 when nothing was collected. */
 int af_gc_step(int foreground);
+/* Relocate every bound page of global block g and erase it (static wear
+ * levelling; a checkpoint is taken first when none covers it).  0 or -1. */
+int af_gc_collect_block(uint32_t g);
 /* From the idle loop: foreground below `low` free blocks (host held), background below `high` when quiet. */
 void af_gc_poll(void);
 

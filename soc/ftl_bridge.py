@@ -27,7 +27,8 @@ and so do the host queue registers until the firmware sets
 
 The FTL registers are single-entry mailboxes for each stream the firmware
 feeds (free blocks, the log's seq, relocation requests, map requests) and
-the heads of those it drains (closed blocks, relocation results): write the
+the heads of those it drains (closed blocks, relocation results, pages whose
+program failed): write the
 arguments, then the action bit of ``ctrl``; ``status`` says when the core
 took a push or when a result waits.
 
@@ -207,7 +208,8 @@ class FtlBridge(wiring.Component):
         # reads
         status = Signal(32)
         m.d.comb += status.eq(Cat(free_pending, core.closed.valid, seq_pending, reloc_pending,
-                                  core.reloc_done.valid, map_busy, map_done, core.starved))
+                                  core.reloc_done.valid, map_busy, map_done, core.starved,
+                                  core.failed.valid, core.failed_lost))
         geometry = Const(core.channels | core.ways << 8 | core.queue_pairs << 16 | core.fw_slot << 24, 32)
         closed = Signal(32)
         m.d.comb += [closed[_bits("closed", "block")].eq(core.closed.payload.block),
@@ -221,7 +223,8 @@ class FtlBridge(wiring.Component):
               off("map_result"): map_result, off("map_old"): map_old,
               off("map_hits"): core.map_hits, off("map_misses"): core.map_misses,
               off("scratch_pages"): Const(core.slots, 32), off("free_depth"): Const(core.alloc.free_depth, 32),
-              off("seq_next_lo"): core.seq_next[:32], off("seq_next_hi"): core.seq_next[32:]}
+              off("seq_next_lo"): core.seq_next[:32], off("seq_next_hi"): core.seq_next[32:],
+              off("failed"): core.failed.payload}
         ro.update({off(name): sig for name, sig in rw.items()})
         assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
 
@@ -249,7 +252,8 @@ class FtlBridge(wiring.Component):
                 with m.Case(off("ctrl")):
                     d = wbs.dat_w
                     m.d.comb += [core.closed.ready.eq(d[ctrl["pop_closed"]]),
-                                 core.reloc_done.ready.eq(d[ctrl["pop_reloc_done"]])]
+                                 core.reloc_done.ready.eq(d[ctrl["pop_reloc_done"]]),
+                                 core.failed.ready.eq(d[ctrl["pop_failed"]])]
                     with m.If(d[ctrl["load_seq"]]):
                         m.d.sync += seq_pending.eq(1)
                     with m.If(d[ctrl["relocate"]]):

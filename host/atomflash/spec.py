@@ -357,15 +357,21 @@ def first_vseq_of(tag: int, vseq: int) -> int:
 # -----------------------------------------------------------------------------
 # Checkpoints (firmware, trap 8): a map snapshot in one of two alternating
 # areas of reserved blocks.  Page 0 of a checkpoint holds CKPT_HDR, then the
-# lists it names; map pages of CKPT_ENTRY follow, in the area's blocks in order.
+# lists it names; map pages of CKPT_ENTRY follow, in the area's blocks in order,
+# then the wear pages: one u32 per global block (the firmware's numbering:
+# target-major, then LUN, then block): its erase count, and CKPT.WEAR_RETIRED
+# when it is a grown bad block, so wear levelling and retirements survive power
+# cycles (erases after the newest checkpoint are not counted).
 # Every page's OOB: kind CHECKPOINT, lba = page index in the checkpoint,
 # vseq = the checkpoint number, seq = its floor, group_len = its pages.
 # -----------------------------------------------------------------------------
 
 CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
     Constant("MAGIC", int.from_bytes(b"AFCK", "little"), "CKPT_HDR.magic"),
-    Constant("FORMAT", 1, "CKPT_HDR.format"),
+    Constant("FORMAT", 2, "CKPT_HDR.format (2: wear pages after the map pages)"),
     Constant("AREAS", 2, "alternating checkpoint areas"),
+    Constant("WEAR_RETIRED", 1 << 31, "wear-page entry bit: the block is retired (grown bad, its data moved)"),
+    Constant("WEAR_COUNT_MASK", (1 << 31) - 1, "wear-page entry bits holding the erase count"),
 ])
 
 CKPT_HDR = Record(
@@ -384,8 +390,9 @@ CKPT_HDR = Record(
         u32("map_pages", "pages of CKPT_ENTRY after the header page"),
         u32("nopen", "blocks listed as open"),
         u32("narea", "blocks per area"),
-        u32("payload_crc", "OOB_CRC over the data of every map page, in order"),
-        u64("rsvd1", "reserved, 0"),
+        u32("payload_crc", "OOB_CRC over the data of every map page, then every wear page, in order"),
+        u32("wear_pages", "pages of u32 erase counts after the map pages"),
+        u32("nblocks", "erase counts in the wear pages (global blocks)"),
         u32("rsvd2", "reserved, 0"),
         u32("crc", "OOB_CRC over the header bytes before this field followed by the lists"),
     ],
@@ -918,13 +925,17 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
               Bits("reloc_done_valid", 4, 1, "reloc_done holds a relocation result (pop with ctrl.pop_reloc_done)"),
               Bits("map_busy", 5, 1, "a map request is in flight"),
               Bits("map_done", 6, 1, "map_result/map_old hold the last map request's answer"),
-              Bits("starved", 7, 1, "the log writer waits for a page: no die has an open or a queued free block"))),
+              Bits("starved", 7, 1, "the log writer waits for a page: no die has an open or a queued free block"),
+              Bits("failed_valid", 8, 1, "failed holds a page whose program failed (pop with ctrl.pop_failed)"),
+              Bits("failed_lost", 9, 1, "a program failure found the failed FIFO full (sticky until reset): "
+                                        "some block with one was not reported"))),
     Register("ctrl", 0x10, "wo", "actions (write 1)",
              (Bits("pop_closed", 0, 1, "drop the block in closed"),
               Bits("pop_reloc_done", 1, 1, "drop the result in reloc_done"),
               Bits("load_seq", 2, 1, "hand seq_lo/seq_hi to the log writer as its next seq"),
               Bits("relocate", 3, 1, "request the relocation of reloc_ppa with reloc_tag"),
-              Bits("map_go", 4, 1, "issue map_op on the firmware's map-cache port"))),
+              Bits("map_go", 4, 1, "issue map_op on the firmware's map-cache port"),
+              Bits("pop_failed", 5, 1, "drop the page in failed"))),
     Register("pages_per_block", 0x14, "rw", "pages per erase block (from the parameter page)"),
     Register("block_shift", 0x18, "rw", "block-table index = die << block_shift | block"),
     Register("capacity_lo", 0x1C, "rw", "LBAs the host may address, low word"),
@@ -965,6 +976,8 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("seq_next_lo", 0x8C, "ro", "the seq the log writer gives its next page, low word (every page so far "
                                         "has a smaller one; read hi, lo, hi again)"),
     Register("seq_next_hi", 0x90, "ro", "the seq the log writer gives its next page, high word"),
+    Register("failed", 0x94, "ro", "the oldest page (PPA) a program failed on (valid: status.failed_valid); the "
+                                   "core already re-issued its data on a fresh page, the firmware retires the block"),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]

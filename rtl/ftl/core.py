@@ -16,7 +16,8 @@
 
 Everything the firmware owns enters as plain ports: erased blocks (``free``)
 and the log's next seq (``seq_load``) after recovery, full blocks out on
-``closed``, relocation requests (``reloc``), ``hold`` (no new host command
+``closed``, pages whose program failed on ``failed`` (the block is to be
+retired; the data was re-issued on a fresh page), relocation requests (``reloc``), ``hold`` (no new host command
 enters while it is up: GC short of erased blocks), its own map-cache port
 (``map_fw``: FLUSH before a checkpoint reads the table, INVALIDATE after it
 rebuilt the table -- and at every boot, since block RAM keeps its contents
@@ -26,10 +27,11 @@ IDENTIFY and log records) and the capacity.  The SoC wraps these in CSRs
 """
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash import command, spec
+from atomflash.spec import NandResult
 from rtl import spec as layouts
 from rtl.host.queues import HostQueues, completion_layout
 from rtl.lib import wishbone
@@ -98,6 +100,8 @@ class FtlCore(wiring.Component):
             "cpl": Out(stream.Signature(layouts.NAND_CPL)),
             "free": In(stream.Signature(die_block)),
             "closed": Out(stream.Signature(die_block)),
+            "failed": Out(stream.Signature(32)),
+            "failed_lost": Out(1),
             "seq_load": In(stream.Signature(64)),
             "seq_next": Out(64),
             "hold": In(1),
@@ -190,6 +194,15 @@ class FtlCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.free), alloc.free)
         wiring.connect(m, wiring.flipped(self.seq_load), alloc.seq_load)
         wiring.connect(m, alloc.closed, wiring.flipped(self.closed))
+        # program failures (the data itself is re-issued by the executor/relocator): the page, for the firmware
+        m.submodules.failed = failed = fifo.SyncFIFOBuffered(width=32, depth=8)
+        prog_failed = (writer.done.valid & writer.done.ready & (writer.done.payload.result != NandResult.OK)
+                       & ~writer.done.payload.dma_error)
+        m.d.comb += [failed.w_data.eq(writer.done.payload.ppa.as_value()), failed.w_en.eq(prog_failed),
+                     self.failed.valid.eq(failed.r_rdy), self.failed.payload.eq(failed.r_data),
+                     failed.r_en.eq(self.failed.ready)]
+        with m.If(prog_failed & ~failed.w_rdy):
+            m.d.sync += self.failed_lost.eq(1)
         m.d.comb += [alloc.pages_per_block.eq(self.pages_per_block), self.starved.eq(alloc.starved),
                      self.seq_next.eq(alloc.seq_next)]
 

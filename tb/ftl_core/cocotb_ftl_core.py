@@ -262,6 +262,11 @@ async def program_failures_are_retried(dut):
     model.atomic_write(pairs)
     failed = sum([await tb.chan.stat(i, "PROGRAM_FAILS") for i in range(tb.dies)])
     assert failed == tb.dies, failed
+    # each failed page is reported once, for the firmware to retire its block
+    reported = [spec.PPA.decompose("ppa", p) for p in tb.failed.items]
+    assert sorted((f["channel"], f["way"]) for f in reported) == \
+        sorted((c, w) for c in range(CHANNELS) for w in range(WAYS)), reported
+    assert not int(dut.failed_lost.value)
     buf = host.buffer()
     for lba, data in pairs:
         expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=1, buf=buf), Status.SUCCESS)

@@ -107,6 +107,7 @@ class FtlCoreTB:
         self.free = StreamSource(d, "free", self.clk)
         self.seq_load = StreamSource(d, "seq_load", self.clk)
         self.closed = StreamSink(d, "closed", self.clk)
+        self.failed = StreamSink(d, "failed", self.clk)   # pages whose program failed
         self.reloc = StreamSource(d, "reloc", self.clk)
         self.reloc_done = StreamSink(d, "reloc_done", self.clk)
         await self.seq_load.send(SEQ0)

@@ -33,6 +33,8 @@ def _extra(core: FtlCore):
     ports += [("out", 1, "irq"),
               ("in", 1, "free__valid"), ("out", 1, "free__ready"), ("in", free, "free__payload"),
               ("out", 1, "closed__valid"), ("in", 1, "closed__ready"), ("out", free, "closed__payload"),
+              ("out", 1, "failed__valid"), ("in", 1, "failed__ready"), ("out", 32, "failed__payload"),
+              ("out", 1, "failed_lost"),
               ("in", 1, "seq_load__valid"), ("out", 1, "seq_load__ready"), ("in", 64, "seq_load__payload"),
               ("in", core.pages_per_block.shape().width, "pages_per_block"), ("out", 1, "starved"),
               ("in", 64, "capacity"), ("in", 32, "l2p_base"), ("in", 32, "bt_base"), ("in", 5, "block_shift"),

@@ -15,6 +15,16 @@ commit-flag log, exactly as the RTL controller would have programmed it.
   firmware's scan order, addressed by PPA.  Pages can be made unreadable
   (parity destroyed: the controller reports UNCORRECTABLE); recover then gets
   them with a zeroed OOB, as the demo does: absent, never data.
+
+And the way back, to judge what the firmware left on flash (after a power cut):
+
+* :func:`read_log`: every programmed page of the images as the controller
+  reads it (BCH-corrected with ``bchlib``; an uncorrectable OOB codeword reads
+  as a zeroed OOB record, an uncorrectable data codeword as zeroed data), by PPA,
+  for ``atomflash.model.recover``.
+* :func:`read_checkpoint`: the newest intact firmware checkpoint
+  (``spec.CKPT_HDR`` + ``spec.CKPT_ENTRY`` pages, decoded here independently
+  of firmware/ckpt.c) as an ``atomflash.model.Checkpoint``.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from pathlib import Path
 import bchlib
 
 from atomflash import nandsim, spec
-from atomflash.model import Page
+from atomflash.model import Checkpoint, Page
 
 
 def encode_page(layout: spec.NandPageLayout, user: bytes) -> bytes:
@@ -113,3 +123,113 @@ def create_images(run_dir: Path, cfgs: list[nandsim.NandConfig]) -> list[nandsim
         Path(str(path) + ".stats.json").unlink(missing_ok=True)
         out.append(nandsim.Image.create(path, cfg))
     return out
+
+
+def decode_page(layout: spec.NandPageLayout, raw: bytes, bch: "bchlib.BCH | None" = None) -> tuple[bytes, bytes]:
+    """(data, OOB record) of a programmed page as the controller returns them:
+    every codeword corrected; an uncorrectable codeword reads as zeros."""
+    bch = bch or bchlib.BCH(layout.ecc.t, prim_poly=layout.ecc.prim_poly)
+    user = bytearray(layout.user_bytes)
+    for i in range(layout.codewords):
+        col, n = layout.codeword_span(i)
+        pcol, pn = layout.parity_span(i)
+        cw, ecc = bytearray(raw[col:col + n]), bytearray(raw[pcol:pcol + pn])
+        if bch.decode(cw, ecc) >= 0:
+            bch.correct(cw, ecc)
+            user[col:col + n] = cw
+    rec = layout.oob_record_col
+    return bytes(user[:layout.profile.page_data]), bytes(user[rec:rec + spec.OOB.size])
+
+
+def read_log(images: list[nandsim.Image], layout: spec.NandPageLayout, ways: int) -> list[Page]:
+    """Every programmed page of every target (image ``i`` = channel ``i // ways``,
+    way ``i % ways``) as the controller reads it, addressed by PPA."""
+    bch = bchlib.BCH(layout.ecc.t, prim_poly=layout.ecc.prim_poly)
+    out = []
+    for t, img in enumerate(images):
+        for lun, block, page in img.pages():
+            data, oob = decode_page(layout, img.page(lun, block, page), bch)
+            out.append(Page(spec.pack_ppa(t // ways, t % ways, lun, block, page), oob, data))
+    return out
+
+
+@dataclass
+class FirmwareCheckpoint:
+    """A checkpoint as firmware/ckpt.c writes it, and the model's view of it."""
+
+    header: object                 # spec.CKPT_HDR fields
+    open_blocks: list[int]         # page-0 PPAs of the blocks the log writer had open or queued
+    areas: list[list[int]]         # page-0 PPAs of each area's blocks
+    entries: dict[int, tuple[int, int]]   # lba -> (vseq, ppa) of every bound LBA
+    erases: list[int]              # erase count per global block (the wear pages)
+    retired: set[int]              # global blocks it names as grown bad (spec.CKPT.WEAR_RETIRED)
+
+    @property
+    def model(self) -> Checkpoint:
+        return Checkpoint(seq=self.header.seq, map={lba: v for lba, (v, _) in self.entries.items()})
+
+
+def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -> FirmwareCheckpoint | None:
+    """The checkpoint whose header page is ``ppa``, if it is intact (the checks of af_ckpt_load)."""
+    hdr_size, ent = spec.CKPT_HDR.size, spec.CKPT_ENTRY
+    p = pages.get(ppa)
+    if p is None or len(p.data) < hdr_size:
+        return None
+    h = spec.CKPT_HDR.unpack(p.data[:hdr_size])
+    nlist = h.nopen + spec.CKPT.AREAS * h.narea
+    per_page = page_data // ent.size
+    if (h.magic != spec.CKPT.MAGIC or h.format != spec.CKPT.FORMAT or h.area >= spec.CKPT.AREAS
+            or h.narea == 0 or hdr_size + 4 * nlist > page_data or h.map_pages != -(-h.nlba // per_page)
+            or h.wear_pages != -(-h.nblocks * 4 // page_data) or 1 + h.map_pages + h.wear_pages > h.narea * ppb):
+        return None
+    crc_at = spec.CKPT_HDR["crc"].offset
+    lists = p.data[hdr_size:hdr_size + 4 * nlist]
+    if spec.crc32(p.data[:crc_at] + lists) != h.crc:
+        return None
+    words = [int.from_bytes(lists[4 * i:4 * i + 4], "little") for i in range(nlist)]
+    opened, areas = words[:h.nopen], [words[h.nopen + a * h.narea:h.nopen + (a + 1) * h.narea]
+                                      for a in range(spec.CKPT.AREAS)]
+    if areas[h.area][0] != ppa:
+        return None
+    def page(index):
+        f = spec.PPA.decompose("ppa", areas[h.area][index // ppb])
+        return pages.get(spec.pack_ppa(f.channel, f.way, f.lun, f.block, index % ppb))
+
+    payload, entries, lba = bytearray(), {}, 0
+    for index in range(1, 1 + h.map_pages):
+        mp = page(index)
+        if mp is None:
+            return None
+        payload += mp.data[:page_data]
+        for i in range(per_page):
+            if lba >= h.nlba:
+                break
+            e = ent.unpack(mp.data[i * ent.size:(i + 1) * ent.size])
+            if e.vseq != (1 << 64) - 1:
+                entries[lba] = (e.vseq, e.ppa)
+            lba += 1
+    wear = bytearray()
+    for index in range(1 + h.map_pages, 1 + h.map_pages + h.wear_pages):
+        wp = page(index)
+        if wp is None:
+            return None
+        wear += wp.data[:page_data]
+    if spec.crc32(bytes(payload + wear)) != h.payload_crc:
+        return None
+    words = [int.from_bytes(wear[4 * g:4 * g + 4], "little") for g in range(h.nblocks)]
+    return FirmwareCheckpoint(h, opened, areas, entries, [w & spec.CKPT.WEAR_COUNT_MASK for w in words],
+                              {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_RETIRED})
+
+
+def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> FirmwareCheckpoint | None:
+    """The newest intact firmware checkpoint among ``pages`` (:func:`read_log`), or None."""
+    by_ppa = {p.addr: p for p in pages}
+    best = None
+    for p in pages:
+        rec = spec.unpack_oob(p.oob)
+        if rec is None or rec.kind != spec.Kind.CHECKPOINT or rec.group_idx != 0:
+            continue
+        c = _checkpoint_at(by_ppa, p.addr, pages_per_block, page_data)
+        if c is not None and (best is None or c.header.number > best.header.number):
+            best = c
+    return best

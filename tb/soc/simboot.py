@@ -61,6 +61,6 @@ def ftl_capacity(blocks_per_lun: int, profile: str = "small", dies: int = TARGET
     for _ in range(3):
         blocks = max(dies * blocks_per_lun - held - spec.CKPT.AREAS * narea, 0)
         cap = blocks * ppb * (100 - spec.LIMITS.OVER_PROVISION_PERCENT) // 100
-        ckpt_pages = 1 + -(-cap * spec.CKPT_ENTRY.size // p.page_data)
+        ckpt_pages = 1 + -(-cap * spec.CKPT_ENTRY.size // p.page_data) + -(-dies * blocks_per_lun * 4 // p.page_data)
         narea = -(-ckpt_pages // ppb)
     return cap

@@ -1,0 +1,26 @@
+/* atomflash firmware: wear levelling (see wear.c). */
+#ifndef AF_WEAR_H
+#define AF_WEAR_H
+
+#include <stdint.h>
+
+#define AF_WEAR_DEFAULT_SPREAD 8u /* static levelling moves data out of a block this far below the most worn */
+
+typedef struct {
+	int static_off;          /* console `wear static off` */
+	uint32_t spread;         /* threshold of the static part (erases below the most worn block) */
+	uint32_t moves;          /* cold blocks relocated by the static part */
+	uint32_t copies_before;  /* GC copies before the current move (to count the static part's) */
+	uint32_t copies;         /* pages the static part relocated */
+	uint32_t failed;
+} af_wear_t;
+
+extern af_wear_t af_wear;
+
+/* Index in pool[0..n) of the least-worn block of die `die` (dynamic levelling). */
+uint32_t af_wear_pick(uint32_t die, const uint16_t *pool, uint32_t n);
+/* From the idle loop: relocate one cold block when the spread passes the threshold.
+ * 1 when it moved one, 0 when nothing to do, -1 on failure. */
+int af_wear_poll(void);
+
+#endif

@@ -1,0 +1,108 @@
+"""System test: grown bad blocks on the full SoC, with failures injected by the
+NAND models.
+
+One target fails its 20th program, another its first erase, while random
+one-block writes keep GC busy.  The core re-issues the failed page's data on
+a fresh page and reports the page (``ftl.failed``); the firmware retires that
+block once the core has filled it, after GC moved its bound pages out, and
+retires the block whose erase failed.  Nothing acknowledged may be lost, the
+retirements must be the blocks the models failed, they must be named by the
+next checkpoint and still be retired after a power cycle, and a retired block
+is never erased or written again.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from atomflash import nandsim, spec
+
+from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
+
+pytestmark = pytest.mark.xdist_group("soc_bad")
+
+BLOCKS_PER_LUN = 4
+HOT = 64
+PROGRAM_FAILS_ON, PROGRAM_NTH = 1, 20   # target, its k-th program since power-on
+ERASE_FAILS_ON = 3                       # target whose first erase fails
+WRITES = 420                            # enough for GC (and so erases) on every target
+BBT_RE = re.compile(r"^  block (\d+) \(.*\): (.+)$", re.M)
+
+
+def failed_blocks(run_dir) -> tuple[set[int], set[int]]:
+    """Global blocks (target-major) where the models failed a program, an erase."""
+    prog, erase = set(), set()
+    for t in range(TARGETS):
+        with nandsim.Image(run_dir / f"nand{t}.img") as img:
+            g = img.geometry
+            for b in range(BLOCKS_PER_LUN):
+                if img.block(0, b).erase_failed:
+                    erase.add(t * BLOCKS_PER_LUN + b)
+                if any(img.page_state(0, b, p).program_failed for p in range(g.pages_per_block)):
+                    prog.add(t * BLOCKS_PER_LUN + b)
+    return prog, erase
+
+
+def erase_counts(run_dir) -> dict[int, int]:
+    out = {}
+    for t in range(TARGETS):
+        with nandsim.Image(run_dir / f"nand{t}.img") as img:
+            for b in range(BLOCKS_PER_LUN):
+                out[t * BLOCKS_PER_LUN + b] = img.erase_count(0, b)
+    return out
+
+
+def bbt(con) -> dict[int, str]:
+    return {int(g): what for g, what in BBT_RE.findall(con.command("bbt"))}
+
+
+def test_program_and_erase_failures_retire_blocks_and_lose_nothing(tmp_path):
+    build()
+    run_dir = tmp_path / "run"
+    per_target = [{} for _ in range(TARGETS)]
+    per_target[PROGRAM_FAILS_ON]["fail_program_nth"] = str(PROGRAM_NTH)
+    per_target[ERASE_FAILS_ON]["fail_erase_nth"] = "1"
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN), per_target=per_target)
+    log = ROOT / "build" / "soc" / "test_badblock.log"
+    con = boot(run_dir, cfgs, log=log, timeout=120)
+    try:
+        out = con.command(f"io random 7 {WRITES} {HOT}", timeout=900)
+        assert f"random: {WRITES} writes" in out, out
+        assert re.search(r"program of page 0x[0-9a-f]{8} failed", out), out
+        assert "erase failed" in out, out
+        grown = bbt(con)
+        gc = con.command("gc")
+        assert "retired 1," in gc, gc        # the program-failed block: data moved out by GC
+        assert "0 wrong: pass" in con.command(f"io verify 7 {WRITES} {HOT}", timeout=300)
+        assert "taken" in con.command("ckpt now")
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+
+    prog, erase = failed_blocks(run_dir)
+    assert len(prog) == 1 and len(erase) == 1, (prog, erase)
+    assert grown == {**{g: "grown bad, retired" for g in prog | erase}}, grown
+    before = erase_counts(run_dir)
+
+    # a power cycle: the checkpoint names them; they stay out of use while the host writes on
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN))
+    con = boot(run_dir, cfgs, log=log.with_name("test_badblock_restart.log"), timeout=300)
+    try:
+        assert "bbt: 2 grown bad blocks (retired, named by the checkpoint)" in con.boot_text, con.boot_text
+        assert bbt(con) == grown
+        assert "0 wrong: pass" in con.command(f"io verify 7 {WRITES} {HOT}", timeout=300)
+        out = con.command(f"io random 8 {WRITES // 2} {HOT}", timeout=900)
+        assert "error" not in out and "warning" not in out, out
+        assert "0 wrong: pass" in con.command(f"io verify 8 {WRITES // 2} {HOT}", timeout=300)
+        for g in grown:
+            assert "retired (grown bad)" in con.command(f"block {g}")
+    finally:
+        con.stop()
+    after = erase_counts(run_dir)
+    assert sum(after.values()) > sum(before.values())           # GC erased on ...
+    assert all(after[g] == before[g] for g in grown), (before, after)   # ... but never a retired block
