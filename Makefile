@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl synth-channel bitstream board-report clean
+.PHONY: help deps gen demo test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc synth-channel bitstream board-report clean
 SIM_ARGS ?=
 BOARD ?= colorlight_i5
 BOARD_ARGS ?=
@@ -54,6 +54,9 @@ bench-channel: deps ## NAND channel bus efficiency per mode and program throughp
 
 bench-ftl: deps ## FTL core: 4 KiB random writes at QD 16 and atomic groups vs the NAND limit, map-cache hit rate, read latency -> docs/ftl_bench.md
 	@$(PY) tb/ftl_core/bench.py
+
+bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs device size, GC write amplification vs over-provisioning (100% fill included), simulation speed -> docs/soc_bench.md (~1 h)
+	@$(PY) tb/soc/bench.py $(BENCH_ARGS)
 
 synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/nand_channel_synth.md
 	@$(PY) -m rtl.nand.synth

@@ -316,6 +316,20 @@ static int cmd_gc(int argc, char **argv)
 		printf("gc policy %s\n", argv[2]);
 		return AF_OK;
 	}
+	if (argc == 4 && !strcmp(argv[1], "thresholds")) {
+		uint32_t low, high;
+		if (af_parse_u32(argv[2], &low) || af_parse_u32(argv[3], &high) || low == 0 || high < low ||
+		    high > af_flash.nblocks) {
+			printf("error: thresholds: 1 <= low <= high <= %lu erased blocks\n", (unsigned long)af_flash.nblocks);
+			return AF_EFAIL;
+		}
+		af_gc.low = low;
+		af_gc.high = high;
+		af_gc.idle_seq = 0;
+		printf("gc: foreground below %lu, background below %lu erased blocks\n", (unsigned long)low,
+		       (unsigned long)high);
+		return AF_OK;
+	}
 	if (argc == 2 && !strcmp(argv[1], "trace")) {
 		af_gc.trace = !af_gc.trace;
 		printf("gc trace %s\n", af_gc.trace ? "on" : "off");
@@ -341,7 +355,8 @@ static int cmd_gc(int argc, char **argv)
 	printf(" cycles\n");
 	return AF_OK;
 }
-AF_COMMAND(gc, "gc [now | policy greedy|cost-benefit | on | off | trace]",
-	   "garbage collection: counters, collect one block now, victim policy, automatic on/off", cmd_gc);
+AF_COMMAND(gc, "gc [now | policy greedy|cost-benefit | thresholds <low> <high> | on | off | trace]",
+	   "garbage collection: counters, collect one block now, victim policy, free-block thresholds, automatic on/off",
+	   cmd_gc);
 
 #endif /* AFCTRL_FTL */

@@ -69,6 +69,7 @@ def test_program_and_erase_failures_retire_blocks_and_lose_nothing(tmp_path):
     log = ROOT / "build" / "soc" / "test_badblock.log"
     con = boot(run_dir, cfgs, log=log, timeout=120)
     try:
+        assert "error" not in con.command("gc thresholds 10 12")   # GC (and so erases) early
         out = con.command(f"io random 7 {WRITES} {HOT}", timeout=900)
         assert f"random: {WRITES} writes" in out, out
         assert re.search(r"program of page 0x[0-9a-f]{8} failed", out), out

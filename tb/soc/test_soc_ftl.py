@@ -98,7 +98,7 @@ def test_host_writes_survive_a_power_cycle(tmp_path):
 
 GC_BLOCKS_PER_LUN = 4
 GC_RANGE = 64       # hot LBAs: victims are mostly garbage, so GC runs often and cheaply
-GC_WRITES = 500     # the first ~300 fill the 16 blocks; GC collects from then on
+GC_WRITES = 500     # GC (thresholds 10/12) collects from ~260 writes on
 
 
 def test_gc_and_checkpoints_under_sustained_random_writes(tmp_path):
@@ -115,6 +115,8 @@ def test_gc_and_checkpoints_under_sustained_random_writes(tmp_path):
     con = boot(run_dir, cfgs, log=log, timeout=120)
     try:
         assert f"capacity {cap} LBAs" in con.boot_text
+        # collect from 10 erased blocks down (of 14 the log may use; 12 of them start in the core's queues)
+        assert "foreground below 10" in con.command("gc thresholds 10 12")
         out = con.command(f"io random 7 {GC_WRITES} {GC_RANGE}", timeout=900)
         assert f"random: {GC_WRITES} writes over {GC_RANGE} LBAs" in out, out
         assert "warning" not in out and "error" not in out, out

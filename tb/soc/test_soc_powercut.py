@@ -103,6 +103,7 @@ def filled(tmp_path_factory):
     con = boot(run_dir, configs(run_dir), log=ROOT / "build" / "soc" / "test_cut_fill.log", timeout=120)
     try:
         assert "error" not in con.command("ckpt every 32")
+        assert "error" not in con.command("gc thresholds 10 12")   # GC early: a short fill exercises it
         out = con.command(f"io random {FILL_SEED} {FILL_WRITES} {LBAS}", timeout=900)
         assert f"random: {FILL_WRITES} writes" in out and "error" not in out, out
         gc, ck = con.command("gc"), con.command("ckpt")
@@ -162,7 +163,7 @@ def test_power_cut_then_recovery_agrees_with_the_model(filled, tmp_path, site, s
         target, k = "*", rnd.randint(1, 2)
         cut = {t: {"power_cut_erase": k, "power_cut_progress": progress, "power_cut_finish": 1}
                for t in range(TARGETS)}
-    steps = workload(rnd)
+    steps = [("gc thresholds 10 12", {}, False), *workload(rnd)]   # as in the fill: GC (and erases) early
     want = dict(fill_tags(FILL_SEED, FILL_WRITES, LBAS))
     log = ROOT / "build" / "soc" / f"test_cut_{site}_{seed}.log"
 

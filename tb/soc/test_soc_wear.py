@@ -63,6 +63,7 @@ def test_static_wear_levelling_moves_cold_data_and_counts_survive(tmp_path):
         for lba in COLD:
             assert "wrote 8 blocks" in con.command(f"io write {lba} {lba} 8", timeout=60)
         assert f"more than {SPREAD} erases" in con.command(f"wear spread {SPREAD}")
+        assert "error" not in con.command("gc thresholds 10 12")   # GC (and so erases) early
         out = con.command(f"io random {HOT_SEED} {HOT_WRITES} {HOT}", timeout=1500)
         assert f"random: {HOT_WRITES} writes" in out and "error" not in out, out
         wear = con.command("wear")
