@@ -271,19 +271,17 @@ void af_gc_poll(void)
 				printf("warning: gc: block %lu: its data could not all move yet: retried later\n", (unsigned long)g);
 			af_gc.cycles += af_uptime_cycles() - t0;
 		}
+	int r = 0;
 	if (af_ftl_erased_blocks() < low) {
 		/* foreground: relocate with the host held, until back above the threshold */
-		int r = 0;
 		while (af_ftl_erased_blocks() < low && (r = af_gc_step(1)) == 0)
 			af_ftl_poll();
-		if (r < 0)
-			goto nothing;
 	} else if (af_ftl_erased_blocks() < high && quiet) {
-		if (af_gc_step(0) < 0)
-			goto nothing;
-	} else if (af_wear_poll() < 0) {
-		goto nothing;
+		r = af_gc_step(0);
 	}
+	/* static wear levelling once GC has done its part (it looks again only after an erase) */
+	if (r < 0 || af_wear_poll() < 0)
+		goto nothing;
 	return;
 nothing:
 	af_gc.idle_seq = now + 1;

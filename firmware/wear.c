@@ -82,6 +82,9 @@ int af_wear_poll(void)
 			victim = g;
 		}
 	}
+	if (af_gc.trace)
+		printf("wear: most worn %lu erases, coldest data block %lu with %lu\n", (unsigned long)most,
+		       (unsigned long)victim, (unsigned long)least);
 	if (least == UINT32_MAX || most - least <= af_wear.spread)
 		return 0;
 	uint32_t before = af_gc.copies;

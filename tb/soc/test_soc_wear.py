@@ -29,9 +29,9 @@ BLOCKS_PER_LUN = 4
 NBLOCKS = TARGETS * BLOCKS_PER_LUN
 HOT = 64                        # hot LBAs 0..63 (one block's worth)
 COLD = range(64, 64 + 256, 8)   # cold LBAs 64..319, written once, 8 per command
-HOT_SEED, HOT_WRITES = 5, 1300
+HOT_SEED, HOT_WRITES = 5, 900     # hot blocks reach 2 erases: cold ones would stay at 0
 SPREAD = 1
-BLOCK_RE = re.compile(r"^block (\d+) \(.*\): (\S+), .* (\d+) erases$", re.M)
+BLOCK_RE = re.compile(r"^block (\d+) \(.*?\): (.+?), \d+ of \d+ pages written, .* (\d+) erases$", re.M)
 
 
 def firmware_counts(con) -> dict[int, int]:
@@ -63,7 +63,6 @@ def test_static_wear_levelling_moves_cold_data_and_counts_survive(tmp_path):
         for lba in COLD:
             assert "wrote 8 blocks" in con.command(f"io write {lba} {lba} 8", timeout=60)
         assert f"more than {SPREAD} erases" in con.command(f"wear spread {SPREAD}")
-        assert "error" not in con.command("gc thresholds 10 12")   # GC (and so erases) early
         out = con.command(f"io random {HOT_SEED} {HOT_WRITES} {HOT}", timeout=1500)
         assert f"random: {HOT_WRITES} writes" in out and "error" not in out, out
         wear = con.command("wear")
@@ -88,8 +87,8 @@ def test_static_wear_levelling_moves_cold_data_and_counts_survive(tmp_path):
     worn = [truth[g] for g in data_blocks]
     # every block was erased (without static levelling the cold ones never are), and the spread is bounded
     assert min(worn) >= 1, f"a data block was never erased: {truth}"
-    assert max(worn) - min(worn) <= SPREAD + 2, f"erase-count spread {max(worn) - min(worn)}: {truth}"
-    assert max(worn) >= SPREAD + 2, f"too few erases for the test to mean anything: {truth}"
+    assert max(worn) - min(worn) <= SPREAD + 1, f"erase-count spread {max(worn) - min(worn)}: {truth}"
+    assert max(worn) >= SPREAD + 1, f"too few erases for the test to mean anything: {truth}"
 
     # the counts are in the newest checkpoint and come back after a power cycle
     layout = spec.nand_page_layout(PROFILE)
