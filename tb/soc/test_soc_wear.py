@@ -101,10 +101,11 @@ def test_static_wear_levelling_moves_cold_data_and_counts_survive(tmp_path):
             img.close()
     assert ckpt is not None and ckpt.header.nblocks == NBLOCKS
     saved = dict(enumerate(ckpt.erases))
-    assert all(saved[g] <= truth[g] for g in saved) and saved != {g: 0 for g in saved}, saved
+    assert saved == truth, "`ckpt now` just before the exit: the checkpoint holds every count"
     con = boot(run_dir, cfgs, log=log.with_name("test_wear_restart.log"), timeout=300)
     try:
-        assert firmware_counts(con) == saved
+        # the counts came back, plus the erases since the boot (blocks erased before use, a checkpoint)
+        assert firmware_counts(con) == model_counts(run_dir)
         assert "erase counts of" in con.command("wear")
         for lba in COLD[:4]:
             assert "pass" in con.command(f"io check {lba} {lba} 8")
