@@ -70,14 +70,14 @@ def test_static_wear_levelling_moves_cold_data_and_counts_survive(tmp_path):
         assert moves >= 1 and ", 0 failed" in wear, wear
         areas = {int(g) for g in re.findall(r"checkpoint area \d+: block (\d+)", wear)}
         assert len(areas) == spec.CKPT.AREAS, wear
-        for lba in COLD:
-            assert "pass" in con.command(f"io check {lba} {lba} 8"), f"cold lba {lba}"
-        assert "0 wrong: pass" in con.command(f"io verify {HOT_SEED} {HOT_WRITES} {HOT}", timeout=300)
         # nothing erases from here on (background GC, static moves, automatic checkpoints), so the
         # firmware's counts and the models' can be read one after the other
-        assert "automatic gc off" in con.command("gc off")
+        assert "automatic gc off" in con.command("gc off", timeout=300)
         assert "off" in con.command("ckpt every 0")
-        assert "taken" in con.command("ckpt now")
+        for lba in COLD:
+            assert "pass" in con.command(f"io check {lba} {lba} 8", timeout=120), f"cold lba {lba}"
+        assert "0 wrong: pass" in con.command(f"io verify {HOT_SEED} {HOT_WRITES} {HOT}", timeout=300)
+        assert "taken" in con.command("ckpt now", timeout=120)
         counts = firmware_counts(con)
         con.send("exit\r")
         con.expect("simulation finished", timeout=30)
@@ -108,12 +108,12 @@ def test_static_wear_levelling_moves_cold_data_and_counts_survive(tmp_path):
     assert saved == truth, "`ckpt now` just before the exit: the checkpoint holds every count"
     con = boot(run_dir, cfgs, log=log.with_name("test_wear_restart.log"), timeout=300)
     try:
-        assert "automatic gc off" in con.command("gc off")
+        assert "automatic gc off" in con.command("gc off", timeout=300)
         assert "off" in con.command("ckpt every 0")
         # the counts came back, plus the erases since the boot (blocks erased before use, a checkpoint)
         assert firmware_counts(con) == model_counts(run_dir)
         assert "erase counts of" in con.command("wear")
         for lba in COLD[:4]:
-            assert "pass" in con.command(f"io check {lba} {lba} 8")
+            assert "pass" in con.command(f"io check {lba} {lba} 8", timeout=120)
     finally:
         con.stop()
