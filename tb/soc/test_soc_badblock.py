@@ -55,7 +55,7 @@ def erase_counts(run_dir) -> dict[int, int]:
 
 
 def bbt(con) -> dict[int, str]:
-    return {int(g): what for g, what in BBT_RE.findall(con.command("bbt"))}
+    return {int(g): what for g, what in BBT_RE.findall(con.command("bbt", timeout=120))}
 
 
 def test_program_and_erase_failures_retire_blocks_and_lose_nothing(tmp_path):
@@ -75,10 +75,10 @@ def test_program_and_erase_failures_retire_blocks_and_lose_nothing(tmp_path):
         assert re.search(r"program of page 0x[0-9a-f]{8} failed", out), out
         assert "erase failed" in out, out
         grown = bbt(con)
-        gc = con.command("gc")
+        gc = con.command("gc", timeout=120)
         assert "retired 1," in gc, gc        # the program-failed block: data moved out by GC
         assert "0 wrong: pass" in con.command(f"io verify 7 {WRITES} {HOT}", timeout=300)
-        assert "taken" in con.command("ckpt now")
+        assert "taken" in con.command("ckpt now", timeout=120)
         con.send("exit\r")
         con.expect("simulation finished", timeout=30)
     finally:
@@ -101,7 +101,7 @@ def test_program_and_erase_failures_retire_blocks_and_lose_nothing(tmp_path):
         assert "error" not in out and "warning" not in out, out
         assert "0 wrong: pass" in con.command(f"io verify 8 {WRITES // 2} {HOT}", timeout=300)
         for g in grown:
-            assert "retired (grown bad)" in con.command(f"block {g}")
+            assert "retired (grown bad)" in con.command(f"block {g}", timeout=120)
     finally:
         con.stop()
     after = erase_counts(run_dir)

@@ -119,7 +119,7 @@ def filled(tmp_path_factory):
 def firmware_map(con) -> dict[int, tuple | None]:
     out = {}
     for first in range(0, LBAS, 16):
-        text = con.command(f"map {first} 16")
+        text = con.command(f"map {first} 16", timeout=120)
         assert "error" not in text, text
         for m in MAP_RE.finditer(text):
             lba = int(m.group(1))
@@ -140,7 +140,7 @@ def holds(pages_by_ppa, ppa: int, lba: int, vseq: int) -> bool:
 
 
 def reads(con, lba: int, tag: int) -> bool:
-    out = con.command(f"io check {tag} {lba}")
+    out = con.command(f"io check {tag} {lba}", timeout=120)
     assert "error" not in out, out
     return "pass" in out
 
@@ -226,7 +226,7 @@ def test_power_cut_then_recovery_agrees_with_the_model(filled, tmp_path, site, s
         if atomic:
             assert len(set(state.values())) == 1, f"atomic group {line!r} half visible: {state}"
 
-        assert "wrote 2 blocks" in con.command("io write 4242 0 2")
-        assert "pass" in con.command("io check 4242 0 2")
+        assert "wrote 2 blocks" in con.command("io write 4242 0 2", timeout=120)
+        assert "pass" in con.command("io check 4242 0 2", timeout=120)
     finally:
         con.stop()
