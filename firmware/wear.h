@@ -10,7 +10,6 @@ typedef struct {
 	int static_off;          /* console `wear static off` */
 	uint32_t spread;         /* threshold of the static part (erases below the most worn block) */
 	uint32_t moves;          /* cold blocks relocated by the static part */
-	uint32_t copies_before;  /* GC copies before the current move (to count the static part's) */
 	uint32_t copies;         /* pages the static part relocated */
 	uint32_t failed;
 } af_wear_t;
