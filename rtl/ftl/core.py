@@ -49,6 +49,7 @@ from .logwriter import LogWriter
 from .mapcache import MapCache
 from .mapport import MapPortArbiter, MapPortSignature
 from .nandport import NandPortMux
+from .pending import PendingTable
 from .publisher import Publisher
 from .reader import Reader
 from .relocate import RELOC_TAG, Relocator
@@ -74,13 +75,15 @@ class FtlCore(wiring.Component):
                  nand_slots: int = spec.NAND_DEFAULTS.SLOTS,
                  queue_pairs: int = 1, queue_depth: int = spec.LIMITS.QUEUE_DEPTH, slots: int = 16,
                  map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
-                 limits: command.StaticLimits = command.StaticLimits()):
+                 limits: command.StaticLimits = command.StaticLimits(),
+                 max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING):
         if nand_slots < 4:
             raise ValueError("need at least 4 page-buffer slots per channel (programs, firmware, relocator, reader)")
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots)
         self.fw_slot = nand_slots - 3  # the firmware's own slot while the core runs
         self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
         self.limits = limits
+        self.max_open_tx, self.max_pending = max_open_tx, max_pending
         self.profile = self.params.profile
         self.ctrl = NandController(self.params, channels=channels)
         self.slot_words = self.ctrl.slot_words
@@ -120,6 +123,9 @@ class FtlCore(wiring.Component):
             "map_fw": In(MapPortSignature(32)),
             "map_hits": Out(32),
             "map_misses": Out(32),
+            "tx_floor": Out(64),
+            "tx_open": Out(range(max_open_tx + 1)),
+            "pending_free": Out(range(max_pending + 1)),
         })
 
     def elaborate(self, platform):
@@ -130,16 +136,20 @@ class FtlCore(wiring.Component):
         m.submodules.alloc = alloc = self.alloc
         m.submodules.queues = queues = HostQueues(queue_pairs=Q)
         m.submodules.validator = validator = CommandValidator(queue_pairs=Q, limits=lim)
+        T, E = self.max_open_tx, self.max_pending
         m.submodules.executor = executor = Executor(queue_pairs=Q, page_data=self.profile.page_data,
                                                     slots=self.slots, max_transfer=lim.max_transfer,
-                                                    max_members=max(lim.max_atomic_pages, lim.max_transfer))
+                                                    max_members=max(lim.max_atomic_pages, lim.max_transfer),
+                                                    max_open_tx=T, pending_entries=E)
+        m.submodules.pending = pending = PendingTable(entries=E, owners=T, users=3)
         m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
                                               max_transfer=lim.max_transfer)
-        m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members)
+        m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members,
+                                                       pending_entries=E, owners=T)
         # page-buffer slots per channel: programs, the firmware's, the relocator's, the reader's (last)
         m.submodules.writer = writer = LogWriter(self.params, C, self.slot_words, write_slots=self.fw_slot)
         m.submodules.relocator = relocator = Relocator(self.params, C, self.slot_words,
-                                                       slot=self.params.slots - 2)
+                                                       slot=self.params.slots - 2, pending_entries=E, owners=T)
         m.submodules.mapcache = mapcache = MapCache(lba_bits=32, **self.map_geometry)
         m.submodules.mapport = mapport = MapPortArbiter(4, 32)
         m.submodules.blocktable = blocktable = BlockTable(channels=C, ways=self.ways)
@@ -171,6 +181,18 @@ class FtlCore(wiring.Component):
         wiring.connect(m, executor.pub_give_up, publisher.give_up)
         wiring.connect(m, publisher.retry, executor.pub_retry)
         wiring.connect(m, publisher.published, executor.pub_published)
+        # transactions: the pending-bindings table (publisher first: it holds the map port while it walks),
+        # the reader's TX_READ overrides, the first page's seq as the transaction's tag
+        wiring.connect(m, publisher.pending, pending.users[0])
+        wiring.connect(m, relocator.pending, pending.users[1])
+        wiring.connect(m, executor.pending, pending.users[2])
+        m.d.comb += [executor.pending_free.eq(pending.free), publisher.doomed.eq(executor.tx_doomed),
+                     executor.page_seq.eq(alloc.alloc.payload.seq),
+                     reader.ovr_claim.eq(executor.ovr_claim), executor.ovr_busy.eq(reader.ovr_busy),
+                     reader.ovr_we.eq(executor.ovr_we), reader.ovr_idx.eq(executor.ovr_idx),
+                     reader.ovr_ppa.eq(executor.ovr_ppa),
+                     self.tx_floor.eq(executor.tx_floor), self.tx_open.eq(executor.tx_open),
+                     self.pending_free.eq(pending.free)]
         # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating
         prefer_reloc = Signal()
         to_reloc = Signal()

@@ -19,7 +19,36 @@ DEALLOCATE     one TRIM record page (entry written to the slot's scratch page in
                unbinds the range
 FLUSH,         an empty group: published, hence completed, once every group
 HINT(CKPT)     before it is -- every write acknowledged before it is on flash
+TX_WRITE       nlb pages flagged ``tx``, tagged with the transaction's tag (its
+               first page's vseq), bound only in the pending-bindings table
+               (``MemberMode.STAGE``); with CMD.flags.tx_final the last page also
+               carries the commit (``tx_final``, group_len = the transaction's
+               page count) and the group ends with a COMMIT walk
+TX_COMMIT      one COMMIT record page (REC_HDR + COMMIT_BODY: first vseq, pages,
+               tid), then the publisher binds every staged page at once
+TX_ABORT       an empty group whose publication drops the staged bindings
+TX_READ        the transaction's staged pages for the range go to the reader's
+               override table, then a READ
 =============  ===============================================================
+
+**Transactions** live in ``max_open_tx`` transaction slots (state FREE / OPEN /
+CLOSING, host tid, first vseq, pages written, doomed).
+The first TX_WRITE of an unknown tid opens one (TOO_MANY_OPEN_TX when every
+slot is open; it waits while one is closing).  Before anything is
+programmed a TX_WRITE finds the entries its transaction already holds for the
+range (a ``SCAN``), checks that the new ones fit (PENDING_FULL; it waits while
+a closing transaction is about to free entries) and reserves them, so the
+publisher only has to stage.  TX_COMMIT / TX_ABORT / TX_FINAL close the slot at
+once (a second commit is UNKNOWN_TX, the tid may be reused) and free it when
+published.  A TX_WRITE the publisher drops (program failures, a bus error)
+*dooms* its transaction: the commit then aborts it and completes with
+MEDIA_ERROR.  The tag of a transaction is the seq its first page gets: the
+log writer's next seq (``page_seq``) in the cycle that page is taken.
+A TX_FINAL whose transaction would exceed ``LOG.TX_FINAL_MAX_PAGES`` pages is
+INVALID_FIELD (commit with TX_COMMIT instead).  ``tx_floor`` is the first
+vseq of the oldest transaction not yet published (all ones: none): a map
+checkpoint must not claim a floor above it, or recovery would not see the
+transaction's pages.
 
 Slots are taken in ring order and published in ring order, so for each LBA
 the map follows command order ("commit order decides").  A member whose
@@ -33,11 +62,11 @@ READ goes to the :class:`~rtl.ftl.reader.Reader` (its own queue, so reads do
 not wait for programs); IDENTIFY and GET_LOG copy a record the firmware keeps
 in SoC memory (``identify_base``, ``log_base``; ``spec.IDENTIFY.size`` bytes)
 to the host buffer; HINT NONE / FLUSH_GROUP complete at once (no write
-buffer yet).  The transaction and append verbs (issue #6) complete with
-INVALID_OPCODE until they are built.
+buffer yet).  The append verbs complete with INVALID_OPCODE until they are
+built.
 """
 
-from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -49,11 +78,19 @@ from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
 
 from .logwriter import PAGE_DONE, PAGE_WRITE
+from .pending import PendingOp, PendingUserSignature
+from .publisher import MemberMode, Publisher, Walk
 from .reader import read_layout
 
 __all__ = ["Executor"]
 
 COMMIT = spec.OOB.compose("flags", commit=1)
+TX_PAGE = spec.OOB.compose("flags", tx=1)
+TX_FINAL_PAGE = spec.OOB.compose("flags", tx=1, tx_final=1, commit=1)
+
+
+class TxState:
+    FREE, OPEN, CLOSING = range(3)
 
 
 class Executor(wiring.Component):
@@ -86,11 +123,22 @@ class Executor(wiring.Component):
         List reads, scratch-page writes, IDENTIFY/GET_LOG copies.
     capacity : In(64), scratch_base, identify_base, log_base : In(32)
         Set by the firmware; ``scratch_base`` holds ``slots`` pages.
+    pending : Out(PendingUserSignature) / pending_free : In
+        The pending-bindings table (SCAN, RESERVE) and its free entries.
+    page_seq : In(64)
+        The seq the log writer gives the page it takes this cycle.
+    tx_doomed : Out(max_open_tx)
+        To the publisher.
+    ovr_claim, ovr_we, ovr_idx, ovr_ppa : Out / ovr_busy : In
+        The reader's TX_READ override table.
+    tx_floor : Out(64), tx_open : Out
+        First vseq of the oldest unpublished transaction; transactions open.
     """
 
     def __init__(self, *, queue_pairs: int, page_data: int, slots: int = 16,
                  max_members: int = spec.LIMITS.MAX_ATOMIC_PAGES, max_transfer: int = spec.LIMITS.MAX_TRANSFER,
-                 max_retries: int = 4, retry_depth: int = 16, lba_bits: int = 32):
+                 max_retries: int = 4, retry_depth: int = 16, lba_bits: int = 32,
+                 max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, pending_entries: int = spec.LIMITS.MAX_PENDING):
         exact_log2(slots)
         exact_log2(max_members)
         if max_transfer > max_members:
@@ -101,6 +149,8 @@ class Executor(wiring.Component):
         self.slot_bits = exact_log2(slots)
         self.idx_bits = exact_log2(max_members)
         self.lba_bits = lba_bits
+        self.max_open_tx, self.pending_entries = max_open_tx, pending_entries
+        self.owner_bits = max(1, ceil_log2(max_open_tx))
         slot_idx = {"slot": self.slot_bits, "idx": self.idx_bits}
         super().__init__({
             "cmd": In(stream.Signature(command_layout(queue_pairs))),
@@ -109,8 +159,8 @@ class Executor(wiring.Component):
             "page_lock": Out(1),
             "page_done": In(stream.Signature(PAGE_DONE)),
             "pub_member_lba": Out(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits}))),
-            "pub_open": Out(stream.Signature(data.StructLayout({"slot": self.slot_bits,
-                                                                "count": self.idx_bits + 1, "trim_nlb": 32}))),
+            "pub_open": Out(stream.Signature(Publisher.open_layout(self.slot_bits, self.idx_bits,
+                                                                   self.owner_bits))),
             "pub_member": Out(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32,
                                                                              "vseq": 64}))),
             "pub_give_up": Out(stream.Signature(data.StructLayout(slot_idx))),
@@ -123,6 +173,17 @@ class Executor(wiring.Component):
             "scratch_base": In(32),
             "identify_base": In(32),
             "log_base": In(32),
+            "pending": Out(PendingUserSignature(pending_entries, max_open_tx)),
+            "pending_free": In(range(pending_entries + 1)),
+            "page_seq": In(64),
+            "tx_doomed": Out(max_open_tx),
+            "ovr_claim": Out(1),
+            "ovr_busy": In(1),
+            "ovr_we": Out(1),
+            "ovr_idx": Out(range(max_transfer)),
+            "ovr_ppa": Out(32),
+            "tx_floor": Out(64),
+            "tx_open": Out(range(max_open_tx + 1)),
         })
 
     def elaborate(self, platform):
@@ -133,11 +194,33 @@ class Executor(wiring.Component):
 
         # -- per-slot state -------------------------------------------------------
         class K:        # what a slot holds
-            WRITE, ATOMIC, TRIM, FLUSH = range(4)
+            WRITE, ATOMIC, TRIM, FLUSH, TX, COMMIT, ABORT = range(7)
         busy = Signal(S)
         slot_sqid = Array(Signal(ql["sqid"].shape, name=f"sqid{s}") for s in range(S))
         slot_cid = Array(Signal(16, name=f"cid{s}") for s in range(S))
-        slot_kind = Array(Signal(2, name=f"kind{s}") for s in range(S))
+        slot_kind = Array(Signal(3, name=f"kind{s}") for s in range(S))
+        slot_tx = Array(Signal(self.owner_bits, name=f"tx{s}") for s in range(S))
+        slot_final = Signal(S)
+        slot_npages = Array(Signal(16, name=f"npages{s}") for s in range(S))    # a final page's group_len
+
+        # -- transaction slots ----------------------------------------------------------
+        T, E = self.max_open_tx, self.pending_entries
+        tx_state = Array(Signal(2, name=f"tx_state{t}") for t in range(T))
+        tx_tid = Array(Signal(32, name=f"tx_tid{t}") for t in range(T))
+        tx_first = Array(Signal(64, name=f"tx_first{t}") for t in range(T))
+        tx_have_first = Signal(T)
+        tx_npages = Array(Signal(32, name=f"tx_npages{t}") for t in range(T))
+        doomed = self.tx_doomed
+        # the oldest unpublished transaction's first vseq, and how many are open
+        floor = Const(2**64 - 1, 64)
+        n_open = 0
+        for t in range(T):
+            live = (tx_state[t] != TxState.FREE) & tx_have_first[t]
+            floor_t = Signal(64, name=f"floor{t}")
+            m.d.comb += floor_t.eq(Mux(live & (tx_first[t] < floor), tx_first[t], floor))
+            floor = floor_t
+            n_open = n_open + (tx_state[t] == TxState.OPEN)
+        m.d.comb += [self.tx_floor.eq(floor), self.tx_open.eq(n_open)]
         slot_lba = Array(Signal(32, name=f"lba{s}") for s in range(S))
         slot_buf = Array(Signal(32, name=f"buf{s}") for s in range(S))
         slot_n = Array(Signal(self.idx_bits + 1, name=f"n{s}") for s in range(S))
@@ -175,6 +258,11 @@ class Executor(wiring.Component):
         slot_freed = Signal(S)
         with m.If(self.pub_published.valid & self.cpl.ready):
             m.d.comb += slot_freed.bit_select(pub.slot, 1).eq(1)
+            pk, pt = slot_kind[pub.slot], slot_tx[pub.slot]
+            with m.If((pk == K.COMMIT) | (pk == K.ABORT) | ((pk == K.TX) & slot_final.bit_select(pub.slot, 1))):
+                m.d.sync += tx_state[pt].eq(TxState.FREE)
+            with m.Elif((pk == K.TX) & pub.dropped):
+                m.d.sync += doomed.bit_select(pt, 1).eq(1)
 
         # -- log writer completions go to the publisher; note buffer bus errors ------
         done = self.page_done.payload
@@ -200,7 +288,7 @@ class Executor(wiring.Component):
         with m.Else():
             m.d.comb += [self.page.payload.eq(retry_page), self.page.valid.eq(retry_valid)]
 
-        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf):
+        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf, tag):
             """PAGE_WRITE of member ``idx`` of ``slot`` (comb)."""
             o = pg.oob
             m.d.comb += [pg.tag.eq(Cat(idx[:self.idx_bits], slot[:self.slot_bits])), o.kind.eq(Kind.DATA)]
@@ -215,6 +303,15 @@ class Executor(wiring.Component):
                     m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.TRIM),
                                  o.group_len.eq(1), o.flags.eq(COMMIT), pg.record.eq(1), pg.rec_count.eq(1),
                                  pg.rec_total.eq(1)]
+                with m.Case(K.TX):
+                    rides = slot_final.bit_select(slot, 1) & (idx == n - 1)
+                    m.d.comb += [pg.mem_addr.eq(buf_base + idx * page_data), o.lba.eq(lba_base + idx),
+                                 o.tid.eq(tag), o.flags.eq(Mux(rides, TX_FINAL_PAGE, TX_PAGE)),
+                                 o.group_len.eq(Mux(rides, slot_npages[slot], 0))]
+                with m.Case(K.COMMIT):
+                    m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.COMMIT),
+                                 o.group_len.eq(1), o.flags.eq(COMMIT), o.tid.eq(tag), pg.record.eq(1),
+                                 pg.rec_count.eq(1), pg.rec_total.eq(1)]
 
         # -- retry path ------------------------------------------------------------
         # Retries are always taken into a FIFO: the log writer's completions must never
@@ -242,7 +339,7 @@ class Executor(wiring.Component):
                     m.next = "SEND"
             with m.State("SEND"):
                 member_page(retry_page, rt.slot, rt.idx, slot_kind[rt.slot], slot_lba[rt.slot], slot_buf[rt.slot],
-                            slot_n[rt.slot], mem_r2.data.lba, mem_r2.data.buf)
+                            slot_n[rt.slot], mem_r2.data.lba, mem_r2.data.buf, tx_first[slot_tx[rt.slot]][:32])
                 m.d.comb += [retry_page.keep_vseq.eq(1), retry_page.oob.vseq.eq(rt.vseq), retry_valid.eq(1)]
                 with m.If(self.page.ready & ~issuing):
                     m.next = "IDLE"
@@ -259,7 +356,13 @@ class Executor(wiring.Component):
         tail = Signal(self.slot_bits)
         idx = Signal(self.idx_bits + 1)
         n = Signal(self.idx_bits + 1)
-        kind = Signal(2)
+        kind = Signal(3)
+        t = Signal(self.owner_bits)          # the command's transaction slot
+        new_tx = Signal()
+        have = Signal(M)                     # TX_WRITE members whose LBA the transaction holds an entry for
+        existing = Signal(self.idx_bits + 1)
+        final = Signal()
+        preq, presp = self.pending.req, self.pending.resp
         word = Signal(8)
         status = Signal(15)
         lo = Signal(32)              # the list entry's words as they arrive
@@ -283,7 +386,7 @@ class Executor(wiring.Component):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
                     m.d.sync += [c.eq(self.cmd.payload.cmd), sqid.eq(self.cmd.payload.sqid), idx.eq(0),
-                                 word.eq(0), status.eq(Status.SUCCESS), hi_bad.eq(0)]
+                                 word.eq(0), status.eq(Status.SUCCESS), hi_bad.eq(0), final.eq(0)]
                     m.next = "DECODE"
             with m.State("DECODE"):
                 with m.Switch(c.opcode):
@@ -313,6 +416,17 @@ class Executor(wiring.Component):
                     with m.Case(Opcode.GET_LOG):
                         m.d.sync += copy_src.eq(self.log_base)
                         m.next = "COPY_READ"
+                    with m.Case(Opcode.TX_WRITE):
+                        m.d.sync += [kind.eq(K.TX), n.eq(c.nlb), final.eq(c.flags.tx_final)]
+                        m.next = "TX_FIND"
+                    with m.Case(Opcode.TX_READ):
+                        m.next = "TX_FIND"
+                    with m.Case(Opcode.TX_COMMIT):
+                        m.d.sync += [kind.eq(K.COMMIT), n.eq(1), final.eq(0)]
+                        m.next = "TX_FIND"
+                    with m.Case(Opcode.TX_ABORT):
+                        m.d.sync += [kind.eq(K.ABORT), n.eq(0), final.eq(0)]
+                        m.next = "TX_FIND"
                     with m.Default():
                         finish(Status.INVALID_OPCODE)
             with m.State("IMMEDIATE"):
@@ -324,7 +438,7 @@ class Executor(wiring.Component):
             with m.State("READ"):
                 r = self.read.payload
                 m.d.comb += [r.sqid.eq(sqid), r.cid.eq(c.cid), r.lba.eq(c.lba), r.nlb.eq(c.nlb),
-                             r.buf.eq(c.buf), self.read.valid.eq(1)]
+                             r.buf.eq(c.buf), r.tx.eq(c.opcode == Opcode.TX_READ), self.read.valid.eq(1)]
                 with m.If(self.read.ready):
                     m.next = "IDLE"
 
@@ -348,17 +462,151 @@ class Executor(wiring.Component):
                     with m.Else():
                         m.next = "COPY_READ"
 
+            # transactions: find the tid's slot (or a free one for a first TX_WRITE)
+            with m.State("TX_FIND"):
+                found, ft = Signal(), Signal(self.owner_bits)
+                has_free, free_t, closing = Signal(), Signal(self.owner_bits), Signal()
+                for i in reversed(range(T)):
+                    with m.If((tx_state[i] == TxState.OPEN) & (tx_tid[i] == c.tid)):
+                        m.d.comb += [found.eq(1), ft.eq(i)]
+                    with m.If(tx_state[i] == TxState.FREE):
+                        m.d.comb += [has_free.eq(1), free_t.eq(i)]
+                    with m.If(tx_state[i] == TxState.CLOSING):
+                        m.d.comb += closing.eq(1)
+                with m.If(found):
+                    m.d.sync += [t.eq(ft), new_tx.eq(0)]
+                    with m.Switch(c.opcode):
+                        with m.Case(Opcode.TX_WRITE):
+                            with m.If(c.flags.tx_final & (tx_npages[ft] + c.nlb > spec.LOG.TX_FINAL_MAX_PAGES)):
+                                finish(Status.INVALID_FIELD)
+                            with m.Else():
+                                m.next = "SLOT"
+                        with m.Case(Opcode.TX_READ):
+                            m.next = "TX_READ_CLAIM"
+                        with m.Case(Opcode.TX_COMMIT):
+                            with m.If(doomed.bit_select(ft, 1)):
+                                m.d.sync += n.eq(0)      # no record: the publisher aborts it (MEDIA_ERROR)
+                            m.next = "SLOT"
+                        with m.Default():
+                            m.next = "SLOT"
+                with m.Elif(c.opcode != Opcode.TX_WRITE):
+                    finish(Status.UNKNOWN_TX)
+                with m.Elif(has_free):
+                    m.d.sync += [t.eq(free_t), new_tx.eq(1)]
+                    m.next = "SLOT"
+                with m.Elif(~closing):
+                    finish(Status.TOO_MANY_OPEN_TX)
+                # else: wait for a closing transaction to free its slot
+
+            # TX_READ: the transaction's staged pages into the reader's override table, then the READ
+            with m.State("TX_READ_CLAIM"):
+                with m.If(~self.ovr_busy):
+                    m.d.comb += self.ovr_claim.eq(1)
+                    m.next = "TX_READ_SCAN"
+            with m.State("TX_READ_SCAN"):
+                m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.SCAN), preq.payload.owner.eq(t),
+                             preq.payload.lba.eq(c.lba), preq.payload.nlb.eq(c.nlb)]
+                with m.If(preq.ready):
+                    m.next = "TX_READ_RESP"
+            with m.State("TX_READ_RESP"):
+                m.d.comb += [presp.ready.eq(1), self.ovr_idx.eq(presp.payload.idx),
+                             self.ovr_ppa.eq(presp.payload.ppa)]
+                with m.If(presp.valid):
+                    with m.If(presp.payload.last):
+                        m.next = "READ"
+                    with m.Elif(presp.payload.ppa != spec.PPA_UNMAPPED):
+                        m.d.comb += self.ovr_we.eq(1)
+
             # a group: wait for the next slot in ring order
             with m.State("SLOT"):
                 with m.If(~busy.bit_select(tail, 1)):
                     m.d.sync += [slot_sqid[tail].eq(sqid), slot_cid[tail].eq(c.cid), slot_kind[tail].eq(kind),
                                  slot_lba[tail].eq(c.lba), slot_buf[tail].eq(c.buf), slot_n[tail].eq(n),
-                                 slot_fails[tail].eq(0)]
+                                 slot_fails[tail].eq(0), slot_tx[tail].eq(t),
+                                 slot_final.bit_select(tail, 1).eq(final), have.eq(0), existing.eq(0)]
                     with m.If(kind == K.ATOMIC):
                         m.next = "LIST"
                     with m.Elif(kind == K.TRIM):
                         m.next = "SCRATCH"
+                    with m.Elif((kind == K.TX) & new_tx):
+                        m.next = "TX_CHECK"
+                    with m.Elif(kind == K.TX):
+                        m.next = "TX_SCAN"
+                    with m.Elif((kind == K.COMMIT) & (n != 0)):
+                        m.d.sync += word.eq(0)
+                        m.next = "COMMIT_BODY"
+                    with m.Elif((kind == K.COMMIT) | (kind == K.ABORT)):
+                        m.d.sync += tx_state[t].eq(TxState.CLOSING)
+                        m.next = "LBAS"
                     with m.Else():
+                        m.next = "LBAS"
+
+            # TX_WRITE: the entries the transaction already holds for the range...
+            with m.State("TX_SCAN"):
+                m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.SCAN), preq.payload.owner.eq(t),
+                             preq.payload.lba.eq(c.lba), preq.payload.nlb.eq(c.nlb)]
+                with m.If(preq.ready):
+                    m.next = "TX_SCAN_RESP"
+            with m.State("TX_SCAN_RESP"):
+                m.d.comb += presp.ready.eq(1)
+                with m.If(presp.valid):
+                    with m.If(presp.payload.last):
+                        m.next = "TX_CHECK"
+                    with m.Else():
+                        m.d.comb += [mem_w.addr.eq(maddr(tail, presp.payload.idx)),
+                                     mem_w.data.lba.eq(presp.payload.entry), mem_w.en.eq(1)]
+                        m.d.sync += [have.bit_select(presp.payload.idx[:self.idx_bits], 1).eq(1),
+                                     existing.eq(existing + 1)]
+            # ...whether the new ones fit (waiting while a closing transaction will free some)...
+            with m.State("TX_CHECK"):
+                closing = Signal()
+                for i in range(T):
+                    with m.If(tx_state[i] == TxState.CLOSING):
+                        m.d.comb += closing.eq(1)
+                with m.If(self.pending_free >= n - existing):
+                    with m.If(new_tx):
+                        m.d.sync += [tx_state[t].eq(TxState.OPEN), tx_tid[t].eq(c.tid), tx_npages[t].eq(0),
+                                     tx_have_first.bit_select(t, 1).eq(0), doomed.bit_select(t, 1).eq(0)]
+                    m.d.sync += idx.eq(0)
+                    m.next = "TX_RESERVE"
+                with m.Elif(~closing):
+                    finish(Status.PENDING_FULL)
+            # ...and the new entries reserved
+            with m.State("TX_RESERVE"):
+                with m.If(idx == n):
+                    m.d.sync += [idx.eq(0), slot_npages[tail].eq(tx_npages[t] + n),
+                                 tx_npages[t].eq(tx_npages[t] + n)]
+                    with m.If(final):
+                        m.d.sync += tx_state[t].eq(TxState.CLOSING)
+                    m.next = "LBAS"
+                with m.Elif(have.bit_select(idx[:self.idx_bits], 1)):
+                    m.d.sync += idx.eq(idx + 1)
+                with m.Else():
+                    m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.RESERVE), preq.payload.owner.eq(t),
+                                 preq.payload.lba.eq(c.lba + idx)]
+                    with m.If(preq.ready):
+                        m.next = "TX_RESERVE_RESP"
+            with m.State("TX_RESERVE_RESP"):
+                m.d.comb += presp.ready.eq(1)
+                with m.If(presp.valid):
+                    m.d.comb += [mem_w.addr.eq(maddr(tail, idx)), mem_w.data.lba.eq(presp.payload.entry),
+                                 mem_w.en.eq(1)]
+                    m.d.sync += idx.eq(idx + 1)
+                    m.next = "TX_RESERVE"
+
+            # TX_COMMIT: the COMMIT_BODY into the slot's scratch page after the header
+            with m.State("COMMIT_BODY"):
+                body = Signal(layouts.COMMIT_BODY)
+                m.d.comb += [body.first_vseq.eq(tx_first[t]), body.npages.eq(tx_npages[t]), body.tid.eq(c.tid)]
+                m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2) + word),
+                             bus.dat_w.eq(body.as_value().word_select(word[:2], 32)), bus.we.eq(1),
+                             bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.INTERNAL_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == spec.COMMIT_BODY.size // 4 - 1):
+                        m.d.sync += tx_state[t].eq(TxState.CLOSING)
                         m.next = "LBAS"
 
             # ATOMIC_WRITE: read the list (4 words per entry), check each entry
@@ -443,14 +691,21 @@ class Executor(wiring.Component):
                 # mem_r shows member idx of the tail slot (atomic)
                 p = self.pub_member_lba.payload
                 m.d.comb += [p.slot.eq(tail), p.idx.eq(idx), self.pub_member_lba.valid.eq(1),
-                             p.lba.eq(Mux(kind == K.ATOMIC, mem_r.data.lba, c.lba + idx))]
+                             p.lba.eq(Mux((kind == K.ATOMIC) | (kind == K.TX), mem_r.data.lba, c.lba + idx))]
                 with m.If(self.pub_member_lba.ready):
                     m.d.sync += idx.eq(idx + 1)
                     m.next = "LBAS"
             with m.State("OPEN"):
                 o = self.pub_open.payload
                 m.d.comb += [o.slot.eq(tail), o.count.eq(n), o.trim_nlb.eq(Mux(kind == K.TRIM, c.nlb, 0)),
-                             self.pub_open.valid.eq(1)]
+                             o.owner.eq(t), self.pub_open.valid.eq(1)]
+                with m.Switch(kind):
+                    with m.Case(K.TX):
+                        m.d.comb += [o.mode.eq(MemberMode.STAGE), o.walk.eq(Mux(final, Walk.COMMIT, Walk.NONE))]
+                    with m.Case(K.COMMIT):
+                        m.d.comb += [o.mode.eq(MemberMode.NONE), o.walk.eq(Walk.COMMIT)]
+                    with m.Case(K.ABORT):
+                        m.d.comb += [o.mode.eq(MemberMode.NONE), o.walk.eq(Walk.ABORT)]
                 with m.If(self.pub_open.ready):
                     m.d.sync += [busy.bit_select(tail, 1).eq(1), idx.eq(0)]
                     m.next = "ISSUE_WAIT"
@@ -463,9 +718,13 @@ class Executor(wiring.Component):
                     m.next = "ISSUE"
             with m.State("ISSUE"):
                 m.d.comb += issuing.eq(1)
-                member_page(disp_page, tail, idx, kind, c.lba, c.buf, n, mem_r.data.lba, mem_r.data.buf)
+                first_page = ~tx_have_first.bit_select(t, 1)
+                member_page(disp_page, tail, idx, kind, c.lba, c.buf, n, mem_r.data.lba, mem_r.data.buf,
+                            Mux(first_page, self.page_seq[:32], tx_first[t][:32]))
                 m.d.comb += disp_valid.eq(1)
                 with m.If(self.page.ready):
+                    with m.If((kind == K.TX) & first_page):
+                        m.d.sync += [tx_first[t].eq(self.page_seq), tx_have_first.bit_select(t, 1).eq(1)]
                     m.d.sync += idx.eq(idx + 1)
                     with m.If(idx + 1 == n):
                         m.d.sync += tail.eq(tail + 1)

@@ -34,6 +34,24 @@ A **trim** is a group whose one member is its TRIM record page and whose
 the oldest, the publisher unbinds ``trim_nlb`` LBAs from member 0's LBA on
 (``MapCache.WRITE`` of ``PPA_UNMAPPED``, rebind old -> unmapped) instead of
 binding the record page.
+
+**Transactions** (``mode`` and ``walk`` in ``open``, ``owner`` its transaction
+slot; the :class:`~rtl.ftl.pending.PendingTable` holds the staged bindings):
+
+* ``mode = STAGE`` (TX_WRITE): each member's "LBA" is its pending-table entry;
+  publishing *stages* it (``STAGE`` entry := the new page) and rebinds the
+  version it supersedes (old staged page or none -> new), so GC counts a
+  staged page as live while the map still names the committed data;
+* ``mode = NONE``: the members (a COMMIT record page) are programmed but bind
+  nothing;
+* ``walk = COMMIT`` (TX_COMMIT, or a TX_WRITE marked final, after its members):
+  with the map port held, every entry of ``owner`` is bound
+  (``MapCache.WRITE``, rebind old -> none: the staged page was already
+  counted) and freed -- the whole transaction becomes visible at once;
+* ``walk = ABORT`` (TX_ABORT): every entry of ``owner`` is freed and its page
+  rebound to none.  A COMMIT walk becomes an ABORT walk when the group was
+  dropped or the executor marked the transaction ``doomed`` (one of its
+  writes was dropped), and the slot is reported ``dropped``.
 """
 
 from amaranth import Module, Mux, Signal
@@ -46,8 +64,19 @@ from atomflash.spec import NandResult
 
 from .blocktable import REBIND
 from .mapcache import RESPONSE, MapOp, request_layout
+from .pending import PendingOp, PendingUserSignature
 
-__all__ = ["Publisher"]
+__all__ = ["Publisher", "MemberMode", "Walk"]
+
+
+class MemberMode:
+    """What publishing does with a group's members."""
+    BIND, STAGE, NONE = range(3)
+
+
+class Walk:
+    """What publishing does with the owner's pending entries after the members."""
+    NONE, COMMIT, ABORT = range(3)
 
 
 class Publisher(wiring.Component):
@@ -65,10 +94,11 @@ class Publisher(wiring.Component):
     -----
     member_lba : In(stream {slot, idx, lba})
         Member ``idx`` of the slot's group binds ``lba``.
-    open : In(stream {slot, count, trim_nlb})
+    open : In(stream {slot, count, trim_nlb, mode, walk, owner})
         The slot's group has ``count`` (0..max_members) members; send it
         after its member LBAs and before its first ``member``, slots in ring
-        order.  ``trim_nlb`` != 0: a trim (see above).
+        order.  ``trim_nlb`` != 0: a trim; ``mode`` (``MemberMode``),
+        ``walk`` (``Walk``), ``owner``: transactions (see above).
     member : In(stream {slot, idx, result, ppa, vseq})
         The log writer's completion for a member (``NandResult``).
     give_up : In(stream {slot, idx})
@@ -82,21 +112,26 @@ class Publisher(wiring.Component):
     published : Out(stream {slot, bus_error, dropped})
         The slot's group is done: bound (``bus_error``: the map answered a
         bus error for some member; the bindings before it are in place), or
-        ``dropped`` after a ``give_up`` (nothing bound).
+        ``dropped`` after a ``give_up`` (nothing bound) or an aborted commit.
+    pending : Out(PendingUserSignature)
+        STAGE and WALK requests to the pending-bindings table.
+    doomed : In(owners)
+        Transactions one of whose writes was dropped: their commit aborts.
     """
 
-    def __init__(self, *, slots: int = 8, max_members: int = spec.LIMITS.MAX_ATOMIC_PAGES, lba_bits: int = 32):
+    def __init__(self, *, slots: int = 8, max_members: int = spec.LIMITS.MAX_ATOMIC_PAGES, lba_bits: int = 32,
+                 pending_entries: int = spec.LIMITS.MAX_PENDING, owners: int = spec.LIMITS.MAX_OPEN_TX):
         exact_log2(slots)
         exact_log2(max_members)
         self.slots, self.max_members, self.lba_bits = slots, max_members, lba_bits
+        self.owners = owners
+        self.owner_bits = max(1, ceil_log2(owners))
         self.slot_bits = max(1, ceil_log2(slots))
         self.idx_bits = max(1, ceil_log2(max_members))
         slot_idx = {"slot": self.slot_bits, "idx": self.idx_bits}
         super().__init__({
             "member_lba": In(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits}))),
-            "open": In(stream.Signature(data.StructLayout({"slot": self.slot_bits,
-                                                           "count": self.idx_bits + 1,
-                                                           "trim_nlb": 32}))),
+            "open": In(stream.Signature(self.open_layout(self.slot_bits, self.idx_bits, self.owner_bits))),
             "member": In(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32, "vseq": 64}))),
             "give_up": In(stream.Signature(data.StructLayout(slot_idx))),
             "retry": Out(stream.Signature(data.StructLayout(slot_idx | {"vseq": 64}))),
@@ -107,7 +142,14 @@ class Publisher(wiring.Component):
             "rebind": Out(stream.Signature(REBIND)),
             "published": Out(stream.Signature(data.StructLayout({"slot": self.slot_bits, "bus_error": 1,
                                                                  "dropped": 1}))),
+            "pending": Out(PendingUserSignature(pending_entries, owners)),
+            "doomed": In(owners),
         })
+
+    @staticmethod
+    def open_layout(slot_bits, idx_bits, owner_bits):
+        return data.StructLayout({"slot": slot_bits, "count": idx_bits + 1, "trim_nlb": 32,
+                                  "mode": 2, "walk": 2, "owner": owner_bits})
 
     def elaborate(self, platform):
         m = Module()
@@ -123,6 +165,9 @@ class Publisher(wiring.Component):
         expected = [Signal(self.idx_bits + 1, name=f"expected{s}") for s in range(S)]
         resolved = [Signal(self.idx_bits + 1, name=f"resolved{s}") for s in range(S)]
         trim_nlb = [Signal(32, name=f"trim_nlb{s}") for s in range(S)]
+        slot_mode = [Signal(2, name=f"mode{s}") for s in range(S)]
+        slot_walk = [Signal(2, name=f"walk{s}") for s in range(S)]
+        slot_owner = [Signal(self.owner_bits, name=f"owner{s}") for s in range(S)]
 
         def addr(slot, idx):
             return (slot << self.idx_bits) | idx
@@ -148,8 +193,10 @@ class Publisher(wiring.Component):
         for s in range(S):
             counted = (mb.valid & ok & (mb.payload.slot == s)) + (gu.valid & (gu.payload.slot == s))
             with m.If(self.open.valid & (self.open.payload.slot == s)):
-                m.d.sync += [expected[s].eq(self.open.payload.count), resolved[s].eq(0),
-                             opened[s].eq(1), dropped[s].eq(0), trim_nlb[s].eq(self.open.payload.trim_nlb)]
+                op = self.open.payload
+                m.d.sync += [expected[s].eq(op.count), resolved[s].eq(0),
+                             opened[s].eq(1), dropped[s].eq(0), trim_nlb[s].eq(op.trim_nlb),
+                             slot_mode[s].eq(op.mode), slot_walk[s].eq(op.walk), slot_owner[s].eq(op.owner)]
             with m.Else():
                 m.d.sync += resolved[s].eq(resolved[s] + counted)
                 with m.If(gu.valid & (gu.payload.slot == s)):
@@ -166,25 +213,37 @@ class Publisher(wiring.Component):
         count = Signal(32)           # map writes this group makes
         trim = Signal()
         is_dropped = Signal()
+        mode = Signal(2)
+        walk = Signal(2)
+        owner = Signal(self.owner_bits)
+        abort = Signal()             # the walk drops the owner's entries
+        walk_dropped = Signal()      # a commit turned into an abort
         old = Signal(32)
         new = Signal(32)
+        walk_lba = Signal(32)
         error = Signal()
         member = Signal(self.idx_bits)
         m.d.comb += [member.eq(Mux(trim, 0, idx[:self.idx_bits])),
                      lba_r.addr.eq(addr(head, member)), ppa_r.addr.eq(addr(head, member))]
+        preq, presp = self.pending.req, self.pending.resp
+        doomed = Signal()
+        m.d.comb += doomed.eq(self.doomed.bit_select(owner, 1))
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(head_ready):
-                    m.d.sync += [idx.eq(0), error.eq(0)]
+                    m.d.sync += [idx.eq(0), error.eq(0), walk_dropped.eq(0)]
                     for s in range(S):
                         with m.If(head == s):
                             m.d.sync += [count.eq(Mux(trim_nlb[s] != 0, trim_nlb[s], expected[s])),
-                                         trim.eq(trim_nlb[s] != 0), is_dropped.eq(dropped[s])]
+                                         trim.eq(trim_nlb[s] != 0), is_dropped.eq(dropped[s]),
+                                         mode.eq(slot_mode[s]), walk.eq(slot_walk[s]), owner.eq(slot_owner[s])]
                     m.next = "LOCK"
             with m.State("LOCK"):
-                with m.If(is_dropped | (count == 0)):
-                    m.next = "DONE"
+                with m.If(is_dropped | (count == 0) | (mode == MemberMode.NONE)):
+                    m.next = "MEMBERS_DONE"
+                with m.Elif(mode == MemberMode.STAGE):
+                    m.next = "STAGE_READ"
                 with m.Else():
                     m.d.comb += self.map_lock.eq(1)
                     with m.If(self.map_grant):
@@ -210,20 +269,91 @@ class Publisher(wiring.Component):
                     with m.Else():
                         m.next = "REBIND"
             with m.State("REBIND"):
-                m.d.comb += [self.map_lock.eq(1), self.rebind.payload.old.eq(old),
+                m.d.comb += [self.map_lock.eq(mode == MemberMode.BIND), self.rebind.payload.old.eq(old),
                              self.rebind.payload.new.eq(new), self.rebind.valid.eq(1)]
                 with m.If(self.rebind.ready):
                     m.next = "NEXT"
             with m.State("NEXT"):
-                m.d.comb += self.map_lock.eq(1)
+                m.d.comb += self.map_lock.eq(mode == MemberMode.BIND)
                 m.d.sync += idx.eq(idx + 1)
                 with m.If(idx + 1 == count):
-                    m.next = "DONE"
+                    m.next = "MEMBERS_DONE"
+                with m.Elif(mode == MemberMode.STAGE):
+                    m.next = "STAGE_READ"
                 with m.Else():
                     m.next = "READ"
+
+            # a transaction's member: its entry (lba memory) takes the page
+            with m.State("STAGE_READ"):
+                m.next = "STAGE"
+            with m.State("STAGE"):
+                m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.STAGE),
+                             preq.payload.entry.eq(lba_r.data), preq.payload.ppa.eq(ppa_r.data)]
+                with m.If(preq.ready):
+                    m.d.sync += new.eq(ppa_r.data)
+                    m.next = "STAGE_RESP"
+            with m.State("STAGE_RESP"):
+                m.d.comb += presp.ready.eq(1)
+                with m.If(presp.valid):
+                    m.d.sync += old.eq(presp.payload.ppa)
+                    m.next = "REBIND"
+
+            # after the members: bind (commit) or drop (abort) the owner's entries
+            with m.State("MEMBERS_DONE"):
+                with m.If(walk == Walk.NONE):
+                    m.next = "DONE"
+                with m.Else():
+                    m.d.sync += [abort.eq((walk == Walk.ABORT) | is_dropped | doomed),
+                                 walk_dropped.eq((walk == Walk.COMMIT) & (is_dropped | doomed))]
+                    m.next = "WALK_LOCK"
+            with m.State("WALK_LOCK"):
+                m.d.comb += self.map_lock.eq(~abort)
+                with m.If(abort | self.map_grant):
+                    m.next = "WALK"
+            with m.State("WALK"):
+                m.d.comb += [self.map_lock.eq(~abort), preq.valid.eq(1), preq.payload.op.eq(PendingOp.WALK),
+                             preq.payload.owner.eq(owner)]
+                with m.If(preq.ready):
+                    m.next = "WALK_RESP"
+            with m.State("WALK_RESP"):
+                m.d.comb += [self.map_lock.eq(~abort), presp.ready.eq(1)]
+                with m.If(presp.valid):
+                    m.d.sync += [walk_lba.eq(presp.payload.lba), new.eq(presp.payload.ppa),
+                                 old.eq(presp.payload.ppa)]
+                    with m.If(presp.payload.last):
+                        m.next = "DONE"
+                    with m.Elif(presp.payload.ppa == spec.PPA_UNMAPPED):
+                        pass         # reserved by a write that never staged (a dropped one)
+                    with m.Elif(abort):
+                        m.next = "WALK_REBIND"
+                    with m.Else():
+                        m.next = "WALK_MAP"
+            with m.State("WALK_MAP"):
+                r = self.map_req.payload
+                m.d.comb += [self.map_lock.eq(1), r.op.eq(MapOp.WRITE), r.lba.eq(walk_lba), r.value.eq(new),
+                             self.map_req.valid.eq(1)]
+                with m.If(self.map_req.ready):
+                    m.next = "WALK_MAP_RESP"
+            with m.State("WALK_MAP_RESP"):
+                m.d.comb += [self.map_lock.eq(1), self.map_resp.ready.eq(1)]
+                with m.If(self.map_resp.valid):
+                    m.d.sync += old.eq(self.map_resp.payload.old)
+                    with m.If(self.map_resp.payload.error):
+                        m.d.sync += error.eq(1)
+                        m.next = "WALK_RESP"
+                    with m.Else():
+                        m.next = "WALK_REBIND"
+            with m.State("WALK_REBIND"):
+                # commit: the superseded committed page loses its count (the staged one has it already);
+                # abort: the staged page loses it
+                m.d.comb += [self.map_lock.eq(~abort), self.rebind.payload.old.eq(old),
+                             self.rebind.payload.new.eq(spec.PPA_UNMAPPED), self.rebind.valid.eq(1)]
+                with m.If(self.rebind.ready):
+                    m.next = "WALK_RESP"
             with m.State("DONE"):
                 m.d.comb += [self.published.payload.slot.eq(head), self.published.payload.bus_error.eq(error),
-                             self.published.payload.dropped.eq(is_dropped), self.published.valid.eq(1)]
+                             self.published.payload.dropped.eq(is_dropped | walk_dropped),
+                             self.published.valid.eq(1)]
                 with m.If(self.published.ready):
                     m.d.comb += retire.eq(1)
                     m.d.sync += head.eq(head + 1)

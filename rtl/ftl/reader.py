@@ -11,12 +11,19 @@ holding the channel's buffer port.  A page the channel cannot return
 ``MEDIA_ERROR``, a bus error on the host buffer with ``DATA_TRANSFER_ERROR``:
 never wrong data with success.
 
+**TX_READ** (``tx`` set in the command) reads what its transaction sees:
+before handing it over, the executor claims the *override* table
+(``ovr_claim``) and writes the pages the transaction staged for the range
+(``ovr_we``, by index in the command); a lookup whose index has an override
+uses that page instead of the map's.  The table is released
+(``ovr_busy`` falls) when the command completes.
+
 Pages are read one after another; the program path is what the throughput
 goal measures, and a pipelined read path (one slot per die in flight) is the
 next step when reads are benchmarked.
 """
 
-from amaranth import Array, Module, Signal
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -39,7 +46,7 @@ __all__ = ["Reader", "read_layout"]
 def read_layout(queue_pairs: int, max_transfer: int) -> data.StructLayout:
     q = completion_layout(queue_pairs)
     return data.StructLayout({"sqid": q["sqid"].shape, "cid": 16, "lba": 32,
-                              "nlb": range(max_transfer + 1), "buf": 32})
+                              "nlb": range(max_transfer + 1), "buf": 32, "tx": 1})
 
 
 class Reader(wiring.Component):
@@ -53,6 +60,10 @@ class Reader(wiring.Component):
     desc : Out(stream of NAND_DESC) / ncpl : In(stream of NAND_CPL)
     buf : Out(ArbitratedBufferSignature).array(channels)
     bus : Out(wishbone.Signature)
+    ovr_claim : In(1) / ovr_busy : Out(1)
+        Claim the override table for a TX_READ (pulse); busy until that command completes.
+    ovr_we : In(1), ovr_idx : In(range(max_transfer)), ovr_ppa : In(32)
+        Index ``ovr_idx`` of the next TX_READ reads page ``ovr_ppa``.
     """
 
     def __init__(self, params: ChannelParams, channels: int, slot_words: int, *, queue_pairs: int,
@@ -69,6 +80,11 @@ class Reader(wiring.Component):
             "ncpl": In(stream.Signature(layouts.NAND_CPL)),
             "buf": Out(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
             "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "ovr_claim": In(1),
+            "ovr_busy": Out(1),
+            "ovr_we": In(1),
+            "ovr_idx": In(range(max_transfer)),
+            "ovr_ppa": In(32),
         })
 
     def elaborate(self, platform):
@@ -79,6 +95,19 @@ class Reader(wiring.Component):
 
         m.submodules.ppas = ppas = memory.Memory(shape=32, depth=self.max_transfer, init=[])
         ppa_w, ppa_r = ppas.write_port(), ppas.read_port()
+
+        # TX_READ overrides: the transaction's staged pages by index
+        m.submodules.ovr = ovr = memory.Memory(shape=32, depth=self.max_transfer, init=[])
+        ovr_w, ovr_r = ovr.write_port(), ovr.read_port(domain="comb")
+        ovr_mask = Signal(self.max_transfer)
+        m.d.comb += [ovr_w.addr.eq(self.ovr_idx), ovr_w.data.eq(self.ovr_ppa), ovr_w.en.eq(self.ovr_we)]
+        ovr_done = Signal()
+        with m.If(self.ovr_claim):
+            m.d.sync += [self.ovr_busy.eq(1), ovr_mask.eq(0)]
+        with m.If(self.ovr_we):
+            m.d.sync += ovr_mask.bit_select(self.ovr_idx, 1).eq(1)
+        with m.If(ovr_done):
+            m.d.sync += self.ovr_busy.eq(0)
 
         cmd = Signal.like(self.cmd.payload)
         idx = Signal(range(self.max_transfer + 1))
@@ -126,8 +155,11 @@ class Reader(wiring.Component):
                     m.next = "LOOKUP_RESP"
             with m.State("LOOKUP_RESP"):
                 m.d.comb += [self.map.lock.eq(1), self.map.resp.ready.eq(1)]
+                m.d.comb += ovr_r.addr.eq(idx)
                 with m.If(self.map.resp.valid):
-                    m.d.comb += [ppa_w.addr.eq(idx), ppa_w.data.eq(self.map.resp.payload.old), ppa_w.en.eq(1)]
+                    use_ovr = cmd.tx & ovr_mask.bit_select(idx, 1)
+                    m.d.comb += [ppa_w.addr.eq(idx), ppa_w.data.eq(Mux(use_ovr, ovr_r.data, self.map.resp.payload.old)),
+                                 ppa_w.en.eq(1)]
                     with m.If(self.map.resp.payload.error):
                         m.d.sync += status.eq(Status.INTERNAL_ERROR)
                     with m.If((idx + 1 == cmd.nlb) | self.map.resp.payload.error):
@@ -202,5 +234,6 @@ class Reader(wiring.Component):
                 m.d.comb += [c.sqid.eq(cmd.sqid), c.cid.eq(cmd.cid), c.status.eq(status), c.result.eq(0),
                              self.cpl.valid.eq(1)]
                 with m.If(self.cpl.ready):
+                    m.d.comb += ovr_done.eq(cmd.tx)
                     m.next = "IDLE"
         return m

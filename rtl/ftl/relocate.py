@@ -16,7 +16,11 @@ Results on ``done``: ``MOVED`` (bound to ``new_ppa``), ``RACED``,
 ``READ_FAILED`` (the page could not be read: nothing programmed),
 ``PROGRAM_FAILED`` (the copy's program failed: the map is untouched; the
 firmware retries).  The OOB record is trusted as ECC returns it; the
-firmware only relocates data pages the map points at.
+firmware only relocates data pages the map points at -- or, for a
+transaction's page (``OOB.flags.tx``), one a pending binding may name: when
+the map CAS misses, a ``CAS`` in the pending-bindings table (still holding
+the map port, so a commit walk cannot move the binding between the two)
+moves the staged binding to the copy.
 """
 
 from amaranth import Array, Module, Signal
@@ -36,6 +40,7 @@ from .logwriter import PAGE_DONE, PAGE_WRITE
 from .mapcache import MapOp
 from .mapport import MapPortSignature
 from .nandport import page_desc
+from .pending import PendingOp, PendingUserSignature
 
 __all__ = ["Relocator", "RelocResult", "RELOC_TAG"]
 
@@ -61,9 +66,12 @@ class Relocator(wiring.Component):
     bus : Out(wishbone.Signature)
     page : Out(stream of PAGE_WRITE) / page_done : In(stream of PAGE_DONE)
         The log writer (tag ``RELOC_TAG``).
+    pending : Out(PendingUserSignature)
+        CAS of a transaction's staged page.
     """
 
-    def __init__(self, params: ChannelParams, channels: int, slot_words: int, *, slot: int, lba_bits: int = 32):
+    def __init__(self, params: ChannelParams, channels: int, slot_words: int, *, slot: int, lba_bits: int = 32,
+                 pending_entries: int = spec.LIMITS.MAX_PENDING, owners: int = spec.LIMITS.MAX_OPEN_TX):
         self.p, self.channels, self.slot_words, self.slot = params, channels, slot_words, slot
         self.layout = spec.nand_page_layout(params.profile)
         self.buf_addr_width = (params.slots * slot_words - 1).bit_length()
@@ -79,6 +87,7 @@ class Relocator(wiring.Component):
             "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
             "page": Out(stream.Signature(PAGE_WRITE)),
             "page_done": In(stream.Signature(PAGE_DONE)),
+            "pending": Out(PendingUserSignature(pending_entries, owners)),
         })
 
     @staticmethod
@@ -204,6 +213,23 @@ class Relocator(wiring.Component):
                 m.d.comb += [self.map.lock.eq(1), self.map.resp.ready.eq(1)]
                 with m.If(self.map.resp.valid):
                     with m.If(self.map.resp.payload.updated & ~self.map.resp.payload.error):
+                        m.d.sync += result.eq(RelocResult.MOVED)
+                        m.next = "REBIND"
+                    with m.Elif(oob.flags.tx & ~self.map.resp.payload.error):
+                        m.next = "PENDING_CAS"
+                    with m.Else():
+                        m.d.sync += result.eq(RelocResult.RACED)
+                        m.next = "DONE"
+            with m.State("PENDING_CAS"):
+                p = self.pending.req
+                m.d.comb += [self.map.lock.eq(1), p.valid.eq(1), p.payload.op.eq(PendingOp.CAS),
+                             p.payload.ppa.eq(old.as_value()), p.payload.new.eq(new)]
+                with m.If(p.ready):
+                    m.next = "PENDING_RESP"
+            with m.State("PENDING_RESP"):
+                m.d.comb += [self.map.lock.eq(1), self.pending.resp.ready.eq(1)]
+                with m.If(self.pending.resp.valid):
+                    with m.If(self.pending.resp.payload.hit):
                         m.d.sync += result.eq(RelocResult.MOVED)
                         m.next = "REBIND"
                     with m.Else():
