@@ -106,8 +106,8 @@ int af_ckpt_load(uint32_t g)
 	if (crc != h.crc)
 		return -1;
 	const uint32_t *list = (const uint32_t *)(page + sizeof(h));
-	uint32_t open[AF_FTL_MAX_DIES * 4];
-	if (h.nopen > sizeof(open) / sizeof(open[0]))
+	static uint32_t open[AF_CKPT_MAX_OPEN];
+	if (h.nopen > AF_CKPT_MAX_OPEN)
 		return -1;
 	memcpy(open, list, 4 * h.nopen);
 	af_ckpt.narea = h.narea;
@@ -164,7 +164,7 @@ int af_ckpt_load(uint32_t g)
 		}
 	}
 	af_ckpt.valid = af_ckpt.loaded = 1;
-	af_ckpt.seq = h.seq;
+	af_ckpt.seq = af_ckpt.at = h.seq;
 	af_ckpt.number = h.number;
 	af_ckpt.area = h.area;
 	af_ckpt.pages = 1 + h.map_pages + h.wear_pages;
@@ -259,7 +259,9 @@ int af_ckpt_take(void)
 	if (af_gc.trace)
 		printf("ckpt: taking %lu, %lu free blocks\n", (unsigned long)(af_ckpt.number + 1), (unsigned long)af_ftl.free_blocks);
 	/* 1-3: the floor, everything older published, the table in memory */
-	uint64_t floor = af_ftl_seq_next();
+	uint64_t at = af_ftl_seq_next(), floor = at, tx_floor = af_ftl_tx_floor();
+	if (tx_floor < floor)
+		floor = tx_floor; /* an open transaction began before: recovery must see all its pages */
 	af_cmd_t cmd;
 	memset(&cmd, 0, sizeof(cmd));
 	cmd.opcode = AF_OPCODE_FLUSH;
@@ -323,9 +325,16 @@ int af_ckpt_take(void)
 	h.payload_crc = pcrc ^ AF_CRC32_XOROUT;
 	memset(af_ckpt.page, 0, af_nand.page_data);
 	uint32_t *list = (uint32_t *)(af_ckpt.page + sizeof(h));
-	for (uint32_t g = 0; g < af_flash.nblocks; g++)
-		if (af_flash.blocks[g].state == AF_BSTATE_CORE)
+	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
+		const af_block_t *b = &af_flash.blocks[g];
+		/* open, or closed after a floor an open transaction lowered: pages from the floor on may be in it */
+		if (b->state == AF_BSTATE_CORE || (floor < at && b->state == AF_BSTATE_DATA && b->close_seq > floor)) {
+			if (nopen == AF_CKPT_MAX_OPEN ||
+			    sizeof(h) + 4 * (nopen + 1 + AF_CKPT_AREAS * af_ckpt.narea) > af_nand.page_data)
+				return fail("the header's block lists do not fit a page (a transaction open for too long?)");
 			list[nopen++] = af_nand_block_ppa(g);
+		}
+	}
 	h.nopen = nopen;
 	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
 		for (uint32_t i = 0; i < af_ckpt.narea; i++)
@@ -362,6 +371,7 @@ int af_ckpt_take(void)
 	}
 	af_ckpt.valid = 1;
 	af_ckpt.seq = floor;
+	af_ckpt.at = at;
 	af_ckpt.number = h.number;
 	af_ckpt.area = area;
 	af_ckpt.pages = total;
@@ -375,7 +385,7 @@ void af_ckpt_poll(void)
 {
 	if (!af_ftl.running || !af_ckpt.interval)
 		return;
-	if (af_ftl_seq_next() - (af_ckpt.valid ? af_ckpt.seq : af_ftl.start_seq) >= af_ckpt.interval)
+	if (af_ftl_seq_next() - (af_ckpt.valid ? af_ckpt.at : af_ftl.start_seq) >= af_ckpt.interval)
 		af_ckpt_take();
 }
 

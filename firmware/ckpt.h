@@ -8,6 +8,9 @@
  *
  * Taking one (af_ckpt_take) while the host keeps writing:
  *   1. S = the log writer's next seq (ftl.seq_next): every page so far is older;
+ *      lowered to the oldest open transaction's first page (ftl.tx_floor), so
+ *      recovery sees every page of a transaction that commits later (trap 8);
+ *      blocks closed since S are then listed with the open ones;
  *   2. FLUSH through the firmware's queue pair: the core publishes in command
  *      order, so every command that got a page before S is published;
  *   3. FLUSH the map cache: the L2P table in memory holds all of them;
@@ -30,11 +33,13 @@
 #include "fw.h"
 
 #define AF_CKPT_MAX_AREA_BLOCKS 16
+#define AF_CKPT_MAX_OPEN 1024      /* blocks a header may list as open (recovery scans them) */
 #define AF_CKPT_DEFAULT_INTERVAL 1024u /* pages the log writes between automatic checkpoints */
 
 typedef struct {
 	int valid;                 /* a checkpoint is on flash (loaded at boot or taken since) */
 	uint64_t seq;              /* its floor */
+	uint64_t at;               /* the log's next seq when it was taken (automatic checkpoints count from it) */
 	uint64_t number;
 	uint32_t area;             /* the area it is in */
 	uint32_t pages;            /* its pages (header + map + wear) */

@@ -288,6 +288,32 @@ static int cmd_io(int argc, char **argv)
 	printf("error: unknown io operation '%s'\n", op);
 	return AF_EUSAGE;
 }
+static int cmd_tx(int argc, char **argv)
+{
+	(void)argv;
+	if (argc != 1)
+		return AF_EUSAGE;
+	uint32_t lim = ftl_rd(AF_FTL_TX_LIMITS), st = ftl_rd(AF_FTL_TX_STATUS);
+	uint32_t slots = (lim & AF_FTL_TX_LIMITS_MAX_OPEN_TX) >> AF_FTL_TX_LIMITS_MAX_OPEN_TX_SHIFT;
+	uint32_t entries = (lim & AF_FTL_TX_LIMITS_MAX_PENDING) >> AF_FTL_TX_LIMITS_MAX_PENDING_SHIFT;
+	uint32_t open = (st & AF_FTL_TX_STATUS_OPEN) >> AF_FTL_TX_STATUS_OPEN_SHIFT;
+	uint32_t free = (st & AF_FTL_TX_STATUS_PENDING_FREE) >> AF_FTL_TX_STATUS_PENDING_FREE_SHIFT;
+	printf("transactions: %lu open of %lu; pending bindings: %lu of %lu entries used\n", (unsigned long)open,
+	       (unsigned long)slots, (unsigned long)(entries - free), (unsigned long)entries);
+	uint64_t floor = af_ftl_tx_floor();
+	if (floor == UINT64_MAX) {
+		printf("no transaction holds the checkpoint floor back\n");
+	} else {
+		printf("oldest open transaction began at seq ");
+		af_print_u64(floor);
+		printf(" (checkpoint floors stay at or below it; ");
+		af_print_u64(af_ftl_seq_next() - floor);
+		printf(" pages written since)\n");
+	}
+	return AF_OK;
+}
+AF_COMMAND(tx, "tx", "open transactions, pending-bindings table use, the floor they hold checkpoints to", cmd_tx);
+
 AF_COMMAND(io, "io write|check <seed> <lba> [count] | read <lba> | atomic <seed> <lba>... | trim <lba> [count] | flush | "
 	   "random|verify <seed> <writes> <range>",
 	   "host commands through the firmware's own queue pair (seed 0 = zeros)", cmd_io);

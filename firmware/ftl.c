@@ -104,6 +104,15 @@ uint64_t af_ftl_seq_next(void)
 	}
 }
 
+uint64_t af_ftl_tx_floor(void)
+{
+	for (;;) {
+		uint32_t hi = ftl_rd(AF_FTL_TX_FLOOR_HI), lo = ftl_rd(AF_FTL_TX_FLOOR_LO);
+		if (ftl_rd(AF_FTL_TX_FLOOR_HI) == hi)
+			return (uint64_t)hi << 32 | lo;
+	}
+}
+
 /* --- free blocks -------------------------------------------------------------------- */
 
 static unsigned die_target(void)
@@ -272,9 +281,10 @@ static void fill_identify(af_identify_t *idf)
 	idf->lba_size = af_nand.page_data;
 	idf->max_transfer = AF_LIMITS_MAX_TRANSFER;      /* the core is elaborated with the spec's limits */
 	idf->max_atomic_pages = AF_LIMITS_MAX_ATOMIC_PAGES;
-	idf->max_open_tx = 0;                            /* transactions, appends: not in the core yet (#6) */
-	idf->max_pending = 0;
-	idf->max_remap_triples = 0;
+	uint32_t lim = ftl_rd(AF_FTL_TX_LIMITS);        /* the core's build */
+	idf->max_open_tx = (lim & AF_FTL_TX_LIMITS_MAX_OPEN_TX) >> AF_FTL_TX_LIMITS_MAX_OPEN_TX_SHIFT;
+	idf->max_pending = (lim & AF_FTL_TX_LIMITS_MAX_PENDING) >> AF_FTL_TX_LIMITS_MAX_PENDING_SHIFT;
+	idf->max_remap_triples = 0;                     /* appends: not in the core yet (#6) */
 	idf->awupf = AF_LIMITS_MAX_ATOMIC_PAGES;
 	idf->volatile_cache = 0;
 	idf->channels = (uint16_t)af_ftl.channels;

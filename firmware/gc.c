@@ -7,6 +7,9 @@
  * in it any more, it is erased and returns to the free pool.
  *
  * Three rules keep recovery sound and the device live:
+ *  - transactions: a staged page is live (the core counts it) though the map
+ *    does not name it; such pages (OOB flags.tx) are offered to the relocator,
+ *    which moves the pending binding with the page (rtl/ftl/relocate.py).
  *  - trap 2: a block is erased only when a durable checkpoint's floor is above
  *    every page in it (close_seq <= af_ckpt.seq); if none is, GC takes a
  *    checkpoint first.  Proofs that recovery could still need are then all in
@@ -175,7 +178,11 @@ static int collect(uint32_t g, int foreground, int erase)
 			continue;
 		uint32_t bound;
 		int m = af_ftl_map(AF_MAPFWOP_READ, (uint32_t)oob.lba, 0, 0, &bound);
-		if (m < 0 || (m & AF_FTL_MAP_RESULT_ERROR) || bound != ppa)
+		if (m < 0 || (m & AF_FTL_MAP_RESULT_ERROR))
+			continue;
+		/* a transaction's page the map does not name may be staged (a pending binding): the core
+		 * moves the binding if one names it, else answers RACED (the copy is garbage) */
+		if (bound != ppa && (!(oob.flags & AF_OOB_FLAGS_TX_MASK) || valid_of(g) == 0))
 			continue; /* superseded */
 		int res = relocate(ppa, (uint16_t)(af_gc.copies & 0x7fff));
 		if (res == AF_RELOCRESULT_MOVED)

@@ -217,6 +217,9 @@ class FtlBridge(wiring.Component):
         done = Signal(32)
         m.d.comb += [done[_bits("reloc_done", "tag")].eq(core.reloc_done.payload.tag),
                      done[_bits("reloc_done", "result")].eq(core.reloc_done.payload.result)]
+        tx_status = Signal(32)
+        m.d.comb += [tx_status[_bits("tx_status", "open")].eq(core.tx_open),
+                     tx_status[_bits("tx_status", "pending_free")].eq(core.pending_free)]
         ro = {off("id"): Const(spec.FTL_REGS_ID, 32), off("version"): Const(spec.SPEC_VERSION, 32),
               off("geometry"): geometry, off("status"): status, off("closed"): closed,
               off("reloc_done"): done, off("reloc_new_ppa"): core.reloc_done.payload.new_ppa,
@@ -224,7 +227,10 @@ class FtlBridge(wiring.Component):
               off("map_hits"): core.map_hits, off("map_misses"): core.map_misses,
               off("scratch_pages"): Const(core.slots, 32), off("free_depth"): Const(core.alloc.free_depth, 32),
               off("seq_next_lo"): core.seq_next[:32], off("seq_next_hi"): core.seq_next[32:],
-              off("failed"): core.failed.payload}
+              off("failed"): core.failed.payload,
+              off("tx_floor_lo"): core.tx_floor[:32], off("tx_floor_hi"): core.tx_floor[32:],
+              off("tx_limits"): Const(core.max_open_tx | core.max_pending << 8, 32),
+              off("tx_status"): tx_status}
         ro.update({off(name): sig for name, sig in rw.items()})
         assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
 

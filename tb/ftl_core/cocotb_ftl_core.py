@@ -2,8 +2,9 @@
 
 * ``every_verb``: each command and each status the core decides, and that a
   rejected command changes nothing;
-* ``random_scoreboard``: random batches of plain writes, atomic groups and
-  trims at queue depth > 1, then reads checked against ``atomflash.model``;
+* ``random_scoreboard``: random batches of plain writes, atomic groups,
+  trims and transactions (writes, final writes, commits, aborts, refusals) at
+  queue depth > 1, then reads and TX_READs checked against ``atomflash.model``;
   finally the flash itself recovers (``atomflash.model.recover``) to exactly
   the model's contents.
 """
@@ -22,6 +23,7 @@ from atomflash.spec import Hint, Kind, Opcode, Status
 from rtl.ftl.mapcache import MapOp
 from rtl.ftl.relocate import RelocResult
 from ftl_tb import IDENTIFY, FtlCoreTB
+from harness import MAX_OPEN_TX, MAX_PENDING
 
 CHANNELS, WAYS = 2, 2
 SLOTS = int(os.environ.get("FTL_SLOTS", "8"))
@@ -172,59 +174,95 @@ async def random_scoreboard(dut):
     rng = random.Random(int(os.environ.get("FTL_SEED", "1")))
     host = Host(tb)
     page = tb.page
-    model = Model(Limits(capacity=CAPACITY, lba_size=page))
+    model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING))
     lbas = range(48)                # overlapping on purpose
     serial = 1000
     programs = 0
+    tids = range(1, 7)              # more than MAX_OPEN_TX, so some first writes are refused
+
+    def blocks(nlb):
+        nonlocal serial
+        out = []
+        for _ in range(nlb):
+            serial += 1
+            out.append(block(serial, page))
+        return b"".join(out)
+
     for batch in range(int(os.environ.get("FTL_BATCHES", "12"))):
-        # up to 8 map-changing commands in flight; completion order = command order for these
-        cids = []
+        # up to 8 commands in flight; completion order = command order for the ones that change the map
+        cmds = []                   # (cid, the model's status)
         for _ in range(rng.randrange(1, 9)):
-            kind = rng.choices(["write", "atomic", "trim", "flush"], [5, 3, 1, 1])[0]
+            kind = rng.choices(["write", "atomic", "trim", "flush", "tx_write", "tx_commit", "tx_abort"],
+                               [5, 3, 1, 1, 4, 1, 1])[0]
             if kind == "write":
                 nlb = rng.randrange(1, 4)
                 lba = rng.randrange(0, len(lbas) - nlb)
-                blocks = []
-                for _ in range(nlb):
-                    serial += 1
-                    blocks.append(block(serial, page))
+                data = blocks(nlb)
                 buf = host.buffer(nlb)
-                tb.write_bytes(buf, b"".join(blocks))
-                model.write(lba, b"".join(blocks))
+                tb.write_bytes(buf, data)
+                c = model.write(lba, data)
                 programs += nlb
-                cids.append(await tb.submit(opcode=Opcode.WRITE, lba=lba, nlb=nlb, buf=buf))
+                cmds.append((await tb.submit(opcode=Opcode.WRITE, lba=lba, nlb=nlb, buf=buf), c.status))
             elif kind == "atomic":
-                pairs = []
-                for lba in rng.sample(lbas, rng.randrange(1, 9)):
-                    serial += 1
-                    pairs.append((lba, block(serial, page)))
+                pairs = [(lba, blocks(1)) for lba in rng.sample(lbas, rng.randrange(1, 9))]
                 lst = host.atomic_list(pairs)
-                model.atomic_write(pairs)
+                c = model.atomic_write(pairs)
                 programs += len(pairs)
-                cids.append(await tb.submit(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=len(pairs)))
+                cmds.append((await tb.submit(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=len(pairs)), c.status))
             elif kind == "trim":
                 nlb = rng.randrange(1, 6)
                 lba = rng.randrange(0, len(lbas) - nlb)
-                model.trim(lba, nlb)
+                c = model.trim(lba, nlb)
                 programs += 1
-                cids.append(await tb.submit(opcode=Opcode.DEALLOCATE, lba=lba, nlb=nlb))
+                cmds.append((await tb.submit(opcode=Opcode.DEALLOCATE, lba=lba, nlb=nlb), c.status))
+            elif kind == "flush":
+                cmds.append((await tb.submit(opcode=Opcode.FLUSH), model.flush().status))
+            elif kind == "tx_write":
+                tid, nlb = rng.choice(tids), rng.randrange(1, 5)
+                lba = rng.randrange(0, len(lbas) - nlb)
+                final = rng.random() < 0.2
+                data = blocks(nlb)
+                buf = host.buffer(nlb)
+                tb.write_bytes(buf, data)
+                c = model.tx_write(tid, lba, data, final=final)
+                programs += nlb if c.ok else 0
+                cmds.append((await tb.submit(opcode=Opcode.TX_WRITE, tid=tid, lba=lba, nlb=nlb, buf=buf,
+                                             flags=spec.CMD.compose("flags", tx_final=int(final))), c.status))
             else:
-                cids.append(await tb.submit(opcode=Opcode.FLUSH))
-        done = [await tb.wait(cid) for cid in cids]
-        assert all(Status(d["status"]) == Status.SUCCESS for d in done), done
-        # publication follows command order, so completions do too
-        assert [d["cycle"] for d in done] == sorted(d["cycle"] for d in done)
-        # reads of every LBA, several in flight
+                tid = rng.choice(tids)
+                commit = kind == "tx_commit"
+                c = model.tx_commit(tid) if commit else model.tx_abort(tid)
+                programs += int(commit and c.ok)        # the COMMIT record
+                cmds.append((await tb.submit(opcode=Opcode.TX_COMMIT if commit else Opcode.TX_ABORT, tid=tid),
+                             c.status))
+        done = [await tb.wait(cid) for cid, _ in cmds]
+        assert [Status(d["status"]) for d in done] == [want for _, want in cmds], (done, cmds)
+        # publication follows command order, so completions do too (refusals complete at once)
+        cycles = [d["cycle"] for d in done if Status(d["status"]) == Status.SUCCESS]
+        assert cycles == sorted(cycles)
+        # reads of every LBA, committed and as one open transaction sees them, several in flight
         reads = []
-        for lba in range(0, len(lbas), 4):
-            buf = host.buffer(4)
-            reads.append((lba, buf, await tb.submit(opcode=Opcode.READ, lba=lba, nlb=4, buf=buf)))
-        for lba, buf, cid in reads:
+        for tid in [None] + rng.sample(sorted(model.tx), min(1, len(model.tx))):
+            for lba in range(0, len(lbas), 4):
+                buf = host.buffer(4)
+                if tid is None:
+                    cid = await tb.submit(opcode=Opcode.READ, lba=lba, nlb=4, buf=buf)
+                else:
+                    cid = await tb.submit(opcode=Opcode.TX_READ, tid=tid, lba=lba, nlb=4, buf=buf)
+                reads.append((tid, lba, buf, cid))
+        for tid, lba, buf, cid in reads:
             expect(await tb.wait(cid), Status.SUCCESS)
-            want = model.read(lba, 4).data
+            want = (model.read(lba, 4) if tid is None else model.tx_read(tid, lba, 4)).data
             got = tb.read_bytes(buf, 4 * page)
             for i in range(4):
-                assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"batch {batch} lba {lba + i}"
+                assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], \
+                    f"batch {batch} lba {lba + i} tid {tid}"
+    # close what is open: commit half, abort the rest
+    for tid in sorted(model.tx):
+        commit = tid % 2 == 0
+        c = model.tx_commit(tid) if commit else model.tx_abort(tid)
+        programs += int(commit)
+        expect(await tb.do(opcode=Opcode.TX_COMMIT if commit else Opcode.TX_ABORT, tid=tid), c.status)
     pages = tb.flash_pages()
     assert len(pages) == programs, (len(pages), programs)   # no extra flash program for atomicity
     recovered = recover(pages)
@@ -276,14 +314,17 @@ async def program_failures_are_retried(dut):
 
 
 async def power_cut(dut, round_):
-    """Random writes, atomic groups and trims in flight; power fails on one die
-    during its k-th program and then on every die; the images recover to a
-    state the oracle accepts: every acknowledged write, every group whole."""
+    """Random writes, atomic groups, trims and transactions (writes, final
+    writes, commits, aborts) in flight; power fails on one die during its k-th
+    program and then on every die; the images recover to a state the oracle
+    accepts: every acknowledged write and commit, every group and transaction
+    whole, nothing of an open or aborted one."""
     rng = random.Random(int(os.environ.get("FTL_SEED", "1")) * 1000 + round_)
     tb = await make_tb(dut, name=f"cut{round_}")
     host = Host(tb)
     page = tb.page
-    model = Model(Limits(capacity=CAPACITY, lba_size=page), auto_complete=False)
+    model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING),
+                  auto_complete=False)
     cut_die = rng.randrange(tb.dies)
     await tb.chan.ctl(cut_die, NandCtl.SCHEDULE_CUT, int(NandCutWhen.PROGRAM), rng.randrange(4, 30),
                       rng.randrange(50, 950))
@@ -291,8 +332,26 @@ async def power_cut(dut, round_):
     serial = 100_000 * (round_ + 1)
     cut = False
     while not cut:
-        kind = rng.choice(["write", "atomic", "atomic", "trim"])
-        if kind == "write":
+        kind = rng.choice(["write", "atomic", "atomic", "trim", "tx", "tx", "tx_end"])
+        tid = rng.randrange(1, MAX_OPEN_TX + 1)
+        if kind == "tx_end" and tid not in model.tx:
+            kind = "tx"
+        if kind == "tx":
+            nlb = rng.randrange(1, 4)
+            lba = rng.randrange(40 - nlb)
+            data = b"".join(block(serial + 1 + i, page) for i in range(nlb))
+            serial += nlb
+            buf = host.buffer(nlb)
+            tb.write_bytes(buf, data)
+            final = rng.random() < 0.25
+            c = model.tx_write(tid, lba, data, final=final)
+            cid = await tb.submit(opcode=Opcode.TX_WRITE, tid=tid, lba=lba, nlb=nlb, buf=buf,
+                                  flags=spec.CMD.compose("flags", tx_final=int(final)))
+        elif kind == "tx_end":
+            commit = rng.random() < 0.7
+            c = model.tx_commit(tid) if commit else model.tx_abort(tid)
+            cid = await tb.submit(opcode=Opcode.TX_COMMIT if commit else Opcode.TX_ABORT, tid=tid)
+        elif kind == "write":
             lba = rng.randrange(40)
             serial += 1
             data = block(serial, page)
@@ -312,13 +371,14 @@ async def power_cut(dut, round_):
             lba, nlb = rng.randrange(36), rng.randrange(1, 5)
             c = model.trim(lba, nlb)
             cid = await tb.submit(opcode=Opcode.DEALLOCATE, lba=lba, nlb=nlb)
-        pending[cid] = c.ops
+        pending[cid] = (c.status, c.ops)
         # acknowledge what completed; stop at the cut
         while len(pending) >= 6 or (pending and rng.random() < 0.3):
             await ClockCycles(dut.clk, 500)
             for done_cid in [k for k in pending if k in tb.done]:
-                assert Status(tb.done.pop(done_cid)["status"]) == Status.SUCCESS
-                for op in pending.pop(done_cid):
+                status, ops = pending.pop(done_cid)
+                assert Status(tb.done.pop(done_cid)["status"]) == status
+                for op in ops:
                     model.complete(op)
             if await tb.chan.stat(cut_die, "POWER_CUTS"):
                 cut = True
@@ -330,6 +390,7 @@ async def power_cut(dut, round_):
     # acknowledged = completed before the cut was seen; the rest stays in flight
     acked = [op for op in model.history if op.completed is not None]
     assert acked, "the cut came before any command was acknowledged: nothing was tested"
+    assert any(op.verb == "commit" for op in model.history), "no transaction committed before the cut"
     contents = recover(tb.flash_pages(trust_torn=False)).contents()
     violations = check_after_cut(model.history, contents, lba_size=page)
     assert not violations, violations[:5]
@@ -417,7 +478,6 @@ async def transactions(dut):
     nothing; GC moving a staged page, then a commit and an abort after moves
     (trap 9); the flash recovering to the model's contents; the block table
     counting staged pages as live until an abort drops them."""
-    from harness import MAX_OPEN_TX, MAX_PENDING
     tb = await make_tb(dut, name="tx")
     host = Host(tb)
     page = tb.page
