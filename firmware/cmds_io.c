@@ -168,6 +168,64 @@ static int io_random(int argc, char **argv, int verify)
 	return bad ? AF_EFAIL : AF_OK;
 }
 
+/* io tx write|final|check <tid> <seed> <lba> [count] | commit|abort <tid>: transactions (check = TX_READ) */
+static int io_tx(int argc, char **argv)
+{
+	uint32_t tid, seed, lba, n;
+	if (argc < 4 || af_parse_u32(argv[3], &tid))
+		return AF_EUSAGE;
+	const char *op = argv[2];
+	af_cmd_t cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.tid = tid;
+	if (!strcmp(op, "commit") || !strcmp(op, "abort")) {
+		if (argc != 4)
+			return AF_EUSAGE;
+		cmd.opcode = op[0] == 'c' ? AF_OPCODE_TX_COMMIT : AF_OPCODE_TX_ABORT;
+		if (run(&cmd, op[0] == 'c' ? "tx commit" : "tx abort"))
+			return AF_EFAIL;
+		printf("transaction %lu %s\n", (unsigned long)tid, op[0] == 'c' ? "committed" : "aborted");
+		return AF_OK;
+	}
+	if (strcmp(op, "write") && strcmp(op, "final") && strcmp(op, "check"))
+		return AF_EUSAGE;
+	if (argc < 6 || argc > 7 || af_parse_u32(argv[4], &seed))
+		return AF_EUSAGE;
+	int r = parse_range(argc, argv, 5, &lba, &n);
+	if (r)
+		return r == -1 ? AF_EUSAGE : AF_EFAIL;
+	uint32_t *buf = af_ftl.io_buf, words = af_nand.page_data / 4;
+	cmd.lba = lba;
+	cmd.nlb = n;
+	cmd.buf = (uint32_t)(uintptr_t)buf;
+	if (op[0] != 'c') {
+		for (uint32_t i = 0; i < n; i++)
+			fill(buf + i * words, seed, lba + i);
+		flush_cpu_dcache();
+		cmd.opcode = AF_OPCODE_TX_WRITE;
+		if (op[0] == 'f')
+			cmd.flags = AF_CMD_FLAGS_TX_FINAL_MASK;
+		if (run(&cmd, "tx write"))
+			return AF_EFAIL;
+		printf("transaction %lu: staged %lu blocks at lba %lu (seed %lu)%s\n", (unsigned long)tid, (unsigned long)n,
+		       (unsigned long)lba, (unsigned long)seed, op[0] == 'f' ? ", committed" : "");
+		return AF_OK;
+	}
+	memset(buf, 0xa5, n * af_nand.page_data);
+	flush_cpu_dcache();
+	cmd.opcode = AF_OPCODE_TX_READ;
+	if (run(&cmd, "tx read"))
+		return AF_EFAIL;
+	flush_cpu_dcache();
+	uint32_t bad = 0, want;
+	for (uint32_t i = 0; i < n; i++)
+		if (compare(buf + i * words, seed, lba + i, &want) >= 0)
+			bad++;
+	printf("transaction %lu: check %lu blocks at lba %lu (seed %lu): %s\n", (unsigned long)tid, (unsigned long)n,
+	       (unsigned long)lba, (unsigned long)seed, bad ? "FAIL" : "pass");
+	return bad ? AF_EFAIL : AF_OK;
+}
+
 static int cmd_io(int argc, char **argv)
 {
 	if (argc < 2)
@@ -285,6 +343,8 @@ static int cmd_io(int argc, char **argv)
 	}
 	if (!strcmp(op, "random") || !strcmp(op, "verify"))
 		return io_random(argc, argv, op[0] == 'v');
+	if (!strcmp(op, "tx"))
+		return io_tx(argc, argv);
 	printf("error: unknown io operation '%s'\n", op);
 	return AF_EUSAGE;
 }
@@ -315,7 +375,7 @@ static int cmd_tx(int argc, char **argv)
 AF_COMMAND(tx, "tx", "open transactions, pending-bindings table use, the floor they hold checkpoints to", cmd_tx);
 
 AF_COMMAND(io, "io write|check <seed> <lba> [count] | read <lba> | atomic <seed> <lba>... | trim <lba> [count] | flush | "
-	   "random|verify <seed> <writes> <range>",
+	   "random|verify <seed> <writes> <range> | tx write|final|check <tid> <seed> <lba> [count] | tx commit|abort <tid>",
 	   "host commands through the firmware's own queue pair (seed 0 = zeros)", cmd_io);
 
 #endif
