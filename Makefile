@@ -29,7 +29,7 @@ demo: deps ## the main job: run the most complete simulated system the project h
 	@$(PY) sim/demo.py
 
 test: deps ## the whole suite (cocotb on Verilator, C/Python spec identity), as CI runs it
-	@$(PY) -m pytest -n $(JOBS) --dist loadgroup -m "not slow" tb
+	@$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=25 -m "not slow" tb
 
 test-slow: deps ## the long tests excluded from make test (long scoreboarded FTL runs, model cut sweeps)
 	@$(PY) -m pytest -n $(JOBS) --dist loadgroup -m slow tb
