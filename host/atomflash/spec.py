@@ -66,7 +66,7 @@ class Status(DocEnum):
     TOO_MANY_OPEN_TX = 0x09, "opening this transaction would exceed IDENTIFY's max_open_tx"
     UNKNOWN_TX = 0x0A, "no transaction with this tid is open (never opened, or already committed/aborted)"
     INVALID_TID = 0x0B, "tid 0 is reserved for 'no transaction'"
-    PENDING_FULL = 0x0C, "the pending-bindings table has no room for these pages"
+    PENDING_FULL = 0x0C, "the pending-bindings table has no room for these pages (or every append slot is live)"
     INVALID_TOKEN = 0x0D, "the token names no live append (guessed, stale, released or already remapped)"
     REMAP_TOO_LARGE = 0x0E, "a remap has more triples than IDENTIFY's max_remap_triples"
     REMAP_LENGTH = 0x0F, "a remap triple's length differs from the append it names"
@@ -474,7 +474,7 @@ IDENTIFY = Record(
         u32("queue_depth", "entries per submission/completion queue"),
         u32("ecc_t", "BCH correctable bits per codeword"),
         u32("ecc_codeword", "BCH codeword data bytes"),
-        u32("rsvd1", "reserved"),
+        u32("max_appends", "staged appends live at once (tokens not yet remapped or released)"),
     ] + [u64(f"rsvd{i}", "reserved") for i in range(2, 2 + 20)],
     size=256,
 )
@@ -486,6 +486,7 @@ LIMITS = ConstantGroup("limits", "Default device limits (elaboration parameters;
     Constant("MAX_OPEN_TX", 16, "open transactions"),
     Constant("MAX_PENDING", 1024, "pending-bindings table entries"),
     Constant("MAX_REMAP_TRIPLES", 32, "largest REMAP list"),
+    Constant("MAX_APPENDS", 64, "staged appends live at once (append slots: a token's handle is below this)"),
     Constant("QUEUE_DEPTH", 32, "entries per host queue"),
     Constant("TOKEN_BYTES", 8, "remap token size (the paper's ROD is 8 bytes)"),
     Constant("GC_RESERVE_BLOCKS", 2, "erased blocks the firmware hands to the log writer only while GC relocates"),

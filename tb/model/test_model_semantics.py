@@ -260,8 +260,18 @@ def test_manual_completion_for_device_harnesses():
 
 def test_limits_from_identify():
     ident = spec.IDENTIFY.unpack(spec.IDENTIFY.pack(capacity=99, lba_size=512, max_transfer=8, max_atomic_pages=16,
-                                                    max_open_tx=3, max_pending=40, max_remap_triples=5))
-    assert Limits.from_identify(ident) == Limits(99, 512, 8, 16, 3, 40, 5)
+                                                    max_open_tx=3, max_pending=40, max_remap_triples=5,
+                                                    max_appends=7))
+    assert Limits.from_identify(ident) == Limits(99, 512, 8, 16, 3, 40, 5, 7)
+
+
+def test_append_slots_run_out():
+    """PENDING_FULL once max_appends appends are live, though entries remain; a release frees a slot."""
+    m = Model(Limits(capacity=16, lba_size=512, max_pending=40, max_appends=2))
+    tokens = [m.append(bytes(512)).result for _ in range(2)]
+    assert m.append(bytes(512)).status == Status.PENDING_FULL
+    assert m.release(tokens[0]).ok
+    assert m.append(bytes(512)).ok
 
 
 # -- randomized: the model against a dict ------------------------------------------------

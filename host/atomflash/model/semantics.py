@@ -34,13 +34,15 @@ class Limits:
     max_open_tx: int = spec.LIMITS.MAX_OPEN_TX
     max_pending: int = spec.LIMITS.MAX_PENDING
     max_remap_triples: int = spec.LIMITS.MAX_REMAP_TRIPLES
+    max_appends: int = spec.LIMITS.MAX_APPENDS
 
     @classmethod
     def from_identify(cls, ident: Mapping[str, int]) -> "Limits":
         """Limits as a device reports them (an unpacked ``spec.IDENTIFY``)."""
         return cls(capacity=ident["capacity"], lba_size=ident["lba_size"], max_transfer=ident["max_transfer"],
                    max_atomic_pages=ident["max_atomic_pages"], max_open_tx=ident["max_open_tx"],
-                   max_pending=ident["max_pending"], max_remap_triples=ident["max_remap_triples"])
+                   max_pending=ident["max_pending"], max_remap_triples=ident["max_remap_triples"],
+                   max_appends=ident["max_appends"])
 
 
 @dataclass
@@ -339,11 +341,13 @@ class Model:
 
     def append(self, data: bytes) -> Completion:
         """APPEND: stage blocks bound to no LBA; CPL.result is a fresh single-use token.
-        CHOICE: handle = lowest free slot (< max_pending); gen advances 1..0xFFFF per allocation."""
+        CHOICE: handle = lowest free slot (< max_appends); gen advances 1..0xFFFF per allocation;
+        PENDING_FULL when the blocks do not fit the pending table or every append slot is live."""
         st, blocks = self._blocks(data)
         if st != Status.SUCCESS:
             return Completion(st)
-        if self._pending_used() + len(blocks) > self.limits.max_pending:
+        if (self._pending_used() + len(blocks) > self.limits.max_pending
+                or len(self.appends) >= self.limits.max_appends):
             return Completion(Status.PENDING_FULL)
         handle = next(h for h in itertools.count() if h not in self.appends)
         gen = self._slot_gen.get(handle, 0) % 0xFFFF + 1
