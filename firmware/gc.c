@@ -7,8 +7,8 @@
  * in it any more, it is erased and returns to the free pool.
  *
  * Three rules keep recovery sound and the device live:
- *  - transactions: a staged page is live (the core counts it) though the map
- *    does not name it; such pages (OOB flags.tx) are offered to the relocator,
+ *  - transactions and appends: a staged page is live (the core counts it) though
+ *    the map does not name it; such pages (OOB flags.tx / append) are offered to the relocator,
  *    which moves the pending binding with the page (rtl/ftl/relocate.py).
  *  - trap 2: a block is erased only when a durable checkpoint's floor is above
  *    every page in it (close_seq <= af_ckpt.seq); if none is, GC takes a
@@ -173,7 +173,8 @@ static int collect(uint32_t g, int foreground, int erase)
 		if (r != AF_NANDRESULT_OK)
 			continue; /* unreadable: if it were bound, the count check below catches it */
 		memcpy(&oob, buf + AF_NAND_BBM_BYTES, sizeof(oob));
-		if (af_crc32(&oob, AF_OOB_CRC_SPAN) != oob.crc || (oob.kind != AF_KIND_DATA && oob.kind != AF_KIND_GC_COPY) ||
+		if (af_crc32(&oob, AF_OOB_CRC_SPAN) != oob.crc ||
+		    (oob.kind != AF_KIND_DATA && oob.kind != AF_KIND_GC_COPY && oob.kind != AF_KIND_APPEND) ||
 		    oob.lba >= af_ftl.capacity)
 			continue;
 		uint32_t bound;
@@ -182,7 +183,7 @@ static int collect(uint32_t g, int foreground, int erase)
 			continue;
 		/* a transaction's page the map does not name may be staged (a pending binding): the core
 		 * moves the binding if one names it, else answers RACED (the copy is garbage) */
-		if (bound != ppa && (!(oob.flags & AF_OOB_FLAGS_TX_MASK) || valid_of(g) == 0))
+		if (bound != ppa && (!(oob.flags & (AF_OOB_FLAGS_TX_MASK | AF_OOB_FLAGS_APPEND_MASK)) || valid_of(g) == 0))
 			continue; /* superseded */
 		int res = relocate(ppa, (uint16_t)(af_gc.copies & 0x7fff));
 		if (res == AF_RELOCRESULT_MOVED)

@@ -76,14 +76,15 @@ class FtlCore(wiring.Component):
                  queue_pairs: int = 1, queue_depth: int = spec.LIMITS.QUEUE_DEPTH, slots: int = 16,
                  map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
                  limits: command.StaticLimits = command.StaticLimits(),
-                 max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING):
+                 max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
+                 max_appends: int = spec.LIMITS.MAX_APPENDS):
         if nand_slots < 4:
             raise ValueError("need at least 4 page-buffer slots per channel (programs, firmware, relocator, reader)")
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots)
         self.fw_slot = nand_slots - 3  # the firmware's own slot while the core runs
         self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
         self.limits = limits
-        self.max_open_tx, self.max_pending = max_open_tx, max_pending
+        self.max_open_tx, self.max_pending, self.max_appends = max_open_tx, max_pending, max_appends
         self.profile = self.params.profile
         self.ctrl = NandController(self.params, channels=channels)
         self.slot_words = self.ctrl.slot_words
@@ -124,6 +125,7 @@ class FtlCore(wiring.Component):
             "map_hits": Out(32),
             "map_misses": Out(32),
             "tx_floor": Out(64),
+            "floor_passes": Out(32),
             "tx_open": Out(range(max_open_tx + 1)),
             "pending_free": Out(range(max_pending + 1)),
         })
@@ -136,20 +138,22 @@ class FtlCore(wiring.Component):
         m.submodules.alloc = alloc = self.alloc
         m.submodules.queues = queues = HostQueues(queue_pairs=Q)
         m.submodules.validator = validator = CommandValidator(queue_pairs=Q, limits=lim)
-        T, E = self.max_open_tx, self.max_pending
+        T, E, A = self.max_open_tx, self.max_pending, self.max_appends
         m.submodules.executor = executor = Executor(queue_pairs=Q, page_data=self.profile.page_data,
                                                     slots=self.slots, max_transfer=lim.max_transfer,
                                                     max_members=max(lim.max_atomic_pages, lim.max_transfer),
-                                                    max_open_tx=T, pending_entries=E)
-        m.submodules.pending = pending = PendingTable(entries=E, owners=T, users=3)
+                                                    max_open_tx=T, pending_entries=E, max_appends=A,
+                                                    max_remap_triples=lim.max_remap_triples)
+        owners = executor.owners       # transactions, then append slots
+        m.submodules.pending = pending = PendingTable(entries=E, owners=owners, users=3)
         m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
                                               max_transfer=lim.max_transfer)
         m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members,
-                                                       pending_entries=E, owners=T)
+                                                       pending_entries=E, owners=owners)
         # page-buffer slots per channel: programs, the firmware's, the relocator's, the reader's (last)
         m.submodules.writer = writer = LogWriter(self.params, C, self.slot_words, write_slots=self.fw_slot)
         m.submodules.relocator = relocator = Relocator(self.params, C, self.slot_words,
-                                                       slot=self.params.slots - 2, pending_entries=E, owners=T)
+                                                       slot=self.params.slots - 2, pending_entries=E, owners=owners)
         m.submodules.mapcache = mapcache = MapCache(lba_bits=32, **self.map_geometry)
         m.submodules.mapport = mapport = MapPortArbiter(4, 32)
         m.submodules.blocktable = blocktable = BlockTable(channels=C, ways=self.ways)
@@ -186,12 +190,14 @@ class FtlCore(wiring.Component):
         wiring.connect(m, publisher.pending, pending.users[0])
         wiring.connect(m, relocator.pending, pending.users[1])
         wiring.connect(m, executor.pending, pending.users[2])
+        wiring.connect(m, publisher.freed, executor.pub_freed)
         m.d.comb += [executor.pending_free.eq(pending.free), publisher.doomed.eq(executor.tx_doomed),
                      executor.page_seq.eq(alloc.alloc.payload.seq),
                      reader.ovr_claim.eq(executor.ovr_claim), executor.ovr_busy.eq(reader.ovr_busy),
                      reader.ovr_we.eq(executor.ovr_we), reader.ovr_idx.eq(executor.ovr_idx),
                      reader.ovr_ppa.eq(executor.ovr_ppa),
                      self.tx_floor.eq(executor.tx_floor), self.tx_open.eq(executor.tx_open),
+                     self.floor_passes.eq(executor.floor_passes),
                      self.pending_free.eq(pending.free)]
         # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating
         prefer_reloc = Signal()

@@ -29,6 +29,16 @@ TX_COMMIT      one COMMIT record page (REC_HDR + COMMIT_BODY: first vseq, pages,
 TX_ABORT       an empty group whose publication drops the staged bindings
 TX_READ        the transaction's staged pages for the range go to the reader's
                override table, then a READ
+APPEND         nlb APPEND pages (flags.append, tid = tag, group_len nlb,
+               group_idx i) staged under a free append slot; the completion's
+               result is the token (``spec.TOKEN``: slot, generation, CRC check
+               of first vseq, slot and generation)
+REMAP          the (lba, token, nlb) list is read and checked first (ZERO_LENGTH,
+               LBA_OUT_OF_RANGE, DUPLICATE_LBA for overlapping ranges,
+               INVALID_TOKEN for a token not live or named twice, REMAP_LENGTH);
+               then one REMAP record page (REMAP_REC_ENTRY per triple), after
+               which the publisher binds every triple at once
+RELEASE        an empty group whose publication drops the append's entries
 =============  ===============================================================
 
 **Transactions** live in ``max_open_tx`` transaction slots (state FREE / OPEN /
@@ -62,8 +72,18 @@ READ goes to the :class:`~rtl.ftl.reader.Reader` (its own queue, so reads do
 not wait for programs); IDENTIFY and GET_LOG copy a record the firmware keeps
 in SoC memory (``identify_base``, ``log_base``; ``spec.IDENTIFY.size`` bytes)
 to the host buffer; HINT NONE / FLUSH_GROUP complete at once (no write
-buffer yet).  The append verbs complete with INVALID_OPCODE until they are
-built.
+buffer yet).
+
+**Appends** live in ``max_appends`` slots (``app_live``: its token is valid;
+``app_hold``: its pages may still be needed -- from the first page's
+acceptance until the publisher frees its entries).  An APPEND takes the
+lowest free slot (PENDING_FULL when none is free or the pages do not fit;
+both wait while anything is in flight, which may free room); a token is
+consumed when the REMAP or RELEASE naming it is accepted, the slot is reused
+once the publisher says its entries are freed (``pub_freed``).  The oldest
+held append's first vseq also bounds ``tx_floor``: a scanner reads every
+slot in turn (``floor_passes`` counts its passes; the firmware reads
+``seq_next``, waits two passes, then reads the floor).
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
@@ -87,6 +107,7 @@ __all__ = ["Executor"]
 COMMIT = spec.OOB.compose("flags", commit=1)
 TX_PAGE = spec.OOB.compose("flags", tx=1)
 TX_FINAL_PAGE = spec.OOB.compose("flags", tx=1, tx_final=1, commit=1)
+APPEND_PAGE = spec.OOB.compose("flags", append=1)
 
 
 class TxState:
@@ -132,13 +153,19 @@ class Executor(wiring.Component):
     ovr_claim, ovr_we, ovr_idx, ovr_ppa : Out / ovr_busy : In
         The reader's TX_READ override table.
     tx_floor : Out(64), tx_open : Out
-        First vseq of the oldest unpublished transaction; transactions open.
+        First vseq of the oldest unpublished transaction or held append; transactions open.
+    pub_freed : In(stream {owner})
+        The publisher freed an owner's entries (an append slot may be reused).
+    floor_passes : Out(32)
+        Passes of the append-floor scanner.
     """
 
     def __init__(self, *, queue_pairs: int, page_data: int, slots: int = 16,
                  max_members: int = spec.LIMITS.MAX_ATOMIC_PAGES, max_transfer: int = spec.LIMITS.MAX_TRANSFER,
                  max_retries: int = 4, retry_depth: int = 16, lba_bits: int = 32,
-                 max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, pending_entries: int = spec.LIMITS.MAX_PENDING):
+                 max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, pending_entries: int = spec.LIMITS.MAX_PENDING,
+                 max_appends: int = spec.LIMITS.MAX_APPENDS,
+                 max_remap_triples: int = spec.LIMITS.MAX_REMAP_TRIPLES):
         exact_log2(slots)
         exact_log2(max_members)
         if max_transfer > max_members:
@@ -150,7 +177,11 @@ class Executor(wiring.Component):
         self.idx_bits = exact_log2(max_members)
         self.lba_bits = lba_bits
         self.max_open_tx, self.pending_entries = max_open_tx, pending_entries
-        self.owner_bits = max(1, ceil_log2(max_open_tx))
+        self.max_appends, self.max_remap_triples = max_appends, max_remap_triples
+        if max_remap_triples > spec.record_capacity(Kind.REMAP, page_data):
+            raise ValueError("a REMAP record of max_remap_triples entries must fit one page")
+        self.owners = max_open_tx + max_appends      # pending-table owners: transactions, then append slots
+        self.owner_bits = max(1, ceil_log2(self.owners))
         slot_idx = {"slot": self.slot_bits, "idx": self.idx_bits}
         super().__init__({
             "cmd": In(stream.Signature(command_layout(queue_pairs))),
@@ -158,7 +189,8 @@ class Executor(wiring.Component):
             "page": Out(stream.Signature(PAGE_WRITE)),
             "page_lock": Out(1),
             "page_done": In(stream.Signature(PAGE_DONE)),
-            "pub_member_lba": Out(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits}))),
+            "pub_member_lba": Out(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits,
+                                                                                 "owner": self.owner_bits}))),
             "pub_open": Out(stream.Signature(Publisher.open_layout(self.slot_bits, self.idx_bits,
                                                                    self.owner_bits))),
             "pub_member": Out(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32,
@@ -173,10 +205,12 @@ class Executor(wiring.Component):
             "scratch_base": In(32),
             "identify_base": In(32),
             "log_base": In(32),
-            "pending": Out(PendingUserSignature(pending_entries, max_open_tx)),
+            "pending": Out(PendingUserSignature(pending_entries, self.owners)),
             "pending_free": In(range(pending_entries + 1)),
             "page_seq": In(64),
-            "tx_doomed": Out(max_open_tx),
+            "tx_doomed": Out(self.owners),
+            "pub_freed": In(stream.Signature(data.StructLayout({"owner": self.owner_bits}))),
+            "floor_passes": Out(32),
             "ovr_claim": Out(1),
             "ovr_busy": In(1),
             "ovr_we": Out(1),
@@ -194,11 +228,13 @@ class Executor(wiring.Component):
 
         # -- per-slot state -------------------------------------------------------
         class K:        # what a slot holds
-            WRITE, ATOMIC, TRIM, FLUSH, TX, COMMIT, ABORT = range(7)
+            WRITE, ATOMIC, TRIM, FLUSH, TX, COMMIT, ABORT, APPEND, REMAP, RELEASE = range(10)
         busy = Signal(S)
         slot_sqid = Array(Signal(ql["sqid"].shape, name=f"sqid{s}") for s in range(S))
         slot_cid = Array(Signal(16, name=f"cid{s}") for s in range(S))
-        slot_kind = Array(Signal(3, name=f"kind{s}") for s in range(S))
+        slot_kind = Array(Signal(4, name=f"kind{s}") for s in range(S))
+        slot_tag = Array(Signal(32, name=f"tag{s}") for s in range(S))          # an append's tag
+        slot_result = Array(Signal(64, name=f"result{s}") for s in range(S))    # an append's token
         slot_tx = Array(Signal(self.owner_bits, name=f"tx{s}") for s in range(S))
         slot_final = Signal(S)
         slot_npages = Array(Signal(16, name=f"npages{s}") for s in range(S))    # a final page's group_len
@@ -220,7 +256,46 @@ class Executor(wiring.Component):
             m.d.comb += floor_t.eq(Mux(live & (tx_first[t] < floor), tx_first[t], floor))
             floor = floor_t
             n_open = n_open + (tx_state[t] == TxState.OPEN)
-        m.d.comb += [self.tx_floor.eq(floor), self.tx_open.eq(n_open)]
+        m.d.comb += self.tx_open.eq(n_open)
+
+        # -- append slots -----------------------------------------------------------------
+        A, R = self.max_appends, self.max_remap_triples
+        hbits = max(1, ceil_log2(A))
+        app_live = Signal(A)          # the token is valid
+        app_hold = Signal(A)          # the pages may be needed (first page taken .. entries freed)
+        m.submodules.app_first = app_first = memory.Memory(shape=64, depth=A, init=[])
+        first_w = app_first.write_port()
+        first_r = app_first.read_port()
+        first_scan = app_first.read_port()
+        app_meta_shape = data.StructLayout({"gen": 16, "nlb": 32, "check": 32})
+        m.submodules.app_meta = app_meta = memory.Memory(shape=app_meta_shape, depth=A, init=[])
+        meta_w = app_meta.write_port()
+        meta_r = app_meta.read_port()
+        # the floor: every slot in turn, the oldest held append's first vseq per pass
+        scan_h = Signal(range(A))
+        scan_prev = Signal(range(A))
+        scan_valid = Signal()
+        run_min = Signal(64, init=2**64 - 1)
+        app_floor = Signal(64, init=2**64 - 1)
+        m.d.comb += first_scan.addr.eq(scan_h)
+        m.d.sync += [scan_h.eq(Mux(scan_h == A - 1, 0, scan_h + 1)), scan_prev.eq(scan_h), scan_valid.eq(1)]
+        cand = Mux(scan_valid & app_hold.bit_select(scan_prev, 1) & (first_scan.data < run_min),
+                   first_scan.data, run_min)
+        with m.If(scan_valid & (scan_prev == A - 1)):
+            m.d.sync += [app_floor.eq(cand), run_min.eq(2**64 - 1), self.floor_passes.eq(self.floor_passes + 1)]
+        with m.Else():
+            m.d.sync += run_min.eq(cand)
+        m.d.comb += self.tx_floor.eq(Mux(app_floor < floor, app_floor, floor))
+        # the publisher freed an owner's entries: an append slot may be taken again
+        m.d.comb += self.pub_freed.ready.eq(1)
+        freed_owner = self.pub_freed.payload.owner
+        with m.If(self.pub_freed.valid & (freed_owner >= T)):
+            m.d.sync += app_hold.bit_select((freed_owner - T)[:hbits], 1).eq(0)
+        # REMAP triples as read from the list
+        trip_shape = data.StructLayout({"lba": 32, "nlb": 32, "handle": 16, "gen": 16, "check": 32})
+        m.submodules.trips = trips = memory.Memory(shape=trip_shape, depth=max(R, 2), init=[])
+        trip_w = trips.write_port()
+        trip_r = trips.read_port(transparent_for=(trip_w,))
         slot_lba = Array(Signal(32, name=f"lba{s}") for s in range(S))
         slot_buf = Array(Signal(32, name=f"buf{s}") for s in range(S))
         slot_n = Array(Signal(self.idx_bits + 1, name=f"n{s}") for s in range(S))
@@ -252,6 +327,8 @@ class Executor(wiring.Component):
             m.d.comb += [self.cpl.valid.eq(1), self.cpl.payload.sqid.eq(slot_sqid[pub.slot]),
                          self.cpl.payload.cid.eq(slot_cid[pub.slot]), self.cpl.payload.status.eq(status),
                          self.pub_published.ready.eq(self.cpl.ready)]
+            with m.If((slot_kind[pub.slot] == K.APPEND) & ~pub.dropped):
+                m.d.comb += self.cpl.payload.result.eq(slot_result[pub.slot])     # the token
         with m.Else():
             m.d.comb += [self.cpl.valid.eq(imm_valid), self.cpl.payload.eq(imm)]
         imm_taken = imm_valid & ~self.pub_published.valid & self.cpl.ready
@@ -263,6 +340,10 @@ class Executor(wiring.Component):
                 m.d.sync += tx_state[pt].eq(TxState.FREE)
             with m.Elif((pk == K.TX) & pub.dropped):
                 m.d.sync += doomed.bit_select(pt, 1).eq(1)
+            with m.If(pk == K.APPEND):
+                with m.If(pub.dropped):     # the publisher frees its entries (and then the slot)
+                    m.d.sync += app_live.bit_select((pt - T)[:hbits], 1).eq(0)
+
 
         # -- log writer completions go to the publisher; note buffer bus errors ------
         done = self.page_done.payload
@@ -288,7 +369,7 @@ class Executor(wiring.Component):
         with m.Else():
             m.d.comb += [self.page.payload.eq(retry_page), self.page.valid.eq(retry_valid)]
 
-        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf, tag):
+        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf, tag, triples):
             """PAGE_WRITE of member ``idx`` of ``slot`` (comb)."""
             o = pg.oob
             m.d.comb += [pg.tag.eq(Cat(idx[:self.idx_bits], slot[:self.slot_bits])), o.kind.eq(Kind.DATA)]
@@ -312,6 +393,13 @@ class Executor(wiring.Component):
                     m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.COMMIT),
                                  o.group_len.eq(1), o.flags.eq(COMMIT), o.tid.eq(tag), pg.record.eq(1),
                                  pg.rec_count.eq(1), pg.rec_total.eq(1)]
+                with m.Case(K.APPEND):
+                    m.d.comb += [pg.mem_addr.eq(buf_base + idx * page_data), o.kind.eq(Kind.APPEND),
+                                 o.tid.eq(tag), o.flags.eq(APPEND_PAGE), o.group_len.eq(n), o.group_idx.eq(idx)]
+                with m.Case(K.REMAP):
+                    m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.REMAP),
+                                 o.group_len.eq(1), o.flags.eq(COMMIT), pg.record.eq(1),
+                                 pg.rec_count.eq(triples), pg.rec_total.eq(triples)]
 
         # -- retry path ------------------------------------------------------------
         # Retries are always taken into a FIFO: the log writer's completions must never
@@ -339,7 +427,9 @@ class Executor(wiring.Component):
                     m.next = "SEND"
             with m.State("SEND"):
                 member_page(retry_page, rt.slot, rt.idx, slot_kind[rt.slot], slot_lba[rt.slot], slot_buf[rt.slot],
-                            slot_n[rt.slot], mem_r2.data.lba, mem_r2.data.buf, tx_first[slot_tx[rt.slot]][:32])
+                            slot_n[rt.slot], mem_r2.data.lba, mem_r2.data.buf,
+                            Mux(slot_kind[rt.slot] == K.APPEND, slot_tag[rt.slot], tx_first[slot_tx[rt.slot]][:32]),
+                            slot_lba[rt.slot])
                 m.d.comb += [retry_page.keep_vseq.eq(1), retry_page.oob.vseq.eq(rt.vseq), retry_valid.eq(1)]
                 with m.If(self.page.ready & ~issuing):
                     m.next = "IDLE"
@@ -356,8 +446,18 @@ class Executor(wiring.Component):
         tail = Signal(self.slot_bits)
         idx = Signal(self.idx_bits + 1)
         n = Signal(self.idx_bits + 1)
-        kind = Signal(3)
-        t = Signal(self.owner_bits)          # the command's transaction slot
+        kind = Signal(4)
+        t = Signal(self.owner_bits)          # the command's transaction slot (or T + append slot)
+        h = Signal(hbits)                    # the command's append slot
+        app_gen = Signal(16)
+        app_first_v = Signal(64)
+        ntrip = Signal(range(R + 1))         # REMAP triples
+        ti = Signal(range(R + 1))            # the triple being read / checked
+        tj = Signal(range(R + 1))
+        zero_bad, range_bad, tok_bad, len_bad = Signal(), Signal(), Signal(), Signal()
+        seen = Signal(A)                     # append slots a REMAP names
+        trip_a = Signal(trip_shape)          # the triple compared against
+        lba_hi = Signal(32)
         new_tx = Signal()
         have = Signal(M)                     # TX_WRITE members whose LBA the transaction holds an entry for
         existing = Signal(self.idx_bits + 1)
@@ -380,6 +480,7 @@ class Executor(wiring.Component):
         bus = self.bus
         m.d.comb += bus.sel.eq(0xF)
         copy_src = Signal(32)
+        m.submodules.app_crc = app_crc = layouts.OOB_CRC(data_width=32).create()
 
         with m.FSM(name="dispatch"):
             with m.State("IDLE"):
@@ -427,6 +528,16 @@ class Executor(wiring.Component):
                     with m.Case(Opcode.TX_ABORT):
                         m.d.sync += [kind.eq(K.ABORT), n.eq(0), final.eq(0)]
                         m.next = "TX_FIND"
+                    with m.Case(Opcode.APPEND):
+                        m.d.sync += [kind.eq(K.APPEND), n.eq(c.nlb)]
+                        m.next = "APP_FIND"
+                    with m.Case(Opcode.RELEASE):
+                        m.d.sync += [kind.eq(K.RELEASE), n.eq(0)]
+                        m.next = "REL_CHECK"
+                    with m.Case(Opcode.REMAP):
+                        m.d.sync += [kind.eq(K.REMAP), n.eq(1), ntrip.eq(c.nlist), ti.eq(0), zero_bad.eq(0),
+                                     range_bad.eq(0), tok_bad.eq(0), len_bad.eq(0), seen.eq(0)]
+                        m.next = "RLIST"
                     with m.Default():
                         finish(Status.INVALID_OPCODE)
             with m.State("IMMEDIATE"):
@@ -517,6 +628,154 @@ class Executor(wiring.Component):
                     with m.Elif(presp.payload.ppa != spec.PPA_UNMAPPED):
                         m.d.comb += self.ovr_we.eq(1)
 
+            # APPEND: the lowest free append slot, room for its pages (waiting while work in flight may free some)
+            with m.State("APP_FIND"):
+                has_free, free_h = Signal(), Signal(hbits)
+                for i in reversed(range(A)):
+                    with m.If(~app_hold[i]):
+                        m.d.comb += [has_free.eq(1), free_h.eq(i)]
+                with m.If(has_free & (self.pending_free >= n)):
+                    m.d.sync += [h.eq(free_h), t.eq(T + free_h)]
+                    m.next = "SLOT"
+                with m.Elif(busy == 0):
+                    finish(Status.PENDING_FULL)
+            with m.State("APP_GEN"):
+                m.d.comb += meta_r.addr.eq(h)
+                m.next = "APP_GEN2"
+            with m.State("APP_GEN2"):
+                m.d.sync += [app_gen.eq(Mux(meta_r.data.gen >= 0xFFFF, 1, meta_r.data.gen + 1)), idx.eq(0),
+                             have.eq(0), existing.eq(0)]
+                m.next = "TX_RESERVE"
+            # after the pages: the token (check = OOB_CRC of TOKEN_CHECK_IN) and the slot's state
+            with m.State("APP_TOKEN"):
+                m.d.comb += app_crc.start.eq(1)
+                m.d.sync += word.eq(0)
+                m.next = "APP_TOKEN_FEED"
+            with m.State("APP_TOKEN_FEED"):
+                check_in = Signal(layouts.TOKEN_CHECK_IN)
+                m.d.comb += [check_in.first_vseq.eq(app_first_v), check_in.handle.eq(h), check_in.gen.eq(app_gen),
+                             app_crc.data.eq(check_in.as_value().word_select(word[:2], 32)), app_crc.valid.eq(1)]
+                m.d.sync += word.eq(word + 1)
+                with m.If(word == spec.TOKEN_CHECK_IN.size // 4 - 1):
+                    m.next = "APP_TOKEN_DONE"
+            with m.State("APP_TOKEN_DONE"):
+                token = Signal(layouts.TOKEN)
+                m.d.comb += [token.handle.eq(h), token.gen.eq(app_gen), token.check.eq(app_crc.crc),
+                             meta_w.addr.eq(h), meta_w.data.gen.eq(app_gen), meta_w.data.nlb.eq(n),
+                             meta_w.data.check.eq(app_crc.crc), meta_w.en.eq(1)]
+                m.d.sync += [slot_result[tail].eq(token.as_value()), app_live.bit_select(h, 1).eq(1),
+                             tail.eq(tail + 1)]
+                m.next = "IDLE"
+
+            # RELEASE: the token must name a live append
+            with m.State("REL_CHECK"):
+                tok = Signal(layouts.TOKEN)
+                m.d.comb += [tok.eq(c.token), meta_r.addr.eq(tok.handle[:hbits])]
+                m.d.sync += [h.eq(tok.handle[:hbits]), t.eq(T + tok.handle[:hbits])]
+                with m.If(tok.handle >= A):
+                    finish(Status.INVALID_TOKEN)
+                with m.Else():
+                    m.next = "REL_CHECK2"
+            with m.State("REL_CHECK2"):
+                tok = Signal(layouts.TOKEN)
+                m.d.comb += tok.eq(c.token)
+                with m.If(app_live.bit_select(h, 1) & (meta_r.data.gen == tok.gen) & (meta_r.data.check == tok.check)):
+                    m.next = "SLOT"
+                with m.Else():
+                    finish(Status.INVALID_TOKEN)
+
+            # REMAP: read the triples (6 words each), then check them all, in the model's order
+            with m.State("RLIST"):
+                m.d.comb += [bus.adr.eq((c.list[:32] >> 2) + ti * (spec.REMAP_ENTRY.size // 4) + word),
+                             bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.DATA_TRANSFER_ERROR)
+                with m.Elif(bus.ack):
+                    d = bus.dat_r
+                    m.d.sync += word.eq(word + 1)
+                    with m.Switch(word[:3]):
+                        with m.Case(0):
+                            m.d.sync += trip_a.lba.eq(d)
+                        with m.Case(1):
+                            m.d.sync += lba_hi.eq(d)
+                        with m.Case(2):
+                            m.d.sync += [trip_a.handle.eq(d[:16]), trip_a.gen.eq(d[16:])]
+                        with m.Case(3):
+                            m.d.sync += trip_a.check.eq(d)
+                        with m.Case(4):
+                            m.d.sync += trip_a.nlb.eq(d)
+                        with m.Case(5):
+                            with m.If(trip_a.nlb == 0):
+                                m.d.sync += zero_bad.eq(1)
+                            with m.If((lba_hi != 0) | (Cat(trip_a.lba, Const(0, 32)) + trip_a.nlb > self.capacity)):
+                                m.d.sync += range_bad.eq(1)
+                            m.d.comb += [trip_w.addr.eq(ti), trip_w.data.eq(trip_a), trip_w.en.eq(1)]
+                            m.d.sync += [word.eq(0), ti.eq(ti + 1)]
+                            with m.If(ti + 1 == ntrip):
+                                m.next = "RLIST_CHECK"
+            with m.State("RLIST_CHECK"):
+                with m.If(zero_bad):
+                    finish(Status.ZERO_LENGTH)
+                with m.Elif(range_bad):
+                    finish(Status.LBA_OUT_OF_RANGE)
+                with m.Else():
+                    m.d.sync += [ti.eq(1), tj.eq(0)]
+                    m.next = "RDUP_A"
+            # overlapping ranges: triple ti against every earlier one
+            with m.State("RDUP_A"):
+                m.d.comb += trip_r.addr.eq(ti)
+                with m.If(ti >= ntrip):
+                    m.d.sync += ti.eq(0)
+                    m.next = "RTOK_A"
+                with m.Else():
+                    m.next = "RDUP_LOAD"
+            with m.State("RDUP_LOAD"):
+                m.d.comb += trip_r.addr.eq(tj)
+                m.d.sync += trip_a.eq(trip_r.data)
+                m.next = "RDUP_CMP"
+            with m.State("RDUP_CMP"):
+                b = trip_r.data
+                overlap = ((Cat(trip_a.lba, Const(0, 1)) < Cat(b.lba, Const(0, 33)) + b.nlb) &
+                           (Cat(b.lba, Const(0, 1)) < Cat(trip_a.lba, Const(0, 33)) + trip_a.nlb))
+                with m.If(overlap):
+                    finish(Status.DUPLICATE_LBA)
+                with m.Elif(tj + 1 == ti):
+                    m.d.sync += [ti.eq(ti + 1), tj.eq(0)]
+                    m.next = "RDUP_A"
+                with m.Else():
+                    m.d.comb += trip_r.addr.eq(tj + 1)
+                    m.d.sync += tj.eq(tj + 1)
+            # tokens: live, named once, the append's length
+            with m.State("RTOK_A"):
+                m.d.comb += trip_r.addr.eq(ti)
+                with m.If(ti == ntrip):
+                    m.next = "RTOK_END"
+                with m.Else():
+                    m.next = "RTOK_META"
+            with m.State("RTOK_META"):
+                m.d.comb += [trip_r.addr.eq(ti), meta_r.addr.eq(trip_r.data.handle[:hbits])]
+                m.d.sync += trip_a.eq(trip_r.data)
+                m.next = "RTOK_CMP"
+            with m.State("RTOK_CMP"):
+                hh = trip_a.handle[:hbits]
+                good = ((trip_a.handle < A) & app_live.bit_select(hh, 1) & ~seen.bit_select(hh, 1) &
+                        (meta_r.data.gen == trip_a.gen) & (meta_r.data.check == trip_a.check))
+                with m.If(~good):
+                    m.d.sync += tok_bad.eq(1)
+                with m.Elif(meta_r.data.nlb != trip_a.nlb):
+                    m.d.sync += len_bad.eq(1)
+                with m.If(trip_a.handle < A):
+                    m.d.sync += seen.bit_select(hh, 1).eq(1)
+                m.d.sync += ti.eq(ti + 1)
+                m.next = "RTOK_A"
+            with m.State("RTOK_END"):
+                with m.If(tok_bad):
+                    finish(Status.INVALID_TOKEN)
+                with m.Elif(len_bad):
+                    finish(Status.REMAP_LENGTH)
+                with m.Else():
+                    m.next = "SLOT"
+
             # a group: wait for the next slot in ring order
             with m.State("SLOT"):
                 with m.If(~busy.bit_select(tail, 1)):
@@ -538,8 +797,52 @@ class Executor(wiring.Component):
                     with m.Elif((kind == K.COMMIT) | (kind == K.ABORT)):
                         m.d.sync += tx_state[t].eq(TxState.CLOSING)
                         m.next = "LBAS"
+                    with m.Elif(kind == K.APPEND):
+                        m.next = "APP_GEN"
+                    with m.Elif(kind == K.RELEASE):
+                        m.d.sync += app_live.bit_select(h, 1).eq(0)
+                        m.next = "LBAS"
+                    with m.Elif(kind == K.REMAP):
+                        m.d.sync += [slot_lba[tail].eq(ntrip), ti.eq(0), word.eq(0)]
+                        m.next = "RSCR_A"
                     with m.Else():
                         m.next = "LBAS"
+
+            # REMAP accepted: the tokens are spent; each triple into the record (REMAP_REC_ENTRY after the header)
+            # and to the publisher (lba, owner)
+            with m.State("RSCR_A"):
+                m.d.comb += trip_r.addr.eq(ti)
+                with m.If(ti == ntrip):
+                    m.next = "OPEN"
+                with m.Else():
+                    m.next = "RSCR_META"
+            with m.State("RSCR_META"):
+                m.d.comb += [trip_r.addr.eq(ti), first_r.addr.eq(trip_r.data.handle[:hbits])]
+                m.d.sync += trip_a.eq(trip_r.data)
+                m.next = "RSCR_WRITE"
+            with m.State("RSCR_WRITE"):
+                rec = Signal(layouts.REMAP_REC_ENTRY)
+                m.d.comb += [rec.lba.eq(trip_a.lba), rec.first_vseq.eq(first_r.data), rec.nlb.eq(trip_a.nlb),
+                             first_r.addr.eq(trip_a.handle[:hbits])]
+                entry_words = spec.REMAP_REC_ENTRY.size // 4
+                m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2)
+                                        + ti * entry_words + word),
+                             bus.dat_w.eq(rec.as_value().word_select(word[:3], 32)), bus.we.eq(1),
+                             bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.INTERNAL_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == entry_words - 1):
+                        m.d.sync += [word.eq(0), app_live.bit_select(trip_a.handle[:hbits], 1).eq(0)]
+                        m.next = "RSCR_PUB"
+            with m.State("RSCR_PUB"):
+                p = self.pub_member_lba.payload
+                m.d.comb += [p.slot.eq(tail), p.idx.eq(ti), p.lba.eq(trip_a.lba), p.owner.eq(T + trip_a.handle[:hbits]),
+                             self.pub_member_lba.valid.eq(1)]
+                with m.If(self.pub_member_lba.ready):
+                    m.d.sync += ti.eq(ti + 1)
+                    m.next = "RSCR_A"
 
             # TX_WRITE: the entries the transaction already holds for the range...
             with m.State("TX_SCAN"):
@@ -574,10 +877,11 @@ class Executor(wiring.Component):
             # ...and the new entries reserved
             with m.State("TX_RESERVE"):
                 with m.If(idx == n):
-                    m.d.sync += [idx.eq(0), slot_npages[tail].eq(tx_npages[t] + n),
-                                 tx_npages[t].eq(tx_npages[t] + n)]
-                    with m.If(final):
-                        m.d.sync += tx_state[t].eq(TxState.CLOSING)
+                    m.d.sync += idx.eq(0)
+                    with m.If(kind == K.TX):
+                        m.d.sync += [slot_npages[tail].eq(tx_npages[t] + n), tx_npages[t].eq(tx_npages[t] + n)]
+                        with m.If(final):
+                            m.d.sync += tx_state[t].eq(TxState.CLOSING)
                     m.next = "LBAS"
                 with m.Elif(have.bit_select(idx[:self.idx_bits], 1)):
                     m.d.sync += idx.eq(idx + 1)
@@ -691,7 +995,8 @@ class Executor(wiring.Component):
                 # mem_r shows member idx of the tail slot (atomic)
                 p = self.pub_member_lba.payload
                 m.d.comb += [p.slot.eq(tail), p.idx.eq(idx), self.pub_member_lba.valid.eq(1),
-                             p.lba.eq(Mux((kind == K.ATOMIC) | (kind == K.TX), mem_r.data.lba, c.lba + idx))]
+                             p.lba.eq(Mux((kind == K.ATOMIC) | (kind == K.TX) | (kind == K.APPEND), mem_r.data.lba,
+                                          c.lba + idx))]
                 with m.If(self.pub_member_lba.ready):
                     m.d.sync += idx.eq(idx + 1)
                     m.next = "LBAS"
@@ -704,8 +1009,12 @@ class Executor(wiring.Component):
                         m.d.comb += [o.mode.eq(MemberMode.STAGE), o.walk.eq(Mux(final, Walk.COMMIT, Walk.NONE))]
                     with m.Case(K.COMMIT):
                         m.d.comb += [o.mode.eq(MemberMode.NONE), o.walk.eq(Walk.COMMIT)]
-                    with m.Case(K.ABORT):
+                    with m.Case(K.ABORT, K.RELEASE):
                         m.d.comb += [o.mode.eq(MemberMode.NONE), o.walk.eq(Walk.ABORT)]
+                    with m.Case(K.APPEND):
+                        m.d.comb += [o.mode.eq(MemberMode.STAGE), o.walk.eq(Walk.ABORT_IF_DROPPED)]
+                    with m.Case(K.REMAP):
+                        m.d.comb += [o.mode.eq(MemberMode.NONE), o.walk.eq(Walk.REMAP), o.trim_nlb.eq(ntrip)]
                 with m.If(self.pub_open.ready):
                     m.d.sync += [busy.bit_select(tail, 1).eq(1), idx.eq(0)]
                     m.next = "ISSUE_WAIT"
@@ -718,15 +1027,23 @@ class Executor(wiring.Component):
                     m.next = "ISSUE"
             with m.State("ISSUE"):
                 m.d.comb += issuing.eq(1)
-                first_page = ~tx_have_first.bit_select(t, 1)
+                first_page = Mux(kind == K.APPEND, idx == 0, ~tx_have_first.bit_select(t, 1))
                 member_page(disp_page, tail, idx, kind, c.lba, c.buf, n, mem_r.data.lba, mem_r.data.buf,
-                            Mux(first_page, self.page_seq[:32], tx_first[t][:32]))
+                            Mux(first_page, self.page_seq[:32],
+                                Mux(kind == K.APPEND, app_first_v[:32], tx_first[t][:32])), ntrip)
                 m.d.comb += disp_valid.eq(1)
                 with m.If(self.page.ready):
                     with m.If((kind == K.TX) & first_page):
                         m.d.sync += [tx_first[t].eq(self.page_seq), tx_have_first.bit_select(t, 1).eq(1)]
+                    with m.If((kind == K.APPEND) & first_page):
+                        # held from now on: a checkpoint's floor must stay at or below this page
+                        m.d.comb += [first_w.addr.eq(h), first_w.data.eq(self.page_seq), first_w.en.eq(1)]
+                        m.d.sync += [app_first_v.eq(self.page_seq), app_hold.bit_select(h, 1).eq(1),
+                                     slot_tag[tail].eq(self.page_seq[:32])]
                     m.d.sync += idx.eq(idx + 1)
-                    with m.If(idx + 1 == n):
+                    with m.If((idx + 1 == n) & (kind == K.APPEND)):
+                        m.next = "APP_TOKEN"
+                    with m.Elif(idx + 1 == n):
                         m.d.sync += tail.eq(tail + 1)
                         m.next = "IDLE"
                     with m.Else():

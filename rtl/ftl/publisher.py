@@ -52,6 +52,16 @@ slot; the :class:`~rtl.ftl.pending.PendingTable` holds the staged bindings):
   rebound to none.  A COMMIT walk becomes an ABORT walk when the group was
   dropped or the executor marked the transaction ``doomed`` (one of its
   writes was dropped), and the slot is reported ``dropped``.
+
+**Appends and remaps** use the same table, with owners ``max_open_tx`` and up
+(one per append slot): an APPEND stages like a TX_WRITE (each entry's "lba"
+is the page's index in the append; ``walk = ABORT_IF_DROPPED`` frees them if
+the append failed); a RELEASE is an ABORT walk; a REMAP (``walk = REMAP``,
+its one member the REMAP record page) walks, with the map port held
+throughout, the ``trim_nlb`` triples declared as member LBAs (``lba`` =
+where the append's pages go, ``owner`` = its slot), binding entry i at
+lba + i.  After every walk ``freed`` names its owner, so the executor can
+reuse the append slot (or transaction slot).
 """
 
 from amaranth import Module, Mux, Signal
@@ -75,8 +85,8 @@ class MemberMode:
 
 
 class Walk:
-    """What publishing does with the owner's pending entries after the members."""
-    NONE, COMMIT, ABORT = range(3)
+    """What publishing does with pending entries after the members."""
+    NONE, COMMIT, ABORT, REMAP, ABORT_IF_DROPPED = range(5)
 
 
 class Publisher(wiring.Component):
@@ -92,8 +102,8 @@ class Publisher(wiring.Component):
 
     Ports
     -----
-    member_lba : In(stream {slot, idx, lba})
-        Member ``idx`` of the slot's group binds ``lba``.
+    member_lba : In(stream {slot, idx, lba, owner})
+        Member ``idx`` of the slot's group binds ``lba`` (a REMAP's triple ``idx``: ``owner``'s pages at ``lba``).
     open : In(stream {slot, count, trim_nlb, mode, walk, owner})
         The slot's group has ``count`` (0..max_members) members; send it
         after its member LBAs and before its first ``member``, slots in ring
@@ -117,6 +127,8 @@ class Publisher(wiring.Component):
         STAGE and WALK requests to the pending-bindings table.
     doomed : In(owners)
         Transactions one of whose writes was dropped: their commit aborts.
+    freed : Out(stream {owner})
+        A walk freed every entry of ``owner``.
     """
 
     def __init__(self, *, slots: int = 8, max_members: int = spec.LIMITS.MAX_ATOMIC_PAGES, lba_bits: int = 32,
@@ -130,7 +142,8 @@ class Publisher(wiring.Component):
         self.idx_bits = max(1, ceil_log2(max_members))
         slot_idx = {"slot": self.slot_bits, "idx": self.idx_bits}
         super().__init__({
-            "member_lba": In(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits}))),
+            "member_lba": In(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits,
+                                                                             "owner": self.owner_bits}))),
             "open": In(stream.Signature(self.open_layout(self.slot_bits, self.idx_bits, self.owner_bits))),
             "member": In(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32, "vseq": 64}))),
             "give_up": In(stream.Signature(data.StructLayout(slot_idx))),
@@ -144,18 +157,20 @@ class Publisher(wiring.Component):
                                                                  "dropped": 1}))),
             "pending": Out(PendingUserSignature(pending_entries, owners)),
             "doomed": In(owners),
+            "freed": Out(stream.Signature(data.StructLayout({"owner": self.owner_bits}))),
         })
 
     @staticmethod
     def open_layout(slot_bits, idx_bits, owner_bits):
         return data.StructLayout({"slot": slot_bits, "count": idx_bits + 1, "trim_nlb": 32,
-                                  "mode": 2, "walk": 2, "owner": owner_bits})
+                                  "mode": 2, "walk": 3, "owner": owner_bits})
 
     def elaborate(self, platform):
         m = Module()
         S, M = self.slots, self.max_members
         depth = S * M
-        m.submodules.lbas = lbas = memory.Memory(shape=self.lba_bits, depth=depth, init=[])
+        member_shape = data.StructLayout({"lba": self.lba_bits, "owner": self.owner_bits})
+        m.submodules.lbas = lbas = memory.Memory(shape=member_shape, depth=depth, init=[])
         m.submodules.ppas = ppas = memory.Memory(shape=32, depth=depth, init=[])
         lba_w, ppa_w = lbas.write_port(), ppas.write_port()
         lba_r, ppa_r = lbas.read_port(), ppas.read_port()
@@ -166,7 +181,7 @@ class Publisher(wiring.Component):
         resolved = [Signal(self.idx_bits + 1, name=f"resolved{s}") for s in range(S)]
         trim_nlb = [Signal(32, name=f"trim_nlb{s}") for s in range(S)]
         slot_mode = [Signal(2, name=f"mode{s}") for s in range(S)]
-        slot_walk = [Signal(2, name=f"walk{s}") for s in range(S)]
+        slot_walk = [Signal(3, name=f"walk{s}") for s in range(S)]
         slot_owner = [Signal(self.owner_bits, name=f"owner{s}") for s in range(S)]
 
         def addr(slot, idx):
@@ -175,7 +190,7 @@ class Publisher(wiring.Component):
         # member LBAs
         ml = self.member_lba
         m.d.comb += [ml.ready.eq(1), lba_w.addr.eq(addr(ml.payload.slot, ml.payload.idx)),
-                     lba_w.data.eq(ml.payload.lba), lba_w.en.eq(ml.valid)]
+                     lba_w.data.lba.eq(ml.payload.lba), lba_w.data.owner.eq(ml.payload.owner), lba_w.en.eq(ml.valid)]
         # members: OK ones are counted and their page kept, failed ones go back
         mb = self.member
         ok = mb.payload.result == NandResult.OK
@@ -214,8 +229,13 @@ class Publisher(wiring.Component):
         trim = Signal()
         is_dropped = Signal()
         mode = Signal(2)
-        walk = Signal(2)
+        walk = Signal(3)
         owner = Signal(self.owner_bits)
+        walk_owner = Signal(self.owner_bits)
+        walk_base = Signal(32)       # a remap triple's first lba (0 for a transaction: entries hold lbas)
+        triples = Signal(32)
+        tri = Signal(32)
+        use_tri = Signal()
         abort = Signal()             # the walk drops the owner's entries
         walk_dropped = Signal()      # a commit turned into an abort
         old = Signal(32)
@@ -223,7 +243,7 @@ class Publisher(wiring.Component):
         walk_lba = Signal(32)
         error = Signal()
         member = Signal(self.idx_bits)
-        m.d.comb += [member.eq(Mux(trim, 0, idx[:self.idx_bits])),
+        m.d.comb += [member.eq(Mux(use_tri, tri[:self.idx_bits], Mux(trim, 0, idx[:self.idx_bits]))),
                      lba_r.addr.eq(addr(head, member)), ppa_r.addr.eq(addr(head, member))]
         preq, presp = self.pending.req, self.pending.resp
         doomed = Signal()
@@ -237,6 +257,7 @@ class Publisher(wiring.Component):
                         with m.If(head == s):
                             m.d.sync += [count.eq(Mux(trim_nlb[s] != 0, trim_nlb[s], expected[s])),
                                          trim.eq(trim_nlb[s] != 0), is_dropped.eq(dropped[s]),
+                                         triples.eq(trim_nlb[s]),
                                          mode.eq(slot_mode[s]), walk.eq(slot_walk[s]), owner.eq(slot_owner[s])]
                     m.next = "LOCK"
             with m.State("LOCK"):
@@ -254,7 +275,7 @@ class Publisher(wiring.Component):
             with m.State("MAP"):
                 m.d.comb += self.map_lock.eq(1)
                 r = self.map_req.payload
-                m.d.comb += [r.op.eq(MapOp.WRITE), r.lba.eq(Mux(trim, lba_r.data + idx, lba_r.data)),
+                m.d.comb += [r.op.eq(MapOp.WRITE), r.lba.eq(Mux(trim, lba_r.data.lba + idx, lba_r.data.lba)),
                              r.value.eq(Mux(trim, spec.PPA_UNMAPPED, ppa_r.data)), self.map_req.valid.eq(1)]
                 with m.If(self.map_req.ready):
                     m.d.sync += new.eq(r.value)
@@ -288,7 +309,7 @@ class Publisher(wiring.Component):
                 m.next = "STAGE"
             with m.State("STAGE"):
                 m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.STAGE),
-                             preq.payload.entry.eq(lba_r.data), preq.payload.ppa.eq(ppa_r.data)]
+                             preq.payload.entry.eq(lba_r.data.lba), preq.payload.ppa.eq(ppa_r.data)]
                 with m.If(preq.ready):
                     m.d.sync += new.eq(ppa_r.data)
                     m.next = "STAGE_RESP"
@@ -298,30 +319,43 @@ class Publisher(wiring.Component):
                     m.d.sync += old.eq(presp.payload.ppa)
                     m.next = "REBIND"
 
-            # after the members: bind (commit) or drop (abort) the owner's entries
+            # after the members: bind (commit, remap) or drop (abort) pending entries
             with m.State("MEMBERS_DONE"):
-                with m.If(walk == Walk.NONE):
+                m.d.sync += [walk_owner.eq(owner), walk_base.eq(0), tri.eq(0)]
+                with m.If((walk == Walk.NONE) | ((walk == Walk.ABORT_IF_DROPPED) & ~is_dropped)):
                     m.next = "DONE"
+                with m.Elif(walk == Walk.REMAP):
+                    m.d.sync += abort.eq(0)
+                    m.next = "REMAP_LOCK"
                 with m.Else():
-                    m.d.sync += [abort.eq((walk == Walk.ABORT) | is_dropped | doomed),
+                    m.d.sync += [abort.eq((walk != Walk.COMMIT) | is_dropped | doomed),
                                  walk_dropped.eq((walk == Walk.COMMIT) & (is_dropped | doomed))]
                     m.next = "WALK_LOCK"
             with m.State("WALK_LOCK"):
                 m.d.comb += self.map_lock.eq(~abort)
                 with m.If(abort | self.map_grant):
                     m.next = "WALK"
+            # a remap: triple by triple, the map port held throughout
+            with m.State("REMAP_LOCK"):
+                m.d.comb += [self.map_lock.eq(1), use_tri.eq(1)]
+                with m.If(self.map_grant):
+                    m.next = "REMAP_LOAD"
+            with m.State("REMAP_LOAD"):
+                m.d.comb += [self.map_lock.eq(1), use_tri.eq(1)]
+                m.d.sync += [walk_owner.eq(lba_r.data.owner), walk_base.eq(lba_r.data.lba)]
+                m.next = "WALK"
             with m.State("WALK"):
                 m.d.comb += [self.map_lock.eq(~abort), preq.valid.eq(1), preq.payload.op.eq(PendingOp.WALK),
-                             preq.payload.owner.eq(owner)]
+                             preq.payload.owner.eq(walk_owner)]
                 with m.If(preq.ready):
                     m.next = "WALK_RESP"
             with m.State("WALK_RESP"):
                 m.d.comb += [self.map_lock.eq(~abort), presp.ready.eq(1)]
                 with m.If(presp.valid):
-                    m.d.sync += [walk_lba.eq(presp.payload.lba), new.eq(presp.payload.ppa),
+                    m.d.sync += [walk_lba.eq(walk_base + presp.payload.lba), new.eq(presp.payload.ppa),
                                  old.eq(presp.payload.ppa)]
                     with m.If(presp.payload.last):
-                        m.next = "DONE"
+                        m.next = "FREED"
                     with m.Elif(presp.payload.ppa == spec.PPA_UNMAPPED):
                         pass         # reserved by a write that never staged (a dropped one)
                     with m.Elif(abort):
@@ -344,12 +378,24 @@ class Publisher(wiring.Component):
                     with m.Else():
                         m.next = "WALK_REBIND"
             with m.State("WALK_REBIND"):
-                # commit: the superseded committed page loses its count (the staged one has it already);
+                # commit/remap: the superseded committed page loses its count (the staged one has it already);
                 # abort: the staged page loses it
                 m.d.comb += [self.map_lock.eq(~abort), self.rebind.payload.old.eq(old),
                              self.rebind.payload.new.eq(spec.PPA_UNMAPPED), self.rebind.valid.eq(1)]
                 with m.If(self.rebind.ready):
                     m.next = "WALK_RESP"
+            with m.State("FREED"):
+                m.d.comb += [self.map_lock.eq(~abort), use_tri.eq(1), self.freed.valid.eq(1),
+                             self.freed.payload.owner.eq(walk_owner)]
+                with m.If(self.freed.ready):
+                    m.d.sync += tri.eq(tri + 1)
+                    with m.If((walk == Walk.REMAP) & (tri + 1 != triples)):
+                        m.next = "REMAP_NEXT"
+                    with m.Else():
+                        m.next = "DONE"
+            with m.State("REMAP_NEXT"):
+                m.d.comb += [self.map_lock.eq(1), use_tri.eq(1)]     # lba_r shows triple tri next cycle
+                m.next = "REMAP_LOAD"
             with m.State("DONE"):
                 m.d.comb += [self.published.payload.slot.eq(head), self.published.payload.bus_error.eq(error),
                              self.published.payload.dropped.eq(is_dropped | walk_dropped),

@@ -17,7 +17,7 @@ Results on ``done``: ``MOVED`` (bound to ``new_ppa``), ``RACED``,
 ``PROGRAM_FAILED`` (the copy's program failed: the map is untouched; the
 firmware retries).  The OOB record is trusted as ECC returns it; the
 firmware only relocates data pages the map points at -- or, for a
-transaction's page (``OOB.flags.tx``), one a pending binding may name: when
+transaction's or an append's page (``OOB.flags.tx`` / ``append``), one a pending binding may name: when
 the map CAS misses, a ``CAS`` in the pending-bindings table (still holding
 the map port, so a commit walk cannot move the binding between the two)
 moves the staged binding to the copy.
@@ -215,7 +215,7 @@ class Relocator(wiring.Component):
                     with m.If(self.map.resp.payload.updated & ~self.map.resp.payload.error):
                         m.d.sync += result.eq(RelocResult.MOVED)
                         m.next = "REBIND"
-                    with m.Elif(oob.flags.tx & ~self.map.resp.payload.error):
+                    with m.Elif((oob.flags.tx | oob.flags.append) & ~self.map.resp.payload.error):
                         m.next = "PENDING_CAS"
                     with m.Else():
                         m.d.sync += result.eq(RelocResult.RACED)

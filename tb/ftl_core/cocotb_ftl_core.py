@@ -23,7 +23,7 @@ from atomflash.spec import Hint, Kind, Opcode, Status
 from rtl.ftl.mapcache import MapOp
 from rtl.ftl.relocate import RelocResult
 from ftl_tb import IDENTIFY, FtlCoreTB
-from harness import MAX_OPEN_TX, MAX_PENDING
+from harness import MAX_APPENDS, MAX_OPEN_TX, MAX_PENDING
 
 CHANNELS, WAYS = 2, 2
 SLOTS = int(os.environ.get("FTL_SLOTS", "8"))
@@ -143,8 +143,7 @@ async def every_verb(dut):
     expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=65, buf=tb.data), Status.TRANSFER_TOO_LARGE)
     expect(await tb.do(opcode=Opcode.READ, lba=0, nlb=1, buf=tb.data + 1), Status.MISALIGNED_BUFFER)
     expect(await tb.do(opcode=Opcode.ATOMIC_WRITE, list=tb.data, nlist=65), Status.GROUP_TOO_LARGE)
-    # appends are not built yet
-    expect(await tb.do(opcode=Opcode.RELEASE, token=1), Status.INVALID_OPCODE)
+    expect(await tb.do(opcode=0x8A), Status.INVALID_OPCODE)
 
     # a write from a buffer past the memory: transfer error, nothing bound
     expect(await tb.do(opcode=Opcode.WRITE, lba=30, nlb=1, buf=MEM_END), Status.DATA_TRANSFER_ERROR)
@@ -638,6 +637,153 @@ async def transactions(dut):
 
     # the flash recovers to what the host sees; the block table counts exactly the pages the map binds
     # (the device's map: recovery may name an original where the device binds its GC copy, same version)
+    assert recover(tb.flash_pages()).contents() == model.contents()
+    want = {}
+    for lba in model.contents():
+        ppa = (await tb.map_op(MapOp.READ, lba=lba))["old"]
+        f = spec.PPA.decompose("ppa", ppa)
+        die = (f["lun"] * WAYS + f["way"]) * CHANNELS + f["channel"]
+        want[(die, f["block"])] = want.get((die, f["block"]), 0) + 1
+    for die in range(tb.dies):
+        for blk in tb.blocks_used[die]:
+            got = tb.mem_read(tb.block_table // 4 + (die << tb.block_shift) + blk)
+            assert got == want.get((die, blk), 0), (die, blk, got, want.get((die, blk), 0))
+    await tb.chan.expect_clean()
+
+
+@cocotb.test()
+async def appends_and_remaps(dut):
+    """Append-then-remap on the core, each step against ``atomflash.model``
+    (device and model tokens differ: the test maps one to the other): APPEND
+    returns an 8-byte token and binds nothing; REMAP binds several appends at
+    once and unbinds what the LBAs held; RELEASE; every refusal (a forged, a
+    stale, a released, a remapped, a twice-named token: INVALID_TOKEN; a length
+    differing from the append: REMAP_LENGTH; overlapping ranges: DUPLICATE_LBA;
+    ZERO_LENGTH; LBA_OUT_OF_RANGE; every append slot live: PENDING_FULL)
+    changes nothing; a token stays valid while GC moves its pages; the flash
+    recovers to the model's contents; the block table counts exactly the
+    bound pages."""
+    tb = await make_tb(dut, name="append")
+    host = Host(tb)
+    page = tb.page
+    model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING,
+                         max_appends=MAX_APPENDS))
+    serial = [20000]
+    device_of = {}            # model token -> device token
+
+    def blocks(n):
+        out = []
+        for _ in range(n):
+            serial[0] += 1
+            out.append(block(serial[0], page))
+        return b"".join(out)
+
+    async def append(nlb):
+        data = blocks(nlb)
+        buf = host.buffer(nlb)
+        tb.write_bytes(buf, data)
+        want = model.append(data)
+        cpl = await tb.do(opcode=Opcode.APPEND, nlb=nlb, buf=buf)
+        expect(cpl, want.status)
+        if want.ok:
+            token = cpl["result"]
+            f = spec.split_token(token)
+            assert 0 <= f.handle < MAX_APPENDS and f.gen >= 1, f
+            assert token not in device_of.values(), "a token was issued twice"
+            device_of[want.result] = token
+            return want.result
+        return None
+
+    async def remap(triples, dev_tokens=None):
+        """triples: (lba, model token, nlb); dev_tokens overrides the device tokens."""
+        want = model.remap(triples)
+        toks = dev_tokens or [device_of.get(t, t) for _, t, _ in triples]
+        lst = host.buffer()
+        tb.write_bytes(lst, b"".join(spec.REMAP_ENTRY.pack(lba=lba, token=tok, nlb=nlb)
+                                     for (lba, _, nlb), tok in zip(triples, toks)))
+        expect(await tb.do(opcode=Opcode.REMAP, list=lst, nlist=len(triples)), want.status)
+        return want.status
+
+    async def release(mtok, dev=None):
+        want = model.release(mtok)
+        expect(await tb.do(opcode=Opcode.RELEASE, token=dev if dev is not None else device_of.get(mtok, mtok)),
+               want.status)
+        return want.status
+
+    async def check(lba, nlb):
+        buf = host.buffer(nlb)
+        tb.write_bytes(buf, b"\xa5" * (nlb * page))
+        expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=nlb, buf=buf), Status.SUCCESS)
+        got, want = tb.read_bytes(buf, nlb * page), model.read(lba, nlb).data
+        for i in range(nlb):
+            assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"lba {lba + i}"
+
+    # old data, then appends: nothing visible until the remap
+    data = blocks(8)
+    buf = host.buffer(8)
+    tb.write_bytes(buf, data)
+    model.write(0, data)
+    expect(await tb.do(opcode=Opcode.WRITE, lba=0, nlb=8, buf=buf), Status.SUCCESS)
+    a, b, c = await append(2), await append(3), await append(1)
+    await check(0, 8)
+    assert await remap([(1, a, 2), (5, b, 3), (100, c, 1)]) == Status.SUCCESS
+    await check(0, 8)
+    await check(100, 1)
+    # a spent token: INVALID_TOKEN, also for RELEASE
+    assert await remap([(20, a, 2)]) == Status.INVALID_TOKEN
+    assert await release(b) == Status.INVALID_TOKEN
+
+    # refusals change nothing; each leaves the tokens live
+    d, e = await append(2), await append(1)
+    dev_d = spec.split_token(device_of[d])
+    forged = int.from_bytes(spec.TOKEN.pack(handle=dev_d.handle, gen=dev_d.gen, check=dev_d.check ^ 1), "little")
+    stale = int.from_bytes(spec.TOKEN.pack(handle=dev_d.handle, gen=dev_d.gen - 1 or 0xFFFF, check=dev_d.check),
+                           "little")
+    beyond = int.from_bytes(spec.TOKEN.pack(handle=0xFFFF, gen=1, check=0), "little")
+    for tok in (forged, stale, beyond):
+        want = model.remap([(30, 0xDEAD, 2)])
+        assert want.status == Status.INVALID_TOKEN
+        lst = host.buffer()
+        tb.write_bytes(lst, spec.REMAP_ENTRY.pack(lba=30, token=tok, nlb=2))
+        expect(await tb.do(opcode=Opcode.REMAP, list=lst, nlist=1), Status.INVALID_TOKEN)
+        expect(await tb.do(opcode=Opcode.RELEASE, token=tok), Status.INVALID_TOKEN)
+    assert await remap([(30, d, 2), (40, d, 2)]) == Status.INVALID_TOKEN          # named twice
+    assert await remap([(30, d, 1)]) == Status.REMAP_LENGTH
+    assert await remap([(30, d, 2), (31, e, 1)]) == Status.DUPLICATE_LBA          # ranges overlap
+    assert await remap([(30, d, 2), (40, e, 0)]) == Status.ZERO_LENGTH
+    assert await remap([(CAPACITY - 1, d, 2)]) == Status.LBA_OUT_OF_RANGE
+    assert await remap([(30, d, 2), (40, 0x1234, 1)], [device_of[d], forged]) == Status.INVALID_TOKEN
+    await check(28, 16)
+    # release: the token dies, the pages become garbage
+    assert await release(e) == Status.SUCCESS
+    assert await remap([(40, e, 1)]) == Status.INVALID_TOKEN
+
+    # every append slot live: PENDING_FULL (the model's limit too); a release frees one
+    live = [d] + [await append(1) for _ in range(MAX_APPENDS - 1)]
+    assert await append(1) is None
+    assert await release(live.pop()) == Status.SUCCESS
+    live.append(await append(1))
+    assert live[-1] is not None
+
+    # GC moves an append's pages: the token still remaps them, to the moved copies.  d is the newest
+    # two-page append (a, the other one, is bound already)
+    by_tag = {}
+    for pg in tb.flash_pages():
+        rec = spec.unpack_oob(pg.oob)
+        if rec and rec.kind == Kind.APPEND and rec.group_len == 2:
+            by_tag.setdefault(rec.tid, []).append((rec.seq, pg.addr))
+    d_pages = max(by_tag.values())
+    assert len(d_pages) == 2
+    for _, addr in d_pages:
+        r = await tb.relocate(addr, tag=3)
+        assert RelocResult(r["result"]) == RelocResult.MOVED, r
+    assert await remap([(30, d, 2)] + [(50 + i, tok, 1) for i, tok in enumerate(live[1:4])]) == Status.SUCCESS
+    await check(28, 30)
+    for tok in live[4:]:
+        assert await release(tok) == Status.SUCCESS
+    assert int(dut.pending_free.value) == MAX_PENDING
+
+    # the flash recovers to what the host sees; valid counts follow the device's map
     assert recover(tb.flash_pages()).contents() == model.contents()
     want = {}
     for lba in model.contents():
