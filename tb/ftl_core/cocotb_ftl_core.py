@@ -3,7 +3,8 @@
 * ``every_verb``: each command and each status the core decides, and that a
   rejected command changes nothing;
 * ``random_scoreboard``: random batches of plain writes, atomic groups,
-  trims and transactions (writes, final writes, commits, aborts, refusals) at
+  trims, transactions (writes, final writes, commits, aborts, refusals) and
+  appends with remaps and releases at
   queue depth > 1, then reads and TX_READs checked against ``atomflash.model``;
   finally the flash itself recovers (``atomflash.model.recover``) to exactly
   the model's contents.
@@ -178,6 +179,8 @@ async def random_scoreboard(dut):
     serial = 1000
     programs = 0
     tids = range(1, 7)              # more than MAX_OPEN_TX, so some first writes are refused
+    tokens = {}                     # live appends: model token -> device token
+    appended = []                   # (cid, model token) of this batch's appends
 
     def blocks(nlb):
         nonlocal serial
@@ -191,8 +194,8 @@ async def random_scoreboard(dut):
         # up to 8 commands in flight; completion order = command order for the ones that change the map
         cmds = []                   # (cid, the model's status)
         for _ in range(rng.randrange(1, 9)):
-            kind = rng.choices(["write", "atomic", "trim", "flush", "tx_write", "tx_commit", "tx_abort"],
-                               [5, 3, 1, 1, 4, 1, 1])[0]
+            kind = rng.choices(["write", "atomic", "trim", "flush", "tx_write", "tx_commit", "tx_abort",
+                                "append", "remap", "release"], [5, 3, 1, 1, 4, 1, 1, 2, 2, 1])[0]
             if kind == "write":
                 nlb = rng.randrange(1, 4)
                 lba = rng.randrange(0, len(lbas) - nlb)
@@ -227,6 +230,36 @@ async def random_scoreboard(dut):
                 programs += nlb if c.ok else 0
                 cmds.append((await tb.submit(opcode=Opcode.TX_WRITE, tid=tid, lba=lba, nlb=nlb, buf=buf,
                                              flags=spec.CMD.compose("flags", tx_final=int(final))), c.status))
+            elif kind == "append":
+                nlb = rng.randrange(1, 4)
+                data = blocks(nlb)
+                buf = host.buffer(nlb)
+                tb.write_bytes(buf, data)
+                c = model.append(data)
+                programs += nlb if c.ok else 0
+                cid = await tb.submit(opcode=Opcode.APPEND, nlb=nlb, buf=buf)
+                cmds.append((cid, c.status))
+                if c.ok:
+                    appended.append((cid, c.result))
+            elif kind in ("remap", "release") and tokens:
+                picks = rng.sample(sorted(tokens), min(len(tokens), rng.randrange(1, 4)))
+                if kind == "release":
+                    c = model.release(picks[0])
+                    cmds.append((await tb.submit(opcode=Opcode.RELEASE, token=tokens[picks[0]]), c.status))
+                else:
+                    at = rng.sample(range(0, len(lbas) - 3, 3), len(picks))
+                    triples = [(lba, tok, len(model.appends[spec.split_token(tok).handle].blocks))
+                               for lba, tok in zip(at, picks)]
+                    c = model.remap(triples)
+                    programs += int(c.ok)       # the REMAP record
+                    lst = host.buffer()
+                    tb.write_bytes(lst, b"".join(spec.REMAP_ENTRY.pack(lba=lba, token=tokens[tok], nlb=nlb)
+                                                 for lba, tok, nlb in triples))
+                    cmds.append((await tb.submit(opcode=Opcode.REMAP, list=lst, nlist=len(triples)), c.status))
+                for tok in picks if c.ok else ():
+                    del tokens[tok]
+            elif kind in ("remap", "release"):
+                continue
             else:
                 tid = rng.choice(tids)
                 commit = kind == "tx_commit"
@@ -236,6 +269,10 @@ async def random_scoreboard(dut):
                              c.status))
         done = [await tb.wait(cid) for cid, _ in cmds]
         assert [Status(d["status"]) for d in done] == [want for _, want in cmds], (done, cmds)
+        by_cid = {cid: d for (cid, _), d in zip(cmds, done)}
+        for cid, mtok in appended:
+            tokens[mtok] = by_cid[cid]["result"]          # the device's token for the model's
+        appended.clear()
         # publication follows command order, so completions do too (refusals complete at once)
         cycles = [d["cycle"] for d in done if Status(d["status"]) == Status.SUCCESS]
         assert cycles == sorted(cycles)
@@ -256,7 +293,9 @@ async def random_scoreboard(dut):
             for i in range(4):
                 assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], \
                     f"batch {batch} lba {lba + i} tid {tid}"
-    # close what is open: commit half, abort the rest
+    # close what is open: commit half, abort the rest; release the appends left
+    for mtok, dtok in tokens.items():
+        expect(await tb.do(opcode=Opcode.RELEASE, token=dtok), model.release(mtok).status)
     for tid in sorted(model.tx):
         commit = tid % 2 == 0
         c = model.tx_commit(tid) if commit else model.tx_abort(tid)
@@ -313,11 +352,12 @@ async def program_failures_are_retried(dut):
 
 
 async def power_cut(dut, round_):
-    """Random writes, atomic groups, trims and transactions (writes, final
-    writes, commits, aborts) in flight; power fails on one die during its k-th
-    program and then on every die; the images recover to a state the oracle
-    accepts: every acknowledged write and commit, every group and transaction
-    whole, nothing of an open or aborted one."""
+    """Random writes, atomic groups, trims, transactions (writes, final
+    writes, commits, aborts) and appends with remaps in flight; power fails on
+    one die during its k-th program and then on every die; the images recover
+    to a state the oracle accepts: every acknowledged write, commit and remap,
+    every group, transaction and remap whole, nothing of an open or aborted
+    transaction or of an append not remapped."""
     rng = random.Random(int(os.environ.get("FTL_SEED", "1")) * 1000 + round_)
     tb = await make_tb(dut, name=f"cut{round_}")
     host = Host(tb)
@@ -328,14 +368,38 @@ async def power_cut(dut, round_):
     await tb.chan.ctl(cut_die, NandCtl.SCHEDULE_CUT, int(NandCutWhen.PROGRAM), rng.randrange(4, 30),
                       rng.randrange(50, 950))
     pending = {}            # cid -> model ops
+    tokens, appending = {}, {}      # completed appends: model token -> device token; cid -> model token
     serial = 100_000 * (round_ + 1)
     cut = False
     while not cut:
-        kind = rng.choice(["write", "atomic", "atomic", "trim", "tx", "tx", "tx_end"])
+        kind = rng.choice(["write", "atomic", "atomic", "trim", "tx", "tx", "tx_end", "append", "remap"])
         tid = rng.randrange(1, MAX_OPEN_TX + 1)
         if kind == "tx_end" and tid not in model.tx:
             kind = "tx"
-        if kind == "tx":
+        if kind == "remap" and not tokens:
+            kind = "append"
+        if kind == "append":
+            nlb = rng.randrange(1, 4)
+            data = b"".join(block(serial + 1 + i, page) for i in range(nlb))
+            serial += nlb
+            buf = host.buffer(nlb)
+            tb.write_bytes(buf, data)
+            c = model.append(data)
+            cid = await tb.submit(opcode=Opcode.APPEND, nlb=nlb, buf=buf)
+            if c.ok:
+                appending[cid] = c.result
+        elif kind == "remap":
+            picks = rng.sample(sorted(tokens), min(len(tokens), rng.randrange(1, 3)))
+            triples = [(lba, tok, len(model.appends[spec.split_token(tok).handle].blocks))
+                       for lba, tok in zip(rng.sample(range(0, 36, 4), len(picks)), picks)]
+            c = model.remap(triples)
+            lst = host.buffer()
+            tb.write_bytes(lst, b"".join(spec.REMAP_ENTRY.pack(lba=lba, token=tokens[tok], nlb=nlb)
+                                         for lba, tok, nlb in triples))
+            cid = await tb.submit(opcode=Opcode.REMAP, list=lst, nlist=len(triples))
+            for tok in picks:
+                del tokens[tok]
+        elif kind == "tx":
             nlb = rng.randrange(1, 4)
             lba = rng.randrange(40 - nlb)
             data = b"".join(block(serial + 1 + i, page) for i in range(nlb))
@@ -376,7 +440,10 @@ async def power_cut(dut, round_):
             await ClockCycles(dut.clk, 500)
             for done_cid in [k for k in pending if k in tb.done]:
                 status, ops = pending.pop(done_cid)
-                assert Status(tb.done.pop(done_cid)["status"]) == status
+                cpl = tb.done.pop(done_cid)
+                assert Status(cpl["status"]) == status
+                if done_cid in appending:
+                    tokens[appending.pop(done_cid)] = cpl["result"]
                 for op in ops:
                     model.complete(op)
             if await tb.chan.stat(cut_die, "POWER_CUTS"):
