@@ -226,6 +226,83 @@ static int io_tx(int argc, char **argv)
 	return bad ? AF_EFAIL : AF_OK;
 }
 
+/* io append <seed> <lba> [count] | remap <lba> <token> <count> [<lba> <token> <count>]... | release <token> */
+static int io_append(int argc, char **argv)
+{
+	const char *op = argv[1];
+	uint32_t *buf = af_ftl.io_buf, words = af_nand.page_data / 4;
+	af_cmd_t cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	if (!strcmp(op, "append")) {
+		uint32_t seed, lba, n;
+		if (argc < 4 || argc > 5 || af_parse_u32(argv[2], &seed))
+			return AF_EUSAGE;
+		int r = parse_range(argc, argv, 3, &lba, &n);
+		if (r)
+			return r == -1 ? AF_EUSAGE : AF_EFAIL;
+		/* the data is (seed, lba + i): after a remap to lba, `io check <seed> <lba> <count>` passes */
+		for (uint32_t i = 0; i < n; i++)
+			fill(buf + i * words, seed, lba + i);
+		flush_cpu_dcache();
+		cmd.opcode = AF_OPCODE_APPEND;
+		cmd.nlb = n;
+		cmd.buf = (uint32_t)(uintptr_t)buf;
+		uint64_t token;
+		int st = af_ftl_io(&cmd, &token);
+		if (st != AF_STATUS_SUCCESS) {
+			if (st < 0)
+				printf("error: append: no completion\n");
+			else
+				printf("error: append: status 0x%02x %s: %s\n", st, af_status_name(st), af_status_doc(st));
+			return AF_EFAIL;
+		}
+		printf("appended %lu blocks (seed %lu, data for lba %lu): token ", (unsigned long)n, (unsigned long)seed,
+		       (unsigned long)lba);
+		af_print_hex64(token);
+		printf("\n");
+		return AF_OK;
+	}
+	if (!strcmp(op, "release")) {
+		uint64_t token;
+		if (argc != 3 || af_parse_u64(argv[2], &token))
+			return AF_EUSAGE;
+		cmd.token = token;
+		cmd.opcode = AF_OPCODE_RELEASE;
+		if (run(&cmd, "release"))
+			return AF_EFAIL;
+		printf("released\n");
+		return AF_OK;
+	}
+	/* remap */
+	uint32_t n = (uint32_t)(argc - 2) / 3;
+	if (argc < 5 || (argc - 2) % 3)
+		return AF_EUSAGE;
+	if (n * AF_REMAP_ENTRY_SIZE > AF_FTL_IO_PAGES * af_nand.page_data) {
+		printf("error: too many triples for the io buffer\n");
+		return AF_EFAIL;
+	}
+	af_remap_entry_t *list = (af_remap_entry_t *)buf;
+	memset(list, 0, n * sizeof(*list));
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t lba, nlb;
+		uint64_t token;
+		if (af_parse_u32(argv[2 + 3 * i], &lba) || af_parse_u64(argv[3 + 3 * i], &token) ||
+		    af_parse_u32(argv[4 + 3 * i], &nlb))
+			return AF_EUSAGE;
+		list[i].lba = lba;
+		list[i].token = token;
+		list[i].nlb = nlb;
+	}
+	flush_cpu_dcache();
+	cmd.opcode = AF_OPCODE_REMAP;
+	cmd.list = (uint32_t)(uintptr_t)list;
+	cmd.nlist = n;
+	if (run(&cmd, "remap"))
+		return AF_EFAIL;
+	printf("remapped %lu appends\n", (unsigned long)n);
+	return AF_OK;
+}
+
 static int cmd_io(int argc, char **argv)
 {
 	if (argc < 2)
@@ -345,6 +422,8 @@ static int cmd_io(int argc, char **argv)
 		return io_random(argc, argv, op[0] == 'v');
 	if (!strcmp(op, "tx"))
 		return io_tx(argc, argv);
+	if (!strcmp(op, "append") || !strcmp(op, "remap") || !strcmp(op, "release"))
+		return io_append(argc, argv);
 	printf("error: unknown io operation '%s'\n", op);
 	return AF_EUSAGE;
 }
@@ -362,9 +441,9 @@ static int cmd_tx(int argc, char **argv)
 	       (unsigned long)slots, (unsigned long)(entries - free), (unsigned long)entries);
 	uint64_t floor = af_ftl_tx_floor();
 	if (floor == UINT64_MAX) {
-		printf("no transaction holds the checkpoint floor back\n");
+		printf("no transaction or append holds the checkpoint floor back\n");
 	} else {
-		printf("oldest open transaction began at seq ");
+		printf("oldest open transaction or live append began at seq ");
 		af_print_u64(floor);
 		printf(" (checkpoint floors stay at or below it; ");
 		af_print_u64(af_ftl_seq_next() - floor);
@@ -372,10 +451,12 @@ static int cmd_tx(int argc, char **argv)
 	}
 	return AF_OK;
 }
-AF_COMMAND(tx, "tx", "open transactions, pending-bindings table use, the floor they hold checkpoints to", cmd_tx);
+AF_COMMAND(tx, "tx", "open transactions, pending-bindings table use, the floor they and live appends hold checkpoints to",
+	   cmd_tx);
 
 AF_COMMAND(io, "io write|check <seed> <lba> [count] | read <lba> | atomic <seed> <lba>... | trim <lba> [count] | flush | "
-	   "random|verify <seed> <writes> <range> | tx write|final|check <tid> <seed> <lba> [count] | tx commit|abort <tid>",
+	   "random|verify <seed> <writes> <range> | tx write|final|check <tid> <seed> <lba> [count] | tx commit|abort <tid> | "
+	   "append <seed> <lba> [count] | remap (<lba> <token> <count>)... | release <token>",
 	   "host commands through the firmware's own queue pair (seed 0 = zeros)", cmd_io);
 
 #endif

@@ -17,7 +17,7 @@
 static const struct { const char *name; unsigned off, size; } identify_fields[] = {
 	IDF(magic), IDF(spec_version), IDF(fw_version), IDF(capacity), IDF(lba_size),
 	IDF(max_transfer), IDF(max_atomic_pages), IDF(max_open_tx), IDF(max_pending),
-	IDF(max_remap_triples), IDF(awupf), IDF(volatile_cache), IDF(channels), IDF(ways),
+	IDF(max_remap_triples), IDF(max_appends), IDF(awupf), IDF(volatile_cache), IDF(channels), IDF(ways),
 	IDF(luns), IDF(page_data), IDF(page_spare), IDF(pages_per_block), IDF(blocks_per_lun),
 	IDF(queue_depth), IDF(ecc_t), IDF(ecc_codeword),
 };
@@ -99,9 +99,9 @@ static int cmd_info(int argc, char **argv)
 #endif
 	printf("spec limits (defaults the controller is elaborated with):\n");
 	printf("  max_transfer %u, max_atomic_pages %u, max_open_tx %u, max_pending %u,\n"
-	       "  max_remap_triples %u, queue_depth %u, token_bytes %u, lba_size %u\n",
+	       "  max_remap_triples %u, max_appends %u, queue_depth %u, token_bytes %u, lba_size %u\n",
 	       AF_LIMITS_MAX_TRANSFER, AF_LIMITS_MAX_ATOMIC_PAGES, AF_LIMITS_MAX_OPEN_TX,
-	       AF_LIMITS_MAX_PENDING, AF_LIMITS_MAX_REMAP_TRIPLES, AF_LIMITS_QUEUE_DEPTH,
+	       AF_LIMITS_MAX_PENDING, AF_LIMITS_MAX_REMAP_TRIPLES, AF_LIMITS_MAX_APPENDS, AF_LIMITS_QUEUE_DEPTH,
 	       AF_LIMITS_TOKEN_BYTES, AF_LIMITS_LBA_SIZE);
 	return AF_OK;
 }

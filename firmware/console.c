@@ -16,14 +16,14 @@ static unsigned long commands_failed;
 unsigned long af_console_commands_run(void) { return commands_run; }
 unsigned long af_console_commands_failed(void) { return commands_failed; }
 
-int af_parse_u32(const char *s, uint32_t *out)
+int af_parse_u64(const char *s, uint64_t *out)
 {
-	uint32_t v = 0;
-	int base = 10;
+	uint64_t v = 0;
+	int hex = 0;
 	if (!s || !*s)
 		return -1;
 	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-		base = 16;
+		hex = 1;
 		s += 2;
 		if (!*s)
 			return -1;
@@ -32,17 +32,27 @@ int af_parse_u32(const char *s, uint32_t *out)
 		uint32_t d;
 		if (*s >= '0' && *s <= '9')
 			d = *s - '0';
-		else if (base == 16 && *s >= 'a' && *s <= 'f')
+		else if (hex && *s >= 'a' && *s <= 'f')
 			d = *s - 'a' + 10;
-		else if (base == 16 && *s >= 'A' && *s <= 'F')
+		else if (hex && *s >= 'A' && *s <= 'F')
 			d = *s - 'A' + 10;
 		else
 			return -1;
-		if (v > (0xffffffffu - d) / base)
-			return -1; /* overflow */
-		v = v * base + d;
+		/* overflow, without 64-bit division */
+		if (hex ? (v >> 60) != 0 : (v > 1844674407370955161ull || (v == 1844674407370955161ull && d > 5)))
+			return -1;
+		v = hex ? v << 4 | d : v * 10 + d;
 	}
 	*out = v;
+	return 0;
+}
+
+int af_parse_u32(const char *s, uint32_t *out)
+{
+	uint64_t v;
+	if (af_parse_u64(s, &v) || v > 0xffffffffu)
+		return -1;
+	*out = (uint32_t)v;
 	return 0;
 }
 

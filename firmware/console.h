@@ -44,6 +44,7 @@ int af_console_exec(char *line);
 
 /* Argument helpers: parse a decimal or 0x-hex unsigned number; 0 on success. */
 int af_parse_u32(const char *s, uint32_t *out);
+int af_parse_u64(const char *s, uint64_t *out);
 
 /* Print a 64-bit value (the firmware's printf is integer-only, 32-bit safe). */
 void af_print_hex64(uint64_t v);

@@ -106,6 +106,10 @@ uint64_t af_ftl_seq_next(void)
 
 uint64_t af_ftl_tx_floor(void)
 {
+	/* appends: the scanner's value is only sure to cover what was taken before the pass before the last began */
+	uint32_t pass = ftl_rd(AF_FTL_FLOOR_PASSES);
+	while (ftl_rd(AF_FTL_FLOOR_PASSES) - pass < 2)
+		;
 	for (;;) {
 		uint32_t hi = ftl_rd(AF_FTL_TX_FLOOR_HI), lo = ftl_rd(AF_FTL_TX_FLOOR_LO);
 		if (ftl_rd(AF_FTL_TX_FLOOR_HI) == hi)
@@ -284,7 +288,9 @@ static void fill_identify(af_identify_t *idf)
 	uint32_t lim = ftl_rd(AF_FTL_TX_LIMITS);        /* the core's build */
 	idf->max_open_tx = (lim & AF_FTL_TX_LIMITS_MAX_OPEN_TX) >> AF_FTL_TX_LIMITS_MAX_OPEN_TX_SHIFT;
 	idf->max_pending = (lim & AF_FTL_TX_LIMITS_MAX_PENDING) >> AF_FTL_TX_LIMITS_MAX_PENDING_SHIFT;
-	idf->max_remap_triples = 0;                     /* appends: not in the core yet (#6) */
+	uint32_t app = ftl_rd(AF_FTL_APPEND_LIMITS);
+	idf->max_remap_triples = (app & AF_FTL_APPEND_LIMITS_MAX_REMAP_TRIPLES) >> AF_FTL_APPEND_LIMITS_MAX_REMAP_TRIPLES_SHIFT;
+	idf->max_appends = (app & AF_FTL_APPEND_LIMITS_MAX_APPENDS) >> AF_FTL_APPEND_LIMITS_MAX_APPENDS_SHIFT;
 	idf->awupf = AF_LIMITS_MAX_ATOMIC_PAGES;
 	idf->volatile_cache = 0;
 	idf->channels = (uint16_t)af_ftl.channels;

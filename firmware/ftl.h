@@ -103,8 +103,9 @@ int af_ftl_block_erased(uint32_t g, int ok);
 /* The seq the log writer gives its next page (ftl.seq_next). */
 uint64_t af_ftl_seq_next(void);
 
-/* First vseq of the oldest transaction not yet committed or aborted (ftl.tx_floor; UINT64_MAX: none):
- * a checkpoint's floor must not be above it, or recovery would miss the transaction's pages. */
+/* First vseq of the oldest transaction not yet committed or aborted, or append not yet remapped or released
+ * (ftl.tx_floor; UINT64_MAX: none), as of when it is called (it waits two passes of the core's append
+ * scanner): a checkpoint's floor must not be above it, or recovery would miss those pages. */
 uint64_t af_ftl_tx_floor(void);
 /* Pretty lines for `info`/`stats`. */
 void af_ftl_print(const char *prefix);

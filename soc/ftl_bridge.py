@@ -230,7 +230,9 @@ class FtlBridge(wiring.Component):
               off("failed"): core.failed.payload,
               off("tx_floor_lo"): core.tx_floor[:32], off("tx_floor_hi"): core.tx_floor[32:],
               off("tx_limits"): Const(core.max_open_tx | core.max_pending << 8, 32),
-              off("tx_status"): tx_status}
+              off("tx_status"): tx_status,
+              off("append_limits"): Const(core.max_appends | core.limits.max_remap_triples << 16, 32),
+              off("floor_passes"): core.floor_passes}
         ro.update({off(name): sig for name, sig in rw.items()})
         assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
 

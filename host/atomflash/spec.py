@@ -979,8 +979,9 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("seq_next_hi", 0x90, "ro", "the seq the log writer gives its next page, high word"),
     Register("failed", 0x94, "ro", "the oldest page (PPA) a program failed on (valid: status.failed_valid); the "
                                    "core already re-issued its data on a fresh page, the firmware retires the block"),
-    Register("tx_floor_lo", 0x98, "ro", "first vseq of the oldest transaction not yet committed or aborted, low "
-                                        "word (all ones: none); a checkpoint's floor must not exceed it"),
+    Register("tx_floor_lo", 0x98, "ro", "first vseq of the oldest transaction not yet committed or aborted, or "
+                                        "append not yet remapped or released, low word (all ones: none); a "
+                                        "checkpoint's floor must not exceed it"),
     Register("tx_floor_hi", 0x9C, "ro", "the same, high word (read hi, lo, hi again)"),
     Register("tx_limits", 0xA0, "ro", "the core's build: what IDENTIFY reports",
              (Bits("max_open_tx", 0, 8, "transaction slots"),
@@ -988,6 +989,11 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("tx_status", 0xA4, "ro", "transactions now",
              (Bits("open", 0, 8, "transactions open (not committing or aborting)"),
               Bits("pending_free", 8, 24, "free pending-bindings entries"))),
+    Register("append_limits", 0xA8, "ro", "the core's build: what IDENTIFY reports",
+             (Bits("max_appends", 0, 16, "append slots"), Bits("max_remap_triples", 16, 8, "largest REMAP list"))),
+    Register("floor_passes", 0xAC, "ro", "passes of the append-floor scanner: tx_floor covers every append whose "
+                                         "first page was taken before the pass before the last one began "
+                                         "(read seq_next, wait for two more passes, then read tx_floor)"),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]

@@ -92,6 +92,20 @@ def test_ftl_bridge_window():
 
         assert await tb.ftl(ctx, "scratch_pages") == dut.core.slots
         assert await tb.ftl(ctx, "free_depth") == dut.core.alloc.free_depth
+        # the transaction and append limits of the build; nothing open, so no floor
+        lim = await tb.ftl(ctx, "tx_limits")
+        assert (_field("tx_limits", "max_open_tx", lim), _field("tx_limits", "max_pending", lim)) == \
+            (dut.core.max_open_tx, dut.core.max_pending)
+        app = await tb.ftl(ctx, "append_limits")
+        assert (_field("append_limits", "max_appends", app), _field("append_limits", "max_remap_triples", app)) == \
+            (dut.core.max_appends, spec.LIMITS.MAX_REMAP_TRIPLES)
+        st = await tb.ftl(ctx, "tx_status")
+        assert _field("tx_status", "open", st) == 0
+        passes = await tb.ftl(ctx, "floor_passes")
+        for _ in range(3 * dut.core.max_appends):
+            await ctx.tick()
+        assert await tb.ftl(ctx, "floor_passes") > passes
+        assert (await tb.ftl(ctx, "tx_floor_lo"), await tb.ftl(ctx, "tx_floor_hi")) == (0xFFFF_FFFF, 0xFFFF_FFFF)
         # plain registers read back; ro ones ignore writes
         await tb.ftl(ctx, "l2p_base", 0x1000)
         await tb.ftl(ctx, "pages_per_block", 64)

@@ -89,7 +89,8 @@ def test_info_shows_identify_from_hardware(con):
     lim = spec.LIMITS
     want = dict(magic=spec.IDENTIFY_MAGIC, spec_version=spec.SPEC_VERSION, capacity=CAPACITY,
                 lba_size=PROFILE.page_data, max_transfer=lim.MAX_TRANSFER, max_atomic_pages=lim.MAX_ATOMIC_PAGES,
-                max_open_tx=0, max_pending=0, max_remap_triples=0,  # transactions and appends: issue #6
+                max_open_tx=lim.MAX_OPEN_TX, max_pending=lim.MAX_PENDING, max_remap_triples=lim.MAX_REMAP_TRIPLES,
+                max_appends=lim.MAX_APPENDS,
                 awupf=lim.MAX_ATOMIC_PAGES, volatile_cache=0, channels=2, ways=2, luns=1,
                 page_data=PROFILE.page_data, page_spare=PROFILE.page_spare, pages_per_block=PROFILE.pages_per_block,
                 blocks_per_lun=BLOCKS_PER_LUN, queue_depth=lim.QUEUE_DEPTH, ecc_t=spec.ECC.t,

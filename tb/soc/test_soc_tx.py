@@ -1,12 +1,15 @@
-"""System test: transactions on the full SoC, across a checkpoint and a power cycle.
+"""System test: transactions and appends on the full SoC, across a checkpoint and a power cycle.
 
 Through the firmware's queue pair (``io tx``): a transaction stages pages
 (visible to TX_READ only), a checkpoint is taken while it is open (its floor
 must stay at or below the transaction's first page, trap 8), then it commits;
 a second transaction stays open, a third aborts, a fourth commits with
-TX_FINAL.  After a power cycle the boot recovers from that checkpoint: the
-committed transactions are whole, the open and the aborted one left nothing,
-and the device takes new transactions.
+TX_FINAL.  Likewise an append staged before the checkpoint is remapped
+after it, another stays live, a third is released; forged and spent tokens
+are refused.  After a power cycle the boot recovers from that checkpoint:
+the committed transactions and the remap are whole, the open transaction,
+the aborted one and the appends not remapped left nothing, and the device
+takes new work.
 """
 
 from __future__ import annotations
@@ -42,21 +45,36 @@ def test_transactions_across_a_checkpoint_and_a_power_cycle(tmp_path):
         # the IDENTIFY record reports the core's transaction limits
         assert re.search(rf"max_open_tx\s+{spec.LIMITS.MAX_OPEN_TX}\r?\n", info), info
         assert re.search(rf"max_pending\s+{spec.LIMITS.MAX_PENDING}\r?\n", info), info
+        assert re.search(rf"max_appends\s+{spec.LIMITS.MAX_APPENDS}\r?\n", info), info
+        assert re.search(rf"max_remap_triples\s+{spec.LIMITS.MAX_REMAP_TRIPLES}\r?\n", info), info
         ok(con, "io write 1 0 8", "wrote 8 blocks")
         ok(con, "io tx write 5 2 2 3", "staged 3 blocks")
         ok(con, "io check 1 0 8")                       # committed data unchanged
         ok(con, "io tx check 5 2 2 3")                  # the transaction sees its own writes
         tx = con.command("tx")
-        assert "1 open of" in tx and "3 of" in tx and "oldest open transaction began at seq" in tx, tx
+        assert "1 open of" in tx and "3 of" in tx and "began at seq" in tx, tx
         first = int(re.search(r"began at seq (\d+)", tx).group(1))
+        # appends: one remapped after the checkpoint, one left live
+        tokens = []
+        for seed, lba in ((7, 60), (8, 64)):
+            out = ok(con, f"io append {seed} {lba} 2", "appended 2 blocks")
+            tokens.append(re.search(r"token (0x[0-9a-f]+)", out).group(1))
         ck = ok(con, "ckpt now", "taken")
         floor = int(re.search(r"floor seq (\d+)", ck).group(1))
         assert floor <= first, ck                       # the open transaction holds the floor back
         ok(con, "io tx write 5 2 20 2", "staged 2 blocks")
         ok(con, "io tx commit 5", "committed")
+        ok(con, f"io remap 60 {tokens[0]} 2", "remapped 1 appends")
+        ok(con, "io check 7 60 2")
+        ok(con, "io check 0 64 2")                      # the live append binds nothing
+        for line in (f"io remap 70 {tokens[0]} 2", "io remap 70 0x1234 2", f"io release {tokens[0]}"):
+            assert "INVALID_TOKEN" in con.command(line), line   # spent, forged
+        assert "REMAP_LENGTH" in con.command(f"io remap 70 {tokens[1]} 1")
+        out = ok(con, "io append 9 80 1", "appended 1 blocks")
+        ok(con, f"io release {re.search(r'token (0x[0-9a-f]+)', out).group(1)}", "released")
         ok(con, "io check 2 2 3")
         ok(con, "io check 2 20 2")
-        assert "no transaction holds" in con.command("tx")
+        assert "began at seq" in con.command("tx")      # the live append still holds the floor
         # one left open, one aborted, one committed by its final write
         ok(con, "io tx write 6 3 10 2", "staged 2 blocks")
         ok(con, "io tx write 7 4 12 2", "staged 2 blocks")
@@ -77,15 +95,20 @@ def test_transactions_across_a_checkpoint_and_a_power_cycle(tmp_path):
     try:
         text = con.boot_text
         assert "ftl: host interface on" in text
-        m = re.search(r"kept \d+ writes, \d+ groups, (\d+) tx", text)
-        assert m and int(m.group(1)) == 2, text          # transactions 5 and 8, from the checkpoint's floor on
+        m = re.search(r"kept \d+ writes, \d+ groups, (\d+) tx, (\d+) remaps", text)
+        assert m and (int(m.group(1)), int(m.group(2))) == (2, 1), text   # tx 5 and 8, the remap, from the floor on
         ok(con, "io check 1 0 2")
         ok(con, "io check 2 2 3")
         ok(con, "io check 1 5 3")
         ok(con, "io check 2 20 2")
         ok(con, "io check 0 10 4")                       # the open and the aborted transaction: nothing
+        ok(con, "io check 7 60 2")                       # the remap, of pages appended before the checkpoint
+        ok(con, "io check 0 64 2")                       # the append never remapped: nothing
+        ok(con, "io check 0 80 1")
+        assert "INVALID_TOKEN" in con.command(f"io release {tokens[1]}")   # tokens die with the power
         ok(con, "io check 5 30 4")
-        assert "0 open of" in con.command("tx")
+        tx = con.command("tx")
+        assert "0 open of" in tx and "no transaction or append holds" in tx, tx
         ok(con, "io tx write 6 9 10 2", "staged 2 blocks")  # a new transaction, the old tid reused
         ok(con, "io tx commit 6", "committed")
         ok(con, "io check 9 10 2")
