@@ -101,6 +101,21 @@ def render(r: dict) -> str:
         a = r[f"atomic_{n}"]
         lines.append(f"* atomic groups of {n}: {100 * rate(r['pages'], a['cycles']) / base:.1f}% of the plain-write "
                      f"throughput, {a['programs'] - r['pages']} extra flash programs")
+    if "tx_1_commit" in r:
+        lines += ["", "## Transactions", "",
+                  f"{r['pages']} pages written as transactions of k pages (one TX_WRITE of k pages each), "
+                  "committed by TX_COMMIT (a COMMIT record page) or by marking the write final (the commit rides "
+                  "on its last page, `OOB.flags.tx_final`); 4 transactions in flight.  Goal: at most k + 1 flash "
+                  "programs per transaction, exactly k with the final write.", "",
+                  "| k | commit | transactions | flash programs | per transaction | pages/s | of plain writes |",
+                  "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for k in (1, 8, 64):
+            for how in ("commit", "final"):
+                x = r[f"tx_{k}_{how}"]
+                lines.append(f"| {k} | {'TX_COMMIT' if how == 'commit' else 'final write'} | {x['transactions']} | "
+                             f"{x['programs']} | {x['programs'] / x['transactions']:.2f} | "
+                             f"{rate(r['pages'], x['cycles']):,.0f} | "
+                             f"{100 * rate(r['pages'], x['cycles']) / base:.1f}% |")
     lines += ["", "## Map cache (reads only, single pages, QD 8, over the whole capacity)", "",
               "| distribution | reads | map hits | map misses | hit rate |", "| --- | ---: | ---: | ---: | ---: |"]
     for name in ("uniform", "zipf"):

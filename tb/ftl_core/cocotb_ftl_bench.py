@@ -12,6 +12,7 @@ from cocotb.triggers import ClockCycles
 from atomflash import spec
 from atomflash.spec import Opcode, Status
 from ftl_tb import FtlCoreTB
+from harness import MAX_OPEN_TX
 
 CHANNELS, WAYS = 2, 4
 SLOTS = int(os.environ["FTL_SLOTS"])
@@ -96,6 +97,24 @@ async def bench(dut):
             assert (await tb.wait(cid))["status"] == Status.SUCCESS
         out[f"atomic_{n}"] = dict(cycles=int(dut.cycle.value) - start, programs=await programs(tb) - p0,
                                   groups=groups)
+
+    # transactions of k pages: one TX_WRITE of k pages then TX_COMMIT (a COMMIT record), or one TX_WRITE marked
+    # final (the commit rides on its last page); MAX_OPEN_TX transactions in flight, the same number of pages
+    final_flag = spec.CMD.compose("flags", tx_final=1)
+    for k in (1, 8, 64):
+        for final in (False, True):
+            cmds = []
+            for i in range(PAGES // k):
+                tid, lba = 1 + i % MAX_OPEN_TX, rng.randrange(CAPACITY - k)
+                cmds.append(dict(opcode=Opcode.TX_WRITE, tid=tid, lba=lba, nlb=k, buf=bufs[0],
+                                 flags=final_flag if final else 0))
+                if not final:
+                    cmds.append(dict(opcode=Opcode.TX_COMMIT, tid=tid))
+            p0 = await programs(tb)
+            cycles, st = await run_queue(tb, cmds, MAX_OPEN_TX * (1 if final else 2))
+            assert set(st) == {Status.SUCCESS}, st
+            out[f"tx_{k}_{'final' if final else 'commit'}"] = dict(cycles=cycles, programs=await programs(tb) - p0,
+                                                                   transactions=PAGES // k)
 
     # map cache: reads only, uniform and Zipf over the whole capacity
     for name, pick in (("uniform", lambda: rng.randrange(CAPACITY)), ("zipf", zipf_sampler(rng, CAPACITY))):
