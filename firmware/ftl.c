@@ -435,6 +435,9 @@ int af_ftl_start(void)
 	}
 	/* the log resumes past every seq recovery saw */
 	af_ftl.start_seq = af_flash.report.next_seq;
+	/* the resume gap is not pages written: automatic checkpoints count from the checkpoint loaded plus it */
+	if (af_ckpt.valid && af_ckpt.at + AF_LOG_SEQ_RESUME_GAP <= af_ftl.start_seq)
+		af_ckpt.at += AF_LOG_SEQ_RESUME_GAP;
 	ftl_wr(AF_FTL_SEQ_LO, (uint32_t)af_ftl.start_seq);
 	ftl_wr(AF_FTL_SEQ_HI, (uint32_t)(af_ftl.start_seq >> 32));
 	ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_LOAD_SEQ);

@@ -55,7 +55,7 @@ def zipf_sampler(rng, n, s=0.99):
 @cocotb.test()
 async def bench(dut):
     tb = await FtlCoreTB.create(dut, channels=CHANNELS, ways=WAYS, slots=SLOTS, slot_words=SLOT_WORDS,
-                                capacity=CAPACITY, blocks_per_die=6, profile="realistic", name="bench")
+                                capacity=CAPACITY, blocks_per_die=12, profile="realistic", name="bench")
     tb.poll_cycles = 128         # 1.28 us: far below a page's time, so the queue stays full
     rng = random.Random(7)
     page = tb.page
