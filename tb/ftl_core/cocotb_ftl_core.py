@@ -73,6 +73,22 @@ def expect(cpl, status):
     assert Status(cpl["status"]) == status, f"status {Status(cpl['status']).name}, expected {status.name}"
 
 
+async def check_valid_counts(tb, model):
+    """The block table (valid pages per block, in SoC memory) counts exactly the pages the device's map binds
+    for the model's LBAs (the device's map, not recovery's: recovery may name an original where the device
+    binds its GC copy of the same version)."""
+    want = {}
+    for lba in model.contents():
+        ppa = (await tb.map_op(MapOp.READ, lba=lba))["old"]
+        f = spec.PPA.decompose("ppa", ppa)
+        die = (f["lun"] * WAYS + f["way"]) * CHANNELS + f["channel"]
+        want[(die, f["block"])] = want.get((die, f["block"]), 0) + 1
+    for die in range(tb.dies):
+        for blk in tb.blocks_used[die]:
+            got = tb.mem_read(tb.block_table // 4 + (die << tb.block_shift) + blk)
+            assert got == want.get((die, blk), 0), (die, blk, got, want.get((die, blk), 0))
+
+
 @cocotb.test()
 async def every_verb(dut):
     tb = await make_tb(dut, name="verbs")
@@ -703,18 +719,8 @@ async def transactions(dut):
     assert int(dut.tx_floor.value) == 2**64 - 1
 
     # the flash recovers to what the host sees; the block table counts exactly the pages the map binds
-    # (the device's map: recovery may name an original where the device binds its GC copy, same version)
     assert recover(tb.flash_pages()).contents() == model.contents()
-    want = {}
-    for lba in model.contents():
-        ppa = (await tb.map_op(MapOp.READ, lba=lba))["old"]
-        f = spec.PPA.decompose("ppa", ppa)
-        die = (f["lun"] * WAYS + f["way"]) * CHANNELS + f["channel"]
-        want[(die, f["block"])] = want.get((die, f["block"]), 0) + 1
-    for die in range(tb.dies):
-        for blk in tb.blocks_used[die]:
-            got = tb.mem_read(tb.block_table // 4 + (die << tb.block_shift) + blk)
-            assert got == want.get((die, blk), 0), (die, blk, got, want.get((die, blk), 0))
+    await check_valid_counts(tb, model)
     await tb.chan.expect_clean()
 
 
@@ -850,16 +856,7 @@ async def appends_and_remaps(dut):
         assert await release(tok) == Status.SUCCESS
     assert int(dut.pending_free.value) == MAX_PENDING
 
-    # the flash recovers to what the host sees; valid counts follow the device's map
+    # the flash recovers to what the host sees; the block table counts exactly the pages the map binds
     assert recover(tb.flash_pages()).contents() == model.contents()
-    want = {}
-    for lba in model.contents():
-        ppa = (await tb.map_op(MapOp.READ, lba=lba))["old"]
-        f = spec.PPA.decompose("ppa", ppa)
-        die = (f["lun"] * WAYS + f["way"]) * CHANNELS + f["channel"]
-        want[(die, f["block"])] = want.get((die, f["block"]), 0) + 1
-    for die in range(tb.dies):
-        for blk in tb.blocks_used[die]:
-            got = tb.mem_read(tb.block_table // 4 + (die << tb.block_shift) + blk)
-            assert got == want.get((die, blk), 0), (die, blk, got, want.get((die, blk), 0))
+    await check_valid_counts(tb, model)
     await tb.chan.expect_clean()
