@@ -240,7 +240,7 @@ class Executor(wiring.Component):
         slot_npages = Array(Signal(16, name=f"npages{s}") for s in range(S))    # a final page's group_len
 
         # -- transaction slots ----------------------------------------------------------
-        T, E = self.max_open_tx, self.pending_entries
+        T = self.max_open_tx
         tx_state = Array(Signal(2, name=f"tx_state{t}") for t in range(T))
         tx_tid = Array(Signal(32, name=f"tx_tid{t}") for t in range(T))
         tx_first = Array(Signal(64, name=f"tx_first{t}") for t in range(T))
