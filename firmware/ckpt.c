@@ -261,7 +261,7 @@ int af_ckpt_take(void)
 	/* 1-3: the floor, everything older published, the table in memory */
 	uint64_t at = af_ftl_seq_next(), floor = at, tx_floor = af_ftl_tx_floor();
 	if (tx_floor < floor)
-		floor = tx_floor; /* an open transaction began before: recovery must see all its pages */
+		floor = tx_floor; /* an open transaction or live append began before: recovery must see its pages */
 	af_cmd_t cmd;
 	memset(&cmd, 0, sizeof(cmd));
 	cmd.opcode = AF_OPCODE_FLUSH;
@@ -327,7 +327,7 @@ int af_ckpt_take(void)
 	uint32_t *list = (uint32_t *)(af_ckpt.page + sizeof(h));
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 		const af_block_t *b = &af_flash.blocks[g];
-		/* open, or closed after a floor an open transaction lowered: pages from the floor on may be in it */
+		/* open, or closed after a floor an open transaction/append lowered: pages from it on may be in it */
 		if (b->state == AF_BSTATE_CORE || (floor < at && b->state == AF_BSTATE_DATA && b->close_seq > floor)) {
 			if (nopen == AF_CKPT_MAX_OPEN ||
 			    sizeof(h) + 4 * (nopen + 1 + AF_CKPT_AREAS * af_ckpt.narea) > af_nand.page_data)

@@ -44,6 +44,20 @@ def block(tag: int, page: int) -> bytes:
     return tag.to_bytes(8, "little") + rng.randbytes(page - 8)
 
 
+class Blocks:
+    """Consecutive unique blocks from ``first`` on: ``blocks(n)`` is the data of the next n."""
+
+    def __init__(self, page: int, first: int):
+        self.page, self.serial = page, first
+
+    def __call__(self, n: int) -> bytes:
+        out = []
+        for _ in range(n):
+            self.serial += 1
+            out.append(block(self.serial, self.page))
+        return b"".join(out)
+
+
 class Host:
     """Data buffers in the harness memory, handed out round-robin."""
 
@@ -192,19 +206,11 @@ async def random_scoreboard(dut):
     page = tb.page
     model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING))
     lbas = range(48)                # overlapping on purpose
-    serial = 1000
+    blocks = Blocks(page, 1000)
     programs = 0
     tids = range(1, 7)              # more than MAX_OPEN_TX, so some first writes are refused
     tokens = {}                     # live appends: model token -> device token
     appended = []                   # (cid, model token) of this batch's appends
-
-    def blocks(nlb):
-        nonlocal serial
-        out = []
-        for _ in range(nlb):
-            serial += 1
-            out.append(block(serial, page))
-        return b"".join(out)
 
     for batch in range(int(os.environ.get("FTL_BATCHES", "12"))):
         # up to 8 commands in flight; completion order = command order for the ones that change the map
@@ -385,7 +391,7 @@ async def power_cut(dut, round_):
                       rng.randrange(50, 950))
     pending = {}            # cid -> model ops
     tokens, appending = {}, {}      # completed appends: model token -> device token; cid -> model token
-    serial = 100_000 * (round_ + 1)
+    blocks = Blocks(page, 100_000 * (round_ + 1))
     cut = False
     while not cut:
         kind = rng.choice(["write", "atomic", "atomic", "trim", "tx", "tx", "tx_end", "append", "remap"])
@@ -396,8 +402,7 @@ async def power_cut(dut, round_):
             kind = "append"
         if kind == "append":
             nlb = rng.randrange(1, 4)
-            data = b"".join(block(serial + 1 + i, page) for i in range(nlb))
-            serial += nlb
+            data = blocks(nlb)
             buf = host.buffer(nlb)
             tb.write_bytes(buf, data)
             c = model.append(data)
@@ -418,8 +423,7 @@ async def power_cut(dut, round_):
         elif kind == "tx":
             nlb = rng.randrange(1, 4)
             lba = rng.randrange(40 - nlb)
-            data = b"".join(block(serial + 1 + i, page) for i in range(nlb))
-            serial += nlb
+            data = blocks(nlb)
             buf = host.buffer(nlb)
             tb.write_bytes(buf, data)
             final = rng.random() < 0.25
@@ -432,8 +436,7 @@ async def power_cut(dut, round_):
             cid = await tb.submit(opcode=Opcode.TX_COMMIT if commit else Opcode.TX_ABORT, tid=tid)
         elif kind == "write":
             lba = rng.randrange(40)
-            serial += 1
-            data = block(serial, page)
+            data = blocks(1)
             buf = host.buffer()
             tb.write_bytes(buf, data)
             c = model.write(lba, data)
@@ -441,8 +444,7 @@ async def power_cut(dut, round_):
         elif kind == "atomic":
             pairs = []
             for lba in rng.sample(range(40), rng.randrange(2, 9)):
-                serial += 1
-                pairs.append((lba, block(serial, page)))
+                pairs.append((lba, blocks(1)))
             lst = host.atomic_list(pairs)
             c = model.atomic_write(pairs)
             cid = await tb.submit(opcode=Opcode.ATOMIC_WRITE, list=lst, nlist=len(pairs))
@@ -564,14 +566,7 @@ async def transactions(dut):
     host = Host(tb)
     page = tb.page
     model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING))
-    serial = [9000]
-
-    def blocks(n):
-        out = []
-        for _ in range(n):
-            serial[0] += 1
-            out.append(block(serial[0], page))
-        return b"".join(out)
+    blocks = Blocks(page, 9000)
 
     async def write(lba, nlb):
         data = blocks(nlb)
@@ -741,15 +736,8 @@ async def appends_and_remaps(dut):
     page = tb.page
     model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING,
                          max_appends=MAX_APPENDS))
-    serial = [20000]
+    blocks = Blocks(page, 20000)
     device_of = {}            # model token -> device token
-
-    def blocks(n):
-        out = []
-        for _ in range(n):
-            serial[0] += 1
-            out.append(block(serial[0], page))
-        return b"".join(out)
 
     async def append(nlb):
         data = blocks(nlb)
