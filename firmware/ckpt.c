@@ -298,6 +298,7 @@ int af_ckpt_take(void)
 	uint32_t area = af_ckpt.valid ? 1 - af_ckpt.area : 0;
 	for (uint32_t i = 0; i < af_ckpt.narea; i++) {
 		af_flash.blocks[af_ckpt.area_block[area][i]].erases++;
+		af_flash.erased_since_boot++;
 		if (af_nand_erase(af_nand_block_ppa(af_ckpt.area_block[area][i]), NULL) != AF_NANDRESULT_OK) {
 			/* a grown bad area block: retire it, an erased one from the pool takes its place */
 			af_ftl_retire(af_ckpt.area_block[area][i], "its erase failed (checkpoint area)", 0);
@@ -377,6 +378,7 @@ int af_ckpt_take(void)
 	af_ckpt.pages = total;
 	af_ckpt.nopen = nopen;
 	af_ckpt.taken++;
+	af_ckpt.pages_written += total;
 	af_ckpt.t_last = af_uptime_cycles() - t0;
 	return 0;
 }

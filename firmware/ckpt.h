@@ -47,6 +47,7 @@ typedef struct {
 	uint32_t area_block[AF_CKPT_AREAS][AF_CKPT_MAX_AREA_BLOCKS]; /* global block numbers */
 	uint32_t interval;         /* automatic: pages written since the floor (0: off) */
 	uint32_t taken, failed, oob_reads, bad_entries;
+	uint32_t pages_written;     /* checkpoint pages programmed since boot (GET_LOG) */
 	uint64_t t_last;           /* cycles the last one took */
 	int from_console;          /* the running one was asked for (errors, not warnings) */
 	uint32_t *shadow_ppa;      /* per LBA: the page whose vseq af_flash.map.vseq holds */

@@ -62,6 +62,7 @@ typedef struct {
 	uint32_t scan_cap;        /* recovery scan table entries */
 	uint32_t scan_full;       /* pages not scanned: the table was full */
 	uint32_t read_errors;     /* page reads that failed (controller or descriptor errors) */
+	uint32_t erased_since_boot; /* block erases since boot (GET_LOG) */
 	uint32_t record_reads;    /* data-area reads for record pages */
 	uint64_t t_bringup, t_bbt, t_p0, t_ckpt, t_scan, t_finish; /* cycles per phase */
 	uint32_t blocks_scanned;  /* blocks recovery read every page of */

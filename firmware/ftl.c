@@ -138,6 +138,7 @@ static int pool_pop(uint32_t die, uint16_t *block)
 		af_block_t *b = &af_flash.blocks[af_ftl_gblock(die, *block)];
 		if (b->needs_erase) {
 			b->erases++;
+			af_flash.erased_since_boot++;
 			if (af_nand_erase(af_nand_block_ppa(af_ftl_gblock(die, *block)), NULL) != AF_NANDRESULT_OK) {
 				af_ftl_retire(af_ftl_gblock(die, *block), "its erase failed", 0);
 				continue;
@@ -212,6 +213,7 @@ int af_ftl_block_erased(uint32_t g, int ok)
 	uint32_t ppa = af_nand_block_ppa(g);
 	uint32_t die = af_ftl_die_of(ppa);
 	b->erases++;
+	af_flash.erased_since_boot++;
 	if (!ok) {
 		af_ftl_retire(g, "its erase failed", 0);
 		return -1;
@@ -365,7 +367,7 @@ int af_ftl_start(void)
 	af_ftl.scratch = af_ram_alloc(af_ftl.scratch_pages * af_nand.page_data, 64);
 	af_ftl.gc_buf = af_ram_alloc(af_nand.page_data, 64);
 	af_ftl.identify = af_ram_alloc(sizeof(af_identify_t), 64);
-	af_ftl.log = af_ram_alloc(sizeof(af_identify_t), 64);
+	af_ftl.log = af_ram_alloc(sizeof(af_log_page_t), 64);
 	af_ftl.pool = af_ram_alloc(2 * af_ftl.dies * bpl, 4);
 	af_ckpt.shadow_ppa = af_ram_alloc(4 * (uint32_t)af_ftl.capacity, 8);
 	if (!af_ftl.bt || !af_ftl.scratch || !af_ftl.gc_buf || !af_ftl.identify || !af_ftl.log || !af_ftl.pool ||
@@ -413,7 +415,7 @@ int af_ftl_start(void)
 	}
 
 	fill_identify(af_ftl.identify);
-	memset(af_ftl.log, 0, sizeof(af_identify_t));
+	memset(af_ftl.log, 0, sizeof(af_log_page_t));
 	flush_cpu_dcache();
 
 	ftl_wr(AF_FTL_PAGES_PER_BLOCK, af_nand.pages_per_block);

@@ -47,7 +47,7 @@ typedef struct {
 	uint32_t *bt;               /* the core's block table: dies << block_shift valid counts */
 	void *scratch, *gc_buf;
 	af_identify_t *identify;
-	uint8_t *log;               /* GET_LOG page */
+	af_log_page_t *log;         /* GET_LOG page (main.c refreshes it while idle) */
 	uint16_t *pool;             /* per die: a stack of erased blocks (blocks_per_lun entries each) */
 	uint32_t pool_n[AF_FTL_MAX_DIES];
 	uint8_t handed[AF_FTL_MAX_DIES]; /* blocks given to the die and not closed yet */

@@ -20,6 +20,7 @@
 #include "ftl.h"
 #include "gc.h"
 #include "fw.h"
+#include "wear.h"
 
 uint64_t af_boot_cycles;
 
@@ -51,11 +52,51 @@ static void boot_report(void)
 #endif
 }
 
+#ifdef AFCTRL_FTL
+/* The GET_LOG page (spec.LOG_PAGE): the counters a host reads with GET_LOG,
+ * refreshed at most every LOG_REFRESH_CYCLES while idle (the core copies it
+ * from main RAM; VexRiscv's data cache writes through). */
+#define LOG_REFRESH_CYCLES 20000u
+static void refresh_log(void)
+{
+	static uint64_t last;
+	uint64_t now = af_uptime_cycles();
+	if (!af_ftl.running || !af_ftl.log || now - last < LOG_REFRESH_CYCLES)
+		return;
+	last = now;
+	af_log_page_t *l = af_ftl.log;
+	l->uptime_cycles = now;
+	l->boot_cycles = af_boot_cycles;
+	l->log_pages = af_ftl_seq_next() - af_ftl.start_seq;
+	l->boot_scan_cycles = af_flash.t_scan + af_flash.t_finish;
+	l->ckpt_seq = af_ckpt.valid ? af_ckpt.seq : 0;
+	l->clk_hz = CONFIG_CLOCK_FREQUENCY;
+	l->ckpt_pages = af_ckpt.pages_written;
+	l->checkpoints = af_ckpt.taken;
+	l->erases = af_flash.erased_since_boot;
+	l->gc_victims = af_gc.victims;
+	l->gc_copies = af_gc.copies;
+	l->wear_copies = af_wear.copies;
+	l->bad_blocks = af_flash.bad_blocks;
+	l->free_blocks = af_ftl.free_blocks;
+	l->map_hits = ftl_rd(AF_FTL_MAP_HITS);
+	l->map_misses = ftl_rd(AF_FTL_MAP_MISSES);
+	l->boot_pages_scanned = af_flash.report.pages_scanned;
+	l->boot_groups_discarded = af_flash.report.groups_discarded;
+	l->boot_tx_discarded = af_flash.report.tx_discarded;
+	l->boot_remaps_discarded = af_flash.report.remaps_discarded;
+	l->boot_lost = af_flash.lost;
+}
+#else
+static void refresh_log(void) {}
+#endif
+
 void af_idle(void)
 {
 	af_ftl_poll();
 	af_ckpt_poll();
 	af_gc_poll();
+	refresh_log();
 }
 
 int main(void)

@@ -43,6 +43,8 @@ ROM_BYTES = 0x2_0000                # 128 KiB: firmware code + rodata (+ .data i
 SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
 DEFAULT_SLOTS = spec.NAND_DEFAULTS.SLOTS  # page-buffer slots per NAND channel
 FTL_SLOTS = 16                      # FtlCore publisher slots (map-changing commands in flight)
+HOSTMEM_ORIGIN = 0xA000_0000        # the simulated host's memory (queues, data buffers): not the CPU's
+HOSTMEM_BYTES = 0x4_0000            # 256 KiB
 
 
 def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> int:
@@ -86,6 +88,17 @@ _sim_io = [
     ("sys_clk", 0, Pins(1)),
     ("sys_rst", 0, Pins(1)),
     ("serial", 0,
+        Subsignal("source_valid", Pins(1)),
+        Subsignal("source_ready", Pins(1)),
+        Subsignal("source_data", Pins(8)),
+        Subsignal("sink_valid", Pins(1)),
+        Subsignal("sink_ready", Pins(1)),
+        Subsignal("sink_data", Pins(8)),
+    ),
+    # The host port: a second byte stream, LiteX's UARTBone (Wishbone master)
+    # behind it; soc/sim.py puts it on a TCP socket (litex_sim's serial2tcp,
+    # which binds pads named "serial": hence index 1).
+    ("serial", 1,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
         Subsignal("source_data", Pins(8)),
@@ -156,11 +169,39 @@ class AtomflashSoC(SoCCore):
 
             _, self.nand_core = add_ftl_bridge(self, profile=profile, channels=channels, ways=ways, slots=slots,
                                                clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES, out_dir=rtl_dir)
+            self.add_host_port()
         else:
             add_atomflash(self, out_dir=rtl_dir)
             self.add_constant("AF_NAND_PROFILE_" + profile.upper())
             self.add_config("AF_CHANNELS", channels)
             self.add_config("AF_WAYS", ways)
+
+    def add_host_port(self):
+        """What a host attaches to in simulation (``atomflash.transport``):
+
+        * ``hostbone``: LiteX's UARTBone, a Wishbone master driven by bytes on
+          the second ``serial`` pads (``soc/sim.py`` puts them on a TCP port), so the
+          host reads and writes the controller's registers (the host queue
+          doorbells) and its own memory -- the role PCIe BAR accesses play on
+          a board;
+        * ``hostmem``: an SRAM standing in for host memory, where the host keeps
+          its queues and data buffers and the controller's DMA reads and
+          writes them.  The CPU never touches it (IO region, uncached).
+
+        Both appear in ``csr.csv``/``csr.json`` (``memory_region``), which is
+        how the host library finds them."""
+        from litex.soc.cores.uart import RS232PHYModel, UARTBone
+        from litex.soc.integration.soc import SoCRegion
+        from litex.soc.interconnect import wishbone
+
+        self.hostbone_phy = RS232PHYModel(self.platform.request("serial", 1))
+        self.hostbone = UARTBone(phy=self.hostbone_phy, clk_freq=self.sys_clk_freq,
+                                 address_width=self.bus.address_width)
+        self.bus.add_master(name="hostbone", master=self.hostbone.wishbone)
+        self.hostmem = wishbone.SRAM(HOSTMEM_BYTES, bus=wishbone.Interface(data_width=32, address_width=32,
+                                                                          addressing="word"))
+        self.bus.add_slave(name="hostmem", slave=self.hostmem.bus,
+                           region=SoCRegion(origin=HOSTMEM_ORIGIN, size=HOSTMEM_BYTES, cached=False))
 
     # Called by LiteX's Builder after the software libraries are built.
     def init_mems(self, **kwargs):

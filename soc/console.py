@@ -34,8 +34,9 @@ class ConsoleTimeout(AssertionError):
 
 
 class SimConsole:
-    def __init__(self, gateware_dir: Path, plusargs=(), log: Path | None = None):
+    def __init__(self, gateware_dir: Path, plusargs=(), log: Path | None = None, cwd: Path | None = None):
         self.gw = Path(gateware_dir)
+        self.cwd = Path(cwd) if cwd is not None else self.gw  # soc.sim.prepare_run_dir makes others
         self.plusargs = list(plusargs)
         self.log_path = log
         self.buf = ""          # ANSI-stripped output not yet consumed
@@ -48,7 +49,7 @@ class SimConsole:
     def start(self):
         master, slave = pty.openpty()
         cmd = [str(self.gw / "obj_dir" / "Vsim"), *self.plusargs]
-        self.proc = subprocess.Popen(cmd, cwd=self.gw, stdin=slave, stdout=slave, stderr=slave,
+        self.proc = subprocess.Popen(cmd, cwd=self.cwd, stdin=slave, stdout=slave, stderr=slave,
                                      start_new_session=True, close_fds=True)
         os.close(slave)
         self.fd = master

@@ -109,6 +109,11 @@ def parse_args(argv=None):
     p.add_argument("--verilator-flag", action="append", default=[], help="extra Verilator flag; repeatable")
     p.add_argument("--cflags", action="append", default=[], help="extra C++ flags for the model; repeatable")
     p.add_argument("--plusarg", action="append", default=[], help="run-time +plusarg for Vsim; repeatable")
+    p.add_argument("--host-port", type=int, default=None,
+                   help="put the host port (UARTBone) on this TCP port, for atomflash.Device / the atomflash CLI")
+    p.add_argument("--run-dir", type=Path, default=None,
+                   help="run in this directory (its own sim_config.js; default: the gateware directory, "
+                        "or <build dir>/run with --host-port)")
     p.add_argument("-q", "--quiet", action="store_true", help="less build output")
     args = p.parse_args(argv)
     for kv in args.nand_set:
@@ -190,6 +195,37 @@ def sim_config(args):
     cfg.add_clocker("sys_clk", freq_hz=int(args.sys_clk_freq))
     cfg.add_module("serial2console", "serial")
     return cfg
+
+
+RUN_LINKS = ("modules", "sim_rom.init", "sim_sram.init", "sim_main_ram.init", "sim_mem.init", "csr.csv")
+
+
+def prepare_run_dir(gw: Path, run_dir: Path, *, host_port: int | None = None) -> Path:
+    """A directory Vsim can run in besides the gateware directory: links to
+    what it reads from its working directory (``modules/``, the memory
+    images) and its own ``sim_config.js`` -- the gateware's, plus
+    ``serial2tcp`` on the host port when ``host_port`` is given.  Several
+    simulations of one build run side by side this way, each with its port."""
+    import json
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in RUN_LINKS:
+        src = gw / name if name != "csr.csv" else gw.parent / name
+        dst = run_dir / name
+        if not src.exists() or (dst.is_symlink() and dst.resolve() == src.resolve()):
+            continue
+        if dst.is_symlink() or dst.exists():
+            dst.unlink()
+        dst.symlink_to(src.resolve())
+    cfg = json.loads((gw / "sim_config.js").read_text())
+    if host_port is not None:
+        # serial2tcp binds the pads named "serial"; the host port is serial index 1
+        # (soc.atomflash_soc.AtomflashSoC.add_host_port).
+        cfg.insert(-1, {"module": "serial2tcp", "interface": [{"name": "serial", "index": 1}, "sys_clk"],
+                        "args": {"port": str(host_port)}})
+    (run_dir / "sim_config.js").write_text(json.dumps(cfg, indent=4))
+    return run_dir
 
 
 def _content_for_hash(path: Path) -> bytes:
@@ -280,7 +316,7 @@ def vsim_command(gw: Path, plusargs=()) -> list[str]:
     return [str(gw / "obj_dir" / "Vsim"), *[a if a.startswith("+") else "+" + a for a in plusargs]]
 
 
-def run_interactive(gw: Path, plusargs=()) -> int:
+def run_interactive(gw: Path, plusargs=(), cwd: Path | None = None) -> int:
     import termios
 
     interactive = sys.stdin.isatty()
@@ -288,7 +324,7 @@ def run_interactive(gw: Path, plusargs=()) -> int:
     print("sim: running; the console is on this terminal. 'exit' or Ctrl-C ends the simulation.",
           file=sys.stderr)
     try:
-        return subprocess.call(vsim_command(gw, plusargs), cwd=gw)
+        return subprocess.call(vsim_command(gw, plusargs), cwd=cwd or gw)
     except KeyboardInterrupt:
         return 130
     finally:
@@ -323,7 +359,13 @@ def main(argv=None) -> int:
     if args.firmware_only or args.build_only:
         print(gw)
         return 0
-    return run_interactive(gw, [*nand_plusargs(args, gw), *args.plusarg])
+    run_dir = args.run_dir or (gw.parent / "run" if args.host_port is not None else None)
+    if run_dir is not None:
+        prepare_run_dir(gw, run_dir, host_port=args.host_port)
+        if args.host_port is not None:
+            print(f"sim: host port on tcp://127.0.0.1:{args.host_port} (atomflash --port {args.host_port} ...)",
+                  file=sys.stderr)
+    return run_interactive(gw, [*nand_plusargs(args, run_dir or gw), *args.plusarg], cwd=run_dir)
 
 
 if __name__ == "__main__":

@@ -479,6 +479,35 @@ IDENTIFY = Record(
     size=256,
 )
 
+LOG_PAGE = Record(
+    "log_page",
+    "GET_LOG statistics page (256 bytes): the firmware's counters, refreshed while it idles.",
+    [
+        u64("uptime_cycles", "system clock cycles since reset when the page was refreshed"),
+        u64("boot_cycles", "cycles from reset until the host interface came up (recovery included)"),
+        u64("log_pages", "pages the core's log writer programmed since boot (host data, records, GC copies)"),
+        u64("boot_scan_cycles", "cycles the boot spent scanning and rebuilding the map (recovery)"),
+        u64("ckpt_seq", "floor of the newest checkpoint (recovery starts there)"),
+        u32("clk_hz", "nominal system clock"),
+        u32("ckpt_pages", "checkpoint pages the firmware programmed since boot"),
+        u32("checkpoints", "checkpoints taken since boot"),
+        u32("erases", "blocks erased since boot"),
+        u32("gc_victims", "blocks GC collected since boot"),
+        u32("gc_copies", "pages GC relocated since boot"),
+        u32("wear_copies", "pages static wear levelling relocated since boot"),
+        u32("bad_blocks", "blocks not in use: factory bad, unreadable and grown (retired)"),
+        u32("free_blocks", "erased blocks the firmware holds"),
+        u32("map_hits", "map-cache lookups that hit since reset"),
+        u32("map_misses", "map-cache lookups that missed since reset"),
+        u32("boot_pages_scanned", "pages recovery scanned at boot"),
+        u32("boot_groups_discarded", "atomic groups recovery discarded (a member not proven present)"),
+        u32("boot_tx_discarded", "transaction commit points recovery discarded"),
+        u32("boot_remaps_discarded", "remap records recovery discarded"),
+        u32("boot_lost", "bound LBAs no intact page holds after recovery (should be 0)"),
+    ] + [u64(f"rsvd{i}", "reserved") for i in range(19)],
+    size=256,
+)
+
 LIMITS = ConstantGroup("limits", "Default device limits (elaboration parameters; IDENTIFY reports the built values).", [
     Constant("LBA_SIZE", 4096, "bytes per logical block for the realistic profile"),
     Constant("MAX_TRANSFER", 64, "largest READ/WRITE nlb"),
@@ -1001,7 +1030,7 @@ REGISTER_MAPS = [HOST_REGS, FTL_REGS]
 CONSTANTS = [LIMITS, LOG, CKPT, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),

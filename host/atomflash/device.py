@@ -1,0 +1,534 @@
+"""``atomflash.Device``: the host side of atomflash's NVMe-shaped interface.
+
+A host owns one queue pair of the controller's host-queue front-end
+(``spec.HOST_REGS``, docs/host_queues.md) and a region of memory the
+controller can DMA to and from (on the simulated SoC the ``hostmem`` SRAM; on
+a board, host memory behind PCIe).  It writes 64-byte ``spec.CMD`` entries
+into its submission queue, rings the tail doorbell, and collects 16-byte
+``spec.CPL`` entries from its completion queue by their phase bit.  Data and
+lists (ATOMIC_ENTRY[], REMAP_ENTRY[]) live in host memory, named by address
+in the command.  How register and memory words move is the transport's
+business (:mod:`atomflash.transport`).
+
+Every verb has a blocking form (``dev.write(lba, data)``) that raises the
+status's exception (:mod:`atomflash.errors`: ``UnknownTx``, ``InvalidToken``,
+...), and the primitive :meth:`Device.submit` / :meth:`Device.wait` pair
+keeps several commands in flight (queue depth > 1)::
+
+    dev = Device.attach_sim("build/run")          # a running `atomflash sim start`
+    dev.write(0, b"x" * dev.lba_size)
+    dev.atomic_write([(1, a), (7, b)])            # all or nothing
+    with dev.transaction() as tx:                 # commit on success, abort on exception
+        tx.write(3, c)
+        old = tx.read(4)
+    token = dev.append(d)                         # staged, bound to no LBA
+    dev.remap([(9, token, 1)])                    # bound atomically
+    cmds = [dev.submit_write(lba, blk) for lba, blk in work]   # in flight together
+    for c in cmds: dev.wait(c)
+
+Transaction ids are the host's choice (any nonzero 32-bit value not open);
+:meth:`Device.transaction` picks the next unused one.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from . import errors, spec
+from .spec import Hint, Opcode, Status
+
+__all__ = ["Device", "Layout", "Command", "Transaction", "DeviceError", "HostMemoryFull"]
+
+HQ = spec.HOST_REGS
+FUA = spec.CMD.compose("flags", fua=1)
+TX_FINAL = spec.CMD.compose("flags", tx_final=1)
+CONFIG_ERROR = next(b.mask for b in HQ["status"].bits if b.name == "config_error")
+
+
+class DeviceError(RuntimeError):
+    """The device misbehaved below the command level (no queue, a register that is not there)."""
+
+
+class HostMemoryFull(ValueError):
+    """A command needs more host memory than the region holds even with nothing in flight."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the host finds the controller and its memory, as byte addresses."""
+
+    ctrl_base: int      # the controller window: host queue registers at offset 0
+    hostmem_base: int   # memory the controller's DMA reaches: queues and data buffers
+    hostmem_size: int
+
+    @classmethod
+    def from_csr_csv(cls, path: Path | str) -> "Layout":
+        """From LiteX's ``csr.csv`` (``memory_region`` rows ``afctrl`` and ``hostmem``)."""
+        regions = {}
+        with open(path, newline="") as f:
+            for row in csv.reader(f):
+                if row and row[0] == "memory_region":
+                    regions[row[1]] = (int(row[2], 0), int(row[3], 0))
+        missing = {"afctrl", "hostmem"} - set(regions)
+        if missing:
+            raise DeviceError(f"{path}: no memory region {', '.join(sorted(missing))} (a build without the host port?)")
+        return cls(regions["afctrl"][0], *regions["hostmem"])
+
+
+class _Allocator:
+    """First-fit allocator over [base, base + size) in 64-byte units."""
+
+    UNIT = 64
+
+    def __init__(self, base: int, size: int):
+        self.free = [(base, size)]
+
+    def alloc(self, n: int) -> int | None:
+        n = -(-max(n, 1) // self.UNIT) * self.UNIT
+        for i, (b, s) in enumerate(self.free):
+            if s >= n:
+                self.free[i] = (b + n, s - n)
+                if self.free[i][1] == 0:
+                    del self.free[i]
+                return b
+        return None
+
+    def release(self, addr: int, n: int) -> None:
+        n = -(-max(n, 1) // self.UNIT) * self.UNIT
+        self.free.append((addr, n))
+        self.free.sort()
+        merged = []
+        for b, s in self.free:
+            if merged and merged[-1][0] + merged[-1][1] == b:
+                merged[-1] = (merged[-1][0], merged[-1][1] + s)
+            else:
+                merged.append((b, s))
+        self.free = merged
+
+
+@dataclass
+class Command:
+    """A submitted command; :meth:`Device.wait` fills ``status``/``result``/``data``."""
+
+    cid: int
+    opcode: Opcode
+    detail: str
+    buf: int = 0            # host memory taken (released on completion)
+    buf_bytes: int = 0
+    read_bytes: int = 0     # bytes to fetch from buf on completion (reads)
+    read_addr: int = 0
+    done: bool = False
+    status: Status | None = None
+    result: int = 0
+    data: bytes = b""
+    submitted: float = field(default_factory=time.monotonic)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.SUCCESS
+
+    def check(self) -> "Command":
+        """Raise the status's :mod:`atomflash.errors` exception unless SUCCESS."""
+        errors.check(self.status, self.detail)
+        return self
+
+
+def _words(data: bytes) -> list[int]:
+    data = bytes(data) + b"\0" * (-len(data) % 4)
+    return list(memoryview(data).cast("I"))  # the SoC is little-endian, like this host
+
+
+def _bytes(words: Sequence[int], n: int) -> bytes:
+    import array
+
+    return array.array("I", words).tobytes()[:n]
+
+
+class Device:
+    """One queue pair of an atomflash device through ``transport``.
+
+    ``qid``: the host's queue pair (the firmware keeps the last one for its
+    console).  ``timeout``: wall seconds a command may take before
+    :class:`TimeoutError` (a simulated device runs ~1,000x slower than real
+    time).  The constructor waits for the host interface (the firmware
+    enables it after recovery), sets up the queue pair and reads IDENTIFY.
+    """
+
+    def __init__(self, transport, layout: Layout, *, qid: int = 0, queue_entries: int | None = None,
+                 timeout: float = 600.0, ready_timeout: float = 600.0):
+        self.t = transport
+        self.layout = layout
+        self.qid = qid
+        self.timeout = timeout
+        self._cids = itertools.count(1)
+        self._inflight: dict[int, Command] = {}
+        self._tids = itertools.count(1)
+        self.open_tids: set[int] = set()
+        self.counts = {"commands": 0, "pages_written": 0, "pages_read": 0}
+        self._wait_ready(ready_timeout)
+        self._setup_queue(queue_entries)
+        self.info = self.identify()
+        self.lba_size = self.info.lba_size
+        self.capacity = self.info.capacity
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def attach_sim(cls, run_dir: Path | str, **kw) -> "Device":
+        """The device of a simulation started by ``atomflash sim start`` (its
+        ``sim.json``: the TCP port, the build's ``csr.csv``)."""
+        import json
+
+        from .transport import UartBoneTransport
+
+        run_dir = Path(run_dir)
+        try:
+            state = json.loads((run_dir / "sim.json").read_text())
+        except FileNotFoundError:
+            raise DeviceError(f"no simulation in {run_dir} (atomflash sim start)") from None
+        layout = Layout.from_csr_csv(state["csr_csv"])
+        return cls(UartBoneTransport(state["port"]), layout, **kw)
+
+    def close(self) -> None:
+        self.t.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- registers ----------------------------------------------------------
+    def _reg(self, name: str, q: int | None = None) -> int:
+        r = HQ[name]
+        return self.layout.ctrl_base + r.offset + (r.stride * q if q is not None else 0)
+
+    def rd(self, name: str, q: int | None = None) -> int:
+        return self.t.read(self._reg(name, q), 1)[0]
+
+    def wr(self, name: str, value: int, q: int | None = None) -> None:
+        self.t.write(self._reg(name, q), [value])
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.rd("id") != spec.HOST_REGS_ID:  # reads 0 until the firmware enables the host interface
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the host interface did not come up within {timeout:.0f} s (recovery?)")
+            time.sleep(0.2)
+        if self.rd("version") != spec.SPEC_VERSION:
+            raise DeviceError(f"device implements spec {self.rd('version')}, this library {spec.SPEC_VERSION}")
+
+    def _setup_queue(self, entries: int | None) -> None:
+        queues, max_entries = self.rd("queues"), self.rd("max_entries")
+        if self.qid >= queues - 1:
+            raise DeviceError(f"queue pair {self.qid}: the device has {queues}, the last is the firmware's")
+        n = entries or max_entries
+        if n > max_entries or n < 2 or n & (n - 1):
+            raise ValueError(f"queue entries {n}: a power of two in 2..{max_entries}")
+        self.qsize = n
+        base, size = self.layout.hostmem_base, self.layout.hostmem_size
+        self.sq = base
+        self.cq = base + n * spec.CMD.size
+        data = self.cq + -(-n * spec.CPL.size // 64) * 64
+        self.mem = _Allocator(data, base + size - data)
+        self.t.write(self.cq, [0] * (n * spec.CPL.size // 4))  # phase 0 everywhere: nothing posted
+        self.wr("sq_base", self.sq, self.qid)
+        self.wr("cq_base", self.cq, self.qid)
+        self.wr("size", n, self.qid)  # resets the pair's indices and phase
+        if self.rd("status") & CONFIG_ERROR:
+            raise DeviceError("the device refused the queue setup (config_error)")
+        self.sq_tail = self.cq_head = 0
+        self.phase = 1
+
+    # -- submission / completion ---------------------------------------------
+    def submit(self, opcode: Opcode, *, payload: bytes = b"", read_bytes: int = 0, list_entries: bytes = b"",
+               list_data: Sequence[bytes] = (), detail: str = "", **fields) -> Command:
+        """Queue one command.  ``payload``: data for ``buf`` (writes);
+        ``read_bytes``: bytes ``buf`` receives (reads); ``list_entries``
+        (built by the caller with ``buf`` fields filled by ``list_data``
+        addresses, see :meth:`submit_atomic_write`).  Returns at once."""
+        while len(self._inflight) >= self.qsize - 1:
+            self.poll(block=True)
+        need = max(len(payload), read_bytes) + sum(-(-len(d) // 64) * 64 for d in list_data) + len(list_entries)
+        buf = self._alloc(need)
+        cmd = Command(self._next_cid(), Opcode(opcode), detail,
+                      buf=buf, buf_bytes=need)
+        addr = buf
+        if payload or read_bytes:
+            fields["buf"] = addr
+            if payload:
+                self.t.write(addr, _words(payload))
+            cmd.read_addr, cmd.read_bytes = addr, read_bytes
+            addr += -(-max(len(payload), read_bytes) // 64) * 64
+        if list_data:
+            entries = bytearray(list_entries)
+            for i, d in enumerate(list_data):  # ATOMIC_ENTRY.buf of member i
+                self.t.write(addr, _words(d))
+                off = i * spec.ATOMIC_ENTRY.size + spec.ATOMIC_ENTRY["buf"].offset
+                entries[off:off + 8] = addr.to_bytes(8, "little")
+                addr += -(-len(d) // 64) * 64
+            list_entries = bytes(entries)
+        if list_entries:
+            fields["list"] = addr
+            self.t.write(addr, _words(list_entries))
+        entry = spec.CMD.pack(opcode=int(opcode), cid=cmd.cid, nsid=1, **fields)
+        self.t.write(self.sq + self.sq_tail * spec.CMD.size, _words(entry))
+        self.sq_tail = (self.sq_tail + 1) % self.qsize
+        self._inflight[cmd.cid] = cmd
+        self.wr("sq_tail", self.sq_tail, self.qid)
+        self.counts["commands"] += 1
+        return cmd
+
+    def _next_cid(self) -> int:
+        while True:
+            cid = next(self._cids) & 0xFFFF
+            if cid and cid not in self._inflight:
+                return cid
+
+    def _alloc(self, n: int) -> int:
+        while True:
+            addr = self.mem.alloc(n)
+            if addr is not None:
+                return addr
+            if not self._inflight:
+                raise HostMemoryFull(f"{n} bytes of buffers do not fit the {self.layout.hostmem_size}-byte host memory")
+            self.poll(block=True)
+
+    def poll(self, block: bool = False) -> list[Command]:
+        """Collect posted completions (``block``: wait for at least one)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            tail = self.rd("cq_tail", self.qid)
+            n = (tail - self.cq_head) % self.qsize
+            if n:
+                break
+            if not block:
+                return []
+            if time.monotonic() > deadline:
+                pending = ", ".join(f"{c.opcode.name} cid {c.cid}" for c in self._inflight.values())
+                raise TimeoutError(f"no completion within {self.timeout:.0f} s (in flight: {pending})")
+            time.sleep(0.002)
+        words = []
+        first = self.cq_head
+        run1 = min(n, self.qsize - first)
+        words = self.t.read(self.cq + first * spec.CPL.size, run1 * 4)
+        if n > run1:
+            words += self.t.read(self.cq, (n - run1) * 4)
+        out = []
+        raw = _bytes(words, n * spec.CPL.size)
+        for i in range(n):
+            c = spec.CPL.unpack(raw[i * 16:(i + 1) * 16])
+            sf = c.sf
+            if sf & 1 != self.phase:
+                raise DeviceError(f"completion slot {self.cq_head} has phase {sf & 1}, expected {self.phase}")
+            self.cq_head = (self.cq_head + 1) % self.qsize
+            if self.cq_head == 0:
+                self.phase ^= 1
+            cmd = self._inflight.pop(c.cid, None)
+            if cmd is None:
+                raise DeviceError(f"completion for cid {c.cid}, which is not in flight")
+            cmd.status = Status(sf >> 1)
+            cmd.result = c.result
+            if cmd.read_bytes and cmd.status == Status.SUCCESS:
+                cmd.data = _bytes(self.t.read(cmd.read_addr, -(-cmd.read_bytes // 4)), cmd.read_bytes)
+            self.mem.release(cmd.buf, cmd.buf_bytes)
+            cmd.done = True
+            out.append(cmd)
+        self.wr("cq_head", self.cq_head, self.qid)
+        return out
+
+    def wait(self, cmd: Command, *, check: bool = True) -> Command:
+        """Until ``cmd`` completes; raises its status's exception when ``check``."""
+        while not cmd.done:
+            self.poll(block=True)
+        return cmd.check() if check else cmd
+
+    def wait_all(self, *, check: bool = True) -> None:
+        while self._inflight:
+            for c in self.poll(block=True):
+                if check:
+                    c.check()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    # -- checks the library makes before the device does ----------------------
+    def _blocks(self, data: bytes) -> int:
+        if not data or len(data) % self.lba_size:
+            raise ValueError(f"data must be a whole number of {self.lba_size}-byte blocks, got {len(data)} bytes")
+        return len(data) // self.lba_size
+
+    # -- verbs: submit_* returns a Command, the plain name waits and checks ----------
+    def identify(self):
+        """The IDENTIFY record (``spec.IDENTIFY``) as a dict with attribute access."""
+        c = self.wait(self.submit(Opcode.IDENTIFY, read_bytes=spec.IDENTIFY.size, detail="identify"))
+        return spec.IDENTIFY.unpack(c.data)
+
+    def stats(self):
+        """The GET_LOG page (``spec.LOG_PAGE``) as a dict, plus this host's counts."""
+        c = self.wait(self.submit(Opcode.GET_LOG, read_bytes=spec.LOG_PAGE.size, detail="get log"))
+        page = spec.LOG_PAGE.unpack(c.data)
+        return {k: v for k, v in page.items() if not k.startswith("rsvd")}
+
+    def submit_read(self, lba: int, nlb: int = 1, *, tid: int = 0) -> Command:
+        op = Opcode.TX_READ if tid else Opcode.READ
+        return self.submit(op, lba=lba, nlb=nlb, tid=tid, read_bytes=nlb * self.lba_size,
+                           detail=f"{op.name.lower()} lba {lba} x {nlb}" + (f" tid {tid}" if tid else ""))
+
+    def read(self, lba: int, nlb: int = 1) -> bytes:
+        data = self.wait(self.submit_read(lba, nlb)).data
+        self.counts["pages_read"] += nlb
+        return data
+
+    def submit_write(self, lba: int, data: bytes, *, fua: bool = False) -> Command:
+        n = self._blocks(data)
+        self.counts["pages_written"] += n
+        return self.submit(Opcode.WRITE, lba=lba, nlb=n, flags=FUA if fua else 0, payload=data,
+                           detail=f"write lba {lba} x {n}")
+
+    def write(self, lba: int, data: bytes, *, fua: bool = False) -> None:
+        self.wait(self.submit_write(lba, data, fua=fua))
+
+    def submit_trim(self, lba: int, nlb: int = 1) -> Command:
+        return self.submit(Opcode.DEALLOCATE, lba=lba, nlb=nlb, detail=f"trim lba {lba} x {nlb}")
+
+    def trim(self, lba: int, nlb: int = 1) -> None:
+        self.wait(self.submit_trim(lba, nlb))
+
+    def flush(self) -> None:
+        self.wait(self.submit(Opcode.FLUSH, detail="flush"))
+
+    def hint(self, hint: Hint | int) -> None:
+        self.wait(self.submit(Opcode.HINT, hint=int(hint), detail=f"hint {int(hint)}"))
+
+    def submit_atomic_write(self, entries: Iterable[tuple[int, bytes]]) -> Command:
+        entries = list(entries)
+        for _, d in entries:
+            if len(d) != self.lba_size:
+                raise ValueError(f"atomic members are one {self.lba_size}-byte block each, got {len(d)} bytes")
+        lst = b"".join(spec.ATOMIC_ENTRY.pack(lba=lba, buf=0) for lba, _ in entries)
+        self.counts["pages_written"] += len(entries)
+        return self.submit(Opcode.ATOMIC_WRITE, nlist=len(entries), list_entries=lst,
+                           list_data=[d for _, d in entries],
+                           detail=f"atomic write of {len(entries)} blocks")
+
+    def atomic_write(self, entries: Iterable[tuple[int, bytes]]) -> None:
+        """Write every (lba, block) pair as one all-or-nothing group."""
+        self.wait(self.submit_atomic_write(entries))
+
+    # transactions
+    def new_tid(self) -> int:
+        while True:
+            tid = next(self._tids) & 0xFFFF_FFFF
+            if tid and tid not in self.open_tids:
+                return tid
+
+    def submit_tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False) -> Command:
+        n = self._blocks(data)
+        self.counts["pages_written"] += n
+        return self.submit(Opcode.TX_WRITE, tid=tid, lba=lba, nlb=n, flags=TX_FINAL if final else 0, payload=data,
+                           detail=f"tx write tid {tid} lba {lba} x {n}" + (" (final)" if final else ""))
+
+    def tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False) -> None:
+        self.open_tids.add(tid)
+        try:
+            self.wait(self.submit_tx_write(tid, lba, data, final=final))
+        finally:
+            if final:
+                self.open_tids.discard(tid)
+
+    def tx_read(self, tid: int, lba: int, nlb: int = 1) -> bytes:
+        return self.wait(self.submit_read(lba, nlb, tid=tid)).data
+
+    def tx_commit(self, tid: int) -> None:
+        try:
+            self.wait(self.submit(Opcode.TX_COMMIT, tid=tid, detail=f"tx commit tid {tid}"))
+        finally:
+            self.open_tids.discard(tid)
+
+    def tx_abort(self, tid: int) -> None:
+        try:
+            self.wait(self.submit(Opcode.TX_ABORT, tid=tid, detail=f"tx abort tid {tid}"))
+        finally:
+            self.open_tids.discard(tid)
+
+    def transaction(self, tid: int | None = None) -> "Transaction":
+        """``with dev.transaction() as tx:`` -- commits when the block ends,
+        aborts when it raises."""
+        return Transaction(self, tid or self.new_tid())
+
+    # append / remap
+    def append(self, data: bytes, *, fua: bool = False) -> int:
+        """Stage ``data`` bound to no LBA; returns its 8-byte token (an int)."""
+        n = self._blocks(data)
+        self.counts["pages_written"] += n
+        return self.wait(self.submit(Opcode.APPEND, nlb=n, flags=FUA if fua else 0, payload=data,
+                                     detail=f"append x {n}")).result
+
+    def remap(self, triples: Iterable[tuple[int, int, int]]) -> None:
+        """Bind every (lba, token, nlb) at once (the tokens are spent)."""
+        triples = list(triples)
+        lst = b"".join(spec.REMAP_ENTRY.pack(lba=lba, token=token, nlb=nlb) for lba, token, nlb in triples)
+        self.wait(self.submit(Opcode.REMAP, nlist=len(triples), list_entries=lst,
+                              detail=f"remap of {len(triples)} triples"))
+
+    def release(self, token: int) -> None:
+        self.wait(self.submit(Opcode.RELEASE, token=token, detail=f"release token 0x{token:016x}"))
+
+    def scsi(self, cdb: bytes, data: bytes = b"") -> bytes:
+        """Execute one of the append/remap paper's SCSI commands (APPEND
+        ATOMIC 3Dh: ``data`` is the blocks, returns the 8-byte ROD token;
+        REMAP 49h: ``data`` is the parameter list, returns b"")."""
+        from . import scsi
+
+        op, args = scsi.to_command(cdb, data if cdb[:1] == bytes([scsi.REMAP]) else b"")
+        if op == Opcode.APPEND:
+            if len(data) != args["nlb"] * self.lba_size:
+                raise scsi.CdbError(f"transfer length {args['nlb']} blocks, {len(data)} bytes of data")
+            return scsi.encode_token(self.append(data, fua=args["fua"]))
+        self.remap([(e["lba"], e["token"], e["nlb"]) for e in args["entries"]])
+        return b""
+
+
+class Transaction:
+    """An open transaction (``Device.transaction()``)."""
+
+    def __init__(self, dev: Device, tid: int):
+        self.dev, self.tid = dev, tid
+        self.state = "open"
+
+    def write(self, lba: int, data: bytes, *, final: bool = False) -> None:
+        """Stage ``data`` at ``lba``; ``final`` commits the transaction with
+        this write (no commit record: the commit rides on its last page)."""
+        self.dev.tx_write(self.tid, lba, data, final=final)
+        if final:
+            self.state = "committed"
+
+    def read(self, lba: int, nlb: int = 1) -> bytes:
+        """What this transaction sees: its own latest writes, else committed data."""
+        return self.dev.tx_read(self.tid, lba, nlb)
+
+    def commit(self) -> None:
+        self.dev.tx_commit(self.tid)
+        self.state = "committed"
+
+    def abort(self) -> None:
+        self.dev.tx_abort(self.tid)
+        self.state = "aborted"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.state != "open":
+            return False
+        if exc_type is None:
+            self.commit()
+        elif self.dev.open_tids.__contains__(self.tid):
+            self.abort()
+        return False

@@ -1,0 +1,133 @@
+"""How the host library reaches a device: 32-bit reads and writes in the
+device's address space.  The protocol (queues, commands, data buffers) is in
+:mod:`atomflash.device` and knows nothing of the wire.
+
+* :class:`UartBoneTransport` -- LiteX's UARTBone byte protocol over TCP: the
+  simulated SoC puts its ``hostbone`` port on a socket (``soc/sim.py
+  --host-port``, litex_sim's ``serial2tcp``).  The same protocol reaches a
+  board's UART bridge through a serial port.
+* A board on PCIe (LitePCIe) would be a third class with the same two
+  methods: BAR reads/writes for registers, DMA buffers for host memory.
+
+UARTBone commands (``litex.soc.cores.uart.Stream2Wishbone``): one byte
+opcode, one byte word count (1..255), the word address (byte address / 4) as
+4 big-endian bytes, then for writes the words big-endian.  Reads answer with
+the words, big-endian; writes answer nothing.
+
+Flow control: serial2tcp moves up to 1,024 received bytes at a time into a
+2,048-byte ring every 500 simulated cycles and never checks for room, so the
+host keeps at most :data:`WINDOW_BYTES` unanswered bytes on the wire: it
+follows every such chunk of writes with a one-word read, whose answer proves
+the SoC consumed everything before it.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import Protocol, Sequence
+
+__all__ = ["Transport", "UartBoneTransport", "TransportError", "WINDOW_BYTES"]
+
+CMD_WRITE_BURST_INCR = 0x01  # litex.tools.remote.comm_uart's values (the gateware's)
+CMD_READ_BURST_INCR = 0x02
+MAX_BURST = 255
+WINDOW_BYTES = 960  # unanswered bytes in flight (serial2tcp's ring: 2,048, refilled 1,024 at a time)
+
+
+class TransportError(ConnectionError):
+    """The link to the device failed: refused, closed (the simulation ended) or silent."""
+
+
+class Transport(Protocol):
+    def read(self, addr: int, count: int) -> list[int]:
+        """``count`` 32-bit words from byte address ``addr`` (4-byte aligned)."""
+
+    def write(self, addr: int, words: Sequence[int]) -> None:
+        """Write 32-bit words from byte address ``addr``; returns once the device has them."""
+
+    def close(self) -> None: ...
+
+
+class UartBoneTransport:
+    """UARTBone over a TCP socket (``host``, ``port``).  ``timeout``: seconds
+    of silence before :class:`TransportError` (the simulation runs about
+    1,000x slower than real time: keep it generous)."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", *, timeout: float = 120.0, connect_timeout: float = 10.0):
+        self.addr = (host, port)
+        self.timeout = timeout
+        deadline = time.monotonic() + connect_timeout
+        while True:
+            try:
+                self.sock = socket.create_connection(self.addr, timeout=timeout)
+                break
+            except OSError as e:
+                if time.monotonic() > deadline:
+                    raise TransportError(f"no device on tcp://{host}:{port}: {e.strerror or e}") from None
+                time.sleep(0.2)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.words_read = self.words_written = 0
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- wire ---------------------------------------------------------------
+    def _send(self, data: bytes) -> None:
+        if self.sock is None:
+            raise TransportError("transport closed")
+        try:
+            self.sock.sendall(data)
+        except OSError as e:
+            raise TransportError(f"device link lost: {e.strerror or e}") from None
+
+    def _recv(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            try:
+                chunk = self.sock.recv(n - len(out))
+            except socket.timeout:
+                raise TransportError(f"device silent for {self.timeout:.0f} s (simulation stalled?)") from None
+            except OSError as e:
+                raise TransportError(f"device link lost: {e.strerror or e}") from None
+            if not chunk:
+                raise TransportError("device closed the link (the simulation ended or lost power)")
+            out += chunk
+        return bytes(out)
+
+    @staticmethod
+    def _header(cmd: int, count: int, addr: int) -> bytes:
+        if addr % 4:
+            raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
+        return struct.pack(">BBI", cmd, count, addr // 4)
+
+    # -- Transport ----------------------------------------------------------
+    def read(self, addr: int, count: int) -> list[int]:
+        out: list[int] = []
+        while count:
+            n = min(count, MAX_BURST)
+            self._send(self._header(CMD_READ_BURST_INCR, n, addr))
+            out += struct.unpack(f">{n}I", self._recv(4 * n))
+            addr += 4 * n
+            count -= n
+            self.words_read += n
+        return out
+
+    def write(self, addr: int, words: Sequence[int]) -> None:
+        words = list(words)
+        per_chunk = (WINDOW_BYTES - 6) // 4
+        for i in range(0, len(words), per_chunk):
+            part = words[i:i + per_chunk]
+            self._send(self._header(CMD_WRITE_BURST_INCR, len(part), addr + 4 * i)
+                       + struct.pack(f">{len(part)}I", *part))
+            self.words_written += len(part)
+            self.read(addr + 4 * i, 1)  # its answer proves the SoC took the chunk (flow control)
