@@ -69,6 +69,11 @@ class FtlCore(wiring.Component):
     queue_pairs, queue_depth : host queues.
     slots : publisher slots (commands changing the map in flight).
     map_sets, map_ways, map_line : MapCache geometry.
+    cache_pages : the volatile write cache in SoC memory (``cache_base``), in pages; 0 = none
+        (at least ``channels * ways``, one destage stripe; IDENTIFY.volatile_cache reports its bytes).
+        ``cache_in`` / ``cache_coalesced`` / ``cache_destaged`` / ``cache_stripes`` count host pages
+        written into it, those that replaced a buffered page of the same LBA, pages written to flash
+        from it, and destage groups that filled a whole stripe; ``cache_dirty`` is its dirty pages now.
     """
 
     def __init__(self, *, profile: str = "small", channels: int = 2, ways: int = 2,
@@ -77,7 +82,7 @@ class FtlCore(wiring.Component):
                  map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
                  limits: command.StaticLimits = command.StaticLimits(),
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
-                 max_appends: int = spec.LIMITS.MAX_APPENDS):
+                 max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0):
         if nand_slots < 4:
             raise ValueError("need at least 4 page-buffer slots per channel (programs, firmware, relocator, reader)")
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots)
@@ -85,6 +90,7 @@ class FtlCore(wiring.Component):
         self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
         self.limits = limits
         self.max_open_tx, self.max_pending, self.max_appends = max_open_tx, max_pending, max_appends
+        self.cache_pages = cache_pages
         self.profile = self.params.profile
         self.ctrl = NandController(self.params, channels=channels)
         self.slot_words = self.ctrl.slot_words
@@ -128,6 +134,12 @@ class FtlCore(wiring.Component):
             "floor_passes": Out(32),
             "tx_open": Out(range(max_open_tx + 1)),
             "pending_free": Out(range(max_pending + 1)),
+            "cache_base": In(32),
+            "cache_in": Out(32),
+            "cache_coalesced": Out(32),
+            "cache_destaged": Out(32),
+            "cache_stripes": Out(32),
+            "cache_dirty": Out(range(cache_pages + 1)),
         })
 
     def elaborate(self, platform):
@@ -143,11 +155,12 @@ class FtlCore(wiring.Component):
                                                     slots=self.slots, max_transfer=lim.max_transfer,
                                                     max_members=max(lim.max_atomic_pages, lim.max_transfer),
                                                     max_open_tx=T, pending_entries=E, max_appends=A,
-                                                    max_remap_triples=lim.max_remap_triples)
+                                                    max_remap_triples=lim.max_remap_triples,
+                                                    cache_pages=self.cache_pages, stripe=C * self.ways)
         owners = executor.owners       # transactions, then append slots
         m.submodules.pending = pending = PendingTable(entries=E, owners=owners, users=3)
         m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
-                                              max_transfer=lim.max_transfer)
+                                              max_transfer=lim.max_transfer, cache=self.cache_pages > 0)
         m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members,
                                                        pending_entries=E, owners=owners)
         # page-buffer slots per channel: programs, the firmware's, the relocator's, the reader's (last)
@@ -199,6 +212,13 @@ class FtlCore(wiring.Component):
                      self.tx_floor.eq(executor.tx_floor), self.tx_open.eq(executor.tx_open),
                      self.floor_passes.eq(executor.floor_passes),
                      self.pending_free.eq(pending.free)]
+        # the write cache: the reader's lookups and lock, the counters
+        m.d.comb += [executor.cache_base.eq(self.cache_base), executor.crd_req.eq(reader.crd_req),
+                     reader.crd_grant.eq(executor.crd_grant), executor.crd_lba.eq(reader.crd_lba),
+                     reader.crd_hit.eq(executor.crd_hit), reader.crd_addr.eq(executor.crd_addr),
+                     self.cache_in.eq(executor.cache_in), self.cache_coalesced.eq(executor.cache_coalesced),
+                     self.cache_destaged.eq(executor.cache_destaged), self.cache_stripes.eq(executor.cache_stripes),
+                     self.cache_dirty.eq(executor.cache_dirty)]
         # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating
         prefer_reloc = Signal()
         to_reloc = Signal()

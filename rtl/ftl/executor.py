@@ -108,6 +108,7 @@ COMMIT = spec.OOB.compose("flags", commit=1)
 TX_PAGE = spec.OOB.compose("flags", tx=1)
 TX_FINAL_PAGE = spec.OOB.compose("flags", tx=1, tx_final=1, commit=1)
 APPEND_PAGE = spec.OOB.compose("flags", append=1)
+VOLATILE_CACHE_WORD = [f for f in spec.IDENTIFY.fields if f.name == "volatile_cache"][0].offset // 4
 
 
 class TxState:
@@ -165,8 +166,14 @@ class Executor(wiring.Component):
                  max_retries: int = 4, retry_depth: int = 16, lba_bits: int = 32,
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, pending_entries: int = spec.LIMITS.MAX_PENDING,
                  max_appends: int = spec.LIMITS.MAX_APPENDS,
-                 max_remap_triples: int = spec.LIMITS.MAX_REMAP_TRIPLES):
+                 max_remap_triples: int = spec.LIMITS.MAX_REMAP_TRIPLES,
+                 cache_pages: int = 0, stripe: int = 1):
         exact_log2(slots)
+        if cache_pages and not stripe <= cache_pages:
+            raise ValueError("the write cache must hold at least one stripe (channels x ways pages)")
+        if stripe > max_members:
+            raise ValueError("a destage stripe must fit one publisher slot")
+        self.cache_pages, self.stripe = cache_pages, stripe
         exact_log2(max_members)
         if max_transfer > max_members:
             raise ValueError("a WRITE of max_transfer blocks must fit one publisher slot")
@@ -218,6 +225,19 @@ class Executor(wiring.Component):
             "ovr_ppa": Out(32),
             "tx_floor": Out(64),
             "tx_open": Out(range(max_open_tx + 1)),
+            # the write cache (``cache_pages`` pages at ``cache_base``): the reader's lookup port and lock,
+            # the counters
+            "cache_base": In(32),
+            "crd_req": In(1),
+            "crd_grant": Out(1),
+            "crd_lba": In(lba_bits),
+            "crd_hit": Out(1),
+            "crd_addr": Out(32),
+            "cache_in": Out(32),
+            "cache_coalesced": Out(32),
+            "cache_destaged": Out(32),
+            "cache_stripes": Out(32),
+            "cache_dirty": Out(range(cache_pages + 1)),
         })
 
     def elaborate(self, platform):
@@ -228,7 +248,7 @@ class Executor(wiring.Component):
 
         # -- per-slot state -------------------------------------------------------
         class K:        # what a slot holds
-            WRITE, ATOMIC, TRIM, FLUSH, TX, COMMIT, ABORT, APPEND, REMAP, RELEASE = range(10)
+            WRITE, ATOMIC, TRIM, FLUSH, TX, COMMIT, ABORT, APPEND, REMAP, RELEASE, DESTAGE = range(11)
         busy = Signal(S)
         slot_sqid = Array(Signal(ql["sqid"].shape, name=f"sqid{s}") for s in range(S))
         slot_cid = Array(Signal(16, name=f"cid{s}") for s in range(S))
@@ -311,17 +331,80 @@ class Executor(wiring.Component):
         def maddr(slot, idx):
             return Cat(idx[:self.idx_bits], slot[:self.slot_bits])
 
+        # -- the write cache ------------------------------------------------------------
+        # W entries, one SoC-memory page each (cache_base + e * page_data): FREE, FILL (a WRITE is copying
+        # the host's page in), DIRTY (the newest data of its LBA, not yet on flash), DESTAGING (in a destage
+        # group not yet published: still the LBA's newest data, its page must not change).  At most one
+        # DIRTY or DESTAGING entry per LBA: a WRITE to a DESTAGING LBA waits for the publication.
+        W = self.cache_pages
+        FREE, FILL, DIRTY, DESTAGING = range(4)
+        if W:
+            ce_state = [Signal(2, name=f"ce_state{i}") for i in range(W)]
+            ce_lba = [Signal(self.lba_bits, name=f"ce_lba{i}") for i in range(W)]
+            ce_stamp = [Signal(32, name=f"ce_stamp{i}") for i in range(W)]   # write order: LRU destage
+            ce_slot = [Signal(self.slot_bits, name=f"ce_slot{i}") for i in range(W)]
+            CE_STATE, CE_LBA, CE_STAMP, CE_SLOT = Array(ce_state), Array(ce_lba), Array(ce_stamp), Array(ce_slot)
+            n_free, n_dirty, n_destaging = Signal(range(W + 1)), Signal(range(W + 1)), Signal(range(W + 1))
+            m.d.comb += [n_free.eq(sum(st == FREE for st in ce_state)),
+                         n_dirty.eq(sum(st == DIRTY for st in ce_state)),
+                         n_destaging.eq(sum(st == DESTAGING for st in ce_state)), self.cache_dirty.eq(n_dirty)]
+            # destage the oldest stripe when fewer than two stripes of pages are free or about to be (two
+            # stripes in flight keep every die busy); the rest stays resident, to be coalesced
+            watermark = Signal()
+            m.d.comb += watermark.eq((n_free + n_destaging < 2 * self.stripe) & (n_dirty >= self.stripe))
+            free_e, has_free = Signal(range(W)), Signal()
+            for i in reversed(range(W)):
+                with m.If(ce_state[i] == FREE):
+                    m.d.comb += [free_e.eq(i), has_free.eq(1)]
+
+            def cam(lba, hit, e):
+                for i in reversed(range(W)):
+                    with m.If(((ce_state[i] == DIRTY) | (ce_state[i] == DESTAGING)) & (ce_lba[i] == lba)):
+                        m.d.comb += [hit.eq(1), e.eq(i)]
+
+            def cache_addr(e):
+                return self.cache_base + e * page_data
+
+            # the reader's lookup port
+            crd_e = Signal(range(W))
+            cam(self.crd_lba, self.crd_hit, crd_e)
+            m.d.comb += self.crd_addr.eq(cache_addr(crd_e))
+            # the cache-page lock: the reader (from its lookups to the end of a command that hit) or the
+            # dispatcher (copying into a FREE page); a page freed under a reader is not refilled meanwhile
+            lock = Signal(2)          # 0 free, 1 reader, 2 dispatcher
+            exec_req = Signal()
+            with m.Switch(lock):
+                with m.Case(0):
+                    with m.If(self.crd_req):
+                        m.d.sync += lock.eq(1)
+                    with m.Elif(exec_req):
+                        m.d.sync += lock.eq(2)
+                with m.Case(1):
+                    with m.If(~self.crd_req):
+                        m.d.sync += lock.eq(0)
+                with m.Case(2):
+                    with m.If(~exec_req):
+                        m.d.sync += lock.eq(0)
+            m.d.comb += self.crd_grant.eq(lock == 1)
+            destage_bad = Signal()     # a destage group was dropped: the next FLUSH reports MEDIA_ERROR
+
         # -- completions: published groups and immediate ones ----------------------
         imm = Signal.like(self.cpl.payload)
         imm_valid = Signal()
         pub = self.pub_published.payload
-        with m.If(self.pub_published.valid):
+        pub_destage = slot_kind[pub.slot] == K.DESTAGE
+        with m.If(self.pub_published.valid & pub_destage):
+            # a destage group: no host command to complete
+            m.d.comb += self.pub_published.ready.eq(1)
+        with m.Elif(self.pub_published.valid):
             status = Signal(15)
             with m.If(pub.dropped):
                 m.d.comb += status.eq(Mux(slot_xfer.bit_select(pub.slot, 1), Status.DATA_TRANSFER_ERROR,
                                           Status.MEDIA_ERROR))
             with m.Elif(pub.bus_error):
                 m.d.comb += status.eq(Status.INTERNAL_ERROR)
+            with m.Elif((slot_kind[pub.slot] == K.FLUSH) & (destage_bad if W else 0)):
+                m.d.comb += status.eq(Status.MEDIA_ERROR)
             with m.Else():
                 m.d.comb += status.eq(Status.SUCCESS)
             m.d.comb += [self.cpl.valid.eq(1), self.cpl.payload.sqid.eq(slot_sqid[pub.slot]),
@@ -333,7 +416,7 @@ class Executor(wiring.Component):
             m.d.comb += [self.cpl.valid.eq(imm_valid), self.cpl.payload.eq(imm)]
         imm_taken = imm_valid & ~self.pub_published.valid & self.cpl.ready
         slot_freed = Signal(S)
-        with m.If(self.pub_published.valid & self.cpl.ready):
+        with m.If(self.pub_published.valid & self.pub_published.ready):
             m.d.comb += slot_freed.bit_select(pub.slot, 1).eq(1)
             pk, pt = slot_kind[pub.slot], slot_tx[pub.slot]
             with m.If((pk == K.COMMIT) | (pk == K.ABORT) | ((pk == K.TX) & slot_final.bit_select(pub.slot, 1))):
@@ -380,6 +463,9 @@ class Executor(wiring.Component):
                 with m.Case(K.ATOMIC):
                     m.d.comb += [pg.mem_addr.eq(atomic_buf), o.lba.eq(atomic_lba), o.group_len.eq(n),
                                  o.group_idx.eq(idx), o.flags.eq(Mux(idx == n - 1, COMMIT, 0))]
+                with m.Case(K.DESTAGE):     # a plain write of a cache page
+                    m.d.comb += [pg.mem_addr.eq(atomic_buf), o.lba.eq(atomic_lba), o.group_len.eq(1),
+                                 o.flags.eq(COMMIT)]
                 with m.Case(K.TRIM):
                     m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.TRIM),
                                  o.group_len.eq(1), o.flags.eq(COMMIT), pg.record.eq(1), pg.rec_count.eq(1),
@@ -471,6 +557,17 @@ class Executor(wiring.Component):
         dup_lba = Signal(32)
         copy_word = Signal(32)
         m.d.comb += [mem_r.addr.eq(maddr(tail, idx))]
+        resume = Signal()                    # a destage made room for / drained ahead of the command in c
+        if W:
+            cw_e, cw_old = Signal(range(W)), Signal(range(W))
+            cw_hit = Signal()
+            cw_word = Signal(range(page_data // 4))
+            stamp = Signal(32)
+            ds_e, ds_best = Signal(range(W)), Signal(range(W))
+            ds_ok = Signal()
+            ds_stamp = Signal(32)
+            cw_resume = Signal()
+            cw_idx = Signal.like(idx)
 
         def finish(code):
             m.d.sync += [imm.sqid.eq(sqid), imm.cid.eq(c.cid), imm.status.eq(code), imm.result.eq(0),
@@ -484,16 +581,131 @@ class Executor(wiring.Component):
 
         with m.FSM(name="dispatch"):
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
+                # the cache short of free pages with a stripe's worth dirty: destage the oldest stripe first
+                m.d.comb += self.cmd.ready.eq(~watermark if W else 1)
+                if W:
+                    with m.If(watermark):
+                        m.d.sync += resume.eq(0)
+                        m.next = "DS_SLOT"
+                with m.If(self.cmd.valid & (~watermark if W else 1)):
                     m.d.sync += [c.eq(self.cmd.payload.cmd), sqid.eq(self.cmd.payload.sqid), idx.eq(0),
                                  word.eq(0), status.eq(Status.SUCCESS), hi_bad.eq(0), final.eq(0)]
-                    m.next = "DECODE"
+                    m.next = "FENCE" if W else "DECODE"
+            if W:
+                # a command that binds the map (or a FUA write) first drains the cache: every DIRTY entry
+                # into destage groups ahead of its own slot, so ring order puts buffered data before it
+                with m.State("FENCE"):
+                    op = c.opcode
+                    fence = ((op == Opcode.FLUSH) | (op == Opcode.ATOMIC_WRITE) | (op == Opcode.DEALLOCATE) |
+                             (op == Opcode.TX_COMMIT) | (op == Opcode.REMAP) |
+                             ((op == Opcode.HINT) & (c.hint == Hint.CHECKPOINT)) |
+                             ((op == Opcode.TX_WRITE) & c.flags.tx_final) | ((op == Opcode.WRITE) & c.flags.fua))
+                    with m.If(fence & (n_dirty != 0)):
+                        m.d.sync += resume.eq(1)
+                        m.next = "DS_SLOT"
+                    with m.Else():
+                        m.next = "DECODE"
+                with m.State("RESUME"):
+                    with m.If(cw_resume):          # a WRITE in the middle of its pages
+                        m.d.sync += [idx.eq(cw_idx), n.eq(c.nlb), cw_resume.eq(0)]
+                        m.next = "CW_LOOK"
+                    with m.Else():
+                        m.d.sync += [idx.eq(0), word.eq(0), status.eq(Status.SUCCESS), hi_bad.eq(0), final.eq(0)]
+                        m.next = "FENCE"
+
+                # WRITE into the cache, page by page: a fresh page is filled from the host's buffer, then it
+                # becomes the LBA's entry and the DIRTY one it replaces (if any) is freed -- coalesced
+                with m.State("CW_LOOK"):
+                    hit, he = Signal(), Signal(range(W))
+                    cam(c.lba + idx, hit, he)
+                    with m.If(watermark):
+                        m.d.sync += [resume.eq(1), cw_resume.eq(1), cw_idx.eq(idx)]
+                        m.next = "DS_SLOT"
+                    with m.Elif(hit & (CE_STATE[he] == DESTAGING)):
+                        pass                       # its destage is in flight: wait for the publication
+                    with m.Elif(~has_free):
+                        pass                       # stripes in flight will free pages (else the watermark)
+                    with m.Else():
+                        m.d.sync += [cw_e.eq(free_e), cw_hit.eq(hit), cw_old.eq(he), cw_word.eq(0),
+                                     CE_STATE[free_e].eq(FILL)]
+                        m.next = "CW_LOCK"
+                with m.State("CW_LOCK"):
+                    m.d.comb += exec_req.eq(1)
+                    with m.If(lock == 2):
+                        m.next = "CW_RD"
+                with m.State("CW_RD"):
+                    m.d.comb += [exec_req.eq(1), bus.adr.eq(((c.buf[:32] + idx * page_data) >> 2) + cw_word),
+                                 bus.cyc.eq(1), bus.stb.eq(1)]
+                    with m.If(bus.err):
+                        m.d.sync += CE_STATE[cw_e].eq(FREE)
+                        finish(Status.DATA_TRANSFER_ERROR)
+                    with m.Elif(bus.ack):
+                        m.d.sync += copy_word.eq(bus.dat_r)
+                        m.next = "CW_WR"
+                with m.State("CW_WR"):
+                    m.d.comb += [exec_req.eq(1), bus.adr.eq((cache_addr(cw_e) >> 2) + cw_word),
+                                 bus.dat_w.eq(copy_word), bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
+                    with m.If(bus.err):
+                        m.d.sync += CE_STATE[cw_e].eq(FREE)
+                        finish(Status.INTERNAL_ERROR)
+                    with m.Elif(bus.ack):
+                        m.d.sync += cw_word.eq(cw_word + 1)
+                        with m.If(cw_word == page_data // 4 - 1):
+                            m.next = "CW_DONE"
+                        with m.Else():
+                            m.next = "CW_RD"
+                with m.State("CW_DONE"):
+                    m.d.sync += [CE_STATE[cw_e].eq(DIRTY), CE_LBA[cw_e].eq(c.lba + idx), CE_STAMP[cw_e].eq(stamp),
+                                 stamp.eq(stamp + 1), self.cache_in.eq(self.cache_in + 1), idx.eq(idx + 1)]
+                    with m.If(cw_hit):
+                        m.d.sync += [CE_STATE[cw_old].eq(FREE), self.cache_coalesced.eq(self.cache_coalesced + 1)]
+                    with m.If(idx + 1 == n):
+                        finish(Status.SUCCESS)
+                    with m.Else():
+                        m.next = "CW_LOOK"
+
+                # a destage group: up to a stripe of the oldest DIRTY entries as plain-write members (lba, page)
+                with m.State("DS_SLOT"):
+                    with m.If(~busy.bit_select(tail, 1)):
+                        m.d.sync += [slot_kind[tail].eq(K.DESTAGE), slot_fails[tail].eq(0), slot_tx[tail].eq(0),
+                                     slot_final.bit_select(tail, 1).eq(0), kind.eq(K.DESTAGE), idx.eq(0),
+                                     ds_e.eq(0), ds_ok.eq(0)]
+                        m.next = "DS_SCAN"
+                with m.State("DS_SCAN"):
+                    with m.If((CE_STATE[ds_e] == DIRTY) & (~ds_ok | (CE_STAMP[ds_e] < ds_stamp))):
+                        m.d.sync += [ds_best.eq(ds_e), ds_stamp.eq(CE_STAMP[ds_e]), ds_ok.eq(1)]
+                    m.d.sync += ds_e.eq(ds_e + 1)
+                    with m.If(ds_e == W - 1):
+                        m.next = "DS_TAKE"
+                with m.State("DS_TAKE"):
+                    with m.If(ds_ok):
+                        m.d.comb += [mem_w.addr.eq(maddr(tail, idx)), mem_w.data.lba.eq(CE_LBA[ds_best]),
+                                     mem_w.data.buf.eq(cache_addr(ds_best)), mem_w.en.eq(1)]
+                        m.d.sync += [CE_STATE[ds_best].eq(DESTAGING), CE_SLOT[ds_best].eq(tail), idx.eq(idx + 1),
+                                     ds_e.eq(0), ds_ok.eq(0)]
+                        with m.If(idx + 1 == self.stripe):
+                            m.next = "DS_END"
+                        with m.Else():
+                            m.next = "DS_SCAN"
+                    with m.Else():
+                        m.next = "DS_END"
+                with m.State("DS_END"):
+                    m.d.sync += [n.eq(idx), slot_n[tail].eq(idx), idx.eq(0),
+                                 self.cache_destaged.eq(self.cache_destaged + idx)]
+                    with m.If(idx == self.stripe):
+                        m.d.sync += self.cache_stripes.eq(self.cache_stripes + 1)
+                    with m.If(idx == 0):
+                        m.next = "RESUME"      # nothing dirty after all (not reached: callers check)
+                    with m.Else():
+                        m.next = "LBAS"
             with m.State("DECODE"):
                 with m.Switch(c.opcode):
                     with m.Case(Opcode.WRITE):
                         m.d.sync += [kind.eq(K.WRITE), n.eq(c.nlb)]
                         m.next = "SLOT"
+                        if W:
+                            with m.If(~c.flags.fua):        # FUA writes through (after the drain)
+                                m.next = "CW_LOOK"
                     with m.Case(Opcode.ATOMIC_WRITE):
                         m.d.sync += [kind.eq(K.ATOMIC), n.eq(c.nlist)]
                         m.next = "SLOT"
@@ -564,6 +776,9 @@ class Executor(wiring.Component):
             with m.State("COPY_WRITE"):
                 m.d.comb += [bus.adr.eq((c.buf[:32] >> 2) + word), bus.dat_w.eq(copy_word), bus.we.eq(1),
                              bus.cyc.eq(1), bus.stb.eq(1)]
+                if W:       # IDENTIFY.volatile_cache: the cache's bytes, whatever the firmware's record says
+                    with m.If((c.opcode == Opcode.IDENTIFY) & (word == VOLATILE_CACHE_WORD)):
+                        m.d.comb += bus.dat_w.eq(W * page_data)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
@@ -995,7 +1210,8 @@ class Executor(wiring.Component):
                 # mem_r shows member idx of the tail slot (atomic)
                 p = self.pub_member_lba.payload
                 m.d.comb += [p.slot.eq(tail), p.idx.eq(idx), self.pub_member_lba.valid.eq(1),
-                             p.lba.eq(Mux((kind == K.ATOMIC) | (kind == K.TX) | (kind == K.APPEND), mem_r.data.lba,
+                             p.lba.eq(Mux((kind == K.ATOMIC) | (kind == K.TX) | (kind == K.APPEND) |
+                                          (kind == K.DESTAGE), mem_r.data.lba,
                                           c.lba + idx))]
                 with m.If(self.pub_member_lba.ready):
                     m.d.sync += idx.eq(idx + 1)
@@ -1023,6 +1239,9 @@ class Executor(wiring.Component):
                 with m.If(idx == n):
                     m.d.sync += tail.eq(tail + 1)
                     m.next = "IDLE"
+                    if W:
+                        with m.If((kind == K.DESTAGE) & resume):
+                            m.next = "RESUME"
                 with m.Elif(retry_idle & ~retries.r_rdy):
                     m.next = "ISSUE"
             with m.State("ISSUE"):
@@ -1046,6 +1265,9 @@ class Executor(wiring.Component):
                     with m.Elif(idx + 1 == n):
                         m.d.sync += tail.eq(tail + 1)
                         m.next = "IDLE"
+                        if W:
+                            with m.If((kind == K.DESTAGE) & resume):
+                                m.next = "RESUME"      # back to the command the destage made room for
                     with m.Else():
                         m.next = "ISSUE_NEXT"
             with m.State("ISSUE_NEXT"):
@@ -1062,4 +1284,16 @@ class Executor(wiring.Component):
                 m.d.sync += slot_xfer[s].eq(1)
         with m.If(self.pub_open.valid & self.pub_open.ready):
             m.d.sync += slot_xfer.bit_select(tail, 1).eq(0)
+        if W:
+            # a destage group published: its pages are on flash and bound, the entries free (dropped: DIRTY
+            # again, destaged later; a FLUSH then answers MEDIA_ERROR once)
+            with m.If(self.pub_published.valid & self.pub_published.ready):
+                with m.If(pub_destage):
+                    for i in range(W):
+                        with m.If((ce_state[i] == DESTAGING) & (ce_slot[i] == pub.slot)):
+                            m.d.sync += ce_state[i].eq(Mux(pub.dropped, DIRTY, FREE))
+                    with m.If(pub.dropped):
+                        m.d.sync += destage_bad.eq(1)
+                with m.Elif(slot_kind[pub.slot] == K.FLUSH):
+                    m.d.sync += destage_bad.eq(0)
         return m

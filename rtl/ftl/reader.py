@@ -18,6 +18,17 @@ before handing it over, the executor claims the *override* table
 uses that page instead of the map's.  The table is released
 (``ovr_busy`` falls) when the command completes.
 
+**The write cache** (``cache``): the executor holds LBAs whose newest data
+is still in a SoC-memory cache page.  The reader takes the cache lock
+(``crd_req`` / ``crd_grant``) before the map port and looks every LBA up in
+the cache too (``crd_lba`` -> ``crd_hit``, ``crd_addr``) while it holds the
+map port: a cache entry is freed only after its destage group is published,
+so a miss means the map already has the data.  A hit is copied word by word
+from the cache page (priority: a TX_READ override, then the cache, then the
+map); the lock is kept to the end of a command that hit, so a page freed
+meanwhile is not refilled under the copy, and dropped after the lookups
+otherwise.
+
 Pages are read one after another; the program path is what the throughput
 goal measures, and a pipelined read path (one slot per die in flight) is the
 next step when reads are benchmarked.
@@ -67,8 +78,9 @@ class Reader(wiring.Component):
     """
 
     def __init__(self, params: ChannelParams, channels: int, slot_words: int, *, queue_pairs: int,
-                 max_transfer: int = spec.LIMITS.MAX_TRANSFER, lba_bits: int = 32):
+                 max_transfer: int = spec.LIMITS.MAX_TRANSFER, lba_bits: int = 32, cache: bool = False):
         self.p, self.channels, self.slot_words = params, channels, slot_words
+        self.cache = cache
         self.max_transfer = max_transfer
         self.read_slot = params.slots - 1
         self.buf_addr_width = (params.slots * slot_words - 1).bit_length()
@@ -85,6 +97,11 @@ class Reader(wiring.Component):
             "ovr_we": In(1),
             "ovr_idx": In(range(max_transfer)),
             "ovr_ppa": In(32),
+            "crd_req": Out(1),
+            "crd_grant": In(1),
+            "crd_lba": Out(lba_bits),
+            "crd_hit": In(1),
+            "crd_addr": In(32),
         })
 
     def elaborate(self, platform):
@@ -109,6 +126,16 @@ class Reader(wiring.Component):
         with m.If(ovr_done):
             m.d.sync += self.ovr_busy.eq(0)
 
+        # cache hits: the cache page's address by index
+        m.submodules.caddrs = caddrs = memory.Memory(shape=32, depth=self.max_transfer, init=[])
+        caddr_w, caddr_r = caddrs.write_port(), caddrs.read_port(domain="comb")
+        hits = Signal(self.max_transfer)
+        cache_held = Signal()
+        copying = Signal()
+        copy_word = Signal(32)
+        if self.cache:
+            m.d.comb += self.crd_req.eq(cache_held)
+
         cmd = Signal.like(self.cmd.payload)
         idx = Signal(range(self.max_transfer + 1))
         status = Signal(15)
@@ -121,10 +148,13 @@ class Reader(wiring.Component):
         mem_addr = Signal(32)
         m.d.comb += mem_addr.eq(cmd.buf + idx * page_data)
 
-        # the host bus: the DMA, or the zero filler
+        # the host bus: the DMA, the zero filler or the cache copier
+        m.d.comb += caddr_r.addr.eq(idx)
         with m.If(zeroing):
             m.d.comb += [self.bus.adr.eq((mem_addr >> 2) + word), self.bus.dat_w.eq(0), self.bus.sel.eq(0xF),
                          self.bus.we.eq(1), self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+        with m.Elif(copying):
+            pass        # driven by the CACHE states
         with m.Else():
             wiring.connect(m, wiring.flipped(self.bus), dma.bus)
 
@@ -141,7 +171,14 @@ class Reader(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [cmd.eq(self.cmd.payload), idx.eq(0), status.eq(Status.SUCCESS)]
+                    m.d.sync += [cmd.eq(self.cmd.payload), idx.eq(0), status.eq(Status.SUCCESS), hits.eq(0)]
+                    if self.cache:
+                        m.d.sync += cache_held.eq(1)
+                        m.next = "CACHE_LOCK"
+                    else:
+                        m.next = "LOCK"
+            with m.State("CACHE_LOCK"):
+                with m.If(self.crd_grant):
                     m.next = "LOCK"
             with m.State("LOCK"):
                 m.d.comb += self.map.lock.eq(1)
@@ -160,9 +197,18 @@ class Reader(wiring.Component):
                     use_ovr = cmd.tx & ovr_mask.bit_select(idx, 1)
                     m.d.comb += [ppa_w.addr.eq(idx), ppa_w.data.eq(Mux(use_ovr, ovr_r.data, self.map.resp.payload.old)),
                                  ppa_w.en.eq(1)]
+                    last = (idx + 1 == cmd.nlb) | self.map.resp.payload.error
+                    if self.cache:
+                        hit = self.crd_hit & ~use_ovr
+                        m.d.comb += [self.crd_lba.eq(cmd.lba + idx), caddr_w.addr.eq(idx),
+                                     caddr_w.data.eq(self.crd_addr), caddr_w.en.eq(hit)]
+                        with m.If(hit):
+                            m.d.sync += hits.bit_select(idx, 1).eq(1)
+                        with m.If(last & ~hit & (hits == 0)):
+                            m.d.sync += cache_held.eq(0)   # no page of the cache to protect
                     with m.If(self.map.resp.payload.error):
                         m.d.sync += status.eq(Status.INTERNAL_ERROR)
-                    with m.If((idx + 1 == cmd.nlb) | self.map.resp.payload.error):
+                    with m.If(last):
                         m.d.sync += idx.eq(0)
                         m.next = "PAGE"
                     with m.Else():
@@ -176,7 +222,9 @@ class Reader(wiring.Component):
                     m.next = "DECIDE"
             with m.State("DECIDE"):
                 m.d.sync += word.eq(0)
-                with m.If(ppa.as_value() == spec.PPA_UNMAPPED):
+                with m.If(hits.bit_select(idx, 1)):
+                    m.next = "CACHE_RD"
+                with m.Elif(ppa.as_value() == spec.PPA_UNMAPPED):
                     m.next = "ZERO"
                 with m.Else():
                     m.next = "NAND"
@@ -189,6 +237,28 @@ class Reader(wiring.Component):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == page_words - 1):
                         m.next = "NEXT"
+            # a cache hit: word by word from the cache page to the host buffer
+            with m.State("CACHE_RD"):
+                m.d.comb += [copying.eq(1), self.bus.adr.eq((caddr_r.data >> 2) + word), self.bus.sel.eq(0xF),
+                             self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+                with m.If(self.bus.err):
+                    m.d.sync += status.eq(Status.INTERNAL_ERROR)
+                    m.next = "DONE"
+                with m.Elif(self.bus.ack):
+                    m.d.sync += copy_word.eq(self.bus.dat_r)
+                    m.next = "CACHE_WR"
+            with m.State("CACHE_WR"):
+                m.d.comb += [copying.eq(1), self.bus.adr.eq((mem_addr >> 2) + word), self.bus.dat_w.eq(copy_word),
+                             self.bus.sel.eq(0xF), self.bus.we.eq(1), self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+                with m.If(self.bus.err):
+                    m.d.sync += status.eq(Status.DATA_TRANSFER_ERROR)
+                    m.next = "DONE"
+                with m.Elif(self.bus.ack):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == page_words - 1):
+                        m.next = "NEXT"
+                    with m.Else():
+                        m.next = "CACHE_RD"
             with m.State("NAND"):
                 d = self.desc.payload
                 m.d.comb += [*page_desc(d, NandOp.READ, f, length=page_data, slot=self.read_slot),
@@ -235,5 +305,6 @@ class Reader(wiring.Component):
                              self.cpl.valid.eq(1)]
                 with m.If(self.cpl.ready):
                     m.d.comb += ovr_done.eq(cmd.tx)
+                    m.d.sync += cache_held.eq(0)
                     m.next = "IDLE"
         return m

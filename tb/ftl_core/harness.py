@@ -49,7 +49,10 @@ def _extra(core: FtlCore):
               ("out", core.map_fw.resp.payload.shape().size, "map_fw__resp__payload"),
               ("out", 32, "map_hits"), ("out", 32, "map_misses"), ("in", 1, "hold"),
               ("out", 64, "tx_floor"), ("out", 32, "floor_passes"), ("out", core.tx_open.shape().width, "tx_open"),
-              ("out", core.pending_free.shape().width, "pending_free")]
+              ("out", core.pending_free.shape().width, "pending_free"),
+              ("in", 32, "cache_base"), ("out", 32, "cache_in"), ("out", 32, "cache_coalesced"),
+              ("out", 32, "cache_destaged"), ("out", 32, "cache_stripes"),
+              ("out", core.cache_dirty.shape().width, "cache_dirty")]
     aw = core.buf_addr_width
     for c in range(core.channels):  # the firmware's page-buffer ports (idle unless a test drives them)
         ports += [("in", 1, f"fw_buf__{c}__request"), ("out", 1, f"fw_buf__{c}__grant"),
@@ -85,16 +88,19 @@ MEMORY = f"""
 MAX_OPEN_TX, MAX_PENDING, MAX_APPENDS = 4, 64, 8      # small, so the tests reach the limits
 
 
-def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8, nand_slots: int = 5) -> dict:
+def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8, nand_slots: int = 5,
+          cache_pages: int = 0) -> dict:
     """Generate the core's Verilog and the harness; runner.run keyword arguments
     plus the core's ``slot_words``.  ``nand_slots=5``: two program slots per
     channel besides the firmware's, the relocator's and the reader's.  The
-    transaction limits are ``MAX_OPEN_TX``, ``MAX_PENDING`` and ``MAX_APPENDS``."""
+    transaction limits are ``MAX_OPEN_TX``, ``MAX_PENDING`` and ``MAX_APPENDS``;
+    ``cache_pages``: the write cache (a build of its own)."""
     assert MEM_WORDS == 1 << 17, "the harness indexes mem with adr[16:0]"
     core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots,
-                   max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING, max_appends=MAX_APPENDS)
+                   max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING, max_appends=MAX_APPENDS,
+                   cache_pages=cache_pages)
     name = (f"ftl_core_{profile}_c{channels}w{ways}s{slots}" +
-            f"n{nand_slots}t{MAX_OPEN_TX}p{MAX_PENDING}a{MAX_APPENDS}")
+            f"n{nand_slots}t{MAX_OPEN_TX}p{MAX_PENDING}a{MAX_APPENDS}" + (f"wc{cache_pages}" if cache_pages else ""))
     verilog = runner.amaranth_verilog(core, name)
     text = generate_top(channels, ways, module=name, buffers=False, extra=_extra(core))
     text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")

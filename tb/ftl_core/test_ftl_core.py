@@ -1,6 +1,7 @@
 """The FTL core against four NAND models in Verilator (cocotb_ftl_core.py).
 
-``test_ftl_core_verbs`` and ``test_ftl_core_random_and_cuts`` are in ``make test``; ``test_ftl_core_long`` (``make
+``test_ftl_core_verbs``, ``test_ftl_core_random_and_cuts`` and ``test_ftl_core_write_cache`` (a
+build with the write cache) are in ``make test``; ``test_ftl_core_long`` (``make
 test-slow``) runs the scoreboarded random workload for thousands of commands
 and more power cuts."""
 
@@ -14,11 +15,15 @@ from .harness import build
 CHANNELS, WAYS, SLOTS = 2, 2, 8
 
 
-def _run(tmp_path, testcase=None, **env):
-    args = build("small", CHANNELS, WAYS, SLOTS)
+CACHE_PAGES = 16       # the write-cache build: four stripes of 2 x 2 pages
+
+
+def _run(tmp_path, testcase=None, cache_pages=0, **env):
+    args = build("small", CHANNELS, WAYS, SLOTS, cache_pages=cache_pages)
     slot_words = args.pop("slot_words")
     runner.run(test_module="cocotb_ftl_core", plusargs=model_plusargs(tmp_path, "small", CHANNELS * WAYS),
-               extra_env={"NANDTB_SLOT_WORDS": str(slot_words), "FTL_SLOTS": str(SLOTS), **env},
+               extra_env={"NANDTB_SLOT_WORDS": str(slot_words), "FTL_SLOTS": str(SLOTS),
+                          "FTL_CACHE_PAGES": str(cache_pages), **env},
                testcase=testcase, **args)
 
 
@@ -32,6 +37,12 @@ def test_ftl_core_random_and_cuts(tmp_path):
     _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2"])
 
 
+def test_ftl_core_write_cache(tmp_path):
+    # a build of its own (cache_pages > 0; the other tests keep the cache-less one): the directed test, then
+    # the random scoreboard and a power cut with plain writes buffered
+    _run(tmp_path, testcase=["write_cache", "random_scoreboard", "power_cut_0"], cache_pages=CACHE_PAGES)
+
+
 def test_every_cocotb_test_is_run():
     import ast
     from pathlib import Path
@@ -39,7 +50,8 @@ def test_every_cocotb_test_is_run():
     tests = {f.name for f in tree.body if isinstance(f, ast.AsyncFunctionDef)
              and any(getattr(d, "func", d).attr == "test" for d in f.decorator_list if hasattr(getattr(d, "func", d), "attr"))}
     assert tests == {"every_verb", "transactions", "appends_and_remaps", "program_failures_are_retried",
-                     "gc_relocation", "random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2"}, tests
+                     "gc_relocation", "random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2",
+                     "write_cache"}, tests
 
 
 @pytest.mark.slow
