@@ -162,14 +162,15 @@ class FtlBridge(wiring.Component):
                             ("scratch_base", 32), ("identify_base", 32), ("log_base", 32), ("gc_buf", 32),
                             ("seq_lo", 32), ("seq_hi", 32), ("reloc_ppa", 32), ("reloc_tag", 15),
                             ("map_op", 3), ("map_lba", 32), ("map_value", 32), ("map_expected", 32),
-                            ("host_enable", 2)):
+                            ("host_enable", 2), ("cache_base", 32)):
             rw[name] = Signal(width, name=f"ftl_{name}")
         m.d.comb += [
             core.pages_per_block.eq(rw["pages_per_block"]), core.block_shift.eq(rw["block_shift"]),
             core.capacity.eq(Cat(rw["capacity_lo"], rw["capacity_hi"])), core.l2p_base.eq(rw["l2p_base"]),
             core.bt_base.eq(rw["bt_base"]), core.scratch_base.eq(rw["scratch_base"]),
             core.identify_base.eq(rw["identify_base"]), core.log_base.eq(rw["log_base"]),
-            core.gc_buf.eq(rw["gc_buf"]), host_enable.eq(rw["host_enable"][_bits("host_enable", "enable")]),
+            core.gc_buf.eq(rw["gc_buf"]), core.cache_base.eq(rw["cache_base"]),
+            host_enable.eq(rw["host_enable"][_bits("host_enable", "enable")]),
             core.hold.eq(rw["host_enable"][_bits("host_enable", "hold")]),
         ]
 
@@ -232,7 +233,10 @@ class FtlBridge(wiring.Component):
               off("tx_limits"): Const(core.max_open_tx | core.max_pending << 8, 32),
               off("tx_status"): tx_status,
               off("append_limits"): Const(core.max_appends | core.limits.max_remap_triples << 16, 32),
-              off("floor_passes"): core.floor_passes}
+              off("floor_passes"): core.floor_passes,
+              off("cache_pages"): Const(core.cache_pages, 32), off("cache_in"): core.cache_in,
+              off("cache_coalesced"): core.cache_coalesced, off("cache_destaged"): core.cache_destaged,
+              off("cache_stripes"): core.cache_stripes, off("cache_dirty"): core.cache_dirty}
         ro.update({off(name): sig for name, sig in rw.items()})
         assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
 

@@ -1023,6 +1023,15 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("floor_passes", 0xAC, "ro", "passes of the append-floor scanner: tx_floor covers every append whose "
                                          "first page was taken before the pass before the last one began "
                                          "(read seq_next, wait for two more passes, then read tx_floor)"),
+    Register("cache_base", 0xB0, "rw", "byte address of the volatile write cache (cache_pages pages of page_data bytes)"),
+    Register("cache_pages", 0xB4, "ro", "the core's build: write-cache pages (0 = no write cache; IDENTIFY.volatile_cache "
+                                        "reports them in bytes)"),
+    Register("cache_in", 0xB8, "ro", "host pages written into the write cache since reset"),
+    Register("cache_coalesced", 0xBC, "ro", "of them, pages that replaced a buffered page of the same LBA (a flash "
+                                            "program saved each)"),
+    Register("cache_destaged", 0xC0, "ro", "pages the write cache sent to flash since reset"),
+    Register("cache_stripes", 0xC4, "ro", "destage groups that filled a whole stripe (channels x ways pages)"),
+    Register("cache_dirty", 0xC8, "ro", "write-cache pages holding data not yet on flash, now"),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]

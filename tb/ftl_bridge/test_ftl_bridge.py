@@ -106,6 +106,11 @@ def test_ftl_bridge_window():
             await ctx.tick()
         assert await tb.ftl(ctx, "floor_passes") > passes
         assert (await tb.ftl(ctx, "tx_floor_lo"), await tb.ftl(ctx, "tx_floor_hi")) == (0xFFFF_FFFF, 0xFFFF_FFFF)
+        # no write cache in this build: its counters stay 0
+        assert [await tb.ftl(ctx, r) for r in ("cache_pages", "cache_in", "cache_coalesced", "cache_destaged",
+                                              "cache_stripes", "cache_dirty")] == [dut.core.cache_pages] + [0] * 5
+        await tb.ftl(ctx, "cache_base", 0x8000)
+        assert await tb.ftl(ctx, "cache_base") == 0x8000
         # plain registers read back; ro ones ignore writes
         await tb.ftl(ctx, "l2p_base", 0x1000)
         await tb.ftl(ctx, "pages_per_block", 64)
