@@ -1,0 +1,414 @@
+"""Run the simulated atomflash SSD in the background, the way a host sees a drive.
+
+``atomflash sim start`` (:func:`start`) builds the SoC (cached, ``soc/sim.py``),
+prepares a run directory and leaves a small supervisor process running
+(:func:`serve`, ``python -m atomflash.simctl serve DIR``).  The supervisor
+owns the simulator: it holds the firmware console on a pty, appends all of
+it to ``console.log`` and relays it to clients of ``console.sock`` (``atomflash
+console``); the simulator's host port is a TCP port (``sim.json``), which
+:meth:`atomflash.Device.attach_sim` connects to.
+
+Run directory (default ``build/run`` in the source tree)::
+
+    sim.json        port, pids, build, NAND configuration, state
+    console.log     everything the firmware printed, every boot
+    console.sock    the console, for `atomflash console`
+    nand<i>.img     the NAND images: they persist, a restart is a power cycle
+    nand<i>.cfg     the models' configuration
+    sim_config.js, modules/, *.init   what the simulator reads (soc.sim.prepare_run_dir)
+
+Stopping: :func:`stop` ends the simulation cleanly (the console's ``exit``);
+``power_cut=True`` kills it at once, mid-whatever -- a power cut at a random
+instant.  A power cut *during* a program or erase (a torn page) is a NAND
+model setting: ``target_set=[{"power_cut_program": k, "power_cut_finish": 1}]``
+ends the simulation while target 0 programs its k-th page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["SimConfig", "SimError", "start", "stop", "status", "serve", "console_command", "boot_report",
+           "default_run_dir", "source_root"]
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+PROMPT = "atomflash> "
+BOOT_DONE = "Type 'help'."
+
+
+class SimError(RuntimeError):
+    """The simulation could not be started, reached or stopped."""
+
+
+def source_root() -> Path:
+    """The atomflash source tree (the sim verbs build and run its SoC)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "soc" / "sim.py").exists():
+        raise SimError(f"the sim verbs need the atomflash source tree (no soc/sim.py under {root})")
+    return root
+
+
+def default_run_dir() -> Path:
+    return Path(os.environ.get("ATOMFLASH_RUN_DIR") or source_root() / "build" / "run")
+
+
+@dataclass
+class SimConfig:
+    """What to simulate.  ``blocks_per_lun`` 0: the profile's own."""
+
+    channels: int = 2
+    ways: int = 2
+    profile: str = "small"
+    blocks_per_lun: int = 8
+    image: str | None = None          # image path prefix (default: the run directory's nand<i>.img)
+    nand_set: dict = field(default_factory=dict)           # model keys for every target
+    target_set: list = field(default_factory=list)         # model keys per target (power cuts, faults)
+
+    def build_args(self) -> list[str]:
+        return ["--channels", str(self.channels), "--ways", str(self.ways), "--nand-profile", self.profile, "-q"]
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as dead
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _read_state(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / "sim.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _write_state(run_dir: Path, state: dict) -> None:
+    tmp = run_dir / "sim.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(run_dir / "sim.json")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def status(run_dir: Path | None = None) -> dict:
+    """``sim.json`` plus ``running`` (the supervisor and simulator are alive)."""
+    run_dir = Path(run_dir or default_run_dir())
+    state = _read_state(run_dir) or {}
+    state["running"] = _alive(state.get("supervisor_pid")) and _alive(state.get("vsim_pid"))
+    state["run_dir"] = str(run_dir)
+    return state
+
+
+def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: bool = False,
+          boot_timeout: float = 900.0, log=None) -> dict:
+    """Build (cached) and start the simulation; returns once the firmware's
+    console is up (boot, recovery and the host interface done).  ``fresh``:
+    delete the NAND images first (a factory-new device)."""
+    cfg = cfg or SimConfig()
+    run_dir = Path(run_dir or default_run_dir()).resolve()
+    st = status(run_dir)
+    if st["running"]:
+        raise SimError(f"a simulation already runs in {run_dir} (port {st.get('port')}): atomflash sim stop")
+    root = source_root()
+    sys.path.insert(0, str(root))
+    from soc import sim as socsim
+    from soc.nand_sim import model_configs, write_configs
+
+    from . import nandsim, spec
+
+    args = socsim.parse_args(cfg.build_args())
+    t0 = time.monotonic()
+    gw = socsim.build(args)
+    build_s = time.monotonic() - t0
+    run_dir.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    socsim.prepare_run_dir(gw, run_dir, host_port=port)
+    overrides = dict(cfg.nand_set)
+    if cfg.blocks_per_lun:
+        overrides.setdefault("blocks_per_lun", cfg.blocks_per_lun)
+    cfgs = model_configs(run_dir, profile=cfg.profile, targets=cfg.channels * cfg.ways,
+                         clk_hz=int(args.sys_clk_freq), image_prefix=cfg.image, overrides=overrides,
+                         per_target=cfg.target_set)
+    for c in cfgs:
+        img = Path(c["image"])
+        if fresh:
+            img.unlink(missing_ok=True)
+            c.stats_path().unlink(missing_ok=True)
+        elif img.exists() and img.stat().st_size:
+            with nandsim.Image(img) as im:
+                if im.geometry != c.geometry:
+                    raise SimError(f"{img} holds a {im.geometry} flash, this run asks for {c.geometry}: "
+                                   "start with --fresh (a new device) or another --dir")
+    plusargs = write_configs(run_dir, cfgs)
+    log_path = run_dir / "console.log"
+    boot_offset = log_path.stat().st_size if log_path.exists() else 0
+    state = {
+        "port": port, "csr_csv": str(gw.parent / "csr.csv"), "gateware": str(gw),
+        "vsim": socsim.vsim_command(gw, plusargs), "images": [c["image"] for c in cfgs],
+        "config": {"channels": cfg.channels, "ways": cfg.ways, "profile": cfg.profile,
+                   "blocks_per_lun": cfg.blocks_per_lun, "nand_set": cfg.nand_set, "target_set": cfg.target_set},
+        "clk_hz": int(args.sys_clk_freq), "started": time.time(), "boot_offset": boot_offset,
+        "build_seconds": round(build_s, 1), "supervisor_pid": None, "vsim_pid": None, "exit": None,
+        "spec_version": spec.SPEC_VERSION,
+    }
+    _write_state(run_dir, state)
+    sup_log = open(run_dir / "supervisor.log", "ab")
+    sup = subprocess.Popen([sys.executable, "-m", "atomflash.simctl", "serve", str(run_dir)],
+                           stdin=subprocess.DEVNULL, stdout=sup_log, stderr=sup_log, start_new_session=True,
+                           cwd=run_dir, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    sup_log.close()
+    deadline = time.monotonic() + boot_timeout
+    while True:
+        st = status(run_dir)
+        text = boot_text(run_dir)
+        if BOOT_DONE in text:
+            return status(run_dir)
+        if sup.poll() is not None or (st.get("exit") is not None):
+            raise SimError(f"the simulation ended during boot (exit {st.get('exit')}); last output:\n"
+                           + "\n".join(text.splitlines()[-15:]))
+        if time.monotonic() > deadline:
+            stop(run_dir, power_cut=True)
+            raise SimError(f"no console prompt within {boot_timeout:.0f} s; last output:\n"
+                           + "\n".join(text.splitlines()[-15:]))
+        time.sleep(0.5)
+
+
+def boot_text(run_dir: Path | None = None) -> str:
+    """The console output of the current (or last) run, ANSI stripped."""
+    run_dir = Path(run_dir or default_run_dir())
+    st = _read_state(run_dir) or {}
+    try:
+        with open(run_dir / "console.log", "rb") as f:
+            f.seek(st.get("boot_offset", 0))
+            raw = f.read()
+    except FileNotFoundError:
+        return ""
+    return ANSI.sub("", raw.decode(errors="replace")).replace("\r", "")
+
+
+def boot_report(run_dir: Path | None = None) -> str:
+    """The firmware's boot report of the current run (up to its first prompt)."""
+    text = boot_text(run_dir)
+    end = text.find(BOOT_DONE)
+    return text[:end + len(BOOT_DONE)] if end >= 0 else text
+
+
+def stop(run_dir: Path | None = None, *, power_cut: bool = False, timeout: float = 60.0) -> dict:
+    """End the simulation: the console's ``exit`` (clean), or at once (``power_cut``)."""
+    run_dir = Path(run_dir or default_run_dir())
+    st = status(run_dir)
+    if not st["running"]:
+        return st
+    if not power_cut:
+        try:
+            console_command("exit", run_dir, timeout=timeout, expect_prompt=False)
+        except SimError:
+            pass
+        deadline = time.monotonic() + timeout
+        while _alive(st["vsim_pid"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    if _alive(st["vsim_pid"]):
+        os.kill(st["vsim_pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(st["supervisor_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(st["supervisor_pid"]):
+        os.kill(st["supervisor_pid"], signal.SIGKILL)
+    st = _read_state(run_dir) or st
+    st["stopped"] = "power cut" if power_cut else "clean"
+    _write_state(run_dir, st)
+    return status(run_dir)
+
+
+def wait_exit(run_dir: Path | None = None, timeout: float = 600.0) -> dict:
+    """Until the simulation ends by itself (e.g. a NAND model's power cut)."""
+    run_dir = Path(run_dir or default_run_dir())
+    deadline = time.monotonic() + timeout
+    while status(run_dir)["running"]:
+        if time.monotonic() > deadline:
+            raise SimError(f"the simulation still runs after {timeout:.0f} s")
+        time.sleep(0.2)
+    time.sleep(0.3)  # the supervisor records the exit
+    return status(run_dir)
+
+
+# -- the console ------------------------------------------------------------------
+
+def _console_socket(run_dir: Path) -> socket.socket:
+    path = run_dir / "console.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(str(path))
+    except OSError:
+        s.close()
+        raise SimError(f"no simulation console at {path} (atomflash sim start)") from None
+    return s
+
+
+def console_command(line: str, run_dir: Path | None = None, *, timeout: float = 300.0,
+                    expect_prompt: bool = True) -> str:
+    """Send one console command; returns its output (ANSI stripped) up to the next prompt."""
+    run_dir = Path(run_dir or default_run_dir())
+    s = _console_socket(run_dir)
+    try:
+        for ch in line.encode() + b"\r":  # the UART's receive FIFO is small: a character at a time
+            s.sendall(bytes([ch]))
+            time.sleep(0.002)
+        if not expect_prompt:
+            return ""
+        raw, deadline = b"", time.monotonic() + timeout
+        while True:
+            r, _, _ = select.select([s], [], [], 0.5)
+            if r:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise SimError("the simulation ended during the command")
+                raw += chunk  # strip escapes from the whole text: the UART splits them across reads
+                buf = ANSI.sub("", raw.decode(errors="replace")).replace("\r", "")
+                echo = buf.find(line)
+                if echo >= 0:
+                    rest = buf[echo + len(line):]
+                    end = rest.find(PROMPT)
+                    if end >= 0:
+                        return rest[:end].strip("\n")
+            if time.monotonic() > deadline:
+                raise SimError(f"console: no prompt after {line!r} within {timeout:.0f} s")
+    finally:
+        s.close()
+
+
+def console_interactive(run_dir: Path | None = None) -> int:
+    """Attach this terminal to the console; Ctrl-] detaches (the simulation keeps running)."""
+    import termios
+    import tty
+
+    run_dir = Path(run_dir or default_run_dir())
+    s = _console_socket(run_dir)
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    print("atomflash console: Ctrl-] detaches (the simulation keeps running)", file=sys.stderr)
+    try:
+        if saved is not None:
+            tty.setraw(fd)
+        s.sendall(b"\r")
+        while True:
+            r, _, _ = select.select([s, fd], [], [])
+            if s in r:
+                data = s.recv(65536)
+                if not data:
+                    return 0
+                os.write(sys.stdout.fileno(), data)
+            if fd in r:
+                data = os.read(fd, 1024)
+                if not data or b"\x1d" in data:
+                    return 0
+                s.sendall(data.replace(b"\n", b"\r"))
+    finally:
+        if saved is not None:
+            termios.tcsetattr(fd, termios.TCSAFLUSH, saved)
+        s.close()
+
+
+# -- the supervisor ------------------------------------------------------------------
+
+def serve(run_dir: Path) -> int:
+    """Own the simulator: console pty -> console.log + console.sock clients."""
+    run_dir = Path(run_dir)
+    state = _read_state(run_dir)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(state["vsim"], cwd=run_dir, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True, close_fds=True)
+    os.close(slave)
+    state.update(supervisor_pid=os.getpid(), vsim_pid=proc.pid)
+    _write_state(run_dir, state)
+    sock_path = run_dir / "console.sock"
+    sock_path.unlink(missing_ok=True)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(sock_path))
+    srv.listen(4)
+    clients: list[socket.socket] = []
+    log = open(run_dir / "console.log", "ab")
+
+    def end(*_):
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, end)
+    try:
+        while True:
+            try:
+                r, _, _ = select.select([master, srv, *clients], [], [], 0.5)
+            except InterruptedError:
+                continue
+            if master in r:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                log.write(data)
+                log.flush()
+                for c in list(clients):
+                    try:
+                        c.sendall(data)
+                    except OSError:
+                        clients.remove(c)
+            if srv in r:
+                c, _ = srv.accept()
+                clients.append(c)
+            for c in [c for c in clients if c in r]:
+                try:
+                    data = c.recv(4096)
+                except OSError:
+                    data = b""
+                if data:
+                    os.write(master, data)
+                else:
+                    clients.remove(c)
+                    c.close()
+            if proc.poll() is not None and master not in r:
+                break
+    finally:
+        rc = proc.wait()
+        log.close()
+        for c in clients:
+            c.close()
+        srv.close()
+        sock_path.unlink(missing_ok=True)
+        state = _read_state(run_dir) or state
+        state["exit"] = rc
+        state["ended"] = time.time()
+        _write_state(run_dir, state)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        sys.exit(serve(Path(sys.argv[2])))
+    print("usage: python -m atomflash.simctl serve RUN_DIR (started by `atomflash sim start`)", file=sys.stderr)
+    sys.exit(2)
