@@ -323,10 +323,14 @@ def build_parser() -> argparse.ArgumentParser:
                                          "2 usage, 3 no device, 16 + status for device errors.")
     top.add_argument("--version", action="version", version=f"atomflash {__import__('atomflash').__version__} "
                                                            f"(spec {spec.SPEC_VERSION})")
+    # --dir/--timeout go before or after the verb (SUPPRESS: a verb's absent option keeps the top's)
+    dir_help = "the simulation's run directory (default build/run; env ATOMFLASH_RUN_DIR)"
+    timeout_help = "wall seconds to wait for a command"
+    top.add_argument("--dir", type=Path, default=None, help=dir_help)
+    top.add_argument("--timeout", type=float, default=600.0, help=timeout_help)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dir", type=Path, default=None,
-                        help="the simulation's run directory (default build/run; env ATOMFLASH_RUN_DIR)")
-    common.add_argument("--timeout", type=float, default=600.0, help="wall seconds to wait for a command")
+    common.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=dir_help)
+    common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help=timeout_help)
     sub = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     p = sub.add_parser("sim", help="start, stop or inspect the simulated SSD", parents=[common])
