@@ -10,7 +10,7 @@ import cocotb
 from cocotb.triggers import ClockCycles
 
 from atomflash import spec
-from atomflash.spec import Opcode, Status
+from atomflash.spec import Hint, Opcode, Status
 from ftl_tb import FtlCoreTB
 from harness import MAX_OPEN_TX
 
@@ -22,6 +22,9 @@ PAGES = int(os.environ.get("FTL_BENCH_PAGES", "512"))
 READS = PAGES // 2          # the reader serves a page at a time: reads dominate the run
 QD = 16
 BUFFERS = 64
+CACHE_PAGES = int(os.environ.get("FTL_CACHE_PAGES", "0"))     # the write-cache build (bench_cache)
+HOT_WRITES = 2 * PAGES          # per hot-spot trace
+CKPT_EVERY = 256                # a HINT(CHECKPOINT) after every this many writes (the paper's checkpoint interval)
 
 
 async def programs(tb) -> int:
@@ -50,6 +53,59 @@ def zipf_sampler(rng, n, s=0.99):
     perm = list(range(n))
     rng.shuffle(perm)
     return lambda: perm[rng.choices(range(n), weights)[0]]
+
+
+def hot_traces() -> dict[str, list[int]]:
+    """Hot-spot overwrite traces (the same in every build): Zipf over 1,024 LBAs, and 80/20 over 256
+    (80% of the writes to the first 20% of the LBAs)."""
+    rng = random.Random(11)
+    zipf = zipf_sampler(rng, 1024)
+    hot = 256 // 5
+
+    def eighty_twenty():
+        return rng.randrange(hot) if rng.random() < 0.8 else rng.randrange(hot, 256)
+    return {"zipf": [zipf() for _ in range(HOT_WRITES)], "80_20": [eighty_twenty() for _ in range(HOT_WRITES)]}
+
+
+def cache_counters(dut) -> dict:
+    return {k: int(getattr(dut, f"cache_{k}").value) for k in ("in", "coalesced", "destaged", "stripes")}
+
+
+async def run_hot(tb, out, bufs, key):
+    """Each hot-spot trace at QD 16, a HINT(CHECKPOINT) every CKPT_EVERY writes and at the end (so the
+    whole trace is durable when the run ends): cycles, flash programs, the cache's counters."""
+    for name, lbas in hot_traces().items():
+        cmds = []
+        for i, lba in enumerate(lbas):
+            cmds.append(dict(opcode=Opcode.WRITE, lba=lba, nlb=1, buf=bufs[i % len(bufs)]))
+            if (i + 1) % CKPT_EVERY == 0 or i + 1 == len(lbas):
+                cmds.append(dict(opcode=Opcode.HINT, hint=Hint.CHECKPOINT))
+        p0, c0 = await programs(tb), cache_counters(tb.dut)
+        cycles, st = await run_queue(tb, cmds, QD)
+        assert set(st) == {Status.SUCCESS}
+        c1 = cache_counters(tb.dut)
+        out[f"hot_{name}_{key}"] = dict(cycles=cycles, programs=await programs(tb) - p0, writes=len(lbas),
+                                        distinct=len(set(lbas)), **{k: c1[k] - c0[k] for k in c1})
+
+
+@cocotb.test()
+async def bench_cache(dut):
+    """The hot-spot traces on the write-cache build (``FTL_CACHE_PAGES`` pages)."""
+    assert CACHE_PAGES, "run on the write-cache build"
+    tb = await FtlCoreTB.create(dut, channels=CHANNELS, ways=WAYS, slots=SLOTS, slot_words=SLOT_WORDS,
+                                capacity=CAPACITY, blocks_per_die=12, profile="realistic", name="bench_cache")
+    tb.poll_cycles = 128
+    page = tb.page
+    bufs = [tb.data + i * page for i in range(8)]
+    for i, b in enumerate(bufs):
+        tb.write_bytes(b, bytes([i]) * page)
+    cache_base = tb.data + len(bufs) * page
+    assert cache_base + CACHE_PAGES * page <= 4 << 17, "the cache must fit the harness memory"
+    dut.cache_base.value = cache_base
+    out = {"cache_pages": CACHE_PAGES}
+    await run_hot(tb, out, bufs, "cache")
+    with open(os.environ["FTL_BENCH_OUT"], "w") as f:
+        json.dump(out, f, indent=1)
 
 
 @cocotb.test()
@@ -115,6 +171,9 @@ async def bench(dut):
             assert set(st) == {Status.SUCCESS}, st
             out[f"tx_{k}_{'final' if final else 'commit'}"] = dict(cycles=cycles, programs=await programs(tb) - p0,
                                                                    transactions=PAGES // k)
+
+    # the hot-spot overwrite traces without the write cache (bench_cache runs them with it)
+    await run_hot(tb, out, bufs, "nocache")
 
     # map cache: reads only, uniform and Zipf over the whole capacity
     for name, pick in (("uniform", lambda: rng.randrange(CAPACITY)), ("zipf", zipf_sampler(rng, CAPACITY))):
