@@ -71,8 +71,20 @@ nothing bound.
 READ goes to the :class:`~rtl.ftl.reader.Reader` (its own queue, so reads do
 not wait for programs); IDENTIFY and GET_LOG copy a record the firmware keeps
 in SoC memory (``identify_base``, ``log_base``; ``spec.IDENTIFY.size`` bytes)
-to the host buffer; HINT NONE / FLUSH_GROUP complete at once (no write
-buffer yet).
+to the host buffer (IDENTIFY.volatile_cache replaced by the write cache's
+size); HINT NONE / FLUSH_GROUP complete at once.
+
+**The write cache** (``cache_pages`` > 0; docs/ftl.md, "Write cache"): a
+non-FUA WRITE copies each page into a free cache page and makes it the
+LBA's DIRTY entry, freeing the DIRTY entry it replaces (coalesced), then
+completes.  When fewer than two stripes of pages are free or being
+destaged, a DESTAGE group of the ``stripe`` least recently written DIRTY
+entries takes a publisher slot (plain-write members whose buffers are the
+cache pages, no host completion); its entries are freed when it is
+published.  FLUSH, HINT(CHECKPOINT), ATOMIC_WRITE, DEALLOCATE, TX_COMMIT, a
+final TX_WRITE, REMAP and FUA writes first destage every DIRTY entry (the
+fence), so ring order binds buffered data before them.  The reader looks
+LBAs up in the table (``crd_*``) under the cache-page lock.
 
 **Appends** live in ``max_appends`` slots (``app_live``: its token is valid;
 ``app_hold``: its pages may still be needed -- from the first page's
