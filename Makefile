@@ -25,8 +25,11 @@ gen: deps ## generate the C header from atomflash.spec into build/gen/
 	@$(PY) -m atomflash.gen_c $(BUILD)/gen/atomflash_spec.h
 	@echo "wrote $(BUILD)/gen/atomflash_spec.h"
 
-demo: deps ## the main job: run the most complete simulated system the project has
-	@$(PY) sim/demo.py
+demo: deps ## the main job: a host drives the simulated SSD (SoC + firmware + FTL + NAND models), power is cut mid-workload, the firmware recovers, the model's oracle judges every LBA
+	@$(PY) sim/demo.py $(DEMO_ARGS)
+
+demo-log: deps ## the earlier demo: the commit-flag log alone through the RTL NAND controller (no FTL, no SoC)
+	@$(PY) sim/demo_log.py
 
 test: deps ## the whole suite (cocotb on Verilator, C/Python spec identity), as CI runs it
 	@$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=25 -m "not slow" tb

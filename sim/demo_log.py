@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`make demo`: the most complete simulated piece of atomflash there is.
+"""`make demo-log`: the commit-flag log alone, before the FTL existed
+(`make demo` is the full system now: sim/demo.py).
 
 What it shows: the commit-flag log on simulated flash, through the RTL NAND controller
 (2 channels x 2 ways, BCH ECC) and four NAND behavioural models, with a power

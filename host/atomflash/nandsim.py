@@ -539,6 +539,11 @@ class Image:
     def power_cuts(self) -> int:
         return IMAGE_HEADER.unpack(self._map[:IMAGE_HEADER.size]).power_cuts
 
+    @property
+    def programs(self) -> int:
+        """Programs ever started on this image (torn ones included)."""
+        return IMAGE_HEADER.unpack(self._map[:IMAGE_HEADER.size]).program_seq
+
     def block(self, lun: int, block: int) -> BlockState:
         off = self.header.block_table_off + self._block_index(lun, block) * IMAGE_BLOCK.size
         r = IMAGE_BLOCK.unpack(self._map[off:off + IMAGE_BLOCK.size])

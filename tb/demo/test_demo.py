@@ -1,4 +1,4 @@
-"""`make demo` runs end to end and passes its own oracle check."""
+"""`sim/demo_log.py` (the log-only demo, before the FTL) runs end to end and passes its own oracle check."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_demo_passes():
-    out = subprocess.run([sys.executable, str(ROOT / "sim" / "demo.py")], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, str(ROOT / "sim" / "demo_log.py")], capture_output=True, text=True,
                          timeout=1200)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert "demo passed" in out.stdout
