@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc synth-channel bitstream board-report clean
+.PHONY: help deps gen demo demo-log test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc synth-channel bitstream board-report clean
 SIM_ARGS ?=
 BOARD ?= colorlight_i5
 BOARD_ARGS ?=
