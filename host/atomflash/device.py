@@ -529,6 +529,6 @@ class Transaction:
             return False
         if exc_type is None:
             self.commit()
-        elif self.dev.open_tids.__contains__(self.tid):
+        elif self.tid in self.dev.open_tids:
             self.abort()
         return False

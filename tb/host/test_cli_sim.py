@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.xdist_group("host_cli")
 
-from atomflash import simctl, spec
+from atomflash import errors, simctl, spec
 from atomflash.cli import EXIT_NO_DEVICE, EXIT_STATUS_BASE, EXIT_USAGE, EXIT_VALUE
 from atomflash.device import Device
 
@@ -136,6 +136,25 @@ def test_queue_depth_above_one(sim):
         assert dev.in_flight == len(reads)
         for (lba, data), c in zip(blocks.items(), reads):
             assert dev.wait(c).data == data
+        # the append/remap paper's SCSI commands, mapped onto APPEND and REMAP
+        from atomflash import scsi
+
+        rod = dev.scsi(scsi.encode_append_atomic(2), b"S" * 2 * dev.lba_size)
+        cdb, params = scsi.encode_remap([(200, scsi.decode_token(rod), 2)])
+        assert dev.scsi(cdb, params) == b""
+        assert dev.read(200, 2) == b"S" * 2 * dev.lba_size
+        with pytest.raises(errors.InvalidToken):
+            dev.scsi(cdb, params)  # spent
+        # the library's transaction context manager: commit on success, abort on an exception
+        with dev.transaction() as tx:
+            tx.write(210, b"c" * dev.lba_size)
+            assert tx.read(210) == b"c" * dev.lba_size and dev.read(210) == bytes(dev.lba_size)
+        assert dev.read(210) == b"c" * dev.lba_size
+        with pytest.raises(KeyError):
+            with dev.transaction() as tx:
+                tx.write(211, b"d" * dev.lba_size)
+                raise KeyError("the application failed")
+        assert dev.read(211) == bytes(dev.lba_size) and tx.state == "aborted"
     finally:
         dev.close()
     res = json.loads(sim("bench", "--qd", 4, "--ops", 8, "--span", 64, "--json").stdout)["results"]
