@@ -179,6 +179,8 @@ class NandCutWhen(DocEnum):
     AT_TIME = 0, "at simulated time arg1 (ns since the model opened)"
     PROGRAM = 1, "during the arg1-th program (counted from now)"
     ERASE = 2, "during the arg1-th erase (counted from now)"
+    PROGRAM_KIND = 3, ("during the (arg1 & 0xFFFFFFFF)-th program (counted from now) of a page whose OOB record "
+                       "kind (spec.Kind) is arg1 >> 32")
 
 
 class NandStat(DocEnum):
@@ -197,6 +199,21 @@ class NandStat(DocEnum):
     BUSY_NS = 0x0C, "array busy time of LUN arg1 in ns"
     COMMANDS = 0x0D, "command cycles latched"
     NOW_NS = 0x0E, "model time in ns"
+    PROGRAMS_KIND = 0x0F, "programs started of pages whose OOB record kind byte (spec.Kind) is arg1"
+
+
+# Where the model finds a page's OOB record kind (power_cut_kind, the
+# programs_by_kind statistics): spec.nand_page_layout puts the spare user bytes
+# right after the page data -- NAND_BBM_BYTES bad-block marker bytes, then the
+# OOB record -- and every codeword's BCH parity after them (parity_col), so no
+# parity sits between the data and the record and the byte is at a fixed raw
+# column: page_data + OOB_KIND_SPARE_OFFSET.  Generated into nand_model_gen.h.
+OOB_KIND_SPARE_OFFSET = spec.NAND_BBM_BYTES + spec.OOB["kind"].offset
+
+
+def oob_kind_column(page_data: int) -> int:
+    """Raw page column of the OOB record's ``kind`` byte for pages of ``page_data`` data bytes."""
+    return page_data + OOB_KIND_SPARE_OFFSET
 
 
 # -----------------------------------------------------------------------------
@@ -248,6 +265,9 @@ CONFIG_KEYS: tuple[tuple[str, str, object, str], ...] = (
     ("power_cut_ns", "int", -1, "cut power at this model time (ns since power-on; -1: never)"),
     ("power_cut_program", "int", 0, "cut power during the k-th program since power-on (0: never)"),
     ("power_cut_erase", "int", 0, "cut power during the k-th erase since power-on (0: never)"),
+    ("power_cut_kind", "int", 0, "cut power during a program of a page whose OOB record kind byte is this "
+                                 "spec.Kind value (0: never); which one: power_cut_kind_nth"),
+    ("power_cut_kind_nth", "int", 1, "power_cut_kind cuts the k-th such program since power-on (1-based)"),
     ("power_cut_progress", "float", 0.5, "how far the interrupted program/erase got (0: start .. 1: end)"),
     ("power_cut_finish", "int", 0, "1: end the simulation ($finish) when power is cut"),
     ("id_bytes", "str", PROFILE_EXTRAS["small"]["id_bytes"], "READ ID 00h bytes (hex, comma-separated)"),
@@ -594,8 +614,10 @@ class Image:
 
     def oob(self, lun: int, block: int, page: int, column: int | None = None, size: int | None = None) -> bytes:
         """The OOB record bytes (spec.OOB) as stored: at ``column`` (default: the page
-        layout's OOB column, i.e. right after the data), ``size`` bytes (default OOB.size)."""
-        column = self.geometry.page_data if column is None else column
+        layout's OOB record column, ``spec.nand_page_layout(...).oob_record_col``: right
+        after the data and the NAND_BBM_BYTES bad-block marker bytes), ``size`` bytes
+        (default OOB.size)."""
+        column = self.geometry.page_data + spec.NAND_BBM_BYTES if column is None else column
         return self.read(lun, block, page, column, spec.OOB.size if size is None else size)
 
     def pages(self, programmed_only: bool = True) -> Iterator[tuple[int, int, int]]:
@@ -627,6 +649,8 @@ def generate_header() -> str:
     out.write("#include <stdint.h>\n#include <stdlib.h>\n#include <string>\n#include \"atomflash_spec.h\"\n")
     out.write(f"\n#define AF_NANDIMG_MAGIC 0x{IMAGE_MAGIC:x}ull\n#define AF_NANDIMG_VERSION {IMAGE_VERSION}u\n")
     out.write(f"#define AF_NANDIMG_ALIGN {IMAGE_ALIGN}u\n")
+    out.write(f"#define AF_NANDMODEL_OOB_KIND_SPARE_OFF {OOB_KIND_SPARE_OFFSET}u  "
+              "/* spare byte holding the OOB record's kind: NAND_BBM_BYTES + OOB.kind offset */\n")
     for enum in (NandCtl, NandCutWhen, NandStat):
         gen_c._enum(out, enum)
     for rec in (IMAGE_HEADER, IMAGE_BLOCK, IMAGE_PAGE):
@@ -694,4 +718,5 @@ __all__ = [
     "IMAGE_HEADER", "IMAGE_BLOCK", "IMAGE_PAGE", "IMAGE_MAGIC", "IMAGE_VERSION", "Geometry", "NandCtl",
     "NandCutWhen", "NandStat", "CONFIG_KEYS", "NandConfig", "write_config", "read_stats", "plusargs", "Image",
     "PageState", "BlockState", "paired_lower", "generate_header", "write_header", "profile_defaults",
+    "OOB_KIND_SPARE_OFFSET", "oob_kind_column",
 ]

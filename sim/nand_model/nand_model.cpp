@@ -236,6 +236,7 @@ struct Lun {
     int64_t end_ps = 0;         /* when it rises */
     int64_t cut_ps = NEVER;     /* scheduled power cut inside this operation */
     double cut_progress = 0;
+    uint8_t kind = 0xFF;        /* program: the OOB record kind byte of the page being programmed */
     bool fail = false;          /* the operation will end with FAIL */
     uint8_t status_fail = 0;    /* SR[0] of the last program/erase */
     uint64_t busy_ps = 0;
@@ -245,6 +246,7 @@ struct Violation { std::string param; int64_t measured_ps, required_ps, t_ps; };
 
 struct Stats {
     uint64_t reads = 0, programs = 0, erases = 0, bytes_in = 0, bytes_out = 0, commands = 0;
+    uint64_t programs_kind[256] = {};  /* programs by the OOB record kind byte of the page programmed */
     uint64_t protocol_errors = 0, media_violations = 0, bit_errors = 0, program_fails = 0, erase_fails = 0;
     uint64_t nop_violations = 0, order_violations = 0;
     uint64_t timing[AF_ONFI_TIMING_COUNT + 1] = {};  /* last slot: tCCS (not an ONFI table entry) */
@@ -348,6 +350,7 @@ private:
     std::vector<int64_t> fail_prog_rows, fail_erase_blocks, fail_prog_nth, fail_erase_nth;
     int64_t n_prog = 0, n_erase = 0;   /* since power-on, for *_nth and cuts */
     int64_t cut_at_ps = NEVER, cut_prog_k = 0, cut_erase_k = 0;
+    int64_t cut_kind = 0, cut_kind_k = 0, n_prog_kind = 0;  /* cut in the cut_kind_k-th program of kind cut_kind */
     double cut_progress = 0.5;
     bool powered = false;
     bool power_lost = false;
@@ -769,6 +772,9 @@ void NandModel::power_on(int64_t cycle) {
     cut_at_ps = cfg.power_cut_ns >= 0 ? cfg.power_cut_ns * 1000 : NEVER;
     cut_prog_k = cfg.power_cut_program;
     cut_erase_k = cfg.power_cut_erase;
+    cut_kind = cfg.power_cut_kind & 0xFF;
+    cut_kind_k = cut_kind ? std::max<int64_t>(1, cfg.power_cut_kind_nth) : 0;
+    n_prog_kind = 0;
     cut_progress = std::min(1.0, std::max(0.0, cfg.power_cut_progress));
     stats_path = cfg.stats.empty() ? cfg.image + ".stats.json" : cfg.stats;
     if (trace) fclose(trace);
@@ -802,6 +808,17 @@ void NandModel::write_stats() {
             cfg.image.c_str(), now / 1000.0, mode);
     fprintf(f, "  \"reads\": %" PRIu64 ",\n  \"programs\": %" PRIu64 ",\n  \"erases\": %" PRIu64 ",\n", st.reads,
             st.programs, st.erases);
+    fprintf(f, "  \"programs_by_kind\": {");
+    bool first_kind = true;
+    for (unsigned k = 0; k < 256; k++) {
+        if (!st.programs_kind[k]) continue;
+        const char *name = af_kind_name(k);
+        char hex[8];
+        if (!strcmp(name, "?")) snprintf(hex, sizeof hex, "0x%02x", k), name = hex;
+        fprintf(f, "%s\"%s\": %" PRIu64, first_kind ? "" : ", ", name, st.programs_kind[k]);
+        first_kind = false;
+    }
+    fprintf(f, "},\n");
     fprintf(f, "  \"bytes_in\": %" PRIu64 ",\n  \"bytes_out\": %" PRIu64 ",\n  \"commands\": %" PRIu64 ",\n",
             st.bytes_in, st.bytes_out, st.commands);
     fprintf(f, "  \"busy_ns\": [");
@@ -1382,8 +1399,15 @@ void NandModel::do_program_start(int lun, int64_t row, bool copyback) {
     int64_t b, p;
     decode_row(row, lun2, b, p);
     int64_t bidx = block_index(lun, b), pidx = bidx * cfg.pages_per_block + p;
+    /* The page register holds the whole page as it will be programmed, however the
+     * host assembled it (one data input, CHANGE WRITE COLUMN chunks, COPYBACK READ
+     * plus patches); the channel puts BCH parity after the spare user bytes, so the
+     * OOB record's kind is at a fixed raw column (nandsim.oob_kind_column). */
+    int64_t kind_col = cfg.page_data + AF_NANDMODEL_OOB_KIND_SPARE_OFF;
+    uint8_t kind = kind_col < page_bytes ? l.reg[kind_col] : 0xFF;
     n_prog++;
     st.programs++;
+    st.programs_kind[kind]++;
     tracef("%s lun %d block %" PRId64 " page %" PRId64, copyback ? "COPYBACK_PROGRAM" : "PROGRAM", lun, b, p);
     bool fail = false;
     const char *why = nullptr;
@@ -1418,11 +1442,19 @@ void NandModel::do_program_start(int lun, int64_t row, bool copyback) {
         }
     }
     start_op(lun, Op::PROGRAM, row, cfg.t_prog_ns, fail);
+    l.kind = kind;
     if (!(btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK)) ptab[pidx].flags |= AF_NANDIMG_PAGE_FLAGS_IN_PROGRESS_MASK;
     if (cut_prog_k && n_prog == cut_prog_k) {
         l.cut_ps = l.start_ps + int64_t(cut_progress * double(l.end_ps - l.start_ps));
         l.cut_progress = cut_progress;
         cut_prog_k = 0;
+    }
+    if (cut_kind_k && kind == cut_kind && ++n_prog_kind == cut_kind_k) {
+        l.cut_ps = l.start_ps + int64_t(cut_progress * double(l.end_ps - l.start_ps));
+        l.cut_progress = cut_progress;
+        cut_kind_k = 0;
+        msg("info", "PROGRAM lun %d block %" PRId64 " page %" PRId64 ": OOB kind %s, power will be cut at %.0f%%",
+            lun, b, p, af_kind_name(kind), cut_progress * 100);
     }
 }
 
@@ -1594,8 +1626,10 @@ void NandModel::power_cut(const char *why) {
             int lun;
             int64_t b, p;
             decode_row(l.row, lun, b, p);
-            printf("nand%d: POWER CUT interrupts %s of LUN %zu block %" PRId64 " page %" PRId64 " at %.0f%%\n", index,
+            printf("nand%d: POWER CUT interrupts %s of LUN %zu block %" PRId64 " page %" PRId64 " at %.0f%%", index,
                    op_name(l.op), i, b, p, progress * 100);
+            if (l.op == Op::PROGRAM) printf(" (OOB kind %s)", af_kind_name(l.kind));
+            printf("\n");
             l.fail = false;
             if (l.op == Op::PROGRAM) apply_program(l, progress);
             else apply_erase(l, progress);
@@ -1746,6 +1780,11 @@ int64_t NandModel::control(int64_t cycle, int op, int64_t a0, int64_t a1, int64_
         if (a0 == AF_NANDCUTWHEN_AT_TIME) cut_at_ps = a1 * 1000;
         else if (a0 == AF_NANDCUTWHEN_PROGRAM) cut_prog_k = n_prog + a1, cut_progress = pr;
         else if (a0 == AF_NANDCUTWHEN_ERASE) cut_erase_k = n_erase + a1, cut_progress = pr;
+        else if (a0 == AF_NANDCUTWHEN_PROGRAM_KIND) {
+            int64_t k = a1 & 0xFFFFFFFF, kind = (a1 >> 32) & 0xFF;
+            if (k < 1 || !kind) return -1;
+            cut_kind = kind, n_prog_kind = 0, cut_kind_k = k, cut_progress = pr;
+        }
         else return -1;
         return 0;
     }
@@ -1775,6 +1814,7 @@ int64_t NandModel::control(int64_t cycle, int op, int64_t a0, int64_t a1, int64_
         case AF_NANDSTAT_BUSY_NS: return a1 >= 0 && a1 < (int64_t)luns.size() ? luns[a1].busy_ps / 1000 : -1;
         case AF_NANDSTAT_COMMANDS: return st.commands;
         case AF_NANDSTAT_NOW_NS: return now / 1000;
+        case AF_NANDSTAT_PROGRAMS_KIND: return a1 >= 0 && a1 < 256 ? int64_t(st.programs_kind[a1]) : -1;
         }
         return -1;
     case AF_NANDCTL_DUMP_STATS:

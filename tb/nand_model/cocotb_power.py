@@ -8,8 +8,9 @@ import os
 import cocotb
 from cocotb.triggers import Timer
 
-from atomflash.nandsim import NandCutWhen, paired_lower
-from atomflash.spec import OnfiCmd
+from atomflash import spec
+from atomflash.nandsim import NandCutWhen, oob_kind_column, paired_lower, read_stats
+from atomflash.spec import Kind, OnfiCmd
 from nand_tb import NandTB, pattern
 from onfi_host import NandTimeout, failed
 
@@ -148,6 +149,115 @@ async def mlc_paired_page_damage(dut):
                 else:
                     assert st.intact and img.page(0, 6, p) == full, f"page {p} (mlc={mlc}) must be untouched"
             assert img.header.bits_per_cell == (2 if mlc else 1)
+
+
+def record_page(kind: Kind, seq: int, page_data: int) -> dict[int, bytes]:
+    """Column -> bytes of a page as the NAND channel writes it (spec.nand_page_layout):
+    some data, then the bad-block marker and the OOB record right after the page
+    data, then (stand-in) BCH parity at the parity column -- three data-input
+    chunks, the record's kind in the second one."""
+    lay = spec.nand_page_layout(spec.NAND_PROFILES["small"])
+    assert lay.oob_col == page_data
+    rec = spec.pack_oob(kind=int(kind), seq=seq, vseq=seq, lba=seq if kind == Kind.DATA else 0, group_len=1)
+    return {0: pattern(32, seq), lay.oob_col: b"\xff" * spec.NAND_BBM_BYTES + rec,
+            lay.parity_col: pattern(lay.parity_bytes, 100 + seq)}
+
+
+async def program_chunks(h, row: int, chunks: dict[int, bytes], *, wait: bool = True) -> int:
+    (col0, first), *rest = chunks.items()
+    if wait:
+        return await h.program(row, col0, first, extra=dict(rest))
+    await h.select()
+    await h.cmd(OnfiCmd.PROGRAM_1)
+    await h.addr(*h.col_cycles(col0), *h.row_cycles(row))
+    await h.data_in(first)
+    for col, chunk in rest:
+        await h.cmd(OnfiCmd.CHANGE_WRITE_COL)
+        await h.addr(*h.col_cycles(col))
+        await h.data_in(chunk, first_gap_ns=200)  # tCCS
+    await h.cmd(OnfiCmd.PROGRAM_2)
+    return 0
+
+
+def page_bytes_of(chunks: dict[int, bytes], page_bytes: int) -> bytes:
+    page = bytearray(b"\xff" * page_bytes)
+    for col, chunk in chunks.items():
+        page[col:col + len(chunk)] = chunk
+    return bytes(page)
+
+
+@cocotb.test()
+async def cut_during_the_kth_program_of_a_kind(dut):
+    """power_cut_kind / power_cut_kind_nth: the 2nd program of a COMMIT record page is
+    torn; DATA and REMAP pages and the 1st COMMIT page are not; programs_by_kind counts."""
+    tb = await NandTB.create(dut, "cut_kind", power_cut_kind=int(Kind.COMMIT), power_cut_kind_nth=2)
+    h = tb.host
+    pd, pb = tb.cfg[0]["page_data"], tb.cfg[0].geometry.page_bytes
+    # Page 0: only the spare written, one data input starting at the record's column.
+    spare0 = b"\xff" * spec.NAND_BBM_BYTES + spec.pack_oob(kind=int(Kind.DATA), seq=1, lba=5, group_len=1)
+    plan = [({pd: spare0}, Kind.DATA), (record_page(Kind.COMMIT, 2, pd), Kind.COMMIT),
+            (record_page(Kind.REMAP, 3, pd), Kind.REMAP), (record_page(Kind.CHECKPOINT, 4, pd), Kind.CHECKPOINT)]
+    for page, (chunks, _) in enumerate(plan):
+        assert not failed(await program_chunks(h, tb.row(8, page), chunks)), page
+    assert await tb.stat("PROGRAMS_KIND", int(Kind.COMMIT)) == 1
+    assert not tb.power_lost()
+    cut = record_page(Kind.COMMIT, 5, pd)
+    await program_chunks(h, tb.row(8, len(plan)), cut, wait=False)
+    await expect_dead(tb)
+    with tb.image() as img:
+        for page, (chunks, kind) in enumerate(plan):
+            assert img.page_state(0, 8, page).intact, page
+            assert img.page(0, 8, page) == page_bytes_of(chunks, pb), page
+            assert img.oob(0, 8, page)[0] == kind
+        st = img.page_state(0, 8, len(plan))
+        assert st.torn and not st.intact
+        got = img.page(0, 8, len(plan))
+        assert got != page_bytes_of(cut, pb) and got != b"\xff" * pb
+        assert img.power_cuts == 1
+    s = read_stats(tb.cfg[0].stats_path())
+    assert s["programs"] == 5
+    assert s["programs_by_kind"] == {"DATA": 1, "COMMIT": 2, "REMAP": 1, "CHECKPOINT": 1}, s["programs_by_kind"]
+    # Other kinds never cut; a kind that never comes never cuts.
+    tb = await NandTB.create(dut, "cut_kind_none", power_cut_kind=int(Kind.TRIM))
+    h = tb.host
+    for page, (chunks, _) in enumerate(plan):
+        assert not failed(await program_chunks(h, tb.row(8, page), chunks)), page
+    assert not tb.power_lost()
+    s = await tb.expect_clean()
+    assert sum(s["programs_by_kind"].values()) == s["programs"] == 4
+
+
+@cocotb.test()
+async def cut_by_kind_from_the_control_port_in_a_copyback(dut):
+    """SCHEDULE_CUT PROGRAM_KIND: a COPYBACK PROGRAM whose patch makes the page a GC_COPY
+    is cut; a copyback keeping kind DATA is not; programs without a record count as ERASED."""
+    tb = await NandTB.create(dut, "cut_kind_cb")
+    h = tb.host
+    pd, pb = tb.cfg[0]["page_data"], tb.cfg[0].geometry.page_bytes
+    col = pd + spec.NAND_BBM_BYTES
+    assert col + spec.OOB["kind"].offset == oob_kind_column(pd)
+    assert not failed(await h.program(tb.row(9, 0), 0, pattern(16, 7)))  # no record: kind byte FFh
+    src = record_page(Kind.DATA, 9, pd)
+    assert not failed(await program_chunks(h, tb.row(9, 1), src))
+    await tb.schedule_cut(NandCutWhen.PROGRAM_KIND, 1 | int(Kind.GC_COPY) << 32, progress=0.5)
+    await h.read(tb.row(9, 1), 0, 0, copyback=True)
+    assert not failed(await h.copyback_program(tb.row(9, 2)))  # still DATA: no cut
+    assert not tb.power_lost()
+    assert await tb.stat("PROGRAMS_KIND", int(Kind.DATA)) == 2
+    assert await tb.stat("PROGRAMS_KIND", int(Kind.ERASED)) == 1
+    moved = spec.pack_oob(kind=int(Kind.GC_COPY), seq=10, vseq=9, lba=9, group_len=1)
+    await h.read(tb.row(9, 1), 0, 0, copyback=True)
+    await h.select()
+    await h.cmd(OnfiCmd.CHANGE_WRITE_COL)
+    await h.addr(*h.col_cycles(col), *h.row_cycles(tb.row(9, 3)))
+    await h.data_in(moved)
+    await h.cmd(OnfiCmd.PROGRAM_2)
+    await expect_dead(tb)
+    with tb.image() as img:
+        assert img.page(0, 9, 2) == page_bytes_of(src, pb) and img.page_state(0, 9, 2).intact
+        assert img.page_state(0, 9, 3).torn
+    s = read_stats(tb.cfg[0].stats_path())
+    assert s["programs_by_kind"] == {"DATA": 2, "GC_COPY": 1, "ERASED": 1}, s["programs_by_kind"]
 
 
 @cocotb.test()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from atomflash import nandsim
+from atomflash import nandsim, spec
 from tb.common import runner
 
 HERE = Path(__file__).resolve().parent
@@ -91,6 +91,29 @@ def test_header_declares_every_key():
     for key, typ, _, _ in nandsim.CONFIG_KEYS:
         assert f'if (key == "{key}")' in text
     assert "AF_NANDCTL_RELOAD" in text and "af_nandimg_page_t" in text
+
+
+@pytest.mark.parametrize("profile", sorted(spec.NAND_PROFILES))
+def test_oob_kind_column_follows_the_page_layout(profile):
+    """The model reads the OOB record's kind at the column spec.nand_page_layout puts it
+    (no parity in between), from the generated header; Image.oob reads the record there."""
+    prof = spec.NAND_PROFILES[profile]
+    lay = spec.nand_page_layout(prof)
+    col = lay.oob_record_col + spec.OOB["kind"].offset
+    assert nandsim.oob_kind_column(prof.page_data) == col
+    assert lay.parity_col >= lay.oob_record_col + spec.OOB.size, "parity after the record"
+    assert f"#define AF_NANDMODEL_OOB_KIND_SPARE_OFF {col - prof.page_data}u" in nandsim.generate_header()
+
+
+def test_image_oob_reads_the_record(tmp_path):
+    cfg = nandsim.NandConfig("small")
+    lay = spec.nand_page_layout(spec.NAND_PROFILES["small"])
+    rec = spec.pack_oob(kind=int(spec.Kind.COMMIT), seq=7)
+    page = bytearray(b"\xff" * cfg.geometry.page_bytes)
+    page[lay.oob_record_col:lay.oob_record_col + len(rec)] = rec
+    with nandsim.Image.create(tmp_path / "x.img", cfg) as img:
+        img.program(0, 1, 0, bytes(page))
+        assert img.oob(0, 1, 0) == rec and spec.unpack_oob(img.oob(0, 1, 0)).kind == spec.Kind.COMMIT
 
 
 def test_image_reader_rejects_foreign_files(tmp_path):
