@@ -94,7 +94,9 @@
  * injected when the array is read into the page register, at
  * bit_error_rate + bit_error_growth * erase_count per bit (positions drawn by
  * geometric gaps, so a low rate costs little).  A power cut -- at a time, or
- * at a given progress into the k-th program or erase -- tears the operation
+ * at a given progress into the k-th program or erase, or into the k-th
+ * program of a page whose OOB record has a given kind (the byte at the page
+ * layout's record column, from nand_model_gen.h) -- tears the operation
  * in flight: a torn page keeps each bit the program was to clear with
  * probability `progress` plus scattered marginal bits; an interrupted erase
  * sets each 0 bit of each page of the block with probability `progress`.  In
