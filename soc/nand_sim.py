@@ -42,7 +42,9 @@ def add_nand_models(soc, *, channels: int, ways: int, gen_dir: Path):
     ``soc.nand_pins[c * ways + w]`` holds each model's pins (migen signals)."""
     from atomflash import nandsim  # the model's generated C++ header
 
-    nandsim.write_header(gen_dir)
+    header = nandsim.write_header(gen_dir)
+    # generated, not compiled on its own: soc/sim.py hashes it with the sources
+    soc.sim_hash_extra = [*getattr(soc, "sim_hash_extra", []), Path(header)]
     soc.platform.add_source(str(MODEL_DIR / "nand_model.sv"))
     soc.sim_sources.append(MODEL_DIR / "nand_model.cpp")
     soc.sim_cflags.append(f"-I{gen_dir} -I{MODEL_DIR}")

@@ -40,6 +40,7 @@ import argparse
 import fcntl
 import hashlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -197,6 +198,7 @@ def sim_config(args):
     return cfg
 
 
+SRC_ATTR = re.compile(rb'\(\* src = "[^"]*" \*\)\s*')
 RUN_LINKS = ("modules", "sim_rom.init", "sim_sram.init", "sim_main_ram.init", "sim_mem.init", "csr.csv")
 
 
@@ -231,8 +233,11 @@ def prepare_run_dir(gw: Path, run_dir: Path, *, host_port: int | None = None) ->
 def _content_for_hash(path: Path) -> bytes:
     data = path.read_bytes()
     if path.suffix in VERILOG_EXT:
-        # LiteX stamps the build date (and a sha) into comments of sim.v.
+        # LiteX stamps the build date (and a sha) into comments of sim.v; Amaranth
+        # names Python source lines in (* src = ... *) attributes, which move with
+        # every edit of an RTL file but change nothing Verilator compiles.
         data = b"\n".join(l for l in data.splitlines() if not l.lstrip().startswith(b"//"))
+        data = SRC_ATTR.sub(b"", data)
     return data
 
 
@@ -268,6 +273,8 @@ def verilator_command(soc, gw: Path, args) -> tuple[list[str], str]:
         cmd.append(f"THREADS={args.threads}")
     if args.trace_fst:
         cmd.append("TRACE_FST=1")
+    for extra in getattr(soc, "sim_hash_extra", []):  # headers the sources include (generated ones)
+        h.update(str(extra).encode() + b"\0" + Path(extra).read_bytes())
     for glue in ("sim_init.cpp", "sim_header.h", "variables.mak"):
         h.update((gw / glue).read_bytes())
     h.update(makefile.read_bytes())
