@@ -142,7 +142,15 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
 
     args = socsim.parse_args(cfg.build_args())
     t0 = time.monotonic()
-    gw = socsim.build(args)
+    # In a child process: LiteX/Migen name some logic differently on a second
+    # build in one process, which would defeat soc/sim.py's Verilator cache.
+    r = subprocess.run([sys.executable, str(root / "soc" / "sim.py"), "--build-only", *cfg.build_args()],
+                       cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise SimError(f"the SoC build failed:\n{r.stdout[-3000:]}")
+    gw = Path(r.stdout.strip().splitlines()[-1])
+    if log is not None:
+        log(r.stdout)
     build_s = time.monotonic() - t0
     run_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
