@@ -1,5 +1,8 @@
 """`make demo` (sim/demo.py) end to end, shortened: a power cut mid-program
-during a mixed workload, recovery, and the oracle's verdict."""
+during a mixed workload, recovery, and the oracle's verdict.  In `make
+test-slow` (about 4 minutes): `make test` covers the same path piecewise
+(tb/host/test_cli_sim.py drives the simulated SSD, tb/soc/test_soc_powercut.py
+cuts power on it, tb/host/test_workload_verify.py proves the verdict can fail)."""
 
 import subprocess
 import sys
@@ -9,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.xdist_group("host_demo")
+pytestmark = [pytest.mark.xdist_group("host_demo"), pytest.mark.slow]
 
 
 def test_demo_survives_its_power_cut(tmp_path):
