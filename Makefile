@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo demo-log test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc synth-channel bitstream board-report clean
+.PHONY: help deps gen demo demo-log campaign test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc synth-channel bitstream board-report clean
 SIM_ARGS ?=
 BOARD ?= colorlight_i5
 BOARD_ARGS ?=
@@ -27,6 +27,9 @@ gen: deps ## generate the C header from atomflash.spec into build/gen/
 
 demo: deps ## the main job: a host drives the simulated SSD (SoC + firmware + FTL + NAND models), power is cut mid-workload, the firmware recovers, the model's oracle judges every LBA
 	@$(PY) sim/demo.py $(DEMO_ARGS)
+
+campaign: deps ## power-fault campaign on the full simulated system, judged by the model's oracle (CAMPAIGN_ARGS="--count 20 --jobs 2 --faults --report docs/campaign.md"; resumable, build/campaign)
+	@$(PY) sim/campaign.py $(CAMPAIGN_ARGS)
 
 demo-log: deps ## the earlier demo: the commit-flag log alone through the RTL NAND controller (no FTL, no SoC)
 	@$(PY) sim/demo_log.py

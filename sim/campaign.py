@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""`make campaign`: power cuts across the full simulated system, judged by the model's oracle.
+
+Each *trial* starts the simulated SSD (SoC + firmware + FTL core + NAND
+models, ``atomflash.simctl``) on a copy of a seasoned base image (filled, GC
+and checkpoints already on flash), sets GC and checkpoints to run often,
+drives a random host workload (``atomflash.workload``: plain writes several in
+flight, atomic groups, transactions committed/final/aborted, appends with
+remaps and releases, trims, flushes) mirrored in the semantic model, and
+cuts power at the trial's *cut site*:
+
+=============  ==========================================================
+site           how
+=============  ==========================================================
+``random``     a random instant of the workload: the simulator is killed
+               (every target at once; a program in progress completes or
+               never started, the model writes pages whole)
+``program``    during the k-th program of a random target (a torn page)
+``erase``      during the k-th erase of a random target
+``kind:K``     during the k-th program of a page whose OOB kind is K
+               (COMMIT/REMAP records, CHECKPOINT pages, GC_COPY relocations,
+               TRIM records), when the NAND model supports it
+``recovery``   a program cut as above, then a second cut at a random
+               instant of the next boot (while the firmware recovers)
+=============  ==========================================================
+
+Then it restarts on the same images, lets the firmware recover, reads the
+workload's LBAs back and judges them (``workload.verify``): every acknowledged
+write, commit and remap present; every group, transaction and remap
+all-or-nothing; nothing else changed; and the device must take new work.
+``--faults`` adds the NAND model's bit errors, a program and an erase failure
+and MLC paired-page damage.
+
+Outcomes: ``pass``; ``violation`` (the oracle's list); ``mismatch`` (the device
+answered a command differently from the model before the cut); ``no-cut``
+(the workload ended first: power is then cut by killing the simulator, still
+judged); ``boot-failure``; ``error``.  Every failing trial keeps its directory
+(images before and after, console log, ``trial.json``) and prints its replay
+command; results append to ``<dir>/results.jsonl``, so a campaign resumes
+where it stopped.  ``--report`` writes the counts per site and outcome.
+
+    python sim/campaign.py --count 20 --jobs 2                # a campaign
+    python sim/campaign.py --exhaustive                       # every program/erase of a fixed workload, target 0
+    python sim/campaign.py --replay build/campaign/t0007/trial.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "host"))
+
+from atomflash import nandsim, simctl, spec  # noqa: E402
+from atomflash.device import Device  # noqa: E402
+from atomflash.transport import TransportError  # noqa: E402
+from atomflash.workload import Mismatch, Recorder, random_workload, read_span, verify  # noqa: E402
+
+TARGETS = 4                 # the default build: 2 channels x 2 ways
+BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly
+SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
+SETUP = ("ckpt every 32", "gc thresholds 10 12")  # per boot: checkpoints and GC often
+KINDS = {"commit": spec.Kind.COMMIT, "remap": spec.Kind.REMAP, "checkpoint": spec.Kind.CHECKPOINT,
+         "gc": spec.Kind.GC_COPY, "trim": spec.Kind.TRIM}
+SITES = ("random", "program", "erase", "recovery", *(f"kind:{k}" for k in KINDS))
+
+
+def kind_cut_supported() -> bool:
+    return any(k == "power_cut_kind" for k, *_ in nandsim.CONFIG_KEYS)
+
+
+@dataclass
+class Trial:
+    id: int
+    seed: int
+    site: str
+    commands: int
+    faults: bool = False
+    target: int = 0
+    cut: dict = field(default_factory=dict)           # model keys for `target` (or every target: random)
+    recovery_cut_ns: int = 0                          # second cut during the next boot (site recovery)
+    kill_after_s: float = 0.0                         # site random: wall seconds into the workload
+    fault_keys: dict = field(default_factory=dict)
+
+    @classmethod
+    def draw(cls, tid: int, seed: int, site: str, commands: int, faults: bool) -> "Trial":
+        rnd = random.Random(seed)
+        t = cls(tid, seed, site, commands, faults, target=rnd.randrange(TARGETS))
+        per_target_programs = max(commands * 2 // TARGETS, 4)
+        if site in ("program", "recovery"):
+            t.cut = {"power_cut_program": rnd.randint(1, per_target_programs)}
+        elif site == "erase":
+            t.cut = {"power_cut_erase": rnd.randint(1, 3)}
+        elif site == "random":
+            t.kill_after_s = round(rnd.uniform(1.0, 25.0), 2)
+        elif site.startswith("kind:"):
+            t.cut = {"power_cut_kind": int(KINDS[site[5:]]), "power_cut_kind_nth": rnd.randint(1, 2)}
+        if t.cut:
+            t.cut["power_cut_progress"] = round(rnd.uniform(0.05, 0.95), 3)
+            t.cut["power_cut_finish"] = 1
+        if site == "recovery":
+            t.recovery_cut_ns = rnd.randint(1_000_000, 12_000_000)
+        if faults:
+            t.fault_keys = {"bit_error_rate": 2e-5, "mlc_paired": 1,
+                            "fail_program_nth": str(rnd.randint(5, 40)), "fail_erase_nth": str(rnd.randint(1, 4))}
+        return t
+
+
+# -- the base image -------------------------------------------------------------
+
+def prepare_base(base: Path, log=print) -> dict[int, bytes]:
+    """Fresh images, a fill that makes GC and checkpoints happen, a clean stop.
+    Returns the base's contents over the span (the oracle's initial state)."""
+    done = base / "initial.json"
+    if done.exists():
+        return {int(k): bytes.fromhex(v) for k, v in json.loads(done.read_text()).items()}
+    log(f"campaign: preparing the base image in {base} ...")
+    cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)
+    simctl.start(base, cfg, fresh=True)
+    try:
+        for line in SETUP:
+            simctl.console_command(line, base)
+        out = simctl.console_command(f"io random 9 300 {SPAN}", base, timeout=1800)
+        if "error" in out:
+            raise RuntimeError(f"base fill failed: {out}")
+        dev = Device.attach_sim(base)
+        initial = read_span(dev, SPAN)
+        dev.close()
+        gc = simctl.console_command("gc", base)
+        ck = simctl.console_command("ckpt", base)
+    finally:
+        simctl.stop(base)
+    log(f"campaign: base ready ({gc.splitlines()[0] if gc else ''}; {ck.splitlines()[0] if ck else ''})")
+    done.write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
+    return initial
+
+
+# -- one trial ----------------------------------------------------------------------
+
+def _start(run_dir: Path, keys_for: dict[int, dict], every: dict | None = None):
+    cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN, image=str(run_dir / "nand"),
+                           nand_set=dict(every or {}),
+                           target_set=[keys_for.get(t, {}) for t in range(TARGETS)])
+    return simctl.start(run_dir, cfg, fresh=False, boot_timeout=600)
+
+
+def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes]) -> dict:
+    tdir = out / f"t{trial.id:05d}"
+    shutil.rmtree(tdir, ignore_errors=True)
+    tdir.mkdir(parents=True)
+    for i in range(TARGETS):
+        shutil.copy(base / f"nand{i}.img", tdir / f"nand{i}.img")
+    (tdir / "trial.json").write_text(json.dumps(asdict(trial), indent=2))
+    res = {"id": trial.id, "site": trial.site, "seed": trial.seed, "faults": trial.faults, "outcome": "error",
+           "detail": "", "commands": 0, "in_flight": 0, "cut_seen": False}
+    t0 = time.monotonic()
+    rec = None
+    try:
+        try:
+            _start(tdir, {trial.target: trial.cut} if trial.cut else {}, trial.fault_keys)
+        except simctl.SimError as e:
+            res.update(outcome="boot-failure", detail=str(e)[-800:])
+            return res
+        for line in SETUP:
+            simctl.console_command(line, tdir)
+        dev = Device.attach_sim(tdir, timeout=300)
+        rec = Recorder(dev, initial=initial)
+        killer = None
+        if trial.kill_after_s:
+            import threading
+
+            killer = threading.Timer(trial.kill_after_s, simctl.stop, args=(tdir,), kwargs={"power_cut": True})
+            killer.start()
+        try:
+            random_workload(rec, random.Random(trial.seed), commands=trial.commands, span=SPAN, salt=trial.seed)
+        except TransportError:
+            res["cut_seen"] = True
+        except Mismatch as e:
+            res.update(outcome="mismatch", detail=str(e))
+            simctl.stop(tdir, power_cut=True)
+            return res
+        finally:
+            if killer is not None:
+                killer.cancel()
+        dev.close()
+        res["commands"] = rec.counts.commands
+        res["in_flight"] = len(rec.in_flight_ops)
+        if not res["cut_seen"]:
+            simctl.stop(tdir, power_cut=True)
+        simctl.wait_exit(tdir, timeout=120)
+        if trial.recovery_cut_ns:
+            try:  # the second cut: during the next boot
+                _start(tdir, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
+                res["recovery_cut"] = "after boot"  # the boot was faster than the cut
+                simctl.stop(tdir, power_cut=True)
+            except simctl.SimError:
+                res["recovery_cut"] = "during boot"
+            simctl.wait_exit(tdir, timeout=120)
+        try:
+            _start(tdir, {}, trial.fault_keys)
+        except simctl.SimError as e:
+            res.update(outcome="boot-failure", detail=str(e)[-800:])
+            return res
+        dev = Device.attach_sim(tdir, timeout=300)
+        res["recovery"] = [l for l in simctl.boot_report(tdir).splitlines() if l.startswith("recovery:")][:2]
+        recovered = read_span(dev, SPAN)
+        violations = verify(rec.model.history, recovered, lba_size=dev.lba_size, initial=initial)
+        probe = bytes([trial.id & 0xFF or 1]) * dev.lba_size
+        dev.write(SPAN, probe)
+        new_work = dev.read(SPAN) == probe
+        dev.close()
+        simctl.stop(tdir)
+        if violations:
+            res.update(outcome="violation", detail="; ".join(map(str, violations[:10])),
+                       violations=len(violations))
+        elif not new_work:
+            res.update(outcome="violation", detail="the device did not take new work after recovery")
+        else:
+            res["outcome"] = "pass" if res["cut_seen"] else "no-cut"
+    except Exception as e:  # noqa: BLE001 -- every failure becomes a reproducer
+        res.update(outcome="error", detail=f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}")
+        simctl.stop(tdir, power_cut=True)
+    finally:
+        res["wall_s"] = round(time.monotonic() - t0, 1)
+        if res["outcome"] in ("pass", "no-cut"):
+            shutil.rmtree(tdir, ignore_errors=True)
+        else:
+            shutil.copytree(base, tdir / "base", ignore=shutil.ignore_patterns("*.sock", "modules"), dirs_exist_ok=True)
+            res["replay"] = f"python sim/campaign.py --dir {out} --replay {tdir / 'trial.json'}"
+            (tdir / "result.json").write_text(json.dumps(res, indent=2))
+    return res
+
+
+# -- campaign --------------------------------------------------------------------------
+
+def _done(results: Path) -> dict[int, dict]:
+    if not results.exists():
+        return {}
+    out = {}
+    for line in results.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            out[r["id"]] = r
+    return out
+
+
+def report(results: list[dict], path: Path | None, args) -> str:
+    sites = sorted({r["site"] for r in results})
+    outcomes = ["pass", "no-cut", "violation", "mismatch", "boot-failure", "error"]
+    lines = ["| site | trials | " + " | ".join(outcomes) + " | mean ops in flight at the cut |",
+             "| --- | ---: | " + " | ".join("---:" for _ in outcomes) + " | ---: |"]
+    for s in sites:
+        rs = [r for r in results if r["site"] == s]
+        fl = [r.get("in_flight", 0) for r in rs if r.get("cut_seen")]
+        counts = " | ".join(str(sum(r["outcome"] == o for r in rs)) for o in outcomes)
+        lines.append(f"| {s} | {len(rs)} | {counts} | {sum(fl) / len(fl):.1f} |" if fl else
+                     f"| {s} | {len(rs)} | {counts} | - |")
+    table = "\n".join(lines)
+    if path:
+        fails = [r for r in results if r["outcome"] not in ("pass", "no-cut")]
+        text = f"""# Power-fault campaign (`make campaign`)
+
+Generated by `sim/campaign.py` ({len(results)} trials; seed {args.seed}; commands per trial {args.commands};
+{TARGETS} NAND targets x {BLOCKS_PER_LUN} blocks per LUN, small profile; faults {'on' if args.faults else 'off'}).
+Each trial: a seasoned base image, a random host workload mirrored in the model, a power cut at the
+site, restart, recovery, every LBA of the workload judged by the model's oracle, new work accepted.
+
+{table}
+
+Failures: {len(fails)}.
+""" + "".join(f"\n* trial {r['id']} ({r['site']}): {r['outcome']}: {r['detail'][:300]}\n  replay: `{r.get('replay')}`"
+              for r in fails)
+        path.write_text(text)
+    return table
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--count", type=int, default=10, help="trials (resumes: trials already in results.jsonl are kept)")
+    p.add_argument("--seed", type=int, default=1, help="campaign seed (trial i uses seed * 100003 + i)")
+    p.add_argument("--jobs", type=int, default=2, help="trials in parallel (one simulator each)")
+    p.add_argument("--commands", type=int, default=40, help="workload commands per trial (the cut ends it first)")
+    p.add_argument("--sites", default=",".join(s for s in SITES if not s.startswith("kind:") or kind_cut_supported()),
+                   help="cut sites to rotate through")
+    p.add_argument("--faults", action="store_true", help="bit errors, program/erase failures, MLC paired pages")
+    p.add_argument("--dir", type=Path, default=ROOT / "build" / "campaign", help="campaign directory")
+    p.add_argument("--report", type=Path, default=None, help="write the report (markdown) here")
+    p.add_argument("--replay", type=Path, default=None, help="run this trial.json again")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="cut at every program (then every erase) of target 0 for one fixed workload")
+    p.add_argument("--max-k", type=int, default=0, help="--exhaustive: up to this program index (0: until no cut)")
+    args = p.parse_args(argv)
+    out = args.dir.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    base = out / "base"
+    initial = prepare_base(base)
+
+    if args.replay:
+        t = Trial(**json.loads(args.replay.read_text()))
+        r = run_trial(t, base, out / "replay", initial)
+        print(json.dumps(r, indent=2))
+        return 0 if r["outcome"] in ("pass", "no-cut") else 1
+
+    results_path = out / "results.jsonl"
+    done = _done(results_path)
+    sites = [s for s in args.sites.split(",") if s]
+    for s in sites:
+        if s not in SITES:
+            p.error(f"--sites: {s} is not one of {', '.join(SITES)}")
+        if s.startswith("kind:") and not kind_cut_supported():
+            p.error(f"--sites {s}: this NAND model has no power_cut_kind key")
+    if args.exhaustive:
+        trials = []
+        k_max = args.max_k or args.commands * 2
+        for k in range(1, k_max + 1):
+            t = Trial(10_000 + k, args.seed, "program", args.commands, args.faults, target=0,
+                      cut={"power_cut_program": k, "power_cut_progress": 0.5, "power_cut_finish": 1})
+            trials.append(t)
+        for k in range(1, 4):
+            trials.append(Trial(20_000 + k, args.seed, "erase", args.commands, args.faults, target=0,
+                                cut={"power_cut_erase": k, "power_cut_progress": 0.5, "power_cut_finish": 1}))
+    else:
+        trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults)
+                  for i in range(args.count)]
+    todo = [t for t in trials if t.id not in done]
+    print(f"campaign: {len(trials)} trials ({len(trials) - len(todo)} already done), {args.jobs} in parallel, "
+          f"results in {results_path}")
+    try:
+        from tqdm import tqdm
+        bar = tqdm(total=len(todo), unit="cut", disable=not sys.stderr.isatty())
+    except ImportError:  # pragma: no cover
+        bar = None
+    with ProcessPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
+        futs = {pool.submit(run_trial, t, base, out, initial): t for t in todo}
+        for f in as_completed(futs):
+            r = f.result()
+            done[r["id"]] = r
+            with open(results_path, "a") as fh:
+                fh.write(json.dumps(r) + "\n")
+            if bar:
+                bar.update(1)
+            mark = "ok " if r["outcome"] in ("pass", "no-cut") else "FAIL"
+            print(f"{mark} trial {r['id']:5d} {r['site']:16} {r['outcome']:12} ops {r['commands']:3d} "
+                  f"in flight {r['in_flight']}  {r['wall_s']:.0f} s" + (f"  {r['detail'][:200]}" if mark == 'FAIL' else ""),
+                  flush=True)
+            if mark == "FAIL":
+                print(f"     replay: {r.get('replay')}", flush=True)
+    if bar:
+        bar.close()
+    results = [done[t.id] for t in trials if t.id in done]
+    print(report(results, args.report, args))
+    bad = [r for r in results if r["outcome"] not in ("pass", "no-cut")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
