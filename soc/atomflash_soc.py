@@ -84,28 +84,21 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> 
 
 # Simulation platform ---------------------------------------------------------
 
+def _sim_serial(index: int):
+    """A simulated byte stream (litex_sim's serial2console / serial2tcp pads)."""
+    return ("serial", index,
+            *(Subsignal(f"{side}_{sig}", Pins(8 if sig == "data" else 1))
+              for side in ("source", "sink") for sig in ("valid", "ready", "data")))
+
+
 _sim_io = [
     ("sys_clk", 0, Pins(1)),
     ("sys_rst", 0, Pins(1)),
-    ("serial", 0,
-        Subsignal("source_valid", Pins(1)),
-        Subsignal("source_ready", Pins(1)),
-        Subsignal("source_data", Pins(8)),
-        Subsignal("sink_valid", Pins(1)),
-        Subsignal("sink_ready", Pins(1)),
-        Subsignal("sink_data", Pins(8)),
-    ),
+    _sim_serial(0),  # the firmware console
     # The host port: a second byte stream, LiteX's UARTBone (Wishbone master)
     # behind it; soc/sim.py puts it on a TCP socket (litex_sim's serial2tcp,
     # which binds pads named "serial": hence index 1).
-    ("serial", 1,
-        Subsignal("source_valid", Pins(1)),
-        Subsignal("source_ready", Pins(1)),
-        Subsignal("source_data", Pins(8)),
-        Subsignal("sink_valid", Pins(1)),
-        Subsignal("sink_ready", Pins(1)),
-        Subsignal("sink_data", Pins(8)),
-    ),
+    _sim_serial(1),
 ]
 
 
