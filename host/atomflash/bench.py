@@ -98,9 +98,6 @@ def run_bench(dev, cfg: BenchConfig, *, progress: bool = False) -> dict:
 
         bar = tqdm(total=cfg.ops, unit="cmd", desc="bench", leave=False)
 
-    def settle(c):
-        c.check()
-
     stamp = itertools.count(1)
 
     def block():
@@ -110,7 +107,7 @@ def run_bench(dev, cfg: BenchConfig, *, progress: bool = False) -> dict:
     while issued < cfg.ops and not (cfg.duration and time.monotonic() - t_wall > cfg.duration):
         while dev.in_flight >= cfg.qd:
             for c in dev.poll(block=True):
-                settle(c)
+                c.check()
         lba = lbas.next()
         if rnd.randrange(100) < cfg.read_pct:
             dev.submit_read(lba, cfg.block_count)
@@ -128,9 +125,7 @@ def run_bench(dev, cfg: BenchConfig, *, progress: bool = False) -> dict:
             cmds = [dev.submit_tx_write(tid, lba + i, block()) for i in range(cfg.tx)]
             for c in cmds:
                 dev.wait(c)
-            from .spec import Opcode
-
-            dev.submit(Opcode.TX_COMMIT, tid=tid, detail=f"tx commit tid {tid}")
+            dev.submit_tx_commit(tid)
             done["tx"] += 1
             done["pages_written"] += cfg.tx
         else:
@@ -141,7 +136,7 @@ def run_bench(dev, cfg: BenchConfig, *, progress: bool = False) -> dict:
         if bar is not None:
             bar.update(1)
     for c in dev.poll(block=False):
-        settle(c)
+        c.check()
     dev.wait_all()
     if bar is not None:
         bar.close()

@@ -400,8 +400,11 @@ class Device:
     def trim(self, lba: int, nlb: int = 1) -> None:
         self.wait(self.submit_trim(lba, nlb))
 
+    def submit_flush(self) -> Command:
+        return self.submit(Opcode.FLUSH, detail="flush")
+
     def flush(self) -> None:
-        self.wait(self.submit(Opcode.FLUSH, detail="flush"))
+        self.wait(self.submit_flush())
 
     def hint(self, hint: Hint | int) -> None:
         self.wait(self.submit(Opcode.HINT, hint=int(hint), detail=f"hint {int(hint)}"))
@@ -445,15 +448,21 @@ class Device:
     def tx_read(self, tid: int, lba: int, nlb: int = 1) -> bytes:
         return self.wait(self.submit_read(lba, nlb, tid=tid)).data
 
+    def submit_tx_commit(self, tid: int) -> Command:
+        return self.submit(Opcode.TX_COMMIT, tid=tid, detail=f"tx commit tid {tid}")
+
+    def submit_tx_abort(self, tid: int) -> Command:
+        return self.submit(Opcode.TX_ABORT, tid=tid, detail=f"tx abort tid {tid}")
+
     def tx_commit(self, tid: int) -> None:
         try:
-            self.wait(self.submit(Opcode.TX_COMMIT, tid=tid, detail=f"tx commit tid {tid}"))
+            self.wait(self.submit_tx_commit(tid))
         finally:
             self.open_tids.discard(tid)
 
     def tx_abort(self, tid: int) -> None:
         try:
-            self.wait(self.submit(Opcode.TX_ABORT, tid=tid, detail=f"tx abort tid {tid}"))
+            self.wait(self.submit_tx_abort(tid))
         finally:
             self.open_tids.discard(tid)
 
@@ -463,22 +472,30 @@ class Device:
         return Transaction(self, tid or self.new_tid())
 
     # append / remap
-    def append(self, data: bytes, *, fua: bool = False) -> int:
-        """Stage ``data`` bound to no LBA; returns its 8-byte token (an int)."""
+    def submit_append(self, data: bytes, *, fua: bool = False) -> Command:
         n = self._blocks(data)
         self.counts["pages_written"] += n
-        return self.wait(self.submit(Opcode.APPEND, nlb=n, flags=FUA if fua else 0, payload=data,
-                                     detail=f"append x {n}")).result
+        return self.submit(Opcode.APPEND, nlb=n, flags=FUA if fua else 0, payload=data, detail=f"append x {n}")
+
+    def append(self, data: bytes, *, fua: bool = False) -> int:
+        """Stage ``data`` bound to no LBA; returns its 8-byte token (an int)."""
+        return self.wait(self.submit_append(data, fua=fua)).result
+
+    def submit_remap(self, triples: Iterable[tuple[int, int, int]]) -> Command:
+        triples = list(triples)
+        lst = b"".join(spec.REMAP_ENTRY.pack(lba=lba, token=token, nlb=nlb) for lba, token, nlb in triples)
+        return self.submit(Opcode.REMAP, nlist=len(triples), list_entries=lst,
+                           detail=f"remap of {len(triples)} triples")
 
     def remap(self, triples: Iterable[tuple[int, int, int]]) -> None:
         """Bind every (lba, token, nlb) at once (the tokens are spent)."""
-        triples = list(triples)
-        lst = b"".join(spec.REMAP_ENTRY.pack(lba=lba, token=token, nlb=nlb) for lba, token, nlb in triples)
-        self.wait(self.submit(Opcode.REMAP, nlist=len(triples), list_entries=lst,
-                              detail=f"remap of {len(triples)} triples"))
+        self.wait(self.submit_remap(triples))
+
+    def submit_release(self, token: int) -> Command:
+        return self.submit(Opcode.RELEASE, token=token, detail=f"release token 0x{token:016x}")
 
     def release(self, token: int) -> None:
-        self.wait(self.submit(Opcode.RELEASE, token=token, detail=f"release token 0x{token:016x}"))
+        self.wait(self.submit_release(token))
 
     def scsi(self, cdb: bytes, data: bytes = b"") -> bytes:
         """Execute one of the append/remap paper's SCSI commands (APPEND

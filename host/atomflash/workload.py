@@ -28,7 +28,7 @@ from typing import Callable, Mapping
 
 from .model import Limits, Model
 from .model.oracle import Violation, check_after_cut
-from .spec import Opcode, Status
+from .spec import Status
 
 __all__ = ["Recorder", "Mismatch", "random_workload", "read_span", "verify", "WorkloadCounts"]
 
@@ -126,7 +126,7 @@ class Recorder:
     def flush(self):
         self.drain()
         self.counts.flushes += 1
-        cmd = self._sync("flush", self.dev.submit(Opcode.FLUSH, detail="flush"), _Ok())
+        cmd = self._sync("flush", self.dev.submit_flush(), _Ok())
         if cmd.ok:
             self.model.flush()  # completed writes are durable once the device says so
         return cmd
@@ -148,23 +148,20 @@ class Recorder:
 
     def tx_commit(self, tid: int):
         self.drain()
-        cmd = self._sync(f"tx commit {tid}", self.dev.submit(Opcode.TX_COMMIT, tid=tid, detail=f"commit {tid}"),
-                         self.model.tx_commit(tid))
+        cmd = self._sync(f"tx commit {tid}", self.dev.submit_tx_commit(tid), self.model.tx_commit(tid))
         self.counts.tx_committed += cmd.ok
         return cmd
 
     def tx_abort(self, tid: int):
         self.drain()
-        cmd = self._sync(f"tx abort {tid}", self.dev.submit(Opcode.TX_ABORT, tid=tid, detail=f"abort {tid}"),
-                         self.model.tx_abort(tid))
+        cmd = self._sync(f"tx abort {tid}", self.dev.submit_tx_abort(tid), self.model.tx_abort(tid))
         self.counts.tx_aborted += cmd.ok
         return cmd
 
     def append(self, data: bytes):
         self.drain()
         comp = self.model.append(data)
-        cmd = self._sync("append", self.dev.submit(Opcode.APPEND, nlb=len(data) // self.dev.lba_size, payload=data,
-                                                   detail="append"), comp)
+        cmd = self._sync("append", self.dev.submit_append(data), comp)
         if cmd.ok:
             self.tokens[cmd.result] = comp.result
             self.counts.appends += 1
@@ -174,18 +171,14 @@ class Recorder:
     def remap(self, triples):
         self.drain()
         model_triples = [(lba, self.tokens.get(tok, tok ^ 0xDEAD), n) for lba, tok, n in triples]
-        from . import spec
-
-        lst = b"".join(spec.REMAP_ENTRY.pack(lba=lba, token=tok, nlb=n) for lba, tok, n in triples)
-        cmd = self.dev.submit(Opcode.REMAP, nlist=len(triples), list_entries=lst, detail="remap")
-        cmd = self._sync("remap", cmd, self.model.remap(model_triples))
+        cmd = self._sync("remap", self.dev.submit_remap(triples), self.model.remap(model_triples))
         self.counts.remaps += cmd.ok
         return cmd
 
     def release(self, token: int):
         self.drain()
-        cmd = self.dev.submit(Opcode.RELEASE, token=token, detail="release")
-        cmd = self._sync("release", cmd, self.model.release(self.tokens.get(token, token ^ 0xDEAD)))
+        cmd = self._sync("release", self.dev.submit_release(token),
+                         self.model.release(self.tokens.get(token, token ^ 0xDEAD)))
         self.counts.releases += cmd.ok
         return cmd
 
