@@ -147,6 +147,11 @@ class AtomflashSoC(SoCCore):
             integrated_main_ram_size=main_ram_bytes(profile, channels, ways),
             uart_name="sim",
             timer_uptime=True,
+            # A crossbar, not one shared bus: the CPU's access to a page buffer
+            # waits for the core's buffer port, which the core's DMA holds
+            # while it waits for SoC memory.  On a shared bus those two waits
+            # deadlock (until LiteX's bus timeout answers the CPU with garbage).
+            bus_interconnect="crossbar",
             **kwargs)
         # The firmware is the ROM: tell LiteX's Builder not to build its BIOS
         # (it still builds libc/libbase/compiler-rt, which the firmware links).
