@@ -117,7 +117,7 @@ class Trial:
 
 # -- the base image -------------------------------------------------------------
 
-def prepare_base(base: Path, log=print) -> dict[int, bytes]:
+def prepare_base(base: Path, gateware: Path, log=print) -> dict[int, bytes]:
     """Fresh images, a fill that makes GC and checkpoints happen, a clean stop.
     Returns the base's contents over the span (the oracle's initial state)."""
     done = base / "initial.json"
@@ -125,7 +125,7 @@ def prepare_base(base: Path, log=print) -> dict[int, bytes]:
         return {int(k): bytes.fromhex(v) for k, v in json.loads(done.read_text()).items()}
     log(f"campaign: preparing the base image in {base} ...")
     cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)
-    simctl.start(base, cfg, fresh=True)
+    simctl.start(base, cfg, fresh=True, gateware=gateware)
     try:
         for line in SETUP:
             simctl.console_command(line, base)
@@ -146,14 +146,19 @@ def prepare_base(base: Path, log=print) -> dict[int, bytes]:
 
 # -- one trial ----------------------------------------------------------------------
 
-def _start(run_dir: Path, keys_for: dict[int, dict], every: dict | None = None):
+def _start(run_dir: Path, gateware: Path, keys_for: dict[int, dict], every: dict | None = None):
     cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN, image=str(run_dir / "nand"),
                            nand_set=dict(every or {}),
                            target_set=[keys_for.get(t, {}) for t in range(TARGETS)])
-    return simctl.start(run_dir, cfg, fresh=False, boot_timeout=600)
+    return simctl.start(run_dir, cfg, fresh=False, boot_timeout=600, gateware=gateware)
 
 
-def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes]) -> dict:
+def _power_lost(run_dir: Path) -> bool:
+    """The NAND models cut the power in the current run (as configured)."""
+    return "power lost at" in simctl.boot_text(run_dir)
+
+
+def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], gateware: Path) -> dict:
     tdir = out / f"t{trial.id:05d}"
     shutil.rmtree(tdir, ignore_errors=True)
     tdir.mkdir(parents=True)
@@ -163,62 +168,85 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes]) ->
     res = {"id": trial.id, "site": trial.site, "seed": trial.seed, "faults": trial.faults, "outcome": "error",
            "detail": "", "commands": 0, "in_flight": 0, "cut_seen": False}
     t0 = time.monotonic()
-    rec = None
-    try:
-        try:
-            _start(tdir, {trial.target: trial.cut} if trial.cut else {}, trial.fault_keys)
-        except simctl.SimError as e:
-            res.update(outcome="boot-failure", detail=str(e)[-800:])
-            return res
-        for line in SETUP:
-            simctl.console_command(line, tdir)
-        dev = Device.attach_sim(tdir, timeout=300)
-        rec = Recorder(dev, initial=initial)
-        killer = None
-        if trial.kill_after_s:
-            import threading
+    phases = res["phases"] = {}
 
-            killer = threading.Timer(trial.kill_after_s, simctl.stop, args=(tdir,), kwargs={"power_cut": True})
-            killer.start()
+    def phase(name):  # wall seconds per phase, for the report and for tuning
+        phases[name] = round(time.monotonic() - t0 - sum(phases.values()), 1)
+
+    try:
+        # The cut may come before the workload: the firmware's own programs
+        # (recovery, GC at boot) count too.  That is a cut like any other.
         try:
-            random_workload(rec, random.Random(trial.seed), commands=trial.commands, span=SPAN, salt=trial.seed)
-        except TransportError:
-            res["cut_seen"] = True
-        except Mismatch as e:
-            res.update(outcome="mismatch", detail=str(e))
-            simctl.stop(tdir, power_cut=True)
-            return res
-        finally:
-            if killer is not None:
-                killer.cancel()
-        dev.close()
-        res["commands"] = rec.counts.commands
-        res["in_flight"] = len(rec.in_flight_ops)
+            _start(tdir, gateware, {trial.target: trial.cut} if trial.cut else {}, trial.fault_keys)
+        except simctl.SimError as e:
+            if not _power_lost(tdir):
+                res.update(outcome="boot-failure", detail=str(e)[-800:])
+                return res
+            res.update(cut_seen=True, cut_during="boot")
+        phase("boot")
+        rec = None
+        if not res["cut_seen"]:
+            try:
+                for line in SETUP:
+                    simctl.console_command(line, tdir)
+                dev = Device.attach_sim(tdir, timeout=300)
+                rec = Recorder(dev, initial=initial)
+            except (simctl.SimError, TransportError):
+                if not _power_lost(tdir):
+                    raise
+                res.update(cut_seen=True, cut_during="setup")
+        phase("setup")
+        if rec is not None:
+            killer = None
+            if trial.kill_after_s:
+                import threading
+
+                killer = threading.Timer(trial.kill_after_s, simctl.stop, args=(tdir,), kwargs={"power_cut": True})
+                killer.start()
+            try:
+                random_workload(rec, random.Random(trial.seed), commands=trial.commands, span=SPAN, salt=trial.seed)
+            except TransportError:
+                res.update(cut_seen=True, cut_during="workload")
+            except Mismatch as e:
+                res.update(outcome="mismatch", detail=str(e))
+                simctl.stop(tdir, power_cut=True)
+                return res
+            finally:
+                if killer is not None:
+                    killer.cancel()
+            dev.close()
+            res["commands"] = rec.counts.commands
+            res["in_flight"] = len(rec.in_flight_ops)
+        phase("workload")
         if not res["cut_seen"]:
             simctl.stop(tdir, power_cut=True)
         simctl.wait_exit(tdir, timeout=120)
+        phase("cut")
         if trial.recovery_cut_ns:
             try:  # the second cut: during the next boot
-                _start(tdir, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
+                _start(tdir, gateware, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
                 res["recovery_cut"] = "after boot"  # the boot was faster than the cut
                 simctl.stop(tdir, power_cut=True)
             except simctl.SimError:
                 res["recovery_cut"] = "during boot"
             simctl.wait_exit(tdir, timeout=120)
         try:
-            _start(tdir, {}, trial.fault_keys)
+            _start(tdir, gateware, {}, trial.fault_keys)
         except simctl.SimError as e:
             res.update(outcome="boot-failure", detail=str(e)[-800:])
             return res
+        phase("reboot")
         dev = Device.attach_sim(tdir, timeout=300)
         res["recovery"] = [l for l in simctl.boot_report(tdir).splitlines() if l.startswith("recovery:")][:2]
         recovered = read_span(dev, SPAN)
-        violations = verify(rec.model.history, recovered, lba_size=dev.lba_size, initial=initial)
+        history = rec.model.history if rec is not None else []
+        violations = verify(history, recovered, lba_size=dev.lba_size, initial=initial)
         probe = bytes([trial.id & 0xFF or 1]) * dev.lba_size
         dev.write(SPAN, probe)
         new_work = dev.read(SPAN) == probe
         dev.close()
         simctl.stop(tdir)
+        phase("verify")
         if violations:
             res.update(outcome="violation", detail="; ".join(map(str, violations[:10])),
                        violations=len(violations))
@@ -302,11 +330,12 @@ def main(argv=None) -> int:
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
     base = out / "base"
-    initial = prepare_base(base)
+    gateware = simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN))
+    initial = prepare_base(base, gateware)
 
     if args.replay:
         t = Trial(**json.loads(args.replay.read_text()))
-        r = run_trial(t, base, out / "replay", initial)
+        r = run_trial(t, base, out / "replay", initial, gateware)
         print(json.dumps(r, indent=2))
         return 0 if r["outcome"] in ("pass", "no-cut") else 1
 
@@ -340,7 +369,7 @@ def main(argv=None) -> int:
     except ImportError:  # pragma: no cover
         bar = None
     with ProcessPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
-        futs = {pool.submit(run_trial, t, base, out, initial): t for t in todo}
+        futs = {pool.submit(run_trial, t, base, out, initial, gateware): t for t in todo}
         for f in as_completed(futs):
             r = f.result()
             done[r["id"]] = r

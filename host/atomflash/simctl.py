@@ -123,11 +123,29 @@ def status(run_dir: Path | None = None) -> dict:
     return state
 
 
+def build(cfg: SimConfig | None = None, *, log=None) -> Path:
+    """Build the simulated SoC for ``cfg`` (cached: about 17 s to find it up
+    to date) and return its gateware directory, for :func:`start`."""
+    cfg = cfg or SimConfig()
+    root = source_root()
+    # In a child process: LiteX/Migen name some logic differently on a second
+    # build in one process, which would defeat soc/sim.py's Verilator cache.
+    r = subprocess.run([sys.executable, str(root / "soc" / "sim.py"), "--build-only", *cfg.build_args()],
+                       cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise SimError(f"the SoC build failed:\n{r.stdout[-3000:]}")
+    if log is not None:
+        log(r.stdout)
+    return Path(r.stdout.strip().splitlines()[-1])
+
+
 def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: bool = False,
-          boot_timeout: float = 900.0, log=None) -> dict:
+          boot_timeout: float = 900.0, log=None, gateware: Path | None = None) -> dict:
     """Build (cached) and start the simulation; returns once the firmware's
     console is up (boot, recovery and the host interface done).  ``fresh``:
-    delete the NAND images first (a factory-new device)."""
+    delete the NAND images first (a factory-new device).  ``gateware``: a
+    directory :func:`build` returned for this ``cfg`` (skips the build check;
+    runs that start often, like the power-fault campaign, build once)."""
     cfg = cfg or SimConfig()
     run_dir = Path(run_dir or default_run_dir()).resolve()
     st = status(run_dir)
@@ -142,15 +160,7 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
 
     args = socsim.parse_args(cfg.build_args())
     t0 = time.monotonic()
-    # In a child process: LiteX/Migen name some logic differently on a second
-    # build in one process, which would defeat soc/sim.py's Verilator cache.
-    r = subprocess.run([sys.executable, str(root / "soc" / "sim.py"), "--build-only", *cfg.build_args()],
-                       cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        raise SimError(f"the SoC build failed:\n{r.stdout[-3000:]}")
-    gw = Path(r.stdout.strip().splitlines()[-1])
-    if log is not None:
-        log(r.stdout)
+    gw = Path(gateware) if gateware is not None else build(cfg, log=log)
     build_s = time.monotonic() - t0
     run_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
