@@ -16,9 +16,13 @@ the words, big-endian; writes answer nothing.
 
 Flow control: serial2tcp moves up to 1,024 received bytes at a time into a
 2,048-byte ring every 500 simulated cycles and never checks for room, so the
-host keeps at most :data:`WINDOW_BYTES` unanswered bytes on the wire: it
-follows every such chunk of writes with a one-word read, whose answer proves
-the SoC consumed everything before it.
+host keeps at most :data:`WINDOW_BYTES` unanswered bytes on the wire.  The
+SoC executes commands in order, so the answer to any read proves it consumed
+everything sent before; writes only count bytes, and a one-word read is
+inserted when the next write would overflow the window (and by :meth:`sync`).
+A round trip costs at least one 500-cycle pass of the simulator's event
+loop, so this, and sending every burst of a long read before collecting the
+answers, is most of the host port's speed.
 """
 
 from __future__ import annotations
@@ -69,9 +73,16 @@ class UartBoneTransport:
                 time.sleep(0.2)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.words_read = self.words_written = 0
+        self.unanswered = 0     # bytes sent since the last answer (flow control)
+        self._last_addr = 0
+        self.round_trips = 0
 
     def close(self) -> None:
         if self.sock is not None:
+            try:
+                self.sync()
+            except TransportError:
+                pass
             self.sock.close()
             self.sock = None
 
@@ -112,22 +123,47 @@ class UartBoneTransport:
 
     # -- Transport ----------------------------------------------------------
     def read(self, addr: int, count: int) -> list[int]:
-        out: list[int] = []
+        # every burst's request at once (6 bytes each), then the answers in order
+        bursts = []
         while count:
             n = min(count, MAX_BURST)
-            self._send(self._header(CMD_READ_BURST_INCR, n, addr))
-            out += struct.unpack(f">{n}I", self._recv(4 * n))
+            bursts.append((addr, n))
             addr += 4 * n
             count -= n
-            self.words_read += n
+        out: list[int] = []
+        for i in range(0, len(bursts), WINDOW_BYTES // 6):
+            batch = bursts[i:i + WINDOW_BYTES // 6]
+            if self.unanswered + 6 * len(batch) > WINDOW_BYTES:
+                self.sync()
+            self._send(b"".join(self._header(CMD_READ_BURST_INCR, n, a) for a, n in batch))
+            for _, n in batch:
+                out += struct.unpack(f">{n}I", self._recv(4 * n))
+                self.words_read += n
+            self.unanswered = 0
+            self.round_trips += 1
         return out
 
     def write(self, addr: int, words: Sequence[int]) -> None:
+        """Sends the words; the SoC has them before it answers any later read
+        (:meth:`sync` waits for that)."""
         words = list(words)
-        per_chunk = (WINDOW_BYTES - 6) // 4
+        per_chunk = (WINDOW_BYTES - 12) // 4   # a chunk and the sync read behind it fit the window
         for i in range(0, len(words), per_chunk):
             part = words[i:i + per_chunk]
+            size = 6 + 4 * len(part)
+            if self.unanswered + size + 6 > WINDOW_BYTES:
+                self.sync()
             self._send(self._header(CMD_WRITE_BURST_INCR, len(part), addr + 4 * i)
                        + struct.pack(f">{len(part)}I", *part))
+            self.unanswered += size
             self.words_written += len(part)
-            self.read(addr + 4 * i, 1)  # its answer proves the SoC took the chunk (flow control)
+            self._last_addr = addr + 4 * i  # read back by sync(), as the old per-chunk check did
+
+    def sync(self) -> None:
+        """Until the SoC has consumed everything sent (a one-word read of the
+        last address written, or of address 0)."""
+        if self.unanswered and self.sock is not None:
+            self._send(self._header(CMD_READ_BURST_INCR, 1, self._last_addr))
+            self._recv(4)
+            self.unanswered = 0
+            self.round_trips += 1
