@@ -19,7 +19,8 @@ site           how
 ``erase``      during the k-th erase of a random target
 ``kind:K``     during the k-th program of a page whose OOB kind is K
                (COMMIT/REMAP records, CHECKPOINT pages, GC_COPY relocations,
-               TRIM records), when the NAND model supports it
+               TRIM records) on any target (each counts its own; the first
+               to get there cuts), when the NAND model supports it
 ``recovery``   a program cut as above, then a second cut at a random
                instant of the next boot (while the firmware recovers)
 =============  ==========================================================
@@ -69,6 +70,7 @@ TARGETS = 4                 # the default build: 2 channels x 2 ways
 BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly
 SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
 SETUP = ("ckpt every 32", "gc thresholds 10 12")  # per boot: checkpoints and GC often
+CALIBRATE_CUT_NS = 80_000_000  # simulated: boot (~30 ms), the setup and GC at boot (~15 ms) are over
 KINDS = {"commit": spec.Kind.COMMIT, "remap": spec.Kind.REMAP, "checkpoint": spec.Kind.CHECKPOINT,
          "gc": spec.Kind.GC_COPY, "trim": spec.Kind.TRIM}
 SITES = ("random", "program", "erase", "recovery", *(f"kind:{k}" for k in KINDS))
@@ -85,28 +87,40 @@ class Trial:
     site: str
     commands: int
     faults: bool = False
-    target: int = 0
-    cut: dict = field(default_factory=dict)           # model keys for `target` (or every target: random)
+    cuts: dict = field(default_factory=dict)          # NAND model keys per target ("0".."3")
     recovery_cut_ns: int = 0                          # second cut during the next boot (site recovery)
     kill_after_s: float = 0.0                         # site random: wall seconds into the workload
     fault_keys: dict = field(default_factory=dict)
 
     @classmethod
-    def draw(cls, tid: int, seed: int, site: str, commands: int, faults: bool) -> "Trial":
+    def draw(cls, tid: int, seed: int, site: str, commands: int, faults: bool, cal: dict) -> "Trial":
+        """``cal``: what a boot of the base does before the workload (:func:`calibrate`).  A
+        quarter of the program/erase cuts land in it (recovery, GC at boot), the rest after it."""
         rnd = random.Random(seed)
-        t = cls(tid, seed, site, commands, faults, target=rnd.randrange(TARGETS))
+        t = cls(tid, seed, site, commands, faults)
+        target = rnd.randrange(TARGETS)
         per_target_programs = max(commands * 2 // TARGETS, 4)
+        in_boot = rnd.random() < 0.25
+
+        def nth(before: int, after: int) -> int:
+            return rnd.randint(1, before) if in_boot and before else before + rnd.randint(1, after)
+
+        cut = {}
         if site in ("program", "recovery"):
-            t.cut = {"power_cut_program": rnd.randint(1, per_target_programs)}
+            cut = {target: {"power_cut_program": nth(cal["programs"][target], per_target_programs)}}
         elif site == "erase":
-            t.cut = {"power_cut_erase": rnd.randint(1, 3)}
+            cut = {target: {"power_cut_erase": nth(cal["erases"][target], 3)}}
         elif site == "random":
             t.kill_after_s = round(rnd.uniform(1.0, 25.0), 2)
         elif site.startswith("kind:"):
-            t.cut = {"power_cut_kind": int(KINDS[site[5:]]), "power_cut_kind_nth": rnd.randint(1, 2)}
-        if t.cut:
-            t.cut["power_cut_progress"] = round(rnd.uniform(0.05, 0.95), 3)
-            t.cut["power_cut_finish"] = 1
+            # every target counts its own pages of the kind; the first to reach its k-th cuts
+            kind = KINDS[site[5:]].name
+            k = rnd.randint(1, 2)
+            cut = {i: {"power_cut_kind": int(KINDS[site[5:]]),
+                       "power_cut_kind_nth": cal["by_kind"].get(kind, [0] * TARGETS)[i] + k}
+                   for i in range(TARGETS)}
+        progress = round(rnd.uniform(0.05, 0.95), 3)
+        t.cuts = {str(i): {**keys, "power_cut_progress": progress, "power_cut_finish": 1} for i, keys in cut.items()}
         if site == "recovery":
             t.recovery_cut_ns = rnd.randint(1_000_000, 12_000_000)
         if faults:
@@ -144,6 +158,52 @@ def prepare_base(base: Path, gateware: Path, log=print) -> dict[int, bytes]:
     return initial
 
 
+def calibrate(base: Path, gateware: Path, log=print) -> dict:
+    """What a boot of the base does before a workload starts: programs,
+    erases and programs per OOB kind on each target, from a clean boot with
+    the trial's setup, once GC at boot has settled.  The simulation is
+    deterministic in cycles, so a cut drawn past these counts lands in the
+    workload.  Cached in ``base/calibration.json``."""
+    done = base / "calibration.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    log("campaign: calibrating (a boot of the base without a cut) ...")
+    run = base.parent / "calibrate"
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir(parents=True)
+    for i in range(TARGETS):
+        shutil.copy(base / f"nand{i}.img", run / f"nand{i}.img")
+    # The models write their statistics at a power cut: cut every target at a
+    # fixed instant well after the setup and GC at boot have settled.
+    # (power_cut_finish 0: the first model's $finish would end the run before the others wrote theirs)
+    _start(run, gateware, {}, {"power_cut_ns": CALIBRATE_CUT_NS, "power_cut_finish": 0})
+    stats = [run / f"nand{i}.img.stats.json" for i in range(TARGETS)]
+    try:
+        for line in SETUP:
+            simctl.console_command(line, run)
+        gc_before = simctl.console_command("gc", run).splitlines()[-1]
+        deadline = time.monotonic() + 900
+        while not all(p.exists() for p in stats):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"calibration: the cut at {CALIBRATE_CUT_NS} ns did not come")
+            time.sleep(1)
+        time.sleep(1)  # the last file completely written
+    finally:
+        simctl.stop(run, power_cut=True)
+    cal = {"programs": [], "erases": [], "by_kind": {}}
+    for i in range(TARGETS):
+        st = json.loads((run / f"nand{i}.img.stats.json").read_text())
+        cal["programs"].append(st["programs"])
+        cal["erases"].append(st["erases"])
+        for k in KINDS.values():
+            cal["by_kind"].setdefault(k.name, []).append(st.get("programs_by_kind", {}).get(k.name, 0))
+    shutil.rmtree(run, ignore_errors=True)
+    done.write_text(json.dumps(cal, indent=2))
+    cal["gc_at_setup"] = gc_before
+    log(f"campaign: a boot programs {cal['programs']} pages and erases {cal['erases']} blocks per target")
+    return cal
+
+
 # -- one trial ----------------------------------------------------------------------
 
 def _start(run_dir: Path, gateware: Path, keys_for: dict[int, dict], every: dict | None = None):
@@ -151,6 +211,19 @@ def _start(run_dir: Path, gateware: Path, keys_for: dict[int, dict], every: dict
                            nand_set=dict(every or {}),
                            target_set=[keys_for.get(t, {}) for t in range(TARGETS)])
     return simctl.start(run_dir, cfg, fresh=False, boot_timeout=600, gateware=gateware)
+
+
+def _programs_by_kind(run_dir: Path) -> dict[str, int]:
+    """Programs per OOB kind in the last run, all targets (the models' statistics)."""
+    total: dict[str, int] = {}
+    for i in range(TARGETS):
+        try:
+            st = json.loads((run_dir / f"nand{i}.img.stats.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        for k, v in st.get("programs_by_kind", {}).items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 def _power_lost(run_dir: Path) -> bool:
@@ -177,7 +250,7 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
         # The cut may come before the workload: the firmware's own programs
         # (recovery, GC at boot) count too.  That is a cut like any other.
         try:
-            _start(tdir, gateware, {trial.target: trial.cut} if trial.cut else {}, trial.fault_keys)
+            _start(tdir, gateware, {int(i): keys for i, keys in trial.cuts.items()}, trial.fault_keys)
         except simctl.SimError as e:
             if not _power_lost(tdir):
                 res.update(outcome="boot-failure", detail=str(e)[-800:])
@@ -221,6 +294,7 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
         if not res["cut_seen"]:
             simctl.stop(tdir, power_cut=True)
         simctl.wait_exit(tdir, timeout=120)
+        res["programs_by_kind"] = _programs_by_kind(tdir)
         phase("cut")
         if trial.recovery_cut_ns:
             try:  # the second cut: during the next boot
@@ -326,12 +400,17 @@ def main(argv=None) -> int:
     p.add_argument("--exhaustive", action="store_true",
                    help="cut at every program (then every erase) of target 0 for one fixed workload")
     p.add_argument("--max-k", type=int, default=0, help="--exhaustive: up to this program index (0: until no cut)")
+    p.add_argument("--gateware", type=Path, default=None,
+                   help="a built simulation (soc/sim.py --build-only prints it; default: build it now). "
+                        "A copy keeps a long campaign independent of later rebuilds")
     args = p.parse_args(argv)
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
     base = out / "base"
-    gateware = simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN))
+    gateware = (args.gateware.resolve() if args.gateware
+                else simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)))
     initial = prepare_base(base, gateware)
+    cal = calibrate(base, gateware)
 
     if args.replay:
         t = Trial(**json.loads(args.replay.read_text()))
@@ -349,16 +428,16 @@ def main(argv=None) -> int:
             p.error(f"--sites {s}: this NAND model has no power_cut_kind key")
     if args.exhaustive:
         trials = []
-        k_max = args.max_k or args.commands * 2
+        k_max = args.max_k or cal["programs"][0] + args.commands * 2  # the boot's, then the workload's
         for k in range(1, k_max + 1):
-            t = Trial(10_000 + k, args.seed, "program", args.commands, args.faults, target=0,
-                      cut={"power_cut_program": k, "power_cut_progress": 0.5, "power_cut_finish": 1})
+            t = Trial(10_000 + k, args.seed, "program", args.commands, args.faults,
+                      cuts={"0": {"power_cut_program": k, "power_cut_progress": 0.5, "power_cut_finish": 1}})
             trials.append(t)
         for k in range(1, 4):
-            trials.append(Trial(20_000 + k, args.seed, "erase", args.commands, args.faults, target=0,
-                                cut={"power_cut_erase": k, "power_cut_progress": 0.5, "power_cut_finish": 1}))
+            trials.append(Trial(20_000 + k, args.seed, "erase", args.commands, args.faults,
+                                cuts={"0": {"power_cut_erase": k, "power_cut_progress": 0.5, "power_cut_finish": 1}}))
     else:
-        trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults)
+        trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults, cal)
                   for i in range(args.count)]
     todo = [t for t in trials if t.id not in done]
     print(f"campaign: {len(trials)} trials ({len(trials) - len(todo)} already done), {args.jobs} in parallel, "
