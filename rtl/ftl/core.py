@@ -74,6 +74,8 @@ class FtlCore(wiring.Component):
         ``cache_in`` / ``cache_coalesced`` / ``cache_destaged`` / ``cache_stripes`` count host pages
         written into it, those that replaced a buffered page of the same LBA, pages written to flash
         from it, and destage groups that filled a whole stripe; ``cache_dirty`` is its dirty pages now.
+    sim_gate_ecc : simulation only: clock each channel's BCH decoder only while it has work
+        (:class:`rtl.ecc.bch.BchDecoder` ``sim_gate_idle``); the simulated SoC sets it.
     """
 
     def __init__(self, *, profile: str = "small", channels: int = 2, ways: int = 2,
@@ -82,10 +84,10 @@ class FtlCore(wiring.Component):
                  map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
                  limits: command.StaticLimits = command.StaticLimits(),
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
-                 max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0):
+                 max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0, sim_gate_ecc: bool = False):
         if nand_slots < 4:
             raise ValueError("need at least 4 page-buffer slots per channel (programs, firmware, relocator, reader)")
-        self.params = ChannelParams(profile, ways=ways, slots=nand_slots)
+        self.params = ChannelParams(profile, ways=ways, slots=nand_slots, sim_gate_ecc=sim_gate_ecc)
         self.fw_slot = nand_slots - 3  # the firmware's own slot while the core runs
         self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
         self.limits = limits

@@ -113,10 +113,11 @@ class ChannelParams:
 
     def __init__(self, profile: spec.NandProfile | str = "small", ways: int = spec.NAND_DEFAULTS.WAYS,
                  slots: int = spec.NAND_DEFAULTS.SLOTS, queue: int = spec.NAND_DEFAULTS.QUEUE,
-                 ecc: bool = True, col_cycles: int = 2, row_cycles: int = 3):
+                 ecc: bool = True, col_cycles: int = 2, row_cycles: int = 3, sim_gate_ecc: bool = False):
         self.profile = spec.NAND_PROFILES[profile] if isinstance(profile, str) else profile
         self.layout = spec.nand_page_layout(self.profile)
         self.ways, self.slots, self.queue, self.ecc = ways, slots, queue, ecc
+        self.sim_gate_ecc = sim_gate_ecc  # simulation speed: the BCH decoder's clock gated while idle
         self.col_cycles, self.row_cycles = col_cycles, row_cycles
         p = self.profile
         self.page_bits = (p.pages_per_block - 1).bit_length()
@@ -332,7 +333,7 @@ class NandChannel(wiring.Component):
             e = spec.ECC
             code = BchCode(e.m, e.t, e.codeword, e.prim_poly)
             m.submodules.enc = enc = BchEncoder(code)
-            m.submodules.dec = dec = BchDecoder(code)
+            m.submodules.dec = dec = BchDecoder(code, sim_gate_idle=p.sim_gate_ecc)
         m.submodules.crc = crc = layouts.NAND_CRC(data_width=8).create()
         # the CRC's inputs are registered (#10): its result lags the bytes by a
         # cycle, and every reader of crc.crc is at least two cycles after the
