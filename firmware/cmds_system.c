@@ -128,6 +128,10 @@ static int cmd_stats(int argc, char **argv)
 		printf("blocks_free        %lu\nblocks_to_core     %lu\nblocks_closed      %lu\n",
 		       (unsigned long)af_ftl.free_blocks, (unsigned long)af_ftl.pushed, (unsigned long)af_ftl.closed);
 		printf("core_starved       %lu\n", (unsigned long)!!(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_STARVED));
+		printf("cache_pages        %lu\ncache_in           %lu\ncache_coalesced    %lu\n"
+		       "cache_destaged     %lu\ncache_dirty        %lu\n", (unsigned long)af_ftl.cache_pages,
+		       (unsigned long)ftl_rd(AF_FTL_CACHE_IN), (unsigned long)ftl_rd(AF_FTL_CACHE_COALESCED),
+		       (unsigned long)ftl_rd(AF_FTL_CACHE_DESTAGED), (unsigned long)ftl_rd(AF_FTL_CACHE_DIRTY));
 	}
 #else
 	if (afctrl_present() && afctrl_has(AFCTRL_CAP_DMA))

@@ -294,7 +294,7 @@ static void fill_identify(af_identify_t *idf)
 	idf->max_remap_triples = (app & AF_FTL_APPEND_LIMITS_MAX_REMAP_TRIPLES) >> AF_FTL_APPEND_LIMITS_MAX_REMAP_TRIPLES_SHIFT;
 	idf->max_appends = (app & AF_FTL_APPEND_LIMITS_MAX_APPENDS) >> AF_FTL_APPEND_LIMITS_MAX_APPENDS_SHIFT;
 	idf->awupf = AF_LIMITS_MAX_ATOMIC_PAGES;
-	idf->volatile_cache = 0;
+	idf->volatile_cache = af_ftl.cache_pages * af_nand.page_data; /* FLUSH makes it durable */
 	idf->channels = (uint16_t)af_ftl.channels;
 	idf->ways = (uint16_t)af_ftl.ways;
 	idf->luns = 1;
@@ -370,8 +370,11 @@ int af_ftl_start(void)
 	af_ftl.log = af_ram_alloc(sizeof(af_log_page_t), 64);
 	af_ftl.pool = af_ram_alloc(2 * af_ftl.dies * bpl, 4);
 	af_ckpt.shadow_ppa = af_ram_alloc(4 * (uint32_t)af_ftl.capacity, 8);
+	/* the write cache, when the core has one (soc/sim.py --cache-pages): main RAM the core alone uses */
+	af_ftl.cache_pages = ftl_rd(AF_FTL_CACHE_PAGES);
+	af_ftl.cache = af_ftl.cache_pages ? af_ram_alloc(af_ftl.cache_pages * af_nand.page_data, 64) : NULL;
 	if (!af_ftl.bt || !af_ftl.scratch || !af_ftl.gc_buf || !af_ftl.identify || !af_ftl.log || !af_ftl.pool ||
-	    !af_ckpt.shadow_ppa) {
+	    !af_ckpt.shadow_ppa || (af_ftl.cache_pages && !af_ftl.cache)) {
 		printf("error: ftl: main RAM too small for the core's tables\n");
 		return -1;
 	}
@@ -428,6 +431,7 @@ int af_ftl_start(void)
 	ftl_wr(AF_FTL_IDENTIFY_BASE, (uint32_t)(uintptr_t)af_ftl.identify);
 	ftl_wr(AF_FTL_LOG_BASE, (uint32_t)(uintptr_t)af_ftl.log);
 	ftl_wr(AF_FTL_GC_BUF, (uint32_t)(uintptr_t)af_ftl.gc_buf);
+	ftl_wr(AF_FTL_CACHE_BASE, (uint32_t)(uintptr_t)af_ftl.cache);
 
 	/* the map cache's block RAM survives a reset: drop whatever it holds */
 	int r = af_ftl_map(AF_MAPFWOP_INVALIDATE, 0, 0, 0, NULL);
@@ -531,6 +535,14 @@ void af_ftl_print(const char *prefix)
 	if (hits + misses)
 		printf(" (%lu%% hits)", (unsigned long)((uint64_t)hits * 100 / (hits + misses)));
 	printf("\n");
+	if (af_ftl.cache_pages)
+		printf("%swrite cache: %lu pages at 0x%08lx: %lu in, %lu coalesced, %lu destaged (%lu full stripes), %lu dirty\n",
+		       prefix, (unsigned long)af_ftl.cache_pages, (unsigned long)(uintptr_t)af_ftl.cache,
+		       (unsigned long)ftl_rd(AF_FTL_CACHE_IN), (unsigned long)ftl_rd(AF_FTL_CACHE_COALESCED),
+		       (unsigned long)ftl_rd(AF_FTL_CACHE_DESTAGED), (unsigned long)ftl_rd(AF_FTL_CACHE_STRIPES),
+		       (unsigned long)ftl_rd(AF_FTL_CACHE_DIRTY));
+	else
+		printf("%swrite cache: none in this build (soc/sim.py --cache-pages)\n", prefix);
 }
 
 #endif /* AFCTRL_FTL */

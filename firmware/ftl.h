@@ -63,6 +63,8 @@ typedef struct {
 	uint32_t qid, qsize, sq_tail, cq_head, phase;
 	uint16_t next_cid;
 	void *io_buf;               /* one page of data for af_ftl_io */
+	void *cache;                /* the core's volatile write cache (ftl.cache_pages pages; NULL: none) */
+	uint32_t cache_pages;
 } af_ftl_t;
 
 extern af_ftl_t af_ftl;

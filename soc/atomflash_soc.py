@@ -47,7 +47,7 @@ HOSTMEM_ORIGIN = 0xA000_0000        # the simulated host's memory (queues, data 
 HOSTMEM_BYTES = 0x4_0000            # 256 KiB
 
 
-def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> int:
+def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cache_pages: int = 0) -> int:
     """Main RAM for the firmware's tables and buffers, rounded up to a power of
     two (at least 256 KiB), sized for a full device (every page written):
 
@@ -64,6 +64,7 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> 
     * the FTL core's: its block table (one word per block, dies x a power of
       two), one scratch page per publisher slot, the relocator's page, the
       IDENTIFY and log records;
+    * the core's volatile write cache: ``cache_pages`` pages of data;
     * 8 KiB at the top that ``selftest`` uses as scratch.
 
     The firmware sizes its tables from the geometry it reads from the NAND
@@ -75,7 +76,8 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1) -> 
     pages = blocks * p.pages_per_block
     queues = spec.LIMITS.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
     ftl = 4 * targets * (1 << (p.blocks_per_lun - 1).bit_length()) + (FTL_SLOTS + 1) * p.page_data + 1024
-    need = (24 + 44) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl + 8192
+    need = ((24 + 44) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl
+            + cache_pages * p.page_data + 8192)
     size = 256 * 1024
     while size < need:
         size *= 2
@@ -132,6 +134,7 @@ class AtomflashSoC(SoCCore):
 
     def __init__(self, *, sys_clk_freq: int = DEFAULT_SYS_CLK_FREQ, profile: str = "small",
                  channels: int = 1, ways: int = 1, nand: bool = False, slots: int = DEFAULT_SLOTS,
+                 cache_pages: int = 0,
                  trace_from_reset: bool = True, rtl_dir: Path, firmware_dir: Path | None = None, **kwargs):
         platform = SimPlatformAF()
         self.crg = CRG(platform.request("sys_clk"))
@@ -144,7 +147,7 @@ class AtomflashSoC(SoCCore):
             cpu_type="vexriscv", cpu_variant="standard",
             integrated_rom_size=ROM_BYTES,
             integrated_sram_size=SRAM_BYTES,
-            integrated_main_ram_size=main_ram_bytes(profile, channels, ways),
+            integrated_main_ram_size=main_ram_bytes(profile, channels, ways, cache_pages if nand else 0),
             uart_name="sim",
             timer_uptime=True,
             # A crossbar, not one shared bus: the CPU's access to a page buffer
@@ -166,7 +169,9 @@ class AtomflashSoC(SoCCore):
             from .nand_sim import SAMPLE_CYCLES
 
             _, self.nand_core = add_ftl_bridge(self, profile=profile, channels=channels, ways=ways, slots=slots,
-                                               clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES, out_dir=rtl_dir)
+                                               clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES, out_dir=rtl_dir,
+                                               cache_pages=cache_pages,
+                                               sim_gate_ecc=True)  # Verilator only: idle decoders cost nothing
             self.add_host_port()
         else:
             add_atomflash(self, out_dir=rtl_dir)

@@ -101,7 +101,7 @@ def export_nand_constants(soc, window, *, profile: str, channels: int, ways: int
 
 
 def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, clk_hz: int, sample: int,
-                   out_dir: Path):
+                   out_dir: Path, cache_pages: int = 0, sim_gate_ecc: bool = False):
     """Add the FTL core (:class:`soc.ftl_bridge.FtlBridge`) as the SoC's
     controller at ``AFCTRL_BASE``; returns (bridge, core).
 
@@ -109,13 +109,15 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
     ``AFCTRL_FTL_OFFSET`` (its FTL registers, ``AF_FTL_*`` in the spec header;
     the host queue registers are at offset 0), ``AFCTRL_NAND_OFFSET`` (the
     NAND window inside the controller window; the firmware's ``AFNAND_BASE``)
-    and every NAND constant above."""
+    and every NAND constant above.  ``cache_pages``: the core's volatile
+    write cache (0: none); the firmware finds it in ``ftl.cache_pages``.
+    ``sim_gate_ecc``: gate the idle BCH decoders' clocks (simulation only)."""
     from soc.controller import add_controller
     from soc.ftl_bridge import FTL_OFFSET, HOST_OFFSET, FtlBridge
 
     # two queue pairs: the host's (0) and the firmware's own (the last: console `io`, selftest)
     bridge = FtlBridge(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
-                       nand_slots=slots, queue_pairs=2)
+                       nand_slots=slots, queue_pairs=2, cache_pages=cache_pages, sim_gate_ecc=sim_gate_ecc)
     core = add_controller(soc, bridge, regs={}, caps={}, window_bytes=bridge.window_bytes, out_dir=out_dir,
                           module_name="af_ftl_bridge")
     soc.add_constant("AFCTRL_FTL")

@@ -84,6 +84,9 @@ def parse_args(argv=None):
     p.add_argument("--channels", type=int, default=DEFAULT_CHANNELS, help="NAND channels")
     p.add_argument("--ways", type=int, default=DEFAULT_WAYS, help="targets (chip enables) per channel")
     p.add_argument("--slots", type=int, default=spec.NAND_DEFAULTS.SLOTS, help="page-buffer slots per channel")
+    p.add_argument("--cache-pages", type=int, default=0,
+                   help="the FTL core's volatile write cache in main RAM, in pages (0: none; else at least "
+                        "channels x ways, one destage stripe)")
     p.add_argument("--no-nand", action="store_true",
                    help="no NAND controller and models (the identify placeholder alone)")
     p.add_argument("--image", default=None,
@@ -120,6 +123,8 @@ def parse_args(argv=None):
     for kv in args.nand_set:
         if "=" not in kv:
             p.error(f"--nand-set {kv}: expected KEY=VALUE")
+    if args.cache_pages and args.cache_pages < args.channels * args.ways:
+        p.error(f"--cache-pages: at least {args.channels * args.ways} (channels x ways, one destage stripe), or 0")
     if args.no_nand and (args.image or args.nand_set):
         p.error("--image/--nand-set need the NAND models (drop --no-nand)")
     return args
@@ -132,7 +137,7 @@ def config_build_dir(args) -> Path:
 
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
                     ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
-                    threads=1)
+                    threads=1, cache_pages=0)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -171,6 +176,7 @@ def make_soc(args, build_dir: Path):
 
     soc = AtomflashSoC(sys_clk_freq=int(args.sys_clk_freq), profile=args.nand_profile,
                        channels=args.channels, ways=args.ways, nand=not args.no_nand, slots=args.slots,
+                       cache_pages=args.cache_pages,
                        trace_from_reset=args.trace_start == 0,
                        rtl_dir=build_dir / "rtl")
     soc.sim_sources = [Path(s).resolve() for s in args.extra_source]

@@ -121,7 +121,7 @@ def _show_blocks(args, lba: int, data: bytes, n: int) -> None:
 def cmd_sim(args):
     if args.sim_verb == "start":
         cfg = simctl.SimConfig(channels=args.channels, ways=args.ways, profile=args.profile,
-                               blocks_per_lun=args.blocks_per_lun, image=args.image)
+                               blocks_per_lun=args.blocks_per_lun, image=args.image, cache_pages=args.cache_pages)
         for kv in args.nand_set:
             k, _, v = kv.partition("=")
             if not _:
@@ -156,7 +156,9 @@ def cmd_sim(args):
         c = st["config"]
         print(f"{state}\nrun dir   {st['run_dir']}\nhost port tcp://127.0.0.1:{st['port']}\n"
               f"flash     {c['channels']} channels x {c['ways']} ways, profile {c['profile']}, "
-              f"{c['blocks_per_lun'] or 'profile'} blocks per LUN\nimages    {', '.join(st['images'])}")
+              f"{c['blocks_per_lun'] or 'profile'} blocks per LUN"
+              + (f", write cache {c['cache_pages']} pages" if c.get("cache_pages") else "")
+              + f"\nimages    {', '.join(st['images'])}")
         if st["running"]:
             print(f"up        {time.time() - st['started']:.0f} s (wall), pid {st['vsim_pid']}")
 
@@ -343,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--blocks-per-lun", type=_nonneg, default=8,
                    help="erase blocks per LUN (0: the profile's; small devices boot and fill fast)")
     q.add_argument("--image", default=None, help="image path prefix: target i uses PREFIX<i>.img")
+    q.add_argument("--cache-pages", type=_nonneg, default=0,
+                   help="the controller's volatile write cache, in pages (0: none; a build of its own; "
+                        "acknowledged writes are durable only after flush)")
     q.add_argument("--nand-set", action="append", default=[], metavar="KEY=VALUE",
                    help="NAND model key for every target (atomflash.nandsim.CONFIG_KEYS), e.g. ber=1e-6")
     q.add_argument("-v", "--verbose", action="store_true", help="print the whole boot report")
