@@ -9,6 +9,8 @@
 #include "flash.h"
 #include "ftl.h"
 #include "fw.h"
+#include "gc.h"
+#include "wear.h"
 #include "nand.h"
 
 /* IDENTIFY fields printed by `info`: names are the generated struct's member
@@ -128,6 +130,23 @@ static int cmd_stats(int argc, char **argv)
 		printf("blocks_free        %lu\nblocks_to_core     %lu\nblocks_closed      %lu\n",
 		       (unsigned long)af_ftl.free_blocks, (unsigned long)af_ftl.pushed, (unsigned long)af_ftl.closed);
 		printf("core_starved       %lu\n", (unsigned long)!!(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_STARVED));
+		/* activity since boot: what the host asked for and what the flash did for it */
+		uint32_t hw = ftl_rd(AF_FTL_HOST_WRITE_PAGES), progs = ftl_rd(AF_FTL_NAND_PROGRAMS);
+		uint32_t host_in = hw - ftl_rd(AF_FTL_CACHE_DESTAGED) + ftl_rd(AF_FTL_CACHE_IN); /* pages the host wrote */
+		printf("host_read_pages    %lu\nhost_write_pages   %lu\nrecord_pages       %lu\n",
+		       (unsigned long)ftl_rd(AF_FTL_HOST_READ_PAGES), (unsigned long)host_in,
+		       (unsigned long)ftl_rd(AF_FTL_RECORD_PAGES));
+		printf("nand_reads         %lu\nnand_programs      %lu\nnand_erases        %lu\n",
+		       (unsigned long)ftl_rd(AF_FTL_NAND_READS), (unsigned long)progs,
+		       (unsigned long)ftl_rd(AF_FTL_NAND_ERASES));
+		printf("gc_copies          %lu\nwear_copies        %lu\n", (unsigned long)af_gc.copies,
+		       (unsigned long)af_wear.copies);
+		/* flash programs (data, records, GC and wear copies, checkpoints) per page the host wrote */
+		if (host_in)
+			printf("write_amp          %lu.%02lu\n", (unsigned long)(progs / host_in),
+			       (unsigned long)((uint64_t)(progs % host_in) * 100 / host_in));
+		else
+			printf("write_amp          -\n");
 		printf("cache_pages        %lu\ncache_in           %lu\ncache_coalesced    %lu\n"
 		       "cache_destaged     %lu\ncache_dirty        %lu\n", (unsigned long)af_ftl.cache_pages,
 		       (unsigned long)ftl_rd(AF_FTL_CACHE_IN), (unsigned long)ftl_rd(AF_FTL_CACHE_COALESCED),
@@ -147,7 +166,7 @@ static int cmd_stats(int argc, char **argv)
 	}
 	return AF_OK;
 }
-AF_COMMAND(stats, "stats", "counters: uptime, console, map cache, blocks, boot scan", cmd_stats);
+AF_COMMAND(stats, "stats", "counters: uptime, console, map cache, blocks, host and flash activity, write amplification, boot scan", cmd_stats);
 
 /* Main RAM check on a small window at the top of main RAM (left unused by
  * the firmware so far). */

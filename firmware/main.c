@@ -86,6 +86,12 @@ static void refresh_log(void)
 	l->boot_tx_discarded = af_flash.report.tx_discarded;
 	l->boot_remaps_discarded = af_flash.report.remaps_discarded;
 	l->boot_lost = af_flash.lost;
+	l->host_read_pages = ftl_rd(AF_FTL_HOST_READ_PAGES);
+	l->host_write_pages = ftl_rd(AF_FTL_HOST_WRITE_PAGES) - ftl_rd(AF_FTL_CACHE_DESTAGED) + ftl_rd(AF_FTL_CACHE_IN);
+	l->record_pages = ftl_rd(AF_FTL_RECORD_PAGES);
+	l->nand_reads = ftl_rd(AF_FTL_NAND_READS);
+	l->nand_programs = ftl_rd(AF_FTL_NAND_PROGRAMS);
+	l->nand_erases = ftl_rd(AF_FTL_NAND_ERASES);
 }
 #else
 static void refresh_log(void) {}

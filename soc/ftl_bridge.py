@@ -236,7 +236,9 @@ class FtlBridge(wiring.Component):
               off("floor_passes"): core.floor_passes,
               off("cache_pages"): Const(core.cache_pages, 32), off("cache_in"): core.cache_in,
               off("cache_coalesced"): core.cache_coalesced, off("cache_destaged"): core.cache_destaged,
-              off("cache_stripes"): core.cache_stripes, off("cache_dirty"): core.cache_dirty}
+              off("cache_stripes"): core.cache_stripes, off("cache_dirty"): core.cache_dirty,
+              **{off(n): getattr(core, n) for n in ("host_read_pages", "host_write_pages", "record_pages",
+                                                    "nand_reads", "nand_programs", "nand_erases")}}
         ro.update({off(name): sig for name, sig in rw.items()})
         assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
 

@@ -264,6 +264,8 @@ def cmd_stats(args):
     s["uptime_ms"] = round(s["uptime_cycles"] / hz * 1000, 3)
     s["boot_ms"] = round(s["boot_cycles"] / hz * 1000, 3)
     s["recovery_ms"] = round(s["boot_scan_cycles"] / hz * 1000, 3)
+    # flash programs (data, records, GC and wear copies, checkpoints) per page the host wrote
+    s["write_amp"] = round(s["nand_programs"] / s["host_write_pages"], 2) if s["host_write_pages"] else None
     if args.json:
         print(json.dumps(s, indent=2))
         return

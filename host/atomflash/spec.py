@@ -504,7 +504,13 @@ LOG_PAGE = Record(
         u32("boot_tx_discarded", "transaction commit points recovery discarded"),
         u32("boot_remaps_discarded", "remap records recovery discarded"),
         u32("boot_lost", "bound LBAs no intact page holds after recovery (should be 0)"),
-    ] + [u64(f"rsvd{i}", "reserved") for i in range(19)],
+        u32("host_read_pages", "pages READ commands returned since reset (FTL register host_read_pages)"),
+        u32("host_write_pages", "pages the host wrote since reset (into the write cache or to the log)"),
+        u32("record_pages", "record pages (COMMIT, REMAP, TRIM) the core programmed since reset"),
+        u32("nand_reads", "NAND page reads since reset (host, GC, firmware)"),
+        u32("nand_programs", "NAND page programs since reset: write amplification is nand_programs / host_write_pages"),
+        u32("nand_erases", "NAND block erases since reset"),
+    ] + [u64(f"rsvd{i}", "reserved") for i in range(16)],
     size=256,
 )
 
@@ -1032,6 +1038,13 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("cache_destaged", 0xC0, "ro", "pages the write cache sent to flash since reset"),
     Register("cache_stripes", 0xC4, "ro", "destage groups that filled a whole stripe (channels x ways pages)"),
     Register("cache_dirty", 0xC8, "ro", "write-cache pages holding data not yet on flash, now"),
+    Register("host_read_pages", 0xCC, "ro", "pages READ and TX_READ commands returned since reset (every queue pair)"),
+    Register("host_write_pages", 0xD0, "ro", "host data pages the core sent to the log since reset (writes, groups, "
+                                             "transactions, appends, destaged cache pages; not records, not GC copies)"),
+    Register("record_pages", 0xD4, "ro", "record pages (COMMIT, REMAP, TRIM) the core sent to the log since reset"),
+    Register("nand_reads", 0xD8, "ro", "NAND READ PAGE operations issued since reset (host, GC and firmware)"),
+    Register("nand_programs", 0xDC, "ro", "NAND PROGRAM PAGE operations issued since reset (log, GC and firmware)"),
+    Register("nand_erases", 0xE0, "ro", "NAND ERASE BLOCK operations issued since reset"),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]

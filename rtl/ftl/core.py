@@ -31,7 +31,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash import command, spec
-from atomflash.spec import NandResult
+from atomflash.spec import NandOp, NandResult
 from rtl import spec as layouts
 from rtl.host.queues import HostQueues, completion_layout
 from rtl.lib import wishbone
@@ -74,6 +74,9 @@ class FtlCore(wiring.Component):
         ``cache_in`` / ``cache_coalesced`` / ``cache_destaged`` / ``cache_stripes`` count host pages
         written into it, those that replaced a buffered page of the same LBA, pages written to flash
         from it, and destage groups that filled a whole stripe; ``cache_dirty`` is its dirty pages now.
+    host_read_pages, host_write_pages, record_pages, nand_reads, nand_programs, nand_erases : counters
+        since reset: pages READ commands returned; host data pages and record pages the executor sent to the
+        log; NAND page reads, page programs and block erases issued by anyone (the console's ``stats``).
     sim_gate_ecc : simulation only: clock each channel's BCH decoder only while it has work
         (:class:`rtl.ecc.bch.BchDecoder` ``sim_gate_idle``); the simulated SoC sets it.
     """
@@ -142,6 +145,12 @@ class FtlCore(wiring.Component):
             "cache_destaged": Out(32),
             "cache_stripes": Out(32),
             "cache_dirty": Out(range(cache_pages + 1)),
+            "host_read_pages": Out(32),
+            "host_write_pages": Out(32),
+            "record_pages": Out(32),
+            "nand_reads": Out(32),
+            "nand_programs": Out(32),
+            "nand_erases": Out(32),
         })
 
     def elaborate(self, platform):
@@ -231,6 +240,11 @@ class FtlCore(wiring.Component):
             wiring.connect(m, executor.page, writer.req)
         with m.If(writer.req.valid & writer.req.ready):
             m.d.sync += prefer_reloc.eq(~to_reloc)
+            with m.If(~to_reloc & writer.req.payload.record):
+                m.d.sync += self.record_pages.eq(self.record_pages + 1)
+            with m.Elif(~to_reloc):
+                m.d.sync += self.host_write_pages.eq(self.host_write_pages + 1)
+        m.d.comb += self.host_read_pages.eq(reader.pages)
         reloc_done = (writer.done.payload.tag & RELOC_TAG) != 0
         m.d.comb += [executor.page_done.payload.eq(writer.done.payload),
                      relocator.page_done.payload.eq(writer.done.payload),
@@ -283,6 +297,14 @@ class FtlCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.desc), nandport.desc_in[3])
         wiring.connect(m, nandport.cpl_out[3], wiring.flipped(self.cpl))
         wiring.connect(m, nandport.desc, ctrl.desc)
+        with m.If(ctrl.desc.valid & ctrl.desc.ready):
+            with m.Switch(ctrl.desc.payload.opcode):
+                with m.Case(NandOp.READ):
+                    m.d.sync += self.nand_reads.eq(self.nand_reads + 1)
+                with m.Case(NandOp.PROGRAM):
+                    m.d.sync += self.nand_programs.eq(self.nand_programs + 1)
+                with m.Case(NandOp.ERASE):
+                    m.d.sync += self.nand_erases.eq(self.nand_erases + 1)
         wiring.connect(m, ctrl.cpl, nandport.cpl)
         m.d.comb += [ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
         for c in range(C):

@@ -75,6 +75,8 @@ class Reader(wiring.Component):
         Claim the override table for a TX_READ (pulse); busy until that command completes.
     ovr_we : In(1), ovr_idx : In(range(max_transfer)), ovr_ppa : In(32)
         Index ``ovr_idx`` of the next TX_READ reads page ``ovr_ppa``.
+    pages : Out(32)
+        Pages returned to a host buffer since reset.
     """
 
     def __init__(self, params: ChannelParams, channels: int, slot_words: int, *, queue_pairs: int,
@@ -102,6 +104,7 @@ class Reader(wiring.Component):
             "crd_lba": Out(lba_bits),
             "crd_hit": In(1),
             "crd_addr": In(32),
+            "pages": Out(32),
         })
 
     def elaborate(self, platform):
@@ -294,7 +297,7 @@ class Reader(wiring.Component):
                     with m.Else():
                         m.next = "NEXT"
             with m.State("NEXT"):
-                m.d.sync += idx.eq(idx + 1)
+                m.d.sync += [idx.eq(idx + 1), self.pages.eq(self.pages + 1)]
                 with m.If(idx + 1 == cmd.nlb):
                     m.next = "DONE"
                 with m.Else():

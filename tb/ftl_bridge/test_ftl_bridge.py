@@ -109,6 +109,9 @@ def test_ftl_bridge_window():
         # no write cache in this build: its counters stay 0
         assert [await tb.ftl(ctx, r) for r in ("cache_pages", "cache_in", "cache_coalesced", "cache_destaged",
                                               "cache_stripes", "cache_dirty")] == [dut.core.cache_pages] + [0] * 5
+        # nothing read, written or issued to the NAND yet: the activity counters read 0
+        assert [await tb.ftl(ctx, r) for r in ("host_read_pages", "host_write_pages", "record_pages", "nand_reads",
+                                              "nand_programs", "nand_erases")] == [0] * 6
         await tb.ftl(ctx, "cache_base", 0x8000)
         assert await tb.ftl(ctx, "cache_base") == 0x8000
         # plain registers read back; ro ones ignore writes

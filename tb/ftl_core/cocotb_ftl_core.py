@@ -203,6 +203,16 @@ async def every_verb(dut):
     assert recover(tb.flash_pages()).contents() == model.contents()
     await tb.chan.expect_clean()
 
+    # the activity counters (the console's `stats`)
+    counters = {n: int(getattr(dut, n).value) for n in ("host_read_pages", "host_write_pages", "record_pages",
+                                                       "nand_reads", "nand_programs", "nand_erases")}
+    dut._log.info(f"counters: {counters}")
+    assert counters["host_read_pages"] == 30       # every page read_check read (failed READs end before theirs)
+    # 8 pages of writes and the group, and the WRITE from past the memory (sent to the log; its fetch failed)
+    assert counters["host_write_pages"] == 9 and counters["record_pages"] == 1      # the TRIM record
+    assert counters["nand_programs"] == 9 + 1 - 1                                   # the failed fetch: no program
+    assert counters["nand_erases"] == tb.erased_at_boot and counters["nand_reads"] > 0
+
 
 @cocotb.test()
 async def random_scoreboard(dut):

@@ -91,6 +91,7 @@ class FtlCoreTB:
         assert all(r.result == NandResult.OK for r in cpls[first:])
         for die in range(self.dies):
             self.spare_blocks[die] = list(range(1, 1 + blocks_per_die))
+        self.erased_at_boot = blocks_per_die * self.dies
         d.pages_per_block.value = prof.pages_per_block
         d.capacity.value = self.capacity
         d.l2p_base.value = self.l2p

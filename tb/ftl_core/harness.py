@@ -52,7 +52,9 @@ def _extra(core: FtlCore):
               ("out", core.pending_free.shape().width, "pending_free"),
               ("in", 32, "cache_base"), ("out", 32, "cache_in"), ("out", 32, "cache_coalesced"),
               ("out", 32, "cache_destaged"), ("out", 32, "cache_stripes"),
-              ("out", core.cache_dirty.shape().width, "cache_dirty")]
+              ("out", core.cache_dirty.shape().width, "cache_dirty"),
+              *(("out", 32, n) for n in ("host_read_pages", "host_write_pages", "record_pages",
+                                         "nand_reads", "nand_programs", "nand_erases"))]
     aw = core.buf_addr_width
     for c in range(core.channels):  # the firmware's page-buffer ports (idle unless a test drives them)
         ports += [("in", 1, f"fw_buf__{c}__request"), ("out", 1, f"fw_buf__{c}__grant"),

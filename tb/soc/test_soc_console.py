@@ -142,9 +142,20 @@ def test_stats_counters(con):
 
 
 def test_host_commands_through_the_firmware_queue(con):
-    """WRITE, READ, ATOMIC_WRITE, DEALLOCATE and FLUSH through the core, from the console."""
+    """WRITE, READ, ATOMIC_WRITE, DEALLOCATE and FLUSH through the core, from the console,
+    and the activity counters `stats` shows for them."""
+
+    def counters():
+        out = con.command("stats")
+        return {k: int(v) for k, v in re.findall(r"^(host_\w+|record_pages|nand_\w+)\s+(\d+)", out, re.M)}
+
+    before = counters()
     assert "wrote 4 blocks at lba 10 (seed 7)" in con.command("io write 7 10 4")
     assert "check 4 blocks at lba 10 (seed 7): pass" in con.command("io check 7 10 4")
+    after = counters()
+    delta = {k: after[k] - before[k] for k in before}
+    assert delta["host_write_pages"] == 4 and delta["host_read_pages"] == 4 and delta["record_pages"] == 0, delta
+    assert delta["nand_programs"] == 4 and delta["nand_reads"] >= 4 and delta["nand_erases"] == 0, delta
     assert "FAIL" in con.command("io check 8 10 1")          # a different pattern: the check can fail
     assert "wrote an atomic group of 3 blocks (seed 9)" in con.command("io atomic 9 11 40 3")
     for lba in (11, 40, 3):
@@ -153,6 +164,9 @@ def test_host_commands_through_the_firmware_queue(con):
     assert "trimmed 1 blocks at lba 40" in con.command("io trim 40")
     assert "pass" in con.command("io check 0 40")             # trimmed: zeros
     assert "flushed" in con.command("io flush")
+    out = con.command("stats")
+    assert counters()["record_pages"] == before["record_pages"] + 1           # the TRIM record
+    assert re.search(r"^write_amp\s+\d+\.\d\d$", out, re.M), out
     out = con.command("map 11")
     assert re.search(r"  now: ppa 0x[0-9a-f]{8} \(ch \d way \d lun 0 block \d+ page \d+\)", out), out
 

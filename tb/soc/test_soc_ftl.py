@@ -126,6 +126,11 @@ def test_gc_and_checkpoints_under_sustained_random_writes(tmp_path):
         assert victims > 0 and "failed 0" in gc, gc
         # write amplification (host pages + GC copies) / host pages stays bounded
         assert 1.0 < (GC_WRITES + copies) / GC_WRITES < 3, gc
+        # the core's counters agree: every host page and GC copy programmed, every victim erased
+        st = dict((k, int(v)) for k, v in re.findall(r"^(host_write_pages|nand_programs|nand_erases|gc_copies)"
+                                                     r"\s+(\d+)", con.command("stats"), re.M))
+        assert st["host_write_pages"] == GC_WRITES and st["gc_copies"] == copies, st
+        assert st["nand_programs"] >= GC_WRITES + copies and st["nand_erases"] >= victims, st
         ck = con.command("ckpt")
         m = re.search(r"newest checkpoint (\d+): floor seq (\d+)", ck)
         assert m and "failed 0" in ck, ck
