@@ -70,6 +70,7 @@ TARGETS = 4                 # the default build: 2 channels x 2 ways
 BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly
 SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
 SETUP = ("ckpt every 32", "gc thresholds 10 12")  # per boot: checkpoints and GC often
+QUICK = {"count": 6, "commands": 25, "sites": ("program", "kind:commit", "recovery", "kind:gc", "erase", "random")}
 CALIBRATE_CUT_NS = 80_000_000  # simulated: boot (~30 ms), the setup and GC at boot (~15 ms) are over
 KINDS = {"commit": spec.Kind.COMMIT, "remap": spec.Kind.REMAP, "checkpoint": spec.Kind.CHECKPOINT,
          "gc": spec.Kind.GC_COPY, "trim": spec.Kind.TRIM}
@@ -95,12 +96,13 @@ class Trial:
     @classmethod
     def draw(cls, tid: int, seed: int, site: str, commands: int, faults: bool, cal: dict) -> "Trial":
         """``cal``: what a boot of the base does before the workload (:func:`calibrate`).  A
-        quarter of the program/erase cuts land in it (recovery, GC at boot), the rest after it."""
+        quarter of the cuts land in it (recovery, GC at boot), the rest after it; three quarters for
+        ``kind:gc``, since a short workload rarely makes GC run again."""
         rnd = random.Random(seed)
         t = cls(tid, seed, site, commands, faults)
         target = rnd.randrange(TARGETS)
         per_target_programs = max(commands * 2 // TARGETS, 4)
-        in_boot = rnd.random() < 0.25
+        in_boot = rnd.random() < (0.75 if site == "kind:gc" else 0.25)
 
         def nth(before: int, after: int) -> int:
             return rnd.randint(1, before) if in_boot and before else before + rnd.randint(1, after)
@@ -115,9 +117,10 @@ class Trial:
         elif site.startswith("kind:"):
             # every target counts its own pages of the kind; the first to reach its k-th cuts
             kind = KINDS[site[5:]].name
+            before = cal["by_kind"].get(kind, [0] * TARGETS)
             k = rnd.randint(1, 2)
             cut = {i: {"power_cut_kind": int(KINDS[site[5:]]),
-                       "power_cut_kind_nth": cal["by_kind"].get(kind, [0] * TARGETS)[i] + k}
+                       "power_cut_kind_nth": rnd.randint(1, before[i]) if in_boot and before[i] else before[i] + k}
                    for i in range(TARGETS)}
         progress = round(rnd.uniform(0.05, 0.95), 3)
         t.cuts = {str(i): {**keys, "power_cut_progress": progress, "power_cut_finish": 1} for i, keys in cut.items()}
@@ -400,10 +403,15 @@ def main(argv=None) -> int:
     p.add_argument("--exhaustive", action="store_true",
                    help="cut at every program (then every erase) of target 0 for one fixed workload")
     p.add_argument("--max-k", type=int, default=0, help="--exhaustive: up to this program index (0: until no cut)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"the campaign's smoke test: {QUICK['count']} trials of {QUICK['commands']} commands over the "
+                        f"sites {', '.join(QUICK['sites'])} (what make test-slow runs)")
     p.add_argument("--gateware", type=Path, default=None,
                    help="a built simulation (soc/sim.py --build-only prints it; default: build it now). "
                         "A copy keeps a long campaign independent of later rebuilds")
     args = p.parse_args(argv)
+    if args.quick:
+        args.count, args.commands, args.sites = QUICK["count"], QUICK["commands"], ",".join(QUICK["sites"])
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
     base = out / "base"
