@@ -66,9 +66,9 @@ def test_write_read_trim(sim, tmp_path):
     assert sim("read", 11).stdout.strip().endswith("zeros")
     sim("flush")
     sim("hint", "checkpoint")
-    # the GET_LOG page (refreshed every 20 k idle cycles) counts them: 3 pages written, 7 read, a TRIM record
+    # the GET_LOG page (refreshed every 20 k idle cycles) counts them: 3 pages written, 6 read, a TRIM record
     st = json.loads(sim("stats", "--json").stdout)
-    assert st["host_write_pages"] >= 3 and st["host_read_pages"] >= 7 and st["record_pages"] >= 1, st
+    assert st["host_write_pages"] >= 3 and st["host_read_pages"] >= 6 and st["record_pages"] >= 1, st
     assert st["nand_programs"] >= 4 and st["write_amp"] >= 1.0, st
 
 
