@@ -239,18 +239,23 @@ def main(argv=None) -> int:
     progress("building the SoC (cached)")
     build()
     results: dict = {"mode": "quick" if args.quick else "full"}
+    partial = ROOT / "build" / "soc_bench.partial.json"  # each part as it finishes: a long run that stops keeps them
+
+    def done(name, rows):
+        for row in rows:
+            row.pop("out", None)
+        results[name] = rows
+        partial.write_text(json.dumps(results, indent=1))
+
     with tempfile.TemporaryDirectory(dir=ROOT / "build") as tmp:
         tmp = Path(tmp)
         if "boot" in only:
-            results["since"] = boot_vs_since(tmp, (0, 256, 1024) if args.quick else (0, 128, 512, 1024, 2048))
+            done("since", boot_vs_since(tmp, (0, 256, 1024) if args.quick else (0, 128, 512, 1024, 2048)))
         if "size" in only:
-            results["size"] = boot_vs_size(tmp, (8, 16) if args.quick else (8, 16, 32, 64))
+            done("size", boot_vs_size(tmp, (8, 16) if args.quick else (8, 16, 32, 64)))
         if "gc" in only:
             cap = ftl_capacity(8)
-            results["gc"] = gc_wa(tmp, (cap // 2,) if args.quick else (cap // 3, cap // 2, cap))
-    for part in results.values():
-        for row in part if isinstance(part, list) else ():
-            row.pop("out", None)
+            done("gc", gc_wa(tmp, (cap // 2,) if args.quick else (cap // 3, cap // 2, cap)))
     DOC.with_suffix(".json").write_text(json.dumps(results, indent=1))
     DOC.write_text(render(results))
     print(DOC.read_text())
