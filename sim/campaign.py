@@ -161,6 +161,17 @@ def prepare_base(base: Path, gateware: Path, log=print) -> dict[int, bytes]:
     return initial
 
 
+def _model_stats(run_dir: Path) -> list[dict]:
+    """The NAND models' statistics of the last run, per target ({} where a model wrote none)."""
+    out = []
+    for i in range(TARGETS):
+        try:
+            out.append(json.loads((run_dir / f"nand{i}.img.stats.json").read_text()))
+        except (OSError, json.JSONDecodeError):
+            out.append({})
+    return out
+
+
 def calibrate(base: Path, gateware: Path, log=print) -> dict:
     """What a boot of the base does before a workload starts: programs,
     erases and programs per OOB kind on each target, from a clean boot with
@@ -184,7 +195,6 @@ def calibrate(base: Path, gateware: Path, log=print) -> dict:
     try:
         for line in SETUP:
             simctl.console_command(line, run)
-        gc_before = simctl.console_command("gc", run).splitlines()[-1]
         deadline = time.monotonic() + 900
         while not all(p.exists() for p in stats):
             if time.monotonic() > deadline:
@@ -194,15 +204,13 @@ def calibrate(base: Path, gateware: Path, log=print) -> dict:
     finally:
         simctl.stop(run, power_cut=True)
     cal = {"programs": [], "erases": [], "by_kind": {}}
-    for i in range(TARGETS):
-        st = json.loads((run / f"nand{i}.img.stats.json").read_text())
+    for st in _model_stats(run):
         cal["programs"].append(st["programs"])
         cal["erases"].append(st["erases"])
         for k in KINDS.values():
             cal["by_kind"].setdefault(k.name, []).append(st.get("programs_by_kind", {}).get(k.name, 0))
     shutil.rmtree(run, ignore_errors=True)
     done.write_text(json.dumps(cal, indent=2))
-    cal["gc_at_setup"] = gc_before
     log(f"campaign: a boot programs {cal['programs']} pages and erases {cal['erases']} blocks per target")
     return cal
 
@@ -217,13 +225,9 @@ def _start(run_dir: Path, gateware: Path, keys_for: dict[int, dict], every: dict
 
 
 def _programs_by_kind(run_dir: Path) -> dict[str, int]:
-    """Programs per OOB kind in the last run, all targets (the models' statistics)."""
+    """Programs per OOB kind in the last run, all targets."""
     total: dict[str, int] = {}
-    for i in range(TARGETS):
-        try:
-            st = json.loads((run_dir / f"nand{i}.img.stats.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
+    for st in _model_stats(run_dir):
         for k, v in st.get("programs_by_kind", {}).items():
             total[k] = total.get(k, 0) + v
     return total
