@@ -152,14 +152,34 @@ struct walk {
 	int selected;    /* visit only blocks marked for the recovery scan (af_block_t.scan) */
 };
 
+/* Whether the walk visits block (lun, block) on target t. */
+static int walk_visits(const walk_t *w, uint32_t t, uint32_t lun, uint32_t block)
+{
+	const af_block_t *b = &af_flash.blocks[(t * af_nand.luns + lun) * af_nand.blocks_per_lun + block];
+	return (!w->skip_bad || !b->flags) && (!w->selected || (b->scan && !b->scan_end));
+}
+
 static int walk_next(walk_t *w, uint32_t *ppa, uint32_t *gblock)
 {
 	for (;;) {
 		if (w->lun >= af_nand.luns)
 			return 0;
-		uint32_t t = w->ch * af_nand.ways + w->way;
-		uint32_t gb = (t * af_nand.luns + w->lun) * af_nand.blocks_per_lun + w->block;
-		uint32_t p = af_nand_ppa(w->ch, w->way, w->lun, w->block, w->page);
+		if (w->ch == 0 && w->way == 0) { /* a new page row: skip the rest of a block no target still needs */
+			uint32_t t = 0;
+			while (t < af_nand.targets && !walk_visits(w, t, w->lun, w->block))
+				t++;
+			if (t == af_nand.targets) {
+				w->page = 0;
+				if (++w->block == af_nand.blocks_per_lun) {
+					w->block = 0;
+					w->lun++;
+				}
+				continue;
+			}
+		}
+		uint32_t t = w->ch * af_nand.ways + w->way, lun = w->lun, block = w->block;
+		uint32_t gb = (t * af_nand.luns + lun) * af_nand.blocks_per_lun + block;
+		uint32_t p = af_nand_ppa(w->ch, w->way, lun, block, w->page);
 		if (++w->way == af_nand.ways) {
 			w->way = 0;
 			if (++w->ch == af_nand.channels) {
@@ -173,7 +193,7 @@ static int walk_next(walk_t *w, uint32_t *ppa, uint32_t *gblock)
 				}
 			}
 		}
-		if ((!w->skip_bad || !af_flash.blocks[gb].flags) && (!w->selected || af_flash.blocks[gb].scan)) {
+		if (walk_visits(w, t, lun, block)) {
 			*ppa = p;
 			*gblock = gb;
 			return 1;
@@ -297,16 +317,23 @@ static int io_read_data(void *ctx, uint32_t ppa, uint32_t offset, void *buf, uin
 static void scan_consume(void *ctx, pipe_ent_t *e)
 {
 	scan_t *s = ctx;
+	af_block_t *b = &af_flash.blocks[e->gblock];
+	if (b->scan_end) { /* read ahead past the block's first erased page: not part of its written prefix */
+		af_flash.scan_skipped++;
+		return;
+	}
 	s->cur = e;
 	int r = af_rec_scan(s->r, e->ppa);
 	s->cur = NULL;
-	af_block_t *b = &af_flash.blocks[e->gblock];
 	if (r == AF_REC_EFULL) {
 		af_flash.scan_full++;
 		return;
 	}
-	if (r != AF_REC_PAGE_ERASED)
-		b->written++;
+	if (r == AF_REC_PAGE_ERASED) {
+		b->scan_end = 1; /* the walk skips the rest of the block */
+		return;
+	}
+	b->written++;
 	if (r == AF_REC_PAGE_TORN)
 		b->torn++;
 }
@@ -448,17 +475,21 @@ int af_flash_boot(void)
 			b->written = (uint16_t)af_nand.pages_per_block;
 			continue;
 		}
-		if (!have_ckpt)
+		if (b->p0 == AF_P0_ERASED)
+			b->scan = 0; /* its written prefix is empty */
+		else if (!have_ckpt)
 			b->scan = 1;
 		else if (b->p0 == AF_P0_TORN || ((b->p0 == AF_P0_INTACT || b->p0 == AF_P0_CKPT) && b->p0_seq >= af_ckpt.seq))
 			b->scan = 1;
 		if (!b->scan && b->p0 != AF_P0_ERASED)
 			b->written = (uint16_t)af_nand.pages_per_block; /* not read: older than the floor, full or not */
-		b->needs_erase = !b->scan && b->p0 == AF_P0_ERASED; /* only page 0 was read */
+		/* Only page 0 was read, and an interrupted erase can leave pages after an
+		 * erased one programmed: erase it before use (docs/recovery.md). */
+		b->needs_erase = b->p0 == AF_P0_ERASED;
 		af_flash.blocks_scanned += b->scan;
 	}
 
-	/* Recovery: every page of the selected blocks. */
+	/* Recovery: the written prefix of every selected block, up to its first erased page. */
 	uint32_t avail = af_ram_free();
 	uint32_t cap = avail / (sizeof(af_rec_page_t) + sizeof(uint32_t));
 	uint32_t good_pages = af_flash.blocks_scanned * af_nand.pages_per_block;

@@ -35,7 +35,8 @@ typedef struct {
 	uint8_t state;    /* AF_BSTATE_* (ftl.h) once the FTL core runs */
 	uint8_t p0;       /* page 0 at boot: AF_P0_* */
 	uint8_t scan;     /* recovery scans it (written since the checkpoint's floor, or open then) */
-	uint8_t needs_erase; /* page 0 erased but the rest not read: erase before use */
+	uint8_t scan_end; /* the scan met its first erased page: the written prefix ends there (docs/recovery.md) */
+	uint8_t needs_erase; /* found erased at boot (pages past the first erased one never read): erase before use */
 	uint8_t retire;   /* a program failed in it: GC moves its bound pages, then it is retired */
 	uint32_t erases;  /* erase count (wear.c): saved in checkpoints, counted since */
 	uint64_t p0_seq;  /* page 0's seq (AF_P0_INTACT, AF_P0_CKPT); checkpoint number in p0_num */
@@ -65,7 +66,8 @@ typedef struct {
 	uint32_t erased_since_boot; /* block erases since boot (GET_LOG) */
 	uint32_t record_reads;    /* data-area reads for record pages */
 	uint64_t t_bringup, t_bbt, t_p0, t_ckpt, t_scan, t_finish; /* cycles per phase */
-	uint32_t blocks_scanned;  /* blocks recovery read every page of */
+	uint32_t blocks_scanned;  /* blocks recovery read, up to their first erased page */
+	uint32_t scan_skipped;    /* pages read ahead past a block's first erased page, not scanned */
 	uint32_t ram_used;        /* main RAM bytes the tables take after boot */
 	uint32_t ram_peak;        /* ... and during recovery */
 } af_flash_t;

@@ -111,7 +111,26 @@ def program_images(images: list[nandsim.Image], layout: spec.NandPageLayout, pla
             oob = b"\0" * spec.OOB.size
         images[t].program(0, block, page, content)
         seen.append(Page(place.ppa(p.addr), oob, p.data))
-    return sorted(seen, key=lambda q: place.scan_key(q.addr))
+    return sorted(written_prefix(seen), key=lambda q: place.scan_key(q.addr))
+
+
+def written_prefix(pages: list[Page]) -> list[Page]:
+    """Of each block, the pages the firmware's recovery scan reads: page 0
+    on, up to the first page missing from ``pages`` (erased).  A cut of the
+    reference log (``LogFTL.cut``) may leave a later page of a block
+    programmed and an earlier one not, which one die programming a block in
+    order never does; the scan stops at the gap (docs/recovery.md)."""
+    def key(p):
+        f = spec.PPA.decompose("ppa", p.addr)
+        return (f.channel, f.way, f.lun, f.block), f.page
+
+    out, nxt = [], {}
+    for p in sorted(pages, key=key):
+        blk, page = key(p)
+        if page == nxt.get(blk, 0):
+            out.append(p)
+            nxt[blk] = page + 1
+    return out
 
 
 def create_images(run_dir: Path, cfgs: list[nandsim.NandConfig]) -> list[nandsim.Image]:
@@ -142,13 +161,30 @@ def decode_page(layout: spec.NandPageLayout, raw: bytes, bch: "bchlib.BCH | None
 
 
 def read_log(images: list[nandsim.Image], layout: spec.NandPageLayout, ways: int) -> list[Page]:
-    """Every programmed page of every target (image ``i`` = channel ``i // ways``,
-    way ``i % ways``) as the controller reads it, addressed by PPA."""
+    """The pages recovery reads on every target (image ``i`` = channel ``i //
+    ways``, way ``i % ways``) as the controller reads them, addressed by PPA:
+    each block's written prefix, its pages up to the first one never
+    programmed (or reading as erased), as the firmware's scan stops there
+    (docs/recovery.md).  Programmed pages past it exist only after an
+    interrupted erase, and the firmware erases such a block before reuse."""
     bch = bchlib.BCH(layout.ecc.t, prim_poly=layout.ecc.prim_poly)
     out = []
+    erased_oob = b"\xff" * spec.OOB.size
     for t, img in enumerate(images):
-        for lun, block, page in img.pages():
+        ended: set[tuple[int, int]] = set()
+        expect: dict[tuple[int, int], int] = {}
+        for lun, block, page in img.pages():  # image order: by block, then page
+            key = (lun, block)
+            if key in ended:
+                continue
+            if page != expect.get(key, 0):  # an erased page before it
+                ended.add(key)
+                continue
+            expect[key] = page + 1
             data, oob = decode_page(layout, img.page(lun, block, page), bch)
+            if oob == erased_oob:
+                ended.add(key)
+                continue
             out.append(Page(spec.pack_ppa(t // ways, t % ways, lun, block, page), oob, data))
     return out
 

@@ -1,7 +1,9 @@
 """System test: grown bad blocks on the full SoC, with failures injected by the
 NAND models.
 
-One target fails its 20th program, another its first erase, while random
+One target fails its 20th program, another its fifth erase (a GC victim's:
+the first four erase free blocks before their first use, three at boot and
+one when the first runs full), while random
 one-block writes keep GC busy.  The core re-issues the failed page's data on
 a fresh page and reports the page (``ftl.failed``); the firmware retires that
 block once the core has filled it, after GC moved its bound pages out, and
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.xdist_group("soc_bad")
 BLOCKS_PER_LUN = 4
 HOT = 64
 PROGRAM_FAILS_ON, PROGRAM_NTH = 1, 20   # target, its k-th program since power-on
-ERASE_FAILS_ON = 3                       # target whose first erase fails
+ERASE_FAILS_ON, ERASE_NTH = 3, 5         # target, its k-th erase: past the erases of free blocks before use
 WRITES = 420                            # enough for GC (and so erases) on every target
 BBT_RE = re.compile(r"^  block (\d+) \(.*\): (.+)$", re.M)
 
@@ -63,7 +65,7 @@ def test_program_and_erase_failures_retire_blocks_and_lose_nothing(tmp_path):
     run_dir = tmp_path / "run"
     per_target = [{} for _ in range(TARGETS)]
     per_target[PROGRAM_FAILS_ON]["fail_program_nth"] = str(PROGRAM_NTH)
-    per_target[ERASE_FAILS_ON]["fail_erase_nth"] = "1"
+    per_target[ERASE_FAILS_ON]["fail_erase_nth"] = str(ERASE_NTH)
     cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
                          overrides=dict(blocks_per_lun=BLOCKS_PER_LUN), per_target=per_target)
     log = ROOT / "build" / "soc" / "test_badblock.log"
