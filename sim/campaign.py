@@ -70,7 +70,13 @@ TARGETS = 4                 # the default build: 2 channels x 2 ways
 BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly
 SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
 SETUP = ("ckpt every 32", "gc thresholds 10 12")  # per boot: checkpoints and GC often
-QUICK = {"count": 6, "commands": 25, "sites": ("program", "kind:commit", "recovery", "kind:gc", "erase", "random")}
+# --quick, what make test runs: a fresh device (no fill, no calibration), short workloads, the sites a
+# young device reaches (no GC yet); --smoke: the seasoned base, GC at boot included (make test-slow)
+QUICK = {"count": 8, "commands": 30, "fresh": True, "kill_after_s": (1.0, 8.0), "kind_nth_max": 1,
+         "sites": ("program", "kind:commit", "recovery", "kind:remap", "erase", "kind:checkpoint", "random",
+                   "kind:trim")}
+SMOKE = {"count": 6, "commands": 25, "fresh": False, "kill_after_s": (1.0, 25.0), "kind_nth_max": 2,
+         "sites": ("program", "kind:commit", "recovery", "kind:gc", "erase", "random")}
 CALIBRATE_CUT_NS = 80_000_000  # simulated: boot (~30 ms), the setup and GC at boot (~15 ms) are over
 KINDS = {"commit": spec.Kind.COMMIT, "remap": spec.Kind.REMAP, "checkpoint": spec.Kind.CHECKPOINT,
          "gc": spec.Kind.GC_COPY, "trim": spec.Kind.TRIM}
@@ -94,7 +100,8 @@ class Trial:
     fault_keys: dict = field(default_factory=dict)
 
     @classmethod
-    def draw(cls, tid: int, seed: int, site: str, commands: int, faults: bool, cal: dict) -> "Trial":
+    def draw(cls, tid: int, seed: int, site: str, commands: int, faults: bool, cal: dict,
+             kill_after_s: tuple[float, float] = (1.0, 25.0), kind_nth_max: int = 2) -> "Trial":
         """``cal``: what a boot of the base does before the workload (:func:`calibrate`).  A
         quarter of the cuts land in it (recovery, GC at boot), the rest after it; three quarters for
         ``kind:gc``, since a short workload rarely makes GC run again."""
@@ -113,12 +120,12 @@ class Trial:
         elif site == "erase":
             cut = {target: {"power_cut_erase": nth(cal["erases"][target], 3)}}
         elif site == "random":
-            t.kill_after_s = round(rnd.uniform(1.0, 25.0), 2)
+            t.kill_after_s = round(rnd.uniform(*kill_after_s), 2)
         elif site.startswith("kind:"):
             # every target counts its own pages of the kind; the first to reach its k-th cuts
             kind = KINDS[site[5:]].name
             before = cal["by_kind"].get(kind, [0] * TARGETS)
-            k = rnd.randint(1, 2)
+            k = rnd.randint(1, kind_nth_max)
             cut = {i: {"power_cut_kind": int(KINDS[site[5:]]),
                        "power_cut_kind_nth": rnd.randint(1, before[i]) if in_boot and before[i] else before[i] + k}
                    for i in range(TARGETS)}
@@ -134,21 +141,28 @@ class Trial:
 
 # -- the base image -------------------------------------------------------------
 
-def prepare_base(base: Path, gateware: Path, log=print) -> dict[int, bytes]:
-    """Fresh images, a fill that makes GC and checkpoints happen, a clean stop.
-    Returns the base's contents over the span (the oracle's initial state)."""
+def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> dict[int, bytes]:
+    """Fresh images, a fill that makes GC and checkpoints happen (``fresh``:
+    none, a young device), a clean stop.  Returns the base's contents over the
+    span (the oracle's initial state)."""
     done = base / "initial.json"
     if done.exists():
+        meta = json.loads((base / "base.json").read_text()) if (base / "base.json").exists() else {"fresh": False}
+        if meta["fresh"] != fresh:
+            raise SystemExit(f"campaign: {base} holds a {'fresh' if meta['fresh'] else 'seasoned'} base; "
+                             f"use another --dir for a {'fresh' if fresh else 'seasoned'} one")
         return {int(k): bytes.fromhex(v) for k, v in json.loads(done.read_text()).items()}
-    log(f"campaign: preparing the base image in {base} ...")
+    log(f"campaign: preparing the {'fresh' if fresh else 'seasoned'} base image in {base} ...")
     cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)
     simctl.start(base, cfg, fresh=True, gateware=gateware)
+    gc = ck = ""
     try:
         for line in SETUP:
             simctl.console_command(line, base)
-        out = simctl.console_command(f"io random 9 300 {SPAN}", base, timeout=1800)
-        if "error" in out:
-            raise RuntimeError(f"base fill failed: {out}")
+        if not fresh:
+            out = simctl.console_command(f"io random 9 300 {SPAN}", base, timeout=1800)
+            if "error" in out:
+                raise RuntimeError(f"base fill failed: {out}")
         dev = Device.attach_sim(base)
         initial = read_span(dev, SPAN)
         dev.close()
@@ -157,8 +171,16 @@ def prepare_base(base: Path, gateware: Path, log=print) -> dict[int, bytes]:
     finally:
         simctl.stop(base)
     log(f"campaign: base ready ({gc.splitlines()[0] if gc else ''}; {ck.splitlines()[0] if ck else ''})")
+    (base / "base.json").write_text(json.dumps({"fresh": fresh}))
     done.write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
     return initial
+
+
+def no_calibration() -> dict:
+    """A young device's boot programs next to nothing: draw cuts from power-on
+    (one that lands in the boot is judged like any other)."""
+    return {"programs": [0] * TARGETS, "erases": [0] * TARGETS,
+            "by_kind": {k.name: [0] * TARGETS for k in KINDS.values()}}
 
 
 def _model_stats(run_dir: Path) -> list[dict]:
@@ -380,7 +402,7 @@ def report(results: list[dict], path: Path | None, args) -> str:
 
 Generated by `sim/campaign.py` ({len(results)} trials; seed {args.seed}; commands per trial {args.commands};
 {TARGETS} NAND targets x {BLOCKS_PER_LUN} blocks per LUN, small profile; faults {'on' if args.faults else 'off'}).
-Each trial: a seasoned base image, a random host workload mirrored in the model, a power cut at the
+Each trial: a {'fresh' if args.fresh else 'seasoned'} base image, a random host workload mirrored in the model, a power cut at the
 site, restart, recovery, every LBA of the workload judged by the model's oracle, new work accepted.
 
 {table}
@@ -408,21 +430,30 @@ def main(argv=None) -> int:
                    help="cut at every program (then every erase) of target 0 for one fixed workload")
     p.add_argument("--max-k", type=int, default=0, help="--exhaustive: up to this program index (0: until no cut)")
     p.add_argument("--quick", action="store_true",
-                   help=f"the campaign's smoke test: {QUICK['count']} trials of {QUICK['commands']} commands over the "
-                        f"sites {', '.join(QUICK['sites'])} (what make test-slow runs)")
+                   help=f"what make test runs: {QUICK['count']} trials of {QUICK['commands']} commands on a fresh "
+                        f"device over the sites {', '.join(QUICK['sites'])}")
+    p.add_argument("--smoke", action="store_true",
+                   help=f"what make test-slow runs: {SMOKE['count']} trials of {SMOKE['commands']} commands on the "
+                        f"seasoned base over the sites {', '.join(SMOKE['sites'])}")
+    p.add_argument("--fresh", action="store_true",
+                   help="start every trial on a fresh device instead of the seasoned base (no GC yet; no calibration)")
     p.add_argument("--gateware", type=Path, default=None,
                    help="a built simulation (soc/sim.py --build-only prints it; default: build it now). "
                         "A copy keeps a long campaign independent of later rebuilds")
     args = p.parse_args(argv)
-    if args.quick:
-        args.count, args.commands, args.sites = QUICK["count"], QUICK["commands"], ",".join(QUICK["sites"])
+    kill_after_s, kind_nth_max = (1.0, 25.0), 2
+    for flag, preset in (("quick", QUICK), ("smoke", SMOKE)):
+        if getattr(args, flag):
+            args.count, args.commands, args.sites = preset["count"], preset["commands"], ",".join(preset["sites"])
+            args.fresh = args.fresh or preset["fresh"]
+            kill_after_s, kind_nth_max = preset["kill_after_s"], preset["kind_nth_max"]
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
     base = out / "base"
     gateware = (args.gateware.resolve() if args.gateware
                 else simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)))
-    initial = prepare_base(base, gateware)
-    cal = calibrate(base, gateware)
+    initial = prepare_base(base, gateware, fresh=args.fresh)
+    cal = no_calibration() if args.fresh else calibrate(base, gateware)
 
     if args.replay:
         t = Trial(**json.loads(args.replay.read_text()))
@@ -449,8 +480,8 @@ def main(argv=None) -> int:
             trials.append(Trial(20_000 + k, args.seed, "erase", args.commands, args.faults,
                                 cuts={"0": {"power_cut_erase": k, "power_cut_progress": 0.5, "power_cut_finish": 1}}))
     else:
-        trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults, cal)
-                  for i in range(args.count)]
+        trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults, cal,
+                             kill_after_s, kind_nth_max) for i in range(args.count)]
     todo = [t for t in trials if t.id not in done]
     print(f"campaign: {len(trials)} trials ({len(trials) - len(todo)} already done), {args.jobs} in parallel, "
           f"results in {results_path}")
