@@ -533,6 +533,8 @@ class Device:
 
     def wait(self, cmd: Command, *, check: bool = True) -> Command:
         """Until ``cmd`` completes; raises its status's exception when ``check``."""
+        if not cmd.done and self._inflight.get(cmd.cid) is not cmd:
+            raise DeviceError(f"{cmd.detail or cmd.opcode.name}: not in flight on queue {self.qid}")
         while not cmd.done:
             self.poll(block=True)
         return cmd.check() if check else cmd
