@@ -298,6 +298,7 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
             devs.close()
             res["commands"] = rec.counts.commands
             res["queues"] = len(rec.devs)
+            res["overlapped"] = rec.counts.overlapped   # commands submitted while another queue had one in flight
             res["in_flight"] = len(rec.in_flight_ops)
         phase("workload")
         if not res["cut_seen"]:
