@@ -72,7 +72,7 @@ def _pos(text: str) -> int:
 # -- device access -----------------------------------------------------------------
 
 def _device(args):
-    from .device import Device, DeviceError
+    from .device import BadQueue, Device, DeviceError
     from .transport import TransportError
 
     st = simctl.status(args.dir)
@@ -80,6 +80,8 @@ def _device(args):
         raise CliError(f"no simulation running in {st['run_dir']} (atomflash sim start)", EXIT_NO_DEVICE)
     try:
         return Device.attach_sim(args.dir or simctl.default_run_dir(), qid=args.qid, timeout=args.timeout)
+    except BadQueue as e:
+        raise CliError(f"--qid: {e}", EXIT_USAGE) from None
     except (TransportError, DeviceError, TimeoutError) as e:
         raise CliError(str(e), EXIT_NO_DEVICE) from None
 

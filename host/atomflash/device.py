@@ -68,8 +68,8 @@ from typing import Iterable, Sequence
 from . import errors, spec
 from .spec import Hint, Opcode, Status
 
-__all__ = ["Device", "DeviceSet", "Layout", "Command", "Transaction", "DeviceError", "HostMemoryFull",
-           "hostmem_slices"]
+__all__ = ["Device", "DeviceSet", "Layout", "Command", "Transaction", "DeviceError", "BadQueue",
+           "HostMemoryFull", "hostmem_slices"]
 
 HQ = spec.HOST_REGS
 FUA = spec.CMD.compose("flags", fua=1)
@@ -79,6 +79,10 @@ CONFIG_ERROR = next(b.mask for b in HQ["status"].bits if b.name == "config_error
 
 class DeviceError(RuntimeError):
     """The device misbehaved below the command level (no queue, a register that is not there)."""
+
+
+class BadQueue(DeviceError):
+    """The queue pair asked for is not one of the device's host queues."""
 
 
 class HostMemoryFull(ValueError):
@@ -310,7 +314,7 @@ class Device:
             n = first.host_queues if queues is None else queues
             if n > first.host_queues:
                 first._release_queue()   # the transport is the caller's
-                raise DeviceError(f"{n} host queues asked for, the device has {first.host_queues}")
+                raise BadQueue(f"{n} host queues asked for, the device has {first.host_queues}")
             qids = range(1, n)
             out = DeviceSet([first])
         else:
@@ -379,7 +383,7 @@ class Device:
         if self.qid >= self.host_queues:
             hosts = (f"0 .. {self.host_queues - 1} are the host's" if self.host_queues > 1
                      else "0 is the host's" if self.host_queues == 1 else "none is the host's")
-            raise DeviceError(f"queue pair {self.qid} is not a host queue: the device has {queues} queue pairs, "
+            raise BadQueue(f"queue pair {self.qid} is not a host queue: the device has {queues} queue pairs, "
                               f"{hosts}, {queues - 1} is the firmware's")
         n = entries or max_entries
         if n > max_entries or n < 2 or n & (n - 1):

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from atomflash import spec
-from atomflash.device import Device, DeviceError, DeviceSet, Layout, hostmem_slices
+from atomflash.device import BadQueue, Device, DeviceError, DeviceSet, Layout, hostmem_slices
 from atomflash.model import Limits, Model
 from atomflash.spec import Opcode, Status
 from atomflash.transport import UartBoneTransport
@@ -204,14 +204,14 @@ def test_two_queues_share_one_transport_and_split_host_memory(ssd):
 
 def test_bad_queue_numbers(ssd):
     fake, t = ssd
-    with pytest.raises(DeviceError, match="queue pair 2 is not a host queue.*0 .. 1 are the host's.*2 is the firmware"):
+    with pytest.raises(BadQueue, match="queue pair 2 is not a host queue.*0 .. 1 are the host's.*2 is the firmware"):
         Device(t, LAYOUT, qid=2, timeout=10)
     with pytest.raises(DeviceError, match="queue pair 7 is not a host queue"):
         Device(t, LAYOUT, qid=7, timeout=10)
     for bad in (-1, "1", 1.0, True):
         with pytest.raises(ValueError, match="qid"):
             Device(t, LAYOUT, qid=bad, timeout=10)
-    with pytest.raises(DeviceError, match="3 host queues asked for, the device has 2"):
+    with pytest.raises(BadQueue, match="3 host queues asked for, the device has 2"):
         Device.open_queues(t, LAYOUT, 3, timeout=10)
     with pytest.raises(ValueError, match="each at most once"):
         Device.open_queues(t, LAYOUT, [1, 1], timeout=10)
