@@ -37,9 +37,10 @@ static void boot_report(void)
 		       (unsigned long)afctrl_read(AFCTRL_FTL_OFFSET + AF_FTL_ID));
 		return;
 	}
-	printf("controller: FTL core (spec %lu) at 0x%08lx: %lu channels x %lu ways, %lu host queue pairs\n",
+	printf("controller: FTL core (spec %lu) at 0x%08lx: %lu channels x %lu ways, %lu host queue pairs "
+	       "(+ the firmware's)\n",
 	       (unsigned long)afctrl_read(AFCTRL_FTL_OFFSET + AF_FTL_VERSION), (unsigned long)AFCTRL_BASE,
-	       (unsigned long)af_ftl.channels, (unsigned long)af_ftl.ways, (unsigned long)af_ftl.queue_pairs);
+	       (unsigned long)af_ftl.channels, (unsigned long)af_ftl.ways, (unsigned long)(af_ftl.queue_pairs - 1));
 #else
 	if (!afctrl_present()) {
 		printf("controller: none at 0x%08lx (id 0x%08lx)\n", (unsigned long)AFCTRL_BASE,

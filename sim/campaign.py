@@ -98,6 +98,7 @@ class Trial:
     recovery_cut_ns: int = 0                          # second cut during the next boot (site recovery)
     kill_after_s: float = 0.0                         # site random: wall seconds into the workload
     fault_keys: dict = field(default_factory=dict)
+    queues: int = 0                                   # host queues the workload uses (0: every one)
 
     @classmethod
     def draw(cls, tid: int, seed: int, site: str, commands: int, faults: bool, cal: dict,
@@ -291,8 +292,8 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
             try:
                 for line in SETUP:
                     simctl.console_command(line, tdir)
-                dev = Device.attach_sim(tdir, timeout=300)
-                rec = Recorder(dev, initial=initial)
+                devs = Device.attach_sim_all(tdir, queues=trial.queues or None, timeout=300)
+                rec = Recorder(devs, initial=initial)
             except (simctl.SimError, TransportError):
                 if not _power_lost(tdir):
                     raise
@@ -316,8 +317,10 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
             finally:
                 if killer is not None:
                     killer.cancel()
-            dev.close()
+            devs.close()
             res["commands"] = rec.counts.commands
+            res["queues"] = len(rec.devs)
+            res["overlapped"] = rec.counts.overlapped   # commands submitted while another queue had one in flight
             res["in_flight"] = len(rec.in_flight_ops)
         phase("workload")
         if not res["cut_seen"]:
@@ -423,6 +426,8 @@ def main(argv=None) -> int:
     p.add_argument("--sites", default=",".join(s for s in SITES if not s.startswith("kind:") or kind_cut_supported()),
                    help="cut sites to rotate through")
     p.add_argument("--faults", action="store_true", help="bit errors, program/erase failures, MLC paired pages")
+    p.add_argument("--queues", type=int, default=0,
+                   help="host queues the workload runs on, interleaved (default 0: every host queue the SoC has)")
     p.add_argument("--dir", type=Path, default=ROOT / "build" / "campaign", help="campaign directory")
     p.add_argument("--report", type=Path, default=None, help="write the report (markdown) here")
     p.add_argument("--replay", type=Path, default=None, help="run this trial.json again")
@@ -482,6 +487,8 @@ def main(argv=None) -> int:
     else:
         trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults, cal,
                              kill_after_s, kind_nth_max) for i in range(args.count)]
+    for t in trials:
+        t.queues = args.queues
     todo = [t for t in trials if t.id not in done]
     print(f"campaign: {len(trials)} trials ({len(trials) - len(todo)} already done), {args.jobs} in parallel, "
           f"results in {results_path}")

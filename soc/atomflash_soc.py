@@ -44,7 +44,23 @@ SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
 DEFAULT_SLOTS = spec.NAND_DEFAULTS.SLOTS  # page-buffer slots per NAND channel
 FTL_SLOTS = 16                      # FtlCore publisher slots (map-changing commands in flight)
 HOSTMEM_ORIGIN = 0xA000_0000        # the simulated host's memory (queues, data buffers): not the CPU's
-HOSTMEM_BYTES = 0x4_0000            # 256 KiB
+
+
+def hostmem_bytes(profile: str = "small", host_queues: int = 1) -> int:
+    """The simulated host memory: for each host queue pair its rings and room
+    for the largest command's buffers (a ``MAX_TRANSFER`` read or write, or a
+    full atomic group with its list), rounded up to 4 KiB; the total rounded
+    up to a power of two (256 KiB for one queue on the small profile, 512 KiB
+    for two).  ``atomflash.Device`` gives each host queue an equal slice."""
+    p = spec.NAND_PROFILES[profile]
+    lim = spec.LIMITS
+    rings = lim.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
+    buffers = max(lim.MAX_TRANSFER, lim.MAX_ATOMIC_PAGES) * p.page_data + lim.MAX_ATOMIC_PAGES * spec.ATOMIC_ENTRY.size
+    per_queue = -(-(rings + buffers) // 4096) * 4096
+    size = 4096
+    while size < host_queues * per_queue:
+        size *= 2
+    return size
 
 
 def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cache_pages: int = 0) -> int:
@@ -134,7 +150,7 @@ class AtomflashSoC(SoCCore):
 
     def __init__(self, *, sys_clk_freq: int = DEFAULT_SYS_CLK_FREQ, profile: str = "small",
                  channels: int = 1, ways: int = 1, nand: bool = False, slots: int = DEFAULT_SLOTS,
-                 cache_pages: int = 0,
+                 cache_pages: int = 0, host_queues: int | None = None,
                  trace_from_reset: bool = True, rtl_dir: Path, firmware_dir: Path | None = None, **kwargs):
         platform = SimPlatformAF()
         self.crg = CRG(platform.request("sys_clk"))
@@ -165,21 +181,22 @@ class AtomflashSoC(SoCCore):
 
         self.nand_core = None
         if nand:
-            from .nand import add_ftl_bridge
+            from .nand import DEFAULT_HOST_QUEUES, add_ftl_bridge
             from .nand_sim import SAMPLE_CYCLES
 
+            self.host_queues = DEFAULT_HOST_QUEUES if host_queues is None else host_queues
             _, self.nand_core = add_ftl_bridge(self, profile=profile, channels=channels, ways=ways, slots=slots,
                                                clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES, out_dir=rtl_dir,
-                                               cache_pages=cache_pages,
+                                               cache_pages=cache_pages, host_queues=self.host_queues,
                                                sim_gate_ecc=True)  # Verilator only: idle decoders cost nothing
-            self.add_host_port()
+            self.add_host_port(hostmem_bytes(profile, self.host_queues))
         else:
             add_atomflash(self, out_dir=rtl_dir)
             self.add_constant("AF_NAND_PROFILE_" + profile.upper())
             self.add_config("AF_CHANNELS", channels)
             self.add_config("AF_WAYS", ways)
 
-    def add_host_port(self):
+    def add_host_port(self, hostmem_size: int):
         """What a host attaches to in simulation (``atomflash.transport``):
 
         * ``hostbone``: LiteX's UARTBone, a Wishbone master driven by bytes on
@@ -187,9 +204,11 @@ class AtomflashSoC(SoCCore):
           host reads and writes the controller's registers (the host queue
           doorbells) and its own memory -- the role PCIe BAR accesses play on
           a board;
-        * ``hostmem``: an SRAM standing in for host memory, where the host keeps
-          its queues and data buffers and the controller's DMA reads and
-          writes them.  The CPU never touches it (IO region, uncached).
+        * ``hostmem``: an SRAM of ``hostmem_size`` bytes (:func:`hostmem_bytes`)
+          standing in for host memory, where the host keeps its queues and
+          data buffers (one slice per host queue pair) and the controller's
+          DMA reads and writes them.  The CPU never touches it (IO region,
+          uncached).
 
         Both appear in ``csr.csv``/``csr.json`` (``memory_region``), which is
         how the host library finds them."""
@@ -201,10 +220,10 @@ class AtomflashSoC(SoCCore):
         self.hostbone = UARTBone(phy=self.hostbone_phy, clk_freq=self.sys_clk_freq,
                                  address_width=self.bus.address_width)
         self.bus.add_master(name="hostbone", master=self.hostbone.wishbone)
-        self.hostmem = wishbone.SRAM(HOSTMEM_BYTES, bus=wishbone.Interface(data_width=32, address_width=32,
-                                                                          addressing="word"))
+        self.hostmem = wishbone.SRAM(hostmem_size, bus=wishbone.Interface(data_width=32, address_width=32,
+                                                                         addressing="word"))
         self.bus.add_slave(name="hostmem", slave=self.hostmem.bus,
-                           region=SoCRegion(origin=HOSTMEM_ORIGIN, size=HOSTMEM_BYTES, cached=False))
+                           region=SoCRegion(origin=HOSTMEM_ORIGIN, size=hostmem_size, cached=False))
 
     # Called by LiteX's Builder after the software libraries are built.
     def init_mems(self, **kwargs):

@@ -35,6 +35,7 @@ from litex.soc.integration.soc import SoCRegion
 from atomflash import spec
 
 AFNAND_ORIGIN = 0x9100_0000  # after the afctrl window (soc.controller.AFCTRL_ORIGIN), uncached IO
+DEFAULT_HOST_QUEUES = 2      # host queue pairs of the FTL core (the firmware's own comes on top)
 
 
 def add_nand_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, ecc: bool,
@@ -101,7 +102,8 @@ def export_nand_constants(soc, window, *, profile: str, channels: int, ways: int
 
 
 def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, clk_hz: int, sample: int,
-                   out_dir: Path, cache_pages: int = 0, sim_gate_ecc: bool = False):
+                   out_dir: Path, cache_pages: int = 0, sim_gate_ecc: bool = False,
+                   host_queues: int = DEFAULT_HOST_QUEUES):
     """Add the FTL core (:class:`soc.ftl_bridge.FtlBridge`) as the SoC's
     controller at ``AFCTRL_BASE``; returns (bridge, core).
 
@@ -111,13 +113,21 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
     NAND window inside the controller window; the firmware's ``AFNAND_BASE``)
     and every NAND constant above.  ``cache_pages``: the core's volatile
     write cache (0: none); the firmware finds it in ``ftl.cache_pages``.
-    ``sim_gate_ecc``: gate the idle BCH decoders' clocks (simulation only)."""
+    ``sim_gate_ecc``: gate the idle BCH decoders' clocks (simulation only).
+    ``host_queues``: queue pairs for hosts (0 .. host_queues - 1); the core
+    gets one more, the last, which is the firmware's own (console ``io``,
+    ``selftest``).  The firmware reads the count from ``ftl.geometry`` and
+    takes the last pair; a host finds it in ``hostq.queues``."""
     from soc.controller import add_controller
     from soc.ftl_bridge import FTL_OFFSET, HOST_OFFSET, FtlBridge
 
-    # two queue pairs: the host's (0) and the firmware's own (the last: console `io`, selftest)
+    # the hosts' queue pairs (0 .. host_queues - 1), then the firmware's own (the last: console `io`, selftest)
+    if not 1 <= host_queues < spec.HOST_REGS["size"].count:
+        raise ValueError(f"host_queues: 1..{spec.HOST_REGS['size'].count - 1} (the firmware takes one more pair "
+                         f"of the register map's {spec.HOST_REGS['size'].count}), not {host_queues}")
     bridge = FtlBridge(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
-                       nand_slots=slots, queue_pairs=2, cache_pages=cache_pages, sim_gate_ecc=sim_gate_ecc)
+                       nand_slots=slots, queue_pairs=host_queues + 1, cache_pages=cache_pages,
+                       sim_gate_ecc=sim_gate_ecc)
     core = add_controller(soc, bridge, regs={}, caps={}, window_bytes=bridge.window_bytes, out_dir=out_dir,
                           module_name="af_ftl_bridge")
     soc.add_constant("AFCTRL_FTL")

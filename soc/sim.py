@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_BUILD_DIR = ROOT / "build" / "soc" / "sim"
 DEFAULT_CHANNELS = 2   # NAND channels of the default build
 DEFAULT_WAYS = 2       # targets per channel of the default build
+DEFAULT_HOST_QUEUES = 2  # host queue pairs of the default build (soc.nand.DEFAULT_HOST_QUEUES)
 
 VERILOG_EXT = {".v", ".sv", ".vh", ".svh"}
 CXX_EXT = {".c", ".cc", ".cpp", ".cxx"}
@@ -87,6 +88,9 @@ def parse_args(argv=None):
     p.add_argument("--cache-pages", type=int, default=0,
                    help="the FTL core's volatile write cache in main RAM, in pages (0: none; else at least "
                         "channels x ways, one destage stripe)")
+    p.add_argument("--host-queues", type=int, default=DEFAULT_HOST_QUEUES,
+                   help="host queue pairs of the FTL core (the firmware's own comes on top); the host memory "
+                        "has a slice per queue")
     p.add_argument("--no-nand", action="store_true",
                    help="no NAND controller and models (the identify placeholder alone)")
     p.add_argument("--image", default=None,
@@ -125,6 +129,8 @@ def parse_args(argv=None):
             p.error(f"--nand-set {kv}: expected KEY=VALUE")
     if args.cache_pages and args.cache_pages < args.channels * args.ways:
         p.error(f"--cache-pages: at least {args.channels * args.ways} (channels x ways, one destage stripe), or 0")
+    if not 1 <= args.host_queues <= spec.HOST_REGS["size"].count - 1:
+        p.error(f"--host-queues: 1..{spec.HOST_REGS['size'].count - 1} (the firmware takes one more pair)")
     if args.no_nand and (args.image or args.nand_set):
         p.error("--image/--nand-set need the NAND models (drop --no-nand)")
     return args
@@ -137,7 +143,7 @@ def config_build_dir(args) -> Path:
 
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
                     ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
-                    threads=1, cache_pages=0)
+                    threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -176,7 +182,7 @@ def make_soc(args, build_dir: Path):
 
     soc = AtomflashSoC(sys_clk_freq=int(args.sys_clk_freq), profile=args.nand_profile,
                        channels=args.channels, ways=args.ways, nand=not args.no_nand, slots=args.slots,
-                       cache_pages=args.cache_pages,
+                       cache_pages=args.cache_pages, host_queues=args.host_queues,
                        trace_from_reset=args.trace_start == 0,
                        rtl_dir=build_dir / "rtl")
     soc.sim_sources = [Path(s).resolve() for s in args.extra_source]

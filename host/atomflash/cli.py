@@ -72,14 +72,16 @@ def _pos(text: str) -> int:
 # -- device access -----------------------------------------------------------------
 
 def _device(args):
-    from .device import Device, DeviceError
+    from .device import BadQueue, Device, DeviceError
     from .transport import TransportError
 
     st = simctl.status(args.dir)
     if not st.get("running"):
         raise CliError(f"no simulation running in {st['run_dir']} (atomflash sim start)", EXIT_NO_DEVICE)
     try:
-        return Device.attach_sim(args.dir or simctl.default_run_dir(), timeout=args.timeout)
+        return Device.attach_sim(args.dir or simctl.default_run_dir(), qid=args.qid, timeout=args.timeout)
+    except BadQueue as e:
+        raise CliError(f"--qid: {e}", EXIT_USAGE) from None
     except (TransportError, DeviceError, TimeoutError) as e:
         raise CliError(str(e), EXIT_NO_DEVICE) from None
 
@@ -121,7 +123,8 @@ def _show_blocks(args, lba: int, data: bytes, n: int) -> None:
 def cmd_sim(args):
     if args.sim_verb == "start":
         cfg = simctl.SimConfig(channels=args.channels, ways=args.ways, profile=args.profile,
-                               blocks_per_lun=args.blocks_per_lun, image=args.image, cache_pages=args.cache_pages)
+                               blocks_per_lun=args.blocks_per_lun, image=args.image, cache_pages=args.cache_pages,
+                               host_queues=args.host_queues)
         for kv in args.nand_set:
             k, _, v = kv.partition("=")
             if not _:
@@ -158,6 +161,7 @@ def cmd_sim(args):
               f"flash     {c['channels']} channels x {c['ways']} ways, profile {c['profile']}, "
               f"{c['blocks_per_lun'] or 'profile'} blocks per LUN"
               + (f", write cache {c['cache_pages']} pages" if c.get("cache_pages") else "")
+              + (f", {c['host_queues']} host queues" if c.get("host_queues") else "")
               + f"\nimages    {', '.join(st['images'])}")
         if st["running"]:
             print(f"up        {time.time() - st['started']:.0f} s (wall), pid {st['vsim_pid']}")
@@ -327,14 +331,17 @@ def build_parser() -> argparse.ArgumentParser:
                                          "2 usage, 3 no device, 16 + status for device errors.")
     top.add_argument("--version", action="version", version=f"atomflash {__import__('atomflash').__version__} "
                                                            f"(spec {spec.SPEC_VERSION})")
-    # --dir/--timeout go before or after the verb (SUPPRESS: a verb's absent option keeps the top's)
+    # --dir/--timeout/--qid go before or after the verb (SUPPRESS: a verb's absent option keeps the top's)
     dir_help = "the simulation's run directory (default build/run; env ATOMFLASH_RUN_DIR)"
     timeout_help = "wall seconds to wait for a command"
     top.add_argument("--dir", type=Path, default=None, help=dir_help)
     top.add_argument("--timeout", type=float, default=600.0, help=timeout_help)
+    qid_help = "the host queue pair to use (0 .. host queues - 1; default 0)"
+    top.add_argument("--qid", type=_nonneg, default=0, help=qid_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=dir_help)
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help=timeout_help)
+    common.add_argument("--qid", type=_nonneg, default=argparse.SUPPRESS, help=qid_help)
     sub = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     p = sub.add_parser("sim", help="start, stop or inspect the simulated SSD", parents=[common])
@@ -350,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--cache-pages", type=_nonneg, default=0,
                    help="the controller's volatile write cache, in pages (0: none; a build of its own; "
                         "acknowledged writes are durable only after flush)")
+    q.add_argument("--host-queues", type=_pos, default=2,
+                   help="host queue pairs (Device qid 0..N-1; the firmware's own comes on top; another count is "
+                        "a build of its own)")
     q.add_argument("--nand-set", action="append", default=[], metavar="KEY=VALUE",
                    help="NAND model key for every target (atomflash.nandsim.CONFIG_KEYS), e.g. ber=1e-6")
     q.add_argument("-v", "--verbose", action="store_true", help="print the whole boot report")

@@ -28,6 +28,31 @@ keeps several commands in flight (queue depth > 1)::
 
 Transaction ids are the host's choice (any nonzero 32-bit value not open);
 :meth:`Device.transaction` picks the next unused one.
+
+Several host queues
+-------------------
+
+A device has ``hostq.queues`` queue pairs; the last is the firmware's own,
+the others (``qid`` 0 .. queues - 2) are the host's.  One :class:`Device`
+drives one pair; several Devices on one transport drive several pairs of
+the same device (the simulated SoC's UARTBone takes one TCP connection, so
+they must share it)::
+
+    devs = Device.attach_sim_all("build/run")     # every host queue, one connection
+    a, b = devs
+    ca = a.submit_write(0, blk0); cb = b.submit_write(1, blk1)   # in flight on two queues
+    Device.poll_any(devs, block=True)             # completions of both, one register burst
+    devs.close()
+
+    dev = Device.attach_sim("build/run", qid=1)   # one queue, its own connection
+
+Host memory is split into equal slices, one per host queue
+(:func:`hostmem_slices`): queue ``qid`` keeps its rings and its data
+buffers in slice ``qid`` only, so Devices never overlap whoever opened
+them.  Devices on one transport share transaction ids (:meth:`Device.new_tid`
+never hands out one another queue has open) and the transport: closing the
+last of them closes it.  A Device is not thread-safe, nor are Devices that
+share a transport: drive them from one thread.
 """
 
 from __future__ import annotations
@@ -35,6 +60,7 @@ from __future__ import annotations
 import csv
 import itertools
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -42,7 +68,8 @@ from typing import Iterable, Sequence
 from . import errors, spec
 from .spec import Hint, Opcode, Status
 
-__all__ = ["Device", "Layout", "Command", "Transaction", "DeviceError", "HostMemoryFull"]
+__all__ = ["Device", "DeviceSet", "Layout", "Command", "Transaction", "DeviceError", "BadQueue",
+           "HostMemoryFull", "hostmem_slices"]
 
 HQ = spec.HOST_REGS
 FUA = spec.CMD.compose("flags", fua=1)
@@ -52,6 +79,10 @@ CONFIG_ERROR = next(b.mask for b in HQ["status"].bits if b.name == "config_error
 
 class DeviceError(RuntimeError):
     """The device misbehaved below the command level (no queue, a register that is not there)."""
+
+
+class BadQueue(DeviceError):
+    """The queue pair asked for is not one of the device's host queues."""
 
 
 class HostMemoryFull(ValueError):
@@ -78,6 +109,42 @@ class Layout:
         if missing:
             raise DeviceError(f"{path}: no memory region {', '.join(sorted(missing))} (a build without the host port?)")
         return cls(regions["afctrl"][0], *regions["hostmem"])
+
+
+SLICE_ALIGN = 4096  # host-memory slices start on 4 KiB boundaries
+
+
+def hostmem_slices(layout: Layout, host_queues: int) -> list[tuple[int, int]]:
+    """(base, size) of each host queue's slice of host memory: ``host_queues``
+    equal, 4 KiB-aligned, non-overlapping slices of ``layout``'s hostmem, slice
+    ``qid`` for queue pair ``qid``."""
+    if host_queues < 1:
+        raise DeviceError(f"the device offers {host_queues} host queues")
+    size = layout.hostmem_size // host_queues // SLICE_ALIGN * SLICE_ALIGN
+    if size < SLICE_ALIGN:
+        raise DeviceError(f"{layout.hostmem_size} bytes of host memory do not split into {host_queues} slices")
+    return [(layout.hostmem_base + q * size, size) for q in range(host_queues)]
+
+
+class _Shared:
+    """What the Devices on one transport share: how many use it (the last to
+    close closes it) and the transaction ids (device-wide, not per queue)."""
+
+    def __init__(self):
+        self.users = 0
+        self.tids = itertools.count(1)
+        self.open_tids: set[int] = set()
+        self.attached: dict[int, "Device"] = {}  # qid -> its open Device
+
+
+_SHARED: "weakref.WeakKeyDictionary[object, _Shared]" = weakref.WeakKeyDictionary()
+
+
+def _shared(transport) -> _Shared:
+    try:
+        return _SHARED.setdefault(transport, _Shared())
+    except TypeError:  # a transport that takes no weak reference: its own state
+        return _Shared()
 
 
 class _Allocator:
@@ -150,37 +217,51 @@ def _bytes(words: Sequence[int], n: int) -> bytes:
 
 
 class Device:
-    """One queue pair of an atomflash device through ``transport``.
+    """One host queue pair of an atomflash device through ``transport``.
 
-    ``qid``: the host's queue pair (the firmware keeps the last one for its
-    console).  ``timeout``: wall seconds a command may take before
-    :class:`TimeoutError` (a simulated device runs ~1,000x slower than real
-    time).  The constructor waits for the host interface (the firmware
-    enables it after recovery), sets up the queue pair and reads IDENTIFY.
+    ``qid``: the queue pair, 0 .. ``hostq.queues`` - 2 (the firmware keeps
+    the last one for its console); a bad one is :class:`DeviceError` (out of
+    range) or :class:`ValueError` (not a number).  The queue's rings and
+    buffers live in slice ``qid`` of host memory (:func:`hostmem_slices`).
+    ``timeout``: wall seconds a command may take before :class:`TimeoutError`
+    (a simulated device runs ~1,000x slower than real time).  The
+    constructor waits for the host interface (the firmware enables it after
+    recovery), sets up the queue pair (resetting its indices) and reads
+    IDENTIFY.  Several Devices may share one transport (one per queue pair;
+    :meth:`open_queues`).
     """
 
     def __init__(self, transport, layout: Layout, *, qid: int = 0, queue_entries: int | None = None,
                  timeout: float = 600.0, ready_timeout: float = 600.0):
+        if isinstance(qid, bool) or not isinstance(qid, int) or qid < 0:
+            raise ValueError(f"qid {qid!r}: a host queue pair is a number from 0")
         self.t = transport
         self.layout = layout
         self.qid = qid
         self.timeout = timeout
         self._cids = itertools.count(1)
         self._inflight: dict[int, Command] = {}
-        self._tids = itertools.count(1)
-        self.open_tids: set[int] = set()
+        self._shared = _shared(transport)
+        self._closed = True  # until it is one of the transport's users
+        if qid in self._shared.attached:
+            raise DeviceError(f"queue pair {qid} already has a Device on this transport")
         self.counts = {"commands": 0, "pages_written": 0, "pages_read": 0}
         self._wait_ready(ready_timeout)
         self._setup_queue(queue_entries)
-        self.info = self.identify()
+        self._shared.users += 1
+        self._shared.attached[qid] = self
+        self._closed = False
+        try:
+            self.info = self.identify()
+        except BaseException:
+            self._release_queue()
+            raise
         self.lba_size = self.info.lba_size
         self.capacity = self.info.capacity
 
     # -- construction -------------------------------------------------------
-    @classmethod
-    def attach_sim(cls, run_dir: Path | str, **kw) -> "Device":
-        """The device of a simulation started by ``atomflash sim start`` (its
-        ``sim.json``: the TCP port, the build's ``csr.csv``)."""
+    @staticmethod
+    def _sim_link(run_dir: Path | str):
         import json
 
         from .transport import UartBoneTransport
@@ -191,10 +272,83 @@ class Device:
         except FileNotFoundError:
             raise DeviceError(f"no simulation in {run_dir} (atomflash sim start)") from None
         layout = Layout.from_csr_csv(state["csr_csv"])
-        return cls(UartBoneTransport(state["port"]), layout, **kw)
+        return UartBoneTransport(state["port"]), layout
+
+    @classmethod
+    def attach_sim(cls, run_dir: Path | str, *, qid: int = 0, **kw) -> "Device":
+        """Queue pair ``qid`` of a simulation started by ``atomflash sim
+        start`` (its ``sim.json``: the TCP port, the build's ``csr.csv``), on a
+        connection of its own: the simulated host port takes one connection,
+        so for several queues at once use :meth:`attach_sim_all`."""
+        transport, layout = cls._sim_link(run_dir)
+        try:
+            return cls(transport, layout, qid=qid, **kw)
+        except BaseException:
+            transport.close()
+            raise
+
+    @classmethod
+    def attach_sim_all(cls, run_dir: Path | str, *, queues: int | Iterable[int] | None = None,
+                       **kw) -> "DeviceSet":
+        """Several host queue pairs of a simulation on its one connection
+        (:meth:`open_queues`): ``queues`` None for every host queue, N for the
+        first N, or the qids."""
+        transport, layout = cls._sim_link(run_dir)
+        try:
+            return cls.open_queues(transport, layout, queues, **kw)
+        except BaseException:
+            transport.close()
+            raise
+
+    @classmethod
+    def open_queues(cls, transport, layout: Layout, queues: int | Iterable[int] | None = None,
+                    **kw) -> "DeviceSet":
+        """One Device per host queue pair, all on ``transport``: ``queues``
+        None for every host queue the device has, N for pairs 0 .. N-1, or an
+        iterable of qids.  ``kw`` goes to each :class:`Device`.  Returns a
+        :class:`DeviceSet` (a list; ``close()`` closes them all)."""
+        if queues is None or isinstance(queues, int):
+            if isinstance(queues, int) and not isinstance(queues, bool) and queues < 1:
+                raise ValueError(f"queues {queues}: at least 1")
+            first = cls(transport, layout, qid=0, **kw)
+            n = first.host_queues if queues is None else queues
+            if n > first.host_queues:
+                first._release_queue()   # the transport is the caller's
+                raise BadQueue(f"{n} host queues asked for, the device has {first.host_queues}")
+            qids = range(1, n)
+            out = DeviceSet([first])
+        else:
+            qids = list(queues)
+            if not qids:
+                raise ValueError("no queue pair asked for")
+            if len(set(qids)) != len(qids):
+                raise ValueError(f"queue pairs {qids}: each at most once")
+            out = DeviceSet()
+        try:
+            for q in qids:
+                out.append(cls(transport, layout, qid=q, **kw))
+        except BaseException:
+            for d in out:
+                d._release_queue()
+            raise
+        return out
+
+    def _release_queue(self) -> None:
+        """No longer one of the transport's users (without closing it)."""
+        if not self._closed:
+            self._closed = True
+            sh = self._shared
+            if sh.attached.get(self.qid) is self:
+                del sh.attached[self.qid]
+            sh.users -= 1
 
     def close(self) -> None:
-        self.t.close()
+        """Done with this queue pair; the last Device on the transport closes it."""
+        if self._closed:
+            return
+        self._release_queue()
+        if self._shared.users <= 0:
+            self.t.close()
 
     def __enter__(self):
         return self
@@ -224,17 +378,26 @@ class Device:
 
     def _setup_queue(self, entries: int | None) -> None:
         queues, max_entries = self.rd("queues"), self.rd("max_entries")
-        if self.qid >= queues - 1:
-            raise DeviceError(f"queue pair {self.qid}: the device has {queues}, the last is the firmware's")
+        self.queue_pairs = queues
+        self.host_queues = queues - 1
+        if self.qid >= self.host_queues:
+            hosts = (f"0 .. {self.host_queues - 1} are the host's" if self.host_queues > 1
+                     else "0 is the host's" if self.host_queues == 1 else "none is the host's")
+            raise BadQueue(f"queue pair {self.qid} is not a host queue: the device has {queues} queue pairs, "
+                              f"{hosts}, {queues - 1} is the firmware's")
         n = entries or max_entries
         if n > max_entries or n < 2 or n & (n - 1):
             raise ValueError(f"queue entries {n}: a power of two in 2..{max_entries}")
         self.qsize = n
-        base, size = self.layout.hostmem_base, self.layout.hostmem_size
+        base, size = hostmem_slices(self.layout, self.host_queues)[self.qid]
+        self.mem_base, self.mem_size = base, size
         self.sq = base
         self.cq = base + n * spec.CMD.size
         data = self.cq + -(-n * spec.CPL.size // 64) * 64
+        if data >= base + size:
+            raise DeviceError(f"queue pair {self.qid}: {n}-entry rings do not fit its {size}-byte slice of host memory")
         self.mem = _Allocator(data, base + size - data)
+        self.heap_bytes = base + size - data
         self.t.write(self.cq, [0] * (n * spec.CPL.size // 4))  # phase 0 everywhere: nothing posted
         self.wr("sq_base", self.sq, self.qid)
         self.wr("cq_base", self.cq, self.qid)
@@ -295,24 +458,52 @@ class Device:
             if addr is not None:
                 return addr
             if not self._inflight:
-                raise HostMemoryFull(f"{n} bytes of buffers do not fit the {self.layout.hostmem_size}-byte host memory")
+                raise HostMemoryFull(f"{n} bytes of buffers do not fit queue pair {self.qid}'s {self.heap_bytes}-byte "
+                                     f"share of host memory")
             self.poll(block=True)
 
     def poll(self, block: bool = False) -> list[Command]:
-        """Collect posted completions (``block``: wait for at least one)."""
-        deadline = time.monotonic() + self.timeout
+        """Collect posted completions (``block``: wait for at least one, while
+        anything is in flight)."""
+        return Device.poll_any([self], block=block)
+
+    @staticmethod
+    def poll_any(devs: Sequence["Device"], *, block: bool = False) -> list[Command]:
+        """Collect the posted completions of every Device in ``devs`` (their
+        ``cq_tail`` registers read in one burst when they share a transport).
+        ``block``: wait until at least one completes, while any has a command
+        in flight (:class:`TimeoutError` after the shortest ``timeout``)."""
+        devs = list(devs)
+        if not devs:
+            return []
+        deadline = time.monotonic() + min(d.timeout for d in devs)
         while True:
-            tail = self.rd("cq_tail", self.qid)
-            n = (tail - self.cq_head) % self.qsize
-            if n:
-                break
-            if not block:
+            ready = [(d, t) for d, t in zip(devs, Device._cq_tails(devs)) if t != d.cq_head]
+            if ready:
+                return [c for d, t in ready for c in d._collect(t)]
+            if not block or not any(d._inflight for d in devs):
                 return []
             if time.monotonic() > deadline:
-                pending = ", ".join(f"{c.opcode.name} cid {c.cid}" for c in self._inflight.values())
-                raise TimeoutError(f"no completion within {self.timeout:.0f} s (in flight: {pending})")
+                pending = ", ".join(f"{c.opcode.name} cid {c.cid} (queue {d.qid})"
+                                    for d in devs for c in d._inflight.values())
+                raise TimeoutError(f"no completion within {min(d.timeout for d in devs):.0f} s (in flight: {pending})")
             time.sleep(0.002)
-        words = []
+
+    @staticmethod
+    def _cq_tails(devs: Sequence["Device"]) -> list[int]:
+        t, base = devs[0].t, devs[0].layout.ctrl_base
+        if len(devs) == 1 or any(d.t is not t or d.layout.ctrl_base != base for d in devs):
+            return [d.rd("cq_tail", d.qid) for d in devs]
+        r = HQ["cq_tail"]
+        lo, hi = min(d.qid for d in devs), max(d.qid for d in devs)
+        words = t.read(devs[0]._reg("cq_tail", lo), (hi - lo) * r.stride // 4 + 1)
+        return [words[(d.qid - lo) * r.stride // 4] for d in devs]
+
+    def _collect(self, tail: int) -> list[Command]:
+        """The completions posted up to CQ index ``tail``."""
+        n = (tail - self.cq_head) % self.qsize
+        if not n:
+            return []
         first = self.cq_head
         run1 = min(n, self.qsize - first)
         words = self.t.read(self.cq + first * spec.CPL.size, run1 * 4)
@@ -324,13 +515,16 @@ class Device:
             c = spec.CPL.unpack(raw[i * 16:(i + 1) * 16])
             sf = c.sf
             if sf & 1 != self.phase:
-                raise DeviceError(f"completion slot {self.cq_head} has phase {sf & 1}, expected {self.phase}")
+                raise DeviceError(f"queue {self.qid}: completion slot {self.cq_head} has phase {sf & 1}, "
+                                  f"expected {self.phase}")
+            if c.sqid != self.qid:
+                raise DeviceError(f"queue {self.qid}: completion for queue {c.sqid} (cid {c.cid})")
             self.cq_head = (self.cq_head + 1) % self.qsize
             if self.cq_head == 0:
                 self.phase ^= 1
             cmd = self._inflight.pop(c.cid, None)
             if cmd is None:
-                raise DeviceError(f"completion for cid {c.cid}, which is not in flight")
+                raise DeviceError(f"queue {self.qid}: completion for cid {c.cid}, which is not in flight")
             cmd.status = Status(sf >> 1)
             cmd.result = c.result
             if cmd.read_bytes and cmd.status == Status.SUCCESS:
@@ -343,6 +537,8 @@ class Device:
 
     def wait(self, cmd: Command, *, check: bool = True) -> Command:
         """Until ``cmd`` completes; raises its status's exception when ``check``."""
+        if not cmd.done and self._inflight.get(cmd.cid) is not cmd:
+            raise DeviceError(f"{cmd.detail or cmd.opcode.name}: not in flight on queue {self.qid}")
         while not cmd.done:
             self.poll(block=True)
         return cmd.check() if check else cmd
@@ -424,10 +620,17 @@ class Device:
         """Write every (lba, block) pair as one all-or-nothing group."""
         self.wait(self.submit_atomic_write(entries))
 
-    # transactions
+    # transactions (ids are device-wide: shared by the Devices on one transport)
+    @property
+    def open_tids(self) -> set[int]:
+        """Transactions this host opened with the blocking verbs and has not
+        ended (every queue on this transport)."""
+        return self._shared.open_tids
+
     def new_tid(self) -> int:
+        """A transaction id no Device on this transport handed out before (nor has open)."""
         while True:
-            tid = next(self._tids) & 0xFFFF_FFFF
+            tid = next(self._shared.tids) & 0xFFFF_FFFF
             if tid and tid not in self.open_tids:
                 return tid
 
@@ -510,6 +713,34 @@ class Device:
             return scsi.encode_token(self.append(data, fua=args["fua"]))
         self.remap([(e["lba"], e["token"], e["nlb"]) for e in args["entries"]])
         return b""
+
+
+class DeviceSet(list):
+    """Devices on one transport, one per host queue pair (:meth:`Device.open_queues`)."""
+
+    def poll(self, block: bool = False) -> list[Command]:
+        """Completions of every queue (:meth:`Device.poll_any`)."""
+        return Device.poll_any(self, block=block)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(d.in_flight for d in self)
+
+    def wait_all(self, *, check: bool = True) -> None:
+        while self.in_flight:
+            for c in self.poll(block=True):
+                if check:
+                    c.check()
+
+    def close(self) -> None:
+        for d in self:
+            d.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class Transaction:

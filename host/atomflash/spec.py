@@ -951,7 +951,7 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("version", 0x04, "ro", "SPEC_VERSION implemented"),
     Register("geometry", 0x08, "ro", "the core's build",
              (Bits("channels", 0, 8, "NAND channels"), Bits("ways", 8, 8, "targets per channel"),
-              Bits("queue_pairs", 16, 8, "host queue pairs"), Bits("fw_slot", 24, 8,
+              Bits("queue_pairs", 16, 8, "queue pairs of the host-queue front-end (the last is the firmware's own)"), Bits("fw_slot", 24, 8,
               "the page-buffer slot of every channel the firmware may use while the core runs"))),
     Register("status", 0x0C, "ro", "mailbox and core state",
              (Bits("free_pending", 0, 1, "the last free-block push has not been taken yet"),

@@ -28,7 +28,7 @@ size not a power of two) are ignored and reported in ``status``; a bus error
 on queue memory halts fetching until ``ctrl.enable`` is cleared.
 """
 
-from amaranth import Array, Cat, Const, Module, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -61,7 +61,8 @@ class HostQueues(wiring.Component):
     Parameters
     ----------
     queue_pairs : int
-        SQ/CQ pairs (``spec.HOST_QUEUE_PAIRS`` by default).
+        SQ/CQ pairs (``spec.HOST_QUEUE_PAIRS`` by default; any count the
+        register map has room for, not only powers of two).
     max_entries : int
         Largest queue size (a power of two), reported in ``max_entries``.
 
@@ -83,8 +84,9 @@ class HostQueues(wiring.Component):
                  max_entries: int = spec.LIMITS.QUEUE_DEPTH):
         if queue_pairs > REGS["size"].count:
             raise ValueError(f"the register map has room for {REGS['size'].count} queue pairs, not {queue_pairs}")
-        exact_log2(max_entries)  # both must be powers of two
-        exact_log2(queue_pairs)
+        if queue_pairs < 1:
+            raise ValueError(f"queue_pairs must be at least 1, not {queue_pairs}")
+        exact_log2(max_entries)  # a power of two (queue_pairs need not be)
         self.queue_pairs = queue_pairs
         self.max_entries = max_entries
         super().__init__({
@@ -228,8 +230,13 @@ class HostQueues(wiring.Component):
             m.d.comb += pending[q].eq((size[q] != 0) & (sq_head[q] != sq_tail[q]))
         pick = Signal(qbits)
         pick_valid = Signal()
+        pow2 = n & (n - 1) == 0
+
+        def modulo_n(value):  # value in [0, 2n - 2] -> value mod n
+            return value[:qbits] if pow2 else Mux(value >= n, value - n, value)[:qbits]
+
         for k in reversed(range(n)):  # lowest offset from rr_next wins
-            q = (rr_next + k)[:qbits] if n > 1 else Const(0, 1)
+            q = modulo_n(rr_next + k) if n > 1 else Const(0, 1)
             with m.If(pending.bit_select(q, 1)):
                 m.d.comb += [pick.eq(q), pick_valid.eq(1)]
 
@@ -270,7 +277,7 @@ class HostQueues(wiring.Component):
                         m.d.sync += [
                             cmd_full.eq(1),
                             sq_head[fetch_q].eq(wrap(fetch_q, sq_head[fetch_q] + 1)),
-                            rr_next.eq(fetch_q + 1 if n > 1 else 0),
+                            rr_next.eq(modulo_n(fetch_q + 1) if n > 1 else 0),
                         ]
                         m.next = "IDLE"
             with m.State("POST"):

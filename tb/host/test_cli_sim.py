@@ -118,6 +118,9 @@ def test_error_paths(sim, tmp_path):
     sim("read", -1, rc=EXIT_USAGE)
     sim("hint", "bogus", rc=EXIT_USAGE)
     sim("remap", "1:2", rc=EXIT_USAGE)
+    r = sim("--qid", 2, "identify", rc=EXIT_USAGE)                  # the firmware's queue pair
+    assert "--qid: queue pair 2 is not a host queue" in r.stderr and "2 is the firmware's" in r.stderr
+    sim("read", 10, "--qid", 1)                                     # the second host queue works alike
     (tmp_path / "big").write_bytes(b"x" * 5000)
     r = sim("write", 0, "--data-file", tmp_path / "big", rc=EXIT_VALUE)
     assert "5000 bytes" in r.stderr

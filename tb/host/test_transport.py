@@ -27,6 +27,13 @@ class FakeUartBone:
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
+    # hooks for a fake device behind the bridge (tb/host/test_device_queues.py)
+    def written(self, word: int, value: int) -> None:
+        """After the host wrote ``value`` at word address ``word``."""
+
+    def reading(self, word: int, n: int) -> None:
+        """Before the host reads ``n`` words from word address ``word``."""
+
     def _serve(self):
         conn, _ = self.srv.accept()
         buf = bytearray()
@@ -52,9 +59,11 @@ class FakeUartBone:
                     need(4 * n)
                     for i, v in enumerate(struct.unpack(f">{n}I", bytes(buf[:4 * n]))):
                         self.mem[word + i] = v
+                        self.written(word + i, v)
                     del buf[:4 * n]
                 elif cmd == 0x02:
                     unanswered = len(buf)  # everything before this request is consumed
+                    self.reading(word, n)
                     conn.sendall(struct.pack(f">{n}I", *(self.mem.get(word + i, 0) for i in range(n))))
                 else:
                     raise AssertionError(f"unknown UARTBone command {cmd:#x}")

@@ -184,6 +184,17 @@ class Model:
     def _read(self, view: Mapping[int, bytes], lba: int, nlb: int) -> bytes:
         return b"".join(view.get(lba + i, self.zero) for i in range(nlb))
 
+    def usage(self) -> dict[str, int]:
+        """What the limited resources hold now: ``pending`` entries (staged
+        transaction and append blocks, against ``limits.max_pending``), live
+        ``appends`` (``max_appends``), open transactions ``tx`` (``max_open_tx``)."""
+        return {"pending": self._pending_used(), "appends": len(self.appends), "tx": len(self.tx)}
+
+    def usage_limits(self) -> dict[str, int]:
+        """The limits :meth:`usage` counts against."""
+        return {"pending": self.limits.max_pending, "appends": self.limits.max_appends,
+                "tx": self.limits.max_open_tx}
+
     def contents(self) -> dict[int, bytes]:
         """Every mapped LBA's committed block."""
         return dict(self.map)
@@ -195,8 +206,8 @@ class Model:
             op.completed = next(self._clock)
             op.durable = op.durable_on_completion
 
-    def _make_durable(self) -> None:
-        for op in self.history:
+    def _make_durable(self, ops: Iterable[Op] | None = None) -> None:
+        for op in self.history if ops is None else ops:
             if op.completed is not None:
                 op.durable = True
 
@@ -235,9 +246,12 @@ class Model:
         op = self._record("trim", writes, False, durable=fua or not self.cache)
         return Completion(Status.SUCCESS, ops=(op,))
 
-    def flush(self) -> Completion:
-        """FLUSH: every completed command is durable once this returns."""
-        self._make_durable()
+    def flush(self, ops: Iterable[Op] | None = None) -> Completion:
+        """FLUSH: every completed command is durable once this returns.
+        ``ops``: only these become durable -- a harness with commands in flight
+        on other queues while the FLUSH ran passes the ops that had completed
+        when it submitted the FLUSH (NVMe promises no more)."""
+        self._make_durable(ops)
         return Completion(Status.SUCCESS)
 
     def hint(self, hint: int) -> Completion:
