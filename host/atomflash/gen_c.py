@@ -96,7 +96,9 @@ def crc_table(p: spec.CrcParams) -> list[int]:
 
 def _crc(out: io.StringIO, p: spec.CrcParams) -> None:
     # A byte at a time from a 256-entry table derived from the parameters (1 KiB,
-    # one copy per program: a weak definition in C).  Plus the GF(2) arithmetic
+    # one copy per program: a weak definition in C, in a section of its own so
+    # the linker's --gc-sections drops the copies it did not pick; C++ gets a
+    # static copy per file that uses it).  Plus the GF(2) arithmetic
     # that extends a CRC over bytes whose CRC alone is known (a NAND
     # completion's), so a checkpoint's payload CRC needs no software pass (#7).
     if not (p.reflect_input and p.reflect_output and p.width == 32):
@@ -115,13 +117,31 @@ def _crc(out: io.StringIO, p: spec.CrcParams) -> None:
 #ifdef __cplusplus
 static const uint32_t af_crc32_table[256] = {{
 #else
-__attribute__((weak)) const uint32_t af_crc32_table[256] = {{
+__attribute__((weak, section(".rodata.af_crc32_table"))) const uint32_t af_crc32_table[256] = {{
 #endif
 {rows}
 }};
+/* whole aligned words where the byte order allows: one load per four bytes */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+typedef uint32_t __attribute__((may_alias)) af_crc32_word_t;
+#define AF_CRC32_WORDS 1
+#else
+#define AF_CRC32_WORDS 0
+#endif
 static inline uint32_t af_crc32_update(uint32_t crc, const void *data, size_t len) {{
     const uint8_t *b = (const uint8_t *)data;
-    while (len--)
+#if AF_CRC32_WORDS
+    for (; len && ((uintptr_t)b & 3u); len--)
+        crc = (crc >> 8) ^ af_crc32_table[(crc ^ *b++) & 0xffu];
+    for (; len >= 4; len -= 4, b += 4) {{
+        crc ^= *(const af_crc32_word_t *)b;
+        crc = (crc >> 8) ^ af_crc32_table[crc & 0xffu];
+        crc = (crc >> 8) ^ af_crc32_table[crc & 0xffu];
+        crc = (crc >> 8) ^ af_crc32_table[crc & 0xffu];
+        crc = (crc >> 8) ^ af_crc32_table[crc & 0xffu];
+    }}
+#endif
+    for (; len; len--)
         crc = (crc >> 8) ^ af_crc32_table[(crc ^ *b++) & 0xffu];
     return crc;
 }}

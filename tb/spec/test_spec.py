@@ -202,9 +202,10 @@ def test_crc_table_is_the_spec_crc():
 
 
 def test_c_crc32_matches_zlib(tmp_path):
-    """af_crc32 / af_crc32_update piece by piece / af_crc32_extend (the CRC of
-    a concatenation from the second part's CRC alone) against zlib, in a
-    program of two C files (the weak table links once) and as C++."""
+    """af_crc32 (aligned and unaligned starts, any length) / af_crc32_update
+    piece by piece / af_crc32_extend (the CRC of a concatenation from the
+    second part's CRC alone) against zlib, in a program of two C files (the
+    weak table links once) and as C++."""
     header = runner.spec_header()
     other = tmp_path / "other.c"
     other.write_text('#include "atomflash_spec.h"\n'
@@ -228,7 +229,10 @@ int main(void) {
         uint32_t whole = af_crc32_update(af_crc32_update(AF_CRC32_INIT, a, na), b, nb) ^ AF_CRC32_XOROUT;
         uint32_t ext = af_crc32_extend(af_crc32_update(AF_CRC32_INIT, a, na), af_crc32(b, nb),
                                        af_crc32_shift(nb)) ^ AF_CRC32_XOROUT;
-        printf("%08x %08x %08x %08x\n", af_crc32(a, na), other_crc(b, nb), whole, ext);
+        printf("%08x %08x %08x %08x", af_crc32(a, na), other_crc(b, nb), whole, ext);
+        for (size_t k = 1; k < 4; k++)  /* unaligned starts: bytes up to a word boundary first */
+            printf(" %08x", af_crc32(a + k, na > k ? na - k : 0));
+        printf("\n");
     }
     return 0;
 }
@@ -249,7 +253,9 @@ int main(void) {
     got = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout.split("\n")
     for (x, y), line in zip(cases, got):
         cat = zlib.crc32(x + y)
-        assert line.split() == [f"{zlib.crc32(x):08x}", f"{zlib.crc32(y):08x}", f"{cat:08x}", f"{cat:08x}"], (x, y)
+        unaligned = [f"{zlib.crc32(x[k:]):08x}" for k in (1, 2, 3)]
+        assert line.split() == [f"{zlib.crc32(x):08x}", f"{zlib.crc32(y):08x}", f"{cat:08x}", f"{cat:08x}",
+                                *unaligned], (x, y)
     assert len([g for g in got if g]) == len(cases)
 
 
