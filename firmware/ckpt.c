@@ -82,17 +82,47 @@ void af_ckpt_oob(af_oob_t *oob, uint32_t index, uint32_t total, uint64_t seq, ui
 
 /* --- boot ------------------------------------------------------------------------- */
 
-static int read_page(uint32_t ppa, void *buf)
+/* CKPT_ENTRY as words (little-endian, like the CPU): vseq low, high, ppa. */
+#define ENTRY_WORDS (sizeof(af_ckpt_entry_t) / 4)
+#define ENTRY_VSEQ (offsetof(af_ckpt_entry_t, vseq) / 4)
+#define ENTRY_PPA (offsetof(af_ckpt_entry_t, ppa) / 4)
+_Static_assert(sizeof(af_ckpt_entry_t) % 4 == 0 && offsetof(af_ckpt_entry_t, vseq) % 4 == 0 &&
+		       offsetof(af_ckpt_entry_t, ppa) % 4 == 0,
+	       "checkpoint entries are read from the page buffer as words");
+
+/* Boot reads the payload (map and wear pages) two pages at a time: one in
+ * flight while the CPU takes the previous one's entries from its slot.  Before
+ * the FTL core runs every slot is the firmware's (flash.c's pipeline uses them
+ * too); otherwise one page at a time in the sync slot. */
+#define LOAD_TAG(p) ((uint16_t)(0x1000u | ((p) & 0xffu))) /* below AF_NAND_TAG_SYNC */
+
+static uint32_t load_area;
+static unsigned load_slot[2], load_depth;
+
+static unsigned load_slot_of(uint32_t p)
 {
-	return af_nand_read(ppa, 0, af_nand.page_data, buf, 0, NULL) == AF_NANDRESULT_OK ? 0 : -1;
+	return load_slot[p % load_depth];
+}
+
+static int load_issue(uint32_t p)
+{
+	af_nand_desc_t d AF_NAND_ALIGNED;
+	af_nand_desc_init(&d, AF_NANDOP_READ, page_ppa(load_area, p));
+	d.length = (uint16_t)af_nand.page_data;
+	d.slot = (uint16_t)load_slot_of(p);
+	d.tag = LOAD_TAG(p);
+	return af_nand_submit(&d);
 }
 
 int af_ckpt_load(uint32_t g)
 {
 	af_ckpt_hdr_t h;
 	uint8_t *page = af_ckpt.page;
-	if (read_page(af_nand_block_ppa(g), page) < 0)
+	uint32_t ppa0 = af_nand_block_ppa(g);
+	unsigned ch = AF_PPA_PPA_CHANNEL_GET(ppa0), slot = af_nand_sync_slot();
+	if (af_nand_read(ppa0, 0, af_nand.page_data, NULL, 0, NULL) != AF_NANDRESULT_OK)
 		return -1;
+	af_nand_buf_read(ch, slot, 0, page, sizeof(h));
 	memcpy(&h, page, sizeof(h));
 	uint32_t nlist = h.nopen + AF_CKPT_AREAS * h.narea;
 	if (h.magic != AF_CKPT_MAGIC || h.format != AF_CKPT_FORMAT || h.area >= AF_CKPT_AREAS ||
@@ -101,6 +131,7 @@ int af_ckpt_load(uint32_t g)
 	    h.wear_pages != af_ckpt_wear_pages(h.nblocks) ||
 	    1 + (uint64_t)h.map_pages + h.wear_pages > h.narea * af_nand.pages_per_block)
 		return -1;
+	af_nand_buf_read(ch, slot, sizeof(h), page + sizeof(h), 4 * nlist); /* the lists */
 	uint32_t crc = af_crc32_update(AF_CRC32_INIT, page, offsetof(af_ckpt_hdr_t, crc));
 	crc = af_crc32_update(crc, page + sizeof(h), 4 * nlist) ^ AF_CRC32_XOROUT;
 	if (crc != h.crc)
@@ -119,49 +150,63 @@ int af_ckpt_load(uint32_t g)
 		return -1;
 	}
 
-	/* the map pages: entries straight into the map, payload CRC over them */
-	af_rec_map_clear(&af_flash.map);
-	uint32_t pcrc = AF_CRC32_INIT;
-	uint64_t lba = 0;
-	for (uint32_t p = 1; p <= h.map_pages; p++) {
-		if (read_page(page_ppa(h.area, p), page) < 0)
-			goto torn;
-		pcrc = af_crc32_update(pcrc, page, af_nand.page_data);
-		const af_ckpt_entry_t *e = (const af_ckpt_entry_t *)page;
-		for (uint32_t i = 0; i < ENTRIES_PER_PAGE && lba < h.nlba; i++, lba++) {
-			af_flash.map.vseq[lba] = e[i].vseq;
-			af_flash.map.ppa[lba] = e[i].vseq == AF_REC_VSEQ_NONE ? AF_REC_PPA_NONE : e[i].ppa;
+	/* The payload: map entries from the page buffer straight into the map,
+	 * erase counts into the block table.  Its CRC needs no pass over the data:
+	 * a READ's completion carries OOB_CRC of exactly the bytes it left in the
+	 * slot (computed by the channel after ECC correction: nand_channel.md),
+	 * and af_crc32_extend chains those page CRCs into the payload's. */
+	load_area = h.area;
+	load_depth = af_ftl.running ? 1 : 2;
+	load_slot[0] = slot;
+	load_slot[1] = (slot + 1) % af_nand.slots;
+	const uint32_t shift = af_crc32_shift(af_nand.page_data), npages = h.map_pages + h.wear_pages;
+	uint32_t pcrc = AF_CRC32_INIT, nlba = (uint32_t)h.nlba, lba = 0, issued = 0, p;
+	uint32_t *map_ppa = af_flash.map.ppa;
+	uint64_t *map_vseq = af_flash.map.vseq;
+	int wear = h.nblocks == af_flash.nblocks; /* erase counts only for this device's blocks */
+	for (p = 1; p <= npages; p++) {
+		for (; issued < npages && issued < p - 1 + load_depth; issued++)
+			if (load_issue(issued + 1) < 0)
+				goto drain;
+		af_nand_cpl_t c AF_NAND_ALIGNED;
+		if (af_nand_wait(LOAD_TAG(p), &c) < 0 || c.result != AF_NANDRESULT_OK) {
+			p++;
+			goto drain;
 		}
-	}
-	/* the wear pages: erase counts (only for this device's blocks; others ignored) */
-	for (uint32_t p = 0; p < h.wear_pages; p++) {
-		if (read_page(page_ppa(h.area, 1 + h.map_pages + p), page) < 0)
-			goto torn;
-		pcrc = af_crc32_update(pcrc, page, af_nand.page_data);
-		const uint32_t *w = (const uint32_t *)page;
-		for (uint32_t i = 0; i < COUNTS_PER_PAGE; i++) {
-			uint32_t g = p * COUNTS_PER_PAGE + i;
-			if (g < h.nblocks && g < af_flash.nblocks && h.nblocks == af_flash.nblocks)
-				af_flash.blocks[g].erases = w[i] & AF_CKPT_WEAR_COUNT_MASK;
+		pcrc = af_crc32_extend(pcrc, c.crc, shift);
+		const volatile uint32_t *w = af_nand_buf_words(c.channel, load_slot_of(p));
+		if (p <= h.map_pages) {
+			uint32_t end = nlba - lba < ENTRIES_PER_PAGE ? nlba : lba + ENTRIES_PER_PAGE;
+			for (; lba < end; lba++, w += ENTRY_WORDS) {
+				uint32_t lo = w[ENTRY_VSEQ], hi = w[ENTRY_VSEQ + 1];
+				map_vseq[lba] = (uint64_t)hi << 32 | lo;
+				map_ppa[lba] = (lo & hi) == UINT32_MAX ? AF_REC_PPA_NONE : w[ENTRY_PPA]; /* vseq NONE: unbound */
+			}
+		} else {
+			/* count and retired bit whole in `erases` until the CRC checks */
+			uint32_t b = (p - 1 - h.map_pages) * COUNTS_PER_PAGE;
+			for (uint32_t i = 0; wear && i < COUNTS_PER_PAGE && b < h.nblocks; i++, b++)
+				af_flash.blocks[b].erases = w[i];
 		}
 	}
 	if ((pcrc ^ AF_CRC32_XOROUT) != h.payload_crc)
 		goto torn;
+	for (; lba < af_flash.map.nlba; lba++) { /* LBAs past the checkpoint's (cseq: af_rec_finish) */
+		map_ppa[lba] = AF_REC_PPA_NONE;
+		map_vseq[lba] = AF_REC_VSEQ_NONE;
+	}
 	/* grown bad blocks it names (their data had moved: nothing to scan in them) */
-	for (uint32_t p = 0; p < h.wear_pages && h.nblocks == af_flash.nblocks; p++) {
-		if (read_page(page_ppa(h.area, 1 + h.map_pages + p), page) < 0)
-			goto torn;
-		const uint32_t *w = (const uint32_t *)page;
-		for (uint32_t i = 0; i < COUNTS_PER_PAGE && p * COUNTS_PER_PAGE + i < h.nblocks; i++) {
-			af_block_t *b = &af_flash.blocks[p * COUNTS_PER_PAGE + i];
-			if (!(w[i] & AF_CKPT_WEAR_RETIRED))
-				continue;
-			if (!b->flags)
-				af_flash.bad_blocks++;
-			b->flags |= AF_BLOCK_RETIRED;
-			b->state = AF_BSTATE_RETIRED;
-			af_ckpt.retired++;
-		}
+	for (uint32_t k = 0; wear && k < af_flash.nblocks; k++) {
+		af_block_t *b = &af_flash.blocks[k];
+		uint32_t v = b->erases;
+		b->erases = v & AF_CKPT_WEAR_COUNT_MASK;
+		if (!(v & AF_CKPT_WEAR_RETIRED))
+			continue;
+		if (!b->flags)
+			af_flash.bad_blocks++;
+		b->flags |= AF_BLOCK_RETIRED;
+		b->state = AF_BSTATE_RETIRED;
+		af_ckpt.retired++;
 	}
 	af_ckpt.valid = af_ckpt.loaded = 1;
 	af_ckpt.seq = af_ckpt.at = h.seq;
@@ -172,11 +217,14 @@ int af_ckpt_load(uint32_t g)
 	for (uint32_t i = 0; i < h.nopen; i++)
 		af_flash.blocks[af_nand_block_of(open[i])].scan = 1;
 	return 0;
+drain: /* a read failed: collect the ones still in flight (from page p on) */
+	for (; p <= issued; p++)
+		af_nand_wait(LOAD_TAG(p), NULL);
 torn:
 	af_ckpt.narea = 0;
 	af_rec_map_clear(&af_flash.map);
-	for (uint32_t g = 0; g < af_flash.nblocks; g++)
-		af_flash.blocks[g].erases = 0;
+	for (uint32_t k = 0; k < af_flash.nblocks; k++)
+		af_flash.blocks[k].erases = 0;
 	return -1;
 }
 

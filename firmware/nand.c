@@ -186,6 +186,11 @@ static inline uint32_t slot_addr(unsigned ch, unsigned slot)
 	return AFNAND_REG_BUF + ch * af_nand.buf_stride + slot * af_nand.slot_bytes;
 }
 
+const volatile uint32_t *af_nand_buf_words(unsigned ch, unsigned slot)
+{
+	return (const volatile uint32_t *)(AFNAND_BASE + slot_addr(ch, slot));
+}
+
 void af_nand_buf_read(unsigned ch, unsigned slot, unsigned off, void *dst, unsigned len)
 {
 	uint32_t base = slot_addr(ch, slot) + off;
@@ -602,6 +607,7 @@ int af_nand_wait(uint16_t tag, af_nand_cpl_t *out) { return AF_NAND_ENODEV; }
 int af_nand_exec(af_nand_desc_t *d, af_nand_cpl_t *out) { return AF_NAND_ENODEV; }
 uint32_t af_nand_inflight(void) { return 0; }
 void af_nand_buf_read(unsigned ch, unsigned slot, unsigned off, void *dst, unsigned len) { memset(dst, 0xff, len); }
+const volatile uint32_t *af_nand_buf_words(unsigned ch, unsigned slot) { return NULL; }
 void af_nand_buf_write(unsigned ch, unsigned slot, unsigned off, const void *src, unsigned len) {}
 unsigned af_nand_sync_slot(void) { return 0; }
 uint32_t af_nand_ppa(unsigned ch, unsigned way, unsigned lun, unsigned block, unsigned page) { return AF_PPA_UNMAPPED; }

@@ -104,6 +104,9 @@ uint32_t af_nand_inflight(void);    /* submitted, completion not yet returned */
 void af_nand_buf_read(unsigned ch, unsigned slot, unsigned off, void *dst, unsigned len);
 void af_nand_buf_write(unsigned ch, unsigned slot, unsigned off, const void *src, unsigned len);
 unsigned af_nand_sync_slot(void);   /* the slot synchronous operations use (FW_SLOT) */
+/* The slot's words in the window (uncached, one bus read each): for callers that
+ * use data where it lies instead of copying it out first. */
+const volatile uint32_t *af_nand_buf_words(unsigned ch, unsigned slot);
 
 /* --- physical page addresses (spec PPA: channel, way, lun, block, page) -------- */
 uint32_t af_nand_ppa(unsigned ch, unsigned way, unsigned lun, unsigned block, unsigned page);

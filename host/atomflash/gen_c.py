@@ -80,37 +80,99 @@ def _enum(out: io.StringIO, enum) -> None:
     out.write("    default: return \"unknown\";\n    }\n}\n")
 
 
+def crc_table(p: spec.CrcParams) -> list[int]:
+    """The byte table of a reflected CRC: entry n is the register after
+    shifting n through it from zero (what ``af_crc32_table`` holds)."""
+    if not (p.reflect_input and p.reflect_output):
+        raise NotImplementedError("only reflected CRCs are generated")
+    rpoly = int(f"{p.polynomial:0{p.width}b}"[::-1], 2)
+    table = []
+    for n in range(256):
+        for _ in range(8):
+            n = (n >> 1) ^ (rpoly if n & 1 else 0)
+        table.append(n)
+    return table
+
+
 def _crc(out: io.StringIO, p: spec.CrcParams) -> None:
-    # Four bits per step from a 16-entry table derived from the parameters: 64
-    # bytes per user, ~5x the bitwise loop (checkpoint pages are 2 KiB, #7).
+    # A byte at a time from a 256-entry table derived from the parameters (1 KiB,
+    # one copy per program: a weak definition in C, in a section of its own so
+    # the linker's --gc-sections drops the copies it did not pick; C++ gets a
+    # static copy per file that uses it).  Plus the GF(2) arithmetic
+    # that extends a CRC over bytes whose CRC alone is known (a NAND
+    # completion's), so a checkpoint's payload CRC needs no software pass (#7).
     if not (p.reflect_input and p.reflect_output and p.width == 32):
         raise NotImplementedError("only reflected 32-bit CRCs are generated")
     rpoly = int(f"{p.polynomial:032b}"[::-1], 2)
-
-    def nibble(n: int) -> int:
-        for _ in range(4):
-            n = (n >> 1) ^ (rpoly if n & 1 else 0)
-        return n
-
-    table = ", ".join(f"0x{nibble(n):08x}u" for n in range(16))
+    words = [f"0x{v:08x}u" for v in crc_table(p)]
+    rows = ",\n".join("    " + ", ".join(words[i:i + 6]) for i in range(0, 256, 6))
     out.write(f"""
 /* {p.name}: the OOB record CRC (check value 0x{p.check:08x}).
  * af_crc32(d) == af_crc32_update(AF_CRC32_INIT, d) ^ AF_CRC32_XOROUT; feed
  * af_crc32_update piece by piece to checksum data read in parts. */
 #define AF_CRC32_INIT 0x{p.initial_crc:08x}u
 #define AF_CRC32_XOROUT 0x{p.xor_output:08x}u
+#define AF_CRC32_RPOLY 0x{rpoly:08x}u  /* polynomial 0x{p.polynomial:08x}, reflected */
+/* entry n: the register after shifting byte n through it from zero */
+#ifdef __cplusplus
+static const uint32_t af_crc32_table[256] = {{
+#else
+__attribute__((weak, section(".rodata.af_crc32_table"))) const uint32_t af_crc32_table[256] = {{
+#endif
+{rows}
+}};
+/* whole aligned words where the byte order allows: one load per four bytes */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+typedef uint32_t __attribute__((may_alias)) af_crc32_word_t;
+#define AF_CRC32_WORDS 1
+#else
+#define AF_CRC32_WORDS 0
+#endif
 static inline uint32_t af_crc32_update(uint32_t crc, const void *data, size_t len) {{
-    static const uint32_t nibble[16] = {{{table}}};  /* polynomial 0x{rpoly:08x} (reflected) */
     const uint8_t *b = (const uint8_t *)data;
-    while (len--) {{
-        crc ^= *b++;
-        crc = (crc >> 4) ^ nibble[crc & 15u];
-        crc = (crc >> 4) ^ nibble[crc & 15u];
+#if AF_CRC32_WORDS
+    for (; len && ((uintptr_t)b & 3u); len--)
+        crc = (crc >> 8) ^ af_crc32_table[(crc ^ *b++) & 0xffu];
+    for (; len >= 4; len -= 4, b += 4) {{
+        crc ^= *(const af_crc32_word_t *)b;
+        crc = (crc >> 8) ^ af_crc32_table[crc & 0xffu];
+        crc = (crc >> 8) ^ af_crc32_table[crc & 0xffu];
+        crc = (crc >> 8) ^ af_crc32_table[crc & 0xffu];
+        crc = (crc >> 8) ^ af_crc32_table[crc & 0xffu];
     }}
+#endif
+    for (; len; len--)
+        crc = (crc >> 8) ^ af_crc32_table[(crc ^ *b++) & 0xffu];
     return crc;
 }}
 static inline uint32_t af_crc32(const void *data, size_t len) {{
     return af_crc32_update(AF_CRC32_INIT, data, len) ^ AF_CRC32_XOROUT;
+}}
+/* Polynomials mod the CRC's, reflected like its register (bit 31 = x^0):
+ * the product a * b. */
+static inline uint32_t af_crc32_mulmod(uint32_t a, uint32_t b) {{
+    uint32_t p = 0;
+    for (uint32_t m = 1u << 31; m; m >>= 1) {{
+        if (a & m)
+            p ^= b;
+        b = (b & 1u) ? (b >> 1) ^ AF_CRC32_RPOLY : b >> 1;
+    }}
+    return p;
+}}
+/* x^(8 len): the factor that carries a register over len bytes (compute once per length). */
+static inline uint32_t af_crc32_shift(size_t len) {{
+    uint32_t r = 1u << 31, x = 1u << 23;  /* x^0, x^8 */
+    for (; len; len >>= 1) {{
+        if (len & 1u)
+            r = af_crc32_mulmod(r, x);
+        x = af_crc32_mulmod(x, x);
+    }}
+    return r;
+}}
+/* af_crc32_update(crc, b, len) from af_crc32(b, len) alone (e.g. the CRC a NAND
+ * completion carries), shift = af_crc32_shift(len). */
+static inline uint32_t af_crc32_extend(uint32_t crc, uint32_t crc_b, uint32_t shift) {{
+    return af_crc32_mulmod(shift, crc ^ AF_CRC32_INIT) ^ crc_b ^ AF_CRC32_XOROUT;
 }}
 """)
 

@@ -193,6 +193,72 @@ int main(void) {{
     assert got.stdout.split() == want
 
 
+def test_crc_table_is_the_spec_crc():
+    table = gen_c.crc_table(spec.OOB_CRC)
+    # entry n: the register after byte n from zero (zlib takes and returns the xored form)
+    assert [zlib.crc32(bytes([n]), 0xFFFFFFFF) ^ 0xFFFFFFFF for n in range(256)] == table
+    header = gen_c.generate()
+    assert all(f"0x{v:08x}u" in header for v in table)
+
+
+def test_c_crc32_matches_zlib(tmp_path):
+    """af_crc32 (aligned and unaligned starts, any length) / af_crc32_update
+    piece by piece / af_crc32_extend (the CRC of a concatenation from the
+    second part's CRC alone) against zlib, in a program of two C files (the
+    weak table links once) and as C++."""
+    header = runner.spec_header()
+    other = tmp_path / "other.c"
+    other.write_text('#include "atomflash_spec.h"\n'
+                     "uint32_t other_crc(const void *d, size_t n) { return af_crc32(d, n); }\n")
+    src = tmp_path / "crc.c"
+    src.write_text(r"""
+#include <stdio.h>
+#include <string.h>
+#include "atomflash_spec.h"
+uint32_t other_crc(const void *d, size_t n);
+static uint8_t a[8192], b[8192];
+static size_t hex(const char *s, uint8_t *out) {
+    size_t n = 0; unsigned v;
+    while (s[0] && s[0] != '-' && sscanf(s, "%2x", &v) == 1) { out[n++] = (uint8_t)v; s += 2; }
+    return n;
+}
+int main(void) {
+    static char sa[16400], sb[16400];
+    while (scanf("%16399s %16399s", sa, sb) == 2) {
+        size_t na = hex(sa, a), nb = hex(sb, b);
+        uint32_t whole = af_crc32_update(af_crc32_update(AF_CRC32_INIT, a, na), b, nb) ^ AF_CRC32_XOROUT;
+        uint32_t ext = af_crc32_extend(af_crc32_update(AF_CRC32_INIT, a, na), af_crc32(b, nb),
+                                       af_crc32_shift(nb)) ^ AF_CRC32_XOROUT;
+        printf("%08x %08x %08x %08x", af_crc32(a, na), other_crc(b, nb), whole, ext);
+        for (size_t k = 1; k < 4; k++)  /* unaligned starts: bytes up to a word boundary first */
+            printf(" %08x", af_crc32(a + k, na > k ? na - k : 0));
+        printf("\n");
+    }
+    return 0;
+}
+""")
+    exe = tmp_path / "crc"
+    flags = ["-Wall", "-Wextra", "-Werror", "-Wno-unused-function", f"-I{header.parent}"]
+    subprocess.run(["gcc", "-std=c11", *flags, str(src), str(other), "-o", str(exe)], check=True)
+    cxx = tmp_path / "crc.cpp"
+    cxx.write_text('#include "atomflash_spec.h"\nint main() { return af_crc32("123456789", 9) != 0xcbf43926u; }\n')
+    subprocess.run(["g++", *flags, str(cxx), "-o", str(tmp_path / "crcxx")], check=True)
+    subprocess.run([str(tmp_path / "crcxx")], check=True)
+
+    rng = random.Random(RNG_SEED)
+    cases = [(b"123456789", b""), (b"", b"123456789"), (b"", b"")]
+    cases += [(rng.randbytes(rng.randrange(0, 64)), rng.randbytes(rng.randrange(0, 64))) for _ in range(40)]
+    cases += [(rng.randbytes(2048), rng.randbytes(n)) for n in (1, 2047, 2048, 4096, 8192)]
+    stdin = "\n".join(f"{x.hex() or '-'} {y.hex() or '-'}" for x, y in cases)
+    got = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout.split("\n")
+    for (x, y), line in zip(cases, got):
+        cat = zlib.crc32(x + y)
+        unaligned = [f"{zlib.crc32(x[k:]):08x}" for k in (1, 2, 3)]
+        assert line.split() == [f"{zlib.crc32(x):08x}", f"{zlib.crc32(y):08x}", f"{cat:08x}", f"{cat:08x}",
+                                *unaligned], (x, y)
+    assert len([g for g in got if g]) == len(cases)
+
+
 def test_header_follows_the_spec(monkeypatch):
     before = gen_c.generate()
     assert "typedef struct" in before and "af_oob_t" in before
