@@ -17,6 +17,7 @@ pytestmark = pytest.mark.xdist_group("host_cli")
 from atomflash import errors, simctl, spec
 from atomflash.cli import EXIT_NO_DEVICE, EXIT_STATUS_BASE, EXIT_USAGE, EXIT_VALUE
 from atomflash.device import Device
+from tb.soc.simboot import build
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "atomflash.cli"]
@@ -39,6 +40,7 @@ def sim(tmp_path_factory):
         return r
 
     cli.run_dir = run_dir
+    build()  # the shared SoC build first (no timeout: it waits for another worker's under the lock)
     r = cli("sim", "start", "--fresh")
     assert "host interface on" in r.stdout and "running: host port" in r.stdout
     yield cli
@@ -52,7 +54,7 @@ def test_status_identify_stats_console(sim):
     assert ident["magic"] == spec.IDENTIFY_MAGIC and ident["lba_size"] == 2048 and ident["capacity"] > 1000
     assert ident["max_atomic_pages"] == spec.LIMITS.MAX_ATOMIC_PAGES
     stats = json.loads(sim("stats", "--json").stdout)
-    assert stats["clk_hz"] == 100_000_000 and stats["boot_pages_scanned"] == 2048 and stats["boot_lost"] == 0
+    assert stats["clk_hz"] == 100_000_000 and stats["boot_pages_scanned"] == 0 and stats["boot_lost"] == 0
     assert "firmware" in sim("console", "info").stdout
 
 
