@@ -114,19 +114,21 @@ def program_images(images: list[nandsim.Image], layout: spec.NandPageLayout, pla
     return sorted(written_prefix(seen), key=lambda q: place.scan_key(q.addr))
 
 
-def written_prefix(pages: list[Page]) -> list[Page]:
+def written_prefix(pages: list[Page], position=None) -> list[Page]:
     """Of each block, the pages the firmware's recovery scan reads: page 0
     on, up to the first page missing from ``pages`` (erased).  A cut of the
     reference log (``LogFTL.cut``) may leave a later page of a block
     programmed and an earlier one not, which one die programming a block in
-    order never does; the scan stops at the gap (docs/recovery.md)."""
-    def key(p):
+    order never does; the scan stops at the gap (docs/recovery.md).
+    ``position(page) -> (block key, page index)``; default: from the PPA."""
+    def by_ppa(p):
         f = spec.PPA.decompose("ppa", p.addr)
         return (f.channel, f.way, f.lun, f.block), f.page
 
+    position = position or by_ppa
     out, nxt = [], {}
-    for p in sorted(pages, key=key):
-        blk, page = key(p)
+    for p in sorted(pages, key=position):
+        blk, page = position(p)
         if page == nxt.get(blk, 0):
             out.append(p)
             nxt[blk] = page + 1

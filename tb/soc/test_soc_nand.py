@@ -56,16 +56,8 @@ MAP_RE = re.compile(r"^lba (\d+): (?:unbound|vseq (\d+), commit seq (\d+|checkpo
 
 
 def log_prefix(pages):
-    """Of each log block, the pages up to its first missing one: what the
-    firmware's scan reads once they are placed (``flashimg.written_prefix``,
-    in log addresses; a log block is one physical block)."""
-    out, nxt = [], {}
-    for p in sorted(pages, key=lambda p: p.addr):
-        block, page = divmod(p.addr, PROFILE.pages_per_block)
-        if page == nxt.get(block, 0):
-            out.append(p)
-            nxt[block] = page + 1
-    return out
+    """What the firmware's scan reads of a log once placed (a log block is one physical block)."""
+    return flashimg.written_prefix(pages, lambda p: divmod(p.addr, PROFILE.pages_per_block))
 
 
 def workload_cut():
