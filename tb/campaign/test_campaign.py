@@ -5,7 +5,7 @@ second cut during recovery, a kill at a random instant), restart, the
 oracle's verdict on every LBA of the workload, new work -- with no failure.
 
 * ``--quick`` (in `make test`): eight trials on a fresh device, one simulator
-  at a time, about five minutes.
+  at a time, about six minutes on 2 busy cores.
 * ``--smoke`` (in `make test-slow`): six trials on the seasoned base (filled,
   GC and checkpoints on flash, GC at boot), its calibration included.
 
