@@ -139,6 +139,7 @@ static int cmd_stats(int argc, char **argv)
 		printf("nand_reads         %lu\nnand_programs      %lu\nnand_erases        %lu\n",
 		       (unsigned long)ftl_rd(AF_FTL_NAND_READS), (unsigned long)progs,
 		       (unsigned long)ftl_rd(AF_FTL_NAND_ERASES));
+		printf("pad_pages          %lu\n", (unsigned long)ftl_rd(AF_FTL_PAD_PAGES));
 		printf("gc_copies          %lu\nwear_copies        %lu\n", (unsigned long)af_gc.copies,
 		       (unsigned long)af_wear.copies);
 		/* flash programs (data, records, GC and wear copies, checkpoints) per page the host wrote */

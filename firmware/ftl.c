@@ -422,6 +422,8 @@ int af_ftl_start(void)
 	flush_cpu_dcache();
 
 	ftl_wr(AF_FTL_PAGES_PER_BLOCK, af_nand.pages_per_block);
+	/* MLC (DESIGN.md trap 4): lower-page completions wait for their word line's upper page */
+	ftl_wr(AF_FTL_PAIRING, af_nand.bits_per_cell >= 2 ? AF_FTL_PAIRING_MLC : 0);
 	ftl_wr(AF_FTL_BLOCK_SHIFT, af_ftl.block_shift);
 	ftl_wr(AF_FTL_CAPACITY_LO, (uint32_t)af_ftl.capacity);
 	ftl_wr(AF_FTL_CAPACITY_HI, (uint32_t)(af_ftl.capacity >> 32));

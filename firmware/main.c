@@ -93,6 +93,8 @@ static void refresh_log(void)
 	l->nand_reads = ftl_rd(AF_FTL_NAND_READS);
 	l->nand_programs = ftl_rd(AF_FTL_NAND_PROGRAMS);
 	l->nand_erases = ftl_rd(AF_FTL_NAND_ERASES);
+	l->pad_pages = ftl_rd(AF_FTL_PAD_PAGES);
+	l->bits_per_cell = af_nand.bits_per_cell;
 }
 #else
 static void refresh_log(void) {}

@@ -44,7 +44,7 @@ def add_nand_models(soc, *, channels: int, ways: int, gen_dir: Path):
 
     header = nandsim.write_header(gen_dir)
     # generated, not compiled on its own: soc/sim.py hashes it with the sources
-    soc.sim_hash_extra = [*getattr(soc, "sim_hash_extra", []), Path(header)]
+    soc.sim_hash_extra = [*getattr(soc, "sim_hash_extra", []), Path(header), Path(header).parent / "atomflash_spec.h"]
     soc.platform.add_source(str(MODEL_DIR / "nand_model.sv"))
     soc.sim_sources.append(MODEL_DIR / "nand_model.cpp")
     soc.sim_cflags.append(f"-I{gen_dir} -I{MODEL_DIR}")

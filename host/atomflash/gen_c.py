@@ -177,6 +177,26 @@ static inline uint32_t af_crc32_extend(uint32_t crc, uint32_t crc_b, uint32_t sh
 """)
 
 
+def _mlc_pairing(out: io.StringIO) -> None:
+    """spec.mlc_paired_lower / mlc_upper_of in C (tb/spec checks them against Python for every page)."""
+    out.write("""
+/* MLC paired pages (spec.mlc_paired_lower, spec.mlc_upper_of): word line 0 holds
+ * pages 0 and 2, word line n pages 2n-1 and 2n+2, the last ppb-3 and ppb-1. */
+static inline int64_t af_mlc_paired_lower(int64_t page, int64_t pages_per_block) {
+    if (page == 2) return 0;
+    if (page == pages_per_block - 1) return pages_per_block - 3;
+    if (page >= 4 && page % 2 == 0) return page - 3;
+    return -1;
+}
+static inline int64_t af_mlc_upper_of(int64_t page, int64_t pages_per_block) {
+    if (page == 0) return 2;
+    if (page % 2 == 1 && page <= pages_per_block - 5) return page + 3;
+    if (page == pages_per_block - 3) return pages_per_block - 1;
+    return -1;
+}
+""")
+
+
 def generate() -> str:
     out = io.StringIO()
     out.write(f"""/* atomflash_spec.h -- GENERATED from host/atomflash/spec.py by atomflash.gen_c.
@@ -207,6 +227,7 @@ def generate() -> str:
     for regmap in spec.REGISTER_MAPS:
         _regmap(out, regmap)
     _crc(out, spec.OOB_CRC)
+    _mlc_pairing(out)
 
     out.write("\n/* NAND geometry profiles (NandProfile) */\n")
     for p in spec.NAND_PROFILES.values():

@@ -377,21 +377,11 @@ def plusargs(index: int, config_path: Path | str, **overrides) -> list[str]:
 
 
 def paired_lower(page: int, pages_per_block: int) -> int | None:
-    """MLC mode: the lower page sharing a word line with upper page ``page`` (None for a lower page).
-
-    Word line 0 holds pages 0 (lower) and 2 (upper), word line n pages 2n-1 and
-    2n+2, the last word line pages ppb-3 and ppb-1 -- the order 2-bit MLC parts
-    commonly use so that a lower page is programmed before the upper page of the
-    previous word line.  The model (nand_model.cpp) damages exactly this page.
-    """
-    wls = pages_per_block // 2
-    if page == 2:
-        return 0
-    if page == pages_per_block - 1:
-        return pages_per_block - 3
-    if page >= 4 and page % 2 == 0 and 1 <= (page - 2) // 2 < wls - 1:
-        return page - 3
-    return None
+    """MLC mode: the lower page sharing a word line with upper page ``page`` (None for a lower page):
+    ``spec.mlc_paired_lower``, the rule the model (nand_model.cpp, through the generated
+    ``af_mlc_paired_lower``) damages by and the core protects against."""
+    lower = spec.mlc_paired_lower(page, pages_per_block)
+    return None if lower < 0 else lower
 
 
 # -----------------------------------------------------------------------------

@@ -146,6 +146,7 @@ class Kind(DocEnum):
     GC_COPY = 0x05, "data relocated by GC: every field of the original kept (lba, flags, group, vseq, tid) but kind and seq"
     APPEND = 0x06, "staged append data, bound to no lba until a remap record names it"
     TRIM = 0x07, "trim record; payload REC_HDR + TRIM_REC_ENTRY[] unbound LBA ranges"
+    PAD = 0x08, "filler the core programs to complete an MLC word line (see mlc_paired_lower); no payload, bound to nothing"
     ERASED = 0xFF, "never programmed since erase (all bytes FFh)"
 
 
@@ -510,7 +511,10 @@ LOG_PAGE = Record(
         u32("nand_reads", "NAND page reads since reset (host, GC, firmware)"),
         u32("nand_programs", "NAND page programs since reset: write amplification is nand_programs / host_write_pages"),
         u32("nand_erases", "NAND block erases since reset"),
-    ] + [u64(f"rsvd{i}", "reserved") for i in range(16)],
+        u32("pad_pages", "PAD pages the core programmed since reset to complete MLC word lines (counted in nand_programs)"),
+        u32("bits_per_cell", "the NAND's bits per cell (parameter page); 2: lower-page completions wait for their "
+                             "word line (MLC pairing)"),
+    ] + [u64(f"rsvd{i}", "reserved") for i in range(15)],
     size=256,
 )
 
@@ -567,6 +571,38 @@ NAND_PROFILES = {
                              "Micron MT29F8G08ABABA datasheet: 4096+224 B page, 128 pages/block, "
                              "2048 blocks, tR 25 us, tPROG 230 us, tBERS 700 us"),
 }
+
+# MLC paired pages.  On a two-bit-per-cell part a word line holds two pages,
+# a lower and an upper one, programmed at different times; a power cut while
+# the upper page programs can destroy the lower page's data too (DESIGN.md
+# trap 4).  The pairing is the common shared-page order (word line 0: pages 0
+# and 2; word line n: 2n-1 and 2n+2; the last: ppb-3 and ppb-1), so the
+# program order 0 1 2 3 4 5 ... alternates lower and upper pages after the
+# first three.  The NAND model damages by this rule; the core holds a lower
+# page's completion until its upper page is programmed (rtl/ftl/pairing.py).
+
+
+def mlc_paired_lower(page: int, pages_per_block: int) -> int:
+    """The lower page sharing a word line with upper page ``page``; -1 when ``page`` is a lower page."""
+    if page == 2:
+        return 0
+    if page == pages_per_block - 1:
+        return pages_per_block - 3
+    if page >= 4 and page % 2 == 0:
+        return page - 3
+    return -1
+
+
+def mlc_upper_of(page: int, pages_per_block: int) -> int:
+    """The upper page sharing a word line with lower page ``page``; -1 when ``page`` is an upper page."""
+    if page == 0:
+        return 2
+    if page % 2 == 1 and page <= pages_per_block - 5:
+        return page + 3
+    if page == pages_per_block - 3:
+        return pages_per_block - 1
+    return -1
+
 
 # ONFI asynchronous SDR timing modes 0-5 in ns (ONFI 2.x/3.x/4.x, "Timing
 # Parameters - Asynchronous").  Minimums unless noted; tREA, tWB, tCEA, tRHZ,
@@ -1045,6 +1081,10 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("nand_reads", 0xD8, "ro", "NAND READ PAGE operations issued since reset (host, GC and firmware)"),
     Register("nand_programs", 0xDC, "ro", "NAND PROGRAM PAGE operations issued since reset (log, GC and firmware)"),
     Register("nand_erases", 0xE0, "ro", "NAND ERASE BLOCK operations issued since reset"),
+    Register("pairing", 0xE4, "rw", "MLC paired pages (DESIGN.md trap 4; the firmware sets it from the parameter page)",
+             (Bits("mlc", 0, 1, "the NAND pairs pages (two bits per cell): a lower page's completion waits for its "
+                                "word line's upper page, and an idle die with such a page gets PAD pages"),)),
+    Register("pad_pages", 0xE8, "ro", "PAD pages the core programmed since reset to complete MLC word lines"),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]

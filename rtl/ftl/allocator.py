@@ -54,6 +54,10 @@ class PageAllocator(wiring.Component):
         Geometry (from the parameter page), at most 1024.
     seq_load : In(stream.Signature(64))
         Sets the next sequence number (after recovery).
+    force : In(1), force_die : In(die bits)
+        While ``force`` is high, ``alloc`` offers the next page of ``force_die`` only (not
+        valid if that die has no open block): a PAD page for an exposed MLC lower page
+        (:mod:`rtl.ftl.pairing`) must land on that die.
     seq_next : Out(64)
         The sequence number the next page gets: every page handed out so far
         has a smaller one (the firmware's checkpoint floor).
@@ -79,6 +83,8 @@ class PageAllocator(wiring.Component):
             "closed": Out(stream.Signature(die_block)),
             "pages_per_block": In(PAGE_BITS + 1),
             "seq_load": In(stream.Signature(64)),
+            "force": In(1),
+            "force_die": In(self.die_bits),
             "seq_next": Out(64),
             "starved": Out(1),
             "free_level": Out(self.dies * self.level_bits),
@@ -118,15 +124,21 @@ class PageAllocator(wiring.Component):
             m.d.sync += seq.eq(self.seq_load.payload)
         m.d.comb += [self.seq_load.ready.eq(1), self.seq_next.eq(seq)]
 
-        # Round-robin: the first open die at or after `next_die`.
+        # Round-robin: the first open die at or after `next_die` (or the forced die).
         next_die = Signal(self.die_bits)
-        pick = Signal(self.die_bits)
-        pick_valid = Signal()
+        rr_pick = Signal(self.die_bits)
+        rr_valid = Signal()
         for k in reversed(range(dies)):
             d = (next_die + k)[:self.die_bits]
             with m.If(is_open[d]):
-                m.d.comb += [pick.eq(d), pick_valid.eq(1)]
-        m.d.comb += self.starved.eq(~pick_valid & ~Cat(*(q.r_rdy for q in queues)).any())
+                m.d.comb += [rr_pick.eq(d), rr_valid.eq(1)]
+        m.d.comb += self.starved.eq(~rr_valid & ~Cat(*(q.r_rdy for q in queues)).any())
+        pick = Signal(self.die_bits)
+        pick_valid = Signal()
+        with m.If(self.force):
+            m.d.comb += [pick.eq(self.force_die), pick_valid.eq(is_open[self.force_die])]
+        with m.Else():
+            m.d.comb += [pick.eq(rr_pick), pick_valid.eq(rr_valid)]
 
         ppa = self.alloc.payload.ppa.ppa
         m.d.comb += [

@@ -49,6 +49,7 @@ from .logwriter import LogWriter
 from .mapcache import MapCache
 from .mapport import MapPortArbiter, MapPortSignature
 from .nandport import NandPortMux
+from .pairing import PAD_TAG, PairedPages
 from .pending import PendingTable
 from .publisher import Publisher
 from .reader import Reader
@@ -77,6 +78,9 @@ class FtlCore(wiring.Component):
     host_read_pages, host_write_pages, record_pages, nand_reads, nand_programs, nand_erases : counters
         since reset: pages READ commands returned; host data pages and record pages the executor sent to the
         log; NAND page reads, page programs and block erases issued by anyone (the console's ``stats``).
+    pad_idle : cycles without a page request before an exposed MLC lower page gets PAD pages
+        (:mod:`rtl.ftl.pairing`; only with ``pairing.mlc``).  ``mlc`` (the NAND pairs pages) comes from the
+        firmware, ``pad_pages`` counts PAD pages since reset.
     sim_gate_ecc : simulation only: clock each channel's BCH decoder only while it has work
         (:class:`rtl.ecc.bch.BchDecoder` ``sim_gate_idle``); the simulated SoC sets it.
     """
@@ -87,7 +91,8 @@ class FtlCore(wiring.Component):
                  map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
                  limits: command.StaticLimits = command.StaticLimits(),
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
-                 max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0, sim_gate_ecc: bool = False):
+                 max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0, pad_idle: int = 256,
+                 sim_gate_ecc: bool = False):
         if nand_slots < 4:
             raise ValueError("need at least 4 page-buffer slots per channel (programs, firmware, relocator, reader)")
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots, sim_gate_ecc=sim_gate_ecc)
@@ -96,6 +101,7 @@ class FtlCore(wiring.Component):
         self.limits = limits
         self.max_open_tx, self.max_pending, self.max_appends = max_open_tx, max_pending, max_appends
         self.cache_pages = cache_pages
+        self.pad_idle = pad_idle
         self.profile = self.params.profile
         self.ctrl = NandController(self.params, channels=channels)
         self.slot_words = self.ctrl.slot_words
@@ -151,6 +157,8 @@ class FtlCore(wiring.Component):
             "nand_reads": Out(32),
             "nand_programs": Out(32),
             "nand_erases": Out(32),
+            "mlc": In(1),
+            "pad_pages": Out(32),
         })
 
     def elaborate(self, platform):
@@ -230,27 +238,47 @@ class FtlCore(wiring.Component):
                      self.cache_in.eq(executor.cache_in), self.cache_coalesced.eq(executor.cache_coalesced),
                      self.cache_destaged.eq(executor.cache_destaged), self.cache_stripes.eq(executor.cache_stripes),
                      self.cache_dirty.eq(executor.cache_dirty)]
-        # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating
+        # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating;
+        # PAD pages for an exposed MLC lower page when both have been idle a while (rtl/ftl/pairing.py)
+        assert executor.idx_bits + executor.slot_bits <= 14, "executor tags must stay below PAD_TAG"
+        m.submodules.pairing = pairing = PairedPages(channels=C, ways=self.ways, pad_tag=PAD_TAG,
+                                                     pad_idle=self.pad_idle)
         prefer_reloc = Signal()
-        to_reloc = Signal()
-        m.d.comb += to_reloc.eq(relocator.page.valid & ~executor.page_lock & (~executor.page.valid | prefer_reloc))
-        with m.If(to_reloc):
+        to_reloc, to_pad = Signal(), Signal()
+        m.d.comb += [to_reloc.eq(relocator.page.valid & ~executor.page_lock & (~executor.page.valid | prefer_reloc)),
+                     to_pad.eq(pairing.pad.valid & ~relocator.page.valid & ~executor.page.valid & ~executor.page_lock),
+                     pairing.writer_idle.eq(~relocator.page.valid & ~executor.page.valid),
+                     pairing.mlc.eq(self.mlc), pairing.pages_per_block.eq(self.pages_per_block)]
+        with m.If(to_pad):
+            pad = writer.req.payload
+            m.d.comb += [writer.req.valid.eq(1), pad.tag.eq(PAD_TAG), pad.no_data.eq(1),
+                         pad.oob.kind.eq(spec.Kind.PAD), alloc.force.eq(1), alloc.force_die.eq(pairing.pad.payload.die),
+                         pairing.pad.ready.eq(writer.req.ready)]
+        with m.Elif(to_reloc):
             wiring.connect(m, relocator.page, writer.req)
         with m.Else():
             wiring.connect(m, executor.page, writer.req)
         with m.If(writer.req.valid & writer.req.ready):
             m.d.sync += prefer_reloc.eq(~to_reloc)
-            with m.If(~to_reloc & writer.req.payload.record):
+            with m.If(to_pad):
+                m.d.sync += self.pad_pages.eq(self.pad_pages + 1)
+            with m.Elif(~to_reloc & writer.req.payload.record):
                 m.d.sync += self.record_pages.eq(self.record_pages + 1)
             with m.Elif(~to_reloc):
                 m.d.sync += self.host_write_pages.eq(self.host_write_pages + 1)
+        m.d.comb += [pairing.issued.valid.eq(writer.alloc.valid & writer.alloc.ready),
+                     pairing.issued.payload.ppa.eq(writer.alloc.payload.ppa), pairing.issued.payload.pad.eq(to_pad)]
         m.d.comb += self.host_read_pages.eq(reader.pages)
-        reloc_done = (writer.done.payload.tag & RELOC_TAG) != 0
-        m.d.comb += [executor.page_done.payload.eq(writer.done.payload),
-                     relocator.page_done.payload.eq(writer.done.payload),
-                     executor.page_done.valid.eq(writer.done.valid & ~reloc_done),
-                     relocator.page_done.valid.eq(writer.done.valid & reloc_done),
-                     writer.done.ready.eq(Mux(reloc_done, relocator.page_done.ready, executor.page_done.ready))]
+        wiring.connect(m, writer.done, pairing.done_in)
+        done = pairing.done_out
+        reloc_done = (done.payload.tag & RELOC_TAG) != 0
+        pad_done = (done.payload.tag & PAD_TAG) != 0
+        m.d.comb += [executor.page_done.payload.eq(done.payload),
+                     relocator.page_done.payload.eq(done.payload),
+                     executor.page_done.valid.eq(done.valid & ~reloc_done & ~pad_done),
+                     relocator.page_done.valid.eq(done.valid & reloc_done),
+                     done.ready.eq(Mux(pad_done, 1, Mux(reloc_done, relocator.page_done.ready,
+                                                        executor.page_done.ready)))]
         wiring.connect(m, wiring.flipped(self.reloc), relocator.req)
         wiring.connect(m, relocator.done, wiring.flipped(self.reloc_done))
         m.d.comb += relocator.gc_buf.eq(self.gc_buf)
@@ -260,9 +288,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, alloc.closed, wiring.flipped(self.closed))
         # program failures (the data itself is re-issued by the executor/relocator): the page, for the firmware
         m.submodules.failed = failed = fifo.SyncFIFOBuffered(width=32, depth=8)
-        prog_failed = (writer.done.valid & writer.done.ready & (writer.done.payload.result != NandResult.OK)
-                       & ~writer.done.payload.dma_error)
-        m.d.comb += [failed.w_data.eq(writer.done.payload.ppa.as_value()), failed.w_en.eq(prog_failed),
+        prog_failed = (done.valid & done.ready & (done.payload.result != NandResult.OK) & ~done.payload.dma_error)
+        m.d.comb += [failed.w_data.eq(done.payload.ppa.as_value()), failed.w_en.eq(prog_failed),
                      self.failed.valid.eq(failed.r_rdy), self.failed.payload.eq(failed.r_data),
                      failed.r_en.eq(self.failed.ready)]
         with m.If(prog_failed & ~failed.w_rdy):

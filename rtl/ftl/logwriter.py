@@ -23,6 +23,9 @@ and the channel's result (``NandResult.OK`` or ``FAIL``; the requester retries
 a failed member on a fresh page).  A DMA bus error completes the request with
 ``NandResult.FAIL`` too and programs nothing (``dma_error`` set).
 
+**PAD pages** (``no_data``, :mod:`rtl.ftl.pairing`) skip step 3: only their
+OOB record means anything.
+
 **Record pages** (``record`` set: COMMIT, REMAP and TRIM records) carry a
 ``spec.REC_HDR`` at byte 0 whose ``seq`` is the page's own seq, known only
 here.  The requester leaves the header's 24 bytes free in its buffer and puts
@@ -66,6 +69,7 @@ PAGE_WRITE = data.StructLayout({
     "record": 1,             # a record page: write REC_HDR (this page's seq, CRC) over its first 24 bytes
     "rec_count": 16,         # REC_HDR.count: entries in this page (after the header)
     "rec_total": 32,         # REC_HDR.total: entries in the whole record
+    "no_data": 1,            # a PAD page: no DMA, the slot's bytes go as they are (only the OOB record matters)
     "oob": layouts.OOB,      # seq and crc are filled in here
 })
 
@@ -215,7 +219,10 @@ class LogWriter(wiring.Component):
                     m.next = "GRANT"
             with m.State("GRANT"):
                 m.d.comb += holding.eq(1)
-                with m.If(granted):
+                with m.If(granted & cur.no_data):
+                    m.d.sync += col.eq(bbm_first)
+                    m.next = "BBM"
+                with m.Elif(granted):
                     m.next = "DMA"
             with m.State("DMA"):
                 m.d.comb += holding.eq(1)

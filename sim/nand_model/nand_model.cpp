@@ -663,16 +663,8 @@ bool NandModel::decode_row(int64_t row, int &lun, int64_t &block, int64_t &page)
 }
 
 int64_t NandModel::paired_lower(int64_t page) const {
-    /* Word line 0: pages 0 (lower) and 2 (upper); word line n: 2n-1 and 2n+2;
-     * the last word line: ppb-3 and ppb-1.  Returns -1 for a lower page. */
-    int64_t wls = cfg.pages_per_block / 2;
-    if (page == 2) return 0;
-    if (page == cfg.pages_per_block - 1) return cfg.pages_per_block - 3;
-    if (page >= 4 && page % 2 == 0) {
-        int64_t n = (page - 2) / 2;
-        if (n >= 1 && n < wls - 1) return 2 * n - 1;
-    }
-    return -1;
+    /* The spec's pairing (spec.mlc_paired_lower, generated): -1 for a lower page. */
+    return af_mlc_paired_lower(page, cfg.pages_per_block);
 }
 
 /* -------------------------------------------------- ID and parameter page */

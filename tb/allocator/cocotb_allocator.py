@@ -26,6 +26,7 @@ class AllocatorTB:
         d.alloc__ready.value = 0
         d.seq_load__valid.value = 0
         d.closed__ready.value = 1
+        d.force.value = 0
         d.pages_per_block.value = pages_per_block
         await ClockCycles(d.clk, 3)
         d.rst.value = 0
@@ -127,3 +128,27 @@ async def free_fifo_applies_backpressure_and_reports_level(dut):
     assert dut.free__ready.value == 0, "a full free FIFO must refuse"
     await RisingEdge(dut.clk)
     dut.free__valid.value = 0
+
+
+@cocotb.test()
+async def a_forced_die_gets_the_next_page(dut):
+    """force/force_die (a PAD page for an exposed MLC lower page): the page comes from that die,
+    the round robin goes on after it, and a forced die without an open block offers nothing."""
+    tb = AllocatorTB(dut)
+    await tb.reset(pages_per_block=8)
+    for die in range(DIES - 1):  # the last die has no block
+        await tb.give(die, 40 + die)
+    await ClockCycles(dut.clk, 2)
+    first = await tb.take()
+    assert die_of(*first[:3]) == 0
+    dut.force.value = 1
+    dut.force_die.value = 2
+    forced = [await tb.take() for _ in range(3)]
+    assert [die_of(*p[:3]) for p in forced] == [2, 2, 2] and [p[4] for p in forced] == [0, 1, 2]
+    assert [p[5] for p in forced] == [first[5] + 1, first[5] + 2, first[5] + 3], "seqs stay consecutive"
+    dut.force_die.value = DIES - 1
+    assert await tb.take(limit=10) is None, "a forced die without an open block must offer nothing"
+    assert dut.starved.value == 0, "other dies still have blocks"
+    dut.force.value = 0
+    nxt = await tb.take()
+    assert die_of(*nxt[:3]) == 3 % (DIES - 1) and nxt[4] == 0, "the round robin resumes after the forced die"

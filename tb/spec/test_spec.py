@@ -259,6 +259,33 @@ int main(void) {
     assert len([g for g in got if g]) == len(cases)
 
 
+def test_c_mlc_pairing_is_the_spec_rule(tmp_path):
+    """af_mlc_paired_lower / af_mlc_upper_of (the NAND model damages by them) against
+    spec.mlc_paired_lower / mlc_upper_of (the core's rule) for every page of several block sizes;
+    and the rule itself: every page is exactly one of lower or upper, the pairs are inverse, and
+    an upper page comes 2 or 3 pages after its lower one."""
+    header = runner.spec_header()
+    src = tmp_path / "mlc.c"
+    src.write_text('#include <stdio.h>\n#include "atomflash_spec.h"\n'
+                   "int main(void) { long long ppb, p;\n"
+                   "  while (scanf(\"%lld %lld\", &ppb, &p) == 2)\n"
+                   "    printf(\"%lld %lld\\n\", (long long)af_mlc_paired_lower(p, ppb), (long long)af_mlc_upper_of(p, ppb));\n"
+                   "  return 0; }\n")
+    exe = tmp_path / "mlc"
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function",
+                    f"-I{header.parent}", str(src), "-o", str(exe)], check=True)
+    cases = [(ppb, p) for ppb in (4, 8, 16, 64, 128, 256) for p in range(ppb)]
+    got = subprocess.run([str(exe)], input="\n".join(f"{b} {p}" for b, p in cases), capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    for (ppb, p), line in zip(cases, got):
+        lower, upper = spec.mlc_paired_lower(p, ppb), spec.mlc_upper_of(p, ppb)
+        assert line.split() == [str(lower), str(upper)], (ppb, p)
+        assert (lower < 0) != (upper < 0), (ppb, p)
+        if upper >= 0:
+            assert spec.mlc_paired_lower(upper, ppb) == p and upper - p in (2, 3)
+    assert len([g for g in got if g]) == len(cases)
+
+
 def test_header_follows_the_spec(monkeypatch):
     before = gen_c.generate()
     assert "typedef struct" in before and "af_oob_t" in before

@@ -1,0 +1,195 @@
+"""MLC paired pages: a lower page counts as written only when its word line is.
+
+On a two-bit-per-cell part every word line holds two pages, programmed at
+different times: first the *lower* page, a little later the *upper* page
+(the order is :func:`atomflash.spec.mlc_paired_lower`: word line 0 holds
+pages 0 and 2, word line n pages 2n-1 and 2n+2, the last ppb-3 and ppb-1).
+Programming the upper page moves the cells of the lower page again, so a
+power cut in the middle of it can destroy the lower page's data -- data the
+host may have been told was safe (DESIGN.md trap 4; the NAND model does
+exactly this with ``mlc_paired``).
+
+The cure here needs no extra flash writes while the log is busy and no
+change anywhere else in the core: **a lower page's program completion is
+held back until the upper page of its word line has completed.**  Everything
+downstream -- publishing a binding, acknowledging a command, a GC rebind,
+the end of a FLUSH -- waits for the completion, so nothing ever names a
+lower page that a later cut could still damage: the map, a checkpoint and
+the host only ever see pages whose word line is complete.  A cut during the
+upper page then destroys only data nobody was told about, and the recovery
+rules (a group counts only if every member is present and intact) take care
+of the rest.
+
+Held completions wait for more log pages on the same die.  When the log goes
+idle with a die's lower page still exposed, that completion would wait
+forever, so the core programs **PAD pages** (``Kind.PAD``: no payload, bound
+to nothing, skipped by recovery and GC) on that die until the upper page is
+issued.  A PAD costs a program, so it is issued only after ``pad_idle``
+cycles with no page requested: a busy log pads nothing, a queue-depth-1
+writer pays up to three PAD pages per write (its latency becomes a word
+line's, which is what MLC durability costs without power-loss capacitors).
+
+Two parts:
+
+* the **exposure tracker** watches pages as the log writer takes them
+  (``issued``): a non-PAD lower page exposes its die until the die's upper
+  page for it is taken; ``pad`` asks for a PAD page on the lowest exposed
+  die once the writer has been idle (``writer_idle``) for ``pad_idle``
+  cycles;
+* the **completion gate** sits on the log writer's ``done`` stream: an OK
+  lower page's completion (not a PAD's) is held per die; an upper page's
+  completion first releases the held completion of its lower page, then
+  passes.  A channel completes each target's operations in issue order, so
+  per die at most two lower pages are ever held (lower pages 2j+1 and 2j+3
+  wait for uppers 2j+4 and 2j+6) and the oldest held one is always the one
+  the next upper page releases.
+
+With ``mlc`` low (SLC parts) both parts are transparent.
+"""
+
+from amaranth import Array, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from atomflash.spec import NandResult
+from rtl import spec as layouts
+
+from .allocator import PAGE_BITS
+from .logwriter import PAGE_DONE
+
+__all__ = ["PairedPages", "PAD_TAG", "upper_of", "paired_lower"]
+
+PAD_TAG = 0x4000        # log writer tags with this bit are PAD pages (the relocator's have 0x8000)
+
+
+def paired_lower(page, pages_per_block):
+    """``spec.mlc_paired_lower`` as logic: ``(is_upper, lower)``."""
+    is_upper = (page == 2) | (page == pages_per_block - 1) | ((page >= 4) & ~page[0])
+    lower = Mux(page == 2, 0, Mux(page == pages_per_block - 1, pages_per_block - 3, page - 3))
+    return is_upper, lower[:len(page)]
+
+
+def upper_of(page, pages_per_block):
+    """``spec.mlc_upper_of`` as logic: ``(is_lower, upper)``."""
+    is_lower = (page == 0) | (page[0] & (page <= pages_per_block - 3))
+    upper = Mux(page == 0, 2, Mux(page == pages_per_block - 3, pages_per_block - 1, page + 3))
+    return is_lower, upper[:len(page)]
+
+
+class PairedPages(wiring.Component):
+    """Hold lower-page completions until their word line is complete; ask for PAD pages.
+
+    Parameters
+    ----------
+    channels, ways, luns : int
+        The allocator's dies: die ``(lun * ways + way) * channels + channel``.
+    pad_tag : int
+        The tag bit the core gives PAD pages (their completions are never held).
+    pad_idle : int
+        Cycles the writer must have been idle before a PAD page is asked for.
+
+    Ports
+    -----
+    mlc : In(1)
+        The NAND pairs pages; low: every completion passes, no PAD is asked for.
+    pages_per_block : In(PAGE_BITS + 1)
+    issued : In(stream {ppa, pad})
+        A page the log writer took (observed: ``ready`` is always high).
+    writer_idle : In(1)
+        No page request is waiting for the log writer.
+    pad : Out(stream {die})
+        A die with an exposed lower page; a transfer means a PAD page for it was taken.
+    done_in : In(stream of PAGE_DONE)
+        The log writer's completions.
+    done_out : Out(stream of PAGE_DONE)
+        The same completions, lower pages' ones held back as described.
+    held : Out(range)
+        Completions held now (all dies).
+    """
+
+    def __init__(self, *, channels: int, ways: int, luns: int = 1, pad_tag: int, pad_idle: int = 256):
+        self.channels, self.ways, self.luns = channels, ways, luns
+        self.dies = channels * ways * luns
+        self.die_bits = max(1, ceil_log2(self.dies))
+        self.pad_tag, self.pad_idle = pad_tag, pad_idle
+        super().__init__({
+            "mlc": In(1),
+            "pages_per_block": In(PAGE_BITS + 1),
+            "issued": In(stream.Signature(data.StructLayout({"ppa": layouts.PPA, "pad": 1}))),
+            "writer_idle": In(1),
+            "pad": Out(stream.Signature(data.StructLayout({"die": self.die_bits}))),
+            "done_in": In(stream.Signature(PAGE_DONE)),
+            "done_out": Out(stream.Signature(PAGE_DONE)),
+            "held": Out(range(2 * self.dies + 1)),
+        })
+
+    def die_of(self, ppa):
+        C, W = self.channels, self.ways
+        return ((ppa.lun * W + ppa.way) * C + ppa.channel)[:self.die_bits]
+
+    def elaborate(self, platform):
+        m = Module()
+        D, ppb = self.dies, self.pages_per_block
+
+        # -- exposure tracker
+        exposed = Signal(D)
+        cover = Array(Signal(PAGE_BITS, name=f"cover{d}") for d in range(D))
+        m.d.comb += self.issued.ready.eq(1)
+        i_ppa = self.issued.payload.ppa.ppa
+        i_die = self.die_of(i_ppa)
+        i_is_lower, i_upper = upper_of(i_ppa.page, ppb)
+        with m.If(self.issued.valid):
+            with m.If(self.mlc & ~self.issued.payload.pad & i_is_lower):
+                m.d.sync += [exposed.bit_select(i_die, 1).eq(1), cover[i_die].eq(i_upper)]
+            with m.Elif(i_ppa.page >= cover[i_die]):
+                m.d.sync += exposed.bit_select(i_die, 1).eq(0)
+        with m.If(~self.mlc):
+            m.d.sync += exposed.eq(0)
+
+        idle = Signal(range(self.pad_idle + 1))
+        with m.If(~self.writer_idle):
+            m.d.sync += idle.eq(0)
+        with m.Elif(idle != self.pad_idle):
+            m.d.sync += idle.eq(idle + 1)
+        for d in reversed(range(D)):
+            with m.If(exposed[d]):
+                m.d.comb += self.pad.payload.die.eq(d)
+        m.d.comb += self.pad.valid.eq(self.mlc & exposed.any() & (idle == self.pad_idle))
+
+        # -- completion gate: per die, two held completions, the oldest first
+        hold = [[Signal(PAGE_DONE, name=f"hold{d}_{k}") for k in range(2)] for d in range(D)]
+        valid = [[Signal(name=f"held{d}_{k}") for k in range(2)] for d in range(D)]
+        head, head_valid = Array(h[0] for h in hold), Array(v[0] for v in valid)
+        m.d.comb += self.held.eq(sum(v for vs in valid for v in vs))
+
+        x = self.done_in.payload
+        x_die = self.die_of(x.ppa.ppa)
+        x_page = x.ppa.ppa.page
+        x_is_lower, _ = upper_of(x_page, ppb)
+        x_is_upper, x_lower = paired_lower(x_page, ppb)
+        is_pad = (x.tag & self.pad_tag) != 0
+        h = head[x_die]
+        releases = (self.mlc & x_is_upper & head_valid[x_die] & (h.ppa.ppa.page == x_lower)
+                    & (h.ppa.ppa.block == x.ppa.ppa.block))
+        holds = self.mlc & x_is_lower & (x.result == NandResult.OK) & ~x.dma_error & ~is_pad
+
+        pop, push = Signal(), Signal()
+        with m.If(self.done_in.valid & releases):
+            m.d.comb += [self.done_out.valid.eq(1), self.done_out.payload.eq(h), pop.eq(self.done_out.ready)]
+        with m.Elif(self.done_in.valid & holds):
+            m.d.comb += [self.done_in.ready.eq(~Array(v[1] for v in valid)[x_die]), push.eq(self.done_in.ready)]
+        with m.Else():
+            m.d.comb += [self.done_out.valid.eq(self.done_in.valid), self.done_out.payload.eq(x),
+                         self.done_in.ready.eq(self.done_out.ready)]
+
+        for d in range(D):
+            here = x_die == d
+            with m.If(pop & here):
+                m.d.sync += [hold[d][0].eq(hold[d][1]), valid[d][0].eq(valid[d][1]), valid[d][1].eq(0)]
+            with m.If(push & here):
+                with m.If(~valid[d][0]):
+                    m.d.sync += [hold[d][0].eq(x), valid[d][0].eq(1)]
+                with m.Else():
+                    m.d.sync += [hold[d][1].eq(x), valid[d][1].eq(1)]
+        return m

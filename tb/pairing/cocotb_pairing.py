@@ -1,0 +1,261 @@
+"""cocotb tests for the MLC paired-page gate and PAD requests (rtl/ftl/pairing.py).
+
+The gate is checked against :func:`reference`, the rule in plain Python
+(spec.mlc_paired_lower / mlc_upper_of), on random completion streams: several
+dies interleaved, each in issue order, with PAD pages and failed programs
+mixed in -- and, independently of the model, against the property the core
+relies on: an OK lower page's completion never leaves before its upper page's
+completion has arrived."""
+
+import os
+import random
+from collections import deque
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from atomflash import spec
+from atomflash.spec import NandResult
+from rtl.ftl.logwriter import PAGE_DONE
+from rtl.ftl.pairing import PAD_TAG, PairedPages
+from tb.common.layouts import pack, unpack
+
+CHANNELS, WAYS, PAD_IDLE = (int(os.environ[k]) for k in ("CHANNELS", "WAYS", "PAD_IDLE"))
+DIES = CHANNELS * WAYS
+ISSUED = PairedPages(channels=CHANNELS, ways=WAYS, pad_tag=PAD_TAG).issued.payload.shape()
+
+
+def die_ppa(die, block, page):
+    return spec.pack_ppa(die % CHANNELS, (die // CHANNELS) % WAYS, 0, block, page)
+
+
+def is_lower(page, ppb):
+    return spec.mlc_upper_of(page, ppb) >= 0
+
+
+class Completion:
+    """One log-writer completion: die, block, page, PAD or not, result."""
+
+    def __init__(self, serial, die, block, page, pad=False, result=NandResult.OK):
+        self.serial, self.die, self.block, self.page, self.pad, self.result = serial, die, block, page, pad, result
+
+    def payload(self):
+        tag = (self.serial & 0x3FFF) | (PAD_TAG if self.pad else 0)
+        return pack(PAGE_DONE, tag=tag, result=self.result, ppa=die_ppa(self.die, self.block, self.page),
+                    seq=self.serial, vseq=self.serial)
+
+    def held(self, mlc, ppb):
+        return mlc and is_lower(self.page, ppb) and self.result == NandResult.OK and not self.pad
+
+
+def reference(stream, mlc, ppb):
+    """The gate's rule: what leaves, in order, and what is still held at the end."""
+    held = {d: deque() for d in range(DIES)}
+    out = []
+    for x in stream:
+        lower = spec.mlc_paired_lower(x.page, ppb)
+        q = held[x.die]
+        if mlc and lower >= 0 and q and q[0].block == x.block and q[0].page == lower:
+            out.append(q.popleft())
+        if x.held(mlc, ppb):
+            q.append(x)
+        else:
+            out.append(x)
+    return out, [x for q in held.values() for x in q]
+
+
+def random_stream(rng, ppb, blocks=2, pad_p=0.15, fail_p=0.05):
+    """Every die programs ``blocks`` whole blocks in page order; completions of different dies interleave."""
+    per_die = []
+    serial = 0
+    for d in range(DIES):
+        pages = []
+        for b in range(blocks):
+            for p in range(ppb):
+                serial += 1
+                r = rng.random()
+                pages.append(Completion(serial, d, 10 + b, p, pad=r < pad_p,
+                                        result=NandResult.FAIL if pad_p <= r < pad_p + fail_p else NandResult.OK))
+        per_die.append(deque(pages))
+    stream = []
+    while any(per_die):
+        q = rng.choice([q for q in per_die if q])
+        stream.append(q.popleft())
+    return stream
+
+
+class PairingTB:
+    def __init__(self, dut):
+        self.dut = dut
+        cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
+
+    async def reset(self, mlc, ppb):
+        d = self.dut
+        d.rst.value = 1
+        d.mlc.value = mlc
+        d.pages_per_block.value = ppb
+        d.done_in__valid.value = 0
+        d.done_out__ready.value = 0
+        d.issued__valid.value = 0
+        d.writer_idle.value = 0
+        d.pad__ready.value = 0
+        await ClockCycles(d.clk, 3)
+        d.rst.value = 0
+        await RisingEdge(d.clk)
+
+    async def run_gate(self, stream, rng, ready_p=0.7):
+        """Feed ``stream`` into done_in, take done_out with random back-pressure; returns the
+        serials that left, in order, and per serial the input index that was being offered
+        when it left (to check the word-line property)."""
+        d = self.dut
+        by_serial = {x.serial: x for x in stream}
+        out, offered_when = [], {}
+        i = 0
+        idle = 0
+        while idle < 20:
+            if i < len(stream):
+                d.done_in__valid.value = 1
+                d.done_in__payload.value = stream[i].payload()
+            else:
+                d.done_in__valid.value = 0
+            d.done_out__ready.value = int(rng.random() < ready_p)
+            await ReadOnly()
+            took_in = i < len(stream) and int(d.done_in__ready.value)
+            if int(d.done_out__valid.value) and int(d.done_out__ready.value):
+                x = unpack(PAGE_DONE, d.done_out__payload.value)
+                serial = x["seq"]
+                assert serial in by_serial, x
+                out.append(serial)
+                offered_when[serial] = i
+                idle = 0
+            elif i >= len(stream):
+                idle += 1
+            await RisingEdge(d.clk)
+            if took_in:
+                i += 1
+        d.done_in__valid.value = 0
+        d.done_out__ready.value = 0
+        return out, offered_when
+
+
+@cocotb.test()
+async def lower_completions_wait_for_their_word_line(dut):
+    tb = PairingTB(dut)
+    rng = random.Random(0xA11)
+    for ppb in (8, 16, 64):
+        await tb.reset(1, ppb)
+        stream = random_stream(rng, ppb)
+        want, still_held = reference(stream, True, ppb)
+        got, offered_when = await tb.run_gate(stream, rng)
+        assert got == [x.serial for x in want], f"ppb {ppb}: the gate's order differs from the reference"
+        assert not still_held and int(dut.held.value) == 0  # whole blocks: every lower page met its upper
+        # the property itself: an OK lower page leaves only while its upper page's completion is offered
+        index = {(x.die, x.block, x.page): n for n, x in enumerate(stream)}
+        for x in stream:
+            if x.held(True, ppb):
+                upper = index[(x.die, x.block, spec.mlc_upper_of(x.page, ppb))]
+                assert offered_when[x.serial] == upper, (ppb, x.die, x.page)
+        held_pages = sum(x.held(True, ppb) for x in stream)
+        assert held_pages > len(stream) // 4, "the stream must exercise the gate"
+
+
+@cocotb.test()
+async def a_block_cut_short_keeps_its_exposed_lower_pages(dut):
+    """A die that stops before a lower page's upper page keeps that completion (it must not
+    leave: the word line is not complete), at most two per die."""
+    tb = PairingTB(dut)
+    rng = random.Random(7)
+    ppb = 16
+    await tb.reset(1, ppb)
+    stream = [Completion(0, die, 3, p) for die in range(DIES) for p in range(6 + die)]
+    for n, x in enumerate(stream):
+        x.serial = n + 1
+    want, still_held = reference(stream, True, ppb)
+    got, _ = await tb.run_gate(stream, rng)
+    assert got == [x.serial for x in want]
+    assert int(dut.held.value) == len(still_held) and 0 < len(still_held) <= 2 * DIES
+    for x in still_held:  # each one's upper page was never programmed
+        assert spec.mlc_upper_of(x.page, ppb) >= 6 + x.die
+
+
+@cocotb.test()
+async def slc_passes_every_completion_in_order(dut):
+    tb = PairingTB(dut)
+    rng = random.Random(3)
+    await tb.reset(0, 16)
+    stream = random_stream(rng, 16, blocks=1)
+    got, _ = await tb.run_gate(stream, rng)
+    assert got == [x.serial for x in stream] and int(dut.held.value) == 0
+
+
+async def issue(dut, die, block, page, pad=False):
+    dut.issued__valid.value = 1
+    dut.issued__payload.value = pack(ISSUED, ppa=die_ppa(die, block, page), pad=int(pad))
+    await RisingEdge(dut.clk)
+    dut.issued__valid.value = 0
+
+
+async def pads_until_quiet(dut, next_page, block, limit=200):
+    """Play the core: whenever ``pad`` is offered, take it and issue a PAD page on that die.
+    Returns the dies padded, in order; ``next_page`` (per die) advances."""
+    padded = []
+    dut.writer_idle.value = 1
+    quiet = 0
+    for _ in range(limit):
+        await ReadOnly()
+        if int(dut.pad__valid.value):
+            die = int(dut.pad__payload.value)
+            await RisingEdge(dut.clk)
+            dut.pad__ready.value = 1
+            await ReadOnly()
+            assert int(dut.pad__valid.value) and int(dut.pad__payload.value) == die
+            await RisingEdge(dut.clk)
+            dut.pad__ready.value = 0
+            await issue(dut, die, block, next_page[die], pad=True)
+            next_page[die] += 1
+            padded.append(die)
+            quiet = 0
+        else:
+            await RisingEdge(dut.clk)
+            quiet += 1
+            if quiet > 3 * PAD_IDLE:
+                break
+    dut.writer_idle.value = 0
+    return padded
+
+
+@cocotb.test()
+async def idle_dies_with_exposed_lower_pages_get_pads(dut):
+    tb = PairingTB(dut)
+    ppb, block = 16, 5
+    await tb.reset(1, ppb)
+    # die 0: data on page 0 (lower; upper 2); die 1: pages 0-3 (3 is lower, upper 6);
+    # die 2: pages 0-4 (4 is upper of 1; 3 exposed, upper 6); die 3: PAD on its lower page 0 only
+    data_pages = {0: 1, 1: 4, 2: 5}
+    next_page = [0] * DIES
+    for die, n in data_pages.items():
+        for p in range(n):
+            await issue(dut, die, block, p)
+            next_page[die] += 1
+    await issue(dut, 3, block, 0, pad=True)
+    next_page[3] = 1
+    # busy writer: no pad however long
+    dut.writer_idle.value = 0
+    for _ in range(3 * PAD_IDLE):
+        await RisingEdge(dut.clk)
+        assert not int(dut.pad__valid.value)
+    # idle: pads, lowest exposed die first, each die up to the upper page of its last data lower page
+    dut.writer_idle.value = 1
+    await ClockCycles(dut.clk, PAD_IDLE - 2)
+    assert not int(dut.pad__valid.value), "a pad before pad_idle idle cycles"
+    padded = await pads_until_quiet(dut, next_page, block)
+    want = []
+    for die, n in data_pages.items():
+        last_lower = max(p for p in range(n) if is_lower(p, ppb))
+        want += [die] * (spec.mlc_upper_of(last_lower, ppb) - n + 1)
+    assert padded == want, padded
+    # mlc off: nothing is exposed, nothing padded
+    await tb.reset(0, ppb)
+    await issue(dut, 0, block, 0)
+    assert await pads_until_quiet(dut, [1, 0, 0, 0], block) == []
