@@ -333,9 +333,18 @@ static void scan_consume(void *ctx, pipe_ent_t *e)
 		b->scan_end = 1; /* the walk skips the rest of the block */
 		return;
 	}
+	if (r == AF_REC_PAGE_TORN && b->torn++ == 0)
+		b->first_torn = b->written;
 	b->written++;
-	if (r == AF_REC_PAGE_TORN)
-		b->torn++;
+}
+
+/* af_rec_mlc_filter: the block's pages before its first erased or torn one (pages are consumed
+ * in order within a block, so `written` is its written prefix). */
+static uint32_t complete_to_cb(void *ctx, uint32_t ppa)
+{
+	(void)ctx;
+	const af_block_t *b = &af_flash.blocks[af_nand_block_of(ppa)];
+	return b->torn ? b->first_torn : b->written;
 }
 
 static uint32_t block_of_cb(void *ctx, uint32_t ppa)
@@ -516,6 +525,8 @@ int af_flash_boot(void)
 		return r;
 	}
 	t0 = af_uptime_cycles();
+	if (af_nand.bits_per_cell >= 2)
+		af_rec_mlc_filter(&rec, af_nand.pages_per_block, complete_to_cb, NULL);
 	if (!have_ckpt)
 		af_rec_map_clear(&af_flash.map); /* else the checkpoint's map is loaded */
 	scan.data_ppa = AF_PPA_UNMAPPED; /* the sync slot may hold anything by now */
@@ -539,6 +550,9 @@ int af_flash_boot(void)
 	af_print_u64(af_flash.t_scan / (rp->pages_scanned ? rp->pages_scanned : 1));
 	printf(" cycles/page): %lu erased, %lu data, %lu record, %lu torn\n", (unsigned long)rp->erased,
 	       (unsigned long)rp->data_pages, (unsigned long)rp->record_pages, (unsigned long)rp->torn);
+	if (rec.mlc_dropped)
+		printf("recovery: %lu pages on MLC lower pages of incomplete word lines not trusted (trap 4)\n",
+		       (unsigned long)rec.mlc_dropped);
 	printf("recovery: kept %lu writes, %lu groups, %lu tx, %lu remaps, %lu trims; discarded %lu groups, "
 	       "%lu tx, %lu remaps, %lu incomplete records\n",
 	       (unsigned long)rp->writes_kept, (unsigned long)rp->groups_kept, (unsigned long)rp->tx_kept,

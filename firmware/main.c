@@ -18,6 +18,7 @@
 #include "console.h"
 #include "flash.h"
 #include "ftl.h"
+#include "nand.h"
 #include "gc.h"
 #include "fw.h"
 #include "wear.h"

@@ -202,7 +202,7 @@ void af_rec_init(af_rec_t *r, const af_rec_io_t *io, uint32_t page_data, af_rec_
 	r->index = index;
 	r->cap = cap;
 	r->n = 0;
-	r->scanned = r->erased = r->torn = r->data_pages = r->record_pages = 0;
+	r->scanned = r->erased = r->torn = r->data_pages = r->record_pages = r->mlc_dropped = 0;
 	r->max_seq = 0;
 	r->ngroup = r->ntx = r->nrec = 0;
 }
@@ -307,6 +307,30 @@ int af_rec_scan(af_rec_t *r, uint32_t ppa)
 	}
 	r->data_pages++;
 	return AF_REC_PAGE_DATA;
+}
+
+uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, uint32_t (*complete_to)(void *ctx, uint32_t ppa),
+			   void *ctx)
+{
+	uint32_t kept = 0, dropped = 0;
+	for (uint32_t i = 0; i < r->n; i++) {
+		af_rec_page_t *e = &r->pages[i];
+		if (e->kind != KIND_HINT) {
+			int64_t upper = af_mlc_upper_of(AF_PPA_PPA_PAGE_GET(e->ppa), pages_per_block);
+			if (upper >= 0 && (uint64_t)upper >= complete_to(ctx, e->ppa)) {
+				if (is_record_kind(e->kind))
+					r->record_pages--;
+				else
+					r->data_pages--;
+				dropped++;
+				continue; /* its seq is in max_seq already */
+			}
+		}
+		r->pages[kept++] = *e;
+	}
+	r->n = kept;
+	r->mlc_dropped += dropped;
+	return dropped;
 }
 
 void af_rec_map_clear(af_rec_map_t *map)

@@ -15,6 +15,7 @@
  *     af_rec_t r;
  *     af_rec_init(&r, &io, page_data, pages, index, cap);
  *     for each page written since the checkpoint: af_rec_scan(&r, ppa);
+ *     MLC parts: af_rec_mlc_filter(&r, pages_per_block, complete_to, ctx);
  *     load the checkpoint into map.ppa / map.vseq (or af_rec_map_clear);
  *     af_rec_finish(&r, &checkpoint_or_NULL, &map, &report);
  *     af_rec_valid_counts(&map, block_of, ctx, counts, nblocks);
@@ -153,6 +154,7 @@ typedef struct {
 	uint32_t data_pages;
 	uint32_t record_pages;
 	uint64_t max_seq;    /* highest intact seq scanned (0: none) */
+	uint32_t mlc_dropped; /* data/record pages on lower pages of incomplete word lines (af_rec_mlc_filter) */
 	/* set by af_rec_finish */
 	uint32_t ngroup, ntx, nrec; /* index partitions */
 } af_rec_t;
@@ -166,6 +168,17 @@ void af_rec_init(af_rec_t *r, const af_rec_io_t *io, uint32_t page_data, af_rec_
  * page twice counts it twice (harmless for the map).  Returns AF_REC_PAGE_*
  * or AF_REC_EFULL. */
 int af_rec_scan(af_rec_t *r, uint32_t ppa);
+
+/* MLC paired pages (DESIGN.md trap 4): after the scan, forget every data or
+ * record page on a lower page whose word line is not complete -- its upper page
+ * (af_mlc_upper_of) at or past complete_to(ctx, ppa), the number of pages of
+ * ppa's block before its first erased or not intact page.  A cut in the upper
+ * page may have damaged such a page behind an intact OOB, and the core
+ * acknowledges nothing on a lower page before its upper page is programmed
+ * (rtl/ftl/pairing.py).  Their seqs still count for the resume (max_seq).  The
+ * Python reference: recover(..., mlc=pages_per_block).  Returns the pages dropped. */
+uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, uint32_t (*complete_to)(void *ctx, uint32_t ppa),
+			   void *ctx);
 
 /* Every LBA unbound (a boot with no checkpoint). */
 void af_rec_map_clear(af_rec_map_t *map);

@@ -39,7 +39,10 @@ Two parts:
 * the **completion gate** sits on the log writer's ``done`` stream: an OK
   lower page's completion (not a PAD's) is held per die; an upper page's
   completion first releases the held completion of its lower page, then
-  passes.  A channel completes each target's operations in issue order, so
+  passes.  When the upper page's program failed, the lower page's completion
+  leaves with the same failure: the word line is not written, recovery will
+  not trust the lower page (docs/recovery.md), and the requester programs its
+  data again elsewhere, as for any failed page.  A channel completes each target's operations in issue order, so
   per die at most two lower pages are ever held (lower pages 2j+1 and 2j+3
   wait for uppers 2j+4 and 2j+6) and the oldest held one is always the one
   the next upper page releases.
@@ -176,7 +179,10 @@ class PairedPages(wiring.Component):
 
         pop, push = Signal(), Signal()
         with m.If(self.done_in.valid & releases):
+            # a failed upper page fails its word line: the lower page's data goes again too
             m.d.comb += [self.done_out.valid.eq(1), self.done_out.payload.eq(h), pop.eq(self.done_out.ready)]
+            with m.If(x.result != NandResult.OK):
+                m.d.comb += self.done_out.payload.result.eq(x.result)
         with m.Elif(self.done_in.valid & holds):
             m.d.comb += [self.done_in.ready.eq(~Array(v[1] for v in valid)[x_die]), push.eq(self.done_in.ready)]
         with m.Else():

@@ -78,10 +78,11 @@ class Case:
     runs: int = 2  # run recovery this many times on the same input; the driver reports if all agree
     unreadable: frozenset[int] = frozenset()  # addrs whose reads fail
     locate: Locator | None = None  # where the checkpoint says its versions are (default: unknown)
+    mlc: int = 0  # af_rec_mlc_filter with these pages per block (addresses are then spec.PPA); 0: SLC
 
     def encode(self) -> bytes:
-        out = [struct.pack("<7I", CASE_MAGIC, self.nlba, self.page_data, self.ppb, self.nblocks,
-                           len(self.pages) if self.cap is None else self.cap, self.runs)]
+        out = [struct.pack("<8I", CASE_MAGIC, self.nlba, self.page_data, self.ppb, self.nblocks,
+                           len(self.pages) if self.cap is None else self.cap, self.runs, self.mlc)]
         out.append(struct.pack("<I", len(self.pages)))
         for p in self.pages:
             oob = bytes(p.oob).ljust(spec.OOB.size, b"\xff")[:spec.OOB.size]

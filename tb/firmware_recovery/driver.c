@@ -4,7 +4,7 @@
  * runs the firmware's recovery on each through its page-read callbacks, and
  * prints the result as text.  Everything here may malloc; recovery.c does not.
  *
- * case:  u32 'CASE'; u32 nlba, page_data, ppb, nblocks, cap, runs
+ * case:  u32 'CASE'; u32 nlba, page_data, ppb, nblocks, cap, runs, mlc (pages per block; 0: SLC)
  *        u32 npages; npages x { u32 addr, u32 unreadable, u8 oob[40], u32 dlen, u8 data[dlen] }
  *        u32 has_ckpt; [ u64 seq; u32 nmap; nmap x { u32 lba, u64 vseq, u32 ppa }
  *                        u32 ntx; ntx x { u32 tag, u64 first, u32 npages, u32 nlive,
@@ -64,8 +64,24 @@ typedef struct {
 	int32_t *by_addr; /* addr -> page index */
 	uint32_t naddr;
 	uint32_t ppb;
+	uint32_t mlc;       /* af_rec_mlc_filter with these pages per block (addresses are spec.PPA); 0: SLC */
+	int *result;        /* af_rec_scan's answer per page index */
 	uint32_t oob_reads, data_reads, data_reads_nonrecord;
 } flash_t;
+
+/* af_rec_mlc_filter: pages of ppa's block (spec.PPA page field) before the first one that is
+ * missing (erased), scanned as erased or torn. */
+static uint32_t complete_to(void *ctx, uint32_t ppa)
+{
+	flash_t *f = ctx;
+	uint32_t base = ppa & ~(uint32_t)AF_PPA_PPA_PAGE_MASK, k = 0;
+	for (;; k++) {
+		uint32_t a = base + k;
+		int32_t i = a < f->naddr ? f->by_addr[a] : -1;
+		if (i < 0 || f->result[i] == AF_REC_PAGE_ERASED || f->result[i] == AF_REC_PAGE_TORN)
+			return k;
+	}
+}
 
 static page_t *find(flash_t *f, uint32_t ppa)
 {
@@ -129,11 +145,14 @@ static void run(flash_t *fl, uint32_t nlba, uint32_t page_data, uint32_t nblocks
 	memset(&out->rep, 0, sizeof out->rep);
 	for (uint32_t i = 0; i < fl->npages; i++) {
 		int got = af_rec_scan(&r, fl->pages[i].addr);
+		fl->result[i] = got;
 		if (got < 0) {
 			out->rc = got;
 			break;
 		}
 	}
+	if (fl->mlc && out->rc == 0)
+		af_rec_mlc_filter(&r, fl->mlc, complete_to, fl);
 	out->ppa = xcalloc(nlba, 4);
 	out->vseq = xcalloc(nlba, 8);
 	out->cseq = xcalloc(nlba, 8);
@@ -178,8 +197,10 @@ int main(void)
 		uint32_t nlba = u32(), page_data = u32(), ppb = u32(), nblocks = u32(), cap = u32(), runs = u32();
 		flash_t fl = {0};
 		fl.ppb = ppb;
+		fl.mlc = u32();
 		fl.npages = u32();
 		fl.pages = xcalloc(fl.npages, sizeof *fl.pages);
+		fl.result = xcalloc(fl.npages, sizeof *fl.result);
 		for (uint32_t i = 0; i < fl.npages; i++) {
 			page_t *p = &fl.pages[i];
 			p->addr = u32();
@@ -280,6 +301,7 @@ int main(void)
 			free(fl.pages[i].data);
 		free(fl.pages);
 		free(fl.by_addr);
+		free(fl.result);
 		free(ck.map_lba);
 		free(ck.map_ppa);
 		free(ck.map_vseq);

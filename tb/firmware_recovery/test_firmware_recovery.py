@@ -151,10 +151,10 @@ def test_hand_built_trap_scenarios_match_the_model(monkeypatch):
     spec_.loader.exec_module(mod)
     calls = []
 
-    def recording(pages, checkpoint=None):
+    def recording(pages, checkpoint=None, *, mlc=None):
         pages = list(pages)
-        r = recover(pages, checkpoint)
-        calls.append((pages, checkpoint, r))
+        r = recover(pages, checkpoint, mlc=mlc)
+        calls.append((pages, checkpoint, r, mlc))
         return r
 
     mod.recover = recording
@@ -176,7 +176,9 @@ def test_hand_built_trap_scenarios_match_the_model(monkeypatch):
             ran += 1
     assert ran >= 20 and len(calls) >= 40
     cases = []
-    for pages, ck, r in calls:
+    assert any(mlc for *_, mlc in calls), "the MLC word-line rule must be among the scenarios"
+    for pages, ck, r, mlc in calls:
+        assert not mlc or all(p.addr == i for i, p in enumerate(pages)), "MLC scenarios keep their addresses"
         lbas = [lba for lba in r.map] + (list(ck.map) if ck else [])
         for p in pages:
             rec = spec.unpack_oob(p.oob)
@@ -185,8 +187,9 @@ def test_hand_built_trap_scenarios_match_the_model(monkeypatch):
         # hand-built images may reuse an address: the driver gets the page's index as its address
         unique = [Page(i, p.oob, p.data) for i, p in enumerate(pages)]
         cases.append(cr.Case(unique, ck, nlba=max([LIM.capacity, *lbas]) + 1,
-                             page_data=len(pages[0].data) if pages else 64, ppb=1, nblocks=max(len(pages), 1)))
-    for (pages, ck, r), g in zip(calls, cr.run_cases(cases)):
+                             page_data=len(pages[0].data) if pages else 64, ppb=1, nblocks=max(len(pages), 1),
+                             mlc=mlc or 0))
+    for (pages, ck, r, _), g in zip(calls, cr.run_cases(cases)):
         g.map = {lba: (v, cs, None if a is None else pages[a].addr) for lba, (v, cs, a) in g.map.items()}
         g.valid = dict(Counter(a // PPB for _, _, a in g.map.values() if a is not None))
         assert_same(cr.expected(r, PPB), g, f"{len(pages)} pages, checkpoint {ck and ck.seq}: {r.rejected[:3]}")

@@ -234,8 +234,8 @@ class FtlCoreTB:
     # -- flash ------------------------------------------------------------------------------
     def flash_pages(self, trust_torn: bool = True) -> list[Page]:
         """Every programmed page of the blocks handed out, as ``recover`` takes them.
-        ``trust_torn=False``: a page a power cut interrupted counts as unreadable
-        (what an ECC read of it gives), its OOB zeros."""
+        ``trust_torn=False``: a page a power cut interrupted (or damaged through its MLC
+        upper page) counts as unreadable (what an ECC read of it gives), its OOB zeros."""
         lay, prof = self.chan.layout, self.profile
         pages = []
         for die in range(self.dies):
@@ -248,7 +248,8 @@ class FtlCoreTB:
                         if data == b"\xff" * prof.page_data and spare == b"\xff" * prof.page_spare:
                             continue
                         oob = bytes(spare[lay.oob_record_col - prof.page_data:][:spec.OOB.size])
-                        if not trust_torn and img.page_state(0, block, p).torn:
+                        state = img.page_state(0, block, p)
+                        if not trust_torn and (state.torn or state.paired_damage):
                             oob = bytes(spec.OOB.size)
                         ppa = spec.pack_ppa(c, w, 0, block, p)
                         pages.append(Page(addr=ppa, oob=oob, data=bytes(data)))

@@ -29,7 +29,7 @@ def _run(tmp_path, testcase=None, cache_pages=0, **env):
 
 def test_ftl_core_verbs(tmp_path):
     _run(tmp_path, testcase=["every_verb", "transactions", "appends_and_remaps", "program_failures_are_retried",
-                             "gc_relocation"])
+                             "gc_relocation", "mlc_paired_pages"])
 
 
 def test_ftl_core_random_and_cuts(tmp_path):
@@ -51,7 +51,7 @@ def test_every_cocotb_test_is_run():
              and any(getattr(d, "func", d).attr == "test" for d in f.decorator_list if hasattr(getattr(d, "func", d), "attr"))}
     assert tests == {"every_verb", "transactions", "appends_and_remaps", "program_failures_are_retried",
                      "gc_relocation", "random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2",
-                     "write_cache"}, tests
+                     "write_cache", "mlc_paired_pages"}, tests
 
 
 @pytest.mark.slow

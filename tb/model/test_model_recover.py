@@ -246,6 +246,30 @@ def test_tx_open_across_checkpoint_commits_with_pre_checkpoint_pages_erased():
     assert 3 not in r2.contents() and any("does not record it" in why for why in r2.rejected)
 
 
+def test_mlc_lower_pages_of_incomplete_word_lines_are_not_trusted():
+    """Trap 4: with paired pages (``mlc``), a data page on a lower page counts only when the upper
+    page of its word line lies before the block's first erased or torn page -- a cut in the upper
+    page may have damaged it behind an intact OOB, and the core acknowledged nothing there yet.
+    Their seqs still count for the resume; an SLC reading of the same image keeps them."""
+    img = Img()
+    for s in range(4):      # pages 0-3: lower 0 (upper 2), lower 1 (upper 4), upper 2, lower 3 (upper 6)
+        img.write(s, 10 + s)
+    img.torn()              # page 4: the cut, in the upper page of page 1
+    slc = recover(img.pages)
+    assert shown(slc) == {0: b"w10", 1: b"w11", 2: b"w12", 3: b"w13"}
+    mlc = recover(img.pages, mlc=64)
+    assert shown(mlc) == {0: b"w10", 2: b"w12"}  # 1: its upper page is torn; 3: its upper page never came
+    assert mlc.next_seq == slc.next_seq
+    # complete word lines count; a group with a member on an incomplete one is not proven
+    img = Img()
+    for s in range(5):      # pages 0-4: uppers 2 and 4 complete lowers 0 and 1
+        img.write(s, 20 + s)
+    img.group(25, [8, 9])   # pages 5 (lower, upper 8: missing) and 6 (upper of 3)
+    r = recover(img.pages, mlc=64)
+    assert shown(r) == {0: b"w20", 1: b"w21", 2: b"w22", 3: b"w23", 4: b"w24"}  # 3: its upper page 6 is intact
+    assert any("group at vseq 25" in why for why in r.rejected)
+
+
 def test_torn_checkpoint_falls_back_to_the_older_slot():
     f = LogFTL(LIM, Flash(32, 4))
     f.write(1, blk("a"))

@@ -57,11 +57,11 @@ def reference(stream, mlc, ppb):
         lower = spec.mlc_paired_lower(x.page, ppb)
         q = held[x.die]
         if mlc and lower >= 0 and q and q[0].block == x.block and q[0].page == lower:
-            out.append(q.popleft())
+            out.append((q.popleft(), x.result))  # a failed upper page fails its lower page too
         if x.held(mlc, ppb):
             q.append(x)
         else:
-            out.append(x)
+            out.append((x, x.result))
     return out, [x for q in held.values() for x in q]
 
 
@@ -126,7 +126,7 @@ class PairingTB:
                 x = unpack(PAGE_DONE, d.done_out__payload.value)
                 serial = x["seq"]
                 assert serial in by_serial, x
-                out.append(serial)
+                out.append((serial, NandResult(x["result"])))
                 offered_when[serial] = i
                 idle = 0
             elif i >= len(stream):
@@ -148,14 +148,18 @@ async def lower_completions_wait_for_their_word_line(dut):
         stream = random_stream(rng, ppb)
         want, still_held = reference(stream, True, ppb)
         got, offered_when = await tb.run_gate(stream, rng)
-        assert got == [x.serial for x in want], f"ppb {ppb}: the gate's order differs from the reference"
+        assert got == [(x.serial, r) for x, r in want], f"ppb {ppb}: the gate differs from the reference"
+        failed_lowers = [x for x, r in want if x.held(True, ppb) and r != NandResult.OK]
+        assert failed_lowers, "the stream must fail some upper page of a held lower page"
         assert not still_held and int(dut.held.value) == 0  # whole blocks: every lower page met its upper
         # the property itself: an OK lower page leaves only while its upper page's completion is offered
         index = {(x.die, x.block, x.page): n for n, x in enumerate(stream)}
+        results = dict(got)
         for x in stream:
             if x.held(True, ppb):
-                upper = index[(x.die, x.block, spec.mlc_upper_of(x.page, ppb))]
-                assert offered_when[x.serial] == upper, (ppb, x.die, x.page)
+                upper = stream[index[(x.die, x.block, spec.mlc_upper_of(x.page, ppb))]]
+                assert offered_when[x.serial] == index[(upper.die, upper.block, upper.page)], (ppb, x.die, x.page)
+                assert results[x.serial] == upper.result, "a lower page fails with its word line"
         held_pages = sum(x.held(True, ppb) for x in stream)
         assert held_pages > len(stream) // 4, "the stream must exercise the gate"
 
@@ -173,7 +177,7 @@ async def a_block_cut_short_keeps_its_exposed_lower_pages(dut):
         x.serial = n + 1
     want, still_held = reference(stream, True, ppb)
     got, _ = await tb.run_gate(stream, rng)
-    assert got == [x.serial for x in want]
+    assert got == [(x.serial, r) for x, r in want]
     assert int(dut.held.value) == len(still_held) and 0 < len(still_held) <= 2 * DIES
     for x in still_held:  # each one's upper page was never programmed
         assert spec.mlc_upper_of(x.page, ppb) >= 6 + x.die
@@ -186,7 +190,7 @@ async def slc_passes_every_completion_in_order(dut):
     await tb.reset(0, 16)
     stream = random_stream(rng, 16, blocks=1)
     got, _ = await tb.run_gate(stream, rng)
-    assert got == [x.serial for x in stream] and int(dut.held.value) == 0
+    assert got == [(x.serial, x.result) for x in stream] and int(dut.held.value) == 0
 
 
 async def issue(dut, die, block, page, pad=False):

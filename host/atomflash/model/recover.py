@@ -78,6 +78,15 @@ the intact maximum).  The gap exceeds anything that can be in flight, so a
 torn page's seq is never reused even if the page later reads back intact
 (trap 5).
 
+**MLC word lines (trap 4).**  On a part with paired pages (``mlc``: the pages
+per block), a data or record page on a *lower* page counts only when its word
+line is complete: its upper page (``spec.mlc_upper_of``) lies before the first
+page of its block that is erased or not intact.  A cut while the upper page
+programmed may have damaged the lower page although its OOB still reads
+intact; the core acknowledges nothing on a lower page before its upper page
+is programmed (rtl/ftl/pairing.py), so dropping these loses nothing
+acknowledged.  Their seqs still count for the resume.
+
 **Idempotent.**  Recovery writes nothing; its result depends only on intact
 pages and the checkpoint, so running it twice, or on the same flash plus a
 checkpoint of its own result, gives the same map (trap 6).
@@ -178,7 +187,10 @@ class _Copy:
 class _Scan:
     """Intact pages indexed by version and record groups indexed by first seq."""
 
-    def __init__(self, pages: Iterable[Page]):
+    def __init__(self, pages: Iterable[Page], mlc: int | None = None):
+        pages = list(pages)
+        incomplete = _incomplete_word_lines(pages, mlc) if mlc else set()
+        self.mlc_dropped = 0
         self.versions: dict[int, list[_Copy]] = {}
         self.tx_pages: dict[int, set[int]] = {}  # tag -> vseqs of transaction pages carrying it
         self.records: dict[int, dict[int, tuple[dict, list]]] = {}  # first seq -> {idx: (oob, entries)}
@@ -193,6 +205,10 @@ class _Scan:
                     raw = spec.OOB.unpack(p.oob)
                     if raw.format == spec.OOB_FORMAT:
                         self.hints.append(raw.seq)
+                continue
+            if p.addr in incomplete and rec.kind in _RECORD_KINDS + _DATA_KINDS:
+                self.mlc_dropped += 1
+                self.max_seq = max(self.max_seq, rec.seq)
                 continue
             if rec.kind in _RECORD_KINDS:
                 parsed = spec.unpack_record_page(p.data, rec.kind, rec.seq)
@@ -209,7 +225,7 @@ class _Scan:
                 self.versions.setdefault(rec.vseq, []).append(copy)
                 if copy.flags.tx:
                     self.tx_pages.setdefault(rec.tid, set()).add(rec.vseq)
-            else:  # CHECKPOINT pages: the firmware's format; they count for the seq only
+            else:  # CHECKPOINT pages (the firmware's format) and PAD pages (MLC word-line filler): the seq only
                 self.max_seq = max(self.max_seq, rec.seq)
 
     def copy(self, vseq: int, **want) -> _Copy | None:
@@ -238,10 +254,38 @@ class _Scan:
         return first + k - 1, entries
 
 
-def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None) -> Recovered:
+def _intact(p: Page) -> bool:
+    rec = spec.unpack_oob(p.oob)
+    if rec is None or rec.format != spec.OOB_FORMAT or rec.kind not in _KINDS:
+        return False
+    return rec.kind not in _RECORD_KINDS or spec.unpack_record_page(p.data, rec.kind, rec.seq) is not None
+
+
+def _incomplete_word_lines(pages: list[Page], pages_per_block: int) -> set[int]:
+    """Addresses (PPAs) of lower pages whose word line is not complete: the upper page is at or
+    past the first page of the block that is erased (absent from ``pages`` or all FFh) or not intact."""
+    by_block: dict[int, dict[int, Page]] = {}
+    for p in pages:
+        f = spec.PPA.decompose("ppa", p.addr)
+        by_block.setdefault(p.addr - f.page, {})[f.page] = p
+    out = set()
+    for base, here in by_block.items():
+        complete_to = 0
+        while complete_to in here and bytes(here[complete_to].oob) != _ERASED_OOB and _intact(here[complete_to]):
+            complete_to += 1
+        for page in here:
+            upper = spec.mlc_upper_of(page, pages_per_block)
+            if upper >= complete_to:
+                out.add(base + page)
+    return out
+
+
+def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None, *, mlc: int | None = None) -> Recovered:
     """The map that must survive, from every page on flash (any order; torn,
-    erased and garbage pages included) and the newest valid checkpoint."""
-    scan = _Scan(pages)
+    erased and garbage pages included) and the newest valid checkpoint.
+    ``mlc``: the NAND pairs pages (its pages per block); pages are addressed by
+    ``spec.PPA`` then (the firmware's rule for incomplete word lines)."""
+    scan = _Scan(pages, mlc)
     floor = checkpoint.seq if checkpoint else 0
     pending = dict(checkpoint.pending_tx) if checkpoint else {}
     events: list[tuple[int, str, dict[int, int | None]]] = []
