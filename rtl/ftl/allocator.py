@@ -63,6 +63,8 @@ class PageAllocator(wiring.Component):
         has a smaller one (the firmware's checkpoint floor).
     starved : Out(1)
         No die has an open block or a queued free block.
+    open : Out(dies)
+        Die ``d`` has an open block.
     free_level : Out(dies * bits)
         Queued free blocks per die (``free_level.word_select(d, bits)``).
     """
@@ -87,6 +89,7 @@ class PageAllocator(wiring.Component):
             "force_die": In(self.die_bits),
             "seq_next": Out(64),
             "starved": Out(1),
+            "open": Out(self.dies),
             "free_level": Out(self.dies * self.level_bits),
         })
 
@@ -118,6 +121,8 @@ class PageAllocator(wiring.Component):
             with m.If(~is_open[d] & q.r_rdy):
                 m.d.comb += q.r_en.eq(1)
                 m.d.sync += [is_open[d].eq(1), block[d].eq(q.r_data), page[d].eq(0)]
+
+        m.d.comb += self.open.eq(Cat(*is_open))
 
         seq = Signal(64)
         with m.If(self.seq_load.valid):

@@ -248,7 +248,8 @@ class FtlCore(wiring.Component):
         m.d.comb += [to_reloc.eq(relocator.page.valid & ~executor.page_lock & (~executor.page.valid | prefer_reloc)),
                      to_pad.eq(pairing.pad.valid & ~relocator.page.valid & ~executor.page.valid & ~executor.page_lock),
                      pairing.writer_idle.eq(~relocator.page.valid & ~executor.page.valid),
-                     pairing.mlc.eq(self.mlc), pairing.pages_per_block.eq(self.pages_per_block)]
+                     pairing.mlc.eq(self.mlc), pairing.pages_per_block.eq(self.pages_per_block),
+                     pairing.open.eq(alloc.open)]
         with m.If(to_pad):
             pad = writer.req.payload
             m.d.comb += [writer.req.valid.eq(1), pad.tag.eq(PAD_TAG), pad.no_data.eq(1),

@@ -25,17 +25,24 @@ idle with a die's lower page still exposed, that completion would wait
 forever, so the core programs **PAD pages** (``Kind.PAD``: no payload, bound
 to nothing, skipped by recovery and GC) on that die until the upper page is
 issued.  A PAD costs a program, so it is issued only after ``pad_idle``
-cycles with no page requested: a busy log pads nothing, a queue-depth-1
-writer pays up to three PAD pages per write (its latency becomes a word
-line's, which is what MLC durability costs without power-loss capacitors).
+cycles with no page requested: a busy log pads nothing.
+
+An idle log also *pre-pads*: a die whose next page is a lower page gets one
+PAD there, so the next write that arrives alone lands on an upper page --
+whose word line is complete the moment it is programmed.  A queue-depth-1
+writer then pays one PAD per write, done while the log waits for it, and
+the write's latency stays one program; without pre-padding every lone write
+would land on a lower page and wait for three more programs (PAD, PAD,
+upper page).  Lower pages get data only while writes come faster than
+``pad_idle``, and then later writes complete their word lines.
 
 Two parts:
 
 * the **exposure tracker** watches pages as the log writer takes them
   (``issued``): a non-PAD lower page exposes its die until the die's upper
-  page for it is taken; ``pad`` asks for a PAD page on the lowest exposed
-  die once the writer has been idle (``writer_idle``) for ``pad_idle``
-  cycles;
+  page for it is taken; once the writer has been idle (``writer_idle``) for
+  ``pad_idle`` cycles ``pad`` asks for a PAD page on the lowest exposed die,
+  else on the lowest open die whose next page is a lower page;
 * the **completion gate** sits on the log writer's ``done`` stream: an OK
   lower page's completion (not a PAD's) is held per die; an upper page's
   completion first releases the held completion of its lower page, then
@@ -101,6 +108,8 @@ class PairedPages(wiring.Component):
         A page the log writer took (observed: ``ready`` is always high).
     writer_idle : In(1)
         No page request is waiting for the log writer.
+    open : In(dies)
+        The allocator's dies with an open block (a pre-pad needs one).
     pad : Out(stream {die})
         A die with an exposed lower page; a transfer means a PAD page for it was taken.
     done_in : In(stream of PAGE_DONE)
@@ -121,6 +130,7 @@ class PairedPages(wiring.Component):
             "pages_per_block": In(PAGE_BITS + 1),
             "issued": In(stream.Signature(data.StructLayout({"ppa": layouts.PPA, "pad": 1}))),
             "writer_idle": In(1),
+            "open": In(self.dies),
             "pad": Out(stream.Signature(data.StructLayout({"die": self.die_bits}))),
             "done_in": In(stream.Signature(PAGE_DONE)),
             "done_out": Out(stream.Signature(PAGE_DONE)),
@@ -142,23 +152,33 @@ class PairedPages(wiring.Component):
         i_ppa = self.issued.payload.ppa.ppa
         i_die = self.die_of(i_ppa)
         i_is_lower, i_upper = upper_of(i_ppa.page, ppb)
+        next_page = Array(Signal(PAGE_BITS, name=f"next{d}") for d in range(D))  # blocks open at page 0
         with m.If(self.issued.valid):
             with m.If(self.mlc & ~self.issued.payload.pad & i_is_lower):
                 m.d.sync += [exposed.bit_select(i_die, 1).eq(1), cover[i_die].eq(i_upper)]
             with m.Elif(i_ppa.page >= cover[i_die]):
                 m.d.sync += exposed.bit_select(i_die, 1).eq(0)
+            m.d.sync += next_page[i_die].eq(Mux(i_ppa.page == ppb - 1, 0, i_ppa.page + 1))
         with m.If(~self.mlc):
             m.d.sync += exposed.eq(0)
+        next_lower = Signal(D)
+        for d in range(D):
+            m.d.comb += next_lower[d].eq(upper_of(next_page[d], ppb)[0] & self.open[d])
 
         idle = Signal(range(self.pad_idle + 1))
         with m.If(~self.writer_idle):
             m.d.sync += idle.eq(0)
         with m.Elif(idle != self.pad_idle):
             m.d.sync += idle.eq(idle + 1)
+        # the lowest exposed die first (completions wait for it), else the lowest one to pre-pad
         for d in reversed(range(D)):
-            with m.If(exposed[d]):
+            with m.If(next_lower[d]):
                 m.d.comb += self.pad.payload.die.eq(d)
-        m.d.comb += self.pad.valid.eq(self.mlc & exposed.any() & (idle == self.pad_idle))
+        with m.If(exposed.any()):
+            for d in reversed(range(D)):
+                with m.If(exposed[d]):
+                    m.d.comb += self.pad.payload.die.eq(d)
+        m.d.comb += self.pad.valid.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle))
 
         # -- completion gate: per die, two held completions, the oldest first
         hold = [[Signal(PAGE_DONE, name=f"hold{d}_{k}") for k in range(2)] for d in range(D)]

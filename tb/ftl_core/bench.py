@@ -45,8 +45,9 @@ def limits():
 CACHE_PAGES = 64       # the write-cache build: 8 stripes of 2 x 4 pages (256 KiB)
 
 
-def run(nand_slots: int, pages: int, cache: bool = False) -> dict:
-    """The ``bench`` test on the cache-less build, or ``bench_cache`` on the write-cache build."""
+def run(nand_slots: int, pages: int, cache: bool = False, test: str | None = None) -> dict:
+    """The ``bench`` test on the cache-less build, or ``bench_cache`` on the write-cache build
+    (``test``: another test of the cache-less build, ``bench_mlc``)."""
     args = build("realistic", CHANNELS, WAYS, SLOTS, nand_slots=nand_slots, cache_pages=CACHE_PAGES if cache else 0)
     slot_words = args.pop("slot_words")
     with tempfile.TemporaryDirectory(dir=runner.BUILD) as tmp:
@@ -55,7 +56,7 @@ def run(nand_slots: int, pages: int, cache: bool = False) -> dict:
                    extra_env={"NANDTB_SLOT_WORDS": str(slot_words), "FTL_SLOTS": str(SLOTS),
                               "FTL_BENCH_OUT": str(out), "FTL_BENCH_PAGES": str(pages),
                               "FTL_CACHE_PAGES": str(CACHE_PAGES if cache else 0)},
-                   testcase=["bench_cache" if cache else "bench"], **args)
+                   testcase=[test or ("bench_cache" if cache else "bench")], **args)
         return json.loads(out.read_text()) | {"nand_slots": nand_slots}
 
 
@@ -193,7 +194,35 @@ def render(r: dict) -> str:
             "with the drains), below the NAND limit: the speed-up column is < 1 although fewer pages are "
             "programmed.  A burst copier (or copying during the destage's own DMA) is the next step.",
             ""]
+    if "mlc" in r:
+        lines += render_mlc(r["mlc"], lim, clk)
     return "\n".join(lines)
+
+
+def render_mlc(m: dict, lim: dict, clk: float) -> list[str]:
+    """The MLC paired-page section (``bench_mlc``)."""
+    tprog = lim["t_prog_us"] * 1e-6 * clk
+    out = ["", "## MLC paired pages", "",
+           "The same core and NAND models with paired pages (`mlc_paired`: a cut in an upper page damages its "
+           "lower page) and the core's `pairing.mlc` on (`rtl/ftl/pairing.py`): a lower page's completion waits "
+           "for its word line's upper page, an idle log pads exposed lower pages and pre-pads dies whose next "
+           "page is a lower page.  4 KiB random writes; at QD 1 the host submits the next write "
+           f"{m['host_gap']} cycles after a completion; 2,000 idle cycles after each run count its last PADs. "
+           "Flash programs are the NAND models' own count, PADs included.", "",
+           "| writes | mlc | cycles per write | per tPROG | flash programs per write | PAD pages | pages/s |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for key, label in (("qd1_slc", "QD 1"), ("qd1_mlc", "QD 1"), ("qd16_mlc", "QD 16")):
+        x = m[key]
+        per = x["cycles"] / x["writes"]
+        out.append(f"| {label}, {x['writes']} | {'on' if key.endswith('mlc') else 'off'} | {per:,.0f} | "
+                   f"{per / tprog:.2f} | {x['programs'] / x['writes']:.2f} | {x['pads']} | "
+                   f"{x['writes'] / (x['cycles'] / clk):,.0f} |")
+    q = m["qd16_mlc"]
+    out += ["", f"* QD 16 with pairing on: {100 * q['writes'] / (q['cycles'] / clk) / lim['limit_pages_s']:.1f}% of "
+            f"the limit, {q['pads']} PAD pages ({100 * q['pads'] / q['writes']:.1f}% of the writes).",
+            "* QD 1: a lone write lands on a pre-padded die's upper page, complete once programmed; the PAD "
+            "that readies the die for the next one is programmed while the host is away.", ""]
+    return out
 
 
 def main():
@@ -213,7 +242,7 @@ def main():
         r = json.loads(a.render.read_text())
     else:
         cached = json.loads(a.cache_json.read_text()) if a.cache_json else run(a.nand_slots, a.pages, cache=True)
-        r = run(a.nand_slots, a.pages) | cached
+        r = run(a.nand_slots, a.pages) | cached | {"mlc": run(a.nand_slots, a.pages, test="bench_mlc")}
     if a.json:
         a.json.write_text(json.dumps(r, indent=1))
     text = render(r)

@@ -202,3 +202,40 @@ async def bench(dut):
     out["read_latency"] = samples
     with open(os.environ["FTL_BENCH_OUT"], "w") as f:
         json.dump(out, f, indent=1)
+
+
+MLC_QD1_WRITES = 64
+
+
+@cocotb.test()
+async def bench_mlc(dut):
+    """MLC paired pages (rtl/ftl/pairing.py): the NAND models pair pages (``mlc_paired``), the core's
+    ``mlc`` is on.  4 KiB random writes at QD 16 and at QD 1 (the host submits the next write
+    ``host_gap`` cycles after a completion), and the same QD 1 writes with ``mlc`` off for
+    comparison: cycles, flash programs and PAD pages of each."""
+    out = {}
+    for mlc in (1, 0):
+        tb = await FtlCoreTB.create(dut, channels=CHANNELS, ways=WAYS, slots=SLOTS, slot_words=SLOT_WORDS,
+                                    capacity=CAPACITY, blocks_per_die=12, profile="realistic", name=f"mlc{mlc}",
+                                    mlc_paired=1)
+        dut.mlc.value = mlc
+        tb.poll_cycles = 128
+        rng = random.Random(17)
+        page = tb.page
+        bufs = [tb.data + i * page for i in range(BUFFERS)]
+        for i, b in enumerate(bufs):
+            tb.write_bytes(b, bytes([i]) * page)
+        await ClockCycles(dut.clk, 2000)         # an idle log: the pre-pads of a fresh device
+        runs = [("qd1", 1, MLC_QD1_WRITES)] + ([("qd16", QD, PAGES)] if mlc else [])
+        for name, depth, n in runs:
+            p0, pad0 = await programs(tb), int(dut.pad_pages.value)
+            cycles, st = await run_queue(tb, [dict(opcode=Opcode.WRITE, lba=rng.randrange(CAPACITY), nlb=1,
+                                                   buf=bufs[i % BUFFERS]) for i in range(n)], depth)
+            assert set(st) == {Status.SUCCESS}
+            await ClockCycles(dut.clk, 2000)     # the idle log's pads after the last write
+            out[f"{name}_{'mlc' if mlc else 'slc'}"] = dict(
+                writes=n, qd=depth, cycles=cycles, programs=await programs(tb) - p0,
+                pads=int(dut.pad_pages.value) - pad0)
+    out["host_gap"] = 128
+    with open(os.environ["FTL_BENCH_OUT"], "w") as f:
+        json.dump(out, f, indent=1)

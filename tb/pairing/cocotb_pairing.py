@@ -100,6 +100,7 @@ class PairingTB:
         d.issued__valid.value = 0
         d.writer_idle.value = 0
         d.pad__ready.value = 0
+        d.open.value = (1 << DIES) - 1
         await ClockCycles(d.clk, 3)
         d.rst.value = 0
         await RisingEdge(d.clk)
@@ -249,7 +250,9 @@ async def idle_dies_with_exposed_lower_pages_get_pads(dut):
     for _ in range(3 * PAD_IDLE):
         await RisingEdge(dut.clk)
         assert not int(dut.pad__valid.value)
-    # idle: pads, lowest exposed die first, each die up to the upper page of its last data lower page
+    # idle: pads, lowest exposed die first, each die up to the upper page of its last data lower page;
+    # then pre-pads: every open die whose next page is a lower page gets one there (die 3 is not open yet)
+    dut.open.value = (1 << DIES) - 1 - (1 << 3)
     dut.writer_idle.value = 1
     await ClockCycles(dut.clk, PAD_IDLE - 2)
     assert not int(dut.pad__valid.value), "a pad before pad_idle idle cycles"
@@ -258,7 +261,17 @@ async def idle_dies_with_exposed_lower_pages_get_pads(dut):
     for die, n in data_pages.items():
         last_lower = max(p for p in range(n) if is_lower(p, ppb))
         want += [die] * (spec.mlc_upper_of(last_lower, ppb) - n + 1)
+    assert want == [0, 0, 1, 1, 1, 2, 2]
+    want += [0, 1, 2]       # next pages 3, 7, 7: lower pages
     assert padded == want, padded
+    assert all(not is_lower(next_page[d], ppb) for d in range(DIES - 1)), "every open die waits at an upper page"
+    # die 3 opens: its next page (1) is a lower page
+    dut.open.value = (1 << DIES) - 1
+    assert await pads_until_quiet(dut, next_page, block) == [3]
+    # a lone write now lands on an upper page: complete at once, nothing exposed; one pre-pad follows
+    await issue(dut, 0, block, next_page[0])
+    next_page[0] += 1
+    assert await pads_until_quiet(dut, next_page, block) == [0]
     # mlc off: nothing is exposed, nothing padded
     await tb.reset(0, ppb)
     await issue(dut, 0, block, 0)
