@@ -333,18 +333,20 @@ static void scan_consume(void *ctx, pipe_ent_t *e)
 		b->scan_end = 1; /* the walk skips the rest of the block */
 		return;
 	}
-	if (r == AF_REC_PAGE_TORN && b->torn++ == 0)
-		b->first_torn = b->written;
 	b->written++;
+	if (r == AF_REC_PAGE_TORN)
+		b->torn++;
 }
 
-/* af_rec_mlc_filter: the block's pages before its first erased or torn one (pages are consumed
- * in order within a block, so `written` is its written prefix). */
-static uint32_t complete_to_cb(void *ctx, uint32_t ppa)
+/* af_rec_mlc_filter: the upper page past the block's written prefix (pages are consumed in order
+ * within a block, so `written` is the prefix), intact (a prefix without torn pages), or to be read. */
+static int upper_state_cb(void *ctx, uint32_t ppa)
 {
 	(void)ctx;
 	const af_block_t *b = &af_flash.blocks[af_nand_block_of(ppa)];
-	return b->torn ? b->first_torn : b->written;
+	if (AF_PPA_PPA_PAGE_GET(ppa) >= b->written)
+		return AF_REC_UPPER_ABSENT;
+	return b->torn ? AF_REC_UPPER_UNKNOWN : AF_REC_UPPER_INTACT;
 }
 
 static uint32_t block_of_cb(void *ctx, uint32_t ppa)
@@ -526,7 +528,7 @@ int af_flash_boot(void)
 	}
 	t0 = af_uptime_cycles();
 	if (af_nand.bits_per_cell >= 2)
-		af_rec_mlc_filter(&rec, af_nand.pages_per_block, complete_to_cb, NULL);
+		af_rec_mlc_filter(&rec, af_nand.pages_per_block, upper_state_cb, NULL);
 	if (!have_ckpt)
 		af_rec_map_clear(&af_flash.map); /* else the checkpoint's map is loaded */
 	scan.data_ppa = AF_PPA_UNMAPPED; /* the sync slot may hold anything by now */

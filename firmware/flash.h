@@ -31,7 +31,6 @@ typedef struct {
 	uint32_t valid;   /* pages holding a bound LBA's version (recovered map) */
 	uint16_t written; /* pages not erased */
 	uint16_t torn;    /* pages present but not intact (recovery: absent) */
-	uint16_t first_torn; /* the scan's first torn page of the block (valid when torn) */
 	uint8_t flags;    /* AF_BLOCK_* */
 	uint8_t state;    /* AF_BSTATE_* (ftl.h) once the FTL core runs */
 	uint8_t p0;       /* page 0 at boot: AF_P0_* */

@@ -309,7 +309,18 @@ int af_rec_scan(af_rec_t *r, uint32_t ppa)
 	return AF_REC_PAGE_DATA;
 }
 
-uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, uint32_t (*complete_to)(void *ctx, uint32_t ppa),
+/* Does `ppa` read as an intact page (the scan's decision, without counting it)? */
+static int page_intact(af_rec_t *r, uint32_t ppa)
+{
+	af_oob_t oob;
+	if (r->io->read_oob(r->io->ctx, ppa, &oob) || all_ff((const uint8_t *)&oob, AF_OOB_SIZE))
+		return 0;
+	if (af_crc32(&oob, AF_OOB_CRC_SPAN) != oob.crc || oob.format != AF_OOB_FORMAT || !kind_known(oob.kind))
+		return 0;
+	return !is_record_kind(oob.kind) || record_check(r, ppa, oob.kind, oob.seq) >= 0;
+}
+
+uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, int (*upper_state)(void *ctx, uint32_t ppa),
 			   void *ctx)
 {
 	uint32_t kept = 0, dropped = 0;
@@ -317,13 +328,17 @@ uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, uint32_t (*com
 		af_rec_page_t *e = &r->pages[i];
 		if (e->kind != KIND_HINT) {
 			int64_t upper = af_mlc_upper_of(AF_PPA_PPA_PAGE_GET(e->ppa), pages_per_block);
-			if (upper >= 0 && (uint64_t)upper >= complete_to(ctx, e->ppa)) {
-				if (is_record_kind(e->kind))
-					r->record_pages--;
-				else
-					r->data_pages--;
-				dropped++;
-				continue; /* its seq is in max_seq already */
+			if (upper >= 0) {
+				uint32_t u = AF_PPA_PPA_PAGE_SET(e->ppa, (uint32_t)upper);
+				int st = upper_state(ctx, u);
+				if (st == AF_REC_UPPER_ABSENT || (st == AF_REC_UPPER_UNKNOWN && !page_intact(r, u))) {
+					if (is_record_kind(e->kind))
+						r->record_pages--;
+					else
+						r->data_pages--;
+					dropped++;
+					continue; /* its seq is in max_seq already */
+				}
 			}
 		}
 		r->pages[kept++] = *e;

@@ -15,7 +15,7 @@
  *     af_rec_t r;
  *     af_rec_init(&r, &io, page_data, pages, index, cap);
  *     for each page written since the checkpoint: af_rec_scan(&r, ppa);
- *     MLC parts: af_rec_mlc_filter(&r, pages_per_block, complete_to, ctx);
+ *     MLC parts: af_rec_mlc_filter(&r, pages_per_block, upper_state, ctx);
  *     load the checkpoint into map.ppa / map.vseq (or af_rec_map_clear);
  *     af_rec_finish(&r, &checkpoint_or_NULL, &map, &report);
  *     af_rec_valid_counts(&map, block_of, ctx, counts, nblocks);
@@ -170,14 +170,22 @@ void af_rec_init(af_rec_t *r, const af_rec_io_t *io, uint32_t page_data, af_rec_
 int af_rec_scan(af_rec_t *r, uint32_t ppa);
 
 /* MLC paired pages (DESIGN.md trap 4): after the scan, forget every data or
- * record page on a lower page whose word line is not complete -- its upper page
- * (af_mlc_upper_of) at or past complete_to(ctx, ppa), the number of pages of
- * ppa's block before its first erased or not intact page.  A cut in the upper
- * page may have damaged such a page behind an intact OOB, and the core
- * acknowledges nothing on a lower page before its upper page is programmed
- * (rtl/ftl/pairing.py).  Their seqs still count for the resume (max_seq).  The
- * Python reference: recover(..., mlc=pages_per_block).  Returns the pages dropped. */
-uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, uint32_t (*complete_to)(void *ctx, uint32_t ppa),
+ * record page on a lower page whose word line is not complete: its upper page
+ * (af_mlc_upper_of) not in the block's written prefix, or not intact.  A cut in
+ * the upper page may have damaged the lower page behind an intact OOB, and the
+ * core acknowledges nothing on a lower page before its upper page programmed
+ * successfully (rtl/ftl/pairing.py; a failed upper page fails its lower page
+ * too, which is then written again elsewhere).  upper_state(ctx, upper_ppa)
+ * says what the caller knows of the upper page: AF_REC_UPPER_ABSENT (past the
+ * written prefix), AF_REC_UPPER_INTACT, or AF_REC_UPPER_UNKNOWN (in the
+ * prefix of a block with torn pages: the filter reads its OOB, and a record
+ * page's payload, again).  Their seqs still count for the resume (max_seq).
+ * The Python reference: recover(..., mlc=pages_per_block).  Returns the pages
+ * dropped. */
+#define AF_REC_UPPER_ABSENT 0
+#define AF_REC_UPPER_INTACT 1
+#define AF_REC_UPPER_UNKNOWN 2
+uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, int (*upper_state)(void *ctx, uint32_t ppa),
 			   void *ctx);
 
 /* Every LBA unbound (a boot with no checkpoint). */

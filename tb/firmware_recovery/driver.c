@@ -69,18 +69,21 @@ typedef struct {
 	uint32_t oob_reads, data_reads, data_reads_nonrecord;
 } flash_t;
 
-/* af_rec_mlc_filter: pages of ppa's block (spec.PPA page field) before the first one that is
- * missing (erased), scanned as erased or torn. */
-static uint32_t complete_to(void *ctx, uint32_t ppa)
+/* af_rec_mlc_filter: the upper page absent (past its block's first missing or erased page), intact,
+ * or -- in a block with a torn page before it -- unknown, so the library's own re-read decides. */
+static int upper_state(void *ctx, uint32_t ppa)
 {
 	flash_t *f = ctx;
-	uint32_t base = ppa & ~(uint32_t)AF_PPA_PPA_PAGE_MASK, k = 0;
-	for (;; k++) {
+	uint32_t base = ppa & ~(uint32_t)AF_PPA_PPA_PAGE_MASK, page = ppa - base;
+	int torn = 0;
+	for (uint32_t k = 0; k <= page; k++) {
 		uint32_t a = base + k;
 		int32_t i = a < f->naddr ? f->by_addr[a] : -1;
-		if (i < 0 || f->result[i] == AF_REC_PAGE_ERASED || f->result[i] == AF_REC_PAGE_TORN)
-			return k;
+		if (i < 0 || f->result[i] == AF_REC_PAGE_ERASED)
+			return AF_REC_UPPER_ABSENT;
+		torn |= f->result[i] == AF_REC_PAGE_TORN;
 	}
+	return torn ? AF_REC_UPPER_UNKNOWN : AF_REC_UPPER_INTACT;
 }
 
 static page_t *find(flash_t *f, uint32_t ppa)
@@ -152,7 +155,7 @@ static void run(flash_t *fl, uint32_t nlba, uint32_t page_data, uint32_t nblocks
 		}
 	}
 	if (fl->mlc && out->rc == 0)
-		af_rec_mlc_filter(&r, fl->mlc, complete_to, fl);
+		af_rec_mlc_filter(&r, fl->mlc, upper_state, fl);
 	out->ppa = xcalloc(nlba, 4);
 	out->vseq = xcalloc(nlba, 8);
 	out->cseq = xcalloc(nlba, 8);

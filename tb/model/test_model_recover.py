@@ -248,8 +248,8 @@ def test_tx_open_across_checkpoint_commits_with_pre_checkpoint_pages_erased():
 
 def test_mlc_lower_pages_of_incomplete_word_lines_are_not_trusted():
     """Trap 4: with paired pages (``mlc``), a data page on a lower page counts only when the upper
-    page of its word line lies before the block's first erased or torn page -- a cut in the upper
-    page may have damaged it behind an intact OOB, and the core acknowledged nothing there yet.
+    page of its word line is in the block's written prefix and intact -- a cut in the upper page
+    may have damaged it behind an intact OOB, and the core acknowledged nothing there yet.
     Their seqs still count for the resume; an SLC reading of the same image keeps them."""
     img = Img()
     for s in range(4):      # pages 0-3: lower 0 (upper 2), lower 1 (upper 4), upper 2, lower 3 (upper 6)
@@ -268,6 +268,15 @@ def test_mlc_lower_pages_of_incomplete_word_lines_are_not_trusted():
     r = recover(img.pages, mlc=64)
     assert shown(r) == {0: b"w20", 1: b"w21", 2: b"w22", 3: b"w23", 4: b"w24"}  # 3: its upper page 6 is intact
     assert any("group at vseq 25" in why for why in r.rejected)
+    # a failed (torn) upper page mid-block: only its own lower page is untrusted; the block goes on
+    img = Img()
+    for s in range(4):
+        img.write(s, 30 + s)  # pages 0-3
+    img.torn()                # page 4: the upper page of 1 failed
+    for s in range(5, 9):
+        img.write(s, 30 + s)  # pages 5-8: 6 completes 3, 8 completes 5; 7's upper (10) never came
+    r = recover(img.pages, mlc=64)
+    assert shown(r) == {0: b"w30", 2: b"w32", 3: b"w33", 5: b"w35", 6: b"w36", 8: b"w38"}
 
 
 def test_torn_checkpoint_falls_back_to_the_older_slot():

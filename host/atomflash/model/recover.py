@@ -80,8 +80,8 @@ torn page's seq is never reused even if the page later reads back intact
 
 **MLC word lines (trap 4).**  On a part with paired pages (``mlc``: the pages
 per block), a data or record page on a *lower* page counts only when its word
-line is complete: its upper page (``spec.mlc_upper_of``) lies before the first
-page of its block that is erased or not intact.  A cut while the upper page
+line is complete: its upper page (``spec.mlc_upper_of``) lies in the block's
+written prefix (before its first erased page) and is intact.  A cut while the upper page
 programmed may have damaged the lower page although its OOB still reads
 intact; the core acknowledges nothing on a lower page before its upper page
 is programmed (rtl/ftl/pairing.py), so dropping these loses nothing
@@ -262,20 +262,20 @@ def _intact(p: Page) -> bool:
 
 
 def _incomplete_word_lines(pages: list[Page], pages_per_block: int) -> set[int]:
-    """Addresses (PPAs) of lower pages whose word line is not complete: the upper page is at or
-    past the first page of the block that is erased (absent from ``pages`` or all FFh) or not intact."""
+    """Addresses (PPAs) of lower pages whose word line is not complete: the upper page is past the
+    block's written prefix (its first page absent from ``pages`` or erased) or not intact."""
     by_block: dict[int, dict[int, Page]] = {}
     for p in pages:
         f = spec.PPA.decompose("ppa", p.addr)
         by_block.setdefault(p.addr - f.page, {})[f.page] = p
     out = set()
     for base, here in by_block.items():
-        complete_to = 0
-        while complete_to in here and bytes(here[complete_to].oob) != _ERASED_OOB and _intact(here[complete_to]):
-            complete_to += 1
+        prefix = 0
+        while prefix in here and bytes(here[prefix].oob) != _ERASED_OOB:
+            prefix += 1
         for page in here:
             upper = spec.mlc_upper_of(page, pages_per_block)
-            if upper >= complete_to:
+            if upper >= 0 and (upper >= prefix or not _intact(here[upper])):
                 out.add(base + page)
     return out
 
