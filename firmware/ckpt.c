@@ -230,7 +230,8 @@ torn:
 
 /* --- taking one ---------------------------------------------------------------------- */
 
-/* The vseq of the version page `ppa` holds for `lba` (its OOB); 0 when unreadable. */
+/* The vseq of the version page `ppa` holds for `lba` (its OOB); 0 when unreadable.  An append
+ * page (or its GC copy: flags kept) carries lba 0: a REMAP bound it to `lba`. */
 static uint64_t vseq_of(uint32_t ppa, uint32_t lba)
 {
 	uint8_t buf[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
@@ -238,7 +239,8 @@ static uint64_t vseq_of(uint32_t ppa, uint32_t lba)
 	af_ckpt.oob_reads++;
 	int r = af_nand_read(ppa, af_nand.oob_col, af_nand.oob_bytes, buf, 0, NULL);
 	memcpy(&oob, buf + AF_NAND_BBM_BYTES, sizeof(oob));
-	if (r != AF_NANDRESULT_OK || af_crc32(&oob, AF_OOB_CRC_SPAN) != oob.crc || oob.lba != lba) {
+	if (r != AF_NANDRESULT_OK || af_crc32(&oob, AF_OOB_CRC_SPAN) != oob.crc ||
+	    (oob.lba != lba && !(oob.flags & AF_OOB_FLAGS_APPEND_MASK))) {
 		af_ckpt.bad_entries++;
 		printf("warning: ckpt: lba %lu -> page 0x%08lx: OOB unreadable or not this LBA's\n", (unsigned long)lba,
 		       (unsigned long)ppa);
