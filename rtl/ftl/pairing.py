@@ -16,9 +16,9 @@ downstream -- publishing a binding, acknowledging a command, a GC rebind,
 the end of a FLUSH -- waits for the completion, so nothing ever names a
 lower page that a later cut could still damage: the map, a checkpoint and
 the host only ever see pages whose word line is complete.  A cut during the
-upper page then destroys only data nobody was told about, and the recovery
-rules (a group counts only if every member is present and intact) take care
-of the rest.
+upper page then destroys only data nobody was told about; recovery does not
+trust a lower page whose upper page is not intact (``af_rec_mlc_filter``,
+docs/recovery.md), and a group with such a member is not proven.
 
 Held completions wait for more log pages on the same die.  When the log goes
 idle with a die's lower page still exposed, that completion would wait

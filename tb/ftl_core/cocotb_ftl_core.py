@@ -1058,9 +1058,9 @@ async def mlc_paired_pages(dut):
     """MLC paired pages (DESIGN.md trap 4, rtl/ftl/pairing.py): the same queue-depth-1 writes to
     distinct LBAs and the same cut -- in die 0's 7th program, an upper page whose lower page
     holds a write -- twice.  With ``mlc`` off the cut destroys a write acknowledged long before
-    (so the check below can fail); with it on, that lower page's write was not acknowledged yet
-    (its completion waits for the word line), nothing acknowledged is lost, and PAD pages
-    completed the word lines of the idle dies."""
+    (so the check below can fail); with it on, nothing acknowledged is lost: a lone write lands on
+    a pre-padded upper page, and a lower page the cut damages holds a PAD or a write whose
+    completion still waited for its word line."""
     lost, damaged = {}, {}
     for mlc in (0, 1):
         tb = await make_tb(dut, name=f"mlc{mlc}", mlc_paired=1)
