@@ -133,8 +133,10 @@ static int io_random(int argc, char **argv, int verify)
 		}
 		fill(buf, tag, lba);
 		flush_cpu_dcache();
-		if (one_block(AF_OPCODE_WRITE, lba, buf, "write"))
+		if (one_block(AF_OPCODE_WRITE, lba, buf, "write")) {
+			printf("random: stopped after %lu writes\n", (unsigned long)i); /* `io verify` them */
 			return AF_EFAIL;
+		}
 		af_idle();
 		if ((i + 1) % 512 == 0) {
 			printf("random: %lu/%lu writes, %lu free blocks, gc %lu victims %lu copies, ckpt %lu, ", (unsigned long)(i + 1),

@@ -130,6 +130,9 @@ static int cmd_stats(int argc, char **argv)
 		printf("blocks_free        %lu\nblocks_to_core     %lu\nblocks_closed      %lu\n",
 		       (unsigned long)af_ftl.free_blocks, (unsigned long)af_ftl.pushed, (unsigned long)af_ftl.closed);
 		printf("core_starved       %lu\n", (unsigned long)!!(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_STARVED));
+		printf("good_blocks        %lu\nspare_blocks       %lu\nlive_pages         %lu\nno_space           %s\n",
+		       (unsigned long)af_ftl.good_blocks, (unsigned long)af_ftl.spare_blocks,
+		       (unsigned long)af_ftl.live_pages, af_nospace_name(af_ftl.no_space));
 		/* activity since boot: what the host asked for and what the flash did for it */
 		uint32_t hw = ftl_rd(AF_FTL_HOST_WRITE_PAGES), progs = ftl_rd(AF_FTL_NAND_PROGRAMS);
 		uint32_t host_in = hw - ftl_rd(AF_FTL_CACHE_DESTAGED) + ftl_rd(AF_FTL_CACHE_IN); /* pages the host wrote */

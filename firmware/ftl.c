@@ -28,6 +28,9 @@ uint32_t af_ftl_gblock(uint32_t die, uint32_t block) { return block; }
 void af_ftl_retire(uint32_t g, const char *why, int holds_data) {}
 uint32_t af_ftl_erased_blocks(void) { return 0; }
 void af_ftl_print(const char *prefix) { printf("%sno FTL core in this build\n", prefix); }
+void af_ftl_space_check(void) {}
+void af_ftl_set_no_space(uint32_t why) {}
+void af_ftl_host_ctrl(void) {}
 
 #else
 
@@ -199,6 +202,7 @@ void af_ftl_retire(uint32_t g, const char *why, int holds_data)
 	b->flags |= AF_BLOCK_RETIRED;
 	/* a block the core writes or that holds bound pages retires once GC moved them (gc.c) */
 	b->retire = (uint8_t)holds_data;
+	af_ftl.space_dirty = 1;
 	if (b->retire)
 		af_ftl.retiring++;
 	else
@@ -226,8 +230,64 @@ int af_ftl_block_erased(uint32_t g, int ok)
 	af_ftl.pool[die * af_nand.blocks_per_lun + af_ftl.pool_n[die]++] = (uint16_t)AF_PPA_PPA_BLOCK_GET(ppa);
 	af_ftl.free_blocks++;
 	af_ftl.erased++;
+	af_ftl.space_dirty = 1;
 	af_ftl_refill(die);
 	return 0;
+}
+
+/* --- out of space (ftl.h) ---------------------------------------------------------------- */
+
+void af_ftl_host_ctrl(void)
+{
+	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE | (af_ftl.gc_active ? AF_FTL_HOST_ENABLE_HOLD : 0) |
+					   (af_ftl.no_space ? AF_FTL_HOST_ENABLE_NO_SPACE : 0));
+}
+
+void af_ftl_set_no_space(uint32_t why)
+{
+	if (why == af_ftl.no_space)
+		return;
+	if (why == AF_NOSPACE_NONE)
+		printf("ftl: writes accepted again (%lu good blocks, %lu pages stored)\n", (unsigned long)af_ftl.good_blocks,
+		       (unsigned long)af_ftl.live_pages);
+	else
+		printf("warning: ftl: out of space: %s: writes complete with NO_SPACE; reads go on "
+		       "(%lu good blocks, %lu pages stored, %lu erased blocks)\n",
+		       why == AF_NOSPACE_FULL ? "the good blocks left cannot hold the data stored"
+					      : "GC found nothing to collect with only its reserve left",
+		       (unsigned long)af_ftl.good_blocks, (unsigned long)af_ftl.live_pages,
+		       (unsigned long)af_ftl_erased_blocks());
+	af_ftl.no_space = why;
+	if (af_ftl.running)
+		af_ftl_host_ctrl();
+}
+
+void af_ftl_space_check(void)
+{
+	uint32_t ppb = af_nand.pages_per_block, good = 0;
+	uint64_t live = 0;
+	af_ftl.space_dirty = 0;
+	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
+		const af_block_t *b = &af_flash.blocks[g];
+		if (!b->flags && b->state != AF_BSTATE_CKPT && AF_PPA_PPA_LUN_GET(af_nand_block_ppa(g)) == 0)
+			good++;
+	}
+	flush_cpu_dcache(); /* the block table is written by the core */
+	for (uint32_t i = 0; i < (af_ftl.dies << af_ftl.block_shift); i++)
+		live += af_ftl.bt[i];
+	uint32_t held = AF_FTL_GC_RESERVE + af_ftl.dies;
+	uint64_t usable = good > held ? (uint64_t)(good - held) * ppb : 0;
+	uint32_t spare = usable > af_ftl.capacity ? (uint32_t)((usable - af_ftl.capacity) / ppb) : 0;
+	if (spare < af_ftl.spare_blocks && spare == 0)
+		printf("warning: ftl: grown bad blocks used up the over-provisioning: writes get NO_SPACE once the "
+		       "data stored no longer fits\n");
+	af_ftl.good_blocks = good;
+	af_ftl.spare_blocks = spare;
+	af_ftl.live_pages = live;
+	/* the data stored, in blocks, plus one block of garbage for GC to make progress with */
+	uint64_t need = ((live + ppb - 1) / ppb + 1) * ppb;
+	if (af_ftl.no_space == AF_NOSPACE_FULL ? usable >= need + ppb : af_ftl.no_space == AF_NOSPACE_NONE && usable < need)
+		af_ftl_set_no_space(usable < need ? AF_NOSPACE_FULL : AF_NOSPACE_NONE);
 }
 
 void af_ftl_poll(void)
@@ -251,6 +311,7 @@ void af_ftl_poll(void)
 		b->close_seq = af_ftl_seq_next();
 		if (af_ftl.handed[die])
 			af_ftl.handed[die]--;
+		af_ftl.space_dirty = 1;
 		af_ftl_refill(die);
 	}
 	uint32_t st;
@@ -273,6 +334,8 @@ void af_ftl_poll(void)
 		printf("warning: ftl: program failures came faster than the firmware took them: some block with one "
 		       "was not retired (it will fail again)\n");
 	}
+	if (af_ftl.space_dirty)
+		af_ftl_space_check();
 }
 
 /* --- start ---------------------------------------------------------------------------- */
@@ -457,7 +520,9 @@ int af_ftl_start(void)
 	for (uint32_t d = 0; d < af_ftl.dies; d++)
 		af_ftl_refill(d);
 
-	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE);
+	af_ftl.spare_blocks = 0; /* the used-up warning is for a change while running, not every boot */
+	af_ftl_space_check();
+	af_ftl_host_ctrl();
 	if (hostq_rd(AF_HOSTQ_ID) != AF_HOST_REGS_ID || hostq_rd(AF_HOSTQ_MAX_ENTRIES) != af_ftl.identify->queue_depth) {
 		printf("error: ftl: host queue registers missing or not as the spec says (max_entries %lu)\n",
 		       (unsigned long)hostq_rd(AF_HOSTQ_MAX_ENTRIES));

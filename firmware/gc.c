@@ -144,7 +144,7 @@ static void hold(int on)
 {
 	/* the host waits; GC may use the reserve (ftl.c refill) */
 	af_ftl.gc_active = on;
-	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE | (on ? AF_FTL_HOST_ENABLE_HOLD : 0));
+	af_ftl_host_ctrl();
 	if (on) {
 		af_gc.holds++;
 		for (uint32_t d = 0; d < af_ftl.dies; d++)
@@ -286,6 +286,13 @@ void af_gc_poll(void)
 			af_ftl_poll();
 	} else if (af_ftl_erased_blocks() < high && quiet) {
 		r = af_gc_step(0);
+	}
+	/* down to the reserve with nothing to collect: refuse new data rather than let writes wait forever */
+	if (r < 0 && af_ftl_erased_blocks() <= AF_FTL_GC_RESERVE && af_ftl.no_space == AF_NOSPACE_NONE)
+		af_ftl_set_no_space(AF_NOSPACE_GC_STUCK);
+	else if (af_ftl.no_space == AF_NOSPACE_GC_STUCK && af_ftl_erased_blocks() > AF_FTL_GC_RESERVE) {
+		af_ftl_set_no_space(AF_NOSPACE_NONE);
+		af_ftl_space_check();
 	}
 	/* static wear levelling once GC has done its part (it looks again only after an erase) */
 	if (r < 0 || af_wear_poll() < 0)

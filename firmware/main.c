@@ -96,6 +96,8 @@ static void refresh_log(void)
 	l->nand_erases = ftl_rd(AF_FTL_NAND_ERASES);
 	l->pad_pages = ftl_rd(AF_FTL_PAD_PAGES);
 	l->bits_per_cell = af_nand.bits_per_cell;
+	l->no_space = af_ftl.no_space;
+	l->spare_blocks = af_ftl.spare_blocks;
 }
 #else
 static void refresh_log(void) {}

@@ -514,7 +514,10 @@ LOG_PAGE = Record(
         u32("pad_pages", "PAD pages the core programmed since reset to complete MLC word lines (counted in nand_programs)"),
         u32("bits_per_cell", "the NAND's bits per cell (parameter page); 2: lower-page completions wait for their "
                              "word line (MLC pairing)"),
-    ] + [u64(f"rsvd{i}", "reserved") for i in range(15)],
+        u32("no_space", "NoSpace: NONE, or why writes complete with NO_SPACE"),
+        u32("spare_blocks", "good blocks beyond what the capacity needs (0: grown bad blocks used up the "
+                            "over-provisioning; the device refuses writes once the data stored no longer fits)"),
+    ] + [u64(f"rsvd{i}", "reserved") for i in range(14)],
     size=256,
 )
 
@@ -973,6 +976,15 @@ class MapFwOp(DocEnum):
     INVALIDATE = 4, "drop every line without writing back (after the firmware rebuilt the table; at boot)"
 
 
+class NoSpace(DocEnum):
+    """Why the device refuses writes (LOG_PAGE.no_space, the console's ``stats``)."""
+    NONE = 0, "writes are accepted"
+    FULL = 1, ("the good blocks left (grown bad blocks are lost) cannot hold the data stored plus GC's headroom: "
+               "writes complete with NO_SPACE until trims free enough")
+    GC_STUCK = 2, ("the free pool is down to GC's reserve and GC found nothing to collect (an open transaction or "
+                   "append pins old pages): writes complete with NO_SPACE until GC frees a block")
+
+
 class RelocResult(DocEnum):
     MOVED = 0, "copied and rebound: new_ppa holds the page now"
     RACED = 1, "copied, but the map no longer pointed at the page (a host write won): the copy is garbage"
@@ -1044,7 +1056,11 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
                                         "writes: a host waits for hostq.id); the firmware sets it after recovery",
              (Bits("enable", 0, 1, "host interface on"),
               Bits("hold", 1, 1, "fetch no new host command (foreground GC short of erased blocks); "
-                                 "commands in flight finish"))),
+                                 "commands in flight finish"),
+              Bits("no_space", 2, 1, "out of space (NoSpace): WRITE, ATOMIC_WRITE, TX_WRITE and APPEND complete "
+                                     "with NO_SPACE and change nothing; reads, FLUSH, DEALLOCATE, TX_COMMIT, "
+                                     "TX_ABORT, REMAP and RELEASE go on (a record page at most each: they "
+                                     "finish what is open or free space)"))),
     Register("seq_next_lo", 0x8C, "ro", "the seq the log writer gives its next page, low word (every page so far "
                                         "has a smaller one; read hi, lo, hi again)"),
     Register("seq_next_hi", 0x90, "ro", "the seq the log writer gives its next page, high word"),
@@ -1091,7 +1107,7 @@ REGISTER_MAPS = [HOST_REGS, FTL_REGS]
 
 CONSTANTS = [LIMITS, LOG, CKPT, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
-         RelocResult]
+         RelocResult, NoSpace]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),

@@ -126,6 +126,7 @@ class FtlCore(wiring.Component):
             "seq_load": In(stream.Signature(64)),
             "seq_next": Out(64),
             "hold": In(1),
+            "no_space": In(1),
             "pages_per_block": In(PAGE_BITS + 1),
             "starved": Out(1),
             "capacity": In(64),
@@ -208,7 +209,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, cplmerge.output, queues.cpl)
         m.d.comb += [self.irq.eq(queues.irq), validator.capacity.eq(self.capacity),
                      executor.capacity.eq(self.capacity), executor.scratch_base.eq(self.scratch_base),
-                     executor.identify_base.eq(self.identify_base), executor.log_base.eq(self.log_base)]
+                     executor.identify_base.eq(self.identify_base), executor.log_base.eq(self.log_base),
+                     executor.no_space.eq(self.no_space)]
 
         # executor <-> publisher <-> log writer
         wiring.connect(m, executor.pub_member_lba, publisher.member_lba)

@@ -68,6 +68,14 @@ or a bus error on its host buffer, the remaining failures are given up and
 the group is dropped: MEDIA_ERROR (DATA_TRANSFER_ERROR for the bus error),
 nothing bound.
 
+**Out of space** (``no_space``, set by the firmware when the good blocks left
+cannot take more data; spec ``NoSpace``): WRITE, ATOMIC_WRITE, TX_WRITE and
+APPEND complete with NO_SPACE in DECODE, before they take a slot, a
+transaction, an append slot or a cache page, so a refused command changes
+nothing.  Everything else goes on: reads, FLUSH, and the commands that finish
+what is open or free space (DEALLOCATE, TX_COMMIT, TX_ABORT, REMAP, RELEASE;
+one record page at most each).
+
 READ goes to the :class:`~rtl.ftl.reader.Reader` (its own queue, so reads do
 not wait for programs); IDENTIFY and GET_LOG copy a record the firmware keeps
 in SoC memory (``identify_base``, ``log_base``; ``spec.IDENTIFY.size`` bytes)
@@ -155,6 +163,10 @@ class Executor(wiring.Component):
         READ commands for the Reader.
     bus : Out(wishbone.Signature)
         List reads, scratch-page writes, IDENTIFY/GET_LOG copies.
+    no_space : In(1)
+        The firmware is out of space (``ftl.host_enable.no_space``): commands that
+        bring new data (WRITE, ATOMIC_WRITE, TX_WRITE, APPEND) complete with
+        NO_SPACE before anything is taken or programmed; the rest go on.
     capacity : In(64), scratch_base, identify_base, log_base : In(32)
         Set by the firmware; ``scratch_base`` holds ``slots`` pages.
     pending : Out(PendingUserSignature) / pending_free : In
@@ -221,6 +233,7 @@ class Executor(wiring.Component):
             "read": Out(stream.Signature(read_layout(queue_pairs, max_transfer))),
             "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
             "capacity": In(64),
+            "no_space": In(1),
             "scratch_base": In(32),
             "identify_base": In(32),
             "log_base": In(32),
@@ -711,59 +724,64 @@ class Executor(wiring.Component):
                     with m.Else():
                         m.next = "LBAS"
             with m.State("DECODE"):
-                with m.Switch(c.opcode):
-                    with m.Case(Opcode.WRITE):
-                        m.d.sync += [kind.eq(K.WRITE), n.eq(c.nlb)]
-                        m.next = "SLOT"
-                        if W:
-                            with m.If(~c.flags.fua):        # FUA writes through (after the drain)
-                                m.next = "CW_LOOK"
-                    with m.Case(Opcode.ATOMIC_WRITE):
-                        m.d.sync += [kind.eq(K.ATOMIC), n.eq(c.nlist)]
-                        m.next = "SLOT"
-                    with m.Case(Opcode.DEALLOCATE):
-                        m.d.sync += [kind.eq(K.TRIM), n.eq(1)]
-                        m.next = "SLOT"
-                    with m.Case(Opcode.FLUSH):
-                        m.d.sync += [kind.eq(K.FLUSH), n.eq(0)]
-                        m.next = "SLOT"
-                    with m.Case(Opcode.HINT):
-                        with m.If(c.hint == Hint.CHECKPOINT):
+                new_data = ((c.opcode == Opcode.WRITE) | (c.opcode == Opcode.ATOMIC_WRITE) |
+                            (c.opcode == Opcode.TX_WRITE) | (c.opcode == Opcode.APPEND))
+                with m.If(self.no_space & new_data):
+                    finish(Status.NO_SPACE)   # nothing taken yet: no slot, transaction, append or cache page
+                with m.Else():
+                    with m.Switch(c.opcode):
+                        with m.Case(Opcode.WRITE):
+                            m.d.sync += [kind.eq(K.WRITE), n.eq(c.nlb)]
+                            m.next = "SLOT"
+                            if W:
+                                with m.If(~c.flags.fua):        # FUA writes through (after the drain)
+                                    m.next = "CW_LOOK"
+                        with m.Case(Opcode.ATOMIC_WRITE):
+                            m.d.sync += [kind.eq(K.ATOMIC), n.eq(c.nlist)]
+                            m.next = "SLOT"
+                        with m.Case(Opcode.DEALLOCATE):
+                            m.d.sync += [kind.eq(K.TRIM), n.eq(1)]
+                            m.next = "SLOT"
+                        with m.Case(Opcode.FLUSH):
                             m.d.sync += [kind.eq(K.FLUSH), n.eq(0)]
                             m.next = "SLOT"
-                        with m.Else():
-                            finish(Status.SUCCESS)
-                    with m.Case(Opcode.READ):
-                        m.next = "READ"
-                    with m.Case(Opcode.IDENTIFY):
-                        m.d.sync += copy_src.eq(self.identify_base)
-                        m.next = "COPY_READ"
-                    with m.Case(Opcode.GET_LOG):
-                        m.d.sync += copy_src.eq(self.log_base)
-                        m.next = "COPY_READ"
-                    with m.Case(Opcode.TX_WRITE):
-                        m.d.sync += [kind.eq(K.TX), n.eq(c.nlb), final.eq(c.flags.tx_final)]
-                        m.next = "TX_FIND"
-                    with m.Case(Opcode.TX_READ):
-                        m.next = "TX_FIND"
-                    with m.Case(Opcode.TX_COMMIT):
-                        m.d.sync += [kind.eq(K.COMMIT), n.eq(1), final.eq(0)]
-                        m.next = "TX_FIND"
-                    with m.Case(Opcode.TX_ABORT):
-                        m.d.sync += [kind.eq(K.ABORT), n.eq(0), final.eq(0)]
-                        m.next = "TX_FIND"
-                    with m.Case(Opcode.APPEND):
-                        m.d.sync += [kind.eq(K.APPEND), n.eq(c.nlb)]
-                        m.next = "APP_FIND"
-                    with m.Case(Opcode.RELEASE):
-                        m.d.sync += [kind.eq(K.RELEASE), n.eq(0)]
-                        m.next = "REL_CHECK"
-                    with m.Case(Opcode.REMAP):
-                        m.d.sync += [kind.eq(K.REMAP), n.eq(1), ntrip.eq(c.nlist), ti.eq(0), zero_bad.eq(0),
-                                     range_bad.eq(0), tok_bad.eq(0), len_bad.eq(0), seen.eq(0)]
-                        m.next = "RLIST"
-                    with m.Default():
-                        finish(Status.INVALID_OPCODE)
+                        with m.Case(Opcode.HINT):
+                            with m.If(c.hint == Hint.CHECKPOINT):
+                                m.d.sync += [kind.eq(K.FLUSH), n.eq(0)]
+                                m.next = "SLOT"
+                            with m.Else():
+                                finish(Status.SUCCESS)
+                        with m.Case(Opcode.READ):
+                            m.next = "READ"
+                        with m.Case(Opcode.IDENTIFY):
+                            m.d.sync += copy_src.eq(self.identify_base)
+                            m.next = "COPY_READ"
+                        with m.Case(Opcode.GET_LOG):
+                            m.d.sync += copy_src.eq(self.log_base)
+                            m.next = "COPY_READ"
+                        with m.Case(Opcode.TX_WRITE):
+                            m.d.sync += [kind.eq(K.TX), n.eq(c.nlb), final.eq(c.flags.tx_final)]
+                            m.next = "TX_FIND"
+                        with m.Case(Opcode.TX_READ):
+                            m.next = "TX_FIND"
+                        with m.Case(Opcode.TX_COMMIT):
+                            m.d.sync += [kind.eq(K.COMMIT), n.eq(1), final.eq(0)]
+                            m.next = "TX_FIND"
+                        with m.Case(Opcode.TX_ABORT):
+                            m.d.sync += [kind.eq(K.ABORT), n.eq(0), final.eq(0)]
+                            m.next = "TX_FIND"
+                        with m.Case(Opcode.APPEND):
+                            m.d.sync += [kind.eq(K.APPEND), n.eq(c.nlb)]
+                            m.next = "APP_FIND"
+                        with m.Case(Opcode.RELEASE):
+                            m.d.sync += [kind.eq(K.RELEASE), n.eq(0)]
+                            m.next = "REL_CHECK"
+                        with m.Case(Opcode.REMAP):
+                            m.d.sync += [kind.eq(K.REMAP), n.eq(1), ntrip.eq(c.nlist), ti.eq(0), zero_bad.eq(0),
+                                         range_bad.eq(0), tok_bad.eq(0), len_bad.eq(0), seen.eq(0)]
+                            m.next = "RLIST"
+                        with m.Default():
+                            finish(Status.INVALID_OPCODE)
             with m.State("IMMEDIATE"):
                 with m.If(imm_taken):
                     m.d.sync += imm_valid.eq(0)

@@ -213,6 +213,38 @@ async def every_verb(dut):
     assert counters["nand_programs"] == 9 + 1 - 1                                   # the failed fetch: no program
     assert counters["nand_erases"] == tb.erased_at_boot and counters["nand_reads"] > 0
 
+    # out of space (ftl.host_enable.no_space): commands that bring new data are refused before they take
+    # anything; a transaction opened before may still commit, trims and flushes go on, reads see no change
+    tx_buf = host.buffer()
+    tx_data = block(40, page)
+    tb.write_bytes(tx_buf, tx_data)
+    expect(await tb.do(opcode=Opcode.TX_WRITE, tid=5, lba=50, nlb=1, buf=tx_buf), Status.SUCCESS)
+    programs = int(dut.nand_programs.value)
+    dut.no_space.value = 1
+    buf = host.buffer()
+    tb.write_bytes(buf, block(41, page))
+    expect(await tb.do(opcode=Opcode.WRITE, lba=60, nlb=1, buf=buf), Status.NO_SPACE)
+    await atomic([(61, block(42, page)), (62, block(43, page))], Status.NO_SPACE)
+    buf = host.buffer()
+    tb.write_bytes(buf, block(44, page))
+    expect(await tb.do(opcode=Opcode.TX_WRITE, tid=6, lba=63, nlb=1, buf=buf), Status.NO_SPACE)
+    expect(await tb.do(opcode=Opcode.TX_WRITE, tid=5, lba=64, nlb=1, buf=buf), Status.NO_SPACE)
+    expect(await tb.do(opcode=Opcode.APPEND, nlb=1, buf=buf), Status.NO_SPACE)
+    expect(await tb.do(opcode=Opcode.TX_ABORT, tid=6), Status.UNKNOWN_TX)    # the refused TX_WRITE opened nothing
+    assert int(dut.nand_programs.value) == programs, "a refused command programmed a page"
+    expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=5), Status.SUCCESS)        # one COMMIT record
+    model.write(50, tx_data)
+    expect(await tb.do(opcode=Opcode.DEALLOCATE, lba=100, nlb=1), Status.SUCCESS)   # one TRIM record
+    model.trim(100, 1)
+    expect(await tb.do(opcode=Opcode.FLUSH), Status.SUCCESS)
+    assert int(dut.nand_programs.value) == programs + 2
+    for lba in (50, 60, 61, 62, 63, 64, 100):
+        await read_check(lba, 1)
+    dut.no_space.value = 0
+    expect(await write(60, [block(45, page)]), Status.SUCCESS)
+    await read_check(60, 1)
+    assert recover(tb.flash_pages()).contents() == model.contents()
+
 
 @cocotb.test()
 async def random_scoreboard(dut):

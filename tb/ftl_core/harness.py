@@ -47,7 +47,7 @@ def _extra(core: FtlCore):
               ("in", core.map_fw.req.payload.shape().size, "map_fw__req__payload"),
               ("out", 1, "map_fw__resp__valid"), ("in", 1, "map_fw__resp__ready"),
               ("out", core.map_fw.resp.payload.shape().size, "map_fw__resp__payload"),
-              ("out", 32, "map_hits"), ("out", 32, "map_misses"), ("in", 1, "hold"),
+              ("out", 32, "map_hits"), ("out", 32, "map_misses"), ("in", 1, "hold"), ("in", 1, "no_space"),
               ("out", 64, "tx_floor"), ("out", 32, "floor_passes"), ("out", core.tx_open.shape().width, "tx_open"),
               ("out", core.pending_free.shape().width, "pending_free"),
               ("in", 32, "cache_base"), ("out", 32, "cache_in"), ("out", 32, "cache_coalesced"),
