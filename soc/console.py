@@ -133,6 +133,10 @@ class SimConsole:
         and the next prompt)."""
         self.send(line + "\r")
         out = self.wait_prompt(timeout)
-        first, _, rest = out.partition("\n")
-        assert first.strip() == line.strip(), f"echo mismatch: {first!r} vs {line!r}"
-        return rest
+        lines = out.split("\n")
+        # the idle loop (GC, checkpoints, the models' notes) may print after the last prompt, before the echo:
+        # those lines come first in what is returned
+        for i, first in enumerate(lines):
+            if first.strip() == line.strip():
+                return "\n".join(lines[:i] + lines[i + 1:])
+        raise AssertionError(f"echo mismatch: {lines[0]!r} vs {line!r}")

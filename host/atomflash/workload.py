@@ -8,7 +8,11 @@ records stays "in flight" from its submission until the device completes the
 command, so after a power cut the model's history says exactly what the host
 was promised (acknowledged ops must survive, in-flight ones may or may not,
 atomic ones all-or-nothing).  A device answer that differs from the model's
-(status, read data, an append's token validity) is a :class:`Mismatch`.
+(status, read data, an append's token validity) is a :class:`Mismatch`,
+except NO_SPACE where the model said SUCCESS: the model knows nothing of
+flash space, so that is :class:`OutOfSpace` -- the device refused the
+command and changed nothing, which the model's history already allows (the
+op stays unacknowledged), and the workload cannot go on.
 
 :func:`random_workload` mixes plain writes (several in flight), atomic groups,
 transactions (TX_COMMIT, the final-write commit, aborts), appends with remaps
@@ -54,12 +58,17 @@ from .model import Limits, Model
 from .model.oracle import Violation, check_after_cut
 from .spec import Status
 
-__all__ = ["Recorder", "Pending", "Mismatch", "random_workload", "interleaved_workload", "read_span", "verify",
+__all__ = ["Recorder", "Pending", "Mismatch", "OutOfSpace", "random_workload", "interleaved_workload", "read_span", "verify",
            "WorkloadCounts"]
 
 
 class Mismatch(AssertionError):
     """The device answered differently from the semantic model."""
+
+
+class OutOfSpace(RuntimeError):
+    """The device refused a command with NO_SPACE (spec ``NoSpace``): it is out of good blocks or GC is
+    stuck.  The command's op is left unacknowledged in the model (a refused command changes nothing)."""
 
 
 @dataclass
@@ -148,6 +157,8 @@ class Recorder:
         self.pending = keep
 
     def _finish(self, p: Pending) -> None:
+        if p.cmd.status == Status.NO_SPACE and p.comp.status == Status.SUCCESS:
+            raise OutOfSpace(f"{p.what}{self._on(p.q)}: the device is out of space")
         if p.cmd.status != p.comp.status:
             raise Mismatch(f"{p.what}{self._on(p.q)}: device {p.cmd.status.name}, model {p.comp.status.name}")
         for op in p.comp.ops:

@@ -1,0 +1,83 @@
+"""System test: a device that wears out refuses writes with NO_SPACE and keeps its data.
+
+Every NAND model is given an endurance of two erases (``endurance``): each
+block's third erase fails, so as random one-block writes keep GC collecting,
+the firmware retires block after block.  The device must not hang: once the
+good blocks left cannot hold the data stored plus GC's headroom, the firmware
+sets ``ftl.host_enable.no_space`` and the core completes writes with
+NO_SPACE (spec ``NoSpace.FULL``).  Then:
+
+* every write acknowledged before is still there (``io verify``), and reads go on;
+* a refused write changed nothing; a trim still works (it frees space);
+* ``stats`` says why (``no_space FULL``) and how many good blocks are left;
+* after a power cycle the boot finds the same state at once: NO_SPACE, data intact.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
+
+pytestmark = pytest.mark.xdist_group("soc_nospace")
+
+BLOCKS_PER_LUN = 4
+ENDURANCE = 2          # erases each block survives: the third fails
+HOT = 40               # LBAs the writes hit (GC finds garbage at once)
+SEED = 5
+WRITES = 4000          # far more than the device survives
+STOPPED_RE = re.compile(r"random: stopped after (\d+) writes")
+
+
+def stat(text: str, name: str) -> str:
+    m = re.search(rf"^{name}\s+(\S+)", text, re.M)
+    assert m, f"no {name} in:\n{text}"
+    return m.group(1)
+
+
+def test_worn_out_device_refuses_writes_and_keeps_its_data(tmp_path):
+    build()
+    run_dir = tmp_path / "run"
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN, endurance=ENDURANCE))
+    log = ROOT / "build" / "soc" / "test_nospace.log"
+    con = boot(run_dir, cfgs, log=log, timeout=120)
+    try:
+        before = con.command("stats")
+        assert stat(before, "no_space") == "NONE", before
+        good0 = int(stat(before, "good_blocks"))
+        assert "error" not in con.command("gc thresholds 10 12")   # GC (and so erases) early
+        out = con.command(f"io random {SEED} {WRITES} {HOT}", timeout=1500)
+        m = STOPPED_RE.search(out)
+        assert m, f"the device never refused a write:\n{out[-3000:]}"
+        acked = int(m.group(1))
+        assert "status 0x11 NO_SPACE" in out, out[-3000:]
+        assert "erase failed" in out and "out of space" in out, out[-3000:]
+        stats = con.command("stats")
+        assert stat(stats, "no_space") == "FULL", stats
+        good = int(stat(stats, "good_blocks"))
+        assert good < good0 and stat(stats, "spare_blocks") == "0", stats
+        # nothing acknowledged lost; more writes refused, and they change nothing
+        assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
+        assert "NO_SPACE" in con.command("io write 9 3 1")
+        assert "NO_SPACE" in con.command("io tx write 4 9 3 1")
+        assert "NO_SPACE" in con.command("io append 9 3 1")
+        assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
+        # a trim goes on (a record page: it is how a host frees space)
+        assert "error" not in con.command(f"io trim {HOT} 1")
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+
+    # a power cycle: the boot sees it at once, before the host interface comes up
+    con = boot(run_dir, cfgs, log=log.with_name("test_nospace_restart.log"), timeout=300)
+    try:
+        assert "out of space" in con.boot_text, con.boot_text
+        assert stat(con.command("stats"), "no_space") == "FULL"
+        assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
+        assert "NO_SPACE" in con.command("io write 9 3 1")
+    finally:
+        con.stop()
