@@ -258,6 +258,12 @@ void af_ftl_set_no_space(uint32_t why)
 		       (unsigned long)af_ftl.good_blocks, (unsigned long)af_ftl.live_pages,
 		       (unsigned long)af_ftl_erased_blocks());
 	af_ftl.no_space = why;
+	if (af_ftl.log) {
+		/* GET_LOG says why before the first refusal (the idle refresh may come later) */
+		af_ftl.log->no_space = why;
+		af_ftl.log->spare_blocks = af_ftl.spare_blocks;
+		flush_cpu_dcache();
+	}
 	if (af_ftl.running)
 		af_ftl_host_ctrl();
 }

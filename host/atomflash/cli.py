@@ -270,6 +270,10 @@ def cmd_stats(args):
     s["recovery_ms"] = round(s["boot_scan_cycles"] / hz * 1000, 3)
     # flash programs (data, records, GC and wear copies, checkpoints) per page the host wrote
     s["write_amp"] = round(s["nand_programs"] / s["host_write_pages"], 2) if s["host_write_pages"] else None
+    try:
+        s["no_space"] = spec.NoSpace(s["no_space"]).name     # why writes get NO_SPACE (NONE: they do not)
+    except ValueError:
+        pass
     if args.json:
         print(json.dumps(s, indent=2))
         return

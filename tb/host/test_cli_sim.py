@@ -55,6 +55,7 @@ def test_status_identify_stats_console(sim):
     assert ident["max_atomic_pages"] == spec.LIMITS.MAX_ATOMIC_PAGES
     stats = json.loads(sim("stats", "--json").stdout)
     assert stats["clk_hz"] == 100_000_000 and stats["boot_pages_scanned"] == 0 and stats["boot_lost"] == 0
+    assert stats["no_space"] == "NONE" and stats["spare_blocks"] > 0        # a fresh device takes writes
     assert "firmware" in sim("console", "info").stdout
 
 
