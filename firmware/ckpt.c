@@ -47,7 +47,9 @@ static void wear_page(uint32_t p, uint8_t *page)
 		uint32_t g = p * COUNTS_PER_PAGE + i;
 		if (g < af_flash.nblocks)
 			w[i] = (af_flash.blocks[g].erases & AF_CKPT_WEAR_COUNT_MASK) |
-			       (af_flash.blocks[g].state == AF_BSTATE_RETIRED ? AF_CKPT_WEAR_RETIRED : 0);
+			       (af_flash.blocks[g].state == AF_BSTATE_RETIRED ? AF_CKPT_WEAR_RETIRED
+				: af_flash.blocks[g].retire                    ? AF_CKPT_WEAR_RETIRING
+									       : 0);
 	}
 }
 
@@ -200,6 +202,13 @@ int af_ckpt_load(uint32_t g)
 		af_block_t *b = &af_flash.blocks[k];
 		uint32_t v = b->erases;
 		b->erases = v & AF_CKPT_WEAR_COUNT_MASK;
+		if (v & AF_CKPT_WEAR_RETIRING) {
+			/* its data may not have moved: recovery scans it like any block; af_ftl_start retires it
+			 * once GC has moved that data (gc.c), and never hands it out again */
+			b->retire = 1;
+			af_ckpt.retiring++;
+			continue;
+		}
 		if (!(v & AF_CKPT_WEAR_RETIRED))
 			continue;
 		if (!b->flags)

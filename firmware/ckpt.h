@@ -57,6 +57,7 @@ typedef struct {
 	uint32_t nopen;            /* open blocks it listed */
 	uint32_t tried;            /* headers found that were not intact */
 	uint32_t retired;          /* grown bad blocks it named */
+	uint32_t retiring;         /* blocks it named retiring (a program failed, data not all moved yet) */
 } af_ckpt_t;
 
 extern af_ckpt_t af_ckpt;

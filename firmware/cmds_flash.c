@@ -402,10 +402,16 @@ static int cmd_block(int argc, char **argv)
 			    : x->written == 0 ? "free"
 			    : x->written < af_nand.pages_per_block ? "open"
 								  : "full";
+	/* valid pages: the core's count once it runs (recovery's before) */
+	uint32_t valid = x->valid;
+	if (af_ftl.running && AF_PPA_PPA_LUN_GET(af_nand_block_ppa(b)) == 0) {
+		flush_cpu_dcache();
+		valid = af_ftl_valid_of(b);
+	}
 	printf("block %lu (", (unsigned long)b);
 	print_block_addr(b);
 	printf("): %s, %lu of %lu pages written, %lu torn, %lu valid, %lu erases\n", state, (unsigned long)x->written,
-	       (unsigned long)af_nand.pages_per_block, (unsigned long)x->torn, (unsigned long)x->valid,
+	       (unsigned long)af_nand.pages_per_block, (unsigned long)x->torn, (unsigned long)valid,
 	       (unsigned long)x->erases);
 	return AF_OK;
 }

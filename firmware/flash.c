@@ -471,6 +471,9 @@ int af_flash_boot(void)
 		printf("\n");
 		if (af_ckpt.retired)
 			printf("bbt: %lu grown bad blocks (retired, named by the checkpoint)\n", (unsigned long)af_ckpt.retired);
+		if (af_ckpt.retiring)
+			printf("bbt: %lu blocks retiring (named by the checkpoint: a program failed; GC moves their data, "
+			       "then retires them)\n", (unsigned long)af_ckpt.retiring);
 	} else {
 		printf("checkpoint: none%s: scanning every block\n", af_ckpt.tried ? " intact" : "");
 	}

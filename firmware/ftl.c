@@ -20,6 +20,7 @@ int af_ftl_start(void) { return -1; }
 void af_ftl_poll(void) {}
 int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old) { return -1; }
 uint32_t af_ftl_die_of(uint32_t ppa) { return 0; }
+uint32_t af_ftl_valid_of(uint32_t g) { return 0; }
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
 int af_ftl_pool_take(uint32_t *g) { return -1; }
 int af_ftl_block_erased(uint32_t g, int ok) { return -1; }
@@ -89,6 +90,12 @@ int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uin
 uint32_t af_ftl_die_of(uint32_t ppa)
 {
 	return AF_PPA_PPA_WAY_GET(ppa) * af_ftl.channels + AF_PPA_PPA_CHANNEL_GET(ppa);
+}
+
+uint32_t af_ftl_valid_of(uint32_t g)
+{
+	uint32_t ppa = af_nand_block_ppa(g);
+	return af_ftl.bt[(af_ftl_die_of(ppa) << af_ftl.block_shift) | AF_PPA_PPA_BLOCK_GET(ppa)];
 }
 
 /* The firmware's global block number (nand.h) of block `block` of die `die` (LUN 0). */
@@ -456,6 +463,12 @@ int af_ftl_start(void)
 		uint32_t ppa = af_nand_block_ppa(g);
 		/* every page older than the next seq: GC may erase it once a checkpoint passes that */
 		b->close_seq = b->scan ? af_flash.report.next_seq : af_ckpt.seq;
+		if (b->retire && !b->flags) {
+			/* retiring when the checkpoint was taken (ckpt.c): never in the pool; GC moves its data out */
+			b->flags |= AF_BLOCK_RETIRED;
+			af_flash.bad_blocks++;
+			af_ftl.retiring++;
+		}
 		if (b->state == AF_BSTATE_CKPT || b->state == AF_BSTATE_RETIRED)
 			continue;
 		b->state = AF_BSTATE_DATA;

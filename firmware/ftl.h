@@ -99,6 +99,8 @@ void af_ftl_poll(void);
  * map_result bits (AF_FTL_MAP_RESULT_*), or -1 on timeout; *old gets the
  * entry before the request. */
 int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old);
+/* Valid pages the core's block table counts in global block g now (the map's and staged ones). */
+uint32_t af_ftl_valid_of(uint32_t g);
 /* Die and block-table index of a PPA in the core's order. */
 uint32_t af_ftl_die_of(uint32_t ppa);
 /* One command through the firmware's queue pair; waits for its completion.

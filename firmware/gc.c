@@ -52,19 +52,7 @@ int af_gc_step(int foreground) { return -1; }
 
 #define RELOC_SPIN 4000000u
 
-static uint32_t die_of_g(uint32_t g, uint32_t *block)
-{
-	uint32_t ppa = af_nand_block_ppa(g);
-	*block = AF_PPA_PPA_BLOCK_GET(ppa);
-	return af_ftl_die_of(ppa);
-}
-
-/* Valid pages the core counts in global block g. */
-static uint32_t valid_of(uint32_t g)
-{
-	uint32_t block, die = die_of_g(g, &block);
-	return af_ftl.bt[(die << af_ftl.block_shift) | block];
-}
+#define valid_of af_ftl_valid_of
 
 static int candidate(uint32_t g)
 {

@@ -341,6 +341,7 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
             finally:
                 if killer is not None:
                     killer.cancel()
+                    killer.join()   # a cut already firing must end before the next boot, or it cuts that one
             devs.close()
             res["commands"] = rec.counts.commands
             res["queues"] = len(rec.devs)
@@ -406,6 +407,27 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
 
 
 # -- campaign --------------------------------------------------------------------------
+
+def freeze_gateware(gw: Path, dest: Path) -> Path:
+    """A copy of what a simulation runs from (``Vsim``, ``modules/``, the memory images, ``sim_config.js``,
+    ``csr.csv``) under ``dest``: the shared build may be rebuilt while a long campaign runs (a test, a
+    firmware change), and a running ``Vsim`` whose binary is replaced dies (SIGBUS).  Returns the copy's
+    gateware directory.  One copy per build (named by the binary's time stamp), so a replay started while
+    a campaign runs in the same directory shares its copy instead of replacing it."""
+    dest = dest.with_name(f"{dest.name}-{(gw / 'obj_dir' / 'Vsim').stat().st_mtime_ns}")
+    dest_gw = dest / "gateware"
+    if (dest / "csr.csv").exists():
+        return dest_gw
+    shutil.rmtree(dest, ignore_errors=True)
+    (dest_gw / "obj_dir").mkdir(parents=True)
+    shutil.copy2(gw / "obj_dir" / "Vsim", dest_gw / "obj_dir" / "Vsim")
+    shutil.copytree(gw / "modules", dest_gw / "modules")
+    for f in gw.iterdir():
+        if f.suffix in (".init", ".js"):
+            shutil.copy2(f, dest_gw / f.name)
+    shutil.copy2(gw.parent / "csr.csv", dest / "csr.csv")
+    return dest_gw
+
 
 def _done(results: Path) -> dict[int, dict]:
     if not results.exists():
@@ -499,7 +521,7 @@ def main(argv=None) -> int:
     if args.replay and (base / "base.json").exists():   # a replay runs on the base its trial ran on
         args.fresh = json.loads((base / "base.json").read_text())["fresh"]
     gateware = (args.gateware.resolve() if args.gateware
-                else simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)))
+                else freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)), out / "gateware"))
     initial = prepare_base(base, gateware, fresh=args.fresh)
     cal = no_calibration() if args.fresh else calibrate(base, gateware)
 

@@ -372,7 +372,10 @@ CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
     Constant("FORMAT", 2, "CKPT_HDR.format (2: wear pages after the map pages)"),
     Constant("AREAS", 2, "alternating checkpoint areas"),
     Constant("WEAR_RETIRED", 1 << 31, "wear-page entry bit: the block is retired (grown bad, its data moved)"),
-    Constant("WEAR_COUNT_MASK", (1 << 31) - 1, "wear-page entry bits holding the erase count"),
+    Constant("WEAR_RETIRING", 1 << 30, "wear-page entry bit: a program failed in the block and its data has not "
+                                        "all moved yet: scanned like any block, never handed out again, retired "
+                                        "once GC moved its data"),
+    Constant("WEAR_COUNT_MASK", (1 << 30) - 1, "wear-page entry bits holding the erase count"),
 ])
 
 CKPT_HDR = Record(

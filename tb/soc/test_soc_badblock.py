@@ -109,3 +109,48 @@ def test_program_and_erase_failures_retire_blocks_and_lose_nothing(tmp_path):
     after = erase_counts(run_dir)
     assert sum(after.values()) > sum(before.values())           # GC erased on ...
     assert all(after[g] == before[g] for g in grown), (before, after)   # ... but never a retired block
+
+
+def test_a_block_retiring_at_a_checkpoint_stays_out_of_use_after_a_power_cycle(tmp_path):
+    """A block whose program failed is *retiring* until GC has moved its data.  A checkpoint taken then
+    names it (CKPT.WEAR_RETIRING): after a power cycle recovery still finds the data in it, and the
+    firmware never hands it out again; GC moves the data and retires it, without erasing it."""
+    build()
+    run_dir = tmp_path / "run"
+    per_target = [{} for _ in range(TARGETS)]
+    per_target[PROGRAM_FAILS_ON]["fail_program_nth"] = "6"
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN), per_target=per_target)
+    log = ROOT / "build" / "soc" / "test_badblock_retiring.log"
+    con = boot(run_dir, cfgs, log=log, timeout=120)
+    try:
+        assert "error" not in con.command("gc off")        # GC would move the data and retire it at once
+        out = con.command(f"io random 9 40 {HOT}", timeout=300)
+        assert re.search(r"program of page 0x[0-9a-f]{8} failed", out), out
+        assert list(bbt(con).values()) == ["grown bad, retiring (GC moves its data)"]
+        assert "taken" in con.command("ckpt now", timeout=120)
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+    prog, _ = failed_blocks(run_dir)
+    assert len(prog) == 1, prog
+    (g,) = prog
+    before = erase_counts(run_dir)
+
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN))
+    con = boot(run_dir, cfgs, log=log.with_name("test_badblock_retiring2.log"), timeout=300)
+    try:
+        assert "bbt: 1 blocks retiring" in con.boot_text, con.boot_text
+        assert "0 wrong: pass" in con.command(f"io verify 9 40 {HOT}", timeout=300)
+        out = con.command(f"io random 10 200 {HOT}", timeout=900)     # GC runs: the block's data moves out
+        assert "error" not in out, out
+        assert bbt(con) == {g: "grown bad, retired"}
+        assert "retired (grown bad)" in con.command(f"block {g}", timeout=120)
+        assert "0 wrong: pass" in con.command(f"io verify 10 200 {HOT}", timeout=300)
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+    assert erase_counts(run_dir)[g] == before[g]      # never erased, so never handed out again
