@@ -11,6 +11,7 @@
 #include "ftl.h"
 #include "gc.h"
 #include "nand.h"
+#include "wear.h"
 
 af_ckpt_t af_ckpt = { .interval = AF_CKPT_DEFAULT_INTERVAL };
 
@@ -151,6 +152,18 @@ int af_ckpt_load(uint32_t g)
 		af_ckpt.narea = 0;
 		return -1;
 	}
+	/* The other area's blocks as this header names them may have moved on since (rotation, an erase
+	 * failure): a block now holding anything but checkpoint pages is not an area block any more, and the
+	 * next checkpoint takes a fresh one for it (never erasing what is there now). */
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; a != h.area && i < h.narea; i++) {
+			const af_block_t *b = &af_flash.blocks[af_ckpt.area_block[a][i]];
+			if (b->flags || !(b->p0 == AF_P0_ERASED ||
+					  ((b->p0 == AF_P0_CKPT || b->p0 == AF_P0_INTACT) && b->p0_kind == AF_KIND_CHECKPOINT))) {
+				af_ckpt.area_block[a][i] = AF_CKPT_NO_BLOCK;
+				af_ckpt.areas_dropped++;
+			}
+		}
 
 	/* The payload: map entries from the page buffer straight into the map,
 	 * erase counts into the block table.  Its CRC needs no pass over the data:
@@ -316,7 +329,7 @@ int af_ckpt_take(void)
 		return fail("no room for the checkpoint areas");
 
 	if (af_gc.trace)
-		printf("ckpt: taking %lu, %lu free blocks\n", (unsigned long)(af_ckpt.number + 1), (unsigned long)af_ftl.free_blocks);
+		printf("ckpt: taking one, %lu free blocks\n", (unsigned long)af_ftl.free_blocks);
 	/* 1-3: the floor, everything older published, the table in memory */
 	uint64_t at = af_ftl_seq_next(), floor = at, tx_floor = af_ftl_tx_floor();
 	if (tx_floor < floor)
@@ -356,6 +369,17 @@ int af_ckpt_take(void)
 	/* 5: the other area, erased, header first */
 	uint32_t area = af_ckpt.valid ? 1 - af_ckpt.area : 0;
 	for (uint32_t i = 0; i < af_ckpt.narea; i++) {
+		/* a block the boot found reused (af_ckpt_load) is replaced; a worn one is swapped for the
+		 * least-worn erased block (the newest checkpoint, in the other area, stays where it is) */
+		if (af_ckpt.area_block[area][i] == AF_CKPT_NO_BLOCK) {
+			if (af_ftl_pool_take(&af_ckpt.area_block[area][i]) < 0)
+				return fail("no erased block left for a checkpoint area");
+			continue; /* erased already */
+		}
+		if (!af_wear.static_off && af_ftl_pool_rotate(&af_ckpt.area_block[area][i], af_wear.spread)) {
+			af_ckpt.rotated++;
+			continue;
+		}
 		af_flash.blocks[af_ckpt.area_block[area][i]].erases++;
 		af_flash.erased_since_boot++;
 		if (af_nand_erase(af_nand_block_ppa(af_ckpt.area_block[area][i]), NULL) != AF_NANDRESULT_OK) {
@@ -376,7 +400,7 @@ int af_ckpt_take(void)
 	h.format = AF_CKPT_FORMAT;
 	h.area = (uint8_t)area;
 	h.seq = floor;
-	h.number = af_ckpt.number + 1;
+	h.number = (af_ckpt.seen_number > af_ckpt.number ? af_ckpt.seen_number : af_ckpt.number) + 1;
 	h.nlba = nlba;
 	h.map_pages = map_pages;
 	h.wear_pages = wear_pages;
@@ -490,7 +514,10 @@ static int cmd_ckpt(int argc, char **argv)
 	for (uint32_t a = 0; a < AF_CKPT_AREAS && af_ckpt.narea; a++) {
 		printf("area %lu: blocks", (unsigned long)a);
 		for (uint32_t i = 0; i < af_ckpt.narea; i++)
-			printf(" %lu", (unsigned long)af_ckpt.area_block[a][i]);
+			if (af_ckpt.area_block[a][i] == AF_CKPT_NO_BLOCK)
+				printf(" (none yet)");
+			else
+				printf(" %lu", (unsigned long)af_ckpt.area_block[a][i]);
 		printf("\n");
 	}
 	printf("taken %lu, failed %lu since boot; OOB reads for changed entries %lu; every %lu pages\n",

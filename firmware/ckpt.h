@@ -33,6 +33,7 @@
 #include "fw.h"
 
 #define AF_CKPT_MAX_AREA_BLOCKS 16
+#define AF_CKPT_NO_BLOCK UINT32_MAX /* an area slot whose block the boot found reused: the next take fills it */
 #define AF_CKPT_MAX_OPEN 1024      /* blocks a header may list as open (recovery scans them) */
 #define AF_CKPT_DEFAULT_INTERVAL 1024u /* pages the log writes between automatic checkpoints */
 
@@ -58,6 +59,9 @@ typedef struct {
 	uint32_t tried;            /* headers found that were not intact */
 	uint32_t retired;          /* grown bad blocks it named */
 	uint32_t retiring;         /* blocks it named retiring (a program failed, data not all moved yet) */
+	uint32_t areas_dropped;    /* other-area blocks its header named that hold no checkpoint now (replaced at the next take) */
+	uint32_t rotated;          /* area blocks swapped for less-worn erased ones since boot */
+	uint64_t seen_number;      /* the highest header number on flash at boot, intact or not (new ones go above) */
 } af_ckpt_t;
 
 extern af_ckpt_t af_ckpt;

@@ -234,6 +234,7 @@ static void p0_consume(void *ctx, pipe_ent_t *e)
 		return;
 	}
 	b->p0 = oob.kind == AF_KIND_CHECKPOINT && oob.lba == 0 ? AF_P0_CKPT : AF_P0_INTACT;
+	b->p0_kind = oob.kind;
 	b->p0_seq = oob.seq;
 	b->p0_num = oob.vseq;
 }
@@ -460,6 +461,12 @@ int af_flash_boot(void)
 	}
 	t0 = af_uptime_cycles();
 	int have_ckpt = find_checkpoint();
+	/* the next checkpoint's number above every header on flash, intact or not: a torn or stale header that
+	 * stays in a block no area names (rotation) must never tie with a new one (find_checkpoint tries each
+	 * number once) */
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		if (!af_flash.blocks[g].flags && af_flash.blocks[g].p0 == AF_P0_CKPT && af_flash.blocks[g].p0_num > af_ckpt.seen_number)
+			af_ckpt.seen_number = af_flash.blocks[g].p0_num;
 	af_flash.t_ckpt = af_uptime_cycles() - t0;
 	if (have_ckpt) {
 		printf("checkpoint: %lu (floor seq ", (unsigned long)af_ckpt.number);
@@ -471,6 +478,9 @@ int af_flash_boot(void)
 		printf("\n");
 		if (af_ckpt.retired)
 			printf("bbt: %lu grown bad blocks (retired, named by the checkpoint)\n", (unsigned long)af_ckpt.retired);
+		if (af_ckpt.areas_dropped)
+			printf("checkpoint: %lu blocks its header names for the other area hold no checkpoint now (reused "
+			       "or torn): the next checkpoint takes fresh ones\n", (unsigned long)af_ckpt.areas_dropped);
 		if (af_ckpt.retiring)
 			printf("bbt: %lu blocks retiring (named by the checkpoint: a program failed; GC moves their data, "
 			       "then retires them)\n", (unsigned long)af_ckpt.retiring);

@@ -39,6 +39,7 @@ typedef struct {
 	uint8_t needs_erase; /* found erased at boot (pages past the first erased one never read): erase before use */
 	uint8_t retire;   /* a program failed in it: GC moves its bound pages, then it is retired */
 	uint32_t erases;  /* erase count (wear.c): saved in checkpoints, counted since */
+	uint8_t p0_kind;  /* page 0's OOB kind (AF_P0_INTACT, AF_P0_CKPT) */
 	uint64_t p0_seq;  /* page 0's seq (AF_P0_INTACT, AF_P0_CKPT); checkpoint number in p0_num */
 	uint64_t p0_num;
 	uint64_t close_seq; /* every page in it has a smaller seq (GC erases it once a checkpoint floor passes it) */

@@ -23,6 +23,7 @@ uint32_t af_ftl_die_of(uint32_t ppa) { return 0; }
 uint32_t af_ftl_valid_of(uint32_t g) { return 0; }
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
 int af_ftl_pool_take(uint32_t *g) { return -1; }
+int af_ftl_pool_rotate(uint32_t *g, uint32_t spread) { return 0; }
 int af_ftl_block_erased(uint32_t g, int ok) { return -1; }
 void af_ftl_refill(uint32_t die) {}
 uint32_t af_ftl_gblock(uint32_t die, uint32_t block) { return block; }
@@ -173,6 +174,37 @@ int af_ftl_pool_take(uint32_t *g)
 	*g = af_ftl_gblock(best, block);
 	af_flash.blocks[*g].state = AF_BSTATE_CKPT;
 	return 0;
+}
+
+int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
+{
+	uint32_t bpl = af_nand.blocks_per_lun, best_die = 0, best = UINT32_MAX;
+	for (uint32_t d = 0; d < af_ftl.dies; d++)
+		for (uint32_t i = 0; i < af_ftl.pool_n[d]; i++) {
+			uint32_t e = af_flash.blocks[af_ftl_gblock(d, af_ftl.pool[d * bpl + i])].erases;
+			if (e < best) {
+				best = e;
+				best_die = d;
+			}
+		}
+	af_block_t *old = &af_flash.blocks[*g];
+	uint32_t old_ppa = af_nand_block_ppa(*g), old_die = af_ftl_die_of(old_ppa);
+	if (best == UINT32_MAX || old->erases < best + spread || AF_PPA_PPA_LUN_GET(old_ppa) != 0)
+		return 0;
+	uint16_t block;
+	if (pool_pop(best_die, &block) < 0) /* the least worn of that die: the one found (or as worn) */
+		return 0;
+	uint32_t fresh = af_ftl_gblock(best_die, block);
+	af_flash.blocks[fresh].state = AF_BSTATE_CKPT;
+	/* the old block holds only a stale checkpoint: erased when it is next handed out */
+	old->state = AF_BSTATE_FREE;
+	old->needs_erase = 1;
+	old->written = 0;
+	old->valid = 0;
+	af_ftl.pool[old_die * bpl + af_ftl.pool_n[old_die]++] = (uint16_t)AF_PPA_PPA_BLOCK_GET(old_ppa);
+	af_ftl.free_blocks++;
+	*g = fresh;
+	return 1;
 }
 
 void af_ftl_refill(uint32_t die)

@@ -91,6 +91,10 @@ uint32_t af_ftl_gblock(uint32_t die, uint32_t block);
 /* Take an erased block out of the free pool for the firmware's own use
  * (checkpoint areas): *g its global block number.  0, or -1 when the pool is empty. */
 int af_ftl_pool_take(uint32_t *g);
+/* Checkpoint-area rotation (ckpt.c): when global block *g has `spread` or more erases than the least-worn
+ * block of the free pool, take that block for the area instead (*g = it) and put the old one in the pool
+ * (to be erased before use).  1 when swapped, 0 when not. */
+int af_ftl_pool_rotate(uint32_t *g, uint32_t spread);
 /* Give die its erased blocks (up to the core's queue; the reserve only while GC relocates). */
 void af_ftl_refill(uint32_t die);
 /* Service the core's streams; cheap when nothing happened. */

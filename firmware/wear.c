@@ -18,9 +18,14 @@
  * blocks' counts near `spread` (tb/soc/test_soc_wear.py measures it on the
  * models' own erase counters).
  *
- * Not levelled yet: the two checkpoint areas stay in the blocks the first
- * checkpoint took (a move needs the previous header's area list to stay
- * true until the next header lands); `wear` shows their counts. */
+ * Checkpoint areas: before a checkpoint erases its area's block, a block
+ * `spread` or more erases past the least-worn erased one is swapped for it
+ * (af_ftl_pool_rotate; the old block goes to the pool, erased before use).
+ * The previous header's area list then names a block that may be reused:
+ * the boot keeps an area block only if its page 0 is erased or a
+ * checkpoint page (ckpt.c, af_ckpt_load), so a fallback to an older
+ * checkpoint never takes a data block for an area.  `wear` shows the
+ * areas' counts. */
 #include <stdio.h>
 #include <string.h>
 
@@ -53,7 +58,7 @@ uint32_t af_wear_pick(uint32_t die, const uint16_t *pool, uint32_t n)
 }
 
 /* A block whose count takes part: good, LUN 0 (the FTL's), not retired, not a
- * checkpoint area's (areas stay put: their wear is not levelled yet). */
+ * checkpoint area's (those rotate at checkpoint time, ckpt.c). */
 static int counted(uint32_t g)
 {
 	return !af_flash.blocks[g].flags && AF_PPA_PPA_LUN_GET(af_nand_block_ppa(g)) == 0 &&
@@ -155,12 +160,18 @@ static int cmd_wear(int argc, char **argv)
 		putchar('\n');
 	}
 	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
-		for (uint32_t i = 0; i < af_ckpt.narea; i++)
-			printf("checkpoint area %lu: block %lu, %lu erases (not levelled)\n", (unsigned long)a,
-			       (unsigned long)af_ckpt.area_block[a][i], (unsigned long)af_flash.blocks[af_ckpt.area_block[a][i]].erases);
-	printf("dynamic: least-worn free block first; static %s: spread %lu, %lu cold blocks moved (%lu pages), %lu failed\n",
+		for (uint32_t i = 0; i < af_ckpt.narea; i++) {
+			uint32_t g = af_ckpt.area_block[a][i];
+			if (g == AF_CKPT_NO_BLOCK)
+				printf("checkpoint area %lu: no block yet (the next checkpoint takes one)\n", (unsigned long)a);
+			else
+				printf("checkpoint area %lu: block %lu, %lu erases\n", (unsigned long)a, (unsigned long)g,
+				       (unsigned long)af_flash.blocks[g].erases);
+		}
+	printf("dynamic: least-worn free block first; static %s: spread %lu, %lu cold blocks moved (%lu pages), %lu failed; "
+	       "checkpoint-area blocks rotated %lu\n",
 	       af_wear.static_off ? "off" : "on", (unsigned long)af_wear.spread, (unsigned long)af_wear.moves,
-	       (unsigned long)af_wear.copies, (unsigned long)af_wear.failed);
+	       (unsigned long)af_wear.copies, (unsigned long)af_wear.failed, (unsigned long)af_ckpt.rotated);
 	printf("(counts are saved with every checkpoint; erases since the newest one are lost with power)\n");
 	return AF_OK;
 }

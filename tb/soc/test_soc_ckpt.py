@@ -135,3 +135,89 @@ def test_a_checkpoint_that_does_not_check_loses_to_the_older_one(tmp_path):
         check_boot(con, newest - 1, 1)
     finally:
         con.stop()
+
+
+AREAS_RE = re.compile(r"^area (\d+): blocks ([\d ]+)$", re.M)
+
+
+def areas(con) -> dict[int, list[int]]:
+    return {int(a): [int(g) for g in gs.split()] for a, gs in AREAS_RE.findall(con.command("ckpt", timeout=60))}
+
+
+def test_checkpoint_areas_rotate_and_a_fallback_never_takes_a_reused_block(tmp_path):
+    """Checkpoint areas wear-level: a checkpoint about to erase an area block `spread` erases past the
+    least-worn erased one takes that block instead, and the old one goes back to the pool.  The previous
+    checkpoint's header still names the old block, so if the newest checkpoint is lost the boot falls
+    back to a header naming a block that may hold data by now: it must drop that block from the area
+    (never erase it for a checkpoint) and take a fresh one."""
+    build()
+    run_dir = tmp_path / "run"
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN))
+    log = ROOT / "build" / "soc" / "test_ckpt_rotate.log"
+    con = boot(run_dir, cfgs, log=log, timeout=120)
+    written = dict(BEFORE)
+    try:
+        assert "automatic checkpoints off" in con.command("ckpt every 0")
+        assert "more than 1 erases" in con.command("wear spread 1")
+        for seed, lba in BEFORE:
+            assert "wrote 8 blocks" in con.command(f"io write {seed} {lba} 8", timeout=60)
+        rotated = None
+        before = {}
+        for i in range(8):
+            lba = 100 + 8 * i
+            assert "wrote 8 blocks" in con.command(f"io write 13 {lba} 8", timeout=60)
+            written[lba] = 13
+            assert "taken" in con.command("ckpt now", timeout=120)
+            now = areas(con)
+            for a in before:
+                if now[a] != before[a]:
+                    rotated = (before[a][0], now[a][0])
+            if rotated:
+                break
+            before = now
+        assert rotated, "no checkpoint-area block rotated"
+        old, new = rotated
+        assert "checkpoint-area blocks rotated 1" in con.command("wear")
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+
+    # the old block is reused for data (here: a copy of a data page programmed offline), then the newest
+    # checkpoint is lost (one byte of its first map page, ECC parity recomputed)
+    images = [nandsim.Image(c["image"], writable=True) for c in cfgs]
+    try:
+        data_page = next(p for p in flashimg.read_log(images, LAYOUT, WAYS)
+                         if (r := spec.unpack_oob(p.oob)) is not None and r.kind == spec.Kind.DATA)
+        f = spec.PPA.decompose("ppa", data_page.addr)
+        raw = images[f.channel * WAYS + f.way].page(f.lun, f.block, f.page)
+        images[old // BLOCKS_PER_LUN].program(0, old % BLOCKS_PER_LUN, 0, raw)
+    finally:
+        for img in images:
+            img.close()
+    (t, lun, block, page), newest = first_map_page(run_dir, cfgs)
+    with nandsim.Image(cfgs[t]["image"], writable=True) as img:
+        data, oob = flashimg.decode_page(LAYOUT, img.page(lun, block, page))
+        bad = bytearray(data)
+        bad[8] ^= 0x01
+        img.program(lun, block, page, flashimg.encode_page(LAYOUT, flashimg.user_bytes(LAYOUT, bytes(bad), oob)))
+
+    con = boot(run_dir, cfgs, log=log.with_name("test_ckpt_rotate2.log"), timeout=120)
+    try:
+        m = re.search(r"checkpoint: (\d+) \(floor seq [^\n]*", con.boot_text)
+        assert m and int(m.group(1)) == newest - 1 and "1 newer ones not intact" in m.group(0), con.boot_text
+        assert "checkpoint: 1 blocks its header names for the other area hold no checkpoint now" in con.boot_text
+        assert "automatic gc off" in con.command("gc off", timeout=300)     # GC would erase the copy
+        for lba, seed in written.items():
+            assert "pass" in con.command(f"io check {seed} {lba} 8", timeout=60), (lba, seed)
+        for _ in range(2):                                                  # both areas written again
+            assert "taken" in con.command("ckpt now", timeout=120)
+        now = areas(con)
+        assert old not in now[0] + now[1], now
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+    with nandsim.Image(cfgs[old // BLOCKS_PER_LUN]["image"]) as img:
+        assert img.page(0, old % BLOCKS_PER_LUN, 0) == raw, "a checkpoint erased the reused block"
