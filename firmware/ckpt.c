@@ -385,8 +385,10 @@ int af_ckpt_take(void)
 		if (af_nand_erase(af_nand_block_ppa(af_ckpt.area_block[area][i]), NULL) != AF_NANDRESULT_OK) {
 			/* a grown bad area block: retire it, an erased one from the pool takes its place */
 			af_ftl_retire(af_ckpt.area_block[area][i], "its erase failed (checkpoint area)", 0);
-			if (af_ftl_pool_take(&af_ckpt.area_block[area][i]) < 0)
+			if (af_ftl_pool_take(&af_ckpt.area_block[area][i]) < 0) {
+				af_ckpt.area_block[area][i] = AF_CKPT_NO_BLOCK; /* the next take looks again, never at it */
 				return fail("erase of a checkpoint block failed and no erased block is left to replace it");
+			}
 		}
 	}
 	/* the erase counts as they are now, this area's erases included */

@@ -209,8 +209,11 @@ int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
 
 void af_ftl_refill(uint32_t die)
 {
+	/* the reserve goes to the core while GC relocates, and once GC is stuck (nothing to collect): then
+	 * only commands already in the core and the records that finish or free something take pages, and
+	 * an abort or commit queued behind a starved write can run (an open transaction pinning the floor) */
 	while (af_ftl.handed[die] < die_target() && af_ftl.pool_n[die] > 0 &&
-	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE)) {
+	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE || af_ftl.no_space == AF_NOSPACE_GC_STUCK)) {
 		if (wait_clear(AF_FTL_STATUS_FREE_PENDING) < 0) {
 			printf("error: ftl: free-block push not taken (die %lu)\n", (unsigned long)die);
 			return;
@@ -297,6 +300,9 @@ void af_ftl_set_no_space(uint32_t why)
 		       (unsigned long)af_ftl.good_blocks, (unsigned long)af_ftl.live_pages,
 		       (unsigned long)af_ftl_erased_blocks());
 	af_ftl.no_space = why;
+	if (why == AF_NOSPACE_GC_STUCK)
+		for (uint32_t d = 0; d < af_ftl.dies; d++)
+			af_ftl_refill(d); /* the reserve: see af_ftl_refill */
 	if (af_ftl.log) {
 		/* GET_LOG says why before the first refusal (the idle refresh may come later) */
 		af_ftl.log->no_space = why;
@@ -314,13 +320,14 @@ void af_ftl_space_check(void)
 	af_ftl.space_dirty = 0;
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 		const af_block_t *b = &af_flash.blocks[g];
-		if (!b->flags && b->state != AF_BSTATE_CKPT && AF_PPA_PPA_LUN_GET(af_nand_block_ppa(g)) == 0)
+		if (!b->flags && AF_PPA_PPA_LUN_GET(af_nand_block_ppa(g)) == 0)
 			good++;
 	}
 	flush_cpu_dcache(); /* the block table is written by the core */
 	for (uint32_t i = 0; i < (af_ftl.dies << af_ftl.block_shift); i++)
 		live += af_ftl.bt[i];
-	uint32_t held = AF_FTL_GC_RESERVE + af_ftl.dies;
+	/* the checkpoint areas counted as the capacity counts them, taken or not yet */
+	uint32_t held = AF_FTL_GC_RESERVE + af_ftl.dies + af_ftl.ckpt_blocks;
 	uint64_t usable = good > held ? (uint64_t)(good - held) * ppb : 0;
 	uint32_t spare = usable > af_ftl.capacity ? (uint32_t)((usable - af_ftl.capacity) / ppb) : 0;
 	if (spare < af_ftl.spare_blocks && spare == 0)
@@ -464,6 +471,7 @@ int af_ftl_start(void)
 				      af_ckpt_wear_pages(af_flash.nblocks);
 		narea = (uint32_t)((ckpt_pages + ppb - 1) / ppb);
 	}
+	af_ftl.ckpt_blocks = AF_CKPT_AREAS * narea; /* what the capacity left for the checkpoint areas */
 	if (af_ftl.capacity > af_flash.nlba)
 		af_ftl.capacity = af_flash.nlba;
 	if (af_ftl.capacity == 0) {

@@ -58,7 +58,8 @@ typedef struct {
 	int gc_active;              /* GC relocates with the host held: the reserve may be handed out */
 	uint32_t no_space;          /* AF_NOSPACE_*: why writes complete with NO_SPACE (ftl.host_enable.no_space) */
 	uint32_t spare_blocks;      /* good blocks beyond what the capacity needs (grown bad blocks eat them) */
-	uint32_t good_blocks;       /* blocks the core may fill: good, LUN 0, not a checkpoint area's */
+	uint32_t good_blocks;       /* good blocks of LUN 0 (the core's and the checkpoint areas') */
+	uint32_t ckpt_blocks;       /* blocks the capacity leaves for the checkpoint areas */
 	uint64_t live_pages;        /* pages the block table counts (bound or staged), at the last space check */
 	int space_dirty;            /* a block closed, was erased or retired since the last space check */
 	uint64_t start_seq;
@@ -121,8 +122,8 @@ uint64_t af_ftl_seq_next(void);
  * scanner): a checkpoint's floor must not be above it, or recovery would miss those pages. */
 uint64_t af_ftl_tx_floor(void);
 /* Out of space (spec NoSpace, docs/firmware.md "Out of space").  af_ftl_space_check counts the good
- * blocks and the pages the block table holds: FULL when the good blocks, less GC's reserve and one open
- * block per die, cannot hold those pages plus one block of headroom for GC (left one block later, so it
+ * blocks and the pages the block table holds: FULL when the good blocks, less GC's reserve, one open
+ * block per die and the checkpoint areas, cannot hold those pages plus one block of headroom for GC (left one block later, so it
  * does not flap); it also refreshes spare_blocks.  GC sets GC_STUCK (af_ftl_set_no_space) when the pool is
  * down to the reserve and it found nothing to collect, and clears it once it collects again.  Either way
  * the core refuses commands that bring new data (ftl.host_enable.no_space); reads and the commands that

@@ -255,8 +255,10 @@ void af_gc_poll(void)
 	uint64_t now = af_ftl_seq_next();
 	int quiet = now == af_gc.last_seq;
 	af_gc.last_seq = now;
-	/* try again only when something changed since a step found nothing to do */
-	if (af_gc.idle_seq == now + 1 && af_gc.idle_free == af_ftl_erased_blocks())
+	/* try again only when something changed since a step found nothing to do: the log moved on, a block
+	 * was erased, or a transaction or append that held the checkpoint floor ended (an abort writes nothing) */
+	uint32_t floor_lo = ftl_rd(AF_FTL_TX_FLOOR_LO);
+	if (af_gc.idle_seq == now + 1 && af_gc.idle_free == af_ftl_erased_blocks() && af_gc.idle_floor == floor_lo)
 		return;
 	af_gc.idle_seq = 0;
 	/* blocks a program failed in: once the core has filled them, move their data and retire them */
@@ -275,7 +277,8 @@ void af_gc_poll(void)
 	} else if (af_ftl_erased_blocks() < high && quiet) {
 		r = af_gc_step(0);
 	}
-	/* down to the reserve with nothing to collect: refuse new data rather than let writes wait forever */
+	/* down to the reserve with nothing to collect: refuse new data rather than let writes wait forever
+	 * (and let what is already in the core finish on the reserve: ftl.c refill) */
 	if (r < 0 && af_ftl_erased_blocks() <= AF_FTL_GC_RESERVE && af_ftl.no_space == AF_NOSPACE_NONE)
 		af_ftl_set_no_space(AF_NOSPACE_GC_STUCK);
 	else if (af_ftl.no_space == AF_NOSPACE_GC_STUCK && af_ftl_erased_blocks() > AF_FTL_GC_RESERVE) {
@@ -289,6 +292,7 @@ void af_gc_poll(void)
 nothing:
 	af_gc.idle_seq = now + 1;
 	af_gc.idle_free = af_ftl_erased_blocks();
+	af_gc.idle_floor = floor_lo;
 }
 
 /* --- console ------------------------------------------------------------------------ */

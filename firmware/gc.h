@@ -18,6 +18,7 @@ typedef struct {
 	uint64_t last_seq;       /* the log's seq at the last poll (quiet host: unchanged) */
 	uint64_t idle_seq;       /* 1 + the seq when a step last found nothing to do (0: none) */
 	uint32_t idle_free;      /* ... and the free blocks then */
+	uint32_t idle_floor;     /* ... and ftl.tx_floor_lo then */
 } af_gc_t;
 
 extern af_gc_t af_gc;

@@ -33,6 +33,9 @@ class ConsoleTimeout(AssertionError):
     pass
 
 
+MODEL_NOTE = re.compile(r"nand\d+: [\d.]+ ns: \w+: [^\r\n]*\r?\n")
+
+
 class SimConsole:
     def __init__(self, gateware_dir: Path, plusargs=(), log: Path | None = None, cwd: Path | None = None):
         self.gw = Path(gateware_dir)
@@ -133,6 +136,12 @@ class SimConsole:
         and the next prompt)."""
         self.send(line + "\r")
         out = self.wait_prompt(timeout)
+        # the NAND models write their notes to the same terminal, even in the middle of the echo: take
+        # them out, and put them after the command's own output
+        notes = MODEL_NOTE.findall(out)
+        out = MODEL_NOTE.sub("", out)
+        if notes:
+            out = out.rstrip("\n") + "\n" + "".join(notes)
         lines = out.split("\n")
         # the idle loop (GC, checkpoints, the models' notes) may print after the last prompt, before the echo:
         # those lines come first in what is returned

@@ -1,4 +1,6 @@
-"""System test: a device that wears out refuses writes with NO_SPACE and keeps its data.
+"""System tests: a device out of space refuses writes with NO_SPACE instead of hanging, and keeps its data.
+
+1. It wears out.
 
 Every NAND model is given an endurance of two erases (``endurance``): each
 block's third erase fails, so as random one-block writes keep GC collecting,
@@ -11,6 +13,10 @@ NO_SPACE (spec ``NoSpace.FULL``).  Then:
 * a refused write changed nothing; a trim still works (it frees space);
 * ``stats`` says why (``no_space FULL``) and how many good blocks are left;
 * after a power cycle the boot finds the same state at once: NO_SPACE, data intact.
+
+2. An open transaction pins the checkpoint floor until GC is stuck
+   (``NoSpace.GC_STUCK``): writes are refused, its abort still runs, and then
+   writes are accepted again.
 """
 
 from __future__ import annotations
@@ -79,5 +85,38 @@ def test_worn_out_device_refuses_writes_and_keeps_its_data(tmp_path):
         assert stat(con.command("stats"), "no_space") == "FULL"
         assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
         assert "NO_SPACE" in con.command("io write 9 3 1")
+    finally:
+        con.stop()
+
+
+@pytest.mark.slow      # ~3 min of simulation: make test-slow
+def test_an_open_transaction_pinning_the_floor_gets_no_space_until_it_aborts(tmp_path):
+    """A transaction left open holds every checkpoint's floor at its first page, so GC may erase
+    nothing written after it: with the host writing on, the pool runs down to GC's reserve and GC
+    finds nothing to collect.  Then writes get NO_SPACE (``NoSpace.GC_STUCK``) instead of hanging, the
+    transaction can still abort, and once it has GC frees blocks and writes are accepted again."""
+    build()
+    run_dir = tmp_path / "run"
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN))
+    con = boot(run_dir, cfgs, log=ROOT / "build" / "soc" / "test_nospace_tx.log", timeout=120)
+    try:
+        assert "staged 1 blocks" in con.command(f"io tx write 4 9 {HOT} 1")
+        out = con.command(f"io random {SEED} {WRITES} {HOT}", timeout=1500)
+        m = STOPPED_RE.search(out)
+        assert m and "status 0x11 NO_SPACE" in out, f"the device never refused a write:\n{out[-3000:]}"
+        acked = int(m.group(1))
+        assert stat(con.command("stats"), "no_space") == "GC_STUCK"
+        assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
+        assert "aborted" in con.command("io tx abort 4")
+        for _ in range(20):                 # GC runs from the idle loop between console commands
+            if stat(con.command("stats"), "no_space") == "NONE":
+                break
+        else:
+            raise AssertionError("writes were never accepted again after the abort")
+        out = con.command(f"io random {SEED + 1} 200 {HOT}", timeout=900)
+        assert "random: 200 writes" in out and "error" not in out, out
+        assert "0 wrong: pass" in con.command(f"io verify {SEED + 1} 200 {HOT}", timeout=300)
+        assert "pass" in con.command(f"io check 0 {HOT}")      # the aborted transaction left nothing
     finally:
         con.stop()
