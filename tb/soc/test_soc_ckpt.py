@@ -157,7 +157,7 @@ def test_checkpoint_areas_rotate_and_a_fallback_never_takes_a_reused_block(tmp_p
                          overrides=dict(blocks_per_lun=BLOCKS_PER_LUN))
     log = ROOT / "build" / "soc" / "test_ckpt_rotate.log"
     con = boot(run_dir, cfgs, log=log, timeout=120)
-    written = dict(BEFORE)
+    written = {lba: seed for seed, lba in BEFORE}
     try:
         assert "automatic checkpoints off" in con.command("ckpt every 0")
         assert "more than 1 erases" in con.command("wear spread 1")
