@@ -454,9 +454,10 @@ def report(results: list[dict], path: Path | None, args) -> str:
     table = "\n".join(lines)
     full = [r for r in results if r.get("no_space") and r["outcome"] in ("pass", "no-cut")]
     if full:
-        table += (f"\n\n{len(full)} of these trials passed with the device out of space (it lost more blocks than "
-                  "its data leaves room for): it refused new writes with NO_SPACE, kept every acknowledged one, "
-                  "and served reads.")
+        ended = sum(r["no_space"].startswith("workload") for r in full)
+        table += (f"\n\n{len(full)} of these trials ran out of space (grown bad blocks, or GC stuck; "
+                  f"{ended} of them during the workload, which then ended before its cut): the device refused new "
+                  "writes with NO_SPACE, kept every acknowledged one, and served reads.")
     if path:
         fails = [r for r in results if r["outcome"] not in ("pass", "no-cut")]
         text = f"""# Power-fault campaign (`make campaign`)
