@@ -68,7 +68,13 @@ from atomflash.transport import TransportError  # noqa: E402
 from atomflash.workload import Mismatch, OutOfSpace, Recorder, random_workload, read_span, verify  # noqa: E402
 
 TARGETS = 4                 # the default build: 2 channels x 2 ways
-BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly
+BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly (--blocks-per-lun)
+
+
+def _set_geometry(blocks_per_lun: int) -> None:
+    """The campaign's blocks per LUN, in this process (the trial workers' initializer too)."""
+    global BLOCKS_PER_LUN
+    BLOCKS_PER_LUN = blocks_per_lun
 SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
 SETUP = ("ckpt every 32", "gc thresholds 10 12")  # per boot: checkpoints and GC often
 # --quick, what make test runs: a fresh device (no fill, no calibration), short workloads, the sites a
@@ -172,6 +178,9 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> 
         if meta["fresh"] != fresh:
             raise SystemExit(f"campaign: {base} holds a {'fresh' if meta['fresh'] else 'seasoned'} base; "
                              f"use another --dir for a {'fresh' if fresh else 'seasoned'} one")
+        if meta.get("blocks_per_lun", 4) != BLOCKS_PER_LUN:
+            raise SystemExit(f"campaign: {base} holds a base of {meta.get('blocks_per_lun', 4)} blocks per LUN; "
+                             f"use another --dir for {BLOCKS_PER_LUN}")
         return {int(k): bytes.fromhex(v) for k, v in json.loads(done.read_text()).items()}
     log(f"campaign: preparing the {'fresh' if fresh else 'seasoned'} base image in {base} ...")
     cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)
@@ -192,7 +201,7 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> 
     finally:
         simctl.stop(base)
     log(f"campaign: base ready ({gc.splitlines()[0] if gc else ''}; {ck.splitlines()[0] if ck else ''})")
-    (base / "base.json").write_text(json.dumps({"fresh": fresh}))
+    (base / "base.json").write_text(json.dumps({"fresh": fresh, "blocks_per_lun": BLOCKS_PER_LUN}))
     done.write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
     return initial
 
@@ -490,6 +499,8 @@ def main(argv=None) -> int:
     p.add_argument("--queues", type=int, default=0,
                    help="host queues the workload runs on, interleaved (default 0: every host queue the SoC has)")
     p.add_argument("--dir", type=Path, default=ROOT / "build" / "campaign", help="campaign directory")
+    p.add_argument("--blocks-per-lun", type=int, default=BLOCKS_PER_LUN,
+                   help="the device's blocks per LUN (4 x this blocks in all; more: fault runs keep room to work)")
     p.add_argument("--report", type=Path, default=None, help="write the report (markdown) here")
     p.add_argument("--replay", type=Path, default=None, help="run this trial.json again")
     p.add_argument("--exhaustive", action="store_true",
@@ -520,7 +531,11 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     base = out / "base"
     if args.replay and (base / "base.json").exists():   # a replay runs on the base its trial ran on
-        args.fresh = json.loads((base / "base.json").read_text())["fresh"]
+        meta = json.loads((base / "base.json").read_text())
+        args.fresh, args.blocks_per_lun = meta["fresh"], meta.get("blocks_per_lun", 4)
+    if args.blocks_per_lun < 4:
+        p.error("--blocks-per-lun: at least 4 (the checkpoint areas, GC's reserve and an open block per die)")
+    _set_geometry(args.blocks_per_lun)
     gateware = (args.gateware.resolve() if args.gateware
                 else freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)), out / "gateware"))
     initial = prepare_base(base, gateware, fresh=args.fresh)
@@ -565,7 +580,8 @@ def main(argv=None) -> int:
         bar = tqdm(total=len(todo), unit="cut", disable=not sys.stderr.isatty())
     except ImportError:  # pragma: no cover
         bar = None
-    with ProcessPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
+    with ProcessPoolExecutor(max_workers=max(args.jobs, 1), initializer=_set_geometry,
+                             initargs=(BLOCKS_PER_LUN,)) as pool:
         futs = {pool.submit(run_trial, t, base, out, initial, gateware): t for t in todo}
         for f in as_completed(futs):
             r = f.result()

@@ -74,6 +74,16 @@ def first_map_page(run_dir, cfgs):
     return (f.channel * WAYS + f.way, f.lun, f.block, 1), ck.header.number
 
 
+def flip_map_byte(cfgs, t, lun, block, page):
+    """One byte of a checkpoint map page changed (LBA 0's ppa), its ECC parity recomputed: the read
+    succeeds and only the payload CRC can tell."""
+    with nandsim.Image(cfgs[t]["image"], writable=True) as img:
+        data, oob = flashimg.decode_page(LAYOUT, img.page(lun, block, page))
+        bad = bytearray(data)
+        bad[8] ^= 0x01
+        img.program(lun, block, page, flashimg.encode_page(LAYOUT, flashimg.user_bytes(LAYOUT, bytes(bad), oob)))
+
+
 def test_a_checkpoint_that_does_not_check_loses_to_the_older_one(tmp_path):
     build()
     run_dir = tmp_path / "run"
@@ -111,11 +121,7 @@ def test_a_checkpoint_that_does_not_check_loses_to_the_older_one(tmp_path):
 
     # one byte of an entry changed, ECC parity recomputed: only the payload CRC sees it
     restore()
-    with nandsim.Image(cfgs[t]["image"], writable=True) as img:
-        data, oob = flashimg.decode_page(LAYOUT, img.page(lun, block, page))
-        bad = bytearray(data)
-        bad[8] ^= 0x01   # LBA 0's ppa
-        img.program(lun, block, page, flashimg.encode_page(LAYOUT, flashimg.user_bytes(LAYOUT, bytes(bad), oob)))
+    flip_map_byte(cfgs, t, lun, block, page)
     con = boot(run_dir, cfgs, log=log.with_name("test_ckpt_console3.log"), timeout=120)
     try:
         check_boot(con, newest - 1, 1)
@@ -198,11 +204,7 @@ def test_checkpoint_areas_rotate_and_a_fallback_never_takes_a_reused_block(tmp_p
         for img in images:
             img.close()
     (t, lun, block, page), newest = first_map_page(run_dir, cfgs)
-    with nandsim.Image(cfgs[t]["image"], writable=True) as img:
-        data, oob = flashimg.decode_page(LAYOUT, img.page(lun, block, page))
-        bad = bytearray(data)
-        bad[8] ^= 0x01
-        img.program(lun, block, page, flashimg.encode_page(LAYOUT, flashimg.user_bytes(LAYOUT, bytes(bad), oob)))
+    flip_map_byte(cfgs, t, lun, block, page)
 
     con = boot(run_dir, cfgs, log=log.with_name("test_ckpt_rotate2.log"), timeout=120)
     try:
