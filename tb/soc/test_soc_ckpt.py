@@ -30,7 +30,7 @@ from . import flashimg
 from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
 from .simboot import DEFAULT_WAYS as WAYS
 
-pytestmark = pytest.mark.xdist_group("soc_sim")
+pytestmark = pytest.mark.xdist_group("soc_ckpt")   # its own: the soc_sim group is the long pole
 
 BLOCKS_PER_LUN = 4   # 450 LBAs: 4 map pages and a wear page
 PROFILE = spec.NAND_PROFILES["small"]
