@@ -12,10 +12,8 @@
  *    which moves the pending binding with the page (rtl/ftl/relocate.py).
  *  - trap 2: a block is erased only when a durable checkpoint's floor is above
  *    every page in it (close_seq <= af_ckpt.seq); if none is, GC takes a
- *    checkpoint first -- when that checkpoint's floor would cover a victim
- *    (an open transaction holds it back: then none is taken).  Proofs that
- *    recovery could still need are then all in blocks newer than the floor,
- *    which GC leaves alone.
+ *    checkpoint first.  Proofs that recovery could still need are then all in
+ *    blocks newer than the floor, which GC leaves alone.
  *  - reads: the core's read path looks a page up and reads it later; before
  *    an erase GC sends a READ through its own queue pair, which completes only
  *    after every read fetched before it, so none still targets the victim.
@@ -63,9 +61,8 @@ static int candidate(uint32_t g)
 	return !b->flags && b->state == AF_BSTATE_DATA && b->written > 0 && AF_PPA_PPA_LUN_GET(ppa) == 0;
 }
 
-/* The best victim under the policy, among blocks a checkpoint with this floor would cover (every page in
- * them older than it: close_seq <= floor). */
-static int pick(uint64_t floor, uint32_t *victim)
+/* The best victim under the policy, among blocks a checkpoint covers (covered=1) or any. */
+static int pick(int covered, uint32_t *victim)
 {
 	uint64_t now = af_ftl_seq_next(), best_score = 0;
 	int found = 0;
@@ -74,7 +71,7 @@ static int pick(uint64_t floor, uint32_t *victim)
 		if (!candidate(g))
 			continue;
 		const af_block_t *b = &af_flash.blocks[g];
-		if (b->close_seq > floor)
+		if (covered && (!af_ckpt.valid || b->close_seq > af_ckpt.seq))
 			continue;
 		uint32_t valid = valid_of(g), ppb = af_nand.pages_per_block;
 		if (valid >= ppb)
@@ -234,14 +231,9 @@ int af_gc_step(int foreground)
 	uint32_t g;
 	if (!af_ftl.running)
 		return -1;
-	uint64_t covered = af_ckpt.valid ? af_ckpt.seq : 0;
-	if (!pick(covered, &g)) {
-		/* nothing the checkpoint covers: take one if its floor would cover a victim (an open transaction
-		 * or live append holds the floor back: then a checkpoint would only wear the areas) */
-		uint64_t floor = af_ftl_seq_next(), tx_floor = af_ftl_tx_floor();
-		if (tx_floor < floor)
-			floor = tx_floor;
-		if (!pick(floor, &g) || af_ckpt_take() < 0 || !pick(af_ckpt.seq, &g))
+	if (!pick(1, &g)) {
+		/* nothing a checkpoint covers: take one if that would free something */
+		if (!pick(0, &g) || af_ckpt_take() < 0 || !pick(1, &g))
 			return -1;
 	}
 	uint64_t t0 = af_uptime_cycles();
