@@ -326,8 +326,8 @@ void af_ftl_space_check(void)
 	flush_cpu_dcache(); /* the block table is written by the core */
 	for (uint32_t i = 0; i < (af_ftl.dies << af_ftl.block_shift); i++)
 		live += af_ftl.bt[i];
-	/* the checkpoint areas counted as the capacity counts them, taken or not yet */
-	uint32_t held = AF_FTL_GC_RESERVE + af_ftl.dies + af_ftl.ckpt_blocks;
+	/* less what the capacity leaves out (the checkpoint areas counted whether taken yet or not) */
+	uint32_t held = af_ftl.held_blocks;
 	uint64_t usable = good > held ? (uint64_t)(good - held) * ppb : 0;
 	uint32_t spare = usable > af_ftl.capacity ? (uint32_t)((usable - af_ftl.capacity) / ppb) : 0;
 	if (spare < af_ftl.spare_blocks && spare == 0)
@@ -471,7 +471,7 @@ int af_ftl_start(void)
 				      af_ckpt_wear_pages(af_flash.nblocks);
 		narea = (uint32_t)((ckpt_pages + ppb - 1) / ppb);
 	}
-	af_ftl.ckpt_blocks = AF_CKPT_AREAS * narea; /* what the capacity left for the checkpoint areas */
+	af_ftl.held_blocks = held + AF_CKPT_AREAS * narea; /* what the capacity left out (af_ftl_space_check) */
 	if (af_ftl.capacity > af_flash.nlba)
 		af_ftl.capacity = af_flash.nlba;
 	if (af_ftl.capacity == 0) {

@@ -59,7 +59,7 @@ typedef struct {
 	uint32_t no_space;          /* AF_NOSPACE_*: why writes complete with NO_SPACE (ftl.host_enable.no_space) */
 	uint32_t spare_blocks;      /* good blocks beyond what the capacity needs (grown bad blocks eat them) */
 	uint32_t good_blocks;       /* good blocks of LUN 0 (the core's and the checkpoint areas') */
-	uint32_t ckpt_blocks;       /* blocks the capacity leaves for the checkpoint areas */
+	uint32_t held_blocks;       /* blocks the capacity leaves out: GC's reserve, an open one per die, the checkpoint areas */
 	uint64_t live_pages;        /* pages the block table counts (bound or staged), at the last space check */
 	int space_dirty;            /* a block closed, was erased or retired since the last space check */
 	uint64_t start_seq;

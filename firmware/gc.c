@@ -52,7 +52,6 @@ int af_gc_step(int foreground) { return -1; }
 
 #define RELOC_SPIN 4000000u
 
-#define valid_of af_ftl_valid_of
 
 static int candidate(uint32_t g)
 {
@@ -73,7 +72,7 @@ static int pick(int covered, uint32_t *victim)
 		const af_block_t *b = &af_flash.blocks[g];
 		if (covered && (!af_ckpt.valid || b->close_seq > af_ckpt.seq))
 			continue;
-		uint32_t valid = valid_of(g), ppb = af_nand.pages_per_block;
+		uint32_t valid = af_ftl_valid_of(g), ppb = af_nand.pages_per_block;
 		if (valid >= ppb)
 			continue; /* nothing to gain */
 		uint64_t score;
@@ -144,7 +143,7 @@ static void hold(int on)
 static int collect(uint32_t g, int foreground, int erase)
 {
 	if (af_gc.trace)
-		printf("gc: victim %lu (%lu valid), %lu free blocks\n", (unsigned long)g, (unsigned long)valid_of(g),
+		printf("gc: victim %lu (%lu valid), %lu free blocks\n", (unsigned long)g, (unsigned long)af_ftl_valid_of(g),
 		       (unsigned long)af_ftl.free_blocks);
 	uint32_t ppa0 = af_nand_block_ppa(g);
 	af_flash.blocks[g].state = AF_BSTATE_GC;
@@ -171,7 +170,7 @@ static int collect(uint32_t g, int foreground, int erase)
 			continue;
 		/* a transaction's page the map does not name may be staged (a pending binding): the core
 		 * moves the binding if one names it, else answers RACED (the copy is garbage) */
-		if (bound != ppa && (!(oob.flags & (AF_OOB_FLAGS_TX_MASK | AF_OOB_FLAGS_APPEND_MASK)) || valid_of(g) == 0))
+		if (bound != ppa && (!(oob.flags & (AF_OOB_FLAGS_TX_MASK | AF_OOB_FLAGS_APPEND_MASK)) || af_ftl_valid_of(g) == 0))
 			continue; /* superseded */
 		int res = relocate(ppa, (uint16_t)(af_gc.copies & 0x7fff));
 		if (res == AF_RELOCRESULT_MOVED)
@@ -192,10 +191,10 @@ static int collect(uint32_t g, int foreground, int erase)
 	if (foreground)
 		hold(0);
 	flush_cpu_dcache();
-	if (valid_of(g) != 0) {
+	if (af_ftl_valid_of(g) != 0) {
 		af_gc.failed++;
 		printf("warning: gc: block %lu still holds %lu bound pages after relocation: kept\n", (unsigned long)g,
-		       (unsigned long)valid_of(g));
+		       (unsigned long)af_ftl_valid_of(g));
 		af_flash.blocks[g].state = AF_BSTATE_DATA;
 		return -1;
 	}
