@@ -23,6 +23,13 @@ inserted when the next write would overflow the window (and by :meth:`sync`).
 A round trip costs at least one 500-cycle pass of the simulator's event
 loop, so this, and sending every burst of a long read before collecting the
 answers, is most of the host port's speed.
+
+Delayed ACKs: serial2tcp writes its answer one byte per ``write()`` on a
+socket with Nagle's algorithm on, so after the first byte the rest wait for
+our ACK, which Linux delays up to 40 ms.  Every read therefore asks for a
+quick ACK (``TCP_QUICKACK``, which the kernel clears again after use): a
+one-word round trip went from ~13,000 simulated cycles to ~500, and a
+30-command workload from 20 s of wall time to 2 s.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ __all__ = ["Transport", "UartBoneTransport", "TransportError", "WINDOW_BYTES"]
 CMD_WRITE_BURST_INCR = 0x01  # litex.tools.remote.comm_uart's values (the gateware's)
 CMD_READ_BURST_INCR = 0x02
 MAX_BURST = 255
+QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only; elsewhere reads wait for delayed ACKs
 WINDOW_BYTES = 960  # unanswered bytes in flight (serial2tcp's ring: 2,048, refilled 1,024 at a time)
 
 
@@ -105,6 +113,8 @@ class UartBoneTransport:
         out = bytearray()
         while len(out) < n:
             try:
+                if QUICKACK is not None:
+                    self.sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)   # see the module's text: delayed ACKs
                 chunk = self.sock.recv(n - len(out))
             except socket.timeout:
                 raise TransportError(f"device silent for {self.timeout:.0f} s (simulation stalled?)") from None
