@@ -12,9 +12,8 @@ cuts power at the trial's *cut site*:
 =============  ==========================================================
 site           how
 =============  ==========================================================
-``random``     a random instant of the workload: the simulator is killed
-               (every target at once; a program in progress completes or
-               never started, the model writes pages whole)
+``random``     a random simulated instant of the workload, on every target
+               at once (an operation in flight is torn where it got to)
 ``program``    during the k-th program of a random target (a torn page)
 ``erase``      during the k-th erase of a random target
 ``kind:K``     during the k-th program of a page whose OOB kind is K
@@ -25,13 +24,21 @@ site           how
                instant of the next boot (while the firmware recovers)
 =============  ==========================================================
 
+Most cuts are armed when the workload starts, counted from that moment,
+through the SoC's NAND model control port (``simctl.NandControl``): the
+k-th program from now, or an instant from now.  A quarter of them (three
+quarters for ``kind:gc``) land in the boot instead -- the recovery of the
+base and GC at boot: those are NAND model settings counted from power-on,
+drawn within what a clean boot of the base does (:func:`calibrate`).
+
 Then it restarts on the same images, lets the firmware recover, reads the
 workload's LBAs back and judges them (``workload.verify``): every acknowledged
 write, commit and remap present; every group, transaction and remap
 all-or-nothing; nothing else changed; and the device must take new work.
 ``--faults`` adds the NAND model's bit errors, a program and an erase failure
 and MLC paired-page damage (``--faults bits,program,erase``: a subset; see
-:data:`FAULTS`).
+:data:`FAULTS`; ``--faults mix``: each trial draws its own, see
+:data:`FAULT_MIX_WEIGHTS`).
 
 Outcomes: ``pass``; ``violation`` (the oracle's list); ``mismatch`` (the device
 answered a command differently from the model before the cut); ``no-cut``
@@ -79,11 +86,12 @@ SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
 SETUP = ("ckpt every 32", "gc thresholds 10 12")  # per boot: checkpoints and GC often
 # --quick, what make test runs: a fresh device (no fill, no calibration), short workloads, the sites a
 # young device reaches (no GC yet); --smoke: the seasoned base, GC at boot included (make test-slow)
-QUICK = {"count": 8, "commands": 30, "fresh": True, "kill_after_s": (1.0, 8.0), "kind_nth_max": 1,
+QUICK = {"count": 8, "commands": 30, "fresh": True, "kind_nth_max": 1,
          "sites": ("program", "kind:commit", "recovery", "kind:remap", "erase", "kind:checkpoint", "random",
                    "kind:trim")}
-SMOKE = {"count": 6, "commands": 25, "fresh": False, "kill_after_s": (1.0, 25.0), "kind_nth_max": 2,
+SMOKE = {"count": 6, "commands": 25, "fresh": False, "kind_nth_max": 2,
          "sites": ("program", "kind:commit", "recovery", "kind:gc", "erase", "random")}
+RANDOM_NS_PER_COMMAND = 150_000  # simulated time a workload command takes (30 took 4.7 ms): the random site's window
 CALIBRATE_CUT_NS = 80_000_000  # simulated: boot (~30 ms), the setup and GC at boot (~15 ms) are over
 KINDS = {"commit": spec.Kind.COMMIT, "remap": spec.Kind.REMAP, "checkpoint": spec.Kind.CHECKPOINT,
          "gc": spec.Kind.GC_COPY, "trim": spec.Kind.TRIM}
@@ -103,49 +111,68 @@ class Trial:
     faults: str = ""                                  # the FAULTS switched on, comma-separated ("" none)
     cuts: dict = field(default_factory=dict)          # NAND model keys per target ("0".."3")
     recovery_cut_ns: int = 0                          # second cut during the next boot (site recovery)
-    kill_after_s: float = 0.0                         # site random: wall seconds into the workload
+    kill_after_s: float = 0.0                         # (older trials) site random: wall seconds into the workload
+    arm: dict = field(default_factory=dict)           # a cut armed when the workload starts (arm_cut)
     fault_keys: dict = field(default_factory=dict)
     queues: int = 0                                   # host queues the workload uses (0: every one)
 
     @classmethod
     def draw(cls, tid: int, seed: int, site: str, commands: int, faults: str, cal: dict,
-             kill_after_s: tuple[float, float] = (1.0, 25.0), kind_nth_max: int = 2) -> "Trial":
+             kind_nth_max: int = 2) -> "Trial":
         """``cal``: what a boot of the base does before the workload (:func:`calibrate`).  A
-        quarter of the cuts land in it (recovery, GC at boot), the rest after it; three quarters for
-        ``kind:gc``, since a short workload rarely makes GC run again."""
+        quarter of the cuts land in it (recovery, GC at boot) where it does any of the site's
+        operations, three quarters for ``kind:gc`` (a short workload rarely makes GC run again); the
+        rest are armed when the workload starts (``arm``)."""
         rnd = random.Random(seed)
         t = cls(tid, seed, site, commands, faults)
         target = rnd.randrange(TARGETS)
         per_target_programs = max(commands * 2 // TARGETS, 4)
         in_boot = rnd.random() < (0.75 if site == "kind:gc" else 0.25)
-
-        def nth(before: int, after: int) -> int:
-            return rnd.randint(1, before) if in_boot and before else before + rnd.randint(1, after)
+        progress = round(rnd.uniform(0.05, 0.95), 3)
 
         cut = {}
         if site in ("program", "recovery"):
-            cut = {target: {"power_cut_program": nth(cal["programs"][target], per_target_programs)}}
+            if in_boot and cal["programs"][target]:
+                cut = {target: {"power_cut_program": rnd.randint(1, cal["programs"][target])}}
+            else:
+                t.arm = {"when": "PROGRAM", "targets": [target], "k": rnd.randint(1, per_target_programs)}
         elif site == "erase":
-            cut = {target: {"power_cut_erase": nth(cal["erases"][target], 3)}}
+            if in_boot and cal["erases"][target]:
+                cut = {target: {"power_cut_erase": rnd.randint(1, cal["erases"][target])}}
+            elif not any(cal["programs"]):
+                # a young device (no calibration): a short workload erases nothing, its boot erases the
+                # blocks it hands out (erased blocks are erased again before use)
+                cut = {target: {"power_cut_erase": rnd.randint(1, 3)}}
+            else:
+                t.arm = {"when": "ERASE", "targets": [target], "k": rnd.randint(1, 3)}
         elif site == "random":
-            t.kill_after_s = round(rnd.uniform(*kill_after_s), 2)
+            t.arm = {"when": "AT_TIME", "targets": list(range(TARGETS)),
+                     "ns": rnd.randint(1, commands * RANDOM_NS_PER_COMMAND)}
         elif site.startswith("kind:"):
             # every target counts its own pages of the kind; the first to reach its k-th cuts
-            kind = KINDS[site[5:]].name
-            before = cal["by_kind"].get(kind, [0] * TARGETS)
-            k = rnd.randint(1, kind_nth_max)
-            cut = {i: {"power_cut_kind": int(KINDS[site[5:]]),
-                       "power_cut_kind_nth": rnd.randint(1, before[i]) if in_boot and before[i] else before[i] + k}
-                   for i in range(TARGETS)}
-        progress = round(rnd.uniform(0.05, 0.95), 3)
+            kind = KINDS[site[5:]]
+            before = cal["by_kind"].get(kind.name, [0] * TARGETS)
+            if in_boot and any(before):
+                cut = {i: {"power_cut_kind": int(kind), "power_cut_kind_nth": rnd.randint(1, before[i])}
+                       for i in range(TARGETS) if before[i]}
+            else:
+                t.arm = {"when": "PROGRAM_KIND", "targets": list(range(TARGETS)), "kind": int(kind),
+                         "k": rnd.randint(1, kind_nth_max)}
+        if t.arm:
+            t.arm["progress"] = progress
         t.cuts = {str(i): {**keys, "power_cut_progress": progress, "power_cut_finish": 1} for i, keys in cut.items()}
         if site == "recovery":
             t.recovery_cut_ns = rnd.randint(1_000_000, 12_000_000)
-        t.fault_keys = fault_keys(faults, rnd)
+        if faults == "mix":   # this trial's own subset (kept in the trial, so a replay has the same faults)
+            t.faults = rnd.choices(FAULT_MIX, weights=[w for _, w in FAULT_MIX_WEIGHTS])[0]
+        t.fault_keys = fault_keys(t.faults, rnd)
         return t
 
 
 FAULTS = ("bits", "program", "erase", "mlc")
+# --faults mix: each trial draws one of these (MLC changes what the device is, so it needs a base of its own)
+FAULT_MIX_WEIGHTS = (("", 4), ("bits", 1), ("program", 1), ("erase", 1), ("bits,program,erase", 2))
+FAULT_MIX = [f for f, _ in FAULT_MIX_WEIGHTS]
 
 
 def fault_keys(faults: str, rnd: random.Random) -> dict:
@@ -269,6 +296,15 @@ def calibrate(base: Path, gateware: Path, log=print) -> dict:
 
 # -- one trial ----------------------------------------------------------------------
 
+def arm_cut(dev, run_dir: Path, arm: dict) -> None:
+    """Arm ``arm`` (a Trial's) on the running simulation, counted from now."""
+    from atomflash.nandsim import NandCutWhen
+
+    ctl = simctl.NandControl.attach(dev.t, run_dir)
+    ctl.schedule_cut(arm["targets"], NandCutWhen[arm["when"]], arm.get("k", 0), ns=arm.get("ns", 0),
+                     kind=arm.get("kind", 0), progress=arm.get("progress"), clk_hz=simctl.status(run_dir)["clk_hz"])
+
+
 def _start(run_dir: Path, gateware: Path, keys_for: dict[int, dict], every: dict | None = None):
     cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN, image=str(run_dir / "nand"),
                            nand_set=dict(every or {}),
@@ -309,7 +345,9 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
         # The cut may come before the workload: the firmware's own programs
         # (recovery, GC at boot) count too.  That is a cut like any other.
         try:
-            _start(tdir, gateware, {int(i): keys for i, keys in trial.cuts.items()}, trial.fault_keys)
+            # power_cut_finish everywhere: a cut armed later ends the simulation too
+            _start(tdir, gateware, {int(i): keys for i, keys in trial.cuts.items()},
+                   {**trial.fault_keys, **({"power_cut_finish": 1} if trial.arm else {})})
         except simctl.SimError as e:
             if not _power_lost(tdir):
                 res.update(outcome="boot-failure", detail=str(e)[-800:])
@@ -323,6 +361,8 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
                     simctl.console_command(line, tdir)
                 devs = Device.attach_sim_all(tdir, queues=trial.queues or None, timeout=300)
                 rec = Recorder(devs, initial=initial)
+                if trial.arm:
+                    arm_cut(devs[0], tdir, trial.arm)
             except (simctl.SimError, TransportError):
                 if not _power_lost(tdir):
                     raise
@@ -461,6 +501,18 @@ def report(results: list[dict], path: Path | None, args) -> str:
         lines.append(f"| {s} | {len(rs)} | {counts} | {sum(fl) / len(fl):.1f} |" if fl else
                      f"| {s} | {len(rs)} | {counts} | - |")
     table = "\n".join(lines)
+    fault_sets = sorted({r.get("faults", "") for r in results})
+    if len(fault_sets) > 1:
+        rows = ["| faults | trials | " + " | ".join(outcomes) + " |", "| --- | ---: | " + " | ".join("---:" for _ in outcomes) + " |"]
+        for f in fault_sets:
+            rs = [r for r in results if r.get("faults", "") == f]
+            rows.append(f"| {f or 'none'} | {len(rs)} | " + " | ".join(str(sum(r['outcome'] == o for r in rs)) for o in outcomes) + " |")
+        table += "\n\n" + "\n".join(rows)
+    cut = sum(bool(r.get("cut_seen")) for r in results)
+    second = sum(r.get("recovery_cut") == "during boot" for r in results)
+    table += (f"\n\n{cut + second} power cuts judged: {cut} trials lost power at their site, {second} of them again "
+              f"while recovering; {sum(r['outcome'] == 'no-cut' for r in results)} trials ended their workload "
+              "before the cut came (judged after a kill).")
     full = [r for r in results if r.get("no_space") and r["outcome"] in ("pass", "no-cut")]
     if full:
         ended = sum(r["no_space"].startswith("workload") for r in full)
@@ -495,6 +547,7 @@ def main(argv=None) -> int:
                    help="cut sites to rotate through")
     p.add_argument("--faults", nargs="?", const=",".join(FAULTS), default="",
                    help=f"NAND faults: bit errors, a program and an erase failure per target, MLC paired-page damage "
+                        f"('mix': each trial draws none, one, or bits+program+erase; not mlc) "
                         f"(bare: all; or a comma-separated subset of {','.join(FAULTS)})")
     p.add_argument("--queues", type=int, default=0,
                    help="host queues the workload runs on, interleaved (default 0: every host queue the SoC has)")
@@ -518,15 +571,15 @@ def main(argv=None) -> int:
                    help="a built simulation (soc/sim.py --build-only prints it; default: build it now). "
                         "A copy keeps a long campaign independent of later rebuilds")
     args = p.parse_args(argv)
-    bad_faults = [f for f in args.faults.split(",") if f and f not in FAULTS]
+    bad_faults = [f for f in args.faults.split(",") if f and f not in FAULTS and args.faults != "mix"]
     if bad_faults:
         p.error(f"--faults: {', '.join(bad_faults)}: not one of {', '.join(FAULTS)}")
-    kill_after_s, kind_nth_max = (1.0, 25.0), 2
+    kind_nth_max = 2
     for flag, preset in (("quick", QUICK), ("smoke", SMOKE)):
         if getattr(args, flag):
             args.count, args.commands, args.sites = preset["count"], preset["commands"], ",".join(preset["sites"])
             args.fresh = args.fresh or preset["fresh"]
-            kill_after_s, kind_nth_max = preset["kill_after_s"], preset["kind_nth_max"]
+            kind_nth_max = preset["kind_nth_max"]
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
     base = out / "base"
@@ -569,7 +622,7 @@ def main(argv=None) -> int:
                                 fault_keys=fault_keys(args.faults, random.Random(args.seed))))
     else:
         trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults, cal,
-                             kill_after_s, kind_nth_max) for i in range(args.count)]
+                             kind_nth_max) for i in range(args.count)]
     for t in trials:
         t.queues = args.queues
     todo = [t for t in trials if t.id not in done]

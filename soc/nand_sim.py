@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from migen import ClockSignal, Instance, Signal
+from migen import ClockSignal, If, Instance, Mux, Signal
+from litex.gen import LiteXModule
+from litex.soc.interconnect.csr import CSR, CSRField, CSRStatus, CSRStorage
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_DIR = ROOT / "sim" / "nand_model"
@@ -34,6 +36,55 @@ SAMPLE_CYCLES = 3
 
 PINS_IN = ("ce_n", "cle", "ale", "we_n", "re_n", "wp_n", "dq_i")   # model inputs (host drives)
 PINS_OUT = ("dq_o", "dq_oe", "rb_n")                             # model outputs
+
+
+class NandModelControl(LiteXModule):
+    """The NAND models' control port on the SoC bus (simulation only): what
+    cocotb does through the models' public ``ctl_*`` registers, a host does
+    through these CSRs (``atomflash.simctl.NandControl``), e.g. schedule a
+    power cut at the k-th program *from now*, or at a simulated instant.
+
+    Write ``op`` (``atomflash.nandsim.NandCtl``) and ``arg0..2``, then
+    ``target`` with ``go``: the models named run the operation on their next
+    clock edge; ``status.done`` rises when every one has, and ``result``
+    holds the answer of the lowest-numbered one.  ``cycle`` is the clock count
+    the models share (their time is ``cycle`` x the clock period)."""
+
+    def __init__(self, count: int):
+        self.ports = [dict(strobe=Signal(), ack=Signal(), result=Signal(64)) for _ in range(count)]
+        self.op = CSRStorage(32, description="NandCtl operation")
+        self.arg0 = CSRStorage(64, description="first argument")
+        self.arg1 = CSRStorage(64, description="second argument")
+        self.arg2 = CSRStorage(64, description="third argument")
+        self.control = CSRStorage(fields=[
+            CSRField("targets", size=count, description="the models to run ``op`` (bit i: target i)"),
+            CSRField("go", size=1, offset=31, pulse=True, description="write 1: run it"),
+        ])
+        self.status = CSRStatus(fields=[CSRField("done", size=1, description="every model named has answered")])
+        self.result = CSRStatus(64, description="the answer of the lowest-numbered model named")
+        self.cycle = CSRStatus(64, description="clock edges since power-on (the models' time base)")
+
+        # # #
+
+        cycle = Signal(64)
+        self.sync += cycle.eq(cycle + 1)
+        self.comb += self.cycle.status.eq(cycle)
+        targets = self.control.fields.targets
+        pending = [p["strobe"] ^ p["ack"] for p in self.ports]
+        self.comb += self.status.fields.done.eq(~_any([targets[i] & pending[i] for i in range(count)]))
+        for i, p in enumerate(self.ports):
+            self.sync += If(self.control.fields.go & targets[i], p["strobe"].eq(~p["strobe"]))
+        result = self.ports[-1]["result"]
+        for i in reversed(range(count - 1)):
+            result = Mux(targets[i], self.ports[i]["result"], result)
+        self.comb += self.result.status.eq(result)
+
+
+def _any(bits):
+    acc = bits[0]
+    for b in bits[1:]:
+        acc = acc | b
+    return acc
 
 
 def add_nand_models(soc, *, channels: int, ways: int, gen_dir: Path):
@@ -50,6 +101,7 @@ def add_nand_models(soc, *, channels: int, ways: int, gen_dir: Path):
     soc.sim_cflags.append(f"-I{gen_dir} -I{MODEL_DIR}")
 
     soc.nand_pins = []
+    soc.nandctl = NandModelControl(channels * ways)
     for ch in range(channels):
         for way in range(ways):
             index = ch * ways + way
@@ -62,6 +114,10 @@ def add_nand_models(soc, *, channels: int, ways: int, gen_dir: Path):
             soc.specials += Instance(
                 "nand_model", name=f"nand{index}", p_INDEX=index,
                 i_clk=ClockSignal("sys"),
+                i_ext_ctl_strobe=soc.nandctl.ports[index]["strobe"], i_ext_ctl_op=soc.nandctl.op.storage,
+                i_ext_ctl_arg0=soc.nandctl.arg0.storage, i_ext_ctl_arg1=soc.nandctl.arg1.storage,
+                i_ext_ctl_arg2=soc.nandctl.arg2.storage, o_ext_ctl_ack=soc.nandctl.ports[index]["ack"],
+                o_ext_ctl_result=soc.nandctl.ports[index]["result"],
                 **{("o_" if k in PINS_OUT else "i_") + k: v for k, v in pins.items()})
 
 

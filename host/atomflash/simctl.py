@@ -21,11 +21,14 @@ Stopping: :func:`stop` ends the simulation cleanly (the console's ``exit``);
 ``power_cut=True`` kills it at once, mid-whatever -- a power cut at a random
 instant.  A power cut *during* a program or erase (a torn page) is a NAND
 model setting: ``target_set=[{"power_cut_program": k, "power_cut_finish": 1}]``
-ends the simulation while target 0 programs its k-th page.
+ends the simulation while target 0 programs its k-th page.  :class:`NandControl`
+does the same on a running simulation, counted from *now* (the SoC's
+``nandctl`` CSRs, over the host port).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import pty
@@ -39,7 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SimConfig", "SimError", "start", "stop", "status", "serve", "console_command", "boot_report",
+__all__ = ["SimConfig", "SimError", "NandControl", "start", "stop", "status", "serve", "console_command", "boot_report",
            "default_run_dir", "source_root"]
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -49,6 +52,82 @@ BOOT_DONE = "Type 'help'."
 
 class SimError(RuntimeError):
     """The simulation could not be started, reached or stopped."""
+
+
+class NandControl:
+    """The NAND models' control port (``atomflash.nandsim.NandCtl``) on a
+    running simulation: the SoC's ``nandctl`` CSRs (``soc/nand_sim.py``
+    NandModelControl), reached over the host port.  ``transport``: an
+    ``atomflash.transport`` link (e.g. ``Device.t``); ``csr_csv``: the build's
+    ``csr.csv`` (``sim.json`` names it).
+
+    :meth:`schedule_cut` arms a cut counted from the moment it runs -- the
+    k-th program (or erase, or program of an OOB kind) from now, or an
+    instant ``ns`` from now -- so a campaign cuts inside its workload without
+    calibrating what the boot did."""
+
+    def __init__(self, transport, csr_csv: Path | str):
+        self.t = transport
+        self.regs: dict[str, tuple[int, int]] = {}
+        with open(csr_csv, newline="") as f:
+            for row in csv.reader(f):
+                if row and row[0] == "csr_register" and row[1].startswith("nandctl_"):
+                    self.regs[row[1][len("nandctl_"):]] = (int(row[2], 0), int(row[3]))
+        if not self.regs:
+            raise SimError(f"{csr_csv}: this build has no NAND model control port (nandctl CSRs)")
+
+    @classmethod
+    def attach(cls, transport, run_dir: Path | str) -> "NandControl":
+        return cls(transport, json.loads((Path(run_dir) / "sim.json").read_text())["csr_csv"])
+
+    def _write(self, name: str, value: int) -> None:
+        addr, words = self.regs[name]
+        value &= (1 << (32 * words)) - 1
+        self.t.write(addr, [(value >> (32 * (words - 1 - i))) & 0xFFFFFFFF for i in range(words)])
+
+    def _read(self, name: str) -> int:
+        addr, words = self.regs[name]
+        value = 0
+        for w in self.t.read(addr, words):
+            value = (value << 32) | w
+        return value
+
+    def cycle(self) -> int:
+        """Clock edges since power-on: the models' time is this x the clock period."""
+        return self._read("cycle")
+
+    def run(self, targets, op: int, arg0: int = 0, arg1: int = 0, arg2: int = 0) -> int:
+        """Run ``op`` on every target in ``targets``; returns the first one's answer (signed)."""
+        targets = sorted(set(targets))
+        if not targets or min(targets) < 0:
+            raise ValueError(f"targets {targets}: name one or more models")
+        self._write("op", int(op))
+        self._write("arg0", arg0)
+        self._write("arg1", arg1)
+        self._write("arg2", arg2)
+        self._write("control", sum(1 << t for t in targets) | 1 << 31)
+        for _ in range(50):
+            if self._read("status") & 1:
+                r = self._read("result")
+                return r - (1 << 64) if r >> 63 else r
+        raise SimError(f"the NAND models {targets} did not answer control operation {op}")
+
+    def schedule_cut(self, targets, when: int, k: int = 0, *, ns: int = 0, progress: float | None = None,
+                     kind: int = 0, clk_hz: int = 100_000_000) -> None:
+        """Arm a cut on ``targets`` (``nandsim.NandCutWhen``): the ``k``-th program/erase from now
+        (``kind``: of pages of that OOB kind), or ``ns`` simulated nanoseconds from now (AT_TIME).
+        ``progress``: how far the torn operation got (0..1; None: the model's setting)."""
+        from .nandsim import NandCtl, NandCutWhen
+
+        if when == NandCutWhen.AT_TIME:
+            arg1 = self.cycle() * 10**9 // clk_hz + ns
+        elif when == NandCutWhen.PROGRAM_KIND:
+            arg1 = k | kind << 32
+        else:
+            arg1 = k
+        arg2 = 0 if progress is None else max(1, min(999, round(progress * 1000)))
+        if self.run(targets, NandCtl.SCHEDULE_CUT, int(when), arg1, arg2) != 0:
+            raise SimError(f"the NAND models refused the cut ({NandCutWhen(when).name}, {arg1})")
 
 
 def source_root() -> Path:

@@ -1637,7 +1637,10 @@ void NandModel::power_cut(const char *why) {
     drive = false;
     msync(map, map_size, MS_SYNC);
     write_stats();
-    if (cfg.power_cut_finish) finish_req = true;
+    /* One $finish per process: Verilator exits at once on a second one, before the
+     * other models of the same clock edge (a cut on every target at one instant) cut. */
+    static bool finish_asked = false;
+    if (cfg.power_cut_finish && !finish_asked) finish_req = finish_asked = true;
 }
 
 void NandModel::run_until(int64_t t) {

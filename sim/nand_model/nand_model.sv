@@ -19,6 +19,12 @@
 // ctl_arg0..2 (atomflash.nandsim.NandCtl), then toggle ctl_strobe; when
 // ctl_ack equals ctl_strobe, ctl_result holds the answer.  power_lost goes
 // high when power is cut and stays high until the model is reloaded.
+//
+// The same operations from inside the simulated system: the ext_ctl_* ports
+// (the SoC's NandModelControl, soc/nand_sim.py; tie ext_ctl_strobe low where
+// nothing drives them).  A change of ext_ctl_strobe runs ext_ctl_op once;
+// ext_ctl_ack follows it with ext_ctl_result.  A host schedules cuts this way
+// relative to the moment its workload starts.
 
 `timescale 1ns / 1ps
 
@@ -35,7 +41,14 @@ module nand_model #(
     input  wire [7:0] dq_i,
     output reg  [7:0] dq_o,
     output reg        dq_oe,
-    output reg        rb_n
+    output reg        rb_n,
+    input  wire        ext_ctl_strobe,
+    input  wire [31:0] ext_ctl_op,
+    input  wire [63:0] ext_ctl_arg0,
+    input  wire [63:0] ext_ctl_arg1,
+    input  wire [63:0] ext_ctl_arg2,
+    output reg         ext_ctl_ack,
+    output reg  [63:0] ext_ctl_result
 );
     import "DPI-C" function chandle nand_model_open(input int index, input string config_path, input string overrides);
     import "DPI-C" function longint nand_model_eval(input chandle h, input longint cycle, input int pins, output int outs);
@@ -77,6 +90,8 @@ module nand_model #(
         ctl_strobe = 0;
         ctl_ack = 0;
         ctl_result = 0;
+        ext_ctl_ack = 0;
+        ext_ctl_result = 0;
         power_lost = 0;
         cycle = 0;
         deadline = 0;       // evaluate on the first edge
@@ -95,6 +110,11 @@ module nand_model #(
             ctl_result <= nand_model_control(handle, cycle, ctl_op, ctl_arg0, ctl_arg1, ctl_arg2);
             ctl_ack <= ctl_strobe;
             deadline = cycle;  // outputs may have changed (reload, power cut)
+        end
+        if (ext_ctl_strobe != ext_ctl_ack) begin
+            ext_ctl_result <= nand_model_control(handle, cycle, ext_ctl_op, ext_ctl_arg0, ext_ctl_arg1, ext_ctl_arg2);
+            ext_ctl_ack <= ext_ctl_strobe;
+            deadline = cycle;  // a cut scheduled sooner than the deadline asked for
         end
         if (pins != last_pins || cycle >= deadline) begin
             deadline = nand_model_eval(handle, cycle, pins, outs);

@@ -19,6 +19,9 @@ from tb.common import runner
 
 HERE = Path(__file__).resolve().parent
 MODEL = runner.ROOT / "sim" / "nand_model"
+# the model's in-system control port (the SoC drives it; cocotb uses the public ctl_* registers)
+TIE_EXT_CTL = (".ext_ctl_strobe(1'b0), .ext_ctl_op(32'd0), .ext_ctl_arg0(64'd0), .ext_ctl_arg1(64'd0), "
+               ".ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result()")
 
 
 def generate_top(channels: int, ways: int, *, module: str = "nand_controller", buffers: bool = True,
@@ -79,7 +82,7 @@ def generate_top(channels: int, ways: int, *, module: str = "nand_controller", b
                 f"    wire [7:0] t{i}_dq;", f"    wire t{i}_oe;",
                 f"    nand_model #(.INDEX({i})) target{i} (.clk(clk), .ce_n(ce_n{c}[{w}]), .cle(cle{c}), "
                 f".ale(ale{c}), .we_n(we_n{c}), .re_n(re_n{c}), .wp_n(wp_n{c}), .dq_i(dq_o{c}), "
-                f".dq_o(t{i}_dq), .dq_oe(t{i}_oe), .rb_n(rb_n{c}[{w}]));",
+                f".dq_o(t{i}_dq), .dq_oe(t{i}_oe), .rb_n(rb_n{c}[{w}]), {TIE_EXT_CTL});",
             ]
             terms.append(f"(t{i}_oe ? t{i}_dq : 8'h00)")
         lines.append(f"    assign dq_i{c} = {' | '.join(terms)};")

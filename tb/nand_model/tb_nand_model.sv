@@ -39,8 +39,10 @@ module tb_nand_model;
 
     nand_model #(.INDEX(0)) target0 (
         .clk(clk), .ce_n(ce_n[0]), .cle(cle), .ale(ale), .we_n(we_n), .re_n(re_n), .wp_n(wp_n),
-        .dq_i(dq_i), .dq_o(dq_o0), .dq_oe(dq_oe0), .rb_n(rb_n[0]));
+        .dq_i(dq_i), .dq_o(dq_o0), .dq_oe(dq_oe0), .rb_n(rb_n[0]),
+        .ext_ctl_strobe(1'b0), .ext_ctl_op(32'd0), .ext_ctl_arg0(64'd0), .ext_ctl_arg1(64'd0), .ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result());
     nand_model #(.INDEX(1)) target1 (
         .clk(clk), .ce_n(ce_n[1]), .cle(cle), .ale(ale), .we_n(we_n), .re_n(re_n), .wp_n(wp_n),
-        .dq_i(dq_i), .dq_o(dq_o1), .dq_oe(dq_oe1), .rb_n(rb_n[1]));
+        .dq_i(dq_i), .dq_o(dq_o1), .dq_oe(dq_oe1), .rb_n(rb_n[1]),
+        .ext_ctl_strobe(1'b0), .ext_ctl_op(32'd0), .ext_ctl_arg0(64'd0), .ext_ctl_arg1(64'd0), .ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result());
 endmodule

@@ -24,7 +24,8 @@ module bench_top (
 
     nand_model #(.INDEX(0)) target (
         .clk(clk), .ce_n(ce_n), .cle(cle), .ale(ale), .we_n(we_n), .re_n(re_n), .wp_n(1'b1),
-        .dq_i(dq_i), .dq_o(dq_o), .dq_oe(dq_oe), .rb_n(rb_n));
+        .dq_i(dq_i), .dq_o(dq_o), .dq_oe(dq_oe), .rb_n(rb_n),
+        .ext_ctl_strobe(1'b0), .ext_ctl_op(32'd0), .ext_ctl_arg0(64'd0), .ext_ctl_arg1(64'd0), .ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result());
 
     int page_bytes = 2176, pages_per_block = 64, pages_total = 64;
     initial begin
