@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo demo-log campaign test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc synth-channel bitstream board-report clean
+.PHONY: help deps gen demo demo-log campaign campaign-long test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc synth-channel bitstream board-report clean
 SIM_ARGS ?=
 BOARD ?= colorlight_i5
 BOARD_ARGS ?=
@@ -30,6 +30,9 @@ demo: deps ## the main job: a host drives the simulated SSD (SoC + firmware + FT
 
 campaign: deps ## power-fault campaign on the full simulated system, judged by the model's oracle (CAMPAIGN_ARGS="--count 20 --jobs 2 --faults --report docs/campaign.md"; resumable, build/campaign)
 	@$(PY) sim/campaign.py $(CAMPAIGN_ARGS)
+
+campaign-long: deps ## the long power-fault campaign: 10,000 trials on both cores, faults mixed in, 8 blocks per LUN -> docs/campaign_long.md (resumable: run it again to go on)
+	@$(PY) sim/campaign.py --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/campaign_long.md $(CAMPAIGN_ARGS)
 
 demo-log: deps ## the earlier demo: the commit-flag log alone through the RTL NAND controller (no FTL, no SoC)
 	@$(PY) sim/demo_log.py
