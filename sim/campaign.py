@@ -91,6 +91,7 @@ QUICK = {"count": 8, "commands": 30, "fresh": True, "kind_nth_max": 1,
                    "kind:trim")}
 SMOKE = {"count": 6, "commands": 25, "fresh": False, "kind_nth_max": 2,
          "sites": ("program", "kind:commit", "recovery", "kind:gc", "erase", "random")}
+CHAIN = 8                        # --chain: trials per device boot sequence
 REPORT_EVERY = 20                # --report is rewritten every this many trials, and at the end
 RANDOM_NS_PER_COMMAND = 150_000  # simulated time a workload command takes (30 took 4.7 ms): the random site's window
 CALIBRATE_CUT_NS = 80_000_000  # simulated: boot (~30 ms), the setup and GC at boot (~15 ms) are over
@@ -327,15 +328,88 @@ def _power_lost(run_dir: Path) -> bool:
     return "power lost at" in simctl.boot_text(run_dir)
 
 
-def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], gateware: Path) -> dict:
+@dataclass
+class Chain:
+    """One simulated device that trials run on back to back (:func:`run_chain`): a trial's reboot, which
+    recovers and verifies its cut, is the next trial's boot."""
+    run: Path                       # the simulation's directory (its images are the device)
+    initial: dict[int, bytes]       # what the span holds now: the next trial's oracle state
+    start: Path                     # the images the running boot started from (a failing trial's reproducer)
+    booted: bool = False            # up, recovered, verified: the next trial goes straight to its workload
+
+    def snapshot(self, name: str) -> Path:
+        """Copy the (stopped) simulation's images to run/<name>; returns that directory."""
+        d = self.run / name
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        for i in range(TARGETS):
+            shutil.copy(self.run / f"nand{i}.img", d / f"nand{i}.img")
+        return d
+
+
+def _chain_ends_after(t: Trial) -> bool:
+    """Program or erase failures leave grown bad blocks: the next trial starts from the base again."""
+    return bool({"program", "erase"} & set(t.faults.split(",")))
+
+
+def chains_of(trials: list[Trial], length: int) -> list[list[Trial]]:
+    """Trials grouped into chains of up to ``length``: a trial whose cut is a NAND setting counted from
+    power-on (``cuts``: in the boot) starts a chain; one that leaves grown bad blocks ends it."""
+    out, cur = [], []
+    for t in trials:
+        if cur and (t.cuts or len(cur) >= length):
+            out.append(cur)
+            cur = []
+        cur.append(t)
+        if _chain_ends_after(t):
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def run_chain(trials: list[Trial], base: Path, out: Path, initial: dict[int, bytes], gateware: Path) -> list[dict]:
+    """``trials`` back to back on one copy of the base: each trial's reboot recovers and verifies its cut,
+    then the next trial's workload runs on that same boot.  A trial that fails, or leaves the device out
+    of space, ends the chain there (the rest run as a new chain from the base)."""
+    results = []
+    while trials:
+        chain = Chain(out / f"chain-{trials[0].id:05d}", dict(initial), base)
+        shutil.rmtree(chain.run, ignore_errors=True)
+        chain.run.mkdir(parents=True)
+        for i in range(TARGETS):
+            shutil.copy(base / f"nand{i}.img", chain.run / f"nand{i}.img")
+        try:
+            while trials:
+                t = trials.pop(0)
+                nxt = trials[0] if trials and not trials[0].cuts and not _chain_ends_after(t) else None
+                r = run_trial(t, chain, out, gateware, next_trial=nxt)
+                results.append(r)
+                if not chain.booted:
+                    break
+        finally:
+            if chain.booted:
+                simctl.stop(chain.run, power_cut=True)
+            shutil.rmtree(chain.run, ignore_errors=True)
+    return results
+
+
+def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, initial: dict[int, bytes] | None = None,
+              next_trial: Trial | None = None) -> dict:
+    """One trial on ``chain`` (or, given a base directory and ``initial``, on a copy of it).  With
+    ``next_trial`` the simulation stays up after a passing verification, set up for that trial."""
+    if not isinstance(chain, Chain):
+        results = run_chain([trial], chain, out, initial, gateware)
+        return results[0]
+    run = chain.run
     tdir = out / f"t{trial.id:05d}"
     shutil.rmtree(tdir, ignore_errors=True)
     tdir.mkdir(parents=True)
-    for i in range(TARGETS):
-        shutil.copy(base / f"nand{i}.img", tdir / f"nand{i}.img")
     (tdir / "trial.json").write_text(json.dumps(asdict(trial), indent=2))
+    initial, start = chain.initial, chain.start
     res = {"id": trial.id, "site": trial.site, "seed": trial.seed, "faults": trial.faults, "outcome": "error",
-           "detail": "", "commands": 0, "in_flight": 0, "cut_seen": False}
+           "detail": "", "commands": 0, "in_flight": 0, "cut_seen": False, "chained": chain.booted}
     t0 = time.monotonic()
     phases = res["phases"] = {}
 
@@ -343,29 +417,31 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
         phases[name] = round(time.monotonic() - t0 - sum(phases.values()), 1)
 
     try:
-        # The cut may come before the workload: the firmware's own programs
-        # (recovery, GC at boot) count too.  That is a cut like any other.
-        try:
-            # power_cut_finish everywhere: a cut armed later ends the simulation too
-            _start(tdir, gateware, {int(i): keys for i, keys in trial.cuts.items()},
-                   {**trial.fault_keys, **({"power_cut_finish": 1} if trial.arm else {})})
-        except simctl.SimError as e:
-            if not _power_lost(tdir):
-                res.update(outcome="boot-failure", detail=str(e)[-800:])
-                return res
-            res.update(cut_seen=True, cut_during="boot")
+        if not chain.booted:
+            # The cut may come before the workload: the firmware's own programs
+            # (recovery, GC at boot) count too.  That is a cut like any other.
+            try:
+                # power_cut_finish everywhere: a cut armed later ends the simulation too
+                _start(run, gateware, {int(i): keys for i, keys in trial.cuts.items()},
+                       {**trial.fault_keys, **({"power_cut_finish": 1} if trial.arm else {})})
+            except simctl.SimError as e:
+                if not _power_lost(run):
+                    res.update(outcome="boot-failure", detail=str(e)[-800:])
+                    return res
+                res.update(cut_seen=True, cut_during="boot")
+        chain.booted = False
         phase("boot")
         rec = None
         if not res["cut_seen"]:
             try:
                 for line in SETUP:
-                    simctl.console_command(line, tdir)
-                devs = Device.attach_sim_all(tdir, queues=trial.queues or None, timeout=300)
+                    simctl.console_command(line, run)
+                devs = Device.attach_sim_all(run, queues=trial.queues or None, timeout=300)
                 rec = Recorder(devs, initial=initial)
                 if trial.arm:
-                    arm_cut(devs[0], tdir, trial.arm)
+                    arm_cut(devs[0], run, trial.arm)
             except (simctl.SimError, TransportError):
-                if not _power_lost(tdir):
+                if not _power_lost(run):
                     raise
                 res.update(cut_seen=True, cut_during="setup")
         phase("setup")
@@ -374,7 +450,7 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
             if trial.kill_after_s:
                 import threading
 
-                killer = threading.Timer(trial.kill_after_s, simctl.stop, args=(tdir,), kwargs={"power_cut": True})
+                killer = threading.Timer(trial.kill_after_s, simctl.stop, args=(run,), kwargs={"power_cut": True})
                 killer.start()
             try:
                 random_workload(rec, random.Random(trial.seed), commands=trial.commands, span=SPAN, salt=trial.seed)
@@ -386,7 +462,7 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
                 res["no_space"] = f"workload: {e}"
             except Mismatch as e:
                 res.update(outcome="mismatch", detail=str(e))
-                simctl.stop(tdir, power_cut=True)
+                simctl.stop(run, power_cut=True)
                 return res
             finally:
                 if killer is not None:
@@ -399,26 +475,31 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
             res["in_flight"] = len(rec.in_flight_ops)
         phase("workload")
         if not res["cut_seen"]:
-            simctl.stop(tdir, power_cut=True)
-        simctl.wait_exit(tdir, timeout=120)
-        res["programs_by_kind"] = _programs_by_kind(tdir)
+            simctl.stop(run, power_cut=True)
+        simctl.wait_exit(run, timeout=120)
+        res["programs_by_kind"] = _programs_by_kind(run)
         phase("cut")
         if trial.recovery_cut_ns:
             try:  # the second cut: during the next boot
-                _start(tdir, gateware, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
+                _start(run, gateware, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
                 res["recovery_cut"] = "after boot"  # the boot was faster than the cut
-                simctl.stop(tdir, power_cut=True)
+                simctl.stop(run, power_cut=True)
             except simctl.SimError:
                 res["recovery_cut"] = "during boot"
-            simctl.wait_exit(tdir, timeout=120)
+            simctl.wait_exit(run, timeout=120)
+        # what the next trial's boot starts from: its reproducer, should it fail
+        after_cut = chain.snapshot(f"start-{next_trial.id:05d}") if next_trial is not None else None
+        # the reboot recovers and verifies this trial; chained, it is also the next trial's boot (its faults)
+        boot_keys = ({**next_trial.fault_keys, **({"power_cut_finish": 1} if next_trial.arm else {})}
+                     if next_trial is not None else trial.fault_keys)
         try:
-            _start(tdir, gateware, {}, trial.fault_keys)
+            _start(run, gateware, {}, boot_keys)
         except simctl.SimError as e:
             res.update(outcome="boot-failure", detail=str(e)[-800:])
             return res
         phase("reboot")
-        dev = Device.attach_sim(tdir, timeout=300)
-        res["recovery"] = [l for l in simctl.boot_report(tdir).splitlines() if l.startswith("recovery:")][:2]
+        dev = Device.attach_sim(run, timeout=300)
+        res["recovery"] = [l for l in simctl.boot_report(run).splitlines() if l.startswith("recovery:")][:2]
         recovered = read_span(dev, SPAN)
         history = rec.model.history if rec is not None else []
         violations = verify(history, recovered, lba_size=dev.lba_size, initial=initial)
@@ -433,8 +514,6 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
             res["no_space"] = f"after recovery: {why.name}"
             new_work = why != spec.NoSpace.NONE and dev.read(SPAN) == before
         dev.close()
-        simctl.stop(tdir)
-        phase("verify")
         if violations:
             res.update(outcome="violation", detail="; ".join(map(str, violations[:10])),
                        violations=len(violations))
@@ -442,15 +521,26 @@ def run_trial(trial: Trial, base: Path, out: Path, initial: dict[int, bytes], ga
             res.update(outcome="violation", detail="the device did not take new work after recovery")
         else:
             res["outcome"] = "pass" if res["cut_seen"] else "no-cut"
+        if res["outcome"] in ("pass", "no-cut") and next_trial is not None and not res.get("no_space"):
+            chain.booted, chain.initial, chain.start = True, recovered, after_cut
+            if start.parent == run:
+                shutil.rmtree(start, ignore_errors=True)   # this trial's own start: it passed
+        else:
+            simctl.stop(run)
+        phase("verify")
     except Exception as e:  # noqa: BLE001 -- every failure becomes a reproducer
         res.update(outcome="error", detail=f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}")
-        simctl.stop(tdir, power_cut=True)
+        chain.booted = False
+        simctl.stop(run, power_cut=True)
     finally:
         res["wall_s"] = round(time.monotonic() - t0, 1)
         if res["outcome"] in ("pass", "no-cut"):
             shutil.rmtree(tdir, ignore_errors=True)
         else:
-            shutil.copytree(base, tdir / "base", ignore=shutil.ignore_patterns("*.sock", "modules"), dirs_exist_ok=True)
+            # the reproducer: the images this trial's boot started from, its oracle state, the base's settings
+            shutil.copytree(start, tdir / "base", ignore=shutil.ignore_patterns("*.sock", "modules"), dirs_exist_ok=True)
+            (tdir / "base" / "initial.json").write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
+            (tdir / "base" / "base.json").write_text(json.dumps({"fresh": False, "blocks_per_lun": BLOCKS_PER_LUN}))
             res["replay"] = f"python sim/campaign.py --dir {out} --replay {tdir / 'trial.json'}"
             (tdir / "result.json").write_text(json.dumps(res, indent=2))
     return res
@@ -462,9 +552,15 @@ def freeze_gateware(gw: Path, dest: Path) -> Path:
     """A copy of what a simulation runs from (``Vsim``, ``modules/``, the memory images, ``sim_config.js``,
     ``csr.csv``) under ``dest``: the shared build may be rebuilt while a long campaign runs (a test, a
     firmware change), and a running ``Vsim`` whose binary is replaced dies (SIGBUS).  Returns the copy's
-    gateware directory.  One copy per build (named by the binary's time stamp), so a replay started while
-    a campaign runs in the same directory shares its copy instead of replacing it."""
-    dest = dest.with_name(f"{dest.name}-{(gw / 'obj_dir' / 'Vsim').stat().st_mtime_ns}")
+    gateware directory.  One copy per build (named by the binary's time stamp and the memory images,
+    so a firmware-only rebuild gets a copy of its own), so a replay started while a campaign runs in the
+    same directory shares its copy instead of replacing it."""
+    import hashlib
+
+    h = hashlib.sha256(str((gw / "obj_dir" / "Vsim").stat().st_mtime_ns).encode())
+    for f in sorted(gw.glob("*.init")):   # the firmware is in the memory images, not the binary
+        h.update(f.name.encode() + f.read_bytes())
+    dest = dest.with_name(f"{dest.name}-{h.hexdigest()[:16]}")
     dest_gw = dest / "gateware"
     if (dest / "csr.csv").exists():
         return dest_gw
@@ -550,6 +646,9 @@ def main(argv=None) -> int:
                    help=f"NAND faults: bit errors, a program and an erase failure per target, MLC paired-page damage "
                         f"('mix': each trial draws none, one, or bits+program+erase; not mlc) "
                         f"(bare: all; or a comma-separated subset of {','.join(FAULTS)})")
+    p.add_argument("--chain", type=int, default=CHAIN,
+                   help="trials back to back on one device: a trial's reboot (recovery, verification) is the next "
+                        "one's boot (1: every trial boots the base; --quick, --smoke and --exhaustive use 1)")
     p.add_argument("--queues", type=int, default=0,
                    help="host queues the workload runs on, interleaved (default 0: every host queue the SoC has)")
     p.add_argument("--dir", type=Path, default=ROOT / "build" / "campaign", help="campaign directory")
@@ -580,6 +679,7 @@ def main(argv=None) -> int:
         if getattr(args, flag):
             args.count, args.commands, args.sites = preset["count"], preset["commands"], ",".join(preset["sites"])
             args.fresh = args.fresh or preset["fresh"]
+            args.chain = 1
             kind_nth_max = preset["kind_nth_max"]
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -597,7 +697,10 @@ def main(argv=None) -> int:
 
     if args.replay:
         t = Trial(**json.loads(args.replay.read_text()))
-        r = run_trial(t, base, out / "replay", initial, gateware)
+        own = args.replay.parent / "base"   # a chained trial's reproducer: the images its boot started from
+        if (own / "initial.json").exists():
+            base, initial = own, {int(k): bytes.fromhex(v) for k, v in json.loads((own / "initial.json").read_text()).items()}
+        r = run_trial(t, base, out / "replay", gateware, initial=initial)
         print(json.dumps(r, indent=2))
         return 0 if r["outcome"] in ("pass", "no-cut") else 1
 
@@ -609,7 +712,10 @@ def main(argv=None) -> int:
             p.error(f"--sites: {s} is not one of {', '.join(SITES)}")
         if s.startswith("kind:") and not kind_cut_supported():
             p.error(f"--sites {s}: this NAND model has no power_cut_kind key")
+    if args.chain < 1:
+        p.error("--chain: at least 1")
     if args.exhaustive:
+        args.chain = 1
         trials = []
         k_max = args.max_k or cal["programs"][0] + args.commands * 2  # the boot's, then the workload's
         for k in range(1, k_max + 1):
@@ -636,9 +742,8 @@ def main(argv=None) -> int:
         bar = None
     with ProcessPoolExecutor(max_workers=max(args.jobs, 1), initializer=_set_geometry,
                              initargs=(BLOCKS_PER_LUN,)) as pool:
-        futs = {pool.submit(run_trial, t, base, out, initial, gateware): t for t in todo}
-        for f in as_completed(futs):
-            r = f.result()
+        futs = [pool.submit(run_chain, c, base, out, initial, gateware) for c in chains_of(todo, args.chain)]
+        for r in (r for f in as_completed(futs) for r in f.result()):
             done[r["id"]] = r
             with open(results_path, "a") as fh:
                 fh.write(json.dumps(r) + "\n")
