@@ -83,7 +83,7 @@ def _set_geometry(blocks_per_lun: int) -> None:
     global BLOCKS_PER_LUN
     BLOCKS_PER_LUN = blocks_per_lun
 SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
-SETUP = ("ckpt every 32", "gc thresholds 10 12")  # per boot: checkpoints and GC often
+SETUP = ("ckpt every 16", "gc thresholds 10 12")  # per boot: checkpoints and GC often
 # --quick, what make test runs: a fresh device (no fill, no calibration), short workloads, the sites a
 # young device reaches (no GC yet); --smoke: the seasoned base, GC at boot included (make test-slow)
 QUICK = {"count": 8, "commands": 30, "fresh": True, "kind_nth_max": 1,
@@ -91,6 +91,7 @@ QUICK = {"count": 8, "commands": 30, "fresh": True, "kind_nth_max": 1,
                    "kind:trim")}
 SMOKE = {"count": 6, "commands": 25, "fresh": False, "kind_nth_max": 2,
          "sites": ("program", "kind:commit", "recovery", "kind:gc", "erase", "random")}
+TAIL_CYCLES = 1_500_000        # after a workload whose armed cut has not come: idle this long (a checkpoint takes ~1 M)
 CHAIN = 8                        # --chain: trials per device boot sequence
 REPORT_EVERY = 20                # --report is rewritten every this many trials, and at the end
 RANDOM_NS_PER_COMMAND = 150_000  # simulated time a workload command takes (30 took 4.7 ms): the random site's window
@@ -454,6 +455,14 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
                 killer.start()
             try:
                 random_workload(rec, random.Random(trial.seed), commands=trial.commands, span=SPAN, salt=trial.seed)
+                if trial.arm:
+                    # an armed cut that has not come: the idle loop's work (a checkpoint due, background GC)
+                    # may still reach it
+                    res["tail"] = True
+                    ctl = simctl.NandControl.attach(devs[0].t, run)
+                    c0 = ctl.cycle()
+                    while ctl.cycle() - c0 < TAIL_CYCLES:
+                        time.sleep(0.1)
             except TransportError:
                 res.update(cut_seen=True, cut_during="workload")
             except OutOfSpace as e:
