@@ -122,7 +122,7 @@ def main(argv=None) -> int:
         if line.startswith(RECOVERY_LINES):
             con.print(f"   [cyan]|[/] {line}")
     dev = Device.attach_sim(run_dir)
-    stats = dev.stats()
+    stats = dev.stats(fresh=True)
 
     con.print(f"5. reading LBAs 0..{args.span - 1} back and judging them with the model's oracle")
     recovered = read_span(dev, args.span)

@@ -89,7 +89,7 @@ def run_bench(dev, cfg: BenchConfig, *, progress: bool = False) -> dict:
     width = max(cfg.block_count, cfg.atomic, cfg.tx, 1)
     lbas = _Lbas(cfg, dev.capacity, width)
     rnd = random.Random(cfg.seed ^ 0x5EED)
-    before = dev.stats()
+    before = dev.stats(fresh=True)
     t_wall = time.monotonic()
     done = {"reads": 0, "writes": 0, "atomic": 0, "tx": 0, "pages_read": 0, "pages_written": 0}
     bar = None
@@ -141,7 +141,7 @@ def run_bench(dev, cfg: BenchConfig, *, progress: bool = False) -> dict:
     if bar is not None:
         bar.close()
     dev.flush()
-    after = dev.stats()
+    after = dev.stats(fresh=True)   # counts every command above
     hz = after["clk_hz"] or 1
     sim_s = (after["uptime_cycles"] - before["uptime_cycles"]) / hz
     flash = (after["log_pages"] - before["log_pages"]) + (after["ckpt_pages"] - before["ckpt_pages"])

@@ -263,7 +263,7 @@ def cmd_release(args):
 
 def cmd_stats(args):
     with _device(args) as dev:
-        s = dev.stats()
+        s = dev.stats(fresh=True)   # counts the commands just run
     hz = s["clk_hz"] or 1
     s["uptime_ms"] = round(s["uptime_cycles"] / hz * 1000, 3)
     s["boot_ms"] = round(s["boot_cycles"] / hz * 1000, 3)

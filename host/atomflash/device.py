@@ -565,11 +565,28 @@ class Device:
         c = self.wait(self.submit(Opcode.IDENTIFY, read_bytes=spec.IDENTIFY.size, detail="identify"))
         return spec.IDENTIFY.unpack(c.data)
 
-    def stats(self):
-        """The GET_LOG page (``spec.LOG_PAGE``) as a dict, plus this host's counts."""
-        c = self.wait(self.submit(Opcode.GET_LOG, read_bytes=spec.LOG_PAGE.size, detail="get log"))
-        page = spec.LOG_PAGE.unpack(c.data)
-        return {k: v for k, v in page.items() if not k.startswith("rsvd")}
+    def stats(self, *, fresh: bool = False, timeout: float = 60.0):
+        """The GET_LOG page (``spec.LOG_PAGE``) as a dict, plus this host's counts.
+
+        The firmware refreshes the page from its idle loop, every 20,000 cycles at most, so a page read
+        just after a command may not count it yet.  ``fresh``: wait for a refresh after this call
+        (``uptime_cycles`` moves; the core serves the newest refresh, so a later one came after every
+        command completed before the call)."""
+
+        def page():
+            c = self.wait(self.submit(Opcode.GET_LOG, read_bytes=spec.LOG_PAGE.size, detail="get log"))
+            return {k: v for k, v in spec.LOG_PAGE.unpack(c.data).items() if not k.startswith("rsvd")}
+
+        p = page()
+        if fresh:
+            stale, deadline = p["uptime_cycles"], time.monotonic() + timeout
+            while p["uptime_cycles"] == stale:
+                if time.monotonic() > deadline:
+                    raise DeviceError(f"the GET_LOG page was not refreshed within {timeout:.0f} s "
+                                      "(is the firmware's idle loop running?)")
+                time.sleep(0.02)
+                p = page()
+        return p
 
     def submit_read(self, lba: int, nlb: int = 1, *, tid: int = 0) -> Command:
         op = Opcode.TX_READ if tid else Opcode.READ
