@@ -441,6 +441,11 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
                 rec = Recorder(devs, initial=initial)
                 if trial.arm:
                     arm_cut(devs[0], run, trial.arm)
+                if trial.site == "kind:gc":
+                    # GC now, whatever the device's size: a workload's open appends and transactions hold
+                    # the checkpoint floor, after which GC may erase nothing newer (docs/firmware.md)
+                    total = TARGETS * BLOCKS_PER_LUN
+                    simctl.console_command(f"gc thresholds {total - 4} {total - 2}", run)
             except (simctl.SimError, TransportError):
                 if not _power_lost(run):
                     raise
