@@ -551,7 +551,11 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
         if res["outcome"] in ("pass", "no-cut"):
             shutil.rmtree(tdir, ignore_errors=True)
         else:
-            # the reproducer: the images this trial's boot started from, its oracle state, the base's settings
+            # the reproducer: the images this trial's boot started from, its oracle state, the base's settings;
+            # and what the firmware printed (the chain's directory goes when the chain ends)
+            for log in ("console.log", "supervisor.log"):
+                if (run / log).exists():
+                    shutil.copy(run / log, tdir / log)
             shutil.copytree(start, tdir / "base", ignore=shutil.ignore_patterns("*.sock", "modules"), dirs_exist_ok=True)
             (tdir / "base" / "initial.json").write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
             (tdir / "base" / "base.json").write_text(json.dumps({"fresh": False, "blocks_per_lun": BLOCKS_PER_LUN}))
