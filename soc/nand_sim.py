@@ -26,7 +26,7 @@ from pathlib import Path
 
 from migen import ClockSignal, If, Instance, Mux, Signal
 from litex.gen import LiteXModule
-from litex.soc.interconnect.csr import CSR, CSRField, CSRStatus, CSRStorage
+from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_DIR = ROOT / "sim" / "nand_model"
@@ -45,7 +45,7 @@ class NandModelControl(LiteXModule):
     power cut at the k-th program *from now*, or at a simulated instant.
 
     Write ``op`` (``atomflash.nandsim.NandCtl``) and ``arg0..2``, then
-    ``target`` with ``go``: the models named run the operation on their next
+    ``control`` (the models' mask and ``go``): those models run the operation on their next
     clock edge; ``status.done`` rises when every one has, and ``result``
     holds the answer of the lowest-numbered one.  ``cycle`` is the clock count
     the models share (their time is ``cycle`` x the clock period)."""
@@ -146,10 +146,7 @@ def wire_core(soc, core, *, channels: int, ways: int):
             soc.comb += [m[name].eq(sig) for name, sig in shared.items()]
             terms.append(m["dq_o"] & Cat(*([m["dq_oe"]] * 8)))
         soc.comb += rb_n.eq(Cat(*[m["rb_n"] for m in models]))
-        acc = terms[0]
-        for t in terms[1:]:
-            acc = acc | t
-        soc.comb += dq_i.eq(acc)
+        soc.comb += dq_i.eq(_any(terms))
     # dq_oe of the bridge is not needed by the models (they see dq_i whether or not it is driven)
     for led in ("led_activity", "led_fault"):  # the board bridge's LEDs: nothing to light in simulation
         if led in core.port_names:
