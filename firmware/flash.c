@@ -515,12 +515,12 @@ int af_flash_boot(void)
 
 	/* Recovery: the written prefix of every selected block, up to its first erased page. */
 	uint32_t avail = af_ram_free();
-	uint32_t cap = avail / (sizeof(af_rec_page_t) + sizeof(uint32_t));
+	uint32_t cap = avail / (sizeof(af_rec_page_t) + 2 * sizeof(uint32_t));
 	uint32_t good_pages = af_flash.blocks_scanned * af_nand.pages_per_block;
 	if (cap > good_pages)
 		cap = good_pages;
 	af_rec_page_t *pages = af_ram_alloc(sizeof(af_rec_page_t) * cap, 8);
-	uint32_t *index = af_ram_alloc(sizeof(uint32_t) * cap, 4);
+	uint32_t *index = af_ram_alloc(2 * sizeof(uint32_t) * cap, 4);
 	af_flash.scan_cap = cap;
 	af_flash.ram_peak = af_ram_used();
 	static af_rec_t rec;

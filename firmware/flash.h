@@ -15,7 +15,7 @@
  *
  * Tables live in main RAM, sized from the geometry read from the device:
  * the map (one LBA per flash page: ppa, vseq, cseq), the block table, and
- * recovery's scan table (44 bytes per written page; released after boot). */
+ * recovery's scan table (48 bytes per written page; released after boot). */
 #ifndef AF_FLASH_H
 #define AF_FLASH_H
 

@@ -84,79 +84,73 @@ static int64_t first_vseq_of(uint32_t tag, uint64_t vseq)
 }
 
 /* ---------------------------------------------------------------------------
- * heapsort (in place, no recursion, no allocation)
+ * sorting: natural merge sort of page positions (no recursion, no allocation)
+ *
+ * The scan reads block after block and the log writes each block in seq
+ * order, so the page table arrives as a few ascending runs (about one per
+ * block scanned), and each partition below is nearly sorted once the table
+ * is.  Merging those runs costs n log2(runs) comparisons, in sequential
+ * passes; the heapsort it replaces cost 2 n log2(n) in random order, which
+ * made it most of a reboot's recovery time on VexRiscv.
  * ------------------------------------------------------------------------- */
 
-typedef int (*less_fn)(const void *ctx, uint32_t i, uint32_t j);
-typedef void (*swap_fn)(void *ctx, uint32_t i, uint32_t j);
+/* page positions x, y of the table p: x sorts before y */
+typedef int (*less_fn)(const af_rec_page_t *p, uint32_t x, uint32_t y);
 
-static void sift(void *ctx, uint32_t root, uint32_t n, less_fn less, swap_fn swap)
+/* end of the ascending run of a[] starting at i */
+static uint32_t run_end(const af_rec_page_t *p, const uint32_t *a, uint32_t i, uint32_t n, less_fn less)
 {
-	for (;;) {
-		uint32_t child = 2 * root + 1;
-		if (child >= n)
-			return;
-		if (child + 1 < n && less(ctx, child, child + 1))
-			child++;
-		if (!less(ctx, root, child))
-			return;
-		swap(ctx, root, child);
-		root = child;
-	}
+	while (++i < n && !less(p, a[i], a[i - 1]))
+		;
+	return i;
 }
 
-static void heapsort(void *ctx, uint32_t n, less_fn less, swap_fn swap)
+/* a[0..n) by `less`, stable; tmp: n entries of scratch */
+static void merge_sort(const af_rec_page_t *p, uint32_t *a, uint32_t *tmp, uint32_t n, less_fn less)
 {
-	if (n < 2)
-		return;
-	for (uint32_t i = n / 2; i-- > 0;)
-		sift(ctx, i, n, less, swap);
-	for (uint32_t end = n - 1; end > 0; end--) {
-		swap(ctx, 0, end);
-		sift(ctx, 0, end, less, swap);
+	uint32_t *src = a, *dst = tmp;
+	for (;;) {
+		uint32_t i = 0, runs = 0;
+		while (i < n) {
+			uint32_t mid = run_end(p, src, i, n, less), end = mid < n ? run_end(p, src, mid, n, less) : n;
+			uint32_t x = i, y = mid, o = i;
+			while (x < mid && y < end)
+				dst[o++] = less(p, src[y], src[x]) ? src[y++] : src[x++];
+			while (x < mid)
+				dst[o++] = src[x++];
+			while (y < end)
+				dst[o++] = src[y++];
+			i = end;
+			runs++;
+		}
+		uint32_t *t = src;
+		src = dst;
+		dst = t;
+		if (runs <= 1)
+			break;
 	}
+	if (src != a)
+		for (uint32_t i = 0; i < n; i++)
+			a[i] = src[i];
 }
 
 /* the page table, by (vseq, order) */
-static int page_less(const void *ctx, uint32_t i, uint32_t j)
+static int page_less(const af_rec_page_t *p, uint32_t x, uint32_t y)
 {
-	const af_rec_page_t *p = (const af_rec_page_t *)ctx;
-	if (p[i].vseq != p[j].vseq)
-		return p[i].vseq < p[j].vseq;
-	return p[i].order < p[j].order;
+	if (p[x].vseq != p[y].vseq)
+		return p[x].vseq < p[y].vseq;
+	return p[x].order < p[y].order;
 }
 
-/* an index partition: a[i] are positions in pages[] */
-typedef struct {
-	const af_rec_page_t *pages;
-	uint32_t *a;
-} slice_t;
-
-static void slice_swap(void *ctx, uint32_t i, uint32_t j)
-{
-	uint32_t *a = ((slice_t *)ctx)->a, t = a[i];
-	a[i] = a[j];
-	a[j] = t;
-}
-
-/* the page table's order through an index: (vseq, order) */
-static int slice_page_less(const void *ctx, uint32_t i, uint32_t j)
-{
-	const slice_t *s = (const slice_t *)ctx;
-	return page_less(s->pages, s->a[i], s->a[j]);
-}
-
-/* pages[] by (vseq, order).  Sorting 4-byte positions and then moving every
- * entry once (along the permutation's cycles) instead of swapping 40-byte
- * entries: this sort was a third of a reboot's recovery time on VexRiscv.
- * index[] is scratch here (the partitions are built after). */
+/* pages[] by (vseq, order): sort positions, then move every 40-byte entry
+ * once, along the permutation's cycles.  index[] is scratch here (the
+ * partitions are built after). */
 static void sort_pages(af_rec_t *r)
 {
 	uint32_t *a = r->index;
 	for (uint32_t i = 0; i < r->n; i++)
 		a[i] = i;
-	slice_t s = {r->pages, a};
-	heapsort(&s, r->n, slice_page_less, slice_swap);
+	merge_sort(r->pages, a, r->index + r->cap, r->n, page_less);
 	/* pages[j] must become the old pages[a[j]]; a[j] = j marks j done */
 	for (uint32_t i = 0; i < r->n; i++) {
 		if (a[i] == i)
@@ -183,10 +177,9 @@ static uint64_t first_of(const af_rec_page_t *e)
 }
 
 /* atomic-group candidates: (first, group_len, order) */
-static int group_less(const void *ctx, uint32_t i, uint32_t j)
+static int group_less(const af_rec_page_t *p, uint32_t i, uint32_t j)
 {
-	const slice_t *s = (const slice_t *)ctx;
-	const af_rec_page_t *x = &s->pages[s->a[i]], *y = &s->pages[s->a[j]];
+	const af_rec_page_t *x = &p[i], *y = &p[j];
 	if (first_of(x) != first_of(y))
 		return first_of(x) < first_of(y);
 	if (x->group_len != y->group_len)
@@ -195,10 +188,9 @@ static int group_less(const void *ctx, uint32_t i, uint32_t j)
 }
 
 /* transaction pages: (tag, vseq, order) */
-static int tx_less(const void *ctx, uint32_t i, uint32_t j)
+static int tx_less(const af_rec_page_t *p, uint32_t i, uint32_t j)
 {
-	const slice_t *s = (const slice_t *)ctx;
-	const af_rec_page_t *x = &s->pages[s->a[i]], *y = &s->pages[s->a[j]];
+	const af_rec_page_t *x = &p[i], *y = &p[j];
 	if (x->tid != y->tid)
 		return x->tid < y->tid;
 	if (x->vseq != y->vseq)
@@ -207,10 +199,9 @@ static int tx_less(const void *ctx, uint32_t i, uint32_t j)
 }
 
 /* record pages: (first, group_idx, order) */
-static int rec_less(const void *ctx, uint32_t i, uint32_t j)
+static int rec_less(const af_rec_page_t *p, uint32_t i, uint32_t j)
 {
-	const slice_t *s = (const slice_t *)ctx;
-	const af_rec_page_t *x = &s->pages[s->a[i]], *y = &s->pages[s->a[j]];
+	const af_rec_page_t *x = &p[i], *y = &p[j];
 	if (first_of(x) != first_of(y))
 		return first_of(x) < first_of(y);
 	if (x->group_idx != y->group_idx)
@@ -413,11 +404,33 @@ static uint32_t lower_bound(const af_rec_t *r, uint64_t v)
 	return lo;
 }
 
-/* The page holding version v for lba (model: first copy with lba == lba or
- * flags.append), else fallback. */
-static uint32_t locate(const af_rec_t *r, uint64_t v, uint64_t lba, uint32_t fallback)
+/* lower_bound(r, v) when every page before `from` has a vseq below v:
+ * galloping from there, so a lookup near the last one costs a step or two */
+static uint32_t seek(const af_rec_t *r, uint32_t from, uint64_t v)
 {
-	for (uint32_t i = lower_bound(r, v); i < r->n && r->pages[i].vseq == v; i++) {
+	if (from == 0)
+		return lower_bound(r, v);
+	uint32_t lo = from, hi = from, step = 1;
+	while (hi < r->n && r->pages[hi].vseq < v) {
+		lo = hi + 1;
+		hi = r->n - hi > step ? hi + step : r->n;
+		step *= 2;
+	}
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (r->pages[mid].vseq < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The page holding version v for lba (model: first copy with lba == lba or
+ * flags.append), else fallback.  from: as for seek(). */
+static uint32_t locate(const af_rec_t *r, uint32_t from, uint64_t v, uint64_t lba, uint32_t fallback)
+{
+	for (uint32_t i = seek(r, from, v); i < r->n && r->pages[i].vseq == v; i++) {
 		const af_rec_page_t *c = &r->pages[i];
 		if (is_data_kind(c->kind) && (c->lba == lba || (c->flags & F_APPEND)))
 			return c->ppa;
@@ -425,8 +438,8 @@ static uint32_t locate(const af_rec_t *r, uint64_t v, uint64_t lba, uint32_t fal
 	return fallback;
 }
 
-/* Bind (or with v == NONE unbind) lba at commit point cseq. */
-static void bind(fin_t *f, uint64_t lba, uint64_t v, uint64_t cseq, uint32_t fallback)
+/* Bind (or with v == NONE unbind) lba at commit point cseq.  from: as for seek(). */
+static void bind(fin_t *f, uint32_t from, uint64_t lba, uint64_t v, uint64_t cseq, uint32_t fallback)
 {
 	af_rec_map_t *m = f->map;
 	if (lba >= m->nlba) {
@@ -438,17 +451,19 @@ static void bind(fin_t *f, uint64_t lba, uint64_t v, uint64_t cseq, uint32_t fal
 		return; /* a newer commit point holds it */
 	m->cseq[lba] = c1;
 	m->vseq[lba] = v;
-	m->ppa[lba] = v == AF_REC_VSEQ_NONE ? AF_REC_PPA_NONE : locate(f->r, v, lba, fallback);
+	m->ppa[lba] = v == AF_REC_VSEQ_NONE ? AF_REC_PPA_NONE : locate(f->r, from, v, lba, fallback);
 }
 
 /* -- plain writes and atomic groups ------------------------------------------ */
 
-/* The first copy of member i of group (first, n) with matching group fields. */
-static const af_rec_page_t *group_member(const af_rec_t *r, uint64_t first, uint16_t n, uint16_t i)
+/* The first copy of member i of group (first, n) with matching group fields.
+ * *at: as seek()'s `from`; becomes the position of the member's version. */
+static const af_rec_page_t *group_member(const af_rec_t *r, uint32_t *at, uint64_t first, uint16_t n, uint16_t i)
 {
 	uint64_t v = first + i;
 	uint8_t commit = i == n - 1 ? F_COMMIT : 0;
-	for (uint32_t k = lower_bound(r, v); k < r->n && r->pages[k].vseq == v; k++) {
+	*at = seek(r, v < first ? 0 : *at, v); /* a forged group_idx > vseq wraps around */
+	for (uint32_t k = *at; k < r->n && r->pages[k].vseq == v; k++) {
 		const af_rec_page_t *c = &r->pages[k];
 		if (is_data_kind(c->kind) && c->group_len == n && c->group_idx == i && !(c->flags & (F_TX | F_APPEND)) &&
 		    (c->flags & F_COMMIT) == commit)
@@ -461,6 +476,7 @@ static void groups(fin_t *f)
 {
 	const af_rec_t *r = f->r;
 	const uint32_t *a = r->index;
+	uint32_t base = 0; /* seek()'s `from` for the next group: candidates come by first seq */
 	for (uint32_t i = 0; i < r->ngroup;) {
 		const af_rec_page_t *e = &r->pages[a[i]];
 		uint64_t first = first_of(e);
@@ -471,9 +487,11 @@ static void groups(fin_t *f)
 		int64_t cseq = (int64_t)e->vseq - (int64_t)e->group_idx + (int64_t)n - 1;
 		if (cseq < (int64_t)f->floor)
 			continue; /* decided by the checkpoint */
+		base = seek(r, base, first);
+		uint32_t at = base;
 		uint16_t k;
 		for (k = 0; k < n; k++)
-			if (!group_member(r, first, n, k))
+			if (!group_member(r, &at, first, n, k))
 				break;
 		if (k < n) {
 			f->rep->groups_discarded++; /* trap 1: a member is not present */
@@ -483,8 +501,11 @@ static void groups(fin_t *f)
 			f->rep->writes_kept++;
 		else
 			f->rep->groups_kept++;
-		for (k = 0; k < n; k++)
-			bind(f, group_member(r, first, n, k)->lba, first + k, (uint64_t)cseq, AF_REC_PPA_NONE);
+		at = base;
+		for (k = 0; k < n; k++) {
+			uint64_t lba = group_member(r, &at, first, n, k)->lba;
+			bind(f, at, lba, first + k, (uint64_t)cseq, AF_REC_PPA_NONE);
+		}
 	}
 }
 
@@ -550,12 +571,12 @@ static void tx_event(fin_t *f, uint32_t tag, int64_t first, uint32_t npages, uin
 		for (uint32_t i = 0; i < p->live_count; i++) {
 			uint32_t li = p->live_first + i;
 			if (li < f->ck->nlive)
-				bind(f, f->ck->live[li].lba, f->ck->live[li].vseq, cseq, f->ck->live[li].ppa);
+				bind(f, 0, f->ck->live[li].lba, f->ck->live[li].vseq, cseq, f->ck->live[li].ppa);
 		}
 	for (uint32_t k = start; k < end; k++) { /* later writes of the transaction win */
 		const af_rec_page_t *e = &r->pages[a[k]];
 		if (k == start || e->vseq != r->pages[a[k - 1]].vseq)
-			bind(f, e->lba, e->vseq, cseq, AF_REC_PPA_NONE);
+			bind(f, 0, e->lba, e->vseq, cseq, AF_REC_PPA_NONE);
 	}
 }
 
@@ -701,7 +722,7 @@ static void record_trim(fin_t *f, uint32_t i, uint32_t j, uint64_t cseq)
 				continue; /* unbinding what is not there: nothing */
 			uint64_t end = t.nlb > f->map->nlba - t.lba ? f->map->nlba : t.lba + t.nlb;
 			for (uint64_t lba = t.lba; lba < end; lba++)
-				bind(f, lba, AF_REC_VSEQ_NONE, cseq, AF_REC_PPA_NONE);
+				bind(f, 0, lba, AF_REC_VSEQ_NONE, cseq, AF_REC_PPA_NONE);
 		}
 	}
 }
@@ -737,7 +758,7 @@ static void record_remap(fin_t *f, uint32_t i, uint32_t j, uint64_t cseq)
 					uint32_t fb = AF_REC_PPA_NONE;
 					if (p && f->ck->app_ppa && p->ppa_first + b < f->ck->napp_ppa)
 						fb = f->ck->app_ppa[p->ppa_first + b];
-					bind(f, m.lba + b, m.first_vseq + b, cseq, fb);
+					bind(f, 0, m.lba + b, m.first_vseq + b, cseq, fb);
 				}
 			}
 			if (f->err)
@@ -788,7 +809,7 @@ static void checkpoint_moves(fin_t *f)
 	if (any_append) { /* per LBA: O(nlba log n), only when such copies exist */
 		for (uint32_t lba = 0; lba < m->nlba; lba++)
 			if (m->cseq[lba] == 0 && m->vseq[lba] != AF_REC_VSEQ_NONE)
-				m->ppa[lba] = locate(r, m->vseq[lba], lba, m->ppa[lba]);
+				m->ppa[lba] = locate(r, 0, m->vseq[lba], lba, m->ppa[lba]);
 		return;
 	}
 	/* per scanned page, newest first, so the first copy scanned is written last */
@@ -835,12 +856,10 @@ int af_rec_finish(af_rec_t *r, const af_rec_checkpoint_t *ck, af_rec_map_t *map,
 	r->ngroup = ng;
 	r->ntx = nt;
 	r->nrec = nr;
-	slice_t s = {r->pages, r->index};
-	heapsort(&s, ng, group_less, slice_swap);
-	s.a = r->index + ng;
-	heapsort(&s, nt, tx_less, slice_swap);
-	s.a = r->index + ng + nt;
-	heapsort(&s, nr, rec_less, slice_swap);
+	uint32_t *tmp = r->index + r->cap;
+	merge_sort(r->pages, r->index, tmp, ng, group_less);
+	merge_sort(r->pages, r->index + ng, tmp, nt, tx_less);
+	merge_sort(r->pages, r->index + ng + nt, tmp, nr, rec_less);
 
 	groups(&f);
 	records(&f);

@@ -145,7 +145,7 @@ typedef struct {
 	const af_rec_io_t *io;
 	uint32_t page_data;  /* bytes in a page's data area (record pages are checked against it) */
 	af_rec_page_t *pages;
-	uint32_t *index;     /* cap entries of scratch */
+	uint32_t *index;     /* 2 x cap entries of scratch (partitions, and the sort's) */
 	uint32_t cap;
 	uint32_t n;
 	uint32_t scanned;
@@ -159,7 +159,7 @@ typedef struct {
 	uint32_t ngroup, ntx, nrec; /* index partitions */
 } af_rec_t;
 
-/* Start a scan.  pages and index: cap entries each (the pages you will scan). */
+/* Start a scan.  pages: cap entries (the pages you will scan); index: 2 x cap. */
 void af_rec_init(af_rec_t *r, const af_rec_io_t *io, uint32_t page_data, af_rec_page_t *pages,
 		 uint32_t *index, uint32_t cap);
 

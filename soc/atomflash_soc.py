@@ -70,8 +70,8 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
     * the map: 24 bytes per LBA (L2P address 4, version 8, recovery's
       commit-seq scratch 8, the checkpointer's shadow address 4), one LBA per
       flash page at most;
-    * recovery's scan table: 44 bytes per page it may scan (``af_rec_page_t``
-      + one index word; docs/recovery.md), i.e. every page with no checkpoint;
+    * recovery's scan table: 48 bytes per page it may scan (``af_rec_page_t``
+      + two index words; docs/recovery.md), i.e. every page with no checkpoint;
     * block table: 16 bytes per erase block (state, erase count, valid count,
       last seq);
     * page-valid bitmap: 1 bit per page;
@@ -92,7 +92,7 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
     pages = blocks * p.pages_per_block
     queues = spec.LIMITS.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
     ftl = 4 * targets * (1 << (p.blocks_per_lun - 1).bit_length()) + (FTL_SLOTS + 1) * p.page_data + 1024
-    need = ((24 + 44) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl
+    need = ((24 + 48) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl
             + cache_pages * p.page_data + 8192)
     size = 256 * 1024
     while size < need:

@@ -141,7 +141,7 @@ static void run(flash_t *fl, uint32_t nlba, uint32_t page_data, uint32_t nblocks
 {
 	af_rec_io_t io = {read_oob, read_data, fl};
 	af_rec_page_t *tab = xcalloc(cap, sizeof *tab);
-	uint32_t *idx = xcalloc(cap, sizeof *idx);
+	uint32_t *idx = xcalloc(2 * (size_t)cap, sizeof *idx);
 	af_rec_t r;
 	af_rec_init(&r, &io, page_data, tab, idx, cap);
 	out->rc = 0;

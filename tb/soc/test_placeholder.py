@@ -116,12 +116,12 @@ def test_dma_copies_identify_under_random_ack_delays():
 
 
 def test_main_ram_sizing():
-    """Room for the map (20 B per LBA, one LBA per page) and recovery's scan table
-    (44 B per page) of a full device, block table, buffers and the 8 KiB scratch."""
+    """Room for the map (24 B per LBA, one LBA per page) and recovery's scan table
+    (48 B per page) of a full device, block table, buffers and the 8 KiB scratch."""
     for profile, c, w in (("small", 1, 1), ("small", 2, 2), ("realistic", 1, 1)):
         p = spec.NAND_PROFILES[profile]
         pages = c * w * p.luns * p.blocks_per_lun * p.pages_per_block
         size = main_ram_bytes(profile, c, w)
-        assert size >= (20 + 44) * pages + 8192 and size & (size - 1) == 0
-        assert size < 2 * ((20 + 44) * pages + 16 * pages // p.pages_per_block + 4 * c * w * p.page_bytes + 65536)
+        assert size >= (24 + 48) * pages + 8192 and size & (size - 1) == 0
+        assert size < 2 * ((24 + 48) * pages + 16 * pages // p.pages_per_block + 4 * c * w * p.page_bytes + 65536)
     assert main_ram_bytes("small", 2, 2) == 2 * 1024 * 1024  # the default simulated SoC
