@@ -316,6 +316,23 @@ static int setup_areas(uint32_t pages)
 	return 0;
 }
 
+/* pages one checkpoint of this device takes: header, map, wear */
+static uint32_t checkpoint_pages(void)
+{
+	return 1 + map_pages_for(af_ftl.capacity) + af_ckpt_wear_pages(af_flash.nblocks);
+}
+
+int af_ckpt_reserve_areas(void)
+{
+	return af_ftl.running ? setup_areas(checkpoint_pages()) : -1;
+}
+
+uint64_t af_ckpt_next_floor(void)
+{
+	uint64_t floor = af_ftl_seq_next(), tx_floor = af_ftl_tx_floor();
+	return tx_floor < floor ? tx_floor : floor;
+}
+
 int af_ckpt_take(void)
 {
 	if (!af_ftl.running)
@@ -323,7 +340,7 @@ int af_ckpt_take(void)
 	uint64_t t0 = af_uptime_cycles();
 	uint64_t nlba = af_ftl.capacity;
 	uint32_t map_pages = map_pages_for(nlba), wear_pages = af_ckpt_wear_pages(af_flash.nblocks);
-	uint32_t total = 1 + map_pages + wear_pages;
+	uint32_t total = checkpoint_pages();
 	uint32_t nopen = 0;
 	if (setup_areas(total) < 0)
 		return fail("no room for the checkpoint areas");
@@ -331,9 +348,10 @@ int af_ckpt_take(void)
 	if (af_gc.trace)
 		printf("ckpt: taking one, %lu free blocks\n", (unsigned long)af_ftl.free_blocks);
 	/* 1-3: the floor, everything older published, the table in memory */
-	uint64_t at = af_ftl_seq_next(), floor = at, tx_floor = af_ftl_tx_floor();
-	if (tx_floor < floor)
-		floor = tx_floor; /* an open transaction or live append began before: recovery must see its pages */
+	/* an open transaction or live append that began before: recovery must see its pages */
+	uint64_t at = af_ftl_seq_next(), floor = af_ckpt_next_floor();
+	if (floor > at)
+		floor = at; /* the log moved on in between: the FLUSH below fences `at`, no later */
 	af_cmd_t cmd;
 	memset(&cmd, 0, sizeof(cmd));
 	cmd.opcode = AF_OPCODE_FLUSH;

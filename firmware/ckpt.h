@@ -75,6 +75,12 @@ uint32_t af_ckpt_wear_pages(uint32_t nblocks);
 int af_ckpt_load(uint32_t g);
 /* Take a checkpoint now.  0 or -1 (printed). */
 int af_ckpt_take(void);
+/* The floor a checkpoint taken now would have: the log's next seq, or the first page of the oldest open
+ * transaction or live append, whichever is older. */
+uint64_t af_ckpt_next_floor(void);
+/* Reserve both areas' blocks from the pool now if they are not yet (the first checkpoint would).
+ * 0, or -1 when the pool has too few erased blocks. */
+int af_ckpt_reserve_areas(void);
 /* From the idle loop: take one when `interval` pages were written since the floor. */
 void af_ckpt_poll(void);
 /* Is global block g one of the checkpoint areas' blocks? */

@@ -12,8 +12,11 @@
  *    which moves the pending binding with the page (rtl/ftl/relocate.py).
  *  - trap 2: a block is erased only when a durable checkpoint's floor is above
  *    every page in it (close_seq <= af_ckpt.seq); if none is, GC takes a
- *    checkpoint first.  Proofs that recovery could still need are then all in
- *    blocks newer than the floor, which GC leaves alone.
+ *    checkpoint first -- only when that checkpoint's floor would cover a
+ *    victim: an open transaction or live append holds the floor back, and a
+ *    checkpoint that frees nothing would only wear the areas.  Proofs that
+ *    recovery could still need are then all in blocks newer than the floor,
+ *    which GC leaves alone.
  *  - reads: the core's read path looks a page up and reads it later; before
  *    an erase GC sends a READ through its own queue pair, which completes only
  *    after every read fetched before it, so none still targets the victim.
@@ -60,8 +63,9 @@ static int candidate(uint32_t g)
 	return !b->flags && b->state == AF_BSTATE_DATA && b->written > 0 && AF_PPA_PPA_LUN_GET(ppa) == 0;
 }
 
-/* The best victim under the policy, among blocks a checkpoint covers (covered=1) or any. */
-static int pick(int covered, uint32_t *victim)
+/* The best victim under the policy, among blocks a checkpoint with this floor covers (every page in
+ * them older than it: close_seq <= floor). */
+static int pick(uint64_t floor, uint32_t *victim)
 {
 	uint64_t now = af_ftl_seq_next(), best_score = 0;
 	int found = 0;
@@ -70,7 +74,7 @@ static int pick(int covered, uint32_t *victim)
 		if (!candidate(g))
 			continue;
 		const af_block_t *b = &af_flash.blocks[g];
-		if (covered && (!af_ckpt.valid || b->close_seq > af_ckpt.seq))
+		if (b->close_seq > floor)
 			continue;
 		uint32_t valid = af_ftl_valid_of(g), ppb = af_nand.pages_per_block;
 		if (valid >= ppb)
@@ -213,11 +217,32 @@ static int collect(uint32_t g, int foreground, int erase)
 	return af_ftl_block_erased(g, af_nand_erase(ppa0, NULL) == AF_NANDRESULT_OK);
 }
 
+/* the floor of the durable checkpoint: blocks closed at or below it may be erased */
+static uint64_t covered_floor(void)
+{
+	return af_ckpt.valid ? af_ckpt.seq : 0;
+}
+
+/* A checkpoint whose floor covers close_seq, taken now if that can be; 1 if one is there.  When the
+ * floor is held back below it, none is taken, but the areas are reserved while the pool still has
+ * the blocks: the checkpoint that comes once the floor moves must not find the pool dry. */
+static int checkpoint_covering(uint64_t close_seq)
+{
+	if (close_seq <= covered_floor())
+		return 1;
+	if (close_seq > af_ckpt_next_floor()) {
+		af_ckpt_reserve_areas();
+		af_gc.held_back++;
+		return 0;
+	}
+	return af_ckpt_take() == 0 && close_seq <= covered_floor();
+}
+
 int af_gc_collect_block(uint32_t g)
 {
 	if (!af_ftl.running || !candidate(g))
 		return -1;
-	if ((!af_ckpt.valid || af_flash.blocks[g].close_seq > af_ckpt.seq) && af_ckpt_take() < 0)
+	if (af_flash.blocks[g].close_seq > covered_floor() && !checkpoint_covering(af_flash.blocks[g].close_seq))
 		return -1;
 	uint64_t t0 = af_uptime_cycles();
 	int r = collect(g, 0, 1);
@@ -230,9 +255,11 @@ int af_gc_step(int foreground)
 	uint32_t g;
 	if (!af_ftl.running)
 		return -1;
-	if (!pick(1, &g)) {
-		/* nothing a checkpoint covers: take one if that would free something */
-		if (!pick(0, &g) || af_ckpt_take() < 0 || !pick(1, &g))
+	if (!pick(covered_floor(), &g)) {
+		/* nothing the checkpoint covers: take one if its floor would cover a victim */
+		if (!pick(af_ckpt_next_floor(), &g) && !pick(UINT64_MAX, &g))
+			return -1; /* nothing to collect at all */
+		if (!checkpoint_covering(af_flash.blocks[g].close_seq) || !pick(covered_floor(), &g))
 			return -1;
 	}
 	uint64_t t0 = af_uptime_cycles();
@@ -357,6 +384,9 @@ static int cmd_gc(int argc, char **argv)
 	       (unsigned long)af_gc.retired);
 	af_print_u64(af_gc.cycles);
 	printf(" cycles\n");
+	if (af_gc.held_back)
+		printf("held back %lu times: victims newer than an open transaction or live append (no checkpoint "
+		       "could cover them)\n", (unsigned long)af_gc.held_back);
 	return AF_OK;
 }
 AF_COMMAND(gc, "gc [now | policy greedy|cost-benefit | thresholds <low> <high> | on | off | trace]",

@@ -390,10 +390,9 @@ typedef struct {
 	int err;
 } fin_t;
 
-/* first position in the page table with vseq >= v */
-static uint32_t lower_bound(const af_rec_t *r, uint64_t v)
+/* first position in [lo, hi) of the page table with vseq >= v (hi if none) */
+static uint32_t lower_bound_in(const af_rec_t *r, uint32_t lo, uint32_t hi, uint64_t v)
 {
-	uint32_t lo = 0, hi = r->n;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		if (r->pages[mid].vseq < v)
@@ -402,6 +401,12 @@ static uint32_t lower_bound(const af_rec_t *r, uint64_t v)
 			hi = mid;
 	}
 	return lo;
+}
+
+/* first position in the page table with vseq >= v */
+static uint32_t lower_bound(const af_rec_t *r, uint64_t v)
+{
+	return lower_bound_in(r, 0, r->n, v);
 }
 
 /* lower_bound(r, v) when every page before `from` has a vseq below v:
@@ -416,14 +421,7 @@ static uint32_t seek(const af_rec_t *r, uint32_t from, uint64_t v)
 		hi = r->n - hi > step ? hi + step : r->n;
 		step *= 2;
 	}
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (r->pages[mid].vseq < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return lower_bound_in(r, lo, hi, v);
 }
 
 /* The page holding version v for lba (model: first copy with lba == lba or

@@ -410,7 +410,8 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
     (tdir / "trial.json").write_text(json.dumps(asdict(trial), indent=2))
     initial, start = chain.initial, chain.start
     res = {"id": trial.id, "site": trial.site, "seed": trial.seed, "faults": trial.faults, "outcome": "error",
-           "detail": "", "commands": 0, "in_flight": 0, "cut_seen": False, "chained": chain.booted}
+           "detail": "", "commands": 0, "in_flight": 0, "cut_seen": False, "chained": chain.booted,
+           "build": build_name(gateware)}
     t0 = time.monotonic()
     phases = res["phases"] = {}
 
@@ -418,89 +419,18 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
         phases[name] = round(time.monotonic() - t0 - sum(phases.values()), 1)
 
     try:
-        if not chain.booted:
-            # The cut may come before the workload: the firmware's own programs
-            # (recovery, GC at boot) count too.  That is a cut like any other.
-            try:
-                # power_cut_finish everywhere: a cut armed later ends the simulation too
-                _start(run, gateware, {int(i): keys for i, keys in trial.cuts.items()},
-                       {**trial.fault_keys, **({"power_cut_finish": 1} if trial.arm else {})})
-            except simctl.SimError as e:
-                if not _power_lost(run):
-                    res.update(outcome="boot-failure", detail=str(e)[-800:])
-                    return res
-                res.update(cut_seen=True, cut_during="boot")
+        if not chain.booted and not _boot(trial, run, gateware, res):
+            return res
         chain.booted = False
         phase("boot")
-        rec = None
-        if not res["cut_seen"]:
-            try:
-                for line in SETUP:
-                    simctl.console_command(line, run)
-                devs = Device.attach_sim_all(run, queues=trial.queues or None, timeout=300)
-                rec = Recorder(devs, initial=initial)
-                if trial.arm:
-                    arm_cut(devs[0], run, trial.arm)
-                if trial.site == "kind:gc":
-                    # GC now, whatever the device's size: a workload's open appends and transactions hold
-                    # the checkpoint floor, after which GC may erase nothing newer (docs/firmware.md)
-                    total = TARGETS * BLOCKS_PER_LUN
-                    simctl.console_command(f"gc thresholds {total - 4} {total - 2}", run)
-            except (simctl.SimError, TransportError):
-                if not _power_lost(run):
-                    raise
-                res.update(cut_seen=True, cut_during="setup")
+        attached = None if res["cut_seen"] else _setup(trial, run, initial, res)
         phase("setup")
-        if rec is not None:
-            killer = None
-            if trial.kill_after_s:
-                import threading
-
-                killer = threading.Timer(trial.kill_after_s, simctl.stop, args=(run,), kwargs={"power_cut": True})
-                killer.start()
-            try:
-                random_workload(rec, random.Random(trial.seed), commands=trial.commands, span=SPAN, salt=trial.seed)
-                if trial.arm:
-                    # an armed cut that has not come: the idle loop's work (a checkpoint due, background GC)
-                    # may still reach it
-                    res["tail"] = True
-                    ctl = simctl.NandControl.attach(devs[0].t, run)
-                    c0 = ctl.cycle()
-                    while ctl.cycle() - c0 < TAIL_CYCLES:
-                        time.sleep(0.1)
-            except TransportError:
-                res.update(cut_seen=True, cut_during="workload")
-            except OutOfSpace as e:
-                # the device refused new data (grown bad blocks, GC stuck): the workload ends here and the
-                # power goes now; the refused command changed nothing (it stays unacknowledged)
-                res["no_space"] = f"workload: {e}"
-            except Mismatch as e:
-                res.update(outcome="mismatch", detail=str(e))
-                simctl.stop(run, power_cut=True)
-                return res
-            finally:
-                if killer is not None:
-                    killer.cancel()
-                    killer.join()   # a cut already firing must end before the next boot, or it cuts that one
-            devs.close()
-            res["commands"] = rec.counts.commands
-            res["queues"] = len(rec.devs)
-            res["overlapped"] = rec.counts.overlapped   # commands submitted while another queue had one in flight
-            res["in_flight"] = len(rec.in_flight_ops)
+        rec = attached and attached[1]
+        if attached is not None and not _workload(trial, *attached, run, res):
+            return res
         phase("workload")
-        if not res["cut_seen"]:
-            simctl.stop(run, power_cut=True)
-        simctl.wait_exit(run, timeout=120)
-        res["programs_by_kind"] = _programs_by_kind(run)
+        _cut(trial, run, gateware, res)
         phase("cut")
-        if trial.recovery_cut_ns:
-            try:  # the second cut: during the next boot
-                _start(run, gateware, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
-                res["recovery_cut"] = "after boot"  # the boot was faster than the cut
-                simctl.stop(run, power_cut=True)
-            except simctl.SimError:
-                res["recovery_cut"] = "during boot"
-            simctl.wait_exit(run, timeout=120)
         # what the next trial's boot starts from: its reproducer, should it fail
         after_cut = chain.snapshot(f"start-{next_trial.id:05d}") if next_trial is not None else None
         # the reboot recovers and verifies this trial; chained, it is also the next trial's boot (its faults)
@@ -512,29 +442,7 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
             res.update(outcome="boot-failure", detail=str(e)[-800:])
             return res
         phase("reboot")
-        dev = Device.attach_sim(run, timeout=300)
-        res["recovery"] = [l for l in simctl.boot_report(run).splitlines() if l.startswith("recovery:")][:2]
-        recovered = read_span(dev, SPAN)
-        history = rec.model.history if rec is not None else []
-        violations = verify(history, recovered, lba_size=dev.lba_size, initial=initial)
-        probe = bytes([trial.id & 0xFF or 1]) * dev.lba_size
-        before = dev.read(SPAN)
-        try:
-            dev.write(SPAN, probe)
-            new_work = dev.read(SPAN) == probe
-        except errors.NoSpace:
-            # out of space is an answer, not a hang: the log page must say why, and reads must go on
-            why = spec.NoSpace(dev.stats()["no_space"])
-            res["no_space"] = f"after recovery: {why.name}"
-            new_work = why != spec.NoSpace.NONE and dev.read(SPAN) == before
-        dev.close()
-        if violations:
-            res.update(outcome="violation", detail="; ".join(map(str, violations[:10])),
-                       violations=len(violations))
-        elif not new_work:
-            res.update(outcome="violation", detail="the device did not take new work after recovery")
-        else:
-            res["outcome"] = "pass" if res["cut_seen"] else "no-cut"
+        recovered = _verify(trial, run, rec, initial, res)
         if res["outcome"] in ("pass", "no-cut") and next_trial is not None and not res.get("no_space"):
             chain.booted, chain.initial, chain.start = True, recovered, after_cut
             if start.parent == run:
@@ -564,6 +472,130 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
     return res
 
 
+def _boot(trial: Trial, run: Path, gateware: Path, res: dict) -> bool:
+    """Power on for the trial (not chained).  The cut may come before the workload: the firmware's own
+    programs (recovery, GC at boot) count too, which is a cut like any other.  False: the boot failed."""
+    try:
+        # power_cut_finish everywhere: a cut armed later ends the simulation too
+        _start(run, gateware, {int(i): keys for i, keys in trial.cuts.items()},
+               {**trial.fault_keys, **({"power_cut_finish": 1} if trial.arm else {})})
+    except simctl.SimError as e:
+        if not _power_lost(run):
+            res.update(outcome="boot-failure", detail=str(e)[-800:])
+            return False
+        res.update(cut_seen=True, cut_during="boot")
+    return True
+
+
+def _setup(trial: Trial, run: Path, initial: dict[int, bytes], res: dict):
+    """Console settings, the host queues attached and mirrored in the model, the cut armed: (the
+    devices, their recorder), or None when the power went meanwhile."""
+    try:
+        for line in SETUP:
+            simctl.console_command(line, run)
+        devs = Device.attach_sim_all(run, queues=trial.queues or None, timeout=300)
+        rec = Recorder(devs, initial=initial)
+        if trial.arm:
+            arm_cut(devs[0], run, trial.arm)
+        if trial.site == "kind:gc":
+            # GC now, whatever the device's size: a workload's open appends and transactions hold
+            # the checkpoint floor, after which GC may erase nothing newer (docs/firmware.md)
+            total = TARGETS * BLOCKS_PER_LUN
+            simctl.console_command(f"gc thresholds {total - 4} {total - 2}", run)
+        return devs, rec
+    except (simctl.SimError, TransportError):
+        if not _power_lost(run):
+            raise
+        res.update(cut_seen=True, cut_during="setup")
+        return None
+
+
+def _workload(trial: Trial, devs, rec: Recorder, run: Path, res: dict) -> bool:
+    """The random host workload until it ends or the power goes; an armed cut that has not come gets the
+    idle tail.  False: a read disagreed with the model (the trial is over)."""
+    killer = None
+    if trial.kill_after_s:
+        import threading
+
+        killer = threading.Timer(trial.kill_after_s, simctl.stop, args=(run,), kwargs={"power_cut": True})
+        killer.start()
+    try:
+        random_workload(rec, random.Random(trial.seed), commands=trial.commands, span=SPAN, salt=trial.seed)
+        if trial.arm:
+            # an armed cut that has not come: the idle loop's work (a checkpoint due, background GC)
+            # may still reach it
+            res["tail"] = True
+            ctl = simctl.NandControl.attach(devs[0].t, run)
+            c0 = ctl.cycle()
+            while ctl.cycle() - c0 < TAIL_CYCLES:
+                time.sleep(0.1)
+    except TransportError:
+        res.update(cut_seen=True, cut_during="workload")
+    except OutOfSpace as e:
+        # the device refused new data (grown bad blocks, GC stuck): the workload ends here and the
+        # power goes now; the refused command changed nothing (it stays unacknowledged)
+        res["no_space"] = f"workload: {e}"
+    except Mismatch as e:
+        res.update(outcome="mismatch", detail=str(e))
+        simctl.stop(run, power_cut=True)
+        return False
+    finally:
+        if killer is not None:
+            killer.cancel()
+            killer.join()   # a cut already firing must end before the next boot, or it cuts that one
+    devs.close()
+    res["commands"] = rec.counts.commands
+    res["queues"] = len(rec.devs)
+    res["overlapped"] = rec.counts.overlapped   # commands submitted while another queue had one in flight
+    res["in_flight"] = len(rec.in_flight_ops)
+    return True
+
+
+def _cut(trial: Trial, run: Path, gateware: Path, res: dict) -> None:
+    """The power goes (if the cut did not already take it), then the optional second cut in the boot."""
+    if not res["cut_seen"]:
+        simctl.stop(run, power_cut=True)
+    simctl.wait_exit(run, timeout=120)
+    res["programs_by_kind"] = _programs_by_kind(run)
+    if trial.recovery_cut_ns:
+        try:  # the second cut: during the next boot
+            _start(run, gateware, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
+            res["recovery_cut"] = "after boot"  # the boot was faster than the cut
+            simctl.stop(run, power_cut=True)
+        except simctl.SimError:
+            res["recovery_cut"] = "during boot"
+        simctl.wait_exit(run, timeout=120)
+
+
+def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, bytes], res: dict) -> dict[int, bytes]:
+    """On the recovered device: every LBA of the span judged against the model's history, then a probe
+    write (new work, or NO_SPACE with its reason and reads going on).  Sets the outcome; returns the span
+    as read back."""
+    dev = Device.attach_sim(run, timeout=300)
+    res["recovery"] = [l for l in simctl.boot_report(run).splitlines() if l.startswith("recovery:")][:2]
+    recovered = read_span(dev, SPAN)
+    history = rec.model.history if rec is not None else []
+    violations = verify(history, recovered, lba_size=dev.lba_size, initial=initial)
+    probe = bytes([trial.id & 0xFF or 1]) * dev.lba_size
+    before = dev.read(SPAN)
+    try:
+        dev.write(SPAN, probe)
+        new_work = dev.read(SPAN) == probe
+    except errors.NoSpace:
+        # out of space is an answer, not a hang: the log page must say why, and reads must go on
+        why = spec.NoSpace(dev.stats()["no_space"])
+        res["no_space"] = f"after recovery: {why.name}"
+        new_work = why != spec.NoSpace.NONE and dev.read(SPAN) == before
+    dev.close()
+    if violations:
+        res.update(outcome="violation", detail="; ".join(map(str, violations[:10])), violations=len(violations))
+    elif not new_work:
+        res.update(outcome="violation", detail="the device did not take new work after recovery")
+    else:
+        res["outcome"] = "pass" if res["cut_seen"] else "no-cut"
+    return recovered
+
+
 # -- campaign --------------------------------------------------------------------------
 
 def freeze_gateware(gw: Path, dest: Path) -> Path:
@@ -591,6 +623,12 @@ def freeze_gateware(gw: Path, dest: Path) -> Path:
             shutil.copy2(f, dest_gw / f.name)
     shutil.copy2(gw.parent / "csr.csv", dest / "csr.csv")
     return dest_gw
+
+
+def build_name(gateware: Path) -> str:
+    """What a result records of the simulation it ran on: the frozen copy's name (binary and firmware
+    images), or the directory it was given."""
+    return gateware.parent.name if gateware.name == "gateware" else str(gateware)
 
 
 def _done(results: Path) -> dict[int, dict]:
@@ -634,6 +672,12 @@ def report(results: list[dict], path: Path | None, args) -> str:
         table += (f"\n\n{len(full)} of these trials ran out of space (grown bad blocks, or GC stuck; "
                   f"{ended} of them during the workload, which then ended before its cut): the device refused new "
                   "writes with NO_SPACE, kept every acknowledged one, and served reads.")
+    builds: dict[str, list[int]] = {}
+    for r in results:
+        builds.setdefault(r.get("build", "untagged (before results named their build)"), []).append(r["id"])
+    if len(builds) > 1:
+        table += "\n\nBuilds (a firmware or gateware change freezes a new copy; the trials on each):\n" + "".join(
+            f"\n* {b}: {len(ids)} trials, ids {min(ids)}-{max(ids)}" for b, ids in builds.items())
     if path:
         fails = [r for r in results if r["outcome"] not in ("pass", "no-cut")]
         text = f"""# Power-fault campaign (`make campaign`)

@@ -90,6 +90,33 @@ class HostMemoryFull(ValueError):
 
 
 @dataclass(frozen=True)
+class CsrMap:
+    """A LiteX build's ``csr.csv``: its CSRs (name -> byte address, 32-bit
+    words, most significant word first) and memory regions (name -> base,
+    size)."""
+
+    registers: dict[str, tuple[int, int]]
+    regions: dict[str, tuple[int, int]]
+
+    @classmethod
+    def read(cls, path: Path | str) -> "CsrMap":
+        registers, regions = {}, {}
+        with open(path, newline="") as f:
+            for row in csv.reader(f):
+                if not row or row[0].startswith("#"):
+                    continue
+                if row[0] == "csr_register":
+                    registers[row[1]] = (int(row[2], 0), int(row[3]))
+                elif row[0] == "memory_region":
+                    regions[row[1]] = (int(row[2], 0), int(row[3], 0))
+        return cls(registers, regions)
+
+    def group(self, prefix: str) -> dict[str, tuple[int, int]]:
+        """The registers of one CSR block (``prefix`` + ``_``), named without it."""
+        return {name[len(prefix) + 1:]: reg for name, reg in self.registers.items() if name.startswith(prefix + "_")}
+
+
+@dataclass(frozen=True)
 class Layout:
     """Where the host finds the controller and its memory, as byte addresses."""
 
@@ -100,11 +127,7 @@ class Layout:
     @classmethod
     def from_csr_csv(cls, path: Path | str) -> "Layout":
         """From LiteX's ``csr.csv`` (``memory_region`` rows ``afctrl`` and ``hostmem``)."""
-        regions = {}
-        with open(path, newline="") as f:
-            for row in csv.reader(f):
-                if row and row[0] == "memory_region":
-                    regions[row[1]] = (int(row[2], 0), int(row[3], 0))
+        regions = CsrMap.read(path).regions
         missing = {"afctrl", "hostmem"} - set(regions)
         if missing:
             raise DeviceError(f"{path}: no memory region {', '.join(sorted(missing))} (a build without the host port?)")

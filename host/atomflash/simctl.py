@@ -28,7 +28,6 @@ does the same on a running simulation, counted from *now* (the SoC's
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import pty
@@ -67,12 +66,10 @@ class NandControl:
     calibrating what the boot did."""
 
     def __init__(self, transport, csr_csv: Path | str):
+        from .device import CsrMap
+
         self.t = transport
-        self.regs: dict[str, tuple[int, int]] = {}
-        with open(csr_csv, newline="") as f:
-            for row in csv.reader(f):
-                if row and row[0] == "csr_register" and row[1].startswith("nandctl_"):
-                    self.regs[row[1][len("nandctl_"):]] = (int(row[2], 0), int(row[3]))
+        self.regs = CsrMap.read(csr_csv).group("nandctl")
         if not self.regs:
             raise SimError(f"{csr_csv}: this build has no NAND model control port (nandctl CSRs)")
 

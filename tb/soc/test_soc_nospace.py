@@ -16,7 +16,8 @@ NO_SPACE (spec ``NoSpace.FULL``).  Then:
 
 2. An open transaction pins the checkpoint floor until GC is stuck
    (``NoSpace.GC_STUCK``): writes are refused, its abort still runs, and then
-   writes are accepted again.
+   writes are accepted again.  Meanwhile GC takes no checkpoint that could
+   free nothing, but reserves the checkpoint areas while the pool has blocks.
 """
 
 from __future__ import annotations
@@ -107,6 +108,12 @@ def test_an_open_transaction_pinning_the_floor_gets_no_space_until_it_aborts(tmp
         assert m and "status 0x11 NO_SPACE" in out, f"the device never refused a write:\n{out[-3000:]}"
         acked = int(m.group(1))
         assert stat(con.command("stats"), "no_space") == "GC_STUCK"
+        # GC took no checkpoint that could free nothing (each would have erased an area block), but it
+        # reserved the areas while the pool had the blocks
+        gc = con.command("gc")
+        assert re.search(r"held back [1-9]\d* times", gc), gc
+        ck = con.command("ckpt")
+        assert "taken 0, failed 0" in ck and "areas reserved" in ck, ck
         assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
         assert "aborted" in con.command("io tx abort 4")
         for _ in range(20):                 # GC runs from the idle loop between console commands
@@ -114,6 +121,7 @@ def test_an_open_transaction_pinning_the_floor_gets_no_space_until_it_aborts(tmp
                 break
         else:
             raise AssertionError("writes were never accepted again after the abort")
+        assert "newest checkpoint" in con.command("ckpt")   # the floor moved: GC's checkpoint freed blocks
         out = con.command(f"io random {SEED + 1} 200 {HOT}", timeout=900)
         assert "random: 200 writes" in out and "error" not in out, out
         assert "0 wrong: pass" in con.command(f"io verify {SEED + 1} 200 {HOT}", timeout=300)
