@@ -242,7 +242,7 @@ int af_gc_collect_block(uint32_t g)
 {
 	if (!af_ftl.running || !candidate(g))
 		return -1;
-	if (af_flash.blocks[g].close_seq > covered_floor() && !checkpoint_covering(af_flash.blocks[g].close_seq))
+	if (!checkpoint_covering(af_flash.blocks[g].close_seq))
 		return -1;
 	uint64_t t0 = af_uptime_cycles();
 	int r = collect(g, 0, 1);
