@@ -4,11 +4,58 @@
 #include <string.h>
 
 #include <libbase/console.h>
+#include <libbase/uart.h>
 
 #include "console.h"
 #include "fw.h"
 
 #define PROMPT "\e[92;1matomflash\e[0m> "
+
+/* --- the terminal -----------------------------------------------------------
+ * The idle loop (GC, checkpoints, warnings) prints while a line is being typed.
+ * Like a line editor, the console keeps its input line whole: the first byte
+ * printed from the idle loop erases the prompt and the partial line ("\r\e[K"),
+ * the message gets lines of its own, and once the idle loop returns the prompt
+ * and the partial line are drawn again.  This stream replaces libc's stdout
+ * (the linker takes it before the archive's), so every printf is covered. */
+
+static int in_idle;        /* the line editor is waiting in af_idle() */
+static int line_erased;    /* idle output erased the line; redraw it */
+static char last_output = '\n';
+
+static void uart_out(char c)
+{
+	uart_write(c);
+	if (c == '\n')
+		uart_write('\r');
+	last_output = c;
+}
+
+static int console_putc(char c, FILE *file)
+{
+	(void)file;
+	if (in_idle && !line_erased) {
+		uart_write('\r');
+		for (const char *e = "\e[K"; *e; e++)
+			uart_write(*e);
+		line_erased = 1;
+	}
+	uart_out(c);
+	return (unsigned char)c;
+}
+
+static int console_getc(FILE *file)
+{
+	(void)file;
+	while (!uart_read_nonblock())
+		;
+	return uart_read();
+}
+
+static FILE console_stdio = FDEV_SETUP_STREAM(console_putc, console_getc, NULL, _FDEV_SETUP_RW);
+FILE *const stdout = &console_stdio;
+FILE *const stderr = &console_stdio;
+FILE *const stdin = &console_stdio;
 
 static unsigned long commands_run;
 static unsigned long commands_failed;
@@ -123,12 +170,29 @@ int af_console_exec(char *line)
 	return r;
 }
 
+/* Run the idle loop until a byte arrives; put the prompt and the line back if
+ * the idle loop printed over them. */
+static void idle_until_input(const char *buf, int n)
+{
+	while (!readchar_nonblock()) {
+		in_idle = 1;
+		af_idle();
+		in_idle = 0;
+		if (line_erased) {
+			if (last_output != '\n')
+				putchar('\n');
+			fputs(PROMPT, stdout);
+			fwrite(buf, 1, (size_t)n, stdout);
+			line_erased = 0;
+		}
+	}
+}
+
 static int readline(char *buf, int max)
 {
 	int n = 0;
 	for (;;) {
-		while (!readchar_nonblock())
-			af_idle();
+		idle_until_input(buf, n);
 		int c = readchar();
 		if (c == '\r' || c == '\n') {
 			putchar('\n');

@@ -2,8 +2,9 @@
 
 No pexpect: ``pty.openpty`` + ``subprocess`` + ``select``.  The simulator's
 serial2console module reads its stdin and writes its stdout, which here are the
-pty's slave side; we hold the master.  ANSI escape sequences (the coloured
-prompt) are stripped from everything returned.
+pty's slave side; we hold the master.  Everything returned is the text the
+terminal shows (``atomflash.console_text``: colours stripped, lines the
+firmware's line editor erased gone).
 
     with SimConsole(gw) as con:           # gw: the gateware (run) directory
         con.wait_prompt(timeout=120)      # boot
@@ -21,19 +22,12 @@ import subprocess
 import time
 from pathlib import Path
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-PROMPT = "atomflash> "
-
-
-def strip_ansi(text: str) -> str:
-    return ANSI.sub("", text).replace("\r", "")
+from atomflash import console_text
+from atomflash.console_text import PROMPT
 
 
 class ConsoleTimeout(AssertionError):
     pass
-
-
-MODEL_NOTE = re.compile(r"nand\d+: [\d.]+ ns: \w+: [^\r\n]*\r?\n")
 
 
 class SimConsole:
@@ -90,17 +84,14 @@ class SimConsole:
             data = b""
         if not data:
             raise ConsoleTimeout(f"simulator exited (rc={self.proc.poll()}); output so far:\n{self.transcript[-3000:]}")
-        # Escape sequences arrive split across reads (the UART sends a byte at
-        # a time): hold back an unfinished one until the rest arrives.
         raw = self.pending + data.decode("utf-8", "replace")
-        cut = raw.rfind("\x1b")
-        if cut >= 0 and not ANSI.match(raw, cut) and len(raw) - cut < 16:
+        cut = console_text.unfinished_escape(raw)
+        if cut >= 0:
             raw, self.pending = raw[:cut], raw[cut:]
         else:
             self.pending = ""
-        text = strip_ansi(raw)
-        self.buf += text
-        self.transcript += text
+        self.buf = console_text.append(self.buf, raw)
+        self.transcript = console_text.append(self.transcript, raw)
         return True
 
     def expect(self, pattern: str | re.Pattern, timeout: float = 30.0) -> re.Match:
@@ -135,17 +126,19 @@ class SimConsole:
         """Type ``line`` + Enter, return its output (without the echoed line
         and the next prompt)."""
         self.send(line + "\r")
-        out = self.wait_prompt(timeout)
-        # the NAND models write their notes to the same terminal, even in the middle of the echo: take
-        # them out, and put them after the command's own output
-        notes = MODEL_NOTE.findall(out)
-        out = MODEL_NOTE.sub("", out)
-        if notes:
-            out = out.rstrip("\n") + "\n" + "".join(notes)
-        lines = out.split("\n")
-        # the idle loop (GC, checkpoints, the models' notes) may print after the last prompt, before the echo:
-        # those lines come first in what is returned
-        for i, first in enumerate(lines):
-            if first.strip() == line.strip():
-                return "\n".join(lines[:i] + lines[i + 1:])
-        raise AssertionError(f"echo mismatch: {lines[0]!r} vs {line!r}")
+        return self.output_of(line, timeout)
+
+    def output_of(self, line: str, timeout: float = 30.0) -> str:
+        """The output of ``line``, typed already, up to the next prompt (`console_text.command_output`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = console_text.command_output(self.buf, line)
+            if done:
+                out, end = done
+                self.buf = self.buf[end:]
+                return out
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ConsoleTimeout(f"timed out after {timeout} s waiting for the output of {line!r}; "
+                                     f"output so far:\n{self.transcript[-3000:]}")
+            self._read(min(left, 0.5))

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import re
 import select
 import signal
 import socket
@@ -41,11 +40,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import console_text
+
 __all__ = ["SimConfig", "SimError", "NandControl", "start", "stop", "status", "serve", "console_command", "boot_report",
            "default_run_dir", "source_root"]
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-PROMPT = "atomflash> "
 BOOT_DONE = "Type 'help'."
 
 
@@ -298,7 +297,7 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
 
 
 def boot_text(run_dir: Path | None = None) -> str:
-    """The console output of the current (or last) run, ANSI stripped."""
+    """The console output of the current (or last) run, as the terminal shows it."""
     run_dir = Path(run_dir or default_run_dir())
     st = _read_state(run_dir) or {}
     try:
@@ -307,7 +306,7 @@ def boot_text(run_dir: Path | None = None) -> str:
             raw = f.read()
     except FileNotFoundError:
         return ""
-    return ANSI.sub("", raw.decode(errors="replace")).replace("\r", "")
+    return console_text.render(raw.decode(errors="replace"))
 
 
 def boot_report(run_dir: Path | None = None) -> str:
@@ -371,7 +370,7 @@ def _console_socket(run_dir: Path) -> socket.socket:
 
 def console_command(line: str, run_dir: Path | None = None, *, timeout: float = 300.0,
                     expect_prompt: bool = True) -> str:
-    """Send one console command; returns its output (ANSI stripped) up to the next prompt."""
+    """Send one console command; returns its output up to the next prompt (`console_text.command_output`)."""
     run_dir = Path(run_dir or default_run_dir())
     s = _console_socket(run_dir)
     try:
@@ -388,13 +387,9 @@ def console_command(line: str, run_dir: Path | None = None, *, timeout: float = 
                 if not chunk:
                     raise SimError("the simulation ended during the command")
                 raw += chunk  # strip escapes from the whole text: the UART splits them across reads
-                buf = ANSI.sub("", raw.decode(errors="replace")).replace("\r", "")
-                echo = buf.find(line)
-                if echo >= 0:
-                    rest = buf[echo + len(line):]
-                    end = rest.find(PROMPT)
-                    if end >= 0:
-                        return rest[:end].strip("\n")
+                done = console_text.command_output(console_text.render(raw.decode(errors="replace")), line)
+                if done:
+                    return done[0].strip("\n")
             if time.monotonic() > deadline:
                 raise SimError(f"console: no prompt after {line!r} within {timeout:.0f} s")
     finally:

@@ -182,6 +182,28 @@ def test_host_command_errors(con):
     assert "error: unknown io operation 'erase'" in con.command("io erase 1")
 
 
+def test_idle_output_does_not_break_the_line_being_typed(con):
+    """Background GC prints (trace on) while a line is half typed: the message gets lines of its
+    own, the prompt and the partial line are drawn again, and the finished line runs as typed."""
+    assert "foreground below 1, background below 1" in con.command("gc thresholds 1 1")  # keep the dirty blocks
+    assert "random: 300 writes" in con.command("io random 9 300 24", timeout=120)
+    assert "gc trace on" in con.command("gc trace")
+    erased = int(re.search(r"queued in the core: (\d+)\)", con.command("gc")).group(1))
+    con.command(f"gc thresholds 1 {erased + 1}")     # background GC whenever the console is quiet
+    con.expect(r"gc: victim \d+", timeout=60)      # it runs from the idle loop, a victim per step
+    before = len(con.transcript)
+    con.send("inf")
+    con.expect(r"gc: victim \d+", timeout=60)      # the next step: it prints over "atomflash> inf"
+    con.send("o\r")                                  # completes "info"
+    out = con.output_of("info")
+    assert "spec_version" in out and "error" not in out, out
+    shown = con.transcript[before:].split("\n")
+    assert any(line.startswith("gc: victim") for line in shown), shown
+    assert "atomflash> info" in shown, shown          # the line as typed, whole, after the last message
+    assert "gc trace off" in con.command("gc trace")
+    assert "0 wrong: pass" in con.command("io verify 9 300 24", timeout=120)
+
+
 def test_exit_ends_simulation(con):
     con.send("exit\r")
     con.expect("simulation finished", timeout=30)
