@@ -732,7 +732,8 @@ def main(argv=None) -> int:
     p.add_argument("--fresh", action="store_true",
                    help="start every trial on a fresh device instead of the seasoned base (no GC yet; no calibration)")
     p.add_argument("--gateware", type=Path, default=None,
-                   help="a built simulation (soc/sim.py --build-only prints it; default: build it now). "
+                   help="a built simulation (soc/sim.py --build-only prints it; default: build it now), or a "
+                        "frozen copy a result names (its 'build', e.g. <dir>/gateware-<hash>). "
                         "A copy keeps a long campaign independent of later rebuilds")
     args = p.parse_args(argv)
     bad_faults = [f for f in args.faults.split(",") if f and f not in FAULTS and args.faults != "mix"]
@@ -754,6 +755,10 @@ def main(argv=None) -> int:
     if args.blocks_per_lun < 4:
         p.error("--blocks-per-lun: at least 4 (the checkpoint areas, GC's reserve and an open block per die)")
     _set_geometry(args.blocks_per_lun)
+    if args.gateware and (args.gateware / "gateware" / "sim_config.js").exists():
+        args.gateware = args.gateware / "gateware"   # a frozen copy: its gateware directory
+    if args.gateware and not (args.gateware / "sim_config.js").exists():
+        p.error(f"--gateware: {args.gateware} holds no built simulation (sim_config.js)")
     gateware = (args.gateware.resolve() if args.gateware
                 else freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)), out / "gateware"))
     initial = prepare_base(base, gateware, fresh=args.fresh)
