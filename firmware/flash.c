@@ -339,13 +339,29 @@ static void scan_consume(void *ctx, pipe_ent_t *e)
 		b->torn++;
 }
 
-/* af_rec_mlc_filter: the upper page past the block's written prefix (pages are consumed in order
- * within a block, so `written` is the prefix), intact (a prefix without torn pages), or to be read. */
+/* af_rec_block_end_filter: the last page of a scanned block's written prefix (pages are consumed in
+ * order within a block, so `written` is the prefix) -- where a cut tears. */
+static int is_block_end_cb(void *ctx, uint32_t ppa)
+{
+	(void)ctx;
+	const af_block_t *b = &af_flash.blocks[af_nand_block_of(ppa)];
+	return b->scan && b->written && AF_PPA_PPA_PAGE_GET(ppa) == b->written - 1u;
+}
+
+static void torn_end_cb(void *ctx, uint32_t ppa)
+{
+	(void)ctx;
+	af_flash.blocks[af_nand_block_of(ppa)].torn_end = 1;
+}
+
+/* af_rec_mlc_filter: the upper page past the block's written prefix, or the torn page ending it
+ * (absent), intact (a prefix without torn pages), or to be read. */
 static int upper_state_cb(void *ctx, uint32_t ppa)
 {
 	(void)ctx;
 	const af_block_t *b = &af_flash.blocks[af_nand_block_of(ppa)];
-	if (AF_PPA_PPA_PAGE_GET(ppa) >= b->written)
+	uint32_t page = AF_PPA_PPA_PAGE_GET(ppa);
+	if (page >= b->written || (b->torn_end && page == b->written - 1u))
 		return AF_REC_UPPER_ABSENT;
 	return b->torn ? AF_REC_UPPER_UNKNOWN : AF_REC_UPPER_INTACT;
 }
@@ -540,6 +556,7 @@ int af_flash_boot(void)
 		return r;
 	}
 	t0 = af_uptime_cycles();
+	af_rec_block_end_filter(&rec, is_block_end_cb, torn_end_cb, NULL);
 	if (af_nand.bits_per_cell >= 2)
 		af_rec_mlc_filter(&rec, af_nand.pages_per_block, upper_state_cb, NULL);
 	if (!have_ckpt)

@@ -38,6 +38,7 @@ typedef struct {
 	uint8_t scan_end; /* the scan met its first erased page: the written prefix ends there (docs/recovery.md) */
 	uint8_t needs_erase; /* found erased at boot (pages past the first erased one never read): erase before use */
 	uint8_t retire;   /* a program failed in it: GC moves its bound pages, then it is retired */
+	uint8_t torn_end; /* its written prefix ends in a data page whose data does not read (torn by a cut) */
 	uint32_t erases;  /* erase count (wear.c): saved in checkpoints, counted since */
 	uint8_t p0_kind;  /* page 0's OOB kind (AF_P0_INTACT, AF_P0_CKPT) */
 	uint64_t p0_seq;  /* page 0's seq (AF_P0_INTACT, AF_P0_CKPT); checkpoint number in p0_num */
@@ -65,7 +66,7 @@ typedef struct {
 	uint32_t scan_full;       /* pages not scanned: the table was full */
 	uint32_t read_errors;     /* page reads that failed (controller or descriptor errors) */
 	uint32_t erased_since_boot; /* block erases since boot (GET_LOG) */
-	uint32_t record_reads;    /* data-area reads for record pages */
+	uint32_t record_reads;    /* data-area reads at boot: record pages, and the data page ending each block */
 	uint64_t t_bringup, t_bbt, t_p0, t_ckpt, t_scan, t_finish; /* cycles per phase */
 	uint32_t blocks_scanned;  /* blocks recovery read, up to their first erased page */
 	uint32_t scan_skipped;    /* pages read ahead past a block's first erased page, not scanned */

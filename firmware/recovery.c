@@ -368,6 +368,29 @@ uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, int (*upper_st
 	return dropped;
 }
 
+uint32_t af_rec_block_end_filter(af_rec_t *r, int (*is_block_end)(void *ctx, uint32_t ppa),
+				 void (*torn_end)(void *ctx, uint32_t ppa), void *ctx)
+{
+	uint32_t kept = 0, dropped = 0;
+	for (uint32_t i = 0; i < r->n; i++) {
+		af_rec_page_t *e = &r->pages[i];
+		uint8_t probe;
+		/* a one-byte read: the reader decodes the whole data area (ECC works on whole codewords) */
+		if (is_data_kind(e->kind) && is_block_end(ctx, e->ppa) &&
+		    r->io->read_data(r->io->ctx, e->ppa, 0, &probe, 1)) {
+			r->data_pages--;
+			r->torn++;
+			dropped++;
+			if (torn_end)
+				torn_end(ctx, e->ppa);
+			continue; /* its seq is in max_seq already */
+		}
+		r->pages[kept++] = *e;
+	}
+	r->n = kept;
+	return dropped;
+}
+
 void af_rec_map_clear(af_rec_map_t *map)
 {
 	for (uint32_t i = 0; i < map->nlba; i++) {

@@ -15,6 +15,7 @@
  *     af_rec_t r;
  *     af_rec_init(&r, &io, page_data, pages, index, cap);
  *     for each page written since the checkpoint: af_rec_scan(&r, ppa);
+ *     af_rec_block_end_filter(&r, is_block_end, torn_end, ctx);
  *     MLC parts: af_rec_mlc_filter(&r, pages_per_block, upper_state, ctx);
  *     load the checkpoint into map.ppa / map.vseq (or af_rec_map_clear);
  *     af_rec_finish(&r, &checkpoint_or_NULL, &map, &report);
@@ -54,7 +55,8 @@
 typedef struct {
 	/* the page's OOB record, AF_OOB_SIZE bytes, raw (CRC not checked by the reader) */
 	int (*read_oob)(void *ctx, uint32_t ppa, void *oob);
-	/* len bytes of the page's data area from byte offset (record pages only) */
+	/* len bytes of the page's data area from byte offset (record pages, and the
+	 * block ends af_rec_block_end_filter checks) */
 	int (*read_data)(void *ctx, uint32_t ppa, uint32_t offset, void *buf, uint32_t len);
 	void *ctx;
 } af_rec_io_t;
@@ -187,6 +189,17 @@ int af_rec_scan(af_rec_t *r, uint32_t ppa);
 #define AF_REC_UPPER_UNKNOWN 2
 uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, int (*upper_state)(void *ctx, uint32_t ppa),
 			   void *ctx);
+
+/* A cut tears the page being programmed: the last page of its block's written
+ * prefix (the pages before the first erased one).  Its OOB record can survive
+ * while its data does not (an intact OOB over an uncorrectable page), so every
+ * intact data page `is_block_end` names is read (io->read_data); one whose data
+ * does not read is torn: dropped (counted in torn, its seq stays in max_seq),
+ * and `torn_end` (may be NULL) is told, so an MLC caller can treat its word
+ * line as incomplete.  Call after the scan, before af_rec_mlc_filter.  Returns
+ * how many it dropped.  Same rule as the model ("Torn under an intact OOB"). */
+uint32_t af_rec_block_end_filter(af_rec_t *r, int (*is_block_end)(void *ctx, uint32_t ppa),
+				 void (*torn_end)(void *ctx, uint32_t ppa), void *ctx);
 
 /* Every LBA unbound (a boot with no checkpoint). */
 void af_rec_map_clear(af_rec_map_t *map);

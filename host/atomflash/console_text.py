@@ -65,7 +65,9 @@ def command_output(text: str, line: str) -> tuple[str, int] | None:
 
     Lines the idle loop printed before the echo come first in the output; the
     models' notes come last."""
-    echo = re.compile(r"(?:^|\n)(?:" + re.escape(PROMPT) + r")?" + re.escape(line) + r"\n")
+    # the echo ends a line; before it on that line only a prompt, or the end of one (a reader that
+    # connects while the prompt is being printed sees only its tail)
+    echo = re.compile(r"(?:^|\n)(?:[^\n]*> )?" + re.escape(line) + r"\n")
     clean = MODEL_NOTE.sub("", text)
     m = echo.search(clean)
     if not m:

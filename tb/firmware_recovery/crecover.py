@@ -86,7 +86,8 @@ class Case:
         out.append(struct.pack("<I", len(self.pages)))
         for p in self.pages:
             oob = bytes(p.oob).ljust(spec.OOB.size, b"\xff")[:spec.OOB.size]
-            out.append(struct.pack("<II", p.addr, int(p.addr in self.unreadable)) + oob +
+            unreadable = int(p.addr in self.unreadable) | int(not p.data_ok) << 1  # driver.c: page, data area
+            out.append(struct.pack("<II", p.addr, unreadable) + oob +
                        struct.pack("<I", len(p.data)) + bytes(p.data))
         ck = self.checkpoint
         if ck is None:

@@ -6,6 +6,7 @@
  *
  * case:  u32 'CASE'; u32 nlba, page_data, ppb, nblocks, cap, runs, mlc (pages per block; 0: SLC)
  *        u32 npages; npages x { u32 addr, u32 unreadable, u8 oob[40], u32 dlen, u8 data[dlen] }
+ *        (unreadable: bit 0 the whole page, bit 1 its data area only -- an intact OOB over torn data)
  *        u32 has_ckpt; [ u64 seq; u32 nmap; nmap x { u32 lba, u64 vseq, u32 ppa }
  *                        u32 ntx; ntx x { u32 tag, u64 first, u32 npages, u32 nlive,
  *                                         nlive x { u64 lba, u64 vseq, u32 ppa } }
@@ -66,6 +67,7 @@ typedef struct {
 	uint32_t ppb;
 	uint32_t mlc;       /* af_rec_mlc_filter with these pages per block (addresses are spec.PPA); 0: SLC */
 	int *result;        /* af_rec_scan's answer per page index */
+	uint8_t *torn_end;  /* per page index: af_rec_block_end_filter dropped it */
 	uint32_t oob_reads, data_reads, data_reads_nonrecord;
 } flash_t;
 
@@ -79,7 +81,7 @@ static int upper_state(void *ctx, uint32_t ppa)
 	for (uint32_t k = 0; k <= page; k++) {
 		uint32_t a = base + k;
 		int32_t i = a < f->naddr ? f->by_addr[a] : -1;
-		if (i < 0 || f->result[i] == AF_REC_PAGE_ERASED)
+		if (i < 0 || f->result[i] == AF_REC_PAGE_ERASED || (k == page && f->torn_end[i]))
 			return AF_REC_UPPER_ABSENT;
 		torn |= f->result[i] == AF_REC_PAGE_TORN;
 	}
@@ -91,12 +93,33 @@ static page_t *find(flash_t *f, uint32_t ppa)
 	return ppa < f->naddr && f->by_addr[ppa] >= 0 ? &f->pages[f->by_addr[ppa]] : NULL;
 }
 
+/* af_rec_block_end_filter: the last page of its block's written prefix (blocks by spec.PPA, as the
+ * model's rule; the prefix from the scan's answers). */
+static int is_block_end(void *ctx, uint32_t ppa)
+{
+	flash_t *f = ctx;
+	uint32_t base = ppa & ~(uint32_t)AF_PPA_PPA_PAGE_MASK, prefix = 0;
+	for (;; prefix++) {
+		uint32_t a = base + prefix;
+		int32_t i = a < f->naddr ? f->by_addr[a] : -1;
+		if (i < 0 || f->result[i] == AF_REC_PAGE_ERASED || prefix > AF_PPA_PPA_PAGE_MASK)
+			break;
+	}
+	return prefix && ppa == base + prefix - 1;
+}
+
+static void torn_end(void *ctx, uint32_t ppa)
+{
+	flash_t *f = ctx;
+	f->torn_end[f->by_addr[ppa]] = 1;
+}
+
 static int read_oob(void *ctx, uint32_t ppa, void *oob)
 {
 	flash_t *f = ctx;
 	page_t *p = find(f, ppa);
 	f->oob_reads++;
-	if (!p || p->unreadable)
+	if (!p || (p->unreadable & 1))
 		return 1;
 	memcpy(oob, p->oob, AF_OOB_SIZE);
 	return 0;
@@ -107,11 +130,13 @@ static int read_data(void *ctx, uint32_t ppa, uint32_t offset, void *buf, uint32
 	flash_t *f = ctx;
 	page_t *p = find(f, ppa);
 	f->data_reads++;
-	if (!p || p->unreadable || offset > p->dlen || len > p->dlen - offset)
+	if (!p)
 		return 1;
 	unsigned kind = p->oob[offsetof(af_oob_t, kind)];
-	if (kind != AF_KIND_COMMIT && kind != AF_KIND_REMAP && kind != AF_KIND_TRIM)
+	if (kind != AF_KIND_COMMIT && kind != AF_KIND_REMAP && kind != AF_KIND_TRIM && !is_block_end(f, ppa))
 		f->data_reads_nonrecord++;
+	if (p->unreadable || offset > p->dlen || len > p->dlen - offset)
+		return 1;
 	memcpy(buf, p->data + offset, len);
 	return 0;
 }
@@ -154,6 +179,9 @@ static void run(flash_t *fl, uint32_t nlba, uint32_t page_data, uint32_t nblocks
 			break;
 		}
 	}
+	memset(fl->torn_end, 0, fl->npages);
+	if (out->rc == 0)
+		af_rec_block_end_filter(&r, is_block_end, torn_end, fl);
 	if (fl->mlc && out->rc == 0)
 		af_rec_mlc_filter(&r, fl->mlc, upper_state, fl);
 	out->ppa = xcalloc(nlba, 4);
@@ -204,6 +232,7 @@ int main(void)
 		fl.npages = u32();
 		fl.pages = xcalloc(fl.npages, sizeof *fl.pages);
 		fl.result = xcalloc(fl.npages, sizeof *fl.result);
+		fl.torn_end = xcalloc(fl.npages, 1);
 		for (uint32_t i = 0; i < fl.npages; i++) {
 			page_t *p = &fl.pages[i];
 			p->addr = u32();
@@ -305,6 +334,7 @@ int main(void)
 		free(fl.pages);
 		free(fl.by_addr);
 		free(fl.result);
+		free(fl.torn_end);
 		free(ck.map_lba);
 		free(ck.map_ppa);
 		free(ck.map_vseq);

@@ -45,6 +45,12 @@ def test_model_notes_inside_the_echo_move_after_the_output():
     assert text[end:] == "x"
 
 
+def test_a_reader_that_connected_while_the_prompt_was_printed():
+    text = render("[92;1matomflash\x1b[0m> ckpt every 16\r\n\rautomatic checkpoints every 16\r\n\r" + COLOUR_PROMPT)
+    out, end = command_output(text, "ckpt every 16")
+    assert out == "automatic checkpoints every 16\n" and text[end:] == ""
+
+
 @pytest.mark.parametrize("text", [
     "io verify 5 895 40\n0 wrong",                    # no prompt yet
     "io verify 5 89",                                 # still being echoed

@@ -20,8 +20,8 @@ And the way back, to judge what the firmware left on flash (after a power cut):
 
 * :func:`read_log`: every programmed page of the images as the controller
   reads it (BCH-corrected with ``bchlib``; an uncorrectable OOB codeword reads
-  as a zeroed OOB record, an uncorrectable data codeword as zeroed data), by PPA,
-  for ``atomflash.model.recover``.
+  as a zeroed OOB record, an uncorrectable data codeword as zeroed data and
+  ``Page.data_ok`` false), by PPA, for ``atomflash.model.recover``.
 * :func:`read_checkpoint`: the newest intact firmware checkpoint
   (``spec.CKPT_HDR`` + ``spec.CKPT_ENTRY`` pages, decoded here independently
   of firmware/ckpt.c) as an ``atomflash.model.Checkpoint``.
@@ -149,8 +149,17 @@ def create_images(run_dir: Path, cfgs: list[nandsim.NandConfig]) -> list[nandsim
 def decode_page(layout: spec.NandPageLayout, raw: bytes, bch: "bchlib.BCH | None" = None) -> tuple[bytes, bytes]:
     """(data, OOB record) of a programmed page as the controller returns them:
     every codeword corrected; an uncorrectable codeword reads as zeros."""
+    data, oob, _ = decode_page_checked(layout, raw, bch)
+    return data, oob
+
+
+def decode_page_checked(layout: spec.NandPageLayout, raw: bytes,
+                        bch: "bchlib.BCH | None" = None) -> tuple[bytes, bytes, bool]:
+    """:func:`decode_page`, and whether every codeword of the data area decoded
+    (``Page.data_ok``: the controller would have answered an uncorrectable read)."""
     bch = bch or bchlib.BCH(layout.ecc.t, prim_poly=layout.ecc.prim_poly)
     user = bytearray(layout.user_bytes)
+    data_ok = True
     for i in range(layout.codewords):
         col, n = layout.codeword_span(i)
         pcol, pn = layout.parity_span(i)
@@ -158,8 +167,10 @@ def decode_page(layout: spec.NandPageLayout, raw: bytes, bch: "bchlib.BCH | None
         if bch.decode(cw, ecc) >= 0:
             bch.correct(cw, ecc)
             user[col:col + n] = cw
+        elif col < layout.profile.page_data:
+            data_ok = False
     rec = layout.oob_record_col
-    return bytes(user[:layout.profile.page_data]), bytes(user[rec:rec + spec.OOB.size])
+    return bytes(user[:layout.profile.page_data]), bytes(user[rec:rec + spec.OOB.size]), data_ok
 
 
 def read_log(images: list[nandsim.Image], layout: spec.NandPageLayout, ways: int) -> list[Page]:
@@ -183,11 +194,11 @@ def read_log(images: list[nandsim.Image], layout: spec.NandPageLayout, ways: int
                 ended.add(key)
                 continue
             expect[key] = page + 1
-            data, oob = decode_page(layout, img.page(lun, block, page), bch)
+            data, oob, data_ok = decode_page_checked(layout, img.page(lun, block, page), bch)
             if oob == erased_oob:
                 ended.add(key)
                 continue
-            out.append(Page(spec.pack_ppa(t // ways, t % ways, lun, block, page), oob, data))
+            out.append(Page(spec.pack_ppa(t // ways, t % ways, lun, block, page), oob, data, data_ok))
     return out
 
 

@@ -87,6 +87,18 @@ intact; the core acknowledges nothing on a lower page before its upper page
 is programmed (rtl/ftl/pairing.py), so dropping these loses nothing
 acknowledged.  Their seqs still count for the resume.
 
+**Torn under an intact OOB.**  A cut tears the page being programmed: the
+last page of its block's written prefix (pages are programmed in order).
+Its OOB record, one codeword, can survive while a data codeword does not
+(the campaign saw it on SLC: a cut at 97 % of a program).  So a data page that
+ends its block's written prefix counts only if its data area decodes too
+(``Page.data_ok``; addresses are ``spec.PPA``); otherwise it is torn (its seq
+still counts for the resume).  The page was being programmed, so nothing
+acknowledged is lost.  Only block ends are judged so: a page further back
+was complete when the next one started, and an unreadable one there is a
+media error the host must see, not an older version.  On MLC, a lower page
+whose upper page is such a torn end has an incomplete word line.
+
 **Idempotent.**  Recovery writes nothing; its result depends only on intact
 pages and the checkpoint, so running it twice, or on the same flash plus a
 checkpoint of its own result, gives the same map (trap 6).
@@ -115,6 +127,7 @@ class Page:
     addr: int
     oob: bytes
     data: bytes = b""
+    data_ok: bool = True  # False: a data codeword did not decode (see "Torn under an intact OOB")
 
 
 @dataclass(frozen=True)
@@ -189,7 +202,9 @@ class _Scan:
 
     def __init__(self, pages: Iterable[Page], mlc: int | None = None):
         pages = list(pages)
-        incomplete = _incomplete_word_lines(pages, mlc) if mlc else set()
+        blocks = _blocks(pages) if mlc or not all(p.data_ok for p in pages) else {}
+        torn_ends = _torn_block_ends(blocks)
+        incomplete = _incomplete_word_lines(blocks, mlc, torn_ends) if mlc else set()
         self.mlc_dropped = 0
         self.versions: dict[int, list[_Copy]] = {}
         self.tx_pages: dict[int, set[int]] = {}  # tag -> vseqs of transaction pages carrying it
@@ -205,6 +220,10 @@ class _Scan:
                     raw = spec.OOB.unpack(p.oob)
                     if raw.format == spec.OOB_FORMAT:
                         self.hints.append(raw.seq)
+                continue
+            if p.addr in torn_ends:
+                self.torn += 1
+                self.max_seq = max(self.max_seq, rec.seq)
                 continue
             if p.addr in incomplete and rec.kind in _RECORD_KINDS + _DATA_KINDS:
                 self.mlc_dropped += 1
@@ -261,21 +280,44 @@ def _intact(p: Page) -> bool:
     return rec.kind not in _RECORD_KINDS or spec.unpack_record_page(p.data, rec.kind, rec.seq) is not None
 
 
-def _incomplete_word_lines(pages: list[Page], pages_per_block: int) -> set[int]:
-    """Addresses (PPAs) of lower pages whose word line is not complete: the upper page is past the
-    block's written prefix (its first page absent from ``pages`` or erased) or not intact."""
+def _blocks(pages: list[Page]) -> dict[int, tuple[dict[int, Page], int]]:
+    """Pages by block (its page-0 PPA): {page index: page} and the written prefix, the pages before
+    the first one absent from ``pages`` or erased (what the firmware's scan reads)."""
     by_block: dict[int, dict[int, Page]] = {}
     for p in pages:
         f = spec.PPA.decompose("ppa", p.addr)
         by_block.setdefault(p.addr - f.page, {})[f.page] = p
-    out = set()
+    out = {}
     for base, here in by_block.items():
         prefix = 0
         while prefix in here and bytes(here[prefix].oob) != _ERASED_OOB:
             prefix += 1
+        out[base] = (here, prefix)
+    return out
+
+
+def _torn_block_ends(blocks: dict[int, tuple[dict[int, Page], int]]) -> set[int]:
+    """Addresses of data pages that end their block's written prefix with a data area that does not
+    decode: torn by a cut although their OOB is intact."""
+    out = set()
+    for base, (here, prefix) in blocks.items():
+        last = here.get(prefix - 1)
+        if last is not None and not last.data_ok:
+            rec = spec.unpack_oob(last.oob)
+            if rec is not None and rec.format == spec.OOB_FORMAT and rec.kind in _DATA_KINDS:
+                out.add(last.addr)
+    return out
+
+
+def _incomplete_word_lines(blocks: dict[int, tuple[dict[int, Page], int]], pages_per_block: int,
+                           torn_ends: set[int]) -> set[int]:
+    """Addresses (PPAs) of lower pages whose word line is not complete: the upper page is past the
+    block's written prefix, not intact, or a torn block end."""
+    out = set()
+    for base, (here, prefix) in blocks.items():
         for page in here:
             upper = spec.mlc_upper_of(page, pages_per_block)
-            if upper >= 0 and (upper >= prefix or not _intact(here[upper])):
+            if upper >= 0 and (upper >= prefix or not _intact(here[upper]) or base + upper in torn_ends):
                 out.add(base + page)
     return out
 
