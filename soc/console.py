@@ -94,21 +94,24 @@ class SimConsole:
         self.transcript = console_text.append(self.transcript, raw)
         return True
 
+    def _until(self, found, what: str, timeout: float):
+        """Read until ``found()`` returns something (not None); return it."""
+        deadline = time.monotonic() + timeout
+        while (got := found()) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ConsoleTimeout(f"timed out after {timeout} s waiting for {what}; "
+                                     f"output so far:\n{self.transcript[-3000:]}")
+            self._read(min(left, 0.5))
+        return got
+
     def expect(self, pattern: str | re.Pattern, timeout: float = 30.0) -> re.Match:
         """Consume output up to and including the first match of ``pattern``."""
         rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-        deadline = time.monotonic() + timeout
-        while True:
-            m = rx.search(self.buf)
-            if m:
-                self.before = self.buf[:m.start()]
-                self.buf = self.buf[m.end():]
-                return m
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ConsoleTimeout(f"timed out after {timeout} s waiting for {rx.pattern!r}; "
-                                     f"output so far:\n{self.transcript[-3000:]}")
-            self._read(min(left, 0.5))
+        m = self._until(lambda: rx.search(self.buf), repr(rx.pattern), timeout)
+        self.before = self.buf[:m.start()]
+        self.buf = self.buf[m.end():]
+        return m
 
     def wait_prompt(self, timeout: float = 30.0) -> str:
         """Wait for the prompt; returns what came before it."""
@@ -130,15 +133,7 @@ class SimConsole:
 
     def output_of(self, line: str, timeout: float = 30.0) -> str:
         """The output of ``line``, typed already, up to the next prompt (`console_text.command_output`)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            done = console_text.command_output(self.buf, line)
-            if done:
-                out, end = done
-                self.buf = self.buf[end:]
-                return out
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ConsoleTimeout(f"timed out after {timeout} s waiting for the output of {line!r}; "
-                                     f"output so far:\n{self.transcript[-3000:]}")
-            self._read(min(left, 0.5))
+        out, end = self._until(lambda: console_text.command_output(self.buf, line),
+                               f"the output of {line!r}", timeout)
+        self.buf = self.buf[end:]
+        return out
