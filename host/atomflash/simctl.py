@@ -241,7 +241,7 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
 
     args = socsim.parse_args(cfg.build_args())
     t0 = time.monotonic()
-    gw = Path(gateware) if gateware is not None else build(cfg, log=log)
+    gw = Path(gateware).resolve() if gateware is not None else build(cfg, log=log)
     build_s = time.monotonic() - t0
     run_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
