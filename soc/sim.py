@@ -105,7 +105,8 @@ def parse_args(argv=None):
     p.add_argument("--firmware-only", action="store_true",
                    help="generate SoC headers and build the firmware only (no Verilator)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="C++ compile jobs")
-    p.add_argument("--opt-level", default="O3", help="C++ optimisation of the Verilated model")
+    p.add_argument("--opt-level", default="O2",
+                   help="C++ optimisation of the Verilated model (-O2 measured ~10%% faster than Verilator's own -Os, same build time)")
     p.add_argument("--threads", type=int, default=1,
                    help="Verilator model threads (--threads; each spins a core, so only with cores to spare)")
     p.add_argument("--trace", action="store_true", help="dump a VCD (gateware/sim.vcd)")
@@ -256,7 +257,6 @@ def _content_for_hash(path: Path) -> bytes:
 def verilator_command(soc, gw: Path, args) -> tuple[list[str], str]:
     """The make command compiling the Verilated model (LiteX's core Makefile,
     without its unconditional ``rm -rf obj_dir``) and a hash of its inputs."""
-    from litex.build.sim import verilator as litex_verilator
 
     srcs = []
     h = hashlib.sha256()
@@ -278,13 +278,17 @@ def verilator_command(soc, gw: Path, args) -> tuple[list[str], str]:
     for flag in soc.sim_cflags:
         cc_srcs.append(f"-CFLAGS {shlex.quote(flag)}")
     cc_srcs += soc.sim_verilator_flags
-    makefile = Path(litex_verilator.core_directory) / "Makefile"
-    cmd = ["make", "-C", str(gw), "-f", str(makefile), f"CC_SRCS={' '.join(cc_srcs)}",
-           f"JOBS={args.jobs}", f"OPT_LEVEL={args.opt_level}"]
+    # LiteX's core Makefile and glue, but --trace only when asked (soc/sim_verilator.mk)
+    makefile, veril = ROOT / "soc" / "sim_verilator.mk", ROOT / "soc" / "sim_veril.cpp"
+    cmd = ["make", "-C", str(gw), "-f", str(makefile), f"CC_SRCS={' '.join(cc_srcs)}", f"VERIL_CPP={veril}",
+           f"JOBS={args.jobs}", f"OPT_LEVEL={args.opt_level}", f"OPT_FAST=-{args.opt_level}"]
     if args.threads > 1:
         cmd.append(f"THREADS={args.threads}")
+    if args.trace or args.trace_fst:
+        cmd.append("TRACE=1")
     if args.trace_fst:
         cmd.append("TRACE_FST=1")
+    h.update(veril.read_bytes())
     for extra in getattr(soc, "sim_hash_extra", []):  # headers the sources include (generated ones)
         h.update(str(extra).encode() + b"\0" + Path(extra).read_bytes())
     for glue in ("sim_init.cpp", "sim_header.h", "variables.mak"):
