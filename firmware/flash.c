@@ -566,7 +566,8 @@ int af_flash_boot(void)
 	memset(&ck, 0, sizeof(ck));
 	ck.seq = af_ckpt.seq;
 	r = af_rec_finish(&rec, have_ckpt ? &ck : NULL, &af_flash.map, &af_flash.report);
-	af_flash.lost = af_rec_valid_counts(&af_flash.map, block_of_cb, NULL, counts, af_flash.nblocks);
+	af_flash.lost = af_rec_valid_counts(&af_flash.map, block_of_cb, NULL, counts, af_flash.nblocks,
+					     &af_flash.bound); /* one pass over the map for both */
 	for (uint32_t b = 0; b < af_flash.nblocks; b++)
 		af_flash.blocks[b].valid = counts[b];
 	af_flash.t_finish = af_uptime_cycles() - t0;
@@ -591,8 +592,6 @@ int af_flash_boot(void)
 	       (unsigned long)rp->remaps_kept, (unsigned long)rp->trims_kept, (unsigned long)rp->groups_discarded,
 	       (unsigned long)rp->tx_discarded, (unsigned long)rp->remaps_discarded,
 	       (unsigned long)rp->records_incomplete);
-	for (uint32_t l = 0; l < af_flash.nlba; l++)
-		af_flash.bound += af_flash.map.vseq[l] != AF_REC_VSEQ_NONE;
 	printf("recovery: %lu LBAs bound of %lu, %lu lost; next seq ", (unsigned long)af_flash.bound,
 	       (unsigned long)af_flash.nlba, (unsigned long)af_flash.lost);
 	af_print_u64(rp->next_seq);

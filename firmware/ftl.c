@@ -526,9 +526,9 @@ int af_ftl_start(void)
 	}
 	if (other_lun_valid)
 		printf("warning: ftl: %lu valid pages on LUNs the core does not write\n", (unsigned long)other_lun_valid);
-	/* the checkpoint's view of the map so far: what recovery left (vseq in af_flash.map.vseq) */
-	for (uint32_t l = 0; l < af_ftl.capacity; l++)
-		af_ckpt.shadow_ppa[l] = af_flash.map.ppa[l];
+	/* the checkpoint's view of the map so far: what recovery left (vseq in af_flash.map.vseq);
+	 * libc's word copy, not a loop: this pass grows with the device */
+	memcpy(af_ckpt.shadow_ppa, af_flash.map.ppa, 4 * (size_t)af_ftl.capacity);
 	/* the pool is a stack: hand out low block numbers first */
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		uint16_t *p = &af_ftl.pool[d * bpl];

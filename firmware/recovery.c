@@ -904,14 +904,16 @@ int af_rec_finish(af_rec_t *r, const af_rec_checkpoint_t *ck, af_rec_map_t *map,
 }
 
 uint32_t af_rec_valid_counts(const af_rec_map_t *map, uint32_t (*block_of)(void *ctx, uint32_t ppa), void *ctx,
-			     uint32_t *counts, uint32_t nblocks)
+			     uint32_t *counts, uint32_t nblocks, uint32_t *bound)
 {
-	uint32_t lost = 0;
+	uint32_t lost = 0, unbound = 0;
 	for (uint32_t b = 0; b < nblocks; b++)
 		counts[b] = 0;
 	for (uint32_t lba = 0; lba < map->nlba; lba++) {
-		if (map->vseq[lba] == AF_REC_VSEQ_NONE)
+		if (map->vseq[lba] == AF_REC_VSEQ_NONE) {
+			unbound++;
 			continue;
+		}
 		if (map->ppa[lba] == AF_REC_PPA_NONE) {
 			lost++;
 			continue;
@@ -920,5 +922,7 @@ uint32_t af_rec_valid_counts(const af_rec_map_t *map, uint32_t (*block_of)(void 
 		if (b < nblocks)
 			counts[b]++;
 	}
+	if (bound)
+		*bound = map->nlba - unbound;
 	return lost;
 }

@@ -19,7 +19,7 @@
  *     MLC parts: af_rec_mlc_filter(&r, pages_per_block, upper_state, ctx);
  *     load the checkpoint into map.ppa / map.vseq (or af_rec_map_clear);
  *     af_rec_finish(&r, &checkpoint_or_NULL, &map, &report);
- *     af_rec_valid_counts(&map, block_of, ctx, counts, nblocks);
+ *     af_rec_valid_counts(&map, block_of, ctx, counts, nblocks, &bound);
  *
  * Recovery writes nothing to flash and its result depends only on the intact
  * pages scanned and the checkpoint, so it can be cut and rerun (trap 6).
@@ -211,8 +211,9 @@ int af_rec_finish(af_rec_t *r, const af_rec_checkpoint_t *ck, af_rec_map_t *map,
 
 /* Per-block valid page counts from a recovered map: counts[block_of(ppa)]++
  * for every bound LBA whose version a page holds (block_of results >= nblocks
- * are ignored).  Returns the number of bound LBAs no page holds (lost). */
+ * are ignored); *bound (if not NULL): the bound LBAs, lost ones included.
+ * Returns the number of bound LBAs no page holds (lost). */
 uint32_t af_rec_valid_counts(const af_rec_map_t *map, uint32_t (*block_of)(void *ctx, uint32_t ppa), void *ctx,
-			     uint32_t *counts, uint32_t nblocks);
+			     uint32_t *counts, uint32_t nblocks, uint32_t *bound);
 
 #endif

@@ -199,7 +199,7 @@ static void run(flash_t *fl, uint32_t nlba, uint32_t page_data, uint32_t nblocks
 		}
 	if (out->rc == 0)
 		out->rc = af_rec_finish(&r, ck ? &ck->ck : NULL, &map, &out->rep);
-	out->lost = af_rec_valid_counts(&map, block_of, fl, out->valid, nblocks);
+	out->lost = af_rec_valid_counts(&map, block_of, fl, out->valid, nblocks, NULL);
 	free(tab);
 	free(idx);
 }

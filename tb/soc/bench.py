@@ -211,8 +211,8 @@ def render(r: dict) -> str:
                   f"{grew('bbt', 'page0'):+.1f} ms), the checkpoint's map pages (one entry per LBA, "
                   f"{grew('checkpoint'):+.1f} ms), and passes over the map in RAM: the recovery's finish (its "
                   f"commit-seq scratch cleared, the valid counts: {grew('finish'):+.1f} ms) and the rest of the "
-                  f"boot (mostly the FTL's start, which copies the map for the checkpointer: "
-                  f"{total - known:+.1f} ms).  The "
+                  f"boot (the FTL's start: its pass over the block table, the map copy for the checkpointer, "
+                  f"handing erased blocks to the dies, the space check: {total - known:+.1f} ms).  The "
                   f"scan ({grew('scan'):+.1f} ms) reads only the blocks written since the checkpoint's floor and "
                   "steps over no others.", ""]
     if r.get("gc"):
