@@ -160,6 +160,9 @@ static int cmd_stats(int argc, char **argv)
 	if (afctrl_present() && afctrl_has(AFCTRL_CAP_DMA))
 		printf("ctrl_dma_copies    %lu\n", (unsigned long)afctrl_read(AFCTRL_REG_DMA_COUNT));
 #endif
+#ifdef CSR_CTRL_BUS_ERRORS_ADDR
+	printf("bus_errors         %lu\n", (unsigned long)ctrl_bus_errors_read()); /* accesses the bus timeout ended */
+#endif
 	if (af_flash.scanned) {
 		printf("boot_pages_scanned %lu\nboot_scan_cycles   ", (unsigned long)af_flash.report.pages_scanned);
 		af_print_u64(af_flash.t_scan);
@@ -284,10 +287,26 @@ static int cmd_selftest(int argc, char **argv)
 	} else {
 		printf("nand           skipped: no NAND controller brought up\n");
 	}
+#if defined(BUS_TIMEOUT_CYCLES) && defined(BUS_UNMAPPED_PROBE) && defined(CSR_CTRL_BUS_ERRORS_ADDR)
+	/* 5. the bus timeout (soc/bus_timeout.py): a read no slave answers ends with all-ones after
+	 *    BUS_TIMEOUT_CYCLES and counts one bus error, instead of hanging the CPU. */
+	{
+		uint32_t errors = ctrl_bus_errors_read();
+		uint64_t t0 = af_uptime_cycles();
+		uint32_t v = *(volatile uint32_t *)(uintptr_t)BUS_UNMAPPED_PROBE;
+		uint64_t waited = af_uptime_cycles() - t0;
+		uint32_t after = ctrl_bus_errors_read();
+		int ok = v == 0xffffffffu && after == errors + 1 && waited >= BUS_TIMEOUT_CYCLES;
+		printf("bus timeout    %s (0x%08lx, no slave: 0x%08lx after %lu cycles; bus_errors %lu -> %lu)\n",
+		       ok ? "pass" : "FAIL", (unsigned long)BUS_UNMAPPED_PROBE, (unsigned long)v, (unsigned long)waited,
+		       (unsigned long)errors, (unsigned long)after);
+		fails += !ok;
+	}
+#endif
 	printf("selftest: %s\n", fails ? "FAIL" : "pass");
 	return fails ? AF_EFAIL : AF_OK;
 }
-AF_COMMAND(selftest, "selftest", "check controller registers, main RAM, the controller's DMA (FTL: IDENTIFY through the queues, the map port) and NAND status", cmd_selftest);
+AF_COMMAND(selftest, "selftest", "check controller registers, main RAM, the controller's DMA (FTL: IDENTIFY through the queues, the map port), NAND status and the bus timeout", cmd_selftest);
 
 static int cmd_reboot(int argc, char **argv)
 {

@@ -586,9 +586,12 @@ def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, by
         why = spec.NoSpace(dev.stats()["no_space"])
         res["no_space"] = f"after recovery: {why.name}"
         new_work = why != spec.NoSpace.NONE and dev.read(SPAN) == before
+    timeouts = simctl.bus_errors(dev.t, run)   # a bus access no slave answered: never, in a healthy SoC
     dev.close()
     if violations:
         res.update(outcome="violation", detail="; ".join(map(str, violations[:10])), violations=len(violations))
+    elif timeouts:
+        res.update(outcome="violation", detail=f"{timeouts} bus timeouts since the reboot (ctrl_bus_errors)")
     elif not new_work:
         res.update(outcome="violation", detail="the device did not take new work after recovery")
     else:

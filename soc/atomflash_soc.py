@@ -125,6 +125,10 @@ class SimPlatformAF(SimPlatform):
         SimPlatform.__init__(self, "SIM", list(_sim_io))
 
 
+# An uncached address no region decodes: `selftest` reads it to check the bus
+# timeout (soc/bus_timeout.py) ends the access instead of hanging the CPU.
+UNMAPPED_PROBE = 0xB000_0000
+
 # SoC -------------------------------------------------------------------------
 
 def add_atomflash(soc, *, out_dir: Path, nand_hook=None):
@@ -224,6 +228,18 @@ class AtomflashSoC(SoCCore):
                                                                          addressing="word"))
         self.bus.add_slave(name="hostmem", slave=self.hostmem.bus,
                            region=SoCRegion(origin=HOSTMEM_ORIGIN, size=hostmem_size, cached=False))
+
+    def finalize(self):
+        # LiteX's crossbar has no bus timeout: give each master its own (soc/bus_timeout.py)
+        if not self.finalized:
+            from .bus_timeout import add_master_timeouts
+
+            add_master_timeouts(self, err_masters=("afctrl_dma",))
+            probe = UNMAPPED_PROBE
+            hit = [n for n, r in self.bus.regions.items() if r.origin <= probe < r.origin + r.size]
+            assert not hit, f"the selftest's unmapped probe 0x{probe:08x} lies in {hit}"
+            self.add_constant("BUS_UNMAPPED_PROBE", probe)
+        super().finalize()
 
     # Called by LiteX's Builder after the software libraries are built.
     def init_mems(self, **kwargs):

@@ -126,6 +126,22 @@ class NandControl:
             raise SimError(f"the NAND models refused the cut ({NandCutWhen(when).name}, {arg1})")
 
 
+def bus_errors(transport, run_dir: Path | str) -> int:
+    """The SoC's bus errors since power-on (LiteX's ``ctrl_bus_errors`` CSR):
+    accesses the per-master bus timeout ended (``soc/bus_timeout.py``).  A
+    healthy device has none, whatever the host does."""
+    from .device import CsrMap
+
+    csr_csv = json.loads((Path(run_dir) / "sim.json").read_text())["csr_csv"]
+    reg = CsrMap.read(csr_csv).registers.get("ctrl_bus_errors")
+    if reg is None:
+        raise SimError(f"{csr_csv}: no ctrl_bus_errors CSR")
+    value = 0
+    for w in transport.read(reg[0], reg[1]):
+        value = (value << 32) | w
+    return value
+
+
 def source_root() -> Path:
     """The atomflash source tree (the sim verbs build and run its SoC)."""
     root = Path(__file__).resolve().parents[2]

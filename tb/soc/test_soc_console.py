@@ -125,6 +125,10 @@ def test_selftest_exercises_slave_and_dma(con):
     assert "ctrl map port  pass (lba 0 -> 0xffffffff)" in out
     assert "main ram       pass" in out
     assert f"nand status    pass ({TARGETS} targets ready)" in out
+    # an address no slave decodes: the bus timeout ends the read (all ones) and counts it, the CPU goes on
+    m = re.search(r"bus timeout    pass \(0xb0000000, no slave: 0xffffffff after (\d+) cycles; bus_errors 0 -> 1\)", out)
+    assert m, out
+    assert int(m.group(1)) < 2 * (1 << 17)
     assert "selftest: pass" in out
 
 
@@ -138,6 +142,7 @@ def test_stats_counters(con):
     to_core, free = (int(re.search(rf"{k}\s+(\d+)", b).group(1)) for k in ("blocks_to_core", "blocks_free"))
     assert to_core + free == TARGETS * BLOCKS_PER_LUN and to_core >= TARGETS  # every die has a block; GC's reserve
     assert int(re.search(r"console_errors\s+(\d+)", b).group(1)) >= 4
+    assert int(re.search(r"bus_errors\s+(\d+)", b).group(1)) == 1  # the selftest's probe, nothing else
     assert int(re.search(r"boot_pages_scanned\s+(\d+)", b).group(1)) == 0  # fresh: every page 0 erased, no block read on
 
 
