@@ -762,6 +762,10 @@ def main(argv=None) -> int:
         args.gateware = args.gateware / "gateware"   # a frozen copy: its gateware directory
     if args.gateware and not (args.gateware / "sim_config.js").exists():
         p.error(f"--gateware: {args.gateware} holds no built simulation (sim_config.js)")
+    if args.report_only:   # from the results alone: nothing built, frozen or booted
+        done = _done(out / "results.jsonl")
+        print(report([r for i, r in sorted(done.items()) if i < args.count], args.report, args))
+        return 0
     gateware = (args.gateware.resolve() if args.gateware
                 else freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)), out / "gateware"))
     initial = prepare_base(base, gateware, fresh=args.fresh)
@@ -778,9 +782,6 @@ def main(argv=None) -> int:
 
     results_path = out / "results.jsonl"
     done = _done(results_path)
-    if args.report_only:
-        print(report([r for i, r in sorted(done.items()) if i < args.count], args.report, args))
-        return 0
     sites = [s for s in args.sites.split(",") if s]
     for s in sites:
         if s not in SITES:
