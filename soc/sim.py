@@ -255,9 +255,9 @@ def _content_for_hash(path: Path) -> bytes:
 
 
 def verilator_command(soc, gw: Path, args) -> tuple[list[str], str]:
-    """The make command compiling the Verilated model (LiteX's core Makefile,
-    without its unconditional ``rm -rf obj_dir``) and a hash of its inputs."""
-
+    """The make command compiling the Verilated model (``soc/sim_verilator.mk``:
+    LiteX's core Makefile with ``--trace`` only when asked, without its
+    unconditional ``rm -rf obj_dir``) and a hash of its inputs."""
     srcs = []
     h = hashlib.sha256()
     for f, *_ in soc.platform.sources:

@@ -82,11 +82,7 @@ class NandControl:
         self.t.write(addr, [(value >> (32 * (words - 1 - i))) & 0xFFFFFFFF for i in range(words)])
 
     def _read(self, name: str) -> int:
-        addr, words = self.regs[name]
-        value = 0
-        for w in self.t.read(addr, words):
-            value = (value << 32) | w
-        return value
+        return _read_csr(self.t, self.regs[name])
 
     def cycle(self) -> int:
         """Clock edges since power-on: the models' time is this x the clock period."""
@@ -136,8 +132,13 @@ def bus_errors(transport, run_dir: Path | str) -> int:
     reg = CsrMap.read(csr_csv).registers.get("ctrl_bus_errors")
     if reg is None:
         raise SimError(f"{csr_csv}: no ctrl_bus_errors CSR")
+    return _read_csr(transport, reg)
+
+
+def _read_csr(transport, reg: tuple[int, int]) -> int:
+    """A CSR (byte address, 32-bit words, most significant first) over the host port."""
     value = 0
-    for w in transport.read(reg[0], reg[1]):
+    for w in transport.read(*reg):
         value = (value << 32) | w
     return value
 
