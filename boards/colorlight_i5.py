@@ -29,7 +29,7 @@ from litex_boards.platforms import colorlight_i5 as platform_mod  # noqa: E402
 from litex_boards.targets import colorlight_i5 as target_mod  # noqa: E402
 
 from boards.common import (BUILD, FirmwareROM, HeaderPin, PinPlan, add_atomflash_board,  # noqa: E402
-                           add_board_args, base_soc_kwargs, build)
+                           add_board_args, base_soc_kwargs, board_slots, build, check_fits)
 
 BOARD = "colorlight_i5"
 DEFAULT_SYS_CLK = 60e6
@@ -74,14 +74,16 @@ PLAN = PinPlan(
 
 class AtomflashColorlightI5(FirmwareROM, target_mod.BaseSoC):
     def __init__(self, *, board="i5", sys_clk_freq=DEFAULT_SYS_CLK, profile="realistic", channels=DEFAULT_CHANNELS, ways=2,
-                 slots=2, ecc=True, sample=1, out_dir: Path, **kwargs):
-        kw = dict(base_soc_kwargs(), **kwargs)
+                 slots=2, ecc=True, sample=1, core="nand", host_queues=1, out_dir: Path, **kwargs):
+        check_fits(f"colorlight {board}", {"i5": "LFE5U-25F", "i9": "LFE5U-45F"}[board], core)
+        kw = dict(base_soc_kwargs(core), **kwargs)
         target_mod.BaseSoC.__init__(self, board=board, revision={"i5": "7.0", "i9": "7.2"}[board],
                                     sys_clk_freq=sys_clk_freq,
                                     with_led_chaser=False, **kw)
         add_atomflash_board(self, plan=PLAN, profile=profile, channels=channels, ways=ways, slots=slots,
                             ecc=ecc, sys_clk_freq=sys_clk_freq, sample=sample,
-                            led_pads=self.platform.request("user_led_n", 0), single_led=True, out_dir=out_dir)
+                            led_pads=self.platform.request("user_led_n", 0), single_led=True, out_dir=out_dir,
+                            core=core, host_queues=host_queues)
 
 
 def main(argv=None):
@@ -90,13 +92,15 @@ def main(argv=None):
     parser = LiteXArgumentParser(platform=platform_mod.Platform, description=__doc__.splitlines()[0])
     parser.add_target_argument("--board", default="i5", choices=("i5", "i9"),
                                help="Module: i5 (LFE5U-25F, v7.0) or i9 (LFE5U-45F, v7.2; room for 2 channels).")
-    add_board_args(parser, default_clk=DEFAULT_SYS_CLK, default_channels=DEFAULT_CHANNELS)
+    # the i5's 25F has no room for the FTL core's firmware ROM: the NAND controller alone by default
+    add_board_args(parser, default_clk=DEFAULT_SYS_CLK, default_channels=DEFAULT_CHANNELS, default_core="nand")
     args = parser.parse_args(argv)
     name = BOARD if args.board == "i5" else f"colorlight_{args.board}"
     out = Path(args.output_dir) if args.output_dir else BUILD / name
     soc = AtomflashColorlightI5(
         board=args.board, sys_clk_freq=args.sys_clk_freq, profile=args.nand_profile, channels=args.channels, ways=args.ways,
-        slots=args.slots, ecc=not args.no_ecc, sample=args.dq_sample, out_dir=out)
+        slots=board_slots(args), ecc=not args.no_ecc, sample=args.dq_sample, core=args.core,
+        host_queues=args.host_queues, uart_baudrate=int(args.uart_baudrate), out_dir=out)
     build(soc, args, board=name)
 
 

@@ -144,31 +144,97 @@ class PinPlan:
 
 # The SoC ------------------------------------------------------------------------
 
-def base_soc_kwargs() -> dict:
-    """SoCCore arguments every board shares (the sim SoC's choices, board-sized memories)."""
+CORES = ("ftl", "nand")
+
+
+def base_soc_kwargs(core: str = "nand") -> dict:
+    """SoCCore arguments every board shares (the sim SoC's choices, board-sized memories).
+
+    ``core="ftl"``: the whole controller needs the simulated SoC's ROM and
+    SRAM (the firmware with the FTL, recovery, GC and checkpoints is ~86 KiB)
+    and the UART shared between the console and the host port: LiteX's
+    UARTBone on the UART's pins (the host port, a Wishbone master) and the
+    console as a ``crossover`` UART behind it (``litex_server`` owns the
+    serial port; ``litex_term crossover`` is the console)."""
+    if core not in CORES:
+        raise ValueError(f"core {core!r}: one of {', '.join(CORES)}")
+    from soc.atomflash_soc import ROM_BYTES, SRAM_BYTES
+
+    ftl = core == "ftl"
     return dict(
         cpu_type="vexriscv", cpu_variant="standard",
-        integrated_rom_size=BOARD_ROM_BYTES,
-        integrated_sram_size=BOARD_SRAM_BYTES,
-        uart_name="serial",
+        integrated_rom_size=ROM_BYTES if ftl else BOARD_ROM_BYTES,
+        integrated_sram_size=SRAM_BYTES if ftl else BOARD_SRAM_BYTES,
+        uart_name="crossover" if ftl else "serial",
+        with_uartbone=ftl,
+        # the simulated SoC's interconnect: on a shared bus the CPU's page-buffer
+        # access and the FTL core's DMA wait for each other (soc/atomflash_soc.py)
+        bus_interconnect="crossbar" if ftl else "shared",
         timer_uptime=True,
         l2_size=BOARD_L2_BYTES,
     )
 
 
+# Block RAMs per ECP5 device: the FTL core's firmware ROM and SRAM alone take
+# 80 DP16KD (160 KiB), more than the 12F/25F have.
+ECP5_DP16KD = {"LFE5U-12F": 32, "LFE5U-25F": 56, "LFE5U-45F": 108, "LFE5U-85F": 208}
+FTL_MIN_DP16KD = 108
+
+
+def check_fits(board: str, device: str, core: str) -> None:
+    """Refuse a core the board's FPGA cannot hold, before a long build finds out."""
+    if core == "ftl" and ECP5_DP16KD.get(device.upper(), 0) < FTL_MIN_DP16KD:
+        raise SystemExit(f"{board} with {device}: --core ftl needs an LFE5U-45F or larger (its firmware ROM and "
+                         f"SRAM take 80 of the {ECP5_DP16KD.get(device.upper(), '?')} block RAMs); "
+                         "use --core nand")
+
+
+def board_slots(args) -> int:
+    """``--slots``, or the core's default (the FTL core needs 4 per channel)."""
+    from soc.atomflash_soc import DEFAULT_SLOTS
+
+    if args.slots is not None:
+        return args.slots
+    return max(DEFAULT_SLOTS, 4) if args.core == "ftl" else 2
+
+
 def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways: int, slots: int,
                         ecc: bool, sys_clk_freq: float, sample: int = 1, led_pads=None,
-                        led_fault_pads=None, single_led: bool = False, out_dir: Path):
-    """Add the atomflash controller window, the NAND bridge, its pins and LEDs to ``soc``."""
-    from soc.atomflash_soc import add_atomflash
-    from soc.nand import add_nand_bridge
+                        led_fault_pads=None, single_led: bool = False, out_dir: Path,
+                        core: str = "nand", host_queues: int = 1):
+    """Add the atomflash controller, its NAND pins and LEDs to ``soc``.
+
+    ``core="ftl"``: the FTL core at ``AFCTRL_BASE``, exactly the simulated
+    SoC's (:func:`soc.nand.add_ftl_bridge`: host queues, FTL fast path, NAND
+    controller), with ``host_queues`` queue pairs for hosts, host memory in
+    the board's SDRAM (:func:`add_sdram_hostmem`) and the host port on the
+    UART (UARTBone + crossover console, see :func:`base_soc_kwargs`).
+    ``core="nand"``: the NAND controller alone behind its window
+    (:class:`boards.nand_bridge.NandBridge` at ``AFNAND_BASE``) and the
+    identify placeholder at ``AFCTRL_BASE``: the firmware brings the flash
+    up and runs its console, but there is no host interface."""
+    from boards.nand_bridge import LED_STRETCH
+    from soc.atomflash_soc import add_atomflash, hostmem_bytes
+    from soc.nand import add_ftl_bridge, add_nand_bridge
 
     rtl_dir = out_dir / "rtl"
     soc.integrated_rom_initialized = True  # the firmware is the ROM (see init_mems)
-    add_atomflash(soc, out_dir=rtl_dir)
-
-    bridge, core = add_nand_bridge(soc, profile=profile, channels=channels, ways=ways, slots=slots, ecc=ecc,
-                                   clk_hz=int(sys_clk_freq), sample=sample, out_dir=rtl_dir)
+    if core == "ftl":
+        if ecc is False:
+            raise SystemExit("--no-ecc: the FTL core's channels always carry BCH ECC")
+        if slots < 4:
+            raise SystemExit(f"--slots {slots}: the FTL core needs at least 4 page-buffer slots per channel "
+                             "(programs, the firmware, the relocator, the reader)")
+        bridge, core_ = add_ftl_bridge(soc, profile=profile, channels=channels, ways=ways, slots=slots,
+                                       clk_hz=int(sys_clk_freq), sample=sample, out_dir=rtl_dir,
+                                       host_queues=host_queues, led_stretch=LED_STRETCH)
+        add_sdram_hostmem(soc, hostmem_bytes(profile, host_queues))
+    elif core == "nand":
+        add_atomflash(soc, out_dir=rtl_dir)
+        bridge, core_ = add_nand_bridge(soc, profile=profile, channels=channels, ways=ways, slots=slots,
+                                        ecc=ecc, clk_hz=int(sys_clk_freq), sample=sample, out_dir=rtl_dir)
+    else:
+        raise ValueError(f"core {core!r}: one of {', '.join(CORES)}")
 
     soc.platform.add_extension(plan.io(channels, ways))
     for c in range(channels):
@@ -176,7 +242,7 @@ def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways
         pre = f"nand__{c}__"
         dq = TSTriple(8)
         soc.specials += dq.get_tristate(pads.dq)
-        p = core.params
+        p = core_.params
         p[f"o_{pre}ce_n"] = pads.ce_n
         for s in SIGNALS_SHARED:
             p[f"o_{pre}{s}"] = getattr(pads, s)
@@ -186,7 +252,7 @@ def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways
         p[f"i_{pre}rb_n"] = pads.rb_n
 
     act, fault = Signal(), Signal()
-    core.params.update(o_led_activity=act, o_led_fault=fault)
+    core_.params.update(o_led_activity=act, o_led_fault=fault)
     if single_led:
         # one LED: on while busy; blinking (~3 Hz) while a fault is latched
         blink = Signal(max(int(sys_clk_freq).bit_length() - 2, 4))
@@ -196,7 +262,48 @@ def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways
         soc.comb += [led_pads.eq(act), led_fault_pads.eq(fault)]
     soc.nand_plan = plan
     soc.nand_bridge = bridge
+    soc.atomflash_core = core
     return bridge
+
+
+def add_sdram_hostmem(soc, size: int) -> None:
+    """Host memory (``hostmem``: the queues and data buffers the FTL core's
+    DMA reads and writes, :func:`soc.atomflash_soc.hostmem_bytes`) at
+    ``HOSTMEM_ORIGIN``, as in the simulated SoC, but stored in the top
+    ``size`` bytes of the board's SDRAM through a LiteDRAM port of its own
+    (no L2 cache: the CPU never reads it, the host and the DMA do).  Main
+    RAM shrinks by ``size``: ``MAIN_RAM_SIZE`` in ``mem.h``, which the
+    firmware allocates its tables below, no longer covers it.  (Main RAM's
+    address decoder still spans the whole SDRAM; only the firmware's view
+    ends below host memory.)"""
+    import math
+
+    from litedram.frontend.wishbone import LiteDRAMWishbone2Native
+    from litex.soc.integration.soc import SoCRegion
+    from litex.soc.interconnect import wishbone
+
+    from soc.atomflash_soc import HOSTMEM_ORIGIN
+
+    if not hasattr(soc, "sdram"):
+        raise SystemExit("the FTL core on a board keeps host memory in SDRAM: this target has none")
+    main = soc.bus.regions["main_ram"]
+    if size > main.size // 2:
+        raise SystemExit(f"host memory ({size} B) would take more than half of the SDRAM ({main.size} B)")
+    main.size -= size
+    port = soc.sdram.crossbar.get_port()
+    port.data_width = 2 ** int(math.log2(port.data_width))
+    wb_port = wishbone.Interface(data_width=port.data_width, address_width=32, addressing="word")
+    # Wishbone2Native subtracts base_address: HOSTMEM_ORIGIN lands at SDRAM byte offset main.size
+    soc.submodules.hostmem_port = LiteDRAMWishbone2Native(wishbone=wb_port, port=port,
+                                                          base_address=HOSTMEM_ORIGIN - main.size)
+    wb_bus = wishbone.Interface(data_width=32, address_width=32, addressing="word")
+    if port.data_width != 32:
+        soc.submodules.hostmem_converter = wishbone.Converter(wb_bus, wb_port)
+    else:
+        wb_bus = wb_port
+    soc.bus.add_slave(name="hostmem", slave=wb_bus,
+                      region=SoCRegion(origin=HOSTMEM_ORIGIN, size=size, cached=False))
+    soc.hostmem_size = size
 
 
 def Mux_(sel, a, b):
@@ -205,12 +312,24 @@ def Mux_(sel, a, b):
 
 
 class FirmwareROM:
-    """Mixin: LiteX's ``init_mems`` hook builds the firmware and loads it into the ROM."""
+    """Mixin: LiteX's ``init_mems`` hook builds the firmware and loads it into
+    the ROM; ``finalize`` gives every bus master a timeout, as in the simulated
+    SoC (:func:`soc.atomflash_soc.add_bus_timeouts`)."""
+
+    def finalize(self):
+        if not self.finalized:
+            from soc.atomflash_soc import add_bus_timeouts
+
+            add_bus_timeouts(self)
+        super().finalize()
 
     def init_mems(self, **kwargs):
         from soc.atomflash_soc import build_firmware
 
         fw_bin = build_firmware(Path(self.platform.output_dir))
+        rom = self.bus.regions["rom"].size
+        if fw_bin.stat().st_size > rom:
+            raise SystemExit(f"the firmware ({fw_bin.stat().st_size} B) does not fit the {rom} B ROM")
         words = get_mem_data(str(fw_bin), data_width=32, endianness=self.cpu.endianness)
         self.init_ram("rom", contents=words, auto_size=False)
         self.firmware_bin = fw_bin
@@ -234,15 +353,22 @@ def yowasp_path() -> str:
 
 
 def add_board_args(parser, *, default_clk: float, default_channels: int = 2, default_ways: int = 2,
-                   default_slots: int = 2, default_profile: str = "realistic"):
+                   default_profile: str = "realistic", default_core: str = "ftl"):
     g = parser.target_group if hasattr(parser, "target_group") else parser
     parser.add_target_argument("--sys-clk-freq", default=default_clk, type=float, help="System clock frequency (Hz).")
     parser.add_target_argument("--channels", default=default_channels, type=int, help="NAND channels.")
     parser.add_target_argument("--ways", default=default_ways, type=int, help="NAND targets (chip enables) per channel.")
-    parser.add_target_argument("--slots", default=default_slots, type=int, help="Page-buffer slots per channel.")
+    parser.add_target_argument("--slots", default=None, type=int,
+                               help="Page-buffer slots per channel (default: 4 with --core ftl, 2 with nand).")
     parser.add_target_argument("--nand-profile", default=default_profile, choices=sorted(spec.NAND_PROFILES),
                                help="NAND geometry the controller checks descriptors against.")
-    parser.add_target_argument("--no-ecc", action="store_true", help="Build the channels without BCH ECC.")
+    parser.add_target_argument("--no-ecc", action="store_true",
+                               help="Build the channels without BCH ECC (--core nand only).")
+    parser.add_target_argument("--core", default=default_core, choices=CORES,
+                               help="ftl: the whole controller (host queues, FTL, NAND) with the host port on "
+                                    "the UART; nand: the NAND controller alone (console only, fits smaller FPGAs).")
+    parser.add_target_argument("--host-queues", default=1, type=int,
+                               help="Host queue pairs of the FTL core (--core ftl).")
     parser.add_target_argument("--dq-sample", default=1, type=int,
                                help="tSAMPLE reset value: DQ input latency beyond tREA in cycles (>= 1).")
     return g
@@ -262,7 +388,7 @@ def build(soc, args, *, board: str):
     os.environ["PATH"] = yowasp_path()
     out = Path(args.output_dir) if args.output_dir else BUILD / board
     builder = Builder(soc, output_dir=str(out), compile_gateware=True, compile_software=True)
-    keep = ("libc", "libcompiler_rt", "libbase")
+    keep = ("libc", "libcompiler_rt", "libbase", "liblitedram")  # liblitedram: the firmware's sdram_init()
     builder.software_packages = [(n, d) for n, d in builder.software_packages if n in keep]
     builder.software_libraries = [n for n in builder.software_libraries if n in keep]
     builder.build(**trellis_argdict(args), run=False)

@@ -39,6 +39,9 @@ from rtl.nand.window import BLOCK_ID, BLOCK_VERSION, CPL_WORDS, CTRL, DESC_WORDS
 __all__ = ["NandBridge", "REGS", "STATUS", "CTRL", "BLOCK_ID", "BLOCK_VERSION", "CPL_WORDS", "DESC_WORDS"]
 
 
+LED_STRETCH = 1 << 22  # the activity LED's hold: ~70 ms at 60 MHz
+
+
 class NandBridge(wiring.Component):
     """``NandController(params, channels)`` with a Wishbone register window.
 
@@ -49,9 +52,9 @@ class NandBridge(wiring.Component):
     """
 
     def __init__(self, params: ChannelParams, channels: int, *, clk_hz: int = spec.NAND_CLK_HZ,
-                 sample: int = 1, led_stretch: int = 1 << 22):
+                 sample: int = 1, led_stretch: int | None = None):
         self.p, self.channels, self.clk_hz, self.sample = params, channels, clk_hz, sample
-        self.led_stretch = led_stretch
+        self.led_stretch = LED_STRETCH if led_stretch is None else led_stretch
         self.ctrl = NandController(params, channels=channels)
         self.window = NandWindow(channels=channels, ways=params.ways, slots=params.slots, ecc=params.ecc,
                                  slot_bytes=4 * self.ctrl.slot_words, fw_slot=params.slots - 1,
@@ -107,14 +110,19 @@ class NandBridge(wiring.Component):
                      window.wb.cyc.eq(wb.cyc), window.wb.stb.eq(wb.stb), window.wb.we.eq(wb.we),
                      wb.dat_r.eq(window.wb.dat_r), wb.ack.eq(window.wb.ack), wb.err.eq(window.wb.err)]
 
-        # activity LED: any channel busy, held for led_stretch cycles
-        stretch = Signal(range(self.led_stretch))
-        with m.If(ctrl.busy.any()):
-            m.d.sync += stretch.eq(self.led_stretch - 1)
-        with m.Elif(stretch != 0):
-            m.d.sync += stretch.eq(stretch - 1)
-        m.d.comb += self.led_activity.eq(ctrl.busy.any() | (stretch != 0))
+        activity_led(m, ctrl.busy.any(), self.led_activity, self.led_stretch)
         return m
+
+
+def activity_led(m: Module, busy, led, stretch: int) -> None:
+    """``led`` on while ``busy`` and for ``stretch`` cycles after, so a human
+    sees a NAND operation of a few microseconds."""
+    hold = Signal(range(stretch))
+    with m.If(busy):
+        m.d.sync += hold.eq(stretch - 1)
+    with m.Elif(hold != 0):
+        m.d.sync += hold.eq(hold - 1)
+    m.d.comb += led.eq(busy | (hold != 0))
 
 
 def connect_pins(m: Module, pins, bus) -> None:

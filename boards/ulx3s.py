@@ -26,7 +26,7 @@ from litex_boards.platforms import radiona_ulx3s as platform_mod  # noqa: E402
 from litex_boards.targets import radiona_ulx3s as target_mod  # noqa: E402
 
 from boards.common import (BUILD, FirmwareROM, HeaderPin, PinPlan, add_atomflash_board,  # noqa: E402
-                           add_board_args, base_soc_kwargs, build)
+                           add_board_args, base_soc_kwargs, board_slots, build, check_fits)
 
 BOARD = "ulx3s"
 DEFAULT_SYS_CLK = 60e6
@@ -68,15 +68,17 @@ PLAN = PinPlan(
 
 class AtomflashULX3S(FirmwareROM, target_mod.BaseSoC):
     def __init__(self, *, device=DEFAULT_DEVICE, revision="2.0", sdram_module="MT48LC16M16",
-                 sys_clk_freq=DEFAULT_SYS_CLK, profile="realistic", channels=2, ways=2, slots=2, ecc=True,
-                 sample=1, out_dir: Path, **kwargs):
-        kw = dict(base_soc_kwargs(), **kwargs)
+                 sys_clk_freq=DEFAULT_SYS_CLK, profile="realistic", channels=2, ways=2, slots=4, ecc=True,
+                 sample=1, core="ftl", host_queues=1, out_dir: Path, **kwargs):
+        check_fits("ulx3s", device, core)
+        kw = dict(base_soc_kwargs(core), **kwargs)
         target_mod.BaseSoC.__init__(self, device=device, revision=revision, sys_clk_freq=sys_clk_freq,
                                     sdram_module_cls=sdram_module, with_led_chaser=False, **kw)
         add_atomflash_board(self, plan=PLAN, profile=profile, channels=channels, ways=ways, slots=slots,
                             ecc=ecc, sys_clk_freq=sys_clk_freq, sample=sample,
                             led_pads=self.platform.request("user_led", 0),
-                            led_fault_pads=self.platform.request("user_led", 1), out_dir=out_dir)
+                            led_fault_pads=self.platform.request("user_led", 1), out_dir=out_dir,
+                            core=core, host_queues=host_queues)
 
 
 def main(argv=None):
@@ -94,7 +96,8 @@ def main(argv=None):
     soc = AtomflashULX3S(
         device=args.device, revision=args.revision, sdram_module=args.sdram_module,
         sys_clk_freq=args.sys_clk_freq, profile=args.nand_profile, channels=args.channels, ways=args.ways,
-        slots=args.slots, ecc=not args.no_ecc, sample=args.dq_sample, out_dir=out)
+        slots=board_slots(args), ecc=not args.no_ecc, sample=args.dq_sample, core=args.core,
+        host_queues=args.host_queues, uart_baudrate=int(args.uart_baudrate), out_dir=out)
     build(soc, args, board=f"{BOARD}_{args.device.lower()}")
 
 

@@ -14,6 +14,10 @@
 #include <irq.h>
 #include <libbase/uart.h>
 
+#ifdef CSR_SDRAM_BASE
+#include <liblitedram/sdram.h>
+#endif
+
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
@@ -117,8 +121,16 @@ int main(void)
 	irq_setie(1);
 	uart_init();
 
+	int main_ram_ok = 1;
+#ifdef CSR_SDRAM_BASE
+	/* A board's SDRAM (LiteX's BIOS would do this; the firmware is the
+	 * ROM): initialise and test it before the tables move in. */
+	main_ram_ok = sdram_init();
+#endif
 	boot_report();
-	if (af_flash_boot() == 0 && af_ftl.present)
+	if (!main_ram_ok)
+		printf("main RAM (SDRAM) failed its test: the flash stays down (its tables live there)\n");
+	else if (af_flash_boot() == 0 && af_ftl.present)
 		af_ftl_start();
 	af_boot_cycles = af_uptime_cycles();
 	uint64_t us = af_cycles_to_us(af_boot_cycles);

@@ -230,15 +230,8 @@ class AtomflashSoC(SoCCore):
                            region=SoCRegion(origin=HOSTMEM_ORIGIN, size=hostmem_size, cached=False))
 
     def finalize(self):
-        # LiteX's crossbar has no bus timeout: give each master its own (soc/bus_timeout.py)
         if not self.finalized:
-            from .bus_timeout import add_master_timeouts
-
-            add_master_timeouts(self, err_masters=("afctrl_dma",))
-            probe = UNMAPPED_PROBE
-            hit = [n for n, r in self.bus.regions.items() if r.origin <= probe < r.origin + r.size]
-            assert not hit, f"the selftest's unmapped probe 0x{probe:08x} lies in {hit}"
-            self.add_constant("BUS_UNMAPPED_PROBE", probe)
+            add_bus_timeouts(self)
         super().finalize()
 
     # Called by LiteX's Builder after the software libraries are built.
@@ -247,6 +240,21 @@ class AtomflashSoC(SoCCore):
         words = get_mem_data(str(fw_bin), data_width=32, endianness=self.cpu.endianness)
         self.init_ram("rom", contents=words, auto_size=False)
         self.firmware_bin = fw_bin
+
+
+def add_bus_timeouts(soc) -> None:
+    """LiteX's crossbar has no bus timeout: give each master of ``soc`` its own
+    (:mod:`soc.bus_timeout`; the controller's DMA is answered with ``err``),
+    and check the selftest's unmapped probe address really is unmapped.  Call
+    it from the SoC's ``finalize``, after the last master was added (the
+    simulated SoC and the board targets)."""
+    from .bus_timeout import add_master_timeouts
+
+    add_master_timeouts(soc, err_masters=("afctrl_dma",))
+    probe = UNMAPPED_PROBE
+    hit = [n for n, r in soc.bus.regions.items() if r.origin <= probe < r.origin + r.size]
+    assert not hit, f"the selftest's unmapped probe 0x{probe:08x} lies in {hit}"
+    soc.add_constant("BUS_UNMAPPED_PROBE", probe)
 
 
 def build_firmware(soc_out: Path, fw_out: Path | None = None) -> Path:

@@ -66,9 +66,12 @@ class FtlBridge(wiring.Component):
     """``FtlCore(**core_args)`` with the window above.
 
     ``clk_hz``/``sample``: the NAND timing registers' reset value (ONFI mode
-    0 at that clock, ``tSAMPLE``)."""
+    0 at that clock, ``tSAMPLE``).  ``led_stretch``: a board's
+    ``led_activity`` (a channel busy, held this many cycles) and
+    ``led_fault`` (the NAND window's latched fault) ports; None: no LEDs."""
 
-    def __init__(self, *, clk_hz: int, sample: int, **core_args):
+    def __init__(self, *, clk_hz: int, sample: int, led_stretch: int | None = None, **core_args):
+        self.led_stretch = led_stretch
         self.core = core = FtlCore(**core_args)
         p = core.params
         self.window = NandWindow(channels=core.channels, ways=p.ways, slots=p.slots, ecc=p.ecc,
@@ -87,6 +90,8 @@ class FtlBridge(wiring.Component):
             **wbs, **wbm,
             "irq": Out(1),
             "nand": Out(OnfiBusSignature(p.ways)).array(core.channels),
+            # a board's LEDs (boards/common.py), as on the bare NAND bridge
+            **({"led_activity": Out(1), "led_fault": Out(1)} if led_stretch else {}),
         })
 
     @property
@@ -146,6 +151,11 @@ class FtlBridge(wiring.Component):
             m.d.sync += hole_ack.eq(1)
 
         self._ftl_registers(m, core, wbs, req & in_ftl & ~ftl_ack, ftl_ack, ftl_rdata, host_enable)
+        if self.led_stretch:
+            from boards.nand_bridge import activity_led
+
+            activity_led(m, core.busy.any(), self.led_activity, self.led_stretch)
+            m.d.comb += self.led_fault.eq(window.fault)
         return m
 
     def _ftl_registers(self, m, core, wbs, access, ack, rdata, host_enable):

@@ -103,7 +103,7 @@ def export_nand_constants(soc, window, *, profile: str, channels: int, ways: int
 
 def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, clk_hz: int, sample: int,
                    out_dir: Path, cache_pages: int = 0, sim_gate_ecc: bool = False,
-                   host_queues: int = DEFAULT_HOST_QUEUES):
+                   host_queues: int = DEFAULT_HOST_QUEUES, led_stretch: int | None = None):
     """Add the FTL core (:class:`soc.ftl_bridge.FtlBridge`) as the SoC's
     controller at ``AFCTRL_BASE``; returns (bridge, core).
 
@@ -117,7 +117,8 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
     ``host_queues``: queue pairs for hosts (0 .. host_queues - 1); the core
     gets one more, the last, which is the firmware's own (console ``io``,
     ``selftest``).  The firmware reads the count from ``ftl.geometry`` and
-    takes the last pair; a host finds it in ``hostq.queues``."""
+    takes the last pair; a host finds it in ``hostq.queues``.
+    ``led_stretch``: give the core a board's LED ports (see :class:`FtlBridge`)."""
     from soc.controller import add_controller
     from soc.ftl_bridge import FTL_OFFSET, HOST_OFFSET, FtlBridge
 
@@ -127,7 +128,7 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
                          f"of the register map's {spec.HOST_REGS['size'].count}), not {host_queues}")
     bridge = FtlBridge(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
                        nand_slots=slots, queue_pairs=host_queues + 1, cache_pages=cache_pages,
-                       sim_gate_ecc=sim_gate_ecc)
+                       sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch)
     core = add_controller(soc, bridge, regs={}, caps={}, window_bytes=bridge.window_bytes, out_dir=out_dir,
                           module_name="af_ftl_bridge")
     soc.add_constant("AFCTRL_FTL")

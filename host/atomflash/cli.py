@@ -75,6 +75,17 @@ def _device(args):
     from .device import BadQueue, Device, DeviceError
     from .transport import TransportError
 
+    if getattr(args, "board_csr", None):
+        try:
+            return Device.attach_board(args.board_csr, server=args.server, qid=args.qid, timeout=args.timeout)
+        except FileNotFoundError as e:
+            raise CliError(f"--board-csr: {e.filename}: no such file", EXIT_USAGE) from None
+        except ValueError as e:
+            raise CliError(f"--server: {e}", EXIT_USAGE) from None
+        except BadQueue as e:
+            raise CliError(f"--qid: {e}", EXIT_USAGE) from None
+        except (TransportError, DeviceError, TimeoutError) as e:
+            raise CliError(str(e), EXIT_NO_DEVICE) from None
     st = simctl.status(args.dir)
     if not st.get("running"):
         raise CliError(f"no simulation running in {st['run_dir']} (atomflash sim start)", EXIT_NO_DEVICE)
@@ -342,10 +353,17 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--timeout", type=float, default=600.0, help=timeout_help)
     qid_help = "the host queue pair to use (0 .. host queues - 1; default 0)"
     top.add_argument("--qid", type=_nonneg, default=0, help=qid_help)
+    board_help = ("a board instead of the simulation: its build's csr.csv (build/boards/<board>/csr.csv); "
+                  "litex_server must own its serial port (docs/boards.md)")
+    server_help = "litex_server's host:port for --board-csr (default 127.0.0.1:1234)"
+    top.add_argument("--board-csr", type=Path, default=None, help=board_help)
+    top.add_argument("--server", default="127.0.0.1:1234", help=server_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=dir_help)
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help=timeout_help)
     common.add_argument("--qid", type=_nonneg, default=argparse.SUPPRESS, help=qid_help)
+    common.add_argument("--board-csr", type=Path, default=argparse.SUPPRESS, help=board_help)
+    common.add_argument("--server", default=argparse.SUPPRESS, help=server_help)
     sub = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     p = sub.add_parser("sim", help="start, stop or inspect the simulated SSD", parents=[common])

@@ -311,6 +311,27 @@ class Device:
             raise
 
     @classmethod
+    def attach_board(cls, csr_csv: Path | str, *, server: str = "127.0.0.1:1234", qid: int = 0,
+                     **kw) -> "Device":
+        """Queue pair ``qid`` of a board (``make bitstream``, ``--core ftl``)
+        behind ``litex_server --uart --uart-port <tty>`` at ``server``
+        (``host:port``): ``csr_csv`` is the board build's ``csr.csv``
+        (``build/boards/<board>/csr.csv``), where the controller window and
+        host memory are found.  See docs/boards.md, "Attaching a host"."""
+        from .transport import LitexServerTransport
+
+        host, _, port = server.rpartition(":")
+        if not port.isdigit():
+            raise ValueError(f"server {server!r}: host:port (litex_server's --bind-port, default 1234)")
+        layout = Layout.from_csr_csv(csr_csv)
+        transport = LitexServerTransport(int(port), host or "127.0.0.1")
+        try:
+            return cls(transport, layout, qid=qid, **kw)
+        except BaseException:
+            transport.close()
+            raise
+
+    @classmethod
     def attach_sim_all(cls, run_dir: Path | str, *, queues: int | Iterable[int] | None = None,
                        **kw) -> "DeviceSet":
         """Several host queue pairs of a simulation on its one connection

@@ -6,6 +6,11 @@ device's address space.  The protocol (queues, commands, data buffers) is in
   simulated SoC puts its ``hostbone`` port on a socket (``soc/sim.py
   --host-port``, litex_sim's ``serial2tcp``).  The same protocol reaches a
   board's UART bridge through a serial port.
+* :class:`LitexServerTransport` -- Etherbone over TCP to LiteX's
+  ``litex_server``, which owns a board's serial port (``litex_server --uart
+  --uart-port /dev/ttyUSB0``; docs/boards.md).  The board's UARTBone is the
+  host port and its console a crossover UART behind it, so the console
+  (``litex_term crossover``) and the host library share the one cable.
 * A board on PCIe (LitePCIe) would be a third class with the same two
   methods: BAR reads/writes for registers, DMA buffers for host memory.
 
@@ -39,7 +44,7 @@ import struct
 import time
 from typing import Protocol, Sequence
 
-__all__ = ["Transport", "UartBoneTransport", "TransportError", "WINDOW_BYTES"]
+__all__ = ["Transport", "UartBoneTransport", "LitexServerTransport", "TransportError", "WINDOW_BYTES"]
 
 CMD_WRITE_BURST_INCR = 0x01  # litex.tools.remote.comm_uart's values (the gateware's)
 CMD_READ_BURST_INCR = 0x02
@@ -177,3 +182,117 @@ class UartBoneTransport:
             self._recv(4)
             self.unanswered = 0
             self.round_trips += 1
+
+
+class LitexServerTransport:
+    """Etherbone over TCP to ``litex_server`` (``host``, ``port``; its
+    default port is 1234), which turns each packet into UARTBone commands on
+    the board's serial port.  ``timeout``: seconds to wait for an answer
+    before :class:`TransportError` (LiteX's own ``RemoteClient`` answers a
+    timed-out read with zeros, which a storage host must never mistake for
+    data, hence this class).
+
+    Etherbone writes are not answered, so each write of at most
+    ``WRITE_WORDS`` words is followed by a one-word read: the call returns
+    once the device has the words, and no more than one burst is ever in
+    flight (a simulated host port, ``litex_server --uart-port
+    socket://127.0.0.1:PORT``, has no flow control beyond that)."""
+
+    READ_WORDS = 255
+    WRITE_WORDS = (WINDOW_BYTES - 12) // 4
+
+    def __init__(self, port: int = 1234, host: str = "127.0.0.1", *, timeout: float = 30.0,
+                 connect_timeout: float = 10.0):
+        from litex.tools.remote.etherbone import EtherboneIPC
+
+        self._ipc = EtherboneIPC()
+        try:
+            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+        except OSError as e:
+            raise TransportError(f"no litex_server on tcp://{host}:{port}: {e.strerror or e}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(timeout)
+        self.timeout = timeout
+        try:
+            self.server_info = self.sock.recv(128).decode(errors="replace")  # "CommUART:<ip>:<port>"
+        except OSError as e:
+            self.sock.close()
+            raise TransportError(f"litex_server on tcp://{host}:{port} said nothing: {e}") from None
+        self.words_read = self.words_written = self.round_trips = 0
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _packet(self, record):
+        from litex.tools.remote.etherbone import EtherbonePacket
+
+        packet = EtherbonePacket(32)
+        packet.records = [record]
+        packet.encode()
+        return packet
+
+    def _exchange_read(self, addr: int, count: int) -> list[int]:
+        from litex.tools.remote.etherbone import EtherbonePacket, EtherboneReads, EtherboneRecord
+
+        if addr % 4:
+            raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
+        record = EtherboneRecord(4)
+        record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(count)])
+        record.rcount = count
+        if self.sock is None:
+            raise TransportError("transport closed")
+        try:
+            self._ipc.send_packet(self.sock, self._packet(record))
+            answer = self._ipc.receive_packet(self.sock, 4)
+        except OSError as e:
+            raise TransportError(f"litex_server link lost: {e.strerror or e}") from None
+        if not answer:
+            raise TransportError(f"no answer from litex_server within {self.timeout:.0f} s (board silent?)")
+        packet = EtherbonePacket(32, answer)
+        packet.decode()
+        words = packet.records.pop().writes.get_datas()
+        if len(words) != count:
+            raise TransportError(f"litex_server answered {len(words)} words for {count}")
+        self.round_trips += 1
+        return words
+
+    def read(self, addr: int, count: int) -> list[int]:
+        out: list[int] = []
+        while count:
+            n = min(count, self.READ_WORDS)
+            out += self._exchange_read(addr, n)
+            addr += 4 * n
+            count -= n
+        self.words_read += len(out)
+        return out
+
+    def write(self, addr: int, words: Sequence[int]) -> None:
+        from litex.tools.remote.etherbone import EtherboneRecord, EtherboneWrites
+
+        if addr % 4:
+            raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
+        words = list(words)
+        for i in range(0, len(words), self.WRITE_WORDS):
+            part = words[i:i + self.WRITE_WORDS]
+            record = EtherboneRecord(4)
+            record.writes = EtherboneWrites(base_addr=addr + 4 * i, addr_size=4, datas=part)
+            record.wcount = len(part)
+            if self.sock is None:
+                raise TransportError("transport closed")
+            try:
+                self._ipc.send_packet(self.sock, self._packet(record))
+            except OSError as e:
+                raise TransportError(f"litex_server link lost: {e.strerror or e}") from None
+            self._exchange_read(addr + 4 * i, 1)  # the device has the words (and the next burst has room)
+            self.words_written += len(part)
+
+    def sync(self) -> None:
+        """Nothing to wait for: every write already waited for its read-back."""

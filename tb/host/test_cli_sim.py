@@ -171,6 +171,55 @@ def test_queue_depth_above_one(sim):
     assert res["commands"] == 8 and res["pages_written"] == 8 and res["flash_pages_programmed"] >= 8
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_board_path_through_litex_server(sim, tmp_path):
+    """A board's host path end to end: ``litex_server`` owns the UARTBone
+    link (here the simulation's host port through pyserial's ``socket://``
+    instead of a tty) and the CLI reaches it with ``--board-csr``/``--server``
+    (:class:`atomflash.transport.LitexServerTransport`)."""
+    import socket
+    import time
+
+    st = json.loads(sim("sim", "status", "--json").stdout)
+    csr = json.loads((sim.run_dir / "sim.json").read_text())["csr_csv"]
+    port = _free_port()
+    log = open(tmp_path / "litex_server.log", "w")
+    server = subprocess.Popen([str(Path(sys.executable).parent / "litex_server"), "--uart", "--uart-port",
+                               f"socket://127.0.0.1:{st['port']}", "--bind-port", str(port)],
+                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()  # one greeting, then gone
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "litex_server.log").read_text()
+                time.sleep(0.2)
+        board = ["--board-csr", csr, "--server", f"127.0.0.1:{port}"]
+        assert json.loads(sim(*board, "identify", "--json").stdout)["magic"] == spec.IDENTIFY_MAGIC
+        sim(*board, "write", 40, "--data", "board", "--count", 2)
+        out = sim(*board, "read", 40, "--count", 2).stdout.splitlines()
+        assert len(out) == 2 and all("|boardboard" in l for l in out), out
+        # and the simulation's own path sees the same data
+        assert all("|boardboard" in l for l in sim("read", 40, "--count", 2).stdout.splitlines())
+        r = sim("--board-csr", tmp_path / "none.csv", "identify", rc=EXIT_USAGE)
+        assert "no such file" in r.stderr
+        r = sim("--board-csr", csr, "--server", f"127.0.0.1:{_free_port()}", "identify", rc=EXIT_NO_DEVICE)
+        assert "no litex_server" in r.stderr
+    finally:
+        server.kill()
+        server.wait()
+        log.close()
+
+
 def test_stop(sim):
     sim("sim", "stop")
     assert not json.loads(sim("sim", "status", "--json").stdout)["running"]
