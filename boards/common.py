@@ -207,14 +207,14 @@ def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways
     ``core="ftl"``: the FTL core at ``AFCTRL_BASE``, exactly the simulated
     SoC's (:func:`soc.nand.add_ftl_bridge`: host queues, FTL fast path, NAND
     controller), with ``host_queues`` queue pairs for hosts, host memory in
-    the board's SDRAM (:func:`add_sdram_hostmem`) and the host port on the
+    the board's SDRAM (:func:`soc.atomflash_soc.add_sdram_hostmem`) and the host port on the
     UART (UARTBone + crossover console, see :func:`base_soc_kwargs`).
     ``core="nand"``: the NAND controller alone behind its window
     (:class:`boards.nand_bridge.NandBridge` at ``AFNAND_BASE``) and the
     identify placeholder at ``AFCTRL_BASE``: the firmware brings the flash
     up and runs its console, but there is no host interface."""
     from boards.nand_bridge import LED_STRETCH
-    from soc.atomflash_soc import add_atomflash, hostmem_bytes
+    from soc.atomflash_soc import add_atomflash, add_sdram_hostmem, hostmem_bytes
     from soc.nand import add_ftl_bridge, add_nand_bridge
 
     rtl_dir = out_dir / "rtl"
@@ -264,46 +264,6 @@ def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways
     soc.nand_bridge = bridge
     soc.atomflash_core = core
     return bridge
-
-
-def add_sdram_hostmem(soc, size: int) -> None:
-    """Host memory (``hostmem``: the queues and data buffers the FTL core's
-    DMA reads and writes, :func:`soc.atomflash_soc.hostmem_bytes`) at
-    ``HOSTMEM_ORIGIN``, as in the simulated SoC, but stored in the top
-    ``size`` bytes of the board's SDRAM through a LiteDRAM port of its own
-    (no L2 cache: the CPU never reads it, the host and the DMA do).  Main
-    RAM shrinks by ``size``: ``MAIN_RAM_SIZE`` in ``mem.h``, which the
-    firmware allocates its tables below, no longer covers it.  (Main RAM's
-    address decoder still spans the whole SDRAM; only the firmware's view
-    ends below host memory.)"""
-    import math
-
-    from litedram.frontend.wishbone import LiteDRAMWishbone2Native
-    from litex.soc.integration.soc import SoCRegion
-    from litex.soc.interconnect import wishbone
-
-    from soc.atomflash_soc import HOSTMEM_ORIGIN
-
-    if not hasattr(soc, "sdram"):
-        raise SystemExit("the FTL core on a board keeps host memory in SDRAM: this target has none")
-    main = soc.bus.regions["main_ram"]
-    if size > main.size // 2:
-        raise SystemExit(f"host memory ({size} B) would take more than half of the SDRAM ({main.size} B)")
-    main.size -= size
-    port = soc.sdram.crossbar.get_port()
-    port.data_width = 2 ** int(math.log2(port.data_width))
-    wb_port = wishbone.Interface(data_width=port.data_width, address_width=32, addressing="word")
-    # Wishbone2Native subtracts base_address: HOSTMEM_ORIGIN lands at SDRAM byte offset main.size
-    soc.submodules.hostmem_port = LiteDRAMWishbone2Native(wishbone=wb_port, port=port,
-                                                          base_address=HOSTMEM_ORIGIN - main.size)
-    wb_bus = wishbone.Interface(data_width=32, address_width=32, addressing="word")
-    if port.data_width != 32:
-        soc.submodules.hostmem_converter = wishbone.Converter(wb_bus, wb_port)
-    else:
-        wb_bus = wb_port
-    soc.bus.add_slave(name="hostmem", slave=wb_bus,
-                      region=SoCRegion(origin=HOSTMEM_ORIGIN, size=size, cached=False))
-    soc.hostmem_size = size
 
 
 def Mux_(sel, a, b):

@@ -136,6 +136,7 @@ def collect_board(gw: Path, module: str) -> dict:
                 out[k] = int(m.group(1))
         m = re.search(r"#define AF_NAND_PROFILE_(\w+)", text)
         out["profile"] = m.group(1).lower() if m else None
+        out["core"] = "ftl" if re.search(r"#define AFCTRL_FTL\b", text) else "nand"
     out["bitstream"] = bool(name and (gw / f"{name}.bit").exists())
     return out
 
@@ -158,8 +159,11 @@ def util(u: dict, k: str) -> str:
 
 def render(data: dict) -> str:
     from boards import colorlight_i5, ulx3s
-    from boards.nand_bridge import BLOCK_ID, CTRL, REGS, STATUS
+    from rtl.nand.window import BLOCK_ID, CTRL, REGS, STATUS
     from boards.common import AFNAND_ORIGIN, BOARD_L2_BYTES, BOARD_ROM_BYTES, BOARD_SRAM_BYTES
+    from soc.atomflash_soc import HOSTMEM_ORIGIN
+    from soc.atomflash_soc import ROM_BYTES as FTL_ROM
+    from soc.atomflash_soc import SRAM_BYTES as FTL_SRAM
 
     L = []
     w = L.append
@@ -179,16 +183,33 @@ def render(data: dict) -> str:
     w("")
     w("## What a board build contains")
     w("")
-    w("* The SoC of `soc/` (docs/soc.md): VexRiscv (`standard`), the firmware as the boot ROM (no LiteX BIOS),")
-    w(f"  {BOARD_ROM_BYTES // 1024} KiB ROM, {BOARD_SRAM_BYTES // 1024} KiB SRAM (board-sized: the simulation SoC has more),"
-      f" the board's SDR SDRAM as main RAM at `0x4000_0000` behind a {BOARD_L2_BYTES} B L2 cache, UART console,")
-    w("  timer with uptime, the `afctrl` window at `0x9000_0000` (today the identify placeholder).")
-    w(f"* The NAND controller: `NandController` (`rtl/nand/`) with `--channels` channels of `--ways` targets, behind")
-    w(f"  the Wishbone window `afnand` at `0x{AFNAND_ORIGIN:08X}` (`boards/nand_bridge.py`, block id `0x{BLOCK_ID:08X}` \"AFNB\").")
+    w("Two controllers, chosen with `--core` (ULX3S default `ftl`; Colorlight default `nand`, the i5's 25F cannot")
+    w("hold the FTL core's firmware):")
+    w("")
+    w(f"* **`--core ftl`: the whole SSD.**  The simulated SoC of `soc/` (docs/soc.md) on the board: VexRiscv, the")
+    w(f"  firmware as the boot ROM ({FTL_ROM // 1024} KiB ROM, {FTL_SRAM // 1024} KiB SRAM, as in simulation), the FTL core at")
+    w(f"  `afctrl` `0x9000_0000` (`soc/ftl_bridge.py`: host queues, the FTL fast path, the NAND controller and the")
+    w(f"  firmware's NAND window; the simulated SoC's core, generated from the same sources), the board's SDR SDRAM")
+    w(f"  as main RAM at `0x4000_0000` behind a {BOARD_L2_BYTES} B L2 cache, and host memory (`hostmem`, the host's queues")
+    w(f"  and data buffers) at `0x{HOSTMEM_ORIGIN:08X}`: the SDRAM's top slice on a LiteDRAM port of its own; main RAM")
+    w("  (`MAIN_RAM_SIZE`) ends below it.  The firmware initialises and tests the SDRAM (liblitedram's")
+    w("  `sdram_init`) before its tables move in.  The crossbar interconnect and a bus timeout per master, as in")
+    w("  simulation.  The host port is LiteX's UARTBone on the board's USB-UART, with the firmware console a")
+    w("  crossover UART behind it, so one cable carries both (*Attaching a host*, below).  Needs an LFE5U-45F or")
+    w("  larger (`boards/common.py` refuses smaller parts before building), at least 4 page-buffer slots per")
+    w("  channel, and BCH ECC.  The same memory system runs in simulation: `soc/sim.py --sdram` /")
+    w("  `atomflash sim start --sdram` (LiteDRAM's SDRAM model of the ULX3S's part; `tb/host/test_sdram_sim.py`).")
+    w(f"* **`--core nand`: the NAND controller alone.**  {BOARD_ROM_BYTES // 1024} KiB ROM, {BOARD_SRAM_BYTES // 1024} KiB SRAM, the")
+    w("  identify placeholder at `afctrl`, and `NandController` (`rtl/nand/`) with `--channels` channels of `--ways`")
+    w(f"  targets behind the Wishbone window `afnand` at `0x{AFNAND_ORIGIN:08X}` (`boards/nand_bridge.py`, block id")
+    w(f"  `0x{BLOCK_ID:08X}` \"AFNB\").  The firmware brings the flash up (`nand id`, the bad-block scan) and runs its")
+    w("  console on the board's UART; there is no FTL and no host interface.  The window's registers (the")
+    w("  FTL core's firmware NAND window has the same map):")
+    w("")
     w("  The CPU writes a `spec.NAND_DESC` descriptor into `DESC`, pushes it (`CTRL.PUSH`), takes the `spec.NAND_CPL`")
     w("  completion from `CPL` (`STATUS.CPL_VALID`, interrupt `AFNAND_INTERRUPT` when `IRQ_EN`), and moves page data")
     w("  through each channel's buffer window.  Offsets reach the firmware as `AFNAND_REG_*`, `AFNAND_STATUS_*`,")
-    w("  `AFNAND_CTRL_*` in the generated `soc.h` (defined once, in `boards/nand_bridge.py`):")
+    w("  `AFNAND_CTRL_*` in the generated `soc.h` (defined once, in `rtl/nand/window.py`):")
     w("")
     w("  | register | offset | | register | offset |")
     w("  | --- | --- | --- | --- | --- |")
@@ -206,7 +227,30 @@ def render(data: dict) -> str:
     w("  from the board's list of header pins (the tables below).  DQ goes through ECP5 tristate buffers, every")
     w("  output is LVCMOS33.")
     w("* LEDs: *activity* (a channel is busy, stretched to ~70 ms so a human sees it) and *fault* (a completion")
-    w("  reported FAIL, UNCORRECTABLE or a descriptor error; latched until `CTRL.CLEAR_FAULT`).")
+    w("  reported FAIL, UNCORRECTABLE or a descriptor error; latched until `CTRL.CLEAR_FAULT`; with the FTL core,")
+    w("  completions of the firmware's own NAND operations).")
+    w("* Main RAM bounds the flash a `--core ftl` board can manage: the firmware keeps the whole map and")
+    w("  recovery's scan table in it (72 bytes per flash page, `soc.atomflash_soc.main_ram_bytes`) and refuses at")
+    w("  boot a geometry that does not fit.  The ULX3S's 32 MiB (less host memory) holds about 440 k pages: e.g.")
+    w("  one or two 4 Gbit SLC parts with 2 KiB pages; the `realistic` profile's 1 GiB-per-target geometry")
+    w("  (262 k pages of 4 KiB per target) fits one target, not four.")
+    w("")
+    w("### Attaching a host (`--core ftl`)")
+    w("")
+    w("```")
+    w("litex_server --uart --uart-port /dev/ttyUSB0 --uart-baudrate 115200     # owns the serial port")
+    w("litex_term crossover                                                   # the firmware console")
+    w("atomflash --board-csr build/boards/ulx3s_lfe5u-85f/csr.csv identify     # the host library / CLI")
+    w("atomflash --board-csr build/boards/ulx3s_lfe5u-85f/csr.csv write 0 --data hello")
+    w("```")
+    w("")
+    w("`litex_server` turns Etherbone packets from TCP clients into UARTBone commands; `atomflash.Device.attach_board`")
+    w("(`--board-csr`, `--server host:port`) finds the controller window and host memory in the build's `csr.csv`")
+    w("and speaks to it through `atomflash.transport.LitexServerTransport` (a timed-out read is an error, never")
+    w("zeros).  At 115200 baud a 4 KiB block moves in about half a second; build with `--uart-baudrate 1e6` (or up")
+    w("to the FT231X's 3 Mbaud) and give `litex_server` the same rate for more.  The same path runs against the")
+    w("simulated SSD in `make test` (`tb/host/test_cli_sim.py`: `litex_server --uart-port socket://...` in front")
+    w("of the simulation's host port).")
     w("")
     w("### Wiring a NAND breakout")
     w("")
@@ -244,13 +288,9 @@ def render(data: dict) -> str:
     w("### Known limits")
     w("")
     w("* Not yet run on hardware: the bitstreams are built and timed, the pin tables are checked against the")
-    w("  litex-boards platforms and the ULX3S constraint file, but no board has booted them here.")
-    w("* The firmware does not initialise the SDRAM yet (LiteX's BIOS normally does; atomflash boots its own")
-    w("  firmware from ROM).  The console runs from ROM + SRAM and does not need main RAM, but `selftest` and")
-    w("  anything using main RAM will fail on a board until the firmware runs LiteX's SDRAM init sequence")
-    w("  (`sdram_init()` of liblitedram, linked when `CSR_SDRAM_BASE` exists).")
-    w("* The firmware has no driver for the `afnand` window yet (`nand id|status|reset` still report no NAND):")
-    w("  the register map above is what such a driver uses.")
+    w("  litex-boards platforms and the ULX3S constraint file, but no board has booted them here.  What a board")
+    w("  adds to the simulated SSD -- SDRAM main RAM and host memory, the L2 cache, `sdram_init` -- runs in")
+    w("  simulation (`--sdram`); the crossover console and the ECP5 I/O do not.")
     w("* Yosys runs `synth_ecp5` without its final `autoname` step (the WebAssembly Yosys runs out of memory")
     w("  there on this design), so cell names in nextpnr's reports are Yosys' internal ones; the critical")
     w("  paths below are given by their named nets and source lines instead.")
@@ -286,15 +326,15 @@ def render(data: dict) -> str:
     w("Place and route of the whole bitstream (`make bitstream`), nextpnr-ecp5 timing after routing.  "
       "LUT4/FF from Yosys; the rest from nextpnr's utilisation report (used / available).")
     w("")
-    w("| board | FPGA | NAND | clock | LUT4 | FF | TRELLIS_COMB | DP16KD | MULT18X18D | IO | build | build s |")
-    w("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+    w("| board | FPGA | core | NAND | clock | LUT4 | FF | TRELLIS_COMB | DP16KD | MULT18X18D | IO | build | build s |")
+    w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for key, b in data["boards"].items():
         r = b.get("res", {})
         u = b.get("utilization", {})
         nand = (f"{b.get('CONFIG_AF_CHANNELS', '?')}x{b.get('CONFIG_AF_WAYS', '?')}, "
                 f"{b.get('profile', '?')}, {b.get('CONFIG_AF_SLOTS', '?')} slots")
         clk = b.get("CONFIG_CLOCK_FREQUENCY")
-        w(f"| {key} | {b['fpga']} | {nand} | {clk / 1e6 if clk else '?'} MHz | {r.get('LUT4', '-')} "
+        w(f"| {key} | {b['fpga']} | {b.get('core', 'nand')} | {nand} | {clk / 1e6 if clk else '?'} MHz | {r.get('LUT4', '-')} "
           f"| {r.get('FF', '-')} | {util(u, 'TRELLIS_COMB')} | {util(u, 'DP16KD')} | {util(u, 'MULT18X18D')} "
           f"| {util(u, 'TRELLIS_IO')} | {'bitstream' if b.get('bitstream') else '**failed**'} | {b.get('seconds')} |")
     w("")

@@ -44,6 +44,7 @@ SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
 DEFAULT_SLOTS = spec.NAND_DEFAULTS.SLOTS  # page-buffer slots per NAND channel
 FTL_SLOTS = 16                      # FtlCore publisher slots (map-changing commands in flight)
 HOSTMEM_ORIGIN = 0xA000_0000        # the simulated host's memory (queues, data buffers): not the CPU's
+SIM_SDRAM_L2_BYTES = 2048           # with --sdram: LiteX's L2 cache in front of the SDRAM, as on the boards
 
 
 def hostmem_bytes(profile: str = "small", host_queues: int = 1) -> int:
@@ -154,7 +155,7 @@ class AtomflashSoC(SoCCore):
 
     def __init__(self, *, sys_clk_freq: int = DEFAULT_SYS_CLK_FREQ, profile: str = "small",
                  channels: int = 1, ways: int = 1, nand: bool = False, slots: int = DEFAULT_SLOTS,
-                 cache_pages: int = 0, host_queues: int | None = None,
+                 cache_pages: int = 0, host_queues: int | None = None, sdram: bool = False,
                  trace_from_reset: bool = True, rtl_dir: Path, firmware_dir: Path | None = None, **kwargs):
         platform = SimPlatformAF()
         self.crg = CRG(platform.request("sys_clk"))
@@ -167,7 +168,8 @@ class AtomflashSoC(SoCCore):
             cpu_type="vexriscv", cpu_variant="standard",
             integrated_rom_size=ROM_BYTES,
             integrated_sram_size=SRAM_BYTES,
-            integrated_main_ram_size=main_ram_bytes(profile, channels, ways, cache_pages if nand else 0),
+            integrated_main_ram_size=0 if sdram else main_ram_bytes(profile, channels, ways,
+                                                                     cache_pages if nand else 0),
             uart_name="sim",
             timer_uptime=True,
             # A crossbar, not one shared bus: the CPU's access to a page buffer
@@ -182,6 +184,9 @@ class AtomflashSoC(SoCCore):
 
         # Simulation control: $finish and trace on/off from firmware (sim_finish, sim_trace CSRs).
         platform.add_debug(self, reset=1 if trace_from_reset else 0)
+        self.sdram_main = sdram
+        if sdram:
+            self.add_sim_sdram()
 
         self.nand_core = None
         if nand:
@@ -193,14 +198,30 @@ class AtomflashSoC(SoCCore):
                                                clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES, out_dir=rtl_dir,
                                                cache_pages=cache_pages, host_queues=self.host_queues,
                                                sim_gate_ecc=True)  # Verilator only: idle decoders cost nothing
-            self.add_host_port(hostmem_bytes(profile, self.host_queues))
+            self.add_host_port(hostmem_bytes(profile, self.host_queues), in_sdram=sdram)
         else:
             add_atomflash(self, out_dir=rtl_dir)
             self.add_constant("AF_NAND_PROFILE_" + profile.upper())
             self.add_config("AF_CHANNELS", channels)
             self.add_config("AF_WAYS", ways)
 
-    def add_host_port(self, hostmem_size: int):
+    def add_sim_sdram(self):
+        """Main RAM in a simulated SDR SDRAM instead of an SRAM: LiteDRAM's
+        ``SDRAMPHYModel`` of the ULX3S's 16-bit MT48LC16M16 (32 MiB) behind
+        LiteX's controller and L2 cache, as on a board.  The firmware then
+        runs liblitedram's ``sdram_init`` (with a short memtest here) before
+        its tables move in, and host memory takes the SDRAM's top
+        (:func:`add_sdram_hostmem`)."""
+        from litedram import modules as litedram_modules
+        from litedram.phy.model import SDRAMPHYModel
+
+        module = litedram_modules.MT48LC16M16(self.sys_clk_freq, "1:1")
+        self.sdrphy = SDRAMPHYModel(module=module, data_width=16, clk_freq=self.sys_clk_freq)
+        self.add_sdram("sdram", phy=self.sdrphy, module=module, l2_cache_size=SIM_SDRAM_L2_BYTES)
+        self.add_constant("MEMTEST_DATA_SIZE", 8 * 1024)  # the boot's memtest: short in simulation
+        self.add_constant("MEMTEST_ADDR_SIZE", 8 * 1024)
+
+    def add_host_port(self, hostmem_size: int, *, in_sdram: bool = False):
         """What a host attaches to in simulation (``atomflash.transport``):
 
         * ``hostbone``: LiteX's UARTBone, a Wishbone master driven by bytes on
@@ -224,6 +245,9 @@ class AtomflashSoC(SoCCore):
         self.hostbone = UARTBone(phy=self.hostbone_phy, clk_freq=self.sys_clk_freq,
                                  address_width=self.bus.address_width)
         self.bus.add_master(name="hostbone", master=self.hostbone.wishbone)
+        if in_sdram:
+            add_sdram_hostmem(self, hostmem_size)
+            return
         self.hostmem = wishbone.SRAM(hostmem_size, bus=wishbone.Interface(data_width=32, address_width=32,
                                                                          addressing="word"))
         self.bus.add_slave(name="hostmem", slave=self.hostmem.bus,
@@ -240,6 +264,44 @@ class AtomflashSoC(SoCCore):
         words = get_mem_data(str(fw_bin), data_width=32, endianness=self.cpu.endianness)
         self.init_ram("rom", contents=words, auto_size=False)
         self.firmware_bin = fw_bin
+
+
+def add_sdram_hostmem(soc, size: int) -> None:
+    """Host memory (``hostmem``: the queues and data buffers the FTL core's
+    DMA reads and writes, :func:`soc.atomflash_soc.hostmem_bytes`) at
+    ``HOSTMEM_ORIGIN``, as in the simulated SoC, but stored in the top
+    ``size`` bytes of the SDRAM through a LiteDRAM port of its own
+    (no L2 cache: the CPU never reads it, the host and the DMA do).  Main
+    RAM shrinks by ``size``: ``MAIN_RAM_SIZE`` in ``mem.h``, which the
+    firmware allocates its tables below, no longer covers it.  (Main RAM's
+    address decoder still spans the whole SDRAM; only the firmware's view
+    ends below host memory.)"""
+    import math
+
+    from litedram.frontend.wishbone import LiteDRAMWishbone2Native
+    from litex.soc.integration.soc import SoCRegion
+    from litex.soc.interconnect import wishbone
+
+    if not hasattr(soc, "sdram"):
+        raise SystemExit("the FTL core on a board keeps host memory in SDRAM: this target has none")
+    main = soc.bus.regions["main_ram"]
+    if size > main.size // 2:
+        raise SystemExit(f"host memory ({size} B) would take more than half of the SDRAM ({main.size} B)")
+    main.size -= size
+    port = soc.sdram.crossbar.get_port()
+    port.data_width = 2 ** int(math.log2(port.data_width))
+    wb_port = wishbone.Interface(data_width=port.data_width, address_width=32, addressing="word")
+    # Wishbone2Native subtracts base_address: HOSTMEM_ORIGIN lands at SDRAM byte offset main.size
+    soc.submodules.hostmem_port = LiteDRAMWishbone2Native(wishbone=wb_port, port=port,
+                                                          base_address=HOSTMEM_ORIGIN - main.size)
+    wb_bus = wishbone.Interface(data_width=32, address_width=32, addressing="word")
+    if port.data_width != 32:
+        soc.submodules.hostmem_converter = wishbone.Converter(wb_bus, wb_port)
+    else:
+        wb_bus = wb_port
+    soc.bus.add_slave(name="hostmem", slave=wb_bus,
+                      region=SoCRegion(origin=HOSTMEM_ORIGIN, size=size, cached=False))
+    soc.hostmem_size = size
 
 
 def add_bus_timeouts(soc) -> None:

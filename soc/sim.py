@@ -91,6 +91,9 @@ def parse_args(argv=None):
     p.add_argument("--host-queues", type=int, default=DEFAULT_HOST_QUEUES,
                    help="host queue pairs of the FTL core (the firmware's own comes on top); the host memory "
                         "has a slice per queue")
+    p.add_argument("--sdram", action="store_true",
+                   help="main RAM and host memory in a simulated SDR SDRAM behind LiteX's controller and L2 cache, "
+                        "as on a board (the firmware runs sdram_init); default: SRAMs")
     p.add_argument("--no-nand", action="store_true",
                    help="no NAND controller and models (the identify placeholder alone)")
     p.add_argument("--image", default=None,
@@ -144,7 +147,7 @@ def config_build_dir(args) -> Path:
 
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
                     ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
-                    threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES)
+                    threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES, sdram=False)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -183,7 +186,7 @@ def make_soc(args, build_dir: Path):
 
     soc = AtomflashSoC(sys_clk_freq=int(args.sys_clk_freq), profile=args.nand_profile,
                        channels=args.channels, ways=args.ways, nand=not args.no_nand, slots=args.slots,
-                       cache_pages=args.cache_pages, host_queues=args.host_queues,
+                       cache_pages=args.cache_pages, host_queues=args.host_queues, sdram=args.sdram,
                        trace_from_reset=args.trace_start == 0,
                        rtl_dir=build_dir / "rtl")
     soc.sim_sources = [Path(s).resolve() for s in args.extra_source]
@@ -196,7 +199,7 @@ def make_soc(args, build_dir: Path):
         wire_core(soc, soc.nand_core, channels=args.channels, ways=args.ways)
     builder = Builder(soc, output_dir=str(build_dir), compile_gateware=False, compile_software=True)
     # The firmware links only these; skip LiteX's other libraries (SD card, SATA, ...).
-    keep = ("libc", "libcompiler_rt", "libbase")
+    keep = ("libc", "libcompiler_rt", "libbase", *(("liblitedram",) if args.sdram else ()))
     builder.software_packages = [(n, d) for n, d in builder.software_packages if n in keep]
     builder.software_libraries = [n for n in builder.software_libraries if n in keep]
     return soc, builder

@@ -135,7 +135,7 @@ def cmd_sim(args):
     if args.sim_verb == "start":
         cfg = simctl.SimConfig(channels=args.channels, ways=args.ways, profile=args.profile,
                                blocks_per_lun=args.blocks_per_lun, image=args.image, cache_pages=args.cache_pages,
-                               host_queues=args.host_queues)
+                               host_queues=args.host_queues, sdram=args.sdram)
         for kv in args.nand_set:
             k, _, v = kv.partition("=")
             if not _:
@@ -382,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--host-queues", type=_pos, default=2,
                    help="host queue pairs (Device qid 0..N-1; the firmware's own comes on top; another count is "
                         "a build of its own)")
+    q.add_argument("--sdram", action="store_true",
+                   help="main RAM and host memory in a simulated SDRAM behind LiteX's controller and L2 cache, as "
+                        "on a board (a build of its own)")
     q.add_argument("--nand-set", action="append", default=[], metavar="KEY=VALUE",
                    help="NAND model key for every target (atomflash.nandsim.CONFIG_KEYS), e.g. ber=1e-6")
     q.add_argument("-v", "--verbose", action="store_true", help="print the whole boot report")

@@ -168,11 +168,14 @@ class SimConfig:
     image: str | None = None          # image path prefix (default: the run directory's nand<i>.img)
     nand_set: dict = field(default_factory=dict)           # model keys for every target
     target_set: list = field(default_factory=list)         # model keys per target (power cuts, faults)
+    sdram: bool = False               # main RAM and host memory in a simulated SDRAM, as on a board (a build of its own)
 
     def build_args(self) -> list[str]:
         extra = ["--cache-pages", str(self.cache_pages)] if self.cache_pages else []
         if self.host_queues != 2:
             extra += ["--host-queues", str(self.host_queues)]
+        if self.sdram:
+            extra += ["--sdram"]
         return ["--channels", str(self.channels), "--ways", str(self.ways), "--nand-profile", self.profile,
                 *extra, "-q"]
 
@@ -286,7 +289,7 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
         "port": port, "csr_csv": str(gw.parent / "csr.csv"), "gateware": str(gw),
         "vsim": socsim.vsim_command(gw, plusargs), "images": [c["image"] for c in cfgs],
         "config": {"channels": cfg.channels, "ways": cfg.ways, "profile": cfg.profile, "cache_pages": cfg.cache_pages,
-                   "host_queues": cfg.host_queues, "blocks_per_lun": cfg.blocks_per_lun, "nand_set": cfg.nand_set, "target_set": cfg.target_set},
+                   "host_queues": cfg.host_queues, "sdram": cfg.sdram, "blocks_per_lun": cfg.blocks_per_lun, "nand_set": cfg.nand_set, "target_set": cfg.target_set},
         "clk_hz": int(args.sys_clk_freq), "started": time.time(), "boot_offset": boot_offset,
         "build_seconds": round(build_s, 1), "supervisor_pid": None, "vsim_pid": None, "exit": None,
         "spec_version": spec.SPEC_VERSION,
