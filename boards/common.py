@@ -48,7 +48,7 @@ BUILD = ROOT / "build" / "boards"
 # recovery (issue #7); ROM and SRAM are sized for the smallest supported
 # FPGA's BRAM (ECP5-25F: 56 DP16KD).  A 48 KiB ROM takes 24 DP16KD, 8 more
 # than the 32 KiB it replaced (Colorlight i5, 1x2: 42 -> about 50 of 56).
-BOARD_ROM_BYTES = 0xC000    # 48 KiB: firmware code + rodata (+ .data image)
+BOARD_ROM_BYTES = 0xD000    # 52 KiB: firmware code + rodata (+ .data image), liblitedram's sdram_init included
 BOARD_SRAM_BYTES = 0x4000   # 16 KiB: firmware .data/.bss/stack
 BOARD_L2_BYTES = 2048       # LiteX L2 cache in front of the SDRAM
 
@@ -175,18 +175,21 @@ def base_soc_kwargs(core: str = "nand") -> dict:
     )
 
 
-# Block RAMs per ECP5 device: the FTL core's firmware ROM and SRAM alone take
-# 80 DP16KD (160 KiB), more than the 12F/25F have.
-ECP5_DP16KD = {"LFE5U-12F": 32, "LFE5U-25F": 56, "LFE5U-45F": 108, "LFE5U-85F": 208}
-FTL_MIN_DP16KD = 108
+# ECP5 devices: (LUT4s, DP16KD block RAMs).  The whole controller (--core ftl)
+# on the ULX3S-85F, 2 x 2 (docs/boards.md): ~60 k LUT4 and 157 DP16KD, so the
+# 85F is the only ECP5 it fits.
+ECP5_CAPACITY = {"LFE5U-12F": (12_000, 32), "LFE5U-25F": (24_000, 56), "LFE5U-45F": (44_000, 108),
+                 "LFE5U-85F": (84_000, 208)}
+FTL_NEEDS = (60_000, 157)
 
 
 def check_fits(board: str, device: str, core: str) -> None:
     """Refuse a core the board's FPGA cannot hold, before a long build finds out."""
-    if core == "ftl" and ECP5_DP16KD.get(device.upper(), 0) < FTL_MIN_DP16KD:
-        raise SystemExit(f"{board} with {device}: --core ftl needs an LFE5U-45F or larger (its firmware ROM and "
-                         f"SRAM take 80 of the {ECP5_DP16KD.get(device.upper(), '?')} block RAMs); "
-                         "use --core nand")
+    have = ECP5_CAPACITY.get(device.upper(), (0, 0))
+    if core == "ftl" and (have[0] < FTL_NEEDS[0] or have[1] < FTL_NEEDS[1]):
+        raise SystemExit(f"{board} with {device}: --core ftl needs an LFE5U-85F (the whole controller takes about "
+                         f"{FTL_NEEDS[0] // 1000} k LUT4 and {FTL_NEEDS[1]} block RAMs; this part has "
+                         f"{have[0] // 1000} k and {have[1]}); use --core nand")
 
 
 def board_slots(args) -> int:

@@ -46,7 +46,7 @@ STORE = BUILD / "report.json"
 BOARDS = {
     "colorlight_i5": ("colorlight_i5", [], "colorlight_i5", "LFE5U-25F"),
     "ulx3s_85f": ("ulx3s", ["--device", "LFE5U-85F"], "ulx3s_lfe5u-85f", "LFE5U-85F"),
-    "ulx3s_45f": ("ulx3s", ["--device", "LFE5U-45F"], "ulx3s_lfe5u-45f", "LFE5U-45F"),
+    "ulx3s_45f": ("ulx3s", ["--device", "LFE5U-45F", "--core", "nand"], "ulx3s_lfe5u-45f", "LFE5U-45F"),
     "colorlight_i9": ("colorlight_i5", ["--board", "i9", "--channels", "2"], "colorlight_i9", "LFE5U-45F"),
 }
 DEFAULT_BOARDS = "colorlight_i5,ulx3s_85f"
@@ -175,7 +175,8 @@ def render(data: dict) -> str:
     w("")
     w("```")
     w("make bitstream BOARD=colorlight_i5                     # build/boards/colorlight_i5/gateware/colorlight_i5.bit")
-    w("make bitstream BOARD=ulx3s BOARD_ARGS=\"--device LFE5U-45F\"")
+    w("make bitstream BOARD=ulx3s                             # LFE5U-85F, the whole SSD (--core ftl)")
+    w("make bitstream BOARD=ulx3s BOARD_ARGS=\"--device LFE5U-45F --core nand\"")
     w("make bitstream BOARD=colorlight_i5 BOARD_ARGS=\"--sys-clk-freq 50e6 --channels 1 --ways 4\"")
     w("make board-report                                      # both boards + the core alone -> this page")
     w(".venv/bin/python boards/ulx3s.py --help                # every flag (LiteX's toolchain flags too)")
@@ -195,9 +196,9 @@ def render(data: dict) -> str:
     w("  (`MAIN_RAM_SIZE`) ends below it.  The firmware initialises and tests the SDRAM (liblitedram's")
     w("  `sdram_init`) before its tables move in.  The crossbar interconnect and a bus timeout per master, as in")
     w("  simulation.  The host port is LiteX's UARTBone on the board's USB-UART, with the firmware console a")
-    w("  crossover UART behind it, so one cable carries both (*Attaching a host*, below).  Needs an LFE5U-45F or")
-    w("  larger (`boards/common.py` refuses smaller parts before building), at least 4 page-buffer slots per")
-    w("  channel, and BCH ECC.  The same memory system runs in simulation: `soc/sim.py --sdram` /")
+    w("  crossover UART behind it, so one cable carries both (*Attaching a host*, below).  Needs an LFE5U-85F")
+    w("  (about 60 k LUT4 and 157 block RAMs, below; `boards/common.py` refuses smaller parts before building),")
+    w("  at least 4 page-buffer slots per channel, and BCH ECC.  The same memory system runs in simulation: `soc/sim.py --sdram` /")
     w("  `atomflash sim start --sdram` (LiteDRAM's SDRAM model of the ULX3S's part; `tb/host/test_sdram_sim.py`).")
     w(f"* **`--core nand`: the NAND controller alone.**  {BOARD_ROM_BYTES // 1024} KiB ROM, {BOARD_SRAM_BYTES // 1024} KiB SRAM, the")
     w("  identify placeholder at `afctrl`, and `NandController` (`rtl/nand/`) with `--channels` channels of `--ways`")

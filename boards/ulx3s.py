@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """atomflash on the Radiona ULX3S (Lattice ECP5 LFE5U-12F/25F/45F/85F).
 
-    python boards/ulx3s.py --device LFE5U-85F            # SoC headers + firmware only
-    python boards/ulx3s.py --device LFE5U-85F --build    # + bitstream
-    make bitstream BOARD=ulx3s [BOARD_ARGS="--device LFE5U-45F --sys-clk-freq 60e6"]
+    python boards/ulx3s.py                               # SoC headers + firmware only (85F, --core ftl)
+    python boards/ulx3s.py --build                       # + bitstream
+    python boards/ulx3s.py --device LFE5U-45F --core nand --build
+    make bitstream BOARD=ulx3s [BOARD_ARGS="--device LFE5U-45F --core nand --sys-clk-freq 60e6"]
 
 litex-boards' ``radiona_ulx3s`` target supplies the CRG (25 MHz -> ECP5 PLL)
 and the 32 MiB SDR SDRAM (main RAM); atomflash adds the firmware ROM, the
 controller windows, the NAND channels on the GP/GN header pins (channel 0 on
 J1, channel 1 on J2; see docs/boards.md) and the LEDs.
 
-UART console: the on-board FT231X USB-UART (FPGA L4 TX / M1 RX, 115200 8N1),
-as the litex-boards target uses.  LEDs: LED0 = NAND activity, LED1 = fault
+``--core ftl`` (the default; LFE5U-85F only): the whole SSD, the simulated
+SoC's FTL core with host memory in the SDRAM; the FT231X USB-UART (FPGA L4
+TX / M1 RX, 115200 8N1 unless ``--uart-baudrate``) carries LiteX's UARTBone
+(the host port, through ``litex_server``) with the console as a crossover
+UART behind it.  ``--core nand``: the NAND controller alone, console on the
+UART as the litex-boards target uses it.  LEDs: LED0 = NAND activity, LED1 = fault
 (latched until the firmware clears it).
 """
 

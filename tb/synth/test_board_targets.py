@@ -76,7 +76,7 @@ def test_firmware_has_sdram_init_and_fits_the_rom(ulx3s_ftl):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--device", "LFE5U-25F"], "--core ftl needs an LFE5U-45F or larger"),
+    (["--device", "LFE5U-45F"], "--core ftl needs an LFE5U-85F"),
     (["--slots", "2"], "needs at least 4 page-buffer slots"),
     (["--no-ecc"], "always carry BCH ECC"),
 ])
