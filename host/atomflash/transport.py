@@ -67,7 +67,17 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-class UartBoneTransport:
+class _Closing:
+    """``with transport:`` closes it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class UartBoneTransport(_Closing):
     """UARTBone over a TCP socket (``host``, ``port``).  ``timeout``: seconds
     of silence before :class:`TransportError` (the simulation runs about
     1,000x slower than real time: keep it generous)."""
@@ -98,12 +108,6 @@ class UartBoneTransport:
                 pass
             self.sock.close()
             self.sock = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     # -- wire ---------------------------------------------------------------
     def _send(self, data: bytes) -> None:
@@ -184,7 +188,7 @@ class UartBoneTransport:
             self.round_trips += 1
 
 
-class LitexServerTransport:
+class LitexServerTransport(_Closing):
     """Etherbone over TCP to ``litex_server`` (``host``, ``port``; its
     default port is 1234), which turns each packet into UARTBone commands on
     the board's serial port.  ``timeout``: seconds to wait for an answer
@@ -224,12 +228,6 @@ class LitexServerTransport:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _packet(self, record):
         from litex.tools.remote.etherbone import EtherbonePacket
