@@ -3,6 +3,9 @@
 
 #include <system.h>
 
+#include <generated/csr.h>
+
+#include "conout.h"
 #include "fw.h"
 
 uint64_t af_uptime_cycles(void)
@@ -10,6 +13,34 @@ uint64_t af_uptime_cycles(void)
 	timer0_uptime_latch_write(1);
 	return timer0_uptime_cycles_read();
 }
+
+/* Every uart_write() of libbase (printf, putchar) comes here (the Makefile
+ * links with --wrap=uart_write).  With a crossover console (a board whose
+ * UART carries the host port) a character waits at most
+ * AF_CONSOLE_STALL_CYCLES for room, then output is dropped until a reader
+ * drains the FIFO (conout.h); elsewhere it is libbase's own. */
+void __real_uart_write(char c);
+void __wrap_uart_write(char c);
+#ifdef CSR_UART_XOVER_RXTX_ADDR
+#define AF_CONSOLE_STALL_CYCLES (CONFIG_CLOCK_FREQUENCY / 100u) /* 10 ms */
+af_conout_t af_conout;
+
+static int console_full(void)
+{
+	return uart_txfull_read();
+}
+
+void __wrap_uart_write(char c)
+{
+	if (af_conout_admit(&af_conout, console_full, af_uptime_cycles, AF_CONSOLE_STALL_CYCLES))
+		__real_uart_write(c);
+}
+#else
+void __wrap_uart_write(char c)
+{
+	__real_uart_write(c);
+}
+#endif
 
 uint64_t af_cycles_to_us(uint64_t cycles)
 {
