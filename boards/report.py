@@ -125,7 +125,12 @@ def collect_board(gw: Path, module: str) -> dict:
     if log.exists():
         rpt = gw / "nextpnr_report.json"
         pnr = parse_nextpnr(log.read_text(), rpt if rpt.exists() else None)
-        out.update(clocks=pnr["clocks"], critical=pnr["critical"][:3], utilization=pnr["utilization"])
+        out.update(clocks=pnr["clocks"], critical=pnr["critical"][:3], utilization=pnr["utilization"],
+                   routed=pnr["routed"])
+        text = log.read_text()
+        over = re.findall(r"overused=(\d+)", text)
+        out["overused"] = int(over[-1]) if over else None
+        out["router_iters"] = len(re.findall(r"Info:\s+iter=\d+ wires=", text))
     # what the SoC was built with: from the generated soc.h
     soch = gw.parent / "software" / "include" / "generated" / "soc.h"
     if soch.exists():
@@ -151,6 +156,14 @@ def fmt_clocks(clocks: dict) -> list[str]:
         rows.append(f"`{clk}` | {c['fmax']:.1f} | {c['target']:.1f} | {'PASS' if c['ok'] else '**FAIL**'} "
                     f"| {margin:+.1f} MHz ({slack_ns:+.2f} ns)")
     return rows
+
+
+def build_state(b: dict) -> str:
+    if b.get("bitstream"):
+        return "bitstream"
+    if b.get("utilization") and not b.get("routed", True):
+        return "placed, **not routed** (below)"
+    return "**failed**"
 
 
 def util(u: dict, k: str) -> str:
@@ -339,13 +352,23 @@ def render(data: dict) -> str:
         clk = b.get("CONFIG_CLOCK_FREQUENCY")
         w(f"| {key} | {b['fpga']} | {b.get('core', 'nand')} | {nand} | {clk / 1e6 if clk else '?'} MHz | {r.get('LUT4', '-')} "
           f"| {r.get('FF', '-')} | {util(u, 'TRELLIS_COMB')} | {util(u, 'DP16KD')} | {util(u, 'MULT18X18D')} "
-          f"| {util(u, 'TRELLIS_IO')} | {'bitstream' if b.get('bitstream') else '**failed**'} | {b.get('seconds')} |")
+          f"| {util(u, 'TRELLIS_IO')} | {build_state(b)} | {b.get('seconds') or '-'} |")
     w("")
     w("| board | clock domain | Fmax (MHz) | constraint (MHz) | result | margin |")
     w("| --- | --- | ---: | ---: | --- | --- |")
     for key, b in data["boards"].items():
         for row in fmt_clocks(b.get("clocks", {})):
             w(f"| {key} | {row} |")
+    for key, b in data["boards"].items():
+        if b.get("utilization") and not b.get("routed", True):
+            w("")
+            w(f"**{key} is placed but not routed.**  nextpnr-ecp5 (YoWASP, one thread) placed it; its router had "
+              f"{b.get('overused') or '?'} overused wires left after {b.get('router_iters') or '?'} router2 "
+              "iterations when the log was collected, so there is no Fmax yet.  The placement is dense (the "
+              "TRELLIS_COMB figure above): LiteX's default router (router1) had made little progress after 40 "
+              "minutes, router2 (nextpnr's `--router router2`, run by hand on the generated script) converges but "
+              "needs more than the hour a session had.  Next: let it finish, or route a smaller design "
+              "(`--channels 1`).")
     for key, b in data["boards"].items():
         for p in b.get("critical", [])[:1]:
             w("")

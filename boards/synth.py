@@ -191,4 +191,8 @@ def parse_nextpnr(log_text: str, report: Path | None = None) -> dict:
                              start=cells[0] if cells else "", end=steps[-1]["to"]["cell"] if steps else "",
                              logic_levels=len(steps) - len(nets)))
         util = {k: (v["used"], v["available"]) for k, v in rep.get("utilization", {}).items()}
-    return dict(clocks=clocks, critical=crit, utilization=util)
+    if not util:  # no report yet (nextpnr still routing, or stopped): the packer's figures from the log
+        util = {m.group(1): (int(m.group(2)), int(m.group(3)))
+                for m in re.finditer(r"Info: \s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", log_text)}
+    routed = "Program finished normally" in log_text
+    return dict(clocks=clocks if routed else {}, critical=crit, utilization=util, routed=routed)
