@@ -366,9 +366,9 @@ def render(data: dict) -> str:
               f"{b.get('overused') or '?'} overused wires left after {b.get('router_iters') or '?'} router2 "
               "iterations when the log was collected, so there is no Fmax yet.  The placement is dense (the "
               "TRELLIS_COMB figure above): LiteX's default router (router1) had made little progress after 40 "
-              "minutes, router2 (nextpnr's `--router router2`, run by hand on the generated script) converges but "
-              "needs more than the hour a session had.  Next: let it finish, or route a smaller design "
-              "(`--channels 1`).")
+              "minutes, and router2 (nextpnr's `--router router2`, run by hand on the generated script) fell "
+              "quickly at first but barely moved over its last iterations.  Next: a smaller design "
+              "(`--channels 1`, `--slots 4`), or a longer router2 run.")
     for key, b in data["boards"].items():
         for p in b.get("critical", [])[:1]:
             w("")
