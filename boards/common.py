@@ -50,8 +50,8 @@ BUILD = ROOT / "build" / "boards"
 # than the 32 KiB it replaced (Colorlight i5, 1x2: 42 -> about 50 of 56).
 BOARD_ROM_BYTES = 0xD000    # 52 KiB: firmware code + rodata (+ .data image), liblitedram's sdram_init included
 BOARD_SRAM_BYTES = 0x4000   # 16 KiB: firmware .data/.bss/stack
-BOARD_L2_BYTES = 2048       # LiteX L2 cache in front of the SDRAM
 
+from soc.atomflash_soc import SDRAM_L2_BYTES as BOARD_L2_BYTES  # noqa: E402  (the simulated --sdram SoC's too)
 from soc.nand import AFNAND_ORIGIN  # noqa: E402,F401  (re-exported: the window's base)
 
 
@@ -193,12 +193,12 @@ def check_fits(board: str, device: str, core: str) -> None:
 
 
 def board_slots(args) -> int:
-    """``--slots``, or the core's default (the FTL core needs 4 per channel)."""
+    """``--slots``, or the core's default: the simulated SoC's with the FTL core, 2 for the NAND controller alone."""
     from soc.atomflash_soc import DEFAULT_SLOTS
 
     if args.slots is not None:
         return args.slots
-    return max(DEFAULT_SLOTS, 4) if args.core == "ftl" else 2
+    return DEFAULT_SLOTS if args.core == "ftl" else 2
 
 
 def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways: int, slots: int,
@@ -265,7 +265,6 @@ def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways
         soc.comb += [led_pads.eq(act), led_fault_pads.eq(fault)]
     soc.nand_plan = plan
     soc.nand_bridge = bridge
-    soc.atomflash_core = core
     return bridge
 
 
@@ -322,7 +321,7 @@ def add_board_args(parser, *, default_clk: float, default_channels: int = 2, def
     parser.add_target_argument("--channels", default=default_channels, type=int, help="NAND channels.")
     parser.add_target_argument("--ways", default=default_ways, type=int, help="NAND targets (chip enables) per channel.")
     parser.add_target_argument("--slots", default=None, type=int,
-                               help="Page-buffer slots per channel (default: 4 with --core ftl, 2 with nand).")
+                               help="Page-buffer slots per channel (default: the simulated SoC's with --core ftl, at least 4; 2 with nand).")
     parser.add_target_argument("--nand-profile", default=default_profile, choices=sorted(spec.NAND_PROFILES),
                                help="NAND geometry the controller checks descriptors against.")
     parser.add_target_argument("--no-ecc", action="store_true",

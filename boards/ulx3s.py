@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from litex_boards.platforms import radiona_ulx3s as platform_mod  # noqa: E402
 from litex_boards.targets import radiona_ulx3s as target_mod  # noqa: E402
 
+from soc.atomflash_soc import DEFAULT_SLOTS  # noqa: E402
 from boards.common import (BUILD, FirmwareROM, HeaderPin, PinPlan, add_atomflash_board,  # noqa: E402
                            add_board_args, base_soc_kwargs, board_slots, build, check_fits)
 
@@ -73,7 +74,7 @@ PLAN = PinPlan(
 
 class AtomflashULX3S(FirmwareROM, target_mod.BaseSoC):
     def __init__(self, *, device=DEFAULT_DEVICE, revision="2.0", sdram_module="MT48LC16M16",
-                 sys_clk_freq=DEFAULT_SYS_CLK, profile="realistic", channels=2, ways=2, slots=4, ecc=True,
+                 sys_clk_freq=DEFAULT_SYS_CLK, profile="realistic", channels=2, ways=2, slots=DEFAULT_SLOTS, ecc=True,
                  sample=1, core="ftl", host_queues=1, out_dir: Path, **kwargs):
         check_fits("ulx3s", device, core)
         kw = dict(base_soc_kwargs(core), **kwargs)

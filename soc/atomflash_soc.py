@@ -44,7 +44,7 @@ SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
 DEFAULT_SLOTS = spec.NAND_DEFAULTS.SLOTS  # page-buffer slots per NAND channel
 FTL_SLOTS = 16                      # FtlCore publisher slots (map-changing commands in flight)
 HOSTMEM_ORIGIN = 0xA000_0000        # the simulated host's memory (queues, data buffers): not the CPU's
-SIM_SDRAM_L2_BYTES = 2048           # with --sdram: LiteX's L2 cache in front of the SDRAM, as on the boards
+SDRAM_L2_BYTES = 2048              # LiteX's L2 cache in front of an SDRAM main RAM (--sdram, the boards)
 
 
 def hostmem_bytes(profile: str = "small", host_queues: int = 1) -> int:
@@ -217,7 +217,7 @@ class AtomflashSoC(SoCCore):
 
         module = litedram_modules.MT48LC16M16(self.sys_clk_freq, "1:1")
         self.sdrphy = SDRAMPHYModel(module=module, data_width=16, clk_freq=self.sys_clk_freq)
-        self.add_sdram("sdram", phy=self.sdrphy, module=module, l2_cache_size=SIM_SDRAM_L2_BYTES)
+        self.add_sdram("sdram", phy=self.sdrphy, module=module, l2_cache_size=SDRAM_L2_BYTES)
         self.add_constant("MEMTEST_DATA_SIZE", 8 * 1024)  # the boot's memtest: short in simulation
         self.add_constant("MEMTEST_ADDR_SIZE", 8 * 1024)
 

@@ -67,6 +67,11 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
+def _check_aligned(addr: int) -> None:
+    if addr % 4:
+        raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
+
+
 class _Closing:
     """``with transport:`` closes it."""
 
@@ -136,8 +141,7 @@ class UartBoneTransport(_Closing):
 
     @staticmethod
     def _header(cmd: int, count: int, addr: int) -> bytes:
-        if addr % 4:
-            raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
+        _check_aligned(addr)
         return struct.pack(">BBI", cmd, count, addr // 4)
 
     # -- Transport ----------------------------------------------------------
@@ -240,8 +244,7 @@ class LitexServerTransport(_Closing):
     def _exchange_read(self, addr: int, count: int) -> list[int]:
         from litex.tools.remote.etherbone import EtherbonePacket, EtherboneReads, EtherboneRecord
 
-        if addr % 4:
-            raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
+        _check_aligned(addr)
         record = EtherboneRecord(4)
         record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(count)])
         record.rcount = count
@@ -275,8 +278,7 @@ class LitexServerTransport(_Closing):
     def write(self, addr: int, words: Sequence[int]) -> None:
         from litex.tools.remote.etherbone import EtherboneRecord, EtherboneWrites
 
-        if addr % 4:
-            raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
+        _check_aligned(addr)
         words = list(words)
         for i in range(0, len(words), self.WRITE_WORDS):
             part = words[i:i + self.WRITE_WORDS]

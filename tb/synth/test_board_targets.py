@@ -62,8 +62,7 @@ def test_ftl_core_host_memory_and_ports(ulx3s_ftl):
         assert f"{master}_timeout (MasterTimeout)" in log, f"{master} has no bus timeout\n{log[-3000:]}"
     assert "uart (UARTCrossover)" in log
     assert re.search(r"Interconnect: Crossbar", log)
-    top = (out / "gateware" / "atomflashulx3s.v").read_text() if (out / "gateware" / "atomflashulx3s.v").exists() \
-        else next((out / "gateware").glob("*.v")).read_text()
+    top = (out / "gateware" / "radiona_ulx3s.v").read_text()
     assert "af_ftl_bridge" in top and "hostmem" in top
 
 
