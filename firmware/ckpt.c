@@ -21,6 +21,11 @@ int af_ckpt_load(uint32_t g) { return -1; }
 int af_ckpt_take(void) { return -1; }
 void af_ckpt_poll(void) {}
 int af_ckpt_is_area(uint32_t g) { return 0; }
+af_mapload_t af_mapload;
+void af_map_need(uint32_t lba) {}
+void af_map_load_all(void) {}
+void af_map_poll(void) {}
+int af_map_serve_fault(void) { return 0; }
 
 #else
 
@@ -37,6 +42,43 @@ static uint32_t map_pages_for(uint64_t nlba)
 uint32_t af_ckpt_wear_pages(uint32_t nblocks)
 {
 	return (nblocks + COUNTS_PER_PAGE - 1) / COUNTS_PER_PAGE;
+}
+
+/* Pages of the map pages' CRCs (format 3: one u32 each). */
+static uint32_t crc_pages_for(uint32_t map_pages)
+{
+	return (map_pages + COUNTS_PER_PAGE - 1) / COUNTS_PER_PAGE;
+}
+
+/* Pages of a checkpoint of `nlba` LBAs on a device of `nblocks` blocks: header, map, wear, valid counts,
+ * map CRCs. */
+uint32_t af_ckpt_pages_for(uint64_t nlba, uint32_t nblocks)
+{
+	return 1 + map_pages_for(nlba) + 2 * af_ckpt_wear_pages(nblocks) + crc_pages_for(map_pages_for(nlba));
+}
+
+/* Valid-count page `p` (format 3) of `counts` (one u32 per global block) into `page`. */
+static void count_page(uint32_t p, const uint32_t *counts, uint8_t *page)
+{
+	uint32_t *w = (uint32_t *)page;
+	memset(page, 0, af_nand.page_data);
+	for (uint32_t i = 0; i < COUNTS_PER_PAGE; i++) {
+		uint32_t g = p * COUNTS_PER_PAGE + i;
+		if (g < af_flash.nblocks)
+			w[i] = counts[g];
+	}
+}
+
+/* Map-CRC page `p` (format 3) of `crc` (one u32 per map page) into `page`. */
+static void crc_page(uint32_t p, const uint32_t *crc, uint32_t map_pages, uint8_t *page)
+{
+	uint32_t *w = (uint32_t *)page;
+	memset(page, 0, af_nand.page_data);
+	for (uint32_t i = 0; i < COUNTS_PER_PAGE; i++) {
+		uint32_t q = p * COUNTS_PER_PAGE + i;
+		if (q < map_pages)
+			w[i] = crc[q];
+	}
 }
 
 /* Wear page `p` of the erase counts into `page`. */
@@ -93,28 +135,100 @@ _Static_assert(sizeof(af_ckpt_entry_t) % 4 == 0 && offsetof(af_ckpt_entry_t, vse
 		       offsetof(af_ckpt_entry_t, ppa) % 4 == 0,
 	       "checkpoint entries are read from the page buffer as words");
 
-/* Boot reads the payload (map and wear pages) two pages at a time: one in
- * flight while the CPU takes the previous one's entries from its slot.  Before
- * the FTL core runs every slot is the firmware's (flash.c's pipeline uses them
- * too); otherwise one page at a time in the sync slot. */
-#define LOAD_TAG(p) ((uint16_t)(0x1000u | ((p) & 0xffu))) /* below AF_NAND_TAG_SYNC */
+/* Boot reads payload pages two at a time: one in flight while the CPU takes
+ * the previous one from its slot.  Before the FTL core runs every slot is the
+ * firmware's (flash.c's pipeline uses them too); otherwise one page at a time
+ * in the sync slot. */
+#define LOAD_TAG(k) ((uint16_t)(0x1000u | ((k) & 0xffu))) /* below AF_NAND_TAG_SYNC */
 
-static uint32_t load_area;
-static unsigned load_slot[2], load_depth;
+static struct {
+	af_ckpt_hdr_t h;
+	unsigned slot[2], depth;
+	uint32_t pcrc, shift;   /* the payload CRC so far (chained page CRCs), af_crc32_shift(page_data) */
+	int counts_ok;          /* erase and valid counts are this device's (same number of blocks) */
+	int bad;                /* a map page whose CRC is not the one the checkpoint recorded */
+} ld;
 
-static unsigned load_slot_of(uint32_t p)
+static unsigned load_slot_of(uint32_t k)
 {
-	return load_slot[p % load_depth];
+	return ld.slot[k % ld.depth];
 }
 
-static int load_issue(uint32_t p)
+/* Map page q (0-based) of the checkpoint into the map: entries a word at a
+ * time from the page buffer, cseq zeroed (af_rec_finish needs no pass). */
+static void take_entries(uint32_t q, uint32_t nlba, const volatile uint32_t *w)
 {
-	af_nand_desc_t d AF_NAND_ALIGNED;
-	af_nand_desc_init(&d, AF_NANDOP_READ, page_ppa(load_area, p));
-	d.length = (uint16_t)af_nand.page_data;
-	d.slot = (uint16_t)load_slot_of(p);
-	d.tag = LOAD_TAG(p);
-	return af_nand_submit(&d);
+	uint32_t *map_ppa = af_flash.map.ppa;
+	uint64_t *map_vseq = af_flash.map.vseq, *map_cseq = af_flash.map.cseq;
+	uint32_t lba = q * ENTRIES_PER_PAGE;
+	uint32_t end = nlba - lba < ENTRIES_PER_PAGE ? nlba : lba + ENTRIES_PER_PAGE;
+	for (; lba < end; lba++, w += ENTRY_WORDS) {
+		uint32_t lo = w[ENTRY_VSEQ], hi = w[ENTRY_VSEQ + 1];
+		map_vseq[lba] = (uint64_t)hi << 32 | lo;
+		map_ppa[lba] = (lo & hi) == UINT32_MAX ? AF_REC_PPA_NONE : w[ENTRY_PPA]; /* vseq NONE: unbound */
+		map_cseq[lba] = 0;
+	}
+}
+
+/* Payload page `idx` (1-based page of the checkpoint) as it arrives. */
+static void take_page(uint32_t idx, const af_nand_cpl_t *c, const volatile uint32_t *w)
+{
+	const af_ckpt_hdr_t *h = &ld.h;
+	uint32_t map_end = h->map_pages, wear_end = map_end + h->wear_pages;
+	uint32_t count_end = wear_end + (h->format >= 3 ? h->wear_pages : 0);
+	if (idx <= map_end) {
+		if (h->format >= 3 && c->crc != af_ckpt.map_crc[idx - 1])
+			ld.bad = 1;
+		if (h->format < 3)
+			ld.pcrc = af_crc32_extend(ld.pcrc, c->crc, ld.shift);
+		take_entries(idx - 1, (uint32_t)h->nlba, w);
+		return;
+	}
+	ld.pcrc = af_crc32_extend(ld.pcrc, c->crc, ld.shift);
+	if (idx <= wear_end) {
+		/* count and retired bit whole in `erases` until the CRC checks */
+		uint32_t b = (idx - 1 - map_end) * COUNTS_PER_PAGE;
+		for (uint32_t i = 0; ld.counts_ok && i < COUNTS_PER_PAGE && b < h->nblocks; i++, b++)
+			af_flash.blocks[b].erases = w[i];
+	} else if (idx <= count_end) {
+		uint32_t b = (idx - 1 - wear_end) * COUNTS_PER_PAGE;
+		for (uint32_t i = 0; ld.counts_ok && af_flash.map.tally && i < COUNTS_PER_PAGE && b < h->nblocks; i++, b++)
+			af_flash.map.tally->counts[b] = w[i];
+	} else {
+		uint32_t q = (idx - 1 - count_end) * COUNTS_PER_PAGE;
+		for (uint32_t i = 0; i < COUNTS_PER_PAGE && q < h->map_pages; i++, q++)
+			af_ckpt.map_crc[q] = w[i];
+	}
+}
+
+/* Pages first .. first+count-1 of the checkpoint in area ld.h.area, read
+ * ld.depth at a time, each handed to take_page in order.  0, or -1 when one
+ * did not read (every read issued is collected). */
+static int load_run(uint32_t first, uint32_t count)
+{
+	uint32_t issued = 0, k;
+	for (k = 0; k < count; k++) {
+		for (; issued < count && issued < k + ld.depth; issued++) {
+			af_nand_desc_t d AF_NAND_ALIGNED;
+			af_nand_desc_init(&d, AF_NANDOP_READ, page_ppa(ld.h.area, first + issued));
+			d.length = (uint16_t)af_nand.page_data;
+			d.slot = (uint16_t)load_slot_of(issued);
+			d.tag = LOAD_TAG(issued);
+			if (af_nand_submit(&d) < 0)
+				goto drain;
+		}
+		af_nand_cpl_t c AF_NAND_ALIGNED;
+		if (af_nand_wait(LOAD_TAG(k), &c) < 0 || c.result != AF_NANDRESULT_OK) {
+			k++;
+			goto drain;
+		}
+		take_page(first + k, &c, af_nand_buf_words(c.channel, load_slot_of(k)));
+	}
+	return 0;
+drain:
+	for (; k < issued; k++)
+		af_nand_wait(LOAD_TAG(k), NULL);
+	return -1;
 }
 
 int af_ckpt_load(uint32_t g)
@@ -128,11 +242,14 @@ int af_ckpt_load(uint32_t g)
 	af_nand_buf_read(ch, slot, 0, page, sizeof(h));
 	memcpy(&h, page, sizeof(h));
 	uint32_t nlist = h.nopen + AF_CKPT_AREAS * h.narea;
-	if (h.magic != AF_CKPT_MAGIC || h.format != AF_CKPT_FORMAT || h.area >= AF_CKPT_AREAS ||
-	    h.narea == 0 || h.narea > AF_CKPT_MAX_AREA_BLOCKS || h.nlba > af_flash.nlba ||
+	/* format 3 adds the valid-count and map-CRC pages; a format-2 checkpoint (older firmware) loads
+	 * whole, its counts taken from the map after */
+	uint32_t tail = h.format >= 3 ? 2 * h.wear_pages + crc_pages_for(h.map_pages) : h.wear_pages;
+	if (h.magic != AF_CKPT_MAGIC || h.format < AF_CKPT_FORMAT_OLDEST || h.format > AF_CKPT_FORMAT ||
+	    h.area >= AF_CKPT_AREAS || h.narea == 0 || h.narea > AF_CKPT_MAX_AREA_BLOCKS || h.nlba > af_flash.nlba ||
 	    sizeof(h) + 4 * (uint64_t)nlist > af_nand.page_data || h.map_pages != map_pages_for(h.nlba) ||
-	    h.wear_pages != af_ckpt_wear_pages(h.nblocks) ||
-	    1 + (uint64_t)h.map_pages + h.wear_pages > h.narea * af_nand.pages_per_block)
+	    h.wear_pages != af_ckpt_wear_pages(h.nblocks) || h.bound > h.nlba ||
+	    1 + (uint64_t)h.map_pages + tail > h.narea * af_nand.pages_per_block)
 		return -1;
 	af_nand_buf_read(ch, slot, sizeof(h), page + sizeof(h), 4 * nlist); /* the lists */
 	uint32_t crc = af_crc32_update(AF_CRC32_INIT, page, offsetof(af_ckpt_hdr_t, crc));
@@ -165,53 +282,53 @@ int af_ckpt_load(uint32_t g)
 			}
 		}
 
-	/* The payload: map entries from the page buffer straight into the map,
-	 * erase counts into the block table.  Its CRC needs no pass over the data:
-	 * a READ's completion carries OOB_CRC of exactly the bytes it left in the
-	 * slot (computed by the channel after ECC correction: nand_channel.md),
-	 * and af_crc32_extend chains those page CRCs into the payload's. */
-	load_area = h.area;
-	load_depth = af_ftl.running ? 1 : 2;
-	load_slot[0] = slot;
-	load_slot[1] = (slot + 1) % af_nand.slots;
-	const uint32_t shift = af_crc32_shift(af_nand.page_data), npages = h.map_pages + h.wear_pages;
-	uint32_t pcrc = AF_CRC32_INIT, nlba = (uint32_t)h.nlba, lba = 0, issued = 0, p;
-	uint32_t *map_ppa = af_flash.map.ppa;
-	uint64_t *map_vseq = af_flash.map.vseq;
-	int wear = h.nblocks == af_flash.nblocks; /* erase counts only for this device's blocks */
-	for (p = 1; p <= npages; p++) {
-		for (; issued < npages && issued < p - 1 + load_depth; issued++)
-			if (load_issue(issued + 1) < 0)
-				goto drain;
-		af_nand_cpl_t c AF_NAND_ALIGNED;
-		if (af_nand_wait(LOAD_TAG(p), &c) < 0 || c.result != AF_NANDRESULT_OK) {
-			p++;
-			goto drain;
-		}
-		pcrc = af_crc32_extend(pcrc, c.crc, shift);
-		const volatile uint32_t *w = af_nand_buf_words(c.channel, load_slot_of(p));
-		if (p <= h.map_pages) {
-			uint32_t end = nlba - lba < ENTRIES_PER_PAGE ? nlba : lba + ENTRIES_PER_PAGE;
-			for (; lba < end; lba++, w += ENTRY_WORDS) {
-				uint32_t lo = w[ENTRY_VSEQ], hi = w[ENTRY_VSEQ + 1];
-				map_vseq[lba] = (uint64_t)hi << 32 | lo;
-				map_ppa[lba] = (lo & hi) == UINT32_MAX ? AF_REC_PPA_NONE : w[ENTRY_PPA]; /* vseq NONE: unbound */
-			}
-		} else {
-			/* count and retired bit whole in `erases` until the CRC checks */
-			uint32_t b = (p - 1 - h.map_pages) * COUNTS_PER_PAGE;
-			for (uint32_t i = 0; wear && i < COUNTS_PER_PAGE && b < h.nblocks; i++, b++)
-				af_flash.blocks[b].erases = w[i];
-		}
-	}
-	if ((pcrc ^ AF_CRC32_XOROUT) != h.payload_crc)
+	/* The payload.  Its CRC needs no pass over the data: a READ's completion
+	 * carries OOB_CRC of exactly the bytes it left in the slot (computed by the
+	 * channel after ECC correction: nand_channel.md), and af_crc32_extend
+	 * chains those page CRCs into the payload's.  Format 3: the pages after the
+	 * map first (erase counts, valid counts, the map pages' CRCs; the payload
+	 * CRC covers them), then the map pages, each checked against its CRC --
+	 * or, when the map is loaded lazily, none now (af_map_need). */
+	if (!af_ckpt.map_crc) /* the map pages' CRCs (format 3), for as long as the map may be loading */
+		af_ckpt.map_crc = af_ram_alloc(4 * map_pages_for(af_flash.nlba), 4);
+	if (!af_ckpt.map_crc)
+		return -1;
+	memset(&ld, 0, sizeof(ld));
+	ld.h = h;
+	ld.depth = af_ftl.running ? 1 : 2;
+	ld.slot[0] = slot;
+	ld.slot[1] = (slot + 1) % af_nand.slots;
+	ld.shift = af_crc32_shift(af_nand.page_data);
+	ld.pcrc = AF_CRC32_INIT;
+	ld.counts_ok = h.nblocks == af_flash.nblocks; /* erase and valid counts only for this device's blocks */
+	af_rec_tally_t *tally = af_flash.map.tally;
+	int lazy = 0;
+	if (h.format >= 3) {
+		if (load_run(1 + h.map_pages, tail) < 0 || (ld.pcrc ^ AF_CRC32_XOROUT) != h.payload_crc)
+			goto torn;
+		lazy = ld.counts_ok && tally && af_map_lazy_begin(h.area, h.map_pages, h.nlba) == 0;
+		if (!lazy && (load_run(1, h.map_pages) < 0 || ld.bad))
+			goto torn;
+	} else if (load_run(1, h.map_pages + h.wear_pages) < 0 || (ld.pcrc ^ AF_CRC32_XOROUT) != h.payload_crc) {
 		goto torn;
-	for (; lba < af_flash.map.nlba; lba++) { /* LBAs past the checkpoint's (cseq: af_rec_finish) */
-		map_ppa[lba] = AF_REC_PPA_NONE;
-		map_vseq[lba] = AF_REC_VSEQ_NONE;
+	}
+	if (!lazy)
+		for (uint32_t lba = (uint32_t)h.nlba; lba < af_flash.map.nlba; lba++) { /* LBAs past the checkpoint's */
+			af_flash.map.ppa[lba] = AF_REC_PPA_NONE;
+			af_flash.map.vseq[lba] = AF_REC_VSEQ_NONE;
+			af_flash.map.cseq[lba] = 0;
+		}
+	if (tally) {
+		if (h.format >= 3 && ld.counts_ok) {
+			tally->bound = h.bound;
+			tally->lost = 0; /* a checkpoint stores a lost LBA as unbound (entry()) */
+		} else { /* format 2, or another device's counts: one pass over the map */
+			tally->lost = af_rec_valid_counts(&af_flash.map, tally->block_of, tally->ctx, tally->counts,
+							  tally->nblocks, &tally->bound);
+		}
 	}
 	/* grown bad blocks it names (their data had moved: nothing to scan in them) */
-	for (uint32_t k = 0; wear && k < af_flash.nblocks; k++) {
+	for (uint32_t k = 0; ld.counts_ok && k < af_flash.nblocks; k++) {
 		af_block_t *b = &af_flash.blocks[k];
 		uint32_t v = b->erases;
 		b->erases = v & AF_CKPT_WEAR_COUNT_MASK;
@@ -234,20 +351,191 @@ int af_ckpt_load(uint32_t g)
 	af_ckpt.seq = af_ckpt.at = h.seq;
 	af_ckpt.number = h.number;
 	af_ckpt.area = h.area;
-	af_ckpt.pages = 1 + h.map_pages + h.wear_pages;
+	af_ckpt.pages = 1 + h.map_pages + tail;
 	af_ckpt.nopen = h.nopen;
 	for (uint32_t i = 0; i < h.nopen; i++)
 		af_flash.blocks[af_nand_block_of(open[i])].scan = 1;
 	return 0;
-drain: /* a read failed: collect the ones still in flight (from page p on) */
-	for (; p <= issued; p++)
-		af_nand_wait(LOAD_TAG(p), NULL);
 torn:
+	af_map_lazy_abort();
 	af_ckpt.narea = 0;
 	af_rec_map_clear(&af_flash.map);
 	for (uint32_t k = 0; k < af_flash.nblocks; k++)
 		af_flash.blocks[k].erases = 0;
 	return -1;
+}
+
+/* --- the map, loaded lazily (format 3) ---------------------------------------------------- */
+
+af_mapload_t af_mapload;
+
+int af_map_lazy_begin(uint32_t area, uint32_t map_pages, uint64_t nlba)
+{
+	af_mapload_t *ml = &af_mapload;
+	if (!af_ftl.present)
+		return -1; /* no gate to hold the host with: load it whole */
+	uint32_t gate = ftl_rd(AF_FTL_MAP_SEGMENTS), page_shift = 0;
+	while ((1u << page_shift) < ENTRIES_PER_PAGE)
+		page_shift++;
+	if ((1u << page_shift) != ENTRIES_PER_PAGE || gate == 0)
+		return -1;
+	uint32_t shift = page_shift;
+	while (((af_flash.map.nlba - 1) >> shift) + 1 > gate)
+		shift++; /* several map pages per segment: the gate has too few bits for one each */
+	uint32_t nseg = ((af_flash.map.nlba - 1) >> shift) + 1;
+	if (!ml->loaded || nseg > ml->cap) {
+		ml->loaded = af_ram_alloc(nseg, 4);
+		ml->cap = nseg;
+		if (!ml->loaded)
+			return -1;
+	}
+	memset(ml->loaded, 0, nseg);
+	ml->active = 1;
+	ml->area = area;
+	ml->map_pages = map_pages;
+	ml->ck_nlba = (uint32_t)nlba;
+	ml->seg_shift = shift;
+	ml->nseg = ml->left = nseg;
+	ml->cursor = 0;
+	ml->at_boot = ml->on_demand = ml->page_errors = 0;
+	ml->paused = 0;
+	return 0;
+}
+
+void af_map_lazy_abort(void)
+{
+	af_mapload.active = 0;
+}
+
+/* Segment s from the checkpoint: its map pages read one at a time (the sync
+ * slot) and checked against their recorded CRC; LBAs past the checkpoint's
+ * unbound.  A page that does not read or check: its LBAs are lost (unbound; a
+ * host read returns what an unbound LBA returns), said on the console. */
+static void load_segment(uint32_t s)
+{
+	af_mapload_t *ml = &af_mapload;
+	uint32_t first = s << ml->seg_shift, end = first + (1u << ml->seg_shift);
+	if (end > af_flash.map.nlba || end < first)
+		end = af_flash.map.nlba;
+	for (uint32_t lba = first; lba < end;) {
+		uint32_t q = lba / ENTRIES_PER_PAGE, next = (q + 1) * ENTRIES_PER_PAGE;
+		if (next > end)
+			next = end;
+		af_nand_cpl_t c AF_NAND_ALIGNED;
+		int ok = 0;
+		if (lba < ml->ck_nlba) {
+			ok = af_nand_read(page_ppa(ml->area, 1 + q), 0, af_nand.page_data, NULL, 0, &c) ==
+				     AF_NANDRESULT_OK && c.crc == af_ckpt.map_crc[q];
+			if (ok) {
+				take_entries(q, ml->ck_nlba, af_nand_buf_words(c.channel, af_nand_sync_slot()));
+			} else {
+				ml->page_errors++;
+				printf("error: ckpt: map page %lu of checkpoint %lu does not %s: LBAs %lu..%lu lost\n",
+				       (unsigned long)(1 + q), (unsigned long)af_ckpt.number,
+				       c.result == AF_NANDRESULT_OK ? "check" : "read", (unsigned long)lba,
+				       (unsigned long)(next - 1));
+			}
+		}
+		for (uint32_t l = ok ? (next < ml->ck_nlba ? next : ml->ck_nlba) : lba; l < next; l++) {
+			af_flash.map.ppa[l] = AF_REC_PPA_NONE;
+			af_flash.map.vseq[l] = AF_REC_VSEQ_NONE;
+			af_flash.map.cseq[l] = 0;
+		}
+		if (af_ckpt.shadow_ppa) /* the checkpointer's view: what the checkpoint said */
+			for (uint32_t l = lba; l < next && l < af_ftl.capacity; l++)
+				af_ckpt.shadow_ppa[l] = af_flash.map.ppa[l];
+		lba = next;
+	}
+	ml->loaded[s] = 1;
+	ml->left--;
+	ftl_wr(AF_FTL_MAP_SEG, s | AF_FTL_MAP_SEG_LOADED);
+	if (ml->left == 0) {
+		ml->active = 0;
+		ml->t_done = af_uptime_cycles();
+		ftl_wr(AF_FTL_MAP_LAZY, 0); /* every segment in memory: the gate off */
+	}
+}
+
+void af_map_need(uint32_t lba)
+{
+	af_mapload_t *ml = &af_mapload;
+	if (!ml->active || lba >= af_flash.map.nlba)
+		return;
+	uint32_t s = lba >> ml->seg_shift;
+	if (!ml->loaded[s]) {
+		if (!af_ftl.running)
+			ml->at_boot++;
+		load_segment(s);
+	}
+}
+
+void af_map_load_all(void)
+{
+	af_mapload_t *ml = &af_mapload;
+	for (uint32_t s = 0; ml->active && s < ml->nseg; s++)
+		if (!ml->loaded[s])
+			load_segment(s);
+}
+
+int af_map_serve_fault(void)
+{
+	af_mapload_t *ml = &af_mapload;
+	if (!ml->active || !af_ftl.running)
+		return 0;
+	uint32_t f = ftl_rd(AF_FTL_MAP_FAULT);
+	uint32_t s = (f & AF_FTL_MAP_FAULT_INDEX) >> AF_FTL_MAP_FAULT_INDEX_SHIFT;
+	if (!(f & AF_FTL_MAP_FAULT_WAITING) || s >= ml->nseg)
+		return 0;
+	if (ml->loaded[s]) { /* in memory already: the gate missed the news */
+		ftl_wr(AF_FTL_MAP_SEG, s | AF_FTL_MAP_SEG_LOADED);
+		return 1;
+	}
+	ml->on_demand++;
+	load_segment(s);
+	return 1;
+}
+
+void af_map_poll(void)
+{
+	af_mapload_t *ml = &af_mapload;
+	if (!ml->active || af_map_serve_fault())
+		return;
+	if (ml->paused)
+		return;
+	while (ml->cursor < ml->nseg && ml->loaded[ml->cursor])
+		ml->cursor++;
+	if (ml->cursor < ml->nseg)
+		load_segment(ml->cursor);
+}
+
+void af_map_start_core(void)
+{
+	af_mapload_t *ml = &af_mapload;
+	if (!ml->active) {
+		ftl_wr(AF_FTL_MAP_LAZY, 0);
+		return;
+	}
+	/* the gate's bits survive a reset: every segment's, loaded or not */
+	for (uint32_t s = 0; s < ml->nseg; s++)
+		ftl_wr(AF_FTL_MAP_SEG, s | (ml->loaded[s] ? AF_FTL_MAP_SEG_LOADED : 0));
+	ftl_wr(AF_FTL_MAP_LAZY, AF_FTL_MAP_LAZY_ENABLE | ml->seg_shift << AF_FTL_MAP_LAZY_SEG_SHIFT_SHIFT);
+}
+
+void af_map_copy_shadow(void)
+{
+	af_mapload_t *ml = &af_mapload;
+	if (!ml->active) {
+		memcpy(af_ckpt.shadow_ppa, af_flash.map.ppa, 4 * (size_t)af_ftl.capacity);
+		return;
+	}
+	for (uint32_t s = 0; s < ml->nseg; s++) {
+		uint32_t first = s << ml->seg_shift, n = 1u << ml->seg_shift;
+		if (!ml->loaded[s] || first >= af_ftl.capacity)
+			continue;
+		if (n > af_ftl.capacity - first)
+			n = (uint32_t)af_ftl.capacity - first;
+		memcpy(af_ckpt.shadow_ppa + first, af_flash.map.ppa + first, 4 * (size_t)n);
+	}
 }
 
 /* --- taking one ---------------------------------------------------------------------- */
@@ -316,10 +604,10 @@ static int setup_areas(uint32_t pages)
 	return 0;
 }
 
-/* pages one checkpoint of this device takes: header, map, wear */
+/* pages one checkpoint of this device takes */
 static uint32_t checkpoint_pages(void)
 {
-	return 1 + map_pages_for(af_ftl.capacity) + af_ckpt_wear_pages(af_flash.nblocks);
+	return af_ckpt_pages_for(af_ftl.capacity, af_flash.nblocks);
 }
 
 int af_ckpt_reserve_areas(void)
@@ -345,6 +633,13 @@ int af_ckpt_take(void)
 	if (setup_areas(total) < 0)
 		return fail("no room for the checkpoint areas");
 
+	/* the whole table is read below: what the boot left to load lazily comes in first */
+	af_map_load_all();
+	if (!af_ckpt.map_crc)
+		af_ckpt.map_crc = af_ram_alloc(4 * map_pages_for(af_flash.nlba), 4);
+	if (!af_ckpt.map_crc)
+		return fail("main RAM too small for the map pages' CRCs");
+	uint32_t *map_crc = af_ckpt.map_crc, crc_pages = crc_pages_for(map_pages);
 	if (af_gc.trace)
 		printf("ckpt: taking one, %lu free blocks\n", (unsigned long)af_ftl.free_blocks);
 	/* 1-3: the floor, everything older published, the table in memory */
@@ -362,8 +657,10 @@ int af_ckpt_take(void)
 		return fail("map-cache flush failed");
 	flush_cpu_dcache();
 
-	/* 4, pass 1: bring the shadow up to date, payload CRC */
-	uint32_t pcrc = AF_CRC32_INIT;
+	/* 4, pass 1: bring the shadow up to date, each map page's CRC, the valid counts of these entries */
+	uint32_t pcrc = AF_CRC32_INIT, bound = 0, *counts = af_flash.counts;
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		counts[g] = 0;
 	const volatile uint32_t *table = af_flash.map.ppa;
 	af_ckpt_entry_t *e = (af_ckpt_entry_t *)af_ckpt.page;
 	for (uint32_t p = 0; p < map_pages; p++) {
@@ -380,8 +677,14 @@ int af_ckpt_take(void)
 				af_ckpt.shadow_ppa[lba] = ppa;
 			}
 			entry((uint32_t)lba, &e[i]);
+			if (e[i].ppa != AF_PPA_UNMAPPED) {
+				uint32_t g = af_nand_block_of(e[i].ppa);
+				bound++;
+				if (g < af_flash.nblocks)
+					counts[g]++;
+			}
 		}
-		pcrc = af_crc32_update(pcrc, af_ckpt.page, af_nand.page_data);
+		map_crc[p] = af_crc32(af_ckpt.page, af_nand.page_data);
 	}
 
 	/* 5: the other area, erased, header first */
@@ -414,6 +717,14 @@ int af_ckpt_take(void)
 		wear_page(p, af_ckpt.page);
 		pcrc = af_crc32_update(pcrc, af_ckpt.page, af_nand.page_data);
 	}
+	for (uint32_t p = 0; p < wear_pages; p++) {
+		count_page(p, counts, af_ckpt.page);
+		pcrc = af_crc32_update(pcrc, af_ckpt.page, af_nand.page_data);
+	}
+	for (uint32_t p = 0; p < crc_pages; p++) {
+		crc_page(p, map_crc, map_pages, af_ckpt.page);
+		pcrc = af_crc32_update(pcrc, af_ckpt.page, af_nand.page_data);
+	}
 	af_ckpt_hdr_t h;
 	memset(&h, 0, sizeof(h));
 	h.magic = AF_CKPT_MAGIC;
@@ -425,6 +736,7 @@ int af_ckpt_take(void)
 	h.map_pages = map_pages;
 	h.wear_pages = wear_pages;
 	h.nblocks = af_flash.nblocks;
+	h.bound = bound;
 	h.narea = af_ckpt.narea;
 	h.payload_crc = pcrc ^ AF_CRC32_XOROUT;
 	memset(af_ckpt.page, 0, af_nand.page_data);
@@ -472,6 +784,18 @@ int af_ckpt_take(void)
 		af_ckpt_oob(&oob, 1 + map_pages + p, total, floor, h.number);
 		if (program_page(page_ppa(area, 1 + map_pages + p), af_ckpt.page, &oob) < 0)
 			return fail("program of a wear page failed");
+	}
+	for (uint32_t p = 0; p < wear_pages; p++) {
+		count_page(p, counts, af_ckpt.page);
+		af_ckpt_oob(&oob, 1 + map_pages + wear_pages + p, total, floor, h.number);
+		if (program_page(page_ppa(area, 1 + map_pages + wear_pages + p), af_ckpt.page, &oob) < 0)
+			return fail("program of a valid-count page failed");
+	}
+	for (uint32_t p = 0; p < crc_pages; p++) {
+		crc_page(p, map_crc, map_pages, af_ckpt.page);
+		af_ckpt_oob(&oob, 1 + map_pages + 2 * wear_pages + p, total, floor, h.number);
+		if (program_page(page_ppa(area, 1 + map_pages + 2 * wear_pages + p), af_ckpt.page, &oob) < 0)
+			return fail("program of a map-CRC page failed");
 	}
 	af_ckpt.valid = 1;
 	af_ckpt.seq = floor;

@@ -1,6 +1,7 @@
 /* atomflash firmware: map checkpoints (issue #7, trap 8).
  *
- * A checkpoint is the map (CKPT_ENTRY per LBA: vseq and page) with a floor
+ * A checkpoint is the map (CKPT_ENTRY per LBA: vseq and page), the erase
+ * counts and the per-block valid counts of that map, with a floor
  * seq S: every commit point with seq < S is in it.  Boot loads the newest
  * intact one and scans only the blocks written from S on (page 0's seq >= S,
  * or listed as open in the checkpoint), so recovery costs what was written
@@ -52,6 +53,7 @@ typedef struct {
 	uint64_t t_last;           /* cycles the last one took */
 	int from_console;          /* the running one was asked for (errors, not warnings) */
 	uint32_t *shadow_ppa;      /* per LBA: the page whose vseq af_flash.map.vseq holds */
+	uint32_t *map_crc;         /* per map page: its CRC (format 3; the loaded checkpoint's, then the take's) */
 	uint8_t *page;             /* one page of data */
 	/* boot */
 	int loaded;                /* boot loaded one */
@@ -66,8 +68,11 @@ typedef struct {
 
 extern af_ckpt_t af_ckpt;
 
-/* Pages of erase counts a checkpoint of `nblocks` blocks carries after its map pages. */
+/* Pages of erase counts a checkpoint of `nblocks` blocks carries after its map pages (as many
+ * valid-count pages follow them). */
 uint32_t af_ckpt_wear_pages(uint32_t nblocks);
+/* All pages of a checkpoint of `nlba` LBAs on a device of `nblocks` blocks. */
+uint32_t af_ckpt_pages_for(uint64_t nlba, uint32_t nblocks);
 
 /* Boot: load the checkpoint whose header is page 0 of global block `g` into
  * af_flash.map (ppa, vseq) and af_ckpt; marks its areas and open blocks.
@@ -87,5 +92,57 @@ void af_ckpt_poll(void);
 int af_ckpt_is_area(uint32_t g);
 /* An OOB record for a checkpoint page. */
 void af_ckpt_oob(af_oob_t *oob, uint32_t index, uint32_t total, uint64_t seq, uint64_t number);
+
+/* --- the map, loaded lazily (format 3) ---------------------------------------------------------
+ *
+ * A boot does not read the checkpoint's map pages, most of what a checkpoint
+ * is and the part that grows with the device.  It reads the header and the
+ * pages after the map (erase counts, valid counts, the map pages' CRCs), and
+ * recovery loads only the segments its commit points touch (af_map_need:
+ * bounded by what was written since the checkpoint).  The host interface
+ * comes on with the map cache's gate on (rtl/ftl/mapcache.py, ftl.map_lazy):
+ * a host request that misses in a segment not yet in memory waits until
+ * af_map_poll, from the idle loop, loads it (ftl.map_fault); otherwise the
+ * idle loop loads the next segment in order, and when the last is in the
+ * gate goes off.  A segment is 2**seg_shift LBAs, one checkpoint map page (or
+ * several, when the gate has fewer bits than the map has pages).  Whatever
+ * reads the table as a whole (a checkpoint) loads the rest first
+ * (af_map_load_all); a map-port request names its LBA (af_ftl_map calls
+ * af_map_need).  Each page is checked against its CRC as it loads; one that
+ * does not read or check has its LBAs lost, said on the console (a boot that
+ * read it whole would have fallen back to the older checkpoint, which after
+ * GC's erases may no longer be whole either). */
+typedef struct {
+	int active;          /* segments remain to load */
+	uint32_t seg_shift;  /* log2 LBAs per segment */
+	uint32_t nseg, left; /* segments over the map's LBAs, and those not loaded */
+	uint32_t cursor;     /* the idle loop's next candidate */
+	uint8_t *loaded;     /* nseg flags */
+	uint32_t cap;        /* flags allocated */
+	uint32_t area, map_pages, ck_nlba; /* the checkpoint's */
+	uint32_t at_boot;    /* segments recovery needed before the host came on */
+	uint32_t on_demand;  /* segments a waiting host request asked for */
+	uint32_t page_errors; /* map pages that did not read or check (their LBAs lost) */
+	int paused;          /* the idle loop loads none (`map load pause`): only what is needed */
+	uint64_t t_done;     /* uptime when the last one loaded */
+} af_mapload_t;
+
+extern af_mapload_t af_mapload;
+
+/* From af_ckpt_load: lazily this time (0), or -1: load the map whole now. */
+int af_map_lazy_begin(uint32_t area, uint32_t map_pages, uint64_t nlba);
+void af_map_lazy_abort(void);
+/* LBA `lba`'s segment in memory (loaded now if it was not). */
+void af_map_need(uint32_t lba);
+/* Every segment in memory. */
+void af_map_load_all(void);
+/* Idle loop: the segment a host request waits for, else the next one. */
+void af_map_poll(void);
+/* Only the segment a request waits for, if one does (1): for loops that wait on the core. */
+int af_map_serve_fault(void);
+/* af_ftl_start: the gate's bits and ftl.map_lazy, before the host comes on. */
+void af_map_start_core(void);
+/* af_ftl_start: the checkpointer's shadow of every loaded segment. */
+void af_map_copy_shadow(void);
 
 #endif

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "console.h"
 #include "flash.h"
 #include "ftl.h"
@@ -354,9 +355,40 @@ static void print_live_entry(uint32_t lba)
 
 #define MAP_MAX_COUNT 256
 
+/* `map load [pause | resume | all]`: the lazily loaded map (ckpt.h). */
+static int map_load(int argc, char **argv)
+{
+	af_mapload_t *ml = &af_mapload;
+	if (argc == 3) {
+		if (!strcmp(argv[2], "pause"))
+			ml->paused = 1;
+		else if (!strcmp(argv[2], "resume"))
+			ml->paused = 0;
+		else if (!strcmp(argv[2], "all"))
+			af_map_load_all();
+		else
+			return AF_EUSAGE;
+	}
+	if (!af_ckpt.loaded || !ml->nseg) {
+		printf("map: loaded whole at boot (%s)\n", af_ckpt.loaded ? "the checkpoint's format needs it" : "no checkpoint");
+		return AF_OK;
+	}
+	printf("map: %lu of %lu segments of %lu LBAs loaded%s: %lu for recovery at boot, %lu for waiting requests, "
+	       "the rest in the background%s; %lu map pages did not read or check\n",
+	       (unsigned long)(ml->nseg - ml->left), (unsigned long)ml->nseg, (unsigned long)(1u << ml->seg_shift),
+	       ml->left ? "" : " (done)", (unsigned long)ml->at_boot, (unsigned long)ml->on_demand,
+	       ml->paused ? " (paused)" : "", (unsigned long)ml->page_errors);
+	if (af_ftl.running)
+		printf("map: %lu host or firmware requests waited for a segment\n",
+		       (unsigned long)ftl_rd(AF_FTL_MAP_FAULTS));
+	return AF_OK;
+}
+
 static int cmd_map(int argc, char **argv)
 {
 	uint32_t lba, count = 1;
+	if (argc >= 2 && argc <= 3 && !strcmp(argv[1], "load"))
+		return map_load(argc, argv);
 	if (argc < 2 || argc > 3 || af_parse_u32(argv[1], &lba) || (argc == 3 && af_parse_u32(argv[2], &count)))
 		return AF_EUSAGE;
 	if (count == 0 || count > MAP_MAX_COUNT) {
@@ -372,14 +404,17 @@ static int cmd_map(int argc, char **argv)
 	}
 	for (uint32_t i = 0; i < count; i++) {
 		/* the first line is what recovery found at boot (vseq, commit point) */
+		af_map_need(lba + i);
 		print_map_entry(lba + i);
 		if (af_ftl.running && lba + i < af_ftl.capacity)
 			print_live_entry(lba + i);
 	}
 	return AF_OK;
 }
-AF_COMMAND(map, "map <lba> [count]",
-	   "map entries: recovered at boot (version, commit point, page), and the FTL core's now (count: up to 256 LBAs)",
+AF_COMMAND(map, "map <lba> [count] | map load [pause | resume | all]",
+	   "map entries: recovered at boot (version, commit point, page), and the FTL core's now (count: up to 256 "
+	   "LBAs); `load`: the lazily loaded map (segments in memory; pause or resume the background loader, or "
+	   "load the rest now)",
 	   cmd_map);
 
 static int cmd_block(int argc, char **argv)

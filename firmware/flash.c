@@ -371,6 +371,17 @@ static uint32_t block_of_cb(void *ctx, uint32_t ppa)
 	return af_nand_block_of(ppa);
 }
 
+/* Recovery is about to use entry lba: its segment of a lazily loaded checkpoint map in memory.  A load
+ * reads through the sync slot, which io_read_data may think holds a record page. */
+static void need_cb(void *ctx, uint32_t lba)
+{
+	scan_t *scan = ctx;
+	if (af_mapload.active) {
+		af_map_need(lba);
+		scan->data_ppa = AF_PPA_UNMAPPED;
+	}
+}
+
 /* --- boot ---------------------------------------------------------------------------- */
 
 static void print_ms(uint64_t cycles)
@@ -431,8 +442,8 @@ int af_flash_boot(void)
 	af_flash.map.vseq = af_ram_alloc(8 * af_flash.nlba, 8);
 	af_flash.map.cseq = af_ram_alloc(8 * af_flash.nlba, 8);
 	af_flash.blocks = af_ram_alloc(sizeof(af_block_t) * af_flash.nblocks, 8);
-	uint32_t *counts = af_ram_alloc(4 * af_flash.nblocks, 8);
-	if (!af_flash.map.ppa || !af_flash.map.vseq || !af_flash.map.cseq || !af_flash.blocks || !counts) {
+	af_flash.counts = af_ram_alloc(4 * af_flash.nblocks, 8);
+	if (!af_flash.map.ppa || !af_flash.map.vseq || !af_flash.map.cseq || !af_flash.blocks || !af_flash.counts) {
 		printf("error: boot: main RAM (%lu KiB) too small for the map of %lu LBAs\n",
 		       (unsigned long)(MAIN_RAM_SIZE / 1024), (unsigned long)af_flash.nlba);
 		af_flash.nand_ok = 0;
@@ -440,6 +451,10 @@ int af_flash_boot(void)
 	}
 	af_flash.ram_used = af_ram_used();
 	memset(af_flash.blocks, 0, sizeof(af_block_t) * af_flash.nblocks);
+	/* valid counts kept entry by entry from the checkpoint's (no pass over the map) */
+	af_flash.tally = (af_rec_tally_t){ af_flash.counts, af_flash.nblocks, block_of_cb, NULL, 0, 0 };
+	af_flash.map.tally = &af_flash.tally;
+	af_flash.map.cseq_zeroed = 1; /* the checkpoint's load, or af_rec_map_clear, zeroes cseq */
 
 	/* Factory bad blocks: raw read of page 0's marker bytes. */
 	t0 = af_uptime_cycles();
@@ -545,6 +560,8 @@ int af_flash_boot(void)
 	scan.r = &rec;
 	scan.data_ppa = AF_PPA_UNMAPPED;
 	af_rec_io_t io = { io_read_oob, io_read_data, &scan };
+	af_flash.map.need = need_cb;
+	af_flash.map.need_ctx = &scan;
 	af_rec_init(&rec, &io, af_nand.page_data, pages, index, cap);
 	t0 = af_uptime_cycles();
 	walk_t sw = { .pages = af_nand.pages_per_block, .skip_bad = 1, .selected = 1 };
@@ -566,10 +583,12 @@ int af_flash_boot(void)
 	memset(&ck, 0, sizeof(ck));
 	ck.seq = af_ckpt.seq;
 	r = af_rec_finish(&rec, have_ckpt ? &ck : NULL, &af_flash.map, &af_flash.report);
-	af_flash.lost = af_rec_valid_counts(&af_flash.map, block_of_cb, NULL, counts, af_flash.nblocks,
-					     &af_flash.bound); /* one pass over the map for both */
+	af_flash.map.tally = NULL; /* the counts array is the checkpointer's scratch from now on */
+	af_flash.map.need = NULL;
+	af_flash.lost = af_flash.tally.lost;
+	af_flash.bound = af_flash.tally.bound;
 	for (uint32_t b = 0; b < af_flash.nblocks; b++)
-		af_flash.blocks[b].valid = counts[b];
+		af_flash.blocks[b].valid = af_flash.counts[b];
 	af_flash.t_finish = af_uptime_cycles() - t0;
 	af_ram_release(pages); /* the scan table is boot-time only */
 	if (r != AF_REC_OK) {
@@ -602,6 +621,10 @@ int af_flash_boot(void)
 		printf("; %lu read errors", (unsigned long)af_flash.read_errors);
 	printf("\nrecovery: %lu of %lu good blocks scanned\n", (unsigned long)af_flash.blocks_scanned,
 	       (unsigned long)(af_flash.nblocks - af_flash.bad_blocks));
+	if (af_mapload.active)
+		printf("map: loaded lazily: %lu of %lu segments (%lu LBAs each) read for recovery; the rest as the "
+		       "host needs them, and in the background\n", (unsigned long)af_mapload.at_boot,
+		       (unsigned long)af_mapload.nseg, (unsigned long)(1u << af_mapload.seg_shift));
 	printf("time: bring-up ");
 	print_ms(af_flash.t_bringup);
 	printf(", bbt ");

@@ -59,6 +59,8 @@ typedef struct {
 	uint32_t bad_blocks;
 	af_block_t *blocks;       /* nblocks entries (global block numbers, nand.h) */
 	af_rec_map_t map;
+	af_rec_tally_t tally;     /* the map's valid counts, bound and lost LBAs while recovery builds it */
+	uint32_t *counts;         /* nblocks: the tally's counts at boot, the checkpointer's scratch after */
 	af_rec_report_t report;
 	uint32_t bound;           /* LBAs bound after recovery */
 	uint32_t lost;            /* bound LBAs no intact page holds */

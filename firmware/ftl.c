@@ -63,14 +63,19 @@ int af_ftl_probe(void)
 
 static int wait_clear(uint32_t status_bit)
 {
-	for (unsigned spin = 0; spin < SPIN_LIMIT; spin++)
+	for (unsigned spin = 0; spin < SPIN_LIMIT; spin++) {
 		if (!(ftl_rd(AF_FTL_STATUS) & status_bit))
 			return 0;
+		if ((spin & 255) == 255)
+			af_map_serve_fault(); /* what we wait for may wait behind a request for a map segment */
+	}
 	return -1;
 }
 
 int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old)
 {
+	if (op != AF_MAPFWOP_FLUSH && op != AF_MAPFWOP_INVALIDATE)
+		af_map_need(lba); /* a segment not loaded yet would hold the request until someone loads it */
 	if (wait_clear(AF_FTL_STATUS_MAP_BUSY) < 0)
 		return -1;
 	ftl_wr(AF_FTL_MAP_OP, op);
@@ -84,6 +89,8 @@ int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uin
 				*old = ftl_rd(AF_FTL_MAP_OLD);
 			return (int)ftl_rd(AF_FTL_MAP_RESULT);
 		}
+		if ((spin & 255) == 255)
+			af_map_serve_fault(); /* the port may be held by a host lookup waiting for its segment */
 	}
 	return -1;
 }
@@ -346,6 +353,7 @@ void af_ftl_poll(void)
 {
 	if (!af_ftl.running)
 		return;
+	af_map_poll(); /* a host request waiting for its map segment first */
 	while (ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_CLOSED_VALID) {
 		uint32_t c = ftl_rd(AF_FTL_CLOSED);
 		ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_POP_CLOSED);
@@ -467,8 +475,7 @@ int af_ftl_start(void)
 	for (int i = 0; i < 3; i++) {
 		uint32_t blocks = af_ftl.dies * bpl > held + AF_CKPT_AREAS * narea ? af_ftl.dies * bpl - held - AF_CKPT_AREAS * narea : 0;
 		af_ftl.capacity = (uint64_t)blocks * ppb * (100u - AF_LIMITS_OVER_PROVISION_PERCENT) / 100u;
-		uint64_t ckpt_pages = 1 + (af_ftl.capacity * sizeof(af_ckpt_entry_t) + af_nand.page_data - 1) / af_nand.page_data +
-				      af_ckpt_wear_pages(af_flash.nblocks);
+		uint64_t ckpt_pages = af_ckpt_pages_for(af_ftl.capacity, af_flash.nblocks);
 		narea = (uint32_t)((ckpt_pages + ppb - 1) / ppb);
 	}
 	af_ftl.held_blocks = held + AF_CKPT_AREAS * narea; /* what the capacity left out (af_ftl_space_check) */
@@ -526,9 +533,9 @@ int af_ftl_start(void)
 	}
 	if (other_lun_valid)
 		printf("warning: ftl: %lu valid pages on LUNs the core does not write\n", (unsigned long)other_lun_valid);
-	/* the checkpoint's view of the map so far: what recovery left (vseq in af_flash.map.vseq);
-	 * libc's word copy, not a loop: this pass grows with the device */
-	memcpy(af_ckpt.shadow_ppa, af_flash.map.ppa, 4 * (size_t)af_ftl.capacity);
+	/* the checkpoint's view of the map so far: what recovery left (vseq in af_flash.map.vseq), for
+	 * the segments in memory (a lazily loaded one sets its own); libc's word copy */
+	af_map_copy_shadow();
 	/* the pool is a stack: hand out low block numbers first */
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		uint16_t *p = &af_ftl.pool[d * bpl];
@@ -557,7 +564,9 @@ int af_ftl_start(void)
 	ftl_wr(AF_FTL_GC_BUF, (uint32_t)(uintptr_t)af_ftl.gc_buf);
 	ftl_wr(AF_FTL_CACHE_BASE, (uint32_t)(uintptr_t)af_ftl.cache);
 
-	/* the map cache's block RAM survives a reset: drop whatever it holds */
+	/* the lazy-load gate (which segments are in memory), then the map cache's block RAM, which
+	 * survives a reset: drop whatever it holds */
+	af_map_start_core();
 	int r = af_ftl_map(AF_MAPFWOP_INVALIDATE, 0, 0, 0, NULL);
 	if (r < 0 || (r & AF_FTL_MAP_RESULT_ERROR)) {
 		printf("error: ftl: map-cache invalidate failed\n");

@@ -398,6 +398,37 @@ void af_rec_map_clear(af_rec_map_t *map)
 		map->vseq[i] = AF_REC_VSEQ_NONE;
 		map->cseq[i] = 0;
 	}
+	af_rec_tally_t *t = map->tally;
+	if (t) {
+		for (uint32_t b = 0; b < t->nblocks; b++)
+			t->counts[b] = 0;
+		t->bound = t->lost = 0;
+	}
+}
+
+void af_rec_tally_entry(af_rec_tally_t *t, uint64_t vseq, uint32_t ppa, int dir)
+{
+	if (vseq == AF_REC_VSEQ_NONE)
+		return;
+	t->bound += (uint32_t)dir;
+	if (ppa == AF_REC_PPA_NONE) {
+		t->lost += (uint32_t)dir;
+		return;
+	}
+	uint32_t b = t->block_of(t->ctx, ppa);
+	if (b < t->nblocks)
+		t->counts[b] += (uint32_t)dir;
+}
+
+/* Entry lba becomes (v, ppa), its tally following. */
+static void set_entry(af_rec_map_t *m, uint32_t lba, uint64_t v, uint32_t ppa)
+{
+	if (m->tally)
+		af_rec_tally_entry(m->tally, m->vseq[lba], m->ppa[lba], -1);
+	m->vseq[lba] = v;
+	m->ppa[lba] = ppa;
+	if (m->tally)
+		af_rec_tally_entry(m->tally, v, ppa, +1);
 }
 
 /* ---------------------------------------------------------------------------
@@ -468,11 +499,12 @@ static void bind(fin_t *f, uint32_t from, uint64_t lba, uint64_t v, uint64_t cse
 		return;
 	}
 	uint64_t c1 = cseq + 1; /* 0 is the checkpoint's */
+	if (m->need)
+		m->need(m->need_ctx, (uint32_t)lba);
 	if (m->cseq[lba] > c1)
 		return; /* a newer commit point holds it */
 	m->cseq[lba] = c1;
-	m->vseq[lba] = v;
-	m->ppa[lba] = v == AF_REC_VSEQ_NONE ? AF_REC_PPA_NONE : locate(f->r, from, v, lba, fallback);
+	set_entry(m, (uint32_t)lba, v, v == AF_REC_VSEQ_NONE ? AF_REC_PPA_NONE : locate(f->r, from, v, lba, fallback));
 }
 
 /* -- plain writes and atomic groups ------------------------------------------ */
@@ -827,10 +859,13 @@ static void checkpoint_moves(fin_t *f)
 	for (uint32_t i = 0; i < r->n && r->pages[i].vseq < f->floor; i++)
 		if (is_data_kind(r->pages[i].kind) && (r->pages[i].flags & F_APPEND))
 			any_append = 1;
-	if (any_append) { /* per LBA: O(nlba log n), only when such copies exist */
-		for (uint32_t lba = 0; lba < m->nlba; lba++)
+	if (any_append) { /* per LBA: O(nlba log n), only when such copies exist (a lazy map loads whole) */
+		for (uint32_t lba = 0; lba < m->nlba; lba++) {
+			if (m->need)
+				m->need(m->need_ctx, lba);
 			if (m->cseq[lba] == 0 && m->vseq[lba] != AF_REC_VSEQ_NONE)
-				m->ppa[lba] = locate(r, 0, m->vseq[lba], lba, m->ppa[lba]);
+				set_entry(m, lba, m->vseq[lba], locate(r, 0, m->vseq[lba], lba, m->ppa[lba]));
+		}
 		return;
 	}
 	/* per scanned page, newest first, so the first copy scanned is written last */
@@ -838,8 +873,10 @@ static void checkpoint_moves(fin_t *f)
 		const af_rec_page_t *e = &r->pages[i];
 		if (!is_data_kind(e->kind) || e->lba >= m->nlba)
 			continue;
+		if (m->need)
+			m->need(m->need_ctx, (uint32_t)e->lba);
 		if (m->cseq[e->lba] == 0 && m->vseq[e->lba] == e->vseq)
-			m->ppa[e->lba] = e->ppa;
+			set_entry(m, (uint32_t)e->lba, e->vseq, e->ppa);
 	}
 }
 
@@ -856,7 +893,7 @@ int af_rec_finish(af_rec_t *r, const af_rec_checkpoint_t *ck, af_rec_map_t *map,
 	};
 	fin_t f = {.r = r, .ck = ck, .map = map, .rep = rep, .floor = ck ? ck->seq : 0, .err = 0};
 
-	for (uint32_t i = 0; i < map->nlba; i++)
+	for (uint32_t i = 0; !map->cseq_zeroed && i < map->nlba; i++)
 		map->cseq[i] = 0; /* every entry is the checkpoint's until a commit point takes it */
 
 	sort_pages(r);

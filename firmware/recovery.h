@@ -110,9 +110,25 @@ typedef struct {
 	uint32_t napp_ppa;
 } af_rec_checkpoint_t;
 
+/* Optional running counts of a map (af_rec_map_t.tally): what
+ * af_rec_valid_counts would return, kept up to date entry by entry as
+ * af_rec_map_clear and af_rec_finish change the map, so a boot needs no pass
+ * over the whole map for them.  The caller starts them at the counts of the
+ * map it loaded (a checkpoint carries them: spec.CKPT). */
+typedef struct {
+	uint32_t *counts; /* per block: bound LBAs whose version a page of it holds */
+	uint32_t nblocks; /* block_of results >= this are not counted */
+	uint32_t (*block_of)(void *ctx, uint32_t ppa);
+	void *ctx;
+	uint32_t bound;   /* bound LBAs, lost ones included */
+	uint32_t lost;    /* bound LBAs no page holds (ppa AF_REC_PPA_NONE) */
+} af_rec_tally_t;
+
 /* The map, one entry per LBA in each array (caller's memory).
  * In: ppa/vseq hold the checkpoint's map (af_rec_map_clear for none).
- * Out: the recovered map.  cseq needs no initialisation; on return it holds
+ * Out: the recovered map.  cseq needs no initialisation unless cseq_zeroed
+ * says the caller did it (af_rec_map_clear does; a checkpoint loader can as
+ * it fills the map, saving af_rec_finish a pass); on return it holds
  * 1 + the commit seq of each LBA's binding or unbinding, 0 where the
  * checkpoint's entry stands. */
 typedef struct {
@@ -120,6 +136,13 @@ typedef struct {
 	uint32_t *ppa;  /* AF_REC_PPA_NONE: unbound, or bound but lost */
 	uint64_t *vseq; /* AF_REC_VSEQ_NONE: unbound */
 	uint64_t *cseq;
+	af_rec_tally_t *tally; /* NULL: none kept */
+	int cseq_zeroed;       /* every cseq is 0 on entry to af_rec_finish */
+	/* NULL, or called before af_rec_finish reads or changes entry lba: a caller
+	 * that loads the checkpoint's map lazily brings that part in (and zeroes its
+	 * cseq).  Entries it is never called for are the checkpoint's, untouched. */
+	void (*need)(void *ctx, uint32_t lba);
+	void *need_ctx;
 } af_rec_map_t;
 
 /* Counts for the boot report (also what the cross-check compares). */
@@ -201,13 +224,17 @@ uint32_t af_rec_mlc_filter(af_rec_t *r, uint32_t pages_per_block, int (*upper_st
 uint32_t af_rec_block_end_filter(af_rec_t *r, int (*is_block_end)(void *ctx, uint32_t ppa),
 				 void (*torn_end)(void *ctx, uint32_t ppa), void *ctx);
 
-/* Every LBA unbound (a boot with no checkpoint). */
+/* Every LBA unbound (a boot with no checkpoint); cseq zeroed, the tally's counts too. */
 void af_rec_map_clear(af_rec_map_t *map);
 
 /* Decide every commit point and rebuild the map in place (see the header
  * comment).  ck may be NULL (no valid checkpoint).  Reads record pages again
  * through io.  Returns AF_REC_OK, AF_REC_EIO or AF_REC_EARG. */
 int af_rec_finish(af_rec_t *r, const af_rec_checkpoint_t *ck, af_rec_map_t *map, af_rec_report_t *rep);
+
+/* The contribution of one entry to a tally: dir +1 adds it, -1 takes it out
+ * (a loader adding entries it fills in; af_rec_finish around each change). */
+void af_rec_tally_entry(af_rec_tally_t *t, uint64_t vseq, uint32_t ppa, int dir);
 
 /* Per-block valid page counts from a recovered map: counts[block_of(ppa)]++
  * for every bound LBA whose version a page holds (block_of results >= nblocks

@@ -172,7 +172,7 @@ class FtlBridge(wiring.Component):
                             ("scratch_base", 32), ("identify_base", 32), ("log_base", 32), ("gc_buf", 32),
                             ("seq_lo", 32), ("seq_hi", 32), ("reloc_ppa", 32), ("reloc_tag", 15),
                             ("map_op", 3), ("map_lba", 32), ("map_value", 32), ("map_expected", 32),
-                            ("host_enable", 3), ("cache_base", 32), ("pairing", 1)):
+                            ("host_enable", 3), ("cache_base", 32), ("pairing", 1), ("map_lazy", 13)):
             rw[name] = Signal(width, name=f"ftl_{name}")
         m.d.comb += [
             core.pages_per_block.eq(rw["pages_per_block"]), core.block_shift.eq(rw["block_shift"]),
@@ -184,6 +184,8 @@ class FtlBridge(wiring.Component):
             core.hold.eq(rw["host_enable"][_bits("host_enable", "hold")]),
             core.no_space.eq(rw["host_enable"][_bits("host_enable", "no_space")]),
             core.mlc.eq(rw["pairing"][_bits("pairing", "mlc")]),
+            core.map_lazy.eq(rw["map_lazy"][_bits("map_lazy", "enable")]),
+            core.map_seg_shift.eq(rw["map_lazy"][_bits("map_lazy", "seg_shift")]),
         ]
 
         # mailboxes the firmware pushes into
@@ -230,6 +232,9 @@ class FtlBridge(wiring.Component):
         done = Signal(32)
         m.d.comb += [done[_bits("reloc_done", "tag")].eq(core.reloc_done.payload.tag),
                      done[_bits("reloc_done", "result")].eq(core.reloc_done.payload.result)]
+        map_fault = Signal(32)
+        m.d.comb += [map_fault[_bits("map_fault", "index")].eq(core.map_fault_seg),
+                     map_fault[_bits("map_fault", "waiting")].eq(core.map_fault)]
         tx_status = Signal(32)
         m.d.comb += [tx_status[_bits("tx_status", "open")].eq(core.tx_open),
                      tx_status[_bits("tx_status", "pending_free")].eq(core.pending_free)]
@@ -246,6 +251,8 @@ class FtlBridge(wiring.Component):
               off("tx_status"): tx_status,
               off("append_limits"): Const(core.max_appends | core.limits.max_remap_triples << 16, 32),
               off("floor_passes"): core.floor_passes,
+              off("map_fault"): map_fault, off("map_faults"): core.map_faults,
+              off("map_segments"): Const(core.map_segments, 32),
               off("cache_pages"): Const(core.cache_pages, 32), off("cache_in"): core.cache_in,
               off("cache_coalesced"): core.cache_coalesced, off("cache_destaged"): core.cache_destaged,
               off("cache_stripes"): core.cache_stripes, off("cache_dirty"): core.cache_dirty,
@@ -273,6 +280,10 @@ class FtlBridge(wiring.Component):
                     with m.Case(off(name)):
                         with m.If(~held_by.get(name, Const(0))):
                             m.d.sync += sig.eq(wbs.dat_w)
+                with m.Case(off("map_seg")):
+                    m.d.comb += [core.map_seg_set.valid.eq(1),
+                                 core.map_seg_set.payload.index.eq(wbs.dat_w[_bits("map_seg", "index")]),
+                                 core.map_seg_set.payload.loaded.eq(wbs.dat_w[_bits("map_seg", "loaded")])]
                 with m.Case(off("free")):
                     with m.If(~free_pending):
                         m.d.sync += [free_value.eq(wbs.dat_w), free_pending.eq(1)]

@@ -362,14 +362,23 @@ def first_vseq_of(tag: int, vseq: int) -> int:
 # then the wear pages: one u32 per global block (the firmware's numbering:
 # target-major, then LUN, then block): its erase count, and CKPT.WEAR_RETIRED
 # when it is a grown bad block, so wear levelling and retirements survive power
-# cycles (erases after the newest checkpoint are not counted).
+# cycles (erases after the newest checkpoint are not counted); then (format 3)
+# as many valid-count pages: one u32 per global block, the pages of it the
+# checkpoint's map binds, so a boot has its valid counts without a pass over
+# the map (recovery adjusts them per entry it changes); then the map-CRC
+# pages: one u32 per map page, OOB_CRC of its data.  A format-3 boot reads
+# the pages after the map (their CRC is payload_crc) and loads map pages
+# lazily, each checked against its CRC.
 # Every page's OOB: kind CHECKPOINT, lba = page index in the checkpoint,
 # vseq = the checkpoint number, seq = its floor, group_len = its pages.
 # -----------------------------------------------------------------------------
 
 CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
     Constant("MAGIC", int.from_bytes(b"AFCK", "little"), "CKPT_HDR.magic"),
-    Constant("FORMAT", 2, "CKPT_HDR.format (2: wear pages after the map pages)"),
+    Constant("FORMAT", 3, "CKPT_HDR.format written (3: valid-count and map-CRC pages after the wear pages, "
+                          "CKPT_HDR.bound)"),
+    Constant("FORMAT_OLDEST", 2, "oldest CKPT_HDR.format the firmware still loads (2: no valid-count pages; "
+                                 "the boot counts from the map)"),
     Constant("AREAS", 2, "alternating checkpoint areas"),
     Constant("WEAR_RETIRED", 1 << 31, "wear-page entry bit: the block is retired (grown bad, its data moved)"),
     Constant("WEAR_RETIRING", 1 << 30, "wear-page entry bit: a program failed in the block and its data has not "
@@ -394,10 +403,14 @@ CKPT_HDR = Record(
         u32("map_pages", "pages of CKPT_ENTRY after the header page"),
         u32("nopen", "blocks listed as open"),
         u32("narea", "blocks per area"),
-        u32("payload_crc", "OOB_CRC over the data of every map page, then every wear page, in order"),
-        u32("wear_pages", "pages of u32 erase counts after the map pages"),
+        u32("payload_crc", "format 2: OOB_CRC over the data of every map page, then every wear page, in "
+                           "order; format 3: over every page after the map pages (wear, valid-count, map-CRC), "
+                           "in order (each map page has its own CRC in the map-CRC pages)"),
+        u32("wear_pages", "pages of u32 erase counts after the map pages (format 3: as many valid-count pages "
+                          "follow them, then ceil(4 * map_pages / page size) map-CRC pages)"),
         u32("nblocks", "erase counts in the wear pages (global blocks)"),
-        u32("rsvd2", "reserved, 0"),
+        u32("bound", "format 3: map entries that are bound (vseq not all-ones); the valid-count pages hold "
+                     "where they are, per block (format 2: reserved, 0)"),
         u32("crc", "OOB_CRC over the header bytes before this field followed by the lists"),
     ],
     size=64,
@@ -1104,6 +1117,20 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
              (Bits("mlc", 0, 1, "the NAND pairs pages (two bits per cell): a lower page's completion waits for its "
                                 "word line's upper page, and an idle die with such a page gets PAD pages"),)),
     Register("pad_pages", 0xE8, "ro", "PAD pages the core programmed since reset to complete MLC word lines"),
+    Register("map_lazy", 0xEC, "rw", "the map cache's lazy-load gate (rtl/ftl/mapcache.py): while the firmware "
+                                     "loads the L2P table segment by segment after boot, a miss in a segment not "
+                                     "loaded yet waits (map_fault) until map_seg marks it loaded",
+             (Bits("enable", 0, 1, "gate on (off: every segment is taken to be in memory)"),
+              Bits("seg_shift", 8, 5, "log2 of the LBAs per segment"))),
+    Register("map_seg", 0xF0, "wo", "mark one segment of the gate",
+             (Bits("index", 0, 24, "segment (LBA >> map_lazy.seg_shift)"),
+              Bits("loaded", 31, 1, "1: its table entries are in memory; 0: not yet"))),
+    Register("map_fault", 0xF4, "ro", "the map cache's request waiting for a segment",
+             (Bits("index", 0, 24, "the segment it waits for"),
+              Bits("waiting", 31, 1, "a request waits (the host path stalls until the firmware loads it)"))),
+    Register("map_faults", 0xF8, "ro", "map-cache requests that waited for a segment since reset"),
+    Register("map_segments", 0xFC, "ro", "the core's build: segments the gate tracks (the firmware picks seg_shift "
+                                         "so the table fits, or loads it whole)"),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]

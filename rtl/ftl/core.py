@@ -27,6 +27,7 @@ IDENTIFY and log records) and the capacity.  The SoC wraps these in CSRs
 """
 
 from amaranth import Module, Mux, Signal
+from amaranth.utils import exact_log2
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -46,7 +47,7 @@ from .blocktable import REBIND, BlockTable
 from .bufport import ArbitratedBufferSignature, BufferPortArbiter
 from .executor import Executor
 from .logwriter import LogWriter
-from .mapcache import MapCache
+from .mapcache import MapCache, seg_set_layout
 from .mapport import MapPortArbiter, MapPortSignature
 from .nandport import NandPortMux
 from .pairing import PAD_TAG, PairedPages
@@ -70,6 +71,9 @@ class FtlCore(wiring.Component):
     queue_pairs, queue_depth : host queues.
     slots : publisher slots (commands changing the map in flight).
     map_sets, map_ways, map_line : MapCache geometry.
+    map_segments : segments the MapCache's lazy-load gate tracks (``map_lazy``, ``map_seg``,
+        ``map_fault``, ``map_faults``: the firmware loads the table after boot, the host waits only
+        on the segments it touches first).
     cache_pages : the volatile write cache in SoC memory (``cache_base``), in pages; 0 = none
         (at least ``channels * ways``, one destage stripe; IDENTIFY.volatile_cache reports its bytes).
         ``cache_in`` / ``cache_coalesced`` / ``cache_destaged`` / ``cache_stripes`` count host pages
@@ -88,7 +92,7 @@ class FtlCore(wiring.Component):
     def __init__(self, *, profile: str = "small", channels: int = 2, ways: int = 2,
                  nand_slots: int = spec.NAND_DEFAULTS.SLOTS,
                  queue_pairs: int = 1, queue_depth: int = spec.LIMITS.QUEUE_DEPTH, slots: int = 16,
-                 map_sets: int = 64, map_ways: int = 4, map_line: int = 8,
+                 map_sets: int = 64, map_ways: int = 4, map_line: int = 8, map_segments: int = 4096,
                  limits: command.StaticLimits = command.StaticLimits(),
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
                  max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0, pad_idle: int = 256,
@@ -106,7 +110,8 @@ class FtlCore(wiring.Component):
         self.ctrl = NandController(self.params, channels=channels)
         self.slot_words = self.ctrl.slot_words
         self.buf_addr_width = (nand_slots * self.slot_words - 1).bit_length()
-        self.map_geometry = dict(sets=map_sets, ways=map_ways, line=map_line)
+        self.map_geometry = dict(sets=map_sets, ways=map_ways, line=map_line, segments=map_segments)
+        self.map_segments = map_segments
         self.alloc = PageAllocator(channels=channels, ways=ways)
         die_block = self.alloc.free.payload.shape()
         super().__init__({
@@ -142,6 +147,12 @@ class FtlCore(wiring.Component):
             "map_fw": In(MapPortSignature(32)),
             "map_hits": Out(32),
             "map_misses": Out(32),
+            "map_lazy": In(1),
+            "map_seg_shift": In(5),
+            "map_seg_set": In(stream.Signature(seg_set_layout(exact_log2(map_segments)))),
+            "map_fault": Out(1),
+            "map_fault_seg": Out(32),
+            "map_faults": Out(32),
             "tx_floor": Out(64),
             "floor_passes": Out(32),
             "tx_open": Out(range(max_open_tx + 1)),
@@ -315,7 +326,11 @@ class FtlCore(wiring.Component):
         wiring.connect(m, rebinds.output, blocktable.rebind)
         m.d.comb += [mapcache.table_base.eq(self.l2p_base), blocktable.table_base.eq(self.bt_base),
                      blocktable.block_shift.eq(self.block_shift),
-                     self.map_hits.eq(mapcache.hits), self.map_misses.eq(mapcache.misses)]
+                     self.map_hits.eq(mapcache.hits), self.map_misses.eq(mapcache.misses),
+                     mapcache.lazy.eq(self.map_lazy), mapcache.seg_shift.eq(self.map_seg_shift),
+                     self.map_fault.eq(mapcache.fault), self.map_fault_seg.eq(mapcache.fault_seg),
+                     self.map_faults.eq(mapcache.faults)]
+        wiring.connect(m, wiring.flipped(self.map_seg_set), mapcache.seg_set)
 
         # NAND: descriptors from the log writer, the reader and the firmware
         wiring.connect(m, writer.desc, nandport.desc_in[0])

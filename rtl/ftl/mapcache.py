@@ -22,6 +22,19 @@ block RAM:
 One request is served at a time: a hit takes 4 cycles, a miss adds ``line``
 bus reads (plus ``line`` writes when the victim is dirty).  Map traffic is one
 request per flash page, far below this rate.
+
+**Lazy loading (the segment gate).**  A boot need not read the whole table
+from the checkpoint before the host may use it: the firmware loads the
+table a *segment* at a time (``2**seg_shift`` consecutive LBAs; one
+checkpoint map page or more), the ones recovery touches first and the rest
+in the background, and tells the cache which segments are in memory
+(``seg_set``: one bit per segment in block RAM).  While ``lazy`` is set, a
+miss looks its segment up before filling: a segment not loaded yet holds the
+request (``fault`` up, ``fault_seg`` naming it) until the firmware has
+written it to memory and set its bit.  Hits need no check: a line is only
+ever filled from a loaded segment, and the firmware invalidates the cache
+before it enables the gate.  Segments at or above ``segments`` are never
+held (the firmware chooses ``seg_shift`` so the table fits).
 """
 
 from amaranth import Array, Cat, Const, Module, Signal, unsigned
@@ -41,6 +54,10 @@ def request_layout(lba_bits: int) -> data.StructLayout:
     return data.StructLayout({"op": MapOp, "lba": lba_bits, "value": 32, "expected": 32})
 
 
+def seg_set_layout(seg_bits: int) -> data.StructLayout:
+    return data.StructLayout({"index": max(1, seg_bits), "loaded": 1})
+
+
 RESPONSE = data.StructLayout({
     "old": 32,       # the entry before this request (READ: the entry)
     "updated": 1,    # WRITE always; CAS when old == expected
@@ -58,6 +75,8 @@ class MapCache(wiring.Component):
         Width of an LBA.
     sets, ways, line : int
         Geometry (powers of two); ``sets * ways * line`` entries of block RAM.
+    segments : int
+        Segments the lazy-load gate tracks (a power of two; one bit of block RAM each).
 
     Ports
     -----
@@ -70,9 +89,21 @@ class MapCache(wiring.Component):
         Fills and write-backs.
     hits, misses, writebacks : Out(32)
         Free-running counters (lookups that hit, lookups that missed, lines written back).
+    lazy : In(1)
+        The segment gate is on (the table is being loaded).
+    seg_shift : In(5)
+        log2 of the LBAs per segment.
+    seg_set : In(stream.Signature(SEG_SET))
+        Mark a segment loaded (``loaded`` 1) or not (0); always ready.
+    fault : Out(1)
+        A miss waits for segment ``fault_seg`` to be loaded.
+    fault_seg : Out(32)
+    faults : Out(32)
+        Free-running count of requests that had to wait.
     """
 
-    def __init__(self, *, lba_bits: int = 32, sets: int = 64, ways: int = 4, line: int = 8):
+    def __init__(self, *, lba_bits: int = 32, sets: int = 64, ways: int = 4, line: int = 8,
+                 segments: int = 4096):
         self.set_bits = exact_log2(sets)
         self.way_bits = exact_log2(ways)
         self.line_bits = exact_log2(line)
@@ -80,6 +111,8 @@ class MapCache(wiring.Component):
         if self.tag_bits <= 0:
             raise ValueError("the cache covers the whole LBA space; make it smaller")
         self.lba_bits, self.sets, self.ways, self.line = lba_bits, sets, ways, line
+        self.segments = segments
+        self.seg_bits = exact_log2(segments)
         super().__init__({
             "req": In(stream.Signature(request_layout(lba_bits))),
             "resp": Out(stream.Signature(RESPONSE)),
@@ -88,6 +121,12 @@ class MapCache(wiring.Component):
             "hits": Out(32),
             "misses": Out(32),
             "writebacks": Out(32),
+            "lazy": In(1),
+            "seg_shift": In(5),
+            "seg_set": In(stream.Signature(seg_set_layout(self.seg_bits))),
+            "fault": Out(1),
+            "fault_seg": Out(32),
+            "faults": Out(32),
         })
 
     def elaborate(self, platform):
@@ -105,6 +144,16 @@ class MapCache(wiring.Component):
         tag_wr = tags.write_port()
         line_rd = lines.read_port()
         line_wr = lines.write_port()
+        # the lazy-load gate: one bit per segment, set by the firmware once the segment is in memory
+        m.submodules.seg_loaded = seg_loaded = memory.Memory(shape=unsigned(1), depth=self.segments, init=[])
+        seg_rd = seg_loaded.read_port()
+        seg_wr = seg_loaded.write_port()
+        m.d.comb += [
+            self.seg_set.ready.eq(1),
+            seg_wr.addr.eq(self.seg_set.payload.index),
+            seg_wr.data.eq(self.seg_set.payload.loaded),
+            seg_wr.en.eq(self.seg_set.valid),
+        ]
 
         # The request being served.
         op = Signal(MapOp)
@@ -115,6 +164,12 @@ class MapCache(wiring.Component):
         offset = Signal(self.line_bits)
         tag = Signal(self.tag_bits)
         m.d.comb += Cat(offset, set_index, tag).eq(lba)
+        # the request's segment; its bit is read while TAGS looks at the tags
+        segment = Signal(32)
+        m.d.comb += [segment.eq(lba >> self.seg_shift), seg_rd.addr.eq(segment), self.fault_seg.eq(segment)]
+        seg_ready = Signal()
+        m.d.comb += seg_ready.eq(~self.lazy | (segment >= self.segments) | seg_rd.data)
+        waited = Signal()   # this request has counted in `faults`
 
         tagword = Signal(set_layout)   # the set's tags, as read (and then edited)
         way = Signal(max(1, self.way_bits))  # the way being served / evicted
@@ -183,12 +238,20 @@ class MapCache(wiring.Component):
                     m.d.sync += [way.eq(hit_way), self.hits.eq(self.hits + 1)]
                     m.next = "READ_ENTRY"
                 with m.Else():
-                    m.d.sync += [way.eq(tag_rd.data.victim), self.misses.eq(self.misses + 1)]
-                    with m.If(tag_rd.data.way[tag_rd.data.victim].valid
-                              & tag_rd.data.way[tag_rd.data.victim].dirty):
+                    m.d.sync += [way.eq(tag_rd.data.victim), self.misses.eq(self.misses + 1), waited.eq(0)]
+                    m.next = "GATE"
+
+            with m.State("GATE"):
+                # a miss: its segment must be in memory before a line of it is filled
+                with m.If(seg_ready):
+                    with m.If(victim.valid & victim.dirty):
                         m.next = "WRITEBACK_READ"
                     with m.Else():
                         m.next = "FILL"
+                with m.Else():
+                    m.d.comb += self.fault.eq(1)
+                    with m.If(~waited):
+                        m.d.sync += [waited.eq(1), self.faults.eq(self.faults + 1)]
 
             with m.State("FILL"):
                 m.d.comb += [

@@ -156,6 +156,30 @@ def test_ftl_bridge_window():
         await tb.wait_status(ctx, "map_done", 1)
         assert tb.mem[0x1000 // 4 + 3] == 0xABCD
 
+        # the lazy-load gate: segments of 8 LBAs; LBA 40's (segment 5) not in memory, so a READ of it waits,
+        # names the segment in map_fault, and goes on once map_seg marks it loaded
+        bit = {b.name: b for r in ("map_lazy", "map_seg") for b in FTL[r].bits}
+        assert await tb.ftl(ctx, "map_segments") == dut.core.map_segments
+        await tb.ftl(ctx, "map_seg", 5)                                  # not loaded
+        on = bit["enable"].mask | 3 << bit["seg_shift"].lsb
+        await tb.ftl(ctx, "map_lazy", on)
+        assert await tb.ftl(ctx, "map_lazy") == on
+        await tb.ftl(ctx, "map_op", spec.MapFwOp.READ)
+        await tb.ftl(ctx, "map_lba", 40)
+        await tb.ftl(ctx, "ctrl", ctrl_go)
+        for _ in range(50):
+            await ctx.tick()
+        fault = await tb.ftl(ctx, "map_fault")
+        assert (_field("map_fault", "waiting", fault), _field("map_fault", "index", fault)) == (1, 5)
+        assert _field("status", "map_done", await tb.ftl(ctx, "status")) == 0
+        tb.mem[0x1000 // 4 + 40] = 0x4040                                  # the firmware loads the segment ...
+        await tb.ftl(ctx, "map_seg", 5 | bit["loaded"].mask)            # ... and says so
+        await tb.wait_status(ctx, "map_done", 1)
+        assert await tb.ftl(ctx, "map_old") == 0x4040
+        assert _field("map_fault", "waiting", await tb.ftl(ctx, "map_fault")) == 0
+        assert await tb.ftl(ctx, "map_faults") == 1
+        await tb.ftl(ctx, "map_lazy", 0)
+
         # the firmware's slot on channel 1, through the arbiter
         slot = dut.core.fw_slot
         base = dut.nand_offset + dut.window.buf_base + dut.window.buf_stride + slot * dut.window.slot_bytes

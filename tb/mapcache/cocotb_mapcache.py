@@ -14,6 +14,7 @@ from tb.common.wishbone import WishboneMemory
 TABLE_BASE = 0x4000_0000
 LBA_BITS = int(os.environ["LBA_BITS"])
 CACHED = int(os.environ["SETS"]) * int(os.environ["WAYS"]) * int(os.environ["LINE"])
+SEGMENTS = int(os.environ["SEGMENTS"])
 
 
 class MapCacheTB:
@@ -32,6 +33,9 @@ class MapCacheTB:
         d.req__valid.value = 0
         d.resp__ready.value = 0
         d.table_base.value = TABLE_BASE
+        d.lazy.value = 0
+        d.seg_shift.value = 0
+        d.seg_set__valid.value = 0
         await ClockCycles(d.clk, 3)
         d.rst.value = 0
         self.memory.start()
@@ -57,6 +61,14 @@ class MapCacheTB:
         d.resp__ready.value = 0
         return dict(old=payload & 0xFFFFFFFF, updated=payload >> 32 & 1,
                     hit=payload >> 33 & 1, error=payload >> 34 & 1)
+
+    async def mark_segment(self, index, loaded=1):
+        """The firmware's write of ftl.map_seg: one cycle of seg_set."""
+        d = self.dut
+        d.seg_set__payload.value = index | loaded << max(1, (SEGMENTS - 1).bit_length())
+        d.seg_set__valid.value = 1
+        await RisingEdge(d.clk)
+        d.seg_set__valid.value = 0
 
     def table_in_memory(self):
         raw = self.memory.read_bytes(TABLE_BASE, 4 * self.lbas)
@@ -142,3 +154,59 @@ async def bus_error_changes_nothing(dut):
     tb.memory.error_at.clear()
     assert (await tb.request(MapOp.READ, bad_lba))["old"] == spec.PPA_UNMAPPED
     assert (await tb.request(MapOp.READ, 1))["old"] == 0x11
+
+
+@cocotb.test()
+async def a_miss_waits_for_its_segment_while_the_table_loads(dut):
+    """The lazy boot: segments of 8 LBAs, only segment 0 in memory at first.  A miss in a segment
+    not loaded holds its request (fault, fault_seg) and reads nothing of the table until the
+    firmware has written the segment and set its bit; hits and ungated cases never wait."""
+    tb = MapCacheTB(dut, seed=15)
+    await tb.reset()
+    await tb.request(MapOp.INVALIDATE)   # as the firmware's start does: block RAM survives a reset
+    shift = 3
+    dut.seg_shift.value = shift
+    for s in range(SEGMENTS):
+        await tb.mark_segment(s, 0)
+    await tb.mark_segment(0)
+    dut.lazy.value = 1
+    # the firmware left garbage where segment 2 will go: the cache must not read it
+    tb.memory.write_bytes(TABLE_BASE + 4 * 16, b"\xee" * 32)
+    r = await tb.request(MapOp.READ, 2)
+    assert r["old"] == spec.PPA_UNMAPPED and not r["hit"] and int(dut.faults.value) == 0
+
+    waiting = cocotb.start_soon(tb.request(MapOp.READ, 20))    # segment 2
+    reads = tb.memory.reads
+    await ClockCycles(dut.clk, 40)
+    await ReadOnly()
+    assert not waiting.done() and dut.fault.value == 1 and int(dut.fault_seg.value) == 20 >> shift
+    assert int(dut.faults.value) == 1 and tb.memory.reads == reads, "read the table of a segment not loaded"
+    await RisingEdge(dut.clk)
+    # the firmware loads segment 2 (the checkpoint binds LBA 20), then sets its bit
+    tb.memory.write_bytes(TABLE_BASE + 4 * 16, b"".join((0x7000 + lba).to_bytes(4, "little") for lba in range(16, 24)))
+    tb.model.update({lba: 0x7000 + lba for lba in range(16, 24)})
+    await tb.mark_segment(2)
+    r = await waiting
+    assert r["old"] == 0x7000 + 20 and not r["hit"]
+    await ReadOnly()
+    assert dut.fault.value == 0 and int(dut.faults.value) == 1
+    await RisingEdge(dut.clk)
+
+    # a hit in a loaded segment never looks at the gate; a WRITE that misses waits like a READ
+    assert (await tb.request(MapOp.READ, 21))["hit"]
+    writing = cocotb.start_soon(tb.request(MapOp.WRITE, 33, 0x1234))   # segment 4
+    await ClockCycles(dut.clk, 20)
+    assert not writing.done() and int(dut.faults.value) == 2
+    await tb.mark_segment(4)
+    r = await writing
+    assert r["updated"] and r["old"] == spec.PPA_UNMAPPED
+    tb.model[33] = 0x1234
+    # past the segments the gate tracks (16 x 8 LBAs): never held
+    assert (await tb.request(MapOp.READ, 200))["old"] == spec.PPA_UNMAPPED
+    # gate off (the whole table is in memory): segment 9 was never marked, and nothing waits
+    dut.lazy.value = 0
+    assert (await tb.request(MapOp.READ, 75))["old"] == spec.PPA_UNMAPPED
+    assert int(dut.faults.value) == 2
+    await tb.request(MapOp.FLUSH)
+    table = tb.table_in_memory()
+    assert all(table[lba] == v for lba, v in tb.model.items() if lba < 24 or lba == 33)

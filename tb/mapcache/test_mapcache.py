@@ -9,7 +9,7 @@ HERE = Path(__file__).parent
 
 # Small on purpose: 4 sets x 2 ways x 4 entries = 32 cached entries, so the
 # tests' 256-LBA working set forces evictions and write-backs constantly.
-GEOMETRY = dict(lba_bits=16, sets=4, ways=2, line=4)
+GEOMETRY = dict(lba_bits=16, sets=4, ways=2, line=4, segments=16)
 
 
 def test_mapcache():

@@ -212,6 +212,7 @@ class FirmwareCheckpoint:
     entries: dict[int, tuple[int, int]]   # lba -> (vseq, ppa) of every bound LBA
     erases: list[int]              # erase count per global block (the wear pages)
     retired: set[int]              # global blocks it names as grown bad (spec.CKPT.WEAR_RETIRED)
+    valid: list[int] | None = None  # format 3: valid pages per global block as the firmware counted them
 
     @property
     def model(self) -> Checkpoint:
@@ -227,9 +228,13 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
     h = spec.CKPT_HDR.unpack(p.data[:hdr_size])
     nlist = h.nopen + spec.CKPT.AREAS * h.narea
     per_page = page_data // ent.size
-    if (h.magic != spec.CKPT.MAGIC or h.format != spec.CKPT.FORMAT or h.area >= spec.CKPT.AREAS
-            or h.narea == 0 or hdr_size + 4 * nlist > page_data or h.map_pages != -(-h.nlba // per_page)
-            or h.wear_pages != -(-h.nblocks * 4 // page_data) or 1 + h.map_pages + h.wear_pages > h.narea * ppb):
+    fmt3 = h.format >= 3
+    count_pages = h.wear_pages if fmt3 else 0
+    crc_pages = -(-h.map_pages * 4 // page_data) if fmt3 else 0
+    if (h.magic != spec.CKPT.MAGIC or not spec.CKPT.FORMAT_OLDEST <= h.format <= spec.CKPT.FORMAT
+            or h.area >= spec.CKPT.AREAS or h.narea == 0 or hdr_size + 4 * nlist > page_data
+            or h.map_pages != -(-h.nlba // per_page) or h.wear_pages != -(-h.nblocks * 4 // page_data)
+            or 1 + h.map_pages + h.wear_pages + count_pages + crc_pages > h.narea * ppb):
         return None
     crc_at = spec.CKPT_HDR["crc"].offset
     lists = p.data[hdr_size:hdr_size + 4 * nlist]
@@ -244,12 +249,13 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
         f = spec.PPA.decompose("ppa", areas[h.area][index // ppb])
         return pages.get(spec.pack_ppa(f.channel, f.way, f.lun, f.block, index % ppb))
 
-    payload, entries, lba = bytearray(), {}, 0
+    payload, entries, lba, map_crcs = bytearray(), {}, 0, []
     for index in range(1, 1 + h.map_pages):
         mp = page(index)
         if mp is None:
             return None
         payload += mp.data[:page_data]
+        map_crcs.append(spec.crc32(mp.data[:page_data]))
         for i in range(per_page):
             if lba >= h.nlba:
                 break
@@ -257,17 +263,23 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
             if e.vseq != (1 << 64) - 1:
                 entries[lba] = (e.vseq, e.ppa)
             lba += 1
-    wear = bytearray()
-    for index in range(1 + h.map_pages, 1 + h.map_pages + h.wear_pages):
+    wear, counts, crcs = bytearray(), bytearray(), bytearray()
+    first_count, first_crc = 1 + h.map_pages + h.wear_pages, 1 + h.map_pages + h.wear_pages + count_pages
+    for index in range(1 + h.map_pages, first_crc + crc_pages):
         wp = page(index)
         if wp is None:
             return None
-        wear += wp.data[:page_data]
-    if spec.crc32(bytes(payload + wear)) != h.payload_crc:
+        (wear if index < first_count else counts if index < first_crc else crcs).extend(wp.data[:page_data])
+    if fmt3:   # the pages after the map, and each map page against its recorded CRC
+        recorded = [int.from_bytes(crcs[4 * q:4 * q + 4], "little") for q in range(h.map_pages)]
+        if spec.crc32(bytes(wear + counts + crcs)) != h.payload_crc or recorded != map_crcs:
+            return None
+    elif spec.crc32(bytes(payload + wear)) != h.payload_crc:
         return None
     words = [int.from_bytes(wear[4 * g:4 * g + 4], "little") for g in range(h.nblocks)]
+    valid = [int.from_bytes(counts[4 * g:4 * g + 4], "little") for g in range(h.nblocks)] if count_pages else None
     return FirmwareCheckpoint(h, opened, areas, entries, [w & spec.CKPT.WEAR_COUNT_MASK for w in words],
-                              {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_RETIRED})
+                              {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_RETIRED}, valid)
 
 
 def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> FirmwareCheckpoint | None:

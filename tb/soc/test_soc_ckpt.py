@@ -1,18 +1,24 @@
-"""System test: a checkpoint whose payload does not check loses to the older one.
+"""System test: damaged checkpoints.
 
-The boot takes the payload CRC of a checkpoint from the NAND completions
-(the channel's CRC of each page read, chained with ``af_crc32_extend``), not
-from a pass over the data, and reads two payload pages at a time.  Two
-checkpoints are taken on fresh images with writes before and between them;
-then the newest one's first map page is
+A format-3 boot reads a checkpoint's header and the pages after its map
+(erase counts, valid counts, the map pages' CRCs), whose CRC it takes from
+the NAND completions (the channel's CRC of each page read, chained with
+``af_crc32_extend``) two pages at a time; the map pages it loads lazily, each
+checked against its recorded CRC.  Two checkpoints are taken on fresh images
+with writes before and between them; then the newest one's
 
-* changed in one byte with its ECC parity recomputed (the read succeeds, only
-  the payload CRC can tell), or
-* made uncorrectable (the read fails while the next page is in flight),
+* first page after the map is made uncorrectable (the read fails while the
+  next page is in flight), or its last page changed in one byte with its ECC
+  parity recomputed (only the payload CRC can tell): the boot must load the
+  older checkpoint (``1 newer ones not intact``), scan what was written since
+  its floor, and every write must read back;
+* first map page changed in one byte (ECC parity recomputed) or made
+  uncorrectable: the boot takes the newest checkpoint (it does not read map
+  pages), and loading that page finds it: the LBAs it maps are lost and said
+  so, every other write reads back.
 
-and after each the boot must load the older checkpoint (``1 newer ones not
-intact``), scan what was written since its floor, and every write must read
-back.  The untouched images load the newest one.
+The untouched images load the newest one, and its valid-count pages become
+the block table's counts.
 """
 
 from __future__ import annotations
@@ -60,8 +66,7 @@ def check_boot(con, number: int, newer_not_intact: int):
         assert "pass" in out, f"lba {lba} (expected seed {seed}): {out}"
 
 
-def first_map_page(run_dir, cfgs):
-    """(target, lun, block, page) of the newest checkpoint's first map page, and its number."""
+def newest_checkpoint(cfgs):
     images = [nandsim.Image(c["image"]) for c in cfgs]
     try:
         ck = flashimg.read_checkpoint(flashimg.read_log(images, LAYOUT, WAYS), PROFILE.pages_per_block,
@@ -70,13 +75,58 @@ def first_map_page(run_dir, cfgs):
         for img in images:
             img.close()
     assert ck is not None and ck.header.map_pages >= 2
-    f = spec.PPA.decompose("ppa", ck.areas[ck.header.area][0])
-    return (f.channel * WAYS + f.way, f.lun, f.block, 1), ck.header.number
+    return ck
+
+
+def checkpoint_page(ck, index: int):
+    """(target, lun, block, page) of page `index` of checkpoint `ck`."""
+    ppb = PROFILE.pages_per_block
+    f = spec.PPA.decompose("ppa", ck.areas[ck.header.area][index // ppb])
+    return f.channel * WAYS + f.way, f.lun, f.block, index % ppb
+
+
+def first_map_page(run_dir, cfgs):
+    """(target, lun, block, page) of the newest checkpoint's first map page, and the checkpoint."""
+    ck = newest_checkpoint(cfgs)
+    return checkpoint_page(ck, 1), ck
+
+
+def checkpoint_pages(ck) -> int:
+    h = ck.header
+    return 1 + h.map_pages + 2 * h.wear_pages + -(-h.map_pages * 4 // PROFILE.page_data)
+
+
+def global_block(ppa: int) -> int:
+    """The firmware's global block number (target-major, then LUN, then block)."""
+    f = spec.PPA.decompose("ppa", ppa)
+    return ((f.channel * WAYS + f.way) * PROFILE.luns + f.lun) * BLOCKS_PER_LUN + f.block
+
+
+def check_valid_counts(con, ck):
+    """Format 3: the checkpoint's valid-count pages are its map's, and the boot that loaded it took them
+    as its block table's counts: nothing was written since, so its bound LBAs are the checkpoint's, and
+    the block table's counts sum to them (background GC, which may have run by now, moves pages, never
+    changes the sum); block by block when no GC ran."""
+    assert ck.header.format == spec.CKPT.FORMAT and ck.valid is not None
+    want = [0] * ck.header.nblocks
+    for _vseq, ppa in ck.entries.values():
+        want[global_block(ppa)] += 1
+    assert ck.valid == want and ck.header.bound == len(ck.entries) == sum(want)
+    assert f"recovery: {ck.header.bound} LBAs bound of " in con.boot_text
+    assert re.search(r"LBAs bound of \d+, 0 lost", con.boot_text)
+    gc_ran = not re.search(r"victims 0 ", con.command("gc"))
+    got = []
+    for g in range(ck.header.nblocks):
+        m = re.search(r"(\d+) valid", con.command(f"block {g}"))
+        assert m, con.command(f"block {g}")
+        got.append(int(m.group(1)))
+    assert sum(got) == sum(want)
+    assert gc_ran or got == want, (got, want)
 
 
 def flip_map_byte(cfgs, t, lun, block, page):
-    """One byte of a checkpoint map page changed (LBA 0's ppa), its ECC parity recomputed: the read
-    succeeds and only the payload CRC can tell."""
+    """One byte of a checkpoint page changed (of a map page: LBA 0's ppa), its ECC parity recomputed:
+    the read succeeds and only a CRC can tell."""
     with nandsim.Image(cfgs[t]["image"], writable=True) as img:
         data, oob = flashimg.decode_page(LAYOUT, img.page(lun, block, page))
         bad = bytearray(data)
@@ -103,7 +153,8 @@ def test_a_checkpoint_that_does_not_check_loses_to_the_older_one(tmp_path):
         con.expect("simulation finished", timeout=30)
     finally:
         con.stop()
-    (t, lun, block, page), newest = first_map_page(run_dir, cfgs)
+    (t, lun, block, page), ck = first_map_page(run_dir, cfgs)
+    newest = ck.header.number
     pristine = tmp_path / "pristine"
     pristine.mkdir()
     for c in cfgs:
@@ -116,31 +167,60 @@ def test_a_checkpoint_that_does_not_check_loses_to_the_older_one(tmp_path):
     con = boot(run_dir, cfgs, log=log.with_name("test_ckpt_console2.log"), timeout=120)
     try:
         check_boot(con, newest, 0)
+        check_valid_counts(con, ck)
     finally:
         con.stop()
 
-    # one byte of an entry changed, ECC parity recomputed: only the payload CRC sees it
+    # the pages after the map are read at boot: damage there loses the checkpoint to the older one
+    # (the first one's first codeword far beyond what ECC corrects: the read fails, the next is in flight;
+    # the last one's byte changed, ECC parity recomputed: only the payload CRC sees it)
     restore()
-    flip_map_byte(cfgs, t, lun, block, page)
+    uncorrectable(cfgs, *checkpoint_page(ck, 1 + ck.header.map_pages))
     con = boot(run_dir, cfgs, log=log.with_name("test_ckpt_console3.log"), timeout=120)
     try:
         check_boot(con, newest - 1, 1)
     finally:
         con.stop()
-
-    # the first data codeword far beyond what ECC corrects: the read fails, the next one is in flight
     restore()
+    flip_map_byte(cfgs, *checkpoint_page(ck, checkpoint_pages(ck) - 1))
+    con = boot(run_dir, cfgs, log=log.with_name("test_ckpt_console4.log"), timeout=120)
+    try:
+        check_boot(con, newest - 1, 1)
+    finally:
+        con.stop()
+
+    # map pages load lazily: a damaged one is found when its segment loads (in the background, or for
+    # the first request that needs it), and the LBAs it maps (0..127: the writes at 0..39) are lost;
+    # everything else reads back
+    per_page = PROFILE.page_data // spec.CKPT_ENTRY.size
+    for damage, says in ((flip_map_byte, "check"), (uncorrectable, "read")):
+        restore()
+        damage(cfgs, t, lun, block, page)
+        lazy_log = log.with_name(f"test_ckpt_console_lazy_{says}.log")
+        con = boot(run_dir, cfgs, log=lazy_log, timeout=120)
+        try:
+            assert f"checkpoint: {newest} (" in con.boot_text and "not intact" not in con.boot_text
+            assert "map: loaded lazily" in con.boot_text
+            out = con.command("map load all")
+            assert re.search(r"map: (\d+) of \1 segments of \d+ LBAs loaded \(done\).* 1 map pages did not "
+                             r"read or check", out), out
+            for lba, seed in sorted(expected().items()):
+                out = con.command(f"io check {seed} {lba}")
+                assert ("pass" in out) == (lba >= per_page), f"lba {lba}: {out}"
+        finally:
+            con.stop()
+        assert (f"error: ckpt: map page 1 of checkpoint {newest} does not {says}: LBAs 0..{per_page - 1} lost"
+                in lazy_log.read_text(errors="replace"))
+
+
+def uncorrectable(cfgs, t, lun, block, page):
+    """A page's first data codeword far beyond what ECC corrects: its read fails."""
     with nandsim.Image(cfgs[t]["image"], writable=True) as img:
         raw = bytearray(img.page(lun, block, page))
         rng = random.Random(7)
         for col in range(LAYOUT.ecc.codeword):
             raw[col] ^= rng.randrange(1, 256)
         img.program(lun, block, page, bytes(raw))
-    con = boot(run_dir, cfgs, log=log.with_name("test_ckpt_console4.log"), timeout=120)
-    try:
-        check_boot(con, newest - 1, 1)
-    finally:
-        con.stop()
 
 
 AREAS_RE = re.compile(r"^area (\d+): blocks ([\d ]+)$", re.M)
@@ -192,7 +272,7 @@ def test_checkpoint_areas_rotate_and_a_fallback_never_takes_a_reused_block(tmp_p
         con.stop()
 
     # the old block is reused for data (here: a copy of a data page programmed offline), then the newest
-    # checkpoint is lost (one byte of its first map page, ECC parity recomputed)
+    # checkpoint is lost (one byte of its last page, ECC parity recomputed: the payload CRC fails)
     images = [nandsim.Image(c["image"], writable=True) for c in cfgs]
     try:
         data_page = next(p for p in flashimg.read_log(images, LAYOUT, WAYS)
@@ -203,8 +283,9 @@ def test_checkpoint_areas_rotate_and_a_fallback_never_takes_a_reused_block(tmp_p
     finally:
         for img in images:
             img.close()
-    (t, lun, block, page), newest = first_map_page(run_dir, cfgs)
-    flip_map_byte(cfgs, t, lun, block, page)
+    ck = newest_checkpoint(cfgs)
+    newest = ck.header.number
+    flip_map_byte(cfgs, *checkpoint_page(ck, checkpoint_pages(ck) - 1))
 
     con = boot(run_dir, cfgs, log=log.with_name("test_ckpt_rotate2.log"), timeout=120)
     try:
