@@ -325,10 +325,10 @@ void af_ftl_space_check(void)
 	uint32_t ppb = af_nand.pages_per_block, good = 0;
 	uint64_t live = 0;
 	af_ftl.space_dirty = 0;
-	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
-		const af_block_t *b = &af_flash.blocks[g];
-		if (!b->flags && AF_PPA_PPA_LUN_GET(af_nand_block_ppa(g)) == 0)
-			good++;
+	for (uint32_t t = 0; t < af_nand.targets; t++) { /* LUN 0 of each target: the FTL's blocks */
+		const af_block_t *b = &af_flash.blocks[t * af_nand.luns * af_nand.blocks_per_lun];
+		for (uint32_t k = 0; k < af_nand.blocks_per_lun; k++)
+			good += !b[k].flags;
 	}
 	flush_cpu_dcache(); /* the block table is written by the core */
 	for (uint32_t i = 0; i < (af_ftl.dies << af_ftl.block_shift); i++)
@@ -504,10 +504,14 @@ int af_ftl_start(void)
 
 	/* block table (the core's order) and the free pool: erased good blocks of LUN 0 */
 	memset(af_ftl.bt, 0, 4 * bt_words);
-	uint32_t other_lun_valid = 0;
+	uint32_t other_lun_valid = 0, row_ppa = 0, k = af_nand.blocks_per_lun;
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 		af_block_t *b = &af_flash.blocks[g];
-		uint32_t ppa = af_nand_block_ppa(g);
+		if (k == af_nand.blocks_per_lun) { /* a new (target, LUN) row: its divisions once, not per block */
+			row_ppa = af_nand_block_ppa(g);
+			k = 0;
+		}
+		uint32_t ppa = AF_PPA_PPA_BLOCK_SET(row_ppa, k++);
 		/* every page older than the next seq: GC may erase it once a checkpoint passes that */
 		b->close_seq = b->scan ? af_flash.report.next_seq : af_ckpt.seq;
 		if (b->retire && !b->flags) {

@@ -48,12 +48,15 @@ int af_wear_poll(void) { return 0; }
 
 uint32_t af_wear_pick(uint32_t die, const uint16_t *pool, uint32_t n)
 {
+	/* the die's blocks are consecutive global blocks: one gblock (two divisions) per pick, not per candidate */
+	const af_block_t *blocks = &af_flash.blocks[af_ftl_gblock(die, 0)];
 	uint32_t best = n - 1; /* ties: the stack's top, as before */
-	for (uint32_t i = n; i-- > 0;) {
-		uint32_t g = af_ftl_gblock(die, pool[i]);
-		if (af_flash.blocks[g].erases < af_flash.blocks[af_ftl_gblock(die, pool[best])].erases)
+	uint32_t least = blocks[pool[best]].erases;
+	for (uint32_t i = n; i-- > 0;)
+		if (blocks[pool[i]].erases < least) {
 			best = i;
-	}
+			least = blocks[pool[i]].erases;
+		}
 	return best;
 }
 
