@@ -102,6 +102,8 @@ class FtlCoreTB:
         d.log_base.value = LOG
         d.gc_buf.value = self.gc_buf
         d.no_space.value = 0             # a previous test may have left the core out of space
+        d.map_lazy.value = 0             # the whole table is in memory: no lazy-load gate
+        d.map_seg_set__valid.value = 0
         self.write_words(self.block_table, [0] * (self.dies << self.block_shift))
         # an empty L2P table, and the map cache told so: its block RAM survives a reset
         self.write_words(self.l2p, [spec.PPA_UNMAPPED] * self.capacity)

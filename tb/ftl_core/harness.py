@@ -48,6 +48,10 @@ def _extra(core: FtlCore):
               ("out", 1, "map_fw__resp__valid"), ("in", 1, "map_fw__resp__ready"),
               ("out", core.map_fw.resp.payload.shape().size, "map_fw__resp__payload"),
               ("out", 32, "map_hits"), ("out", 32, "map_misses"), ("in", 1, "hold"), ("in", 1, "no_space"),
+              # the lazy-load gate: off (a test that uses it drives these)
+              ("in", 1, "map_lazy"), ("in", 5, "map_seg_shift"), ("in", 1, "map_seg_set__valid"),
+              ("out", 1, "map_seg_set__ready"), ("in", core.map_seg_set.payload.shape().size, "map_seg_set__payload"),
+              ("out", 1, "map_fault"), ("out", 32, "map_fault_seg"), ("out", 32, "map_faults"),
               ("out", 64, "tx_floor"), ("out", 32, "floor_passes"), ("out", core.tx_open.shape().width, "tx_open"),
               ("out", core.pending_free.shape().width, "pending_free"),
               ("in", 32, "cache_base"), ("out", 32, "cache_in"), ("out", 32, "cache_coalesced"),
