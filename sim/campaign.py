@@ -45,7 +45,7 @@ answered a command differently from the model before the cut); ``no-cut``
 (the workload ended first: power is then cut by killing the simulator, still
 judged); ``boot-failure``; ``error``.  Every failing trial keeps its directory
 (images before and after, console log, ``trial.json``) and prints its replay
-command; results append to ``<dir>/results.jsonl``, so a campaign resumes
+command; results append to ``<dir>/results.jsonl`` (and to ``--ledger``, a committed copy), so a campaign resumes
 where it stopped.  ``--report`` writes the counts per site and outcome.
 
     python sim/campaign.py --count 20 --jobs 2                # a campaign
@@ -641,59 +641,157 @@ def _done(results: Path) -> dict[int, dict]:
     for line in results.read_text().splitlines():
         if line.strip():
             r = json.loads(line)
-            out[r["id"]] = r
+            if "archived" not in r:
+                out[r["id"]] = r
     return out
 
 
-def report(results: list[dict], path: Path | None, args) -> str:
-    sites = sorted({r["site"] for r in results})
-    outcomes = ["pass", "no-cut", "violation", "mismatch", "boot-failure", "error"]
+# -- the ledger: a long campaign's results, committed, so a new machine resumes it ------------------
+
+LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "in_flight", "no_space", "commands",
+               "build", "wall_s")
+OUTCOMES = ("pass", "no-cut", "violation", "mismatch", "boot-failure", "error")
+
+
+def ledger_entry(r: dict) -> dict:
+    """What the ledger keeps of a result: what the report counts; a failure's detail and replay too."""
+    e = {k: r[k] for k in LEDGER_KEYS if r.get(k) not in (None, "")}
+    if r["outcome"] not in ("pass", "no-cut"):
+        e.update(detail=r.get("detail", "")[:300], replay=r.get("replay", ""))
+    return e
+
+
+def read_ledger(path: Path | None) -> tuple[dict[int, dict], list[dict]]:
+    """A ledger's trials by id, and its archived parts (trials whose raw results are gone: counts only,
+    :func:`archive_from_report`)."""
+    trials: dict[int, dict] = {}
+    archived: list[dict] = []
+    if path and path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if "archived" in r:
+                    archived.append(r["archived"])
+                else:
+                    trials[r["id"]] = r
+    return trials, archived
+
+
+def archive_from_report(text: str, source: str) -> dict:
+    """The counts of a report this module wrote (its per-site and per-fault tables, the cuts line, the
+    builds, the failures), as an archived ledger part: for trials whose results.jsonl is gone with the
+    machine that ran them.  Its ids are those the builds list names."""
+    import re
+
+    def table(header: str) -> dict[str, dict]:
+        rows = {}
+        lines = text.splitlines()
+        i = next(i for i, ln in enumerate(lines) if ln.startswith(f"| {header} | trials |"))
+        for ln in lines[i + 2:]:
+            if not ln.startswith("|"):
+                break
+            cells = [c.strip() for c in ln.strip("|").split("|")]
+            row = {"trials": int(cells[1]), **{o: int(cells[2 + j]) for j, o in enumerate(OUTCOMES)}}
+            if header == "site":
+                row["in_flight_mean"] = None if cells[8] == "-" else float(cells[8])
+            rows[cells[0]] = row
+        return rows
+
+    cuts = re.search(r"(\d+) power cuts judged: (\d+) trials lost power at their site, (\d+) of them again "
+                     r"while recovering; (\d+) trials ended", text)
+    hours = re.search(r"of \d+ trials done, ([\d.]+) simulator-hours", text)
+    builds = {m[1]: (int(m[2]), int(m[3]), int(m[4])) for m in
+              re.finditer(r"^\* (.+?): (\d+) trials, ids (\d+)-(\d+)$", text, re.M)}
+    failures = [{"id": int(m[1]), "site": m[2], "outcome": m[3], "detail": m[4]} for m in
+                re.finditer(r"^\* trial (\d+) \((\S+)\): ([\w-]+): (.*)$", text, re.M)]
+    sites = table("site")
+    return {"source": source, "ids": [min(b[1] for b in builds.values()), max(b[2] for b in builds.values())],
+            "sites": sites, "faults": table("faults"), "cut_seen": int(cuts[2]), "recovery_cut": int(cuts[3]),
+            "wall_s": float(hours[1]) * 3600, "builds": {b: v[0] for b, v in builds.items()},
+            "failures": failures, "trials": sum(r["trials"] for r in sites.values())}
+
+
+def archived_ids(archived: list[dict]) -> set[int]:
+    return {i for a in archived for i in range(a["ids"][0], a["ids"][1] + 1)}
+
+
+def report(results: list[dict], path: Path | None, args, archived: list[dict] = ()) -> str:
+    """The counts per cut site, per fault set and per outcome, over ``results`` and the ``archived`` ledger
+    parts (counts only: see :func:`archive_from_report`)."""
+    outcomes = list(OUTCOMES)
+
+    def tally(key: str, name: str) -> dict[str, dict]:
+        rows: dict[str, dict] = {}
+        for a in archived:
+            for k, v in a[name].items():
+                k = "" if k == "none" else k
+                row = rows.setdefault(k, {"trials": 0, **{o: 0 for o in outcomes}, "fl_sum": 0.0, "fl_n": 0})
+                for o in ("trials", *outcomes):
+                    row[o] += v[o]
+                if v.get("in_flight_mean") is not None:   # its weight: the trials whose cut came
+                    row["fl_sum"] += v["in_flight_mean"] * (v["trials"] - v["no-cut"])
+                    row["fl_n"] += v["trials"] - v["no-cut"]
+        for r in results:
+            row = rows.setdefault(r.get(key, ""), {"trials": 0, **{o: 0 for o in outcomes}, "fl_sum": 0.0, "fl_n": 0})
+            row["trials"] += 1
+            row[r["outcome"]] += 1
+            if r.get("cut_seen"):
+                row["fl_sum"] += r.get("in_flight", 0)
+                row["fl_n"] += 1
+        return dict(sorted(rows.items()))
+
     lines = ["| site | trials | " + " | ".join(outcomes) + " | mean ops in flight at the cut |",
              "| --- | ---: | " + " | ".join("---:" for _ in outcomes) + " | ---: |"]
-    for s in sites:
-        rs = [r for r in results if r["site"] == s]
-        fl = [r.get("in_flight", 0) for r in rs if r.get("cut_seen")]
-        counts = " | ".join(str(sum(r["outcome"] == o for r in rs)) for o in outcomes)
-        lines.append(f"| {s} | {len(rs)} | {counts} | {sum(fl) / len(fl):.1f} |" if fl else
-                     f"| {s} | {len(rs)} | {counts} | - |")
+    for site, row in tally("site", "sites").items():
+        counts = " | ".join(str(row[o]) for o in outcomes)
+        mean = f"{row['fl_sum'] / row['fl_n']:.1f}" if row["fl_n"] else "-"
+        lines.append(f"| {site} | {row['trials']} | {counts} | {mean} |")
     table = "\n".join(lines)
-    fault_sets = sorted({r.get("faults", "") for r in results})
-    if len(fault_sets) > 1:
+    by_faults = tally("faults", "faults")
+    if len(by_faults) > 1:
         rows = ["| faults | trials | " + " | ".join(outcomes) + " |", "| --- | ---: | " + " | ".join("---:" for _ in outcomes) + " |"]
-        for f in fault_sets:
-            rs = [r for r in results if r.get("faults", "") == f]
-            rows.append(f"| {f or 'none'} | {len(rs)} | " + " | ".join(str(sum(r['outcome'] == o for r in rs)) for o in outcomes) + " |")
+        for f, row in by_faults.items():
+            rows.append(f"| {f or 'none'} | {row['trials']} | " + " | ".join(str(row[o]) for o in outcomes) + " |")
         table += "\n\n" + "\n".join(rows)
-    cut = sum(bool(r.get("cut_seen")) for r in results)
-    second = sum(r.get("recovery_cut") == "during boot" for r in results)
+    cut = sum(bool(r.get("cut_seen")) for r in results) + sum(a["cut_seen"] for a in archived)
+    second = sum(r.get("recovery_cut") == "during boot" for r in results) + sum(a["recovery_cut"] for a in archived)
+    no_cut = sum(r["outcome"] == "no-cut" for r in results) + sum(v["no-cut"] for a in archived for v in a["sites"].values())
     table += (f"\n\n{cut + second} power cuts judged: {cut} trials lost power at their site, {second} of them again "
-              f"while recovering; {sum(r['outcome'] == 'no-cut' for r in results)} trials ended their workload "
-              "before the cut came (judged after a kill).")
+              f"while recovering; {no_cut} trials ended their workload before the cut came (judged after a kill).")
     full = [r for r in results if r.get("no_space") and r["outcome"] in ("pass", "no-cut")]
     if full:
         ended = sum(r["no_space"].startswith("workload") for r in full)
         table += (f"\n\n{len(full)} of these trials ran out of space (grown bad blocks, or GC stuck; "
                   f"{ended} of them during the workload, which then ended before its cut): the device refused new "
-                  "writes with NO_SPACE, kept every acknowledged one, and served reads.")
+                  "writes with NO_SPACE, kept every acknowledged one, and served reads"
+                  + (" (counted over the trials with results in the ledger)." if archived else "."))
     builds: dict[str, list[int]] = {}
     for r in results:
         builds.setdefault(r.get("build", "untagged (before results named their build)"), []).append(r["id"])
-    if len(builds) > 1:
-        table += "\n\nBuilds (a firmware or gateware change freezes a new copy; the trials on each):\n" + "".join(
-            f"\n* {b}: {len(ids)} trials, ids {min(ids)}-{max(ids)}" for b, ids in builds.items())
+    if archived or builds:
+        table += "\n\nBuilds (a firmware or gateware change freezes a new copy; the trials on each):\n"
+        for a in archived:
+            table += (f"\n* trials {a['ids'][0]}-{a['ids'][1]} ({a['trials']}), counts only: {a['source']}; "
+                      "their builds: " + ", ".join(f"{b} ({n})" for b, n in a["builds"].items()))
+        table += "".join(f"\n* {b}: {len(ids)} trials, ids {min(ids)}-{max(ids)}" for b, ids in builds.items())
     if path:
         fails = [r for r in results if r["outcome"] not in ("pass", "no-cut")]
+        old_fails = [f for a in archived for f in a["failures"]]
+        n = len(results) + sum(a["trials"] for a in archived)
+        hours = (sum(r.get("wall_s", 0) for r in results) + sum(a["wall_s"] for a in archived)) / 3600
         text = f"""# Power-fault campaign (`make campaign`)
 
-Generated by `sim/campaign.py {' '.join(a for a in sys.argv[1:] if a != '--report-only')}` ({len(results)} of {args.count} trials done, {sum(r.get('wall_s', 0) for r in results) / 3600:.1f} simulator-hours; rerunning the command resumes; seed {args.seed}; commands per trial {args.commands};
+Generated by `sim/campaign.py {' '.join(a for a in sys.argv[1:] if a != '--report-only')}` ({n} of {args.count} trials done, {hours:.1f} simulator-hours; rerunning the command resumes; seed {args.seed}; commands per trial {args.commands};
 {TARGETS} NAND targets x {BLOCKS_PER_LUN} blocks per LUN, small profile; faults {args.faults or 'off'}).
 Each trial: a {'fresh' if args.fresh else 'seasoned'} base image, a random host workload mirrored in the model, a power cut at the
 site, restart, recovery, every LBA of the workload judged by the model's oracle, new work accepted.
 
 {table}
 
-Failures: {len(fails)}.
-""" + "".join(f"\n* trial {r['id']} ({r['site']}): {r['outcome']}: {r['detail'][:300]}\n  replay: `{r.get('replay')}`"
+Failures: {len(fails) + len(old_fails)}.
+""" + "".join(f"\n* trial {f['id']} ({f['site']}): {f['outcome']}: {f.get('detail', '')} (counts only: {a['source']})"
+              for a in archived for f in a["failures"]) \
+    + "".join(f"\n* trial {r['id']} ({r['site']}): {r['outcome']}: {r['detail'][:300]}\n  replay: `{r.get('replay')}`"
               for r in fails)
         path.write_text(text)
     return table
@@ -720,6 +818,10 @@ def main(argv=None) -> int:
     p.add_argument("--blocks-per-lun", type=int, default=BLOCKS_PER_LUN,
                    help="the device's blocks per LUN (4 x this blocks in all; more: fault runs keep room to work)")
     p.add_argument("--report", type=Path, default=None, help="write the report (markdown) here")
+    p.add_argument("--ledger", type=Path, default=None,
+                   help="a committed record of the results (JSON lines, a few fields per trial): trials in it "
+                        "count as done and every new result is added, so the campaign resumes on another machine "
+                        "whose --dir is empty (make campaign-long: docs/campaign_long.jsonl)")
     p.add_argument("--replay", type=Path, default=None, help="run this trial.json again")
     p.add_argument("--report-only", action="store_true",
                    help="write --report from the results so far (of the --count trials) and stop")
@@ -762,9 +864,17 @@ def main(argv=None) -> int:
         args.gateware = args.gateware / "gateware"   # a frozen copy: its gateware directory
     if args.gateware and not (args.gateware / "sim_config.js").exists():
         p.error(f"--gateware: {args.gateware} holds no built simulation (sim_config.js)")
+    results_path = out / "results.jsonl"
+    ledger, archived = read_ledger(args.ledger)
+    done = {**ledger, **_done(results_path)}
+    if args.ledger:   # results from before the ledger, or from a run that stopped between the two appends
+        with open(args.ledger, "a") as fh:
+            for i in sorted(set(done) - set(ledger)):
+                fh.write(json.dumps(ledger_entry(done[i])) + "\n")
+    gone = archived_ids(archived)
     if args.report_only:   # from the results alone: nothing built, frozen or booted
-        done = _done(out / "results.jsonl")
-        print(report([r for i, r in sorted(done.items()) if i < args.count], args.report, args))
+        print(report([r for i, r in sorted(done.items()) if i < args.count and i not in gone], args.report, args,
+                     archived))
         return 0
     gateware = (args.gateware.resolve() if args.gateware
                 else freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)), out / "gateware"))
@@ -780,8 +890,6 @@ def main(argv=None) -> int:
         print(json.dumps(r, indent=2))
         return 0 if r["outcome"] in ("pass", "no-cut") else 1
 
-    results_path = out / "results.jsonl"
-    done = _done(results_path)
     sites = [s for s in args.sites.split(",") if s]
     for s in sites:
         if s not in SITES:
@@ -808,9 +916,9 @@ def main(argv=None) -> int:
                              kind_nth_max) for i in range(args.count)]
     for t in trials:
         t.queues = args.queues
-    todo = [t for t in trials if t.id not in done]
+    todo = [t for t in trials if t.id not in done and t.id not in gone]
     print(f"campaign: {len(trials)} trials ({len(trials) - len(todo)} already done), {args.jobs} in parallel, "
-          f"results in {results_path}")
+          f"results in {results_path}" + (f" and {args.ledger}" if args.ledger else ""))
     try:
         from tqdm import tqdm
         bar = tqdm(total=len(todo), unit="cut", disable=not sys.stderr.isatty())
@@ -823,6 +931,9 @@ def main(argv=None) -> int:
             done[r["id"]] = r
             with open(results_path, "a") as fh:
                 fh.write(json.dumps(r) + "\n")
+            if args.ledger:
+                with open(args.ledger, "a") as fh:
+                    fh.write(json.dumps(ledger_entry(r)) + "\n")
             if bar:
                 bar.update(1)
             mark = "ok " if r["outcome"] in ("pass", "no-cut") else "FAIL"
@@ -832,11 +943,11 @@ def main(argv=None) -> int:
             if mark == "FAIL":
                 print(f"     replay: {r.get('replay')}", flush=True)
             if args.report and len(done) % REPORT_EVERY == 0:   # a long run stopped at any point has a current report
-                report([done[t.id] for t in trials if t.id in done], args.report, args)
+                report([done[t.id] for t in trials if t.id in done and t.id not in gone], args.report, args, archived)
     if bar:
         bar.close()
-    results = [done[t.id] for t in trials if t.id in done]
-    print(report(results, args.report, args))
+    results = [done[t.id] for t in trials if t.id in done and t.id not in gone]
+    print(report(results, args.report, args, archived))
     bad = [r for r in results if r["outcome"] not in ("pass", "no-cut")]
     return 1 if bad else 0
 

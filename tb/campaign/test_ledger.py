@@ -1,0 +1,94 @@
+"""The long campaign's ledger (`sim/campaign.py --ledger`): a committed record
+of the results, so a campaign resumes on a machine whose build directory is
+empty, and the archived parts of it (counts only, recovered from a report
+when the raw results are gone).  Pure Python: no simulation."""
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "sim"))
+
+import campaign  # noqa: E402
+
+ARGS = SimpleNamespace(count=100, seed=1, commands=40, faults="mix", fresh=False)
+
+
+def fake_results(ids, rng: random.Random) -> list[dict]:
+    out = []
+    for i in ids:
+        outcome = rng.choice(["pass"] * 6 + ["no-cut", "error"])
+        r = {"id": i, "site": campaign.SITES[i % len(campaign.SITES)], "seed": i,
+             "faults": rng.choice(["", "bits", "program"]), "outcome": outcome, "cut_seen": outcome != "no-cut",
+             "in_flight": rng.randrange(6), "commands": 40, "build": f"gateware-{i // 30:016x}",
+             "wall_s": 12.5, "detail": "Boom: x" if outcome == "error" else "", "phases": {"boot": 1.0}}
+        if r["site"] == "recovery" and r["cut_seen"]:
+            r["recovery_cut"] = "during boot"
+        if outcome == "error":
+            r["replay"] = f"python sim/campaign.py --replay t{i:05d}/trial.json"
+        out.append(r)
+    return out
+
+
+def table_of(text: str) -> str:
+    """A report's tables and counts (its first lines name the command that wrote it)."""
+    return text.split("\n\n", 2)[2].split("\n\nBuilds")[0]
+
+
+def test_an_archive_of_a_report_reproduces_its_counts(tmp_path):
+    rng = random.Random(7)
+    results = fake_results(range(60), rng)
+    campaign.report(results, tmp_path / "full.md", ARGS)
+    archived = campaign.archive_from_report((tmp_path / "full.md").read_text(), "the report at X")
+    assert archived["ids"] == [0, 59] and archived["trials"] == 60
+    assert sorted(f["id"] for f in archived["failures"]) == [r["id"] for r in results if r["outcome"] == "error"]
+    campaign.report([], tmp_path / "archived.md", ARGS, [archived])
+    assert table_of((tmp_path / "archived.md").read_text()) == table_of((tmp_path / "full.md").read_text())
+
+
+def test_archived_counts_and_new_results_add_up(tmp_path):
+    rng = random.Random(8)
+    old, new = fake_results(range(40), rng), fake_results(range(40, 70), rng)
+    campaign.report(old, tmp_path / "old.md", ARGS)
+    archived = campaign.archive_from_report((tmp_path / "old.md").read_text(), "the report at X")
+    campaign.report(old + new, tmp_path / "all.md", ARGS)
+    campaign.report(new, tmp_path / "merged.md", ARGS, [archived])
+    merged = (tmp_path / "merged.md").read_text()
+    # counts per site, fault set and outcome are sums; the means of ops in flight are rounded per part
+    strip = lambda t: [ln.rsplit("|", 2)[0] for ln in table_of(t).splitlines()]  # noqa: E731
+    assert strip(merged) == strip((tmp_path / "all.md").read_text())
+    assert "70 of 100 trials done" in merged
+    assert "trials 0-39 (40), counts only: the report at X" in merged
+
+
+def test_a_campaign_resumes_from_its_ledger_alone(tmp_path):
+    """--report-only over a ledger and an empty --dir: the ledger's trials and archive are the campaign."""
+    rng = random.Random(9)
+    old, new = fake_results(range(20), rng), fake_results(range(20, 35), rng)
+    campaign.report(old, tmp_path / "old.md", ARGS)
+    ledger = tmp_path / "ledger.jsonl"
+    with open(ledger, "w") as fh:
+        fh.write(json.dumps({"archived": campaign.archive_from_report((tmp_path / "old.md").read_text(), "X")}) + "\n")
+        for r in new:
+            e = campaign.ledger_entry(r)
+            assert "phases" not in e and "seed" not in e   # a few fields per trial
+            fh.write(json.dumps(e) + "\n")
+    trials, archived = campaign.read_ledger(ledger)
+    assert sorted(trials) == list(range(20, 35)) and campaign.archived_ids(archived) == set(range(20))
+    r = subprocess.run([sys.executable, str(ROOT / "sim" / "campaign.py"), "--dir", str(tmp_path / "empty"),
+                        "--count", "100", "--faults", "mix", "--ledger", str(ledger), "--report",
+                        str(tmp_path / "r.md"), "--report-only"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "35 of 100 trials done" in (tmp_path / "r.md").read_text()
+    # results a run appended to its --dir but not yet to the ledger go into the ledger
+    (tmp_path / "empty" / "results.jsonl").write_text(json.dumps(fake_results([35], rng)[0]) + "\n")
+    r = subprocess.run([sys.executable, str(ROOT / "sim" / "campaign.py"), "--dir", str(tmp_path / "empty"),
+                        "--count", "100", "--faults", "mix", "--ledger", str(ledger), "--report",
+                        str(tmp_path / "r.md"), "--report-only"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert sorted(campaign.read_ledger(ledger)[0]) == list(range(20, 36))
+    assert "36 of 100 trials done" in (tmp_path / "r.md").read_text()
