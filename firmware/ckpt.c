@@ -90,9 +90,10 @@ static void wear_page(uint32_t p, uint8_t *page)
 		uint32_t g = p * COUNTS_PER_PAGE + i;
 		if (g < af_flash.nblocks)
 			w[i] = (af_flash.blocks[g].erases & AF_CKPT_WEAR_COUNT_MASK) |
-			       (af_flash.blocks[g].state == AF_BSTATE_RETIRED ? AF_CKPT_WEAR_RETIRED
-				: af_flash.blocks[g].retire                    ? AF_CKPT_WEAR_RETIRING
-									       : 0);
+			       (af_flash.blocks[g].flags & (AF_BLOCK_BAD | AF_BLOCK_UNREADABLE) ? AF_CKPT_WEAR_FACTORY_BAD
+				: af_flash.blocks[g].state == AF_BSTATE_RETIRED                ? AF_CKPT_WEAR_RETIRED
+				: af_flash.blocks[g].retire                                    ? AF_CKPT_WEAR_RETIRING
+												 : 0);
 	}
 }
 
@@ -327,11 +328,19 @@ int af_ckpt_load(uint32_t g)
 							  tally->nblocks, &tally->bound);
 		}
 	}
-	/* grown bad blocks it names (their data had moved: nothing to scan in them) */
+	/* factory bad blocks (format 4: the boot reads no markers) and grown ones it names (their data had
+	 * moved: nothing to scan in them) */
+	af_ckpt.bbt = ld.counts_ok && h.format >= 4;
 	for (uint32_t k = 0; ld.counts_ok && k < af_flash.nblocks; k++) {
 		af_block_t *b = &af_flash.blocks[k];
 		uint32_t v = b->erases;
 		b->erases = v & AF_CKPT_WEAR_COUNT_MASK;
+		if (af_ckpt.bbt && (v & AF_CKPT_WEAR_FACTORY_BAD)) {
+			if (!b->flags)
+				af_flash.bad_blocks++;
+			b->flags |= AF_BLOCK_BAD;
+			continue;
+		}
 		if (v & AF_CKPT_WEAR_RETIRING) {
 			/* its data may not have moved: recovery scans it like any block; af_ftl_start retires it
 			 * once GC has moved that data (gc.c), and never hands it out again */

@@ -61,6 +61,7 @@ typedef struct {
 	uint32_t tried;            /* headers found that were not intact */
 	uint32_t retired;          /* grown bad blocks it named */
 	uint32_t retiring;         /* blocks it named retiring (a program failed, data not all moved yet) */
+	int bbt;                   /* it carried the factory bad-block table (format 4): no marker reads at boot */
 	uint32_t areas_dropped;    /* other-area blocks its header named that hold no checkpoint now (replaced at the next take) */
 	uint32_t rotated;          /* area blocks swapped for less-worn erased ones since boot */
 	uint64_t seen_number;      /* the highest header number on flash at boot, intact or not (new ones go above) */

@@ -293,9 +293,10 @@ static int cmd_bbt(int argc, char **argv)
 		printf("error: no bad-block table (boot did not get that far)\n");
 		return AF_EFAIL;
 	}
-	printf("%lu bad blocks of %lu (factory markers in page 0's first %u spare bytes; grown ones kept in "
-	       "checkpoints)\n", (unsigned long)af_flash.bad_blocks, (unsigned long)af_flash.nblocks,
-	       (unsigned)AF_NAND_BBM_BYTES);
+	printf("%lu bad blocks of %lu (factory markers in page 0's first %u spare bytes, read at the first boot; "
+	       "the table and grown ones kept in checkpoints; this boot: %s)\n", (unsigned long)af_flash.bad_blocks,
+	       (unsigned long)af_flash.nblocks, (unsigned)AF_NAND_BBM_BYTES,
+	       af_ckpt.bbt ? "from the checkpoint" : "markers read");
 	for (uint32_t b = 0; b < af_flash.nblocks; b++) {
 		if (!af_flash.blocks[b].flags)
 			continue;

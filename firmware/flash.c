@@ -204,6 +204,7 @@ static int walk_next(walk_t *w, uint32_t *ppa, uint32_t *gblock)
 static void bbt_consume(void *ctx, pipe_ent_t *e)
 {
 	af_block_t *b = &af_flash.blocks[e->gblock];
+	uint8_t before = b->flags; /* a grown bad block the checkpoint named is counted already */
 	if (e->result == AF_NANDRESULT_ERASED) {
 		/* all FFh: a good block */
 	} else if (e->result != AF_NANDRESULT_OK) {
@@ -214,7 +215,7 @@ static void bbt_consume(void *ctx, pipe_ent_t *e)
 			if (e->data[i] != 0xff)
 				b->flags |= AF_BLOCK_BAD;
 	}
-	if (b->flags)
+	if (b->flags && !before)
 		af_flash.bad_blocks++;
 }
 
@@ -456,25 +457,8 @@ int af_flash_boot(void)
 	af_flash.map.tally = &af_flash.tally;
 	af_flash.map.cseq_zeroed = 1; /* the checkpoint's load, or af_rec_map_clear, zeroes cseq */
 
-	/* Factory bad blocks: raw read of page 0's marker bytes. */
-	t0 = af_uptime_cycles();
-	walk_t w = { .pages = 1, .skip_bad = 0 };
-	pipe_t bbt = { af_nand.page_data, AF_NAND_BBM_BYTES, AF_NAND_DESC_FLAGS_RAW_MASK, &w, bbt_consume, NULL };
-	r = pipe_run(&bbt);
-	af_flash.t_bbt = af_uptime_cycles() - t0;
-	if (r < 0) {
-		printf("error: bbt: page reads timed out\n");
-		return r;
-	}
-	printf("bbt: %lu bad blocks of %lu", (unsigned long)af_flash.bad_blocks, (unsigned long)af_flash.nblocks);
-	unsigned shown = 0;
-	for (uint32_t b = 0; b < af_flash.nblocks && shown < 16; b++)
-		if (af_flash.blocks[b].flags) {
-			printf("%s%lu", shown++ ? " " : ": ", (unsigned long)b);
-		}
-	printf("%s\n", af_flash.bad_blocks > shown ? " ..." : "");
-
-	/* Page 0 of every good block: checkpoint headers, and each block's first seq. */
+	/* Page 0 of every block: checkpoint headers, and each block's first seq.  The bad-block table
+	 * comes after it: from the newest checkpoint (format 4), or else from the factory markers. */
 	af_ckpt.page = af_ram_alloc(af_nand.page_data, 64);
 	if (!af_ckpt.page) {
 		printf("error: boot: main RAM too small\n");
@@ -482,7 +466,7 @@ int af_flash_boot(void)
 	}
 	af_flash.ram_used = af_ram_used();
 	t0 = af_uptime_cycles();
-	walk_t w0 = { .pages = 1, .skip_bad = 1 };
+	walk_t w0 = { .pages = 1, .skip_bad = 0 };
 	pipe_t p0 = { af_nand.oob_col, af_nand.oob_bytes, 0, &w0, p0_consume, NULL };
 	r = pipe_run(&p0);
 	af_flash.t_p0 = af_uptime_cycles() - t0;
@@ -499,6 +483,32 @@ int af_flash_boot(void)
 		if (!af_flash.blocks[g].flags && af_flash.blocks[g].p0 == AF_P0_CKPT && af_flash.blocks[g].p0_num > af_ckpt.seen_number)
 			af_ckpt.seen_number = af_flash.blocks[g].p0_num;
 	af_flash.t_ckpt = af_uptime_cycles() - t0;
+	if (!af_ckpt.bbt) {
+		/* Factory bad blocks: raw read of page 0's marker bytes (the first boot, or an older
+		 * checkpoint format).  What the page-0 pass read of a bad block is ignored from here on. */
+		t0 = af_uptime_cycles();
+		walk_t w = { .pages = 1, .skip_bad = 0 };
+		pipe_t bbt = { af_nand.page_data, AF_NAND_BBM_BYTES, AF_NAND_DESC_FLAGS_RAW_MASK, &w, bbt_consume, NULL };
+		r = pipe_run(&bbt);
+		af_flash.t_bbt = af_uptime_cycles() - t0;
+		if (r < 0) {
+			printf("error: bbt: page reads timed out\n");
+			return r;
+		}
+	}
+	uint32_t factory = 0, shown = 0;
+	for (uint32_t b = 0; b < af_flash.nblocks; b++)
+		factory += (af_flash.blocks[b].flags & (AF_BLOCK_BAD | AF_BLOCK_UNREADABLE)) != 0;
+	printf("bbt: %lu bad blocks of %lu", (unsigned long)factory, (unsigned long)af_flash.nblocks);
+	for (uint32_t b = 0; b < af_flash.nblocks && shown < 16; b++)
+		if (af_flash.blocks[b].flags & (AF_BLOCK_BAD | AF_BLOCK_UNREADABLE))
+			printf("%s%lu", shown++ ? " " : ": ", (unsigned long)b);
+	printf("%s", factory > shown ? " ..." : "");
+	if (af_ckpt.bbt)
+		printf(" (the table of checkpoint %lu; no markers read)", (unsigned long)af_ckpt.number);
+	else
+		printf(" (factory markers read%s)", have_ckpt ? ": the checkpoint's format carries no table" : "");
+	printf("\n");
 	if (have_ckpt) {
 		printf("checkpoint: %lu (floor seq ", (unsigned long)af_ckpt.number);
 		af_print_u64(af_ckpt.seq);

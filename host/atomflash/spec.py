@@ -362,7 +362,10 @@ def first_vseq_of(tag: int, vseq: int) -> int:
 # then the wear pages: one u32 per global block (the firmware's numbering:
 # target-major, then LUN, then block): its erase count, and CKPT.WEAR_RETIRED
 # when it is a grown bad block, so wear levelling and retirements survive power
-# cycles (erases after the newest checkpoint are not counted); then (format 3)
+# cycles (erases after the newest checkpoint are not counted), and (format 4)
+# CKPT.WEAR_FACTORY_BAD when its factory marker said bad: the bad-block table
+# is read from the markers on the first boot only, then from the checkpoint
+# (an older format makes the boot read the markers again); then (format 3)
 # as many valid-count pages: one u32 per global block, the pages of it the
 # checkpoint's map binds, so a boot has its valid counts without a pass over
 # the map (recovery adjusts them per entry it changes); then the map-CRC
@@ -375,8 +378,8 @@ def first_vseq_of(tag: int, vseq: int) -> int:
 
 CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
     Constant("MAGIC", int.from_bytes(b"AFCK", "little"), "CKPT_HDR.magic"),
-    Constant("FORMAT", 3, "CKPT_HDR.format written (3: valid-count and map-CRC pages after the wear pages, "
-                          "CKPT_HDR.bound)"),
+    Constant("FORMAT", 4, "CKPT_HDR.format written (3: valid-count and map-CRC pages after the wear pages, "
+                          "CKPT_HDR.bound; 4: wear entries carry WEAR_FACTORY_BAD)"),
     Constant("FORMAT_OLDEST", 2, "oldest CKPT_HDR.format the firmware still loads (2: no valid-count pages; "
                                  "the boot counts from the map)"),
     Constant("AREAS", 2, "alternating checkpoint areas"),
@@ -384,7 +387,9 @@ CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
     Constant("WEAR_RETIRING", 1 << 30, "wear-page entry bit: a program failed in the block and its data has not "
                                         "all moved yet: scanned like any block, never handed out again, retired "
                                         "once GC moved its data"),
-    Constant("WEAR_COUNT_MASK", (1 << 30) - 1, "wear-page entry bits holding the erase count"),
+    Constant("WEAR_FACTORY_BAD", 1 << 29, "wear-page entry bit (format 4): the block is factory bad (its marker "
+                                          "was not FFh, or did not read, when the markers were read)"),
+    Constant("WEAR_COUNT_MASK", (1 << 29) - 1, "wear-page entry bits holding the erase count"),
 ])
 
 CKPT_HDR = Record(

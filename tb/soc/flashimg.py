@@ -213,6 +213,7 @@ class FirmwareCheckpoint:
     erases: list[int]              # erase count per global block (the wear pages)
     retired: set[int]              # global blocks it names as grown bad (spec.CKPT.WEAR_RETIRED)
     valid: list[int] | None = None  # format 3: valid pages per global block as the firmware counted them
+    factory_bad: set[int] | None = None  # format 4: global blocks it names as factory bad (CKPT.WEAR_FACTORY_BAD)
 
     @property
     def model(self) -> Checkpoint:
@@ -278,8 +279,9 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
         return None
     words = [int.from_bytes(wear[4 * g:4 * g + 4], "little") for g in range(h.nblocks)]
     valid = [int.from_bytes(counts[4 * g:4 * g + 4], "little") for g in range(h.nblocks)] if count_pages else None
+    factory_bad = {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_FACTORY_BAD} if h.format >= 4 else None
     return FirmwareCheckpoint(h, opened, areas, entries, [w & spec.CKPT.WEAR_COUNT_MASK for w in words],
-                              {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_RETIRED}, valid)
+                              {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_RETIRED}, valid, factory_bad)
 
 
 def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> FirmwareCheckpoint | None:
@@ -294,3 +296,14 @@ def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> 
         if c is not None and (best is None or c.header.number > best.header.number):
             best = c
     return best
+
+
+def newest_checkpoint_of(cfgs: list[dict], profile, ways: int) -> FirmwareCheckpoint | None:
+    """:func:`read_checkpoint` of the images the NAND model configurations ``cfgs`` name."""
+    images = [nandsim.Image(c["image"]) for c in cfgs]
+    try:
+        return read_checkpoint(read_log(images, spec.nand_page_layout(profile), ways), profile.pages_per_block,
+                               profile.page_data)
+    finally:
+        for img in images:
+            img.close()

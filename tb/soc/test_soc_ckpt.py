@@ -67,13 +67,7 @@ def check_boot(con, number: int, newer_not_intact: int):
 
 
 def newest_checkpoint(cfgs):
-    images = [nandsim.Image(c["image"]) for c in cfgs]
-    try:
-        ck = flashimg.read_checkpoint(flashimg.read_log(images, LAYOUT, WAYS), PROFILE.pages_per_block,
-                                      PROFILE.page_data)
-    finally:
-        for img in images:
-            img.close()
+    ck = flashimg.newest_checkpoint_of(cfgs, PROFILE, WAYS)
     assert ck is not None and ck.header.map_pages >= 2
     return ck
 

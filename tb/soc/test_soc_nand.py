@@ -143,7 +143,8 @@ def firmware_map(con, nlba: int) -> dict[int, tuple]:
             if m.group(2) is None:
                 out[lba] = None
             else:
-                out[lba] = (int(m.group(2)), int(m.group(3)), int(m.group(4), 16) if m.group(4) else None)
+                cseq = None if m.group(3) == "checkpoint" else int(m.group(3))   # from a checkpoint: not kept
+                out[lba] = (int(m.group(2)), cseq, int(m.group(4), 16) if m.group(4) else None)
         assert "error" not in text, text
     assert sorted(out) == list(range(nlba)), f"map printed LBAs {sorted(out)}"
     return out
@@ -329,6 +330,41 @@ def test_power_cycle_recovers_the_same(con, flashed):
         for t in range(TARGETS):
             with nandsim.Image(flashed.cfgs[t]["image"]) as img:
                 assert img.power_ons == 2
+        again.send("exit\r")
+        again.expect("simulation finished", timeout=30)
+    finally:
+        again.stop()
+
+
+def test_the_bad_block_table_is_kept_in_the_checkpoint(flashed):
+    """The factory markers are read while no checkpoint carries the table: a checkpoint (format 4) names
+    the factory bad blocks in its wear pages, and the next boot takes the table from it, reading no
+    marker, with the same blocks bad and the same map."""
+    nlba = LIMITS.capacity + 8
+    bad = flashed.bad_global
+    con = boot(flashed.run_dir, flashed.cfgs, log=ROOT / "build" / "soc" / "test_nand_console3.log")
+    try:
+        assert "(factory markers read)" in con.boot_text, con.boot_text   # no checkpoint on the images yet
+        before = firmware_map(con, nlba)
+        assert "taken" in con.command("ckpt now", timeout=120)
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+    ck = flashimg.newest_checkpoint_of(flashed.cfgs, PROFILE, DEFAULT_WAYS)
+    assert ck is not None and ck.header.format == spec.CKPT.FORMAT >= 4
+    assert ck.factory_bad == set(bad) and not ck.retired
+    again = boot(flashed.run_dir, flashed.cfgs, log=ROOT / "build" / "soc" / "test_nand_console4.log")
+    try:
+        text = again.boot_text
+        assert (f"bbt: {len(bad)} bad blocks of {TARGETS * BLOCKS_PER_LUN}: {' '.join(map(str, bad))} "
+                f"(the table of checkpoint {ck.header.number}; no markers read)") in text, text
+        assert re.search(r"time: bring-up [\d.]+ ms, bbt 0\.000 ms", text), text
+        listed = [int(x) for x in re.findall(r"^  block (\d+) \(.*\): factory bad$", again.command("bbt"), re.M)]
+        assert listed == bad
+        assert "bad (factory)" in again.command(f"block {bad[0]}")
+        unseq = lambda m: {lba: v and (v[0], v[2]) for lba, v in m.items()}  # noqa: E731  (vseq, ppa)
+        assert unseq(firmware_map(again, nlba)) == unseq(before)
         again.send("exit\r")
         again.expect("simulation finished", timeout=30)
     finally:
