@@ -24,7 +24,7 @@ pytestmark = pytest.mark.xdist_group("soc_lazymap")
 
 BLOCKS_PER_LUN = 16   # ~3,100 LBAs: 25 segments of 128
 BEFORE = [(21, lba) for lba in (1000, 2000, 2900, 3000)]   # (seed, lba) of 8-block writes before the checkpoint,
-RANDOM = (9, 600, 512)   # then `io random`: 600 writes over LBAs 0..511, so those blocks are full and closed
+RANDOM = (9, 300, 256)   # then `io random`: 300 writes over LBAs 0..255, so those blocks are full and closed
 AFTER = [(22, 1500), (23, 600)]                            # ... and after it (recovery needs their segments)
 STATUS_RE = re.compile(r"map: (\d+) of (\d+) segments of (\d+) LBAs loaded[^:]*: (\d+) for recovery at boot, "
                        r"(\d+) for waiting requests")
@@ -74,8 +74,8 @@ def test_requests_wait_for_segments_the_boot_did_not_load(tmp_path):
         assert m, con.boot_text
         at_boot, nseg, per = map(int, m.groups())
         # recovery touched the segments of what it scanned: the writes since the checkpoint and the blocks
-        # open then (the random writes' last ones: LBAs 0..511), not the far ones the full blocks hold
-        assert 2 <= at_boot <= len({lba // per for _, lba in AFTER} | set(range(512 // per))), con.boot_text
+        # open then (the random writes' last ones: LBAs 0..255), not the far ones the full blocks hold
+        assert 2 <= at_boot <= len({lba // per for _, lba in AFTER} | set(range(RANDOM[2] // per))), con.boot_text
         assert nseg == -(-int(re.search(r"LBAs bound of (\d+)", con.boot_text).group(1)) // per)
         loaded, nseg2, _, note, _, _ = status(con, "pause")
         assert nseg2 == nseg and "(paused)" in note and loaded < nseg - 2, (loaded, nseg, note)
