@@ -42,6 +42,7 @@ import hashlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -57,6 +58,7 @@ DEFAULT_BUILD_DIR = ROOT / "build" / "soc" / "sim"
 DEFAULT_CHANNELS = 2   # NAND channels of the default build
 DEFAULT_WAYS = 2       # targets per channel of the default build
 DEFAULT_HOST_QUEUES = 2  # host queue pairs of the default build (soc.nand.DEFAULT_HOST_QUEUES)
+PGO_TRAINING = (8, 300, 256)  # --pgo's training run: blocks per LUN, then `io random 1 <writes> <LBAs>`
 
 VERILOG_EXT = {".v", ".sv", ".vh", ".svh"}
 CXX_EXT = {".c", ".cc", ".cpp", ".cxx"}
@@ -110,6 +112,10 @@ def parse_args(argv=None):
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="C++ compile jobs")
     p.add_argument("--opt-level", default="O2",
                    help="C++ optimisation of the Verilated model (-O2 measured ~10%% faster than Verilator's own -Os, same build time)")
+    p.add_argument("--pgo", action="store_true",
+                   help="profile-guided build of the model: gcc -fprofile-generate, a training run (a boot and "
+                        f"{PGO_TRAINING[1]} random writes through the firmware), then -fprofile-use; ~17%% more "
+                        "cycles per second for about twice the build time (long campaigns, benchmarks)")
     p.add_argument("--threads", type=int, default=1,
                    help="Verilator model threads (--threads; each spins a core, so only with cores to spare)")
     p.add_argument("--trace", action="store_true", help="dump a VCD (gateware/sim.vcd)")
@@ -131,6 +137,8 @@ def parse_args(argv=None):
     for kv in args.nand_set:
         if "=" not in kv:
             p.error(f"--nand-set {kv}: expected KEY=VALUE")
+    if args.pgo and (args.no_nand or args.trace or args.trace_fst):
+        p.error("--pgo: a model with the NAND path and without tracing (the training run writes through it)")
     if args.cache_pages and args.cache_pages < args.channels * args.ways:
         p.error(f"--cache-pages: at least {args.channels * args.ways} (channels x ways, one destage stripe), or 0")
     if not 1 <= args.host_queues <= spec.HOST_REGS["size"].count - 1:
@@ -147,7 +155,7 @@ def config_build_dir(args) -> Path:
 
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
                     ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
-                    threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES, sdram=False)
+                    threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES, sdram=False, pgo=False)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -257,7 +265,7 @@ def _content_for_hash(path: Path) -> bytes:
     return data
 
 
-def verilator_command(soc, gw: Path, args) -> tuple[list[str], str]:
+def verilator_command(soc, gw: Path, args, pgo: str = "") -> tuple[list[str], str]:
     """The make command compiling the Verilated model (``soc/sim_verilator.mk``:
     LiteX's core Makefile with ``--trace`` only when asked, without its
     unconditional ``rm -rf obj_dir``) and a hash of its inputs."""
@@ -287,6 +295,8 @@ def verilator_command(soc, gw: Path, args) -> tuple[list[str], str]:
            f"JOBS={args.jobs}", f"OPT_LEVEL={args.opt_level}", f"OPT_FAST=-{args.opt_level}"]
     if args.threads > 1:
         cmd.append(f"THREADS={args.threads}")
+    if pgo:
+        cmd.append(f"PGO={pgo}")
     if args.trace or args.trace_fst:
         cmd.append("TRACE=1")
     if args.trace_fst:
@@ -328,14 +338,49 @@ def build(args) -> Path:
             t1 = time.time()
             print("sim: Verilating (first build takes about a minute)...", file=sys.stderr)
             stamp.unlink(missing_ok=True)
-            with open(build_dir / "verilator.log", "w") as logf:
-                r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT)
-            if r.returncode != 0:
-                tail = (build_dir / "verilator.log").read_text().splitlines()[-40:]
-                raise SystemExit("sim: Verilator build failed:\n" + "\n".join(tail))
+            (build_dir / "verilator.log").write_text("")
+            if args.pgo:
+                for old in (gw / "obj_dir").glob("*.gcda"):
+                    old.unlink()
+                _make_model(verilator_command(soc, gw, args, pgo="generate")[0], build_dir)
+                print(f"sim: instrumented model built in {time.time() - t1:.1f} s; training it", file=sys.stderr)
+                pgo_train(gw, args, build_dir / "pgo-train")
+                for obj in (*(gw / "obj_dir").glob("*.o"), *(gw / "obj_dir").glob("*.a"), vsim):
+                    obj.unlink()   # all of it again, with the profile
+                cmd, digest = verilator_command(soc, gw, args, pgo="use")
+            _make_model(cmd, build_dir)
             stamp.write_text(digest)
             print(f"sim: Verilated model built in {time.time() - t1:.1f} s", file=sys.stderr)
     return gw
+
+
+def _make_model(cmd: list[str], build_dir: Path) -> None:
+    with open(build_dir / "verilator.log", "a") as logf:
+        r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        tail = (build_dir / "verilator.log").read_text().splitlines()[-40:]
+        raise SystemExit("sim: Verilator build failed:\n" + "\n".join(tail))
+
+
+def pgo_train(gw: Path, args, run_dir: Path) -> None:
+    """--pgo: run the instrumented model on a fresh device (boot, then random writes through the firmware's
+    own queue) and end it cleanly, so it writes its profile (obj_dir/*.gcda)."""
+    from atomflash import simctl
+
+    bpl, writes, lbas = PGO_TRAINING
+    cfg = simctl.SimConfig(channels=args.channels, ways=args.ways, profile=args.nand_profile, blocks_per_lun=bpl,
+                           cache_pages=args.cache_pages, host_queues=args.host_queues, sdram=args.sdram)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    try:
+        simctl.start(run_dir, cfg, fresh=True, gateware=gw)
+        out = simctl.console_command(f"io random 1 {writes} {lbas}", run_dir, timeout=1800)
+        if "error" in out:
+            raise SystemExit(f"sim: --pgo training run failed: {out}")
+    finally:
+        simctl.stop(run_dir, timeout=300)
+    if not any((gw / "obj_dir").glob("*.gcda")):
+        raise SystemExit("sim: --pgo: the training run wrote no profile (obj_dir/*.gcda)")
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def vsim_command(gw: Path, plusargs=()) -> list[str]:

@@ -1,9 +1,12 @@
 # LiteX's litex/build/sim/core/Makefile (BSD-2-Clause), changed for soc/sim.py:
 # --trace only with TRACE=1 (a traced model is slower even while it dumps
 # nothing), OPT_FAST passed to Verilator's own make (its default -Os
-# overrides OPT_LEVEL for the model's fast path), and the glue from
-# soc/sim_veril.cpp, which builds either way.
+# overrides OPT_LEVEL for the model's fast path), the glue from
+# soc/sim_veril.cpp, which builds either way, and gcc's profile-guided
+# optimisation (PGO=generate, then PGO=use: soc/sim.py --pgo).
 include variables.mak
+PGO_GEN := $(if $(filter generate,$(PGO)),-fprofile-generate,)
+PGO_USE := $(if $(filter use,$(PGO)),-fprofile-use -fprofile-correction -Wno-missing-profile,)
 UNAME_S := $(shell uname -s)
 UNAME_M := $(shell uname -m)
 
@@ -52,7 +55,7 @@ sim: $(OBJS_SIM) | mkdir
 		--top-module sim \
 		$(if $(THREADS), --threads $(THREADS),) \
 		-CFLAGS "$(CFLAGS) -I$(SRC_DIR)" \
-		-LDFLAGS "$(LDFLAGS)" \
+		-LDFLAGS "$(LDFLAGS) $(PGO_GEN)" \
 		$(if $(TRACE), --trace,) \
 		$(if $(TRACE_FST), --trace-fst,) \
 		$(if $(COVERAGE), --coverage,) \
@@ -66,7 +69,8 @@ sim: $(OBJS_SIM) | mkdir
 		-Wno-COMBDLY \
 		-Wno-CASEINCOMPLETE \
 		--relative-includes
-	make -j$(JOBS) -C $(OBJ_DIR) -f Vsim.mk Vsim $(if $(OPT_FAST),OPT_FAST="$(OPT_FAST)",)
+	make -j$(JOBS) -C $(OBJ_DIR) -f Vsim.mk Vsim $(if $(OPT_FAST)$(PGO),OPT_FAST="$(OPT_FAST) $(PGO_GEN) $(PGO_USE)",) \
+		$(if $(PGO),OPT_GLOBAL="$(OPT_FAST) $(PGO_GEN) $(PGO_USE)",)
 
 .PHONY: modules
 modules:

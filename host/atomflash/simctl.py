@@ -169,6 +169,7 @@ class SimConfig:
     nand_set: dict = field(default_factory=dict)           # model keys for every target
     target_set: list = field(default_factory=list)         # model keys per target (power cuts, faults)
     sdram: bool = False               # main RAM and host memory in a simulated SDRAM, as on a board (a build of its own)
+    pgo: bool = False                 # a profile-guided model (soc/sim.py --pgo: faster, built twice; a build of its own)
 
     def build_args(self) -> list[str]:
         extra = ["--cache-pages", str(self.cache_pages)] if self.cache_pages else []
@@ -176,6 +177,8 @@ class SimConfig:
             extra += ["--host-queues", str(self.host_queues)]
         if self.sdram:
             extra += ["--sdram"]
+        if self.pgo:
+            extra += ["--pgo"]
         return ["--channels", str(self.channels), "--ways", str(self.ways), "--nand-profile", self.profile,
                 *extra, "-q"]
 

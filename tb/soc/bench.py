@@ -207,9 +207,11 @@ def render(r: dict) -> str:
         total = (b["boot_cycles"] - a["boot_cycles"]) / CLK_HZ * 1e3
         known = grew(*a["phases_ms"])
         lines += ["", f"What grows with the device ({a['blocks_per_lun']} -> {b['blocks_per_lun']} blocks per "
-                  f"LUN, 8x: {total:+.1f} ms): the bad-block markers and page 0 of every block (one OOB read per "
-                  f"block each, {grew('bbt', 'page0'):+.1f} ms); the checkpoint load ({grew('checkpoint'):+.1f} ms: "
-                  "a format-3 boot reads the header and the pages after the map -- erase counts, valid counts, "
+                  f"LUN, 8x: {total:+.1f} ms): page 0 of every block (one OOB read per block, "
+                  f"{grew('page0'):+.1f} ms; the bad-block markers, one raw read per block, "
+                  f"{grew('bbt'):+.1f} ms: a boot reads them only while no checkpoint of format 4 carries the "
+                  f"table, as on the first boot); the checkpoint load ({grew('checkpoint'):+.1f} ms: "
+                  "a boot (format 3 on) reads the header and the pages after the map -- erase counts, valid counts, "
                   "the map pages' CRCs, a few bytes per block -- and no map page); the recovery's finish "
                   f"({grew('finish'):+.1f} ms: it loads only the map segments the scan touches); and the rest of "
                   "the boot (the FTL's start: its pass over the block table, the space check, handing erased "
