@@ -638,11 +638,22 @@ def _done(results: Path) -> dict[int, dict]:
     if not results.exists():
         return {}
     out = {}
-    for line in results.read_text().splitlines():
+    for r in _json_lines(results):
+        if "archived" not in r:
+            out[r["id"]] = r
+    return out
+
+
+def _json_lines(path: Path) -> list[dict]:
+    """The records of a JSON-lines file; a line cut short (a run killed while it appended) is skipped."""
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
         if line.strip():
-            r = json.loads(line)
-            if "archived" not in r:
-                out[r["id"]] = r
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                print(f"campaign: {path}:{n}: not a whole record (a run stopped while writing it?): skipped",
+                      file=sys.stderr)
     return out
 
 
@@ -667,13 +678,11 @@ def read_ledger(path: Path | None) -> tuple[dict[int, dict], list[dict]]:
     trials: dict[int, dict] = {}
     archived: list[dict] = []
     if path and path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if "archived" in r:
-                    archived.append(r["archived"])
-                else:
-                    trials[r["id"]] = r
+        for r in _json_lines(path):
+            if "archived" in r:
+                archived.append(r["archived"])
+            else:
+                trials[r["id"]] = r
     return trials, archived
 
 
@@ -872,6 +881,8 @@ def main(argv=None) -> int:
     done = {**ledger, **_done(results_path)}
     if args.ledger:   # results from before the ledger, or from a run that stopped between the two appends
         with open(args.ledger, "a") as fh:
+            if args.ledger.stat().st_size and not args.ledger.read_bytes().endswith(b"\n"):
+                fh.write("\n")   # after a record cut short: the next one starts a line of its own
             for i in sorted(set(done) - set(ledger)):
                 fh.write(json.dumps(ledger_entry(done[i])) + "\n")
     gone = archived_ids(archived)

@@ -92,3 +92,21 @@ def test_a_campaign_resumes_from_its_ledger_alone(tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(campaign.read_ledger(ledger)[0]) == list(range(20, 36))
     assert "36 of 100 trials done" in (tmp_path / "r.md").read_text()
+
+
+def test_a_record_cut_short_is_skipped(tmp_path, capsys):
+    """A run killed while it appended leaves half a line: the ledger still reads, that trial runs again."""
+    ledger = tmp_path / "ledger.jsonl"
+    whole = [campaign.ledger_entry(r) for r in fake_results(range(3), random.Random(10))]
+    ledger.write_text("".join(json.dumps(e) + "\n" for e in whole) + json.dumps(whole[0])[:25])
+    trials, archived = campaign.read_ledger(ledger)
+    assert sorted(trials) == [0, 1, 2] and not archived
+    assert "ledger.jsonl:4: not a whole record" in capsys.readouterr().err
+    # a run started on it adds what it finds in its --dir on a line of its own
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "results.jsonl").write_text(json.dumps(fake_results([3], random.Random(11))[0]) + "\n")
+    r = subprocess.run([sys.executable, str(ROOT / "sim" / "campaign.py"), "--dir", str(tmp_path / "d"),
+                        "--count", "10", "--ledger", str(ledger), "--report-only"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert sorted(campaign.read_ledger(ledger)[0]) == [0, 1, 2, 3]
