@@ -114,7 +114,7 @@ def parse_args(argv=None):
                    help="C++ optimisation of the Verilated model (-O2 measured ~10%% faster than Verilator's own -Os, same build time)")
     p.add_argument("--pgo", action="store_true",
                    help="profile-guided build of the model: gcc -fprofile-generate, a training run (a boot and "
-                        f"{PGO_TRAINING[1]} random writes through the firmware), then -fprofile-use; ~17%% more "
+                        f"{PGO_TRAINING[1]} random writes through the firmware), then -fprofile-use; 10-25%% more "
                         "cycles per second for about twice the build time (long campaigns, benchmarks)")
     p.add_argument("--threads", type=int, default=1,
                    help="Verilator model threads (--threads; each spins a core, so only with cores to spare)")
@@ -340,18 +340,25 @@ def build(args) -> Path:
             stamp.unlink(missing_ok=True)
             (build_dir / "verilator.log").write_text("")
             if args.pgo:
-                for old in (gw / "obj_dir").glob("*.gcda"):
-                    old.unlink()
+                # every object built again each time: make goes by time stamps, not flags, and an object
+                # left from the last build (Verilator's runtime, say) would miss the profile
+                _remove_objects(gw, "*.gcda")
                 _make_model(verilator_command(soc, gw, args, pgo="generate")[0], build_dir)
                 print(f"sim: instrumented model built in {time.time() - t1:.1f} s; training it", file=sys.stderr)
                 pgo_train(gw, args, build_dir / "pgo-train")
-                for obj in (*(gw / "obj_dir").glob("*.o"), *(gw / "obj_dir").glob("*.a"), vsim):
-                    obj.unlink()   # all of it again, with the profile
+                _remove_objects(gw)
                 cmd, digest = verilator_command(soc, gw, args, pgo="use")
             _make_model(cmd, build_dir)
             stamp.write_text(digest)
             print(f"sim: Verilated model built in {time.time() - t1:.1f} s", file=sys.stderr)
     return gw
+
+
+def _remove_objects(gw: Path, *more: str) -> None:
+    obj = gw / "obj_dir"
+    for pattern in ("*.o", "*.a", "Vsim", *more):
+        for f in obj.glob(pattern):
+            f.unlink()
 
 
 def _make_model(cmd: list[str], build_dir: Path) -> None:
