@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import shutil
 import sys
 import time
@@ -637,11 +638,7 @@ def build_name(gateware: Path) -> str:
 def _done(results: Path) -> dict[int, dict]:
     if not results.exists():
         return {}
-    out = {}
-    for r in _json_lines(results):
-        if "archived" not in r:
-            out[r["id"]] = r
-    return out
+    return {r["id"]: r for r in _json_lines(results)}
 
 
 def _json_lines(path: Path) -> list[dict]:
@@ -691,8 +688,6 @@ def archive_from_report(text: str, source: str) -> dict:
     """The counts of a report this module wrote (its per-site and per-fault tables, the cuts line, the
     builds, the failures), as an archived ledger part: for trials whose results.jsonl is gone with the
     machine that ran them.  Its ids are those the builds list names."""
-    import re
-
     def table(header: str) -> dict[str, dict]:
         rows = {}
         lines = text.splitlines()
@@ -847,7 +842,7 @@ def main(argv=None) -> int:
     p.add_argument("--fresh", action="store_true",
                    help="start every trial on a fresh device instead of the seasoned base (no GC yet; no calibration)")
     p.add_argument("--pgo", action="store_true",
-                   help="build the simulation profile-guided (soc/sim.py --pgo: ~17%% faster trials, a build of "
+                   help="build the simulation profile-guided (soc/sim.py --pgo: 10-25%% faster trials, a build of "
                         "its own that takes about twice as long)")
     p.add_argument("--gateware", type=Path, default=None,
                    help="a built simulation (soc/sim.py --build-only prints it; default: build it now), or a "
