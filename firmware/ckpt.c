@@ -5,6 +5,7 @@
 
 #include <system.h>
 
+#include "anchor.h"
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
@@ -93,6 +94,7 @@ static void wear_page(uint32_t p, uint8_t *page)
 			       (af_flash.blocks[g].flags & (AF_BLOCK_BAD | AF_BLOCK_UNREADABLE) ? AF_CKPT_WEAR_FACTORY_BAD
 				: af_flash.blocks[g].state == AF_BSTATE_RETIRED                ? AF_CKPT_WEAR_RETIRED
 				: af_flash.blocks[g].retire                                    ? AF_CKPT_WEAR_RETIRING
+				: af_flash.blocks[g].state == AF_BSTATE_FREE                   ? AF_CKPT_WEAR_FREE
 												 : 0);
 	}
 }
@@ -243,21 +245,33 @@ int af_ckpt_load(uint32_t g)
 	af_nand_buf_read(ch, slot, 0, page, sizeof(h));
 	memcpy(&h, page, sizeof(h));
 	uint32_t nlist = h.nopen + AF_CKPT_AREAS * h.narea;
+	uint32_t nwords = nlist + (h.format >= 5); /* format 5: the anchor record word after the lists */
 	/* format 3 adds the valid-count and map-CRC pages; a format-2 checkpoint (older firmware) loads
 	 * whole, its counts taken from the map after */
 	uint32_t tail = h.format >= 3 ? 2 * h.wear_pages + crc_pages_for(h.map_pages) : h.wear_pages;
 	if (h.magic != AF_CKPT_MAGIC || h.format < AF_CKPT_FORMAT_OLDEST || h.format > AF_CKPT_FORMAT ||
 	    h.area >= AF_CKPT_AREAS || h.narea == 0 || h.narea > AF_CKPT_MAX_AREA_BLOCKS || h.nlba > af_flash.nlba ||
-	    sizeof(h) + 4 * (uint64_t)nlist > af_nand.page_data || h.map_pages != map_pages_for(h.nlba) ||
+	    sizeof(h) + 4 * (uint64_t)nwords > af_nand.page_data || h.map_pages != map_pages_for(h.nlba) ||
 	    h.wear_pages != af_ckpt_wear_pages(h.nblocks) || h.bound > h.nlba ||
 	    1 + (uint64_t)h.map_pages + tail > h.narea * af_nand.pages_per_block)
 		return -1;
-	af_nand_buf_read(ch, slot, sizeof(h), page + sizeof(h), 4 * nlist); /* the lists */
+	af_nand_buf_read(ch, slot, sizeof(h), page + sizeof(h), 4 * nwords); /* the lists */
 	uint32_t crc = af_crc32_update(AF_CRC32_INIT, page, offsetof(af_ckpt_hdr_t, crc));
-	crc = af_crc32_update(crc, page + sizeof(h), 4 * nlist) ^ AF_CRC32_XOROUT;
+	crc = af_crc32_update(crc, page + sizeof(h), 4 * nwords) ^ AF_CRC32_XOROUT;
 	if (crc != h.crc)
 		return -1;
 	const uint32_t *list = (const uint32_t *)(page + sizeof(h));
+	if (af_flash.fast) {
+		/* the boot read page 0 of no block but the anchor's: only a checkpoint the newest record belongs to
+		 * (its base, or the record its header names), in the record's areas */
+		uint32_t word = h.format >= 5 ? list[nlist] : 0;
+		if (h.format < 5 || h.narea != af_anchor.narea ||
+		    !(af_anchor.base == h.number || (word != 0 && word == (uint32_t)af_anchor.seq)))
+			return -2;
+		for (uint32_t i = 0; i < h.narea; i++)
+			if (af_nand_block_of(list[h.nopen + h.area * h.narea + i]) != af_anchor.area[h.area][i])
+				return -2;
+	}
 	static uint32_t open[AF_CKPT_MAX_OPEN];
 	if (h.nopen > AF_CKPT_MAX_OPEN)
 		return -1;
@@ -272,8 +286,12 @@ int af_ckpt_load(uint32_t g)
 	}
 	/* The other area's blocks as this header names them may have moved on since (rotation, an erase
 	 * failure): a block now holding anything but checkpoint pages is not an area block any more, and the
-	 * next checkpoint takes a fresh one for it (never erasing what is there now). */
-	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+	 * next checkpoint takes a fresh one for it (never erasing what is there now).  The fast path: the
+	 * anchor's record says where they are now. */
+	for (uint32_t a = 0; af_flash.fast && a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; a != h.area && i < h.narea; i++)
+			af_ckpt.area_block[a][i] = af_anchor.area[a][i];
+	for (uint32_t a = 0; !af_flash.fast && a < AF_CKPT_AREAS; a++)
 		for (uint32_t i = 0; a != h.area && i < h.narea; i++) {
 			const af_block_t *b = &af_flash.blocks[af_ckpt.area_block[a][i]];
 			if (b->flags || !(b->p0 == AF_P0_ERASED ||
@@ -335,6 +353,7 @@ int af_ckpt_load(uint32_t g)
 		af_block_t *b = &af_flash.blocks[k];
 		uint32_t v = b->erases;
 		b->erases = v & AF_CKPT_WEAR_COUNT_MASK;
+		b->ckpt_free = h.format >= 5 && (v & AF_CKPT_WEAR_FREE);
 		if (af_ckpt.bbt && (v & AF_CKPT_WEAR_FACTORY_BAD)) {
 			if (!b->flags)
 				af_flash.bad_blocks++;
@@ -357,6 +376,7 @@ int af_ckpt_load(uint32_t g)
 		af_ckpt.retired++;
 	}
 	af_ckpt.valid = af_ckpt.loaded = 1;
+	af_ckpt.format = h.format;
 	af_ckpt.seq = af_ckpt.at = h.seq;
 	af_ckpt.number = h.number;
 	af_ckpt.area = h.area;
@@ -568,7 +588,7 @@ static uint64_t vseq_of(uint32_t ppa, uint32_t lba)
 	return oob.vseq;
 }
 
-static int program_page(uint32_t ppa, const void *data, const af_oob_t *oob)
+int af_ckpt_program_page(uint32_t ppa, const void *data, const af_oob_t *oob)
 {
 	unsigned ch = AF_PPA_PPA_CHANNEL_GET(ppa), slot = af_nand_sync_slot();
 	uint8_t spare[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
@@ -706,7 +726,8 @@ int af_ckpt_take(void)
 				return fail("no erased block left for a checkpoint area");
 			continue; /* erased already */
 		}
-		if (!af_wear.static_off && af_ftl_pool_rotate(&af_ckpt.area_block[area][i], af_wear.spread)) {
+		if (!af_wear.static_off && af_anchor.mode != AF_PLAN_DEAD &&
+		    af_ftl_pool_rotate(&af_ckpt.area_block[area][i], af_wear.spread)) {
 			af_ckpt.rotated++;
 			continue;
 		}
@@ -721,6 +742,10 @@ int af_ckpt_take(void)
 			}
 		}
 	}
+	/* areas that moved: the anchor's record first, so a boot never takes the old ones for them */
+	if (af_anchor.mode != AF_PLAN_OFF && af_anchor_areas_changed() &&
+	    af_anchor_write(af_anchor.mode == AF_PLAN_NONE ? AF_ANCHOR_FLAG_NO_PLAN : 0) < 0)
+		return fail("the anchor's record of the new checkpoint areas could not be written");
 	/* the erase counts as they are now, this area's erases included */
 	for (uint32_t p = 0; p < wear_pages; p++) {
 		wear_page(p, af_ckpt.page);
@@ -755,7 +780,7 @@ int af_ckpt_take(void)
 		/* open, or closed after a floor an open transaction/append lowered: pages from it on may be in it */
 		if (b->state == AF_BSTATE_CORE || (floor < at && b->state == AF_BSTATE_DATA && b->close_seq > floor)) {
 			if (nopen == AF_CKPT_MAX_OPEN ||
-			    sizeof(h) + 4 * (nopen + 1 + AF_CKPT_AREAS * af_ckpt.narea) > af_nand.page_data)
+			    sizeof(h) + 4 * (nopen + 2 + AF_CKPT_AREAS * af_ckpt.narea) > af_nand.page_data)
 				return fail("the header's block lists do not fit a page (a transaction open for too long?)");
 			list[nopen++] = af_nand_block_ppa(g);
 		}
@@ -765,6 +790,7 @@ int af_ckpt_take(void)
 		for (uint32_t i = 0; i < af_ckpt.narea; i++)
 			list[nopen + a * af_ckpt.narea + i] = af_nand_block_ppa(af_ckpt.area_block[a][i]);
 	uint32_t nlist = nopen + AF_CKPT_AREAS * af_ckpt.narea;
+	list[nlist++] = af_anchor_header_word(); /* format 5 */
 	if (sizeof(h) + 4 * nlist > af_nand.page_data)
 		return fail("the header's block lists do not fit a page");
 	uint32_t crc = af_crc32_update(AF_CRC32_INIT, &h, offsetof(af_ckpt_hdr_t, crc));
@@ -772,7 +798,7 @@ int af_ckpt_take(void)
 	memcpy(af_ckpt.page, &h, sizeof(h));
 	af_oob_t oob;
 	af_ckpt_oob(&oob, 0, total, floor, h.number);
-	if (program_page(page_ppa(area, 0), af_ckpt.page, &oob) < 0)
+	if (af_ckpt_program_page(page_ppa(area, 0), af_ckpt.page, &oob) < 0)
 		return fail("program of the header page failed");
 
 	/* pass 2: the same entries from the shadow (the live table may have moved on) */
@@ -785,25 +811,25 @@ int af_ckpt_take(void)
 				memset(&e[i], 0xff, sizeof(e[i]));
 		}
 		af_ckpt_oob(&oob, 1 + p, total, floor, h.number);
-		if (program_page(page_ppa(area, 1 + p), af_ckpt.page, &oob) < 0)
+		if (af_ckpt_program_page(page_ppa(area, 1 + p), af_ckpt.page, &oob) < 0)
 			return fail("program of a map page failed");
 	}
 	for (uint32_t p = 0; p < wear_pages; p++) {
 		wear_page(p, af_ckpt.page);
 		af_ckpt_oob(&oob, 1 + map_pages + p, total, floor, h.number);
-		if (program_page(page_ppa(area, 1 + map_pages + p), af_ckpt.page, &oob) < 0)
+		if (af_ckpt_program_page(page_ppa(area, 1 + map_pages + p), af_ckpt.page, &oob) < 0)
 			return fail("program of a wear page failed");
 	}
 	for (uint32_t p = 0; p < wear_pages; p++) {
 		count_page(p, counts, af_ckpt.page);
 		af_ckpt_oob(&oob, 1 + map_pages + wear_pages + p, total, floor, h.number);
-		if (program_page(page_ppa(area, 1 + map_pages + wear_pages + p), af_ckpt.page, &oob) < 0)
+		if (af_ckpt_program_page(page_ppa(area, 1 + map_pages + wear_pages + p), af_ckpt.page, &oob) < 0)
 			return fail("program of a valid-count page failed");
 	}
 	for (uint32_t p = 0; p < crc_pages; p++) {
 		crc_page(p, map_crc, map_pages, af_ckpt.page);
 		af_ckpt_oob(&oob, 1 + map_pages + 2 * wear_pages + p, total, floor, h.number);
-		if (program_page(page_ppa(area, 1 + map_pages + 2 * wear_pages + p), af_ckpt.page, &oob) < 0)
+		if (af_ckpt_program_page(page_ppa(area, 1 + map_pages + 2 * wear_pages + p), af_ckpt.page, &oob) < 0)
 			return fail("program of a map-CRC page failed");
 	}
 	af_ckpt.valid = 1;
@@ -816,6 +842,7 @@ int af_ckpt_take(void)
 	af_ckpt.taken++;
 	af_ckpt.pages_written += total;
 	af_ckpt.t_last = af_uptime_cycles() - t0;
+	af_plan_checkpointed(); /* a fresh plan counted from this checkpoint */
 	return 0;
 }
 
@@ -873,6 +900,7 @@ static int cmd_ckpt(int argc, char **argv)
 				printf(" %lu", (unsigned long)af_ckpt.area_block[a][i]);
 		printf("\n");
 	}
+	af_anchor_print("anchor: ");
 	printf("taken %lu, failed %lu since boot; OOB reads for changed entries %lu; every %lu pages\n",
 	       (unsigned long)af_ckpt.taken, (unsigned long)af_ckpt.failed, (unsigned long)af_ckpt.oob_reads,
 	       (unsigned long)af_ckpt.interval);

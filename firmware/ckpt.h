@@ -57,6 +57,7 @@ typedef struct {
 	uint8_t *page;             /* one page of data */
 	/* boot */
 	int loaded;                /* boot loaded one */
+	uint32_t format;           /* its CKPT_HDR.format */
 	uint32_t nopen;            /* open blocks it listed */
 	uint32_t tried;            /* headers found that were not intact */
 	uint32_t retired;          /* grown bad blocks it named */
@@ -91,6 +92,8 @@ int af_ckpt_reserve_areas(void);
 void af_ckpt_poll(void);
 /* Is global block g one of the checkpoint areas' blocks? */
 int af_ckpt_is_area(uint32_t g);
+/* Program one page (data: page_data bytes, then the OOB record) through the sync slot.  0 or -1. */
+int af_ckpt_program_page(uint32_t ppa, const void *data, const af_oob_t *oob);
 /* An OOB record for a checkpoint page. */
 void af_ckpt_oob(af_oob_t *oob, uint32_t index, uint32_t total, uint64_t seq, uint64_t number);
 

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "anchor.h"
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
@@ -163,9 +164,10 @@ static int nand_test(int argc, char **argv)
 		return AF_EFAIL;
 	}
 	const af_block_t *x = &af_flash.blocks[b];
-	if (x->flags || x->written || x->state == AF_BSTATE_CORE) {
+	if (x->flags || x->written || x->state == AF_BSTATE_CORE || x->state == AF_BSTATE_CKPT || x->anchor) {
 		printf("error: block %lu is %s: only a free block is erased and programmed\n", (unsigned long)b,
-		       x->flags ? "bad" : x->written ? "written" : "the FTL core's (open or queued)");
+		       x->flags ? "bad" : x->anchor ? "an anchor block" : x->state == AF_BSTATE_CKPT ? "a checkpoint area's"
+		       : x->written ? "written" : "the FTL core's (open or queued)");
 		return AF_EFAIL;
 	}
 	uint32_t ppa0 = af_nand_block_ppa(b);
@@ -434,6 +436,7 @@ static int cmd_block(int argc, char **argv)
 			    : x->flags & AF_BLOCK_UNREADABLE ? "bad (marker unreadable)"
 			    : x->retire ? "retiring (a program failed; GC moves its data)"
 			    : x->flags ? "retired (grown bad)"
+			    : x->anchor && af_anchor.found ? "anchor (boot records)"
 			    : x->state == AF_BSTATE_CORE ? "the FTL core's (open or queued)"
 			    : x->written == 0 ? "free"
 			    : x->written < af_nand.pages_per_block ? "open"
@@ -446,9 +449,9 @@ static int cmd_block(int argc, char **argv)
 	}
 	printf("block %lu (", (unsigned long)b);
 	print_block_addr(b);
-	printf("): %s, %lu of %lu pages written, %lu torn, %lu valid, %lu erases\n", state, (unsigned long)x->written,
+	printf("): %s, %lu of %lu pages written, %lu torn, %lu valid%s, %lu erases\n", state, (unsigned long)x->written,
 	       (unsigned long)af_nand.pages_per_block, (unsigned long)x->torn, (unsigned long)valid,
-	       (unsigned long)x->erases);
+	       x->planned == 1 ? " (in the anchor's plan)" : "", (unsigned long)x->erases);
 	return AF_OK;
 }
 AF_COMMAND(block, "block <n>", "a block's state and valid page count (n: global block number, see bbt)", cmd_block);

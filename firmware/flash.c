@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "anchor.h"
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
@@ -150,13 +151,14 @@ struct walk {
 	uint32_t pages;  /* pages per block to visit (1: page 0 only) */
 	int skip_bad;    /* skip blocks the bad-block table marks */
 	int selected;    /* visit only blocks marked for the recovery scan (af_block_t.scan) */
+	int cand;        /* visit only the fast path's candidates (af_block_t.cand) */
 };
 
 /* Whether the walk visits block (lun, block) on target t. */
 static int walk_visits(const walk_t *w, uint32_t t, uint32_t lun, uint32_t block)
 {
 	const af_block_t *b = &af_flash.blocks[(t * af_nand.luns + lun) * af_nand.blocks_per_lun + block];
-	return (!w->skip_bad || !b->flags) && (!w->selected || (b->scan && !b->scan_end));
+	return (!w->skip_bad || !b->flags) && (!w->selected || (b->scan && !b->scan_end)) && (!w->cand || b->cand);
 }
 
 static int walk_next(walk_t *w, uint32_t *ppa, uint32_t *gblock)
@@ -225,6 +227,7 @@ static void p0_consume(void *ctx, pipe_ent_t *e)
 {
 	af_block_t *b = &af_flash.blocks[e->gblock];
 	af_oob_t oob;
+	af_flash.p0_reads++;
 	if (e->result == AF_NANDRESULT_ERASED) {
 		b->p0 = AF_P0_ERASED;
 		return;
@@ -234,7 +237,9 @@ static void p0_consume(void *ctx, pipe_ent_t *e)
 		b->p0 = AF_P0_TORN;
 		return;
 	}
-	b->p0 = oob.kind == AF_KIND_CHECKPOINT && oob.lba == 0 ? AF_P0_CKPT : AF_P0_INTACT;
+	b->p0 = oob.kind == AF_KIND_CHECKPOINT && oob.lba == 0		    ? AF_P0_CKPT
+		: oob.kind == AF_KIND_CHECKPOINT && oob.lba == AF_ANCHOR_OOB_LBA ? AF_P0_ANCHOR
+										  : AF_P0_INTACT;
 	b->p0_kind = oob.kind;
 	b->p0_seq = oob.seq;
 	b->p0_num = oob.vseq;
@@ -259,6 +264,93 @@ static int find_checkpoint(void)
 		af_ckpt.tried++;
 		below = af_flash.blocks[best].p0_num;
 	}
+}
+
+/* --- the fast path (anchor.h): page 0 of the anchor's blocks only ------------------------ */
+
+static int fast_fail(const char *why)
+{
+	af_flash.full_why = why;
+	af_flash.fast = 0;
+	return 0;
+}
+
+/* Load the newest checkpoint in the anchor's areas and read page 0 of the blocks written since its floor
+ * (open in it, or planned).  1 when it did; 0 when the boot must read page 0 of every block
+ * (af_flash.full_why says why), with nothing changed that the full path does not set again. */
+static int fast_boot(void)
+{
+	if (!AF_ANCHOR_ENABLED)
+		return fast_fail("anchor.h: AF_ANCHOR_ENABLED is 0");
+	if (!af_anchor.found)
+		return fast_fail("no anchor blocks (fewer than two good ones at the start of target 0)");
+	if (!af_anchor.have)
+		return fast_fail("no anchor record");
+	if (af_anchor.flags & AF_ANCHOR_FLAG_NO_PLAN)
+		return fast_fail("the anchor's record keeps no plan");
+	/* page 0 of both areas' first blocks: the headers */
+	uint32_t g[AF_CKPT_AREAS];
+	uint64_t num[AF_CKPT_AREAS];
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++) {
+		g[a] = af_anchor.narea ? af_anchor.area[a][0] : AF_CKPT_NO_BLOCK;
+		num[a] = 0;
+		if (g[a] >= af_flash.nblocks)
+			continue;
+		uint8_t buf[PIPE_BYTES] __attribute__((aligned(4)));
+		af_oob_t oob;
+		af_flash.p0_reads++;
+		int r = af_nand_read(af_nand_block_ppa(g[a]), af_nand.oob_col, af_nand.oob_bytes, buf, 0, NULL);
+		memcpy(&oob, buf + AF_NAND_BBM_BYTES, sizeof(oob));
+		if (r == AF_NANDRESULT_OK && af_crc32(&oob, AF_OOB_CRC_SPAN) == oob.crc && oob.format == AF_OOB_FORMAT &&
+		    oob.kind == AF_KIND_CHECKPOINT && oob.lba == 0) {
+			num[a] = oob.vseq;
+			if (oob.vseq > af_ckpt.seen_number) /* intact or not, the next checkpoint goes above it */
+				af_ckpt.seen_number = oob.vseq;
+		}
+	}
+	af_flash.fast = 1;
+	for (;;) {
+		uint32_t a = num[0] >= num[1] ? 0 : 1;
+		if (num[a] == 0)
+			break;
+		int r = af_ckpt_load(g[a]);
+		if (r == 0)
+			break;
+		if (r == -2) {
+			af_ckpt.tried = 0;
+			return fast_fail("the newest checkpoint is not the one the anchor's record belongs to");
+		}
+		af_ckpt.tried++;
+		num[a] = 0;
+	}
+	if (!af_ckpt.loaded) {
+		af_ckpt.tried = 0;
+		return fast_fail("no checkpoint in the anchor's areas loads");
+	}
+	if (af_ckpt.number > af_ckpt.seen_number)
+		af_ckpt.seen_number = af_ckpt.number;
+	/* Every good block as the checkpoint knew it: free, or written below its floor; page 0 is read only of
+	 * those open then (af_ckpt_load marked them) or planned since. */
+	for (uint32_t k = 0; k < af_flash.nblocks; k++) {
+		af_block_t *b = &af_flash.blocks[k];
+		b->p0 = b->ckpt_free ? AF_P0_ERASED : AF_P0_INTACT;
+		b->p0_kind = AF_KIND_DATA;
+		b->p0_seq = 0;
+		b->cand = b->scan;
+	}
+	for (uint32_t i = 0; i < af_anchor.nplan; i++)
+		if (af_anchor.plan[i] < af_flash.nblocks)
+			af_flash.blocks[af_anchor.plan[i]].cand = 1;
+	walk_t w = { .pages = 1, .skip_bad = 1, .cand = 1 };
+	pipe_t p = { af_nand.oob_col, af_nand.oob_bytes, 0, &w, p0_consume, NULL };
+	uint64_t t0 = af_uptime_cycles();
+	int r = pipe_run(&p);
+	af_flash.t_p0 = af_uptime_cycles() - t0;
+	if (r < 0) {
+		printf("error: boot: page-0 reads timed out\n");
+		return -1;
+	}
+	return 1;
 }
 
 /* --- recovery scan ----------------------------------------------------------------- */
@@ -465,24 +557,51 @@ int af_flash_boot(void)
 		return -1;
 	}
 	af_flash.ram_used = af_ram_used();
+	/* The anchor, then the checkpoint its record names and page 0 of the blocks written since; or page 0
+	 * of every block: checkpoint headers, and each block's first seq.  The bad-block table comes after
+	 * it: from the newest checkpoint (format 4), or else from the factory markers. */
 	t0 = af_uptime_cycles();
-	walk_t w0 = { .pages = 1, .skip_bad = 0 };
-	pipe_t p0 = { af_nand.oob_col, af_nand.oob_bytes, 0, &w0, p0_consume, NULL };
-	r = pipe_run(&p0);
-	af_flash.t_p0 = af_uptime_cycles() - t0;
-	if (r < 0) {
-		printf("error: boot: page-0 reads timed out\n");
-		return r;
+	af_anchor_boot();
+	int have_ckpt = fast_boot();
+	if (have_ckpt < 0)
+		return have_ckpt;
+	af_flash.t_ckpt = af_uptime_cycles() - t0 - af_flash.t_p0;
+	if (!have_ckpt) {
+		t0 = af_uptime_cycles();
+		walk_t w0 = { .pages = 1, .skip_bad = 0 };
+		pipe_t p0 = { af_nand.oob_col, af_nand.oob_bytes, 0, &w0, p0_consume, NULL };
+		r = pipe_run(&p0);
+		af_flash.t_p0 = af_uptime_cycles() - t0;
+		if (r < 0) {
+			printf("error: boot: page-0 reads timed out\n");
+			return r;
+		}
+		t0 = af_uptime_cycles();
+		have_ckpt = find_checkpoint();
+		/* the next checkpoint's number above every header on flash, intact or not: a torn or stale header
+		 * that stays in a block no area names (rotation) must never tie with a new one (find_checkpoint
+		 * tries each number once) */
+		for (uint32_t g = 0; g < af_flash.nblocks; g++)
+			if (!af_flash.blocks[g].flags && af_flash.blocks[g].p0 == AF_P0_CKPT &&
+			    af_flash.blocks[g].p0_num > af_ckpt.seen_number)
+				af_ckpt.seen_number = af_flash.blocks[g].p0_num;
+		af_flash.t_ckpt += af_uptime_cycles() - t0;
+		/* The anchor blocks are this firmware's when they hold its records or nothing; on a device an
+		 * older firmware wrote (a checkpoint before format 5) only when they are erased. */
+		for (uint32_t i = 0; af_anchor.found && i < AF_ANCHOR_BLOCKS; i++) {
+			uint8_t p0 = af_flash.blocks[af_anchor.block[i]].p0;
+			int older = have_ckpt && af_ckpt.format < 5;
+			if (!(p0 == AF_P0_ERASED || p0 == AF_P0_ANCHOR || (p0 == AF_P0_TORN && !older))) {
+				printf("anchor: block %lu holds an older firmware's data: no anchor on this device (every boot "
+				       "reads page 0 of every block)\n", (unsigned long)af_anchor.block[i]);
+				for (uint32_t j = 0; j < AF_ANCHOR_BLOCKS; j++)
+					af_flash.blocks[af_anchor.block[j]].anchor = 0;
+				af_anchor.found = 0;
+				af_anchor.mode = AF_PLAN_OFF;
+				break;
+			}
+		}
 	}
-	t0 = af_uptime_cycles();
-	int have_ckpt = find_checkpoint();
-	/* the next checkpoint's number above every header on flash, intact or not: a torn or stale header that
-	 * stays in a block no area names (rotation) must never tie with a new one (find_checkpoint tries each
-	 * number once) */
-	for (uint32_t g = 0; g < af_flash.nblocks; g++)
-		if (!af_flash.blocks[g].flags && af_flash.blocks[g].p0 == AF_P0_CKPT && af_flash.blocks[g].p0_num > af_ckpt.seen_number)
-			af_ckpt.seen_number = af_flash.blocks[g].p0_num;
-	af_flash.t_ckpt = af_uptime_cycles() - t0;
 	if (!af_ckpt.bbt) {
 		/* Factory bad blocks: raw read of page 0's marker bytes (the first boot, or an older
 		 * checkpoint format).  What the page-0 pass read of a bad block is ignored from here on. */
@@ -528,13 +647,29 @@ int af_flash_boot(void)
 	} else {
 		printf("checkpoint: none%s: scanning every block\n", af_ckpt.tried ? " intact" : "");
 	}
+	if (af_anchor.found && !af_anchor.have) {
+		printf("anchor: blocks %lu %lu, no record yet", (unsigned long)af_anchor.block[0],
+		       (unsigned long)af_anchor.block[1]);
+	} else if (af_anchor.found) {
+		printf("anchor: blocks %lu %lu, record ", (unsigned long)af_anchor.block[0], (unsigned long)af_anchor.block[1]);
+		af_print_u64(af_anchor.seq);
+		printf(" (base checkpoint ");
+		af_print_u64(af_anchor.base);
+		printf(", plan %lu blocks)", (unsigned long)af_anchor.nplan);
+	} else {
+		printf("anchor: %s", AF_ANCHOR_ENABLED ? "none" : "off in this build");
+	}
+	if (af_flash.fast)
+		printf(": page 0 of %lu blocks read\n", (unsigned long)af_flash.p0_reads);
+	else
+		printf(": page 0 of every block read (%s)\n", af_flash.full_why ? af_flash.full_why : "?");
 	/* Which blocks recovery reads: with a checkpoint, those written from its floor on
 	 * (page 0 newer, torn, or open then); the areas never (their pages prove nothing). */
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 		af_block_t *b = &af_flash.blocks[g];
 		if (b->flags)
 			continue;
-		if (have_ckpt && af_ckpt_is_area(g)) {
+		if (b->anchor || (have_ckpt && af_ckpt_is_area(g))) {
 			b->scan = 0;
 			b->state = AF_BSTATE_CKPT;
 			b->written = (uint16_t)af_nand.pages_per_block;

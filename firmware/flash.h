@@ -38,6 +38,10 @@ typedef struct {
 	uint8_t scan_end; /* the scan met its first erased page: the written prefix ends there (docs/recovery.md) */
 	uint8_t needs_erase; /* found erased at boot (pages past the first erased one never read): erase before use */
 	uint8_t retire;   /* a program failed in it: GC moves its bound pages, then it is retired */
+	uint8_t anchor;   /* an anchor block (anchor.h) */
+	uint8_t planned;  /* in the anchor's plan: 1 in a durable record, 2 in the one being written (anchor.c) */
+	uint8_t ckpt_free; /* boot: the checkpoint loaded says it was in the free pool (format 5) */
+	uint8_t cand;     /* boot: page 0 read in the fast path (open in the checkpoint, or planned) */
 	uint8_t torn_end; /* its written prefix ends in a data page whose data does not read (torn by a cut) */
 	uint32_t erases;  /* erase count (wear.c): saved in checkpoints, counted since */
 	uint8_t p0_kind;  /* page 0's OOB kind (AF_P0_INTACT, AF_P0_CKPT) */
@@ -50,9 +54,13 @@ typedef struct {
 #define AF_P0_INTACT 1   /* an intact OOB record */
 #define AF_P0_CKPT 2     /* the header page of a checkpoint */
 #define AF_P0_TORN 3     /* programmed, not intact or unreadable */
+#define AF_P0_ANCHOR 4   /* an anchor record (anchor.h) */
 
 typedef struct {
 	int nand_ok;              /* bring-up succeeded */
+	int fast;                 /* the boot reads page 0 of the anchor's blocks only (anchor.h) */
+	const char *full_why;     /* why it read page 0 of every block (NULL: it did not) */
+	uint32_t p0_reads;        /* page-0 reads at boot */
 	int scanned;              /* recovery ran to the end */
 	uint32_t nlba;
 	uint32_t nblocks;

@@ -4,6 +4,7 @@
 
 #include <system.h>
 
+#include "anchor.h"
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
@@ -143,13 +144,27 @@ static unsigned die_target(void)
 	return 1 + (af_ftl.free_depth < 2 ? af_ftl.free_depth : 2);
 }
 
-/* Pop die's next erased block (erasing it first when only its page 0 is known erased). */
-static int pool_pop(uint32_t die, uint16_t *block)
+/* Pop die's next erased block (erasing it first when only its page 0 is known erased); for the core
+ * (for_core) only a block the anchor's plan allows.  0; -1 when the pool is empty, -2 when no block in it
+ * is planned. */
+static int pool_pop(uint32_t die, uint16_t *block, int for_core)
 {
 	while (af_ftl.pool_n[die] > 0) {
 		/* least worn first (dynamic wear levelling): swap it to the top, pop */
 		uint16_t *pool = &af_ftl.pool[die * af_nand.blocks_per_lun];
-		uint32_t top = --af_ftl.pool_n[die], pick = af_wear_pick(die, pool, top + 1);
+		uint32_t top = af_ftl.pool_n[die] - 1, pick = af_wear_pick(die, pool, top + 1);
+		if (for_core && !af_plan_allows(af_ftl_gblock(die, pool[pick]))) {
+			pick = UINT32_MAX; /* the least worn of the planned ones (ties: the stack's top) */
+			for (uint32_t i = top + 1; i-- > 0;) {
+				uint32_t g = af_ftl_gblock(die, pool[i]);
+				if (af_plan_allows(g) && (pick == UINT32_MAX || af_flash.blocks[g].erases <
+									 af_flash.blocks[af_ftl_gblock(die, pool[pick])].erases))
+					pick = i;
+			}
+			if (pick == UINT32_MAX)
+				return -2;
+		}
+		af_ftl.pool_n[die] = top;
 		*block = pool[pick];
 		pool[pick] = pool[top];
 		af_ftl.free_blocks--;
@@ -176,7 +191,7 @@ int af_ftl_pool_take(uint32_t *g)
 		if (af_ftl.pool_n[d] > af_ftl.pool_n[best])
 			best = d;
 	uint16_t block;
-	if (pool_pop(best, &block) < 0)
+	if (pool_pop(best, &block, 0) < 0)
 		return -1;
 	*g = af_ftl_gblock(best, block);
 	af_flash.blocks[*g].state = AF_BSTATE_CKPT;
@@ -199,7 +214,7 @@ int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
 	if (best == UINT32_MAX || old->erases < best + spread || AF_PPA_PPA_LUN_GET(old_ppa) != 0)
 		return 0;
 	uint16_t block;
-	if (pool_pop(best_die, &block) < 0) /* the least worn of that die: the one found (or as worn) */
+	if (pool_pop(best_die, &block, 0) < 0) /* the least worn of that die: the one found (or as worn) */
 		return 0;
 	uint32_t fresh = af_ftl_gblock(best_die, block);
 	af_flash.blocks[fresh].state = AF_BSTATE_CKPT;
@@ -226,7 +241,10 @@ void af_ftl_refill(uint32_t die)
 			return;
 		}
 		uint16_t block;
-		if (pool_pop(die, &block) < 0)
+		int r = pool_pop(die, &block, 1);
+		if (r == -2 && af_plan_extend() == 0) /* the plan ran dry on this die: topped up, recorded */
+			r = pool_pop(die, &block, 1);
+		if (r < 0)
 			return;
 		ftl_wr(AF_FTL_FREE, (die << AF_FTL_FREE_DIE_SHIFT) | ((uint32_t)block << AF_FTL_FREE_BLOCK_SHIFT));
 		af_flash.blocks[af_ftl_gblock(die, block)].state = AF_BSTATE_CORE;
@@ -471,7 +489,7 @@ int af_ftl_start(void)
 	/* capacity: the dies' blocks less the checkpoint areas, GC's reserve and one open
 	 * block per die, less the over-provisioning; from the geometry alone, so it is the
 	 * same on every boot (grown bad blocks eat into the over-provisioning) */
-	uint32_t ppb = af_nand.pages_per_block, held = AF_FTL_GC_RESERVE + af_ftl.dies, narea = 1;
+	uint32_t ppb = af_nand.pages_per_block, held = AF_FTL_GC_RESERVE + af_ftl.dies + (AF_ANCHOR_ENABLED ? AF_ANCHOR_BLOCKS : 0), narea = 1;
 	for (int i = 0; i < 3; i++) {
 		uint32_t blocks = af_ftl.dies * bpl > held + AF_CKPT_AREAS * narea ? af_ftl.dies * bpl - held - AF_CKPT_AREAS * narea : 0;
 		af_ftl.capacity = (uint64_t)blocks * ppb * (100u - AF_LIMITS_OVER_PROVISION_PERCENT) / 100u;
@@ -589,6 +607,7 @@ int af_ftl_start(void)
 		return -1;
 	}
 	af_ftl.running = 1;
+	af_plan_boot(); /* the anchor's record of what this boot may hand out, before it does */
 	for (uint32_t d = 0; d < af_ftl.dies; d++)
 		af_ftl_refill(d);
 

@@ -371,15 +371,17 @@ def first_vseq_of(tag: int, vseq: int) -> int:
 # the map (recovery adjusts them per entry it changes); then the map-CRC
 # pages: one u32 per map page, OOB_CRC of its data.  A format-3 boot reads
 # the pages after the map (their CRC is payload_crc) and loads map pages
-# lazily, each checked against its CRC.
+# lazily, each checked against its CRC.  Format 5: wear entries carry
+# CKPT.WEAR_FREE for the blocks of the firmware's free pool, so a boot that
+# finds an anchor (ANCHOR below) reads page 0 of no other block.
 # Every page's OOB: kind CHECKPOINT, lba = page index in the checkpoint,
 # vseq = the checkpoint number, seq = its floor, group_len = its pages.
 # -----------------------------------------------------------------------------
 
 CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
     Constant("MAGIC", int.from_bytes(b"AFCK", "little"), "CKPT_HDR.magic"),
-    Constant("FORMAT", 4, "CKPT_HDR.format written (3: valid-count and map-CRC pages after the wear pages, "
-                          "CKPT_HDR.bound; 4: wear entries carry WEAR_FACTORY_BAD)"),
+    Constant("FORMAT", 5, "CKPT_HDR.format written (3: valid-count and map-CRC pages after the wear pages, "
+                          "CKPT_HDR.bound; 4: wear entries carry WEAR_FACTORY_BAD; 5: and WEAR_FREE)"),
     Constant("FORMAT_OLDEST", 2, "oldest CKPT_HDR.format the firmware still loads (2: no valid-count pages; "
                                  "the boot counts from the map)"),
     Constant("AREAS", 2, "alternating checkpoint areas"),
@@ -389,7 +391,9 @@ CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
                                         "once GC moved its data"),
     Constant("WEAR_FACTORY_BAD", 1 << 29, "wear-page entry bit (format 4): the block is factory bad (its marker "
                                           "was not FFh, or did not read, when the markers were read)"),
-    Constant("WEAR_COUNT_MASK", (1 << 29) - 1, "wear-page entry bits holding the erase count"),
+    Constant("WEAR_FREE", 1 << 28, "wear-page entry bit (format 5): the block was in the firmware's free pool "
+                                   "(erased, or to be erased before use) when the checkpoint was taken"),
+    Constant("WEAR_COUNT_MASK", (1 << 28) - 1, "wear-page entry bits holding the erase count"),
 ])
 
 CKPT_HDR = Record(
@@ -430,6 +434,58 @@ CKPT_ENTRY = Record(
         u32("rsvd", "reserved, 0"),
     ],
     size=16,
+)
+
+
+# -----------------------------------------------------------------------------
+# The anchor (firmware): what lets a boot read page 0 of a bounded set of
+# blocks instead of every block.  The first ANCHOR.BLOCKS good blocks of LUN 0
+# of target 0 (among its first ANCHOR.SEARCH blocks, by factory marker) hold an
+# append-only log of records, one page each: ANCHOR_HDR, then both checkpoint
+# areas' blocks, then the *plan*: every block the firmware has handed to the
+# core, or may hand to it, since the header of checkpoint `base` was built.
+# A record is programmed before the areas change and before a block outside
+# the plan is handed out, so at boot the newest intact record names the areas
+# (the newest checkpoint is page 0 of one of them) and, with that checkpoint's
+# open blocks, every block written since its floor.  Every other block's
+# state is in the checkpoint (format 5: CKPT.WEAR_FREE).  A record with
+# ANCHOR.FLAG_NO_PLAN (its plan did not fit a page), none, or a checkpoint
+# that is neither `base` nor the next one: the boot reads page 0 of every
+# block, as without an anchor.  When one block is full the other is erased
+# and the next record is its page 0 (the full block keeps the newest record
+# until then).  OOB: kind CHECKPOINT, lba ANCHOR.OOB_LBA, vseq = the record's
+# seq, seq 0.
+# -----------------------------------------------------------------------------
+
+ANCHOR = ConstantGroup("anchor", "Anchor log constants (firmware boot).", [
+    Constant("MAGIC", int.from_bytes(b"AFAN", "little"), "ANCHOR_HDR.magic"),
+    Constant("FORMAT", 1, "ANCHOR_HDR.format written"),
+    Constant("BLOCKS", 2, "anchor blocks: the first good ones of LUN 0 of target 0"),
+    Constant("SEARCH", 8, "blocks of LUN 0 of target 0 whose factory markers the boot reads to find them "
+                          "(fewer good ones: no anchor, every boot reads page 0 of every block)"),
+    Constant("OOB_LBA", 0xFFFF_FFFF, "OOB.lba of an anchor page (kind CHECKPOINT; a checkpoint's pages count "
+                                     "from 0)"),
+    Constant("FLAG_NO_PLAN", 1 << 0, "ANCHOR_HDR.flags: blocks are handed out without a plan: the boot reads "
+                                     "page 0 of every block"),
+])
+
+ANCHOR_HDR = Record(
+    "anchor_hdr",
+    "Header at byte 0 of an anchor record's page; after it: narea u32 PPAs of area 0's blocks, narea of area "
+    "1's, then nplan u32 PPAs (page 0 of each planned block).",
+    [
+        u32("magic", "ANCHOR.MAGIC"),
+        u8("format", "ANCHOR.FORMAT"),
+        u8("flags", "ANCHOR.FLAG_*"),
+        u16("rsvd0", "reserved, 0"),
+        u64("seq", "record number: one more than the previous record's"),
+        u64("base", "the checkpoint the plan counts from (0: none yet)"),
+        u32("narea", "blocks per checkpoint area"),
+        u32("nplan", "blocks in the plan"),
+        u32("crc", "OOB_CRC over the header bytes before this field followed by the lists"),
+        u32("rsvd1", "reserved, 0"),
+    ],
+    size=40,
 )
 
 
@@ -1140,10 +1196,10 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]
 
-CONSTANTS = [LIMITS, LOG, CKPT, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
+CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult, NoSpace]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, ANCHOR_HDR]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),

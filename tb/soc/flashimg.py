@@ -214,6 +214,8 @@ class FirmwareCheckpoint:
     retired: set[int]              # global blocks it names as grown bad (spec.CKPT.WEAR_RETIRED)
     valid: list[int] | None = None  # format 3: valid pages per global block as the firmware counted them
     factory_bad: set[int] | None = None  # format 4: global blocks it names as factory bad (CKPT.WEAR_FACTORY_BAD)
+    free: set[int] | None = None   # format 5: global blocks of the free pool (CKPT.WEAR_FREE)
+    anchor_word: int | None = None  # format 5: the anchor record it belongs to (0: none)
 
     @property
     def model(self) -> Checkpoint:
@@ -228,20 +230,22 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
         return None
     h = spec.CKPT_HDR.unpack(p.data[:hdr_size])
     nlist = h.nopen + spec.CKPT.AREAS * h.narea
+    nwords = nlist + (h.format >= 5)   # format 5: the anchor record word after the lists
     per_page = page_data // ent.size
     fmt3 = h.format >= 3
     count_pages = h.wear_pages if fmt3 else 0
     crc_pages = -(-h.map_pages * 4 // page_data) if fmt3 else 0
     if (h.magic != spec.CKPT.MAGIC or not spec.CKPT.FORMAT_OLDEST <= h.format <= spec.CKPT.FORMAT
-            or h.area >= spec.CKPT.AREAS or h.narea == 0 or hdr_size + 4 * nlist > page_data
+            or h.area >= spec.CKPT.AREAS or h.narea == 0 or hdr_size + 4 * nwords > page_data
             or h.map_pages != -(-h.nlba // per_page) or h.wear_pages != -(-h.nblocks * 4 // page_data)
             or 1 + h.map_pages + h.wear_pages + count_pages + crc_pages > h.narea * ppb):
         return None
     crc_at = spec.CKPT_HDR["crc"].offset
-    lists = p.data[hdr_size:hdr_size + 4 * nlist]
+    lists = p.data[hdr_size:hdr_size + 4 * nwords]
     if spec.crc32(p.data[:crc_at] + lists) != h.crc:
         return None
-    words = [int.from_bytes(lists[4 * i:4 * i + 4], "little") for i in range(nlist)]
+    words = [int.from_bytes(lists[4 * i:4 * i + 4], "little") for i in range(nwords)]
+    anchor_word = words[nlist] if h.format >= 5 else None
     opened, areas = words[:h.nopen], [words[h.nopen + a * h.narea:h.nopen + (a + 1) * h.narea]
                                       for a in range(spec.CKPT.AREAS)]
     if areas[h.area][0] != ppa:
@@ -280,8 +284,43 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
     words = [int.from_bytes(wear[4 * g:4 * g + 4], "little") for g in range(h.nblocks)]
     valid = [int.from_bytes(counts[4 * g:4 * g + 4], "little") for g in range(h.nblocks)] if count_pages else None
     factory_bad = {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_FACTORY_BAD} if h.format >= 4 else None
+    free = {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_FREE} if h.format >= 5 else None
     return FirmwareCheckpoint(h, opened, areas, entries, [w & spec.CKPT.WEAR_COUNT_MASK for w in words],
-                              {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_RETIRED}, valid, factory_bad)
+                              {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_RETIRED}, valid, factory_bad,
+                              free, anchor_word)
+
+
+@dataclass
+class AnchorRecord:
+    """An anchor record as firmware/anchor.c writes it (spec.ANCHOR_HDR and its lists)."""
+
+    ppa: int
+    header: object                 # spec.ANCHOR_HDR fields
+    areas: list[list[int]]         # page-0 PPAs of each area's blocks (PPA_UNMAPPED: none yet)
+    plan: list[int]                # page-0 PPAs of the planned blocks
+
+
+def read_anchor(pages: list[Page], page_data: int) -> AnchorRecord | None:
+    """The newest intact anchor record among ``pages`` (:func:`read_log`), or None."""
+    best, size = None, spec.ANCHOR_HDR.size
+    for p in pages:
+        rec = spec.unpack_oob(p.oob)
+        if (rec is None or rec.kind != spec.Kind.CHECKPOINT or rec.lba != spec.ANCHOR.OOB_LBA
+                or len(p.data) < size or not p.data_ok):
+            continue
+        h = spec.ANCHOR_HDR.unpack(p.data[:size])
+        n = spec.CKPT.AREAS * h.narea + h.nplan
+        if (h.magic != spec.ANCHOR.MAGIC or h.format != spec.ANCHOR.FORMAT or size + 4 * n > page_data
+                or h.seq != rec.vseq):
+            continue
+        lists = p.data[size:size + 4 * n]
+        if spec.crc32(p.data[:spec.ANCHOR_HDR["crc"].offset] + lists) != h.crc:
+            continue
+        words = [int.from_bytes(lists[4 * i:4 * i + 4], "little") for i in range(n)]
+        if best is None or h.seq > best.header.seq:
+            best = AnchorRecord(p.addr, h, [words[a * h.narea:(a + 1) * h.narea] for a in range(spec.CKPT.AREAS)],
+                                words[spec.CKPT.AREAS * h.narea:])
+    return best
 
 
 def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> FirmwareCheckpoint | None:

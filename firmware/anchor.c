@@ -1,0 +1,400 @@
+/* atomflash firmware: the anchor log and the allocation plan (see anchor.h). */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "anchor.h"
+#include "console.h"
+#include "flash.h"
+#include "ftl.h"
+#include "nand.h"
+
+af_anchor_t af_anchor;
+
+#ifndef AFCTRL_FTL
+
+void af_anchor_boot(void) { memset(&af_anchor, 0, sizeof(af_anchor)); }
+int af_anchor_write(uint8_t flags) { return -2; }
+int af_anchor_areas_changed(void) { return 0; }
+uint32_t af_anchor_header_word(void) { return 0; }
+int af_plan_allows(uint32_t g) { return 1; }
+int af_plan_extend(void) { return 0; }
+void af_plan_checkpointed(void) {}
+
+#else
+
+/* Records go on the pages a cut cannot damage afterwards: on MLC parts the lower pages only (programming
+ * an upper page can destroy its lower page, DESIGN.md trap 4, which would hold an older record). */
+static uint32_t usable_pages(void)
+{
+	if (af_nand.bits_per_cell < 2)
+		return af_nand.pages_per_block;
+	uint32_t n = 0;
+	for (uint32_t p = 0; p < af_nand.pages_per_block; p++)
+		n += af_mlc_upper_of(p, af_nand.pages_per_block) >= 0;
+	return n;
+}
+
+static uint32_t page_of(uint32_t i)
+{
+	if (af_nand.bits_per_cell < 2)
+		return i;
+	for (uint32_t p = 0;; p++)
+		if (af_mlc_upper_of(p, af_nand.pages_per_block) >= 0 && i-- == 0)
+			return p;
+}
+
+static uint32_t record_ppa(uint32_t b, uint32_t i)
+{
+	return AF_PPA_PPA_PAGE_SET(af_nand_block_ppa(af_anchor.block[b]), page_of(i));
+}
+
+static int is_anchor_oob(const af_oob_t *o)
+{
+	return af_crc32(o, AF_OOB_CRC_SPAN) == o->crc && o->format == AF_OOB_FORMAT && o->kind == AF_KIND_CHECKPOINT &&
+	       o->lba == AF_ANCHOR_OOB_LBA;
+}
+
+/* Page `ppa`'s OOB: 1 an anchor record's (*seq its seq), 0 erased, -1 anything else (torn, unreadable). */
+static int read_oob(uint32_t ppa, uint64_t *seq)
+{
+	uint8_t buf[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
+	af_oob_t oob;
+	af_anchor.reads++;
+	int r = af_nand_read(ppa, af_nand.oob_col, af_nand.oob_bytes, buf, 0, NULL);
+	if (r == AF_NANDRESULT_ERASED)
+		return 0;
+	memcpy(&oob, buf + AF_NAND_BBM_BYTES, sizeof(oob));
+	if (r != AF_NANDRESULT_OK || !is_anchor_oob(&oob))
+		return -1;
+	*seq = oob.vseq;
+	return 1;
+}
+
+/* The record at `ppa` into af_anchor (0), or -1 when it is not an intact record. */
+static int read_record(uint32_t ppa)
+{
+	uint8_t oobbuf[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
+	af_oob_t oob;
+	af_anchor_hdr_t h;
+	unsigned ch = AF_PPA_PPA_CHANNEL_GET(ppa), slot = af_nand_sync_slot();
+	af_anchor.reads++;
+	if (af_nand_read(ppa, 0, af_nand.user_bytes, NULL, 0, NULL) != AF_NANDRESULT_OK)
+		return -1;
+	af_nand_buf_read(ch, slot, af_nand.oob_col, oobbuf, sizeof(oobbuf));
+	memcpy(&oob, oobbuf + AF_NAND_BBM_BYTES, sizeof(oob));
+	if (!is_anchor_oob(&oob))
+		return -1;
+	uint8_t *page = af_anchor.page;
+	af_nand_buf_read(ch, slot, 0, page, af_nand.page_data);
+	memcpy(&h, page, sizeof(h));
+	uint64_t nlist = AF_CKPT_AREAS * (uint64_t)h.narea + h.nplan;
+	if (h.magic != AF_ANCHOR_MAGIC || h.format != AF_ANCHOR_FORMAT || h.seq != oob.vseq ||
+	    h.narea > AF_CKPT_MAX_AREA_BLOCKS || sizeof(h) + 4 * nlist > af_nand.page_data || h.nplan > af_anchor.cap)
+		return -1;
+	uint32_t crc = af_crc32_update(AF_CRC32_INIT, page, offsetof(af_anchor_hdr_t, crc));
+	if ((af_crc32_update(crc, page + sizeof(h), 4 * (uint32_t)nlist) ^ AF_CRC32_XOROUT) != h.crc)
+		return -1;
+	const uint32_t *list = (const uint32_t *)(page + sizeof(h));
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; i < h.narea; i++) {
+			uint32_t p = list[a * h.narea + i];
+			af_anchor.area[a][i] = p == AF_PPA_UNMAPPED ? AF_CKPT_NO_BLOCK : af_nand_block_of(p);
+		}
+	for (uint32_t i = 0; i < h.nplan; i++)
+		af_anchor.plan[i] = af_nand_block_of(list[AF_CKPT_AREAS * h.narea + i]);
+	af_anchor.have = 1;
+	af_anchor.seq = h.seq;
+	af_anchor.flags = h.flags;
+	af_anchor.base = h.base;
+	af_anchor.narea = h.narea;
+	af_anchor.nplan = h.nplan;
+	return 0;
+}
+
+void af_anchor_boot(void)
+{
+	memset(&af_anchor, 0, sizeof(af_anchor));
+	if (!AF_ANCHOR_ENABLED)
+		return;
+	uint64_t t0 = af_uptime_cycles();
+	af_anchor.cap = af_nand.page_data / 4;
+	af_anchor.page = af_ram_alloc(af_nand.page_data, 64);
+	af_anchor.plan = af_ram_alloc(4 * af_anchor.cap, 4);
+	if (!af_anchor.page || !af_anchor.plan)
+		return;
+	/* the first good blocks of LUN 0 of target 0, by factory marker (global block k is block k there) */
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < AF_ANCHOR_SEARCH && k < af_nand.blocks_per_lun && n < AF_ANCHOR_BLOCKS; k++) {
+		uint8_t m[AF_NAND_BBM_BYTES + 4] __attribute__((aligned(4)));
+		af_anchor.reads++;
+		int r = af_nand_read(af_nand_block_ppa(k), af_nand.page_data, AF_NAND_BBM_BYTES, m,
+				     AF_NAND_DESC_FLAGS_RAW_MASK, NULL);
+		int good = r == AF_NANDRESULT_ERASED;
+		if (r == AF_NANDRESULT_OK) {
+			good = 1;
+			for (unsigned i = 0; i < AF_NAND_BBM_BYTES; i++)
+				good &= m[i] == 0xff;
+		}
+		if (good)
+			af_anchor.block[n++] = k;
+	}
+	if (n < AF_ANCHOR_BLOCKS) {
+		af_anchor.t_boot = af_uptime_cycles() - t0;
+		return;
+	}
+	af_anchor.found = 1;
+	for (uint32_t i = 0; i < AF_ANCHOR_BLOCKS; i++)
+		af_flash.blocks[af_anchor.block[i]].anchor = 1;
+	/* the block whose first record is newer holds the newest (the other is erased only when it is full) */
+	uint32_t pages = usable_pages();
+	uint64_t first[AF_ANCHOR_BLOCKS];
+	int state[AF_ANCHOR_BLOCKS];
+	for (uint32_t b = 0; b < AF_ANCHOR_BLOCKS; b++)
+		state[b] = read_oob(record_ppa(b, 0), &first[b]);
+	af_anchor.cur = 1;
+	af_anchor.next_page = pages; /* no record: the first write erases block 0 and starts there */
+	for (uint32_t tries = 0; tries < AF_ANCHOR_BLOCKS; tries++) {
+		int b = -1;
+		for (uint32_t i = 0; i < AF_ANCHOR_BLOCKS; i++)
+			if (state[i] == 1 && (b < 0 || first[i] > first[b]))
+				b = (int)i;
+		if (b < 0)
+			break;
+		state[b] = -1; /* tried */
+		/* records are programmed in page order: the first erased page by bisection, then back to an intact one */
+		uint32_t lo = 1, hi = pages;
+		while (lo < hi) {
+			uint32_t mid = (lo + hi) / 2;
+			uint64_t s;
+			if (read_oob(record_ppa(b, mid), &s) == 0)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		if (tries == 0) {
+			af_anchor.cur = (uint32_t)b;
+			af_anchor.next_page = lo;
+		}
+		for (uint32_t i = lo; i-- > 0;) {
+			if (read_record(record_ppa(b, i)) == 0)
+				break;
+			af_anchor.boot_torn++;
+		}
+		if (af_anchor.have)
+			break;
+	}
+	af_anchor.mode = AF_PLAN_ON; /* flash.c may turn it off (an older checkpoint format, blocks in use) */
+	af_anchor.t_boot = af_uptime_cycles() - t0;
+}
+
+int af_anchor_areas_changed(void)
+{
+	if (!af_anchor.have || af_anchor.narea != af_ckpt.narea)
+		return 1;
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; i < af_ckpt.narea; i++)
+			if (af_anchor.area[a][i] != af_ckpt.area_block[a][i])
+				return 1;
+	return 0;
+}
+
+uint32_t af_anchor_header_word(void)
+{
+	return af_anchor.mode == AF_PLAN_ON || af_anchor.mode == AF_PLAN_NONE ? (af_anchor.have ? (uint32_t)af_anchor.seq : 0)
+									      : 0;
+}
+
+static void dead(const char *why)
+{
+	af_anchor.mode = AF_PLAN_DEAD;
+	printf("warning: anchor: %s: no more records; checkpoint areas stay where they are, and the next boots read "
+	       "page 0 of every block once a checkpoint is taken\n", why);
+}
+
+int af_anchor_write(uint8_t flags)
+{
+	if (!af_anchor.found || af_anchor.mode == AF_PLAN_OFF || af_anchor.mode == AF_PLAN_DEAD)
+		return -2;
+	af_anchor_hdr_t h;
+	uint8_t *page = af_anchor.page;
+	uint32_t narea = af_ckpt.narea;
+	uint32_t room = (af_nand.page_data - sizeof(h)) / 4 - AF_CKPT_AREAS * narea, n = 0;
+	uint32_t *list = (uint32_t *)(page + sizeof(h));
+	memset(page, 0, af_nand.page_data);
+	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; i < narea; i++)
+			list[a * narea + i] = af_ckpt.area_block[a][i] == AF_CKPT_NO_BLOCK
+						      ? AF_PPA_UNMAPPED
+						      : af_nand_block_ppa(af_ckpt.area_block[a][i]);
+	for (uint32_t g = 0; !(flags & AF_ANCHOR_FLAG_NO_PLAN) && g < af_flash.nblocks; g++)
+		if (af_flash.blocks[g].planned) {
+			if (n == room)
+				return -1;
+			list[AF_CKPT_AREAS * narea + n++] = af_nand_block_ppa(g);
+		}
+	memset(&h, 0, sizeof(h));
+	h.magic = AF_ANCHOR_MAGIC;
+	h.format = AF_ANCHOR_FORMAT;
+	h.flags = flags;
+	h.seq = af_anchor.seq + 1;
+	h.base = af_ckpt.valid ? af_ckpt.number : 0;
+	h.narea = narea;
+	h.nplan = n;
+	uint32_t crc = af_crc32_update(AF_CRC32_INIT, &h, offsetof(af_anchor_hdr_t, crc));
+	h.crc = af_crc32_update(crc, list, 4 * (AF_CKPT_AREAS * narea + n)) ^ AF_CRC32_XOROUT;
+	memcpy(page, &h, sizeof(h));
+	af_oob_t oob;
+	memset(&oob, 0, sizeof(oob));
+	oob.kind = AF_KIND_CHECKPOINT;
+	oob.group_len = 1;
+	oob.format = AF_OOB_FORMAT;
+	oob.lba = AF_ANCHOR_OOB_LBA;
+	oob.vseq = h.seq;
+	oob.crc = af_crc32(&oob, AF_OOB_CRC_SPAN);
+	uint32_t pages = usable_pages();
+	for (uint32_t tries = 0; tries < 2 * pages + 2; tries++) {
+		if (af_anchor.next_page >= pages) {
+			/* this block is full: the other one, erased, takes the next record (this one keeps the newest
+			 * until then) */
+			uint32_t other = (af_anchor.cur + 1) % AF_ANCHOR_BLOCKS;
+			af_block_t *b = &af_flash.blocks[af_anchor.block[other]];
+			b->erases++;
+			af_flash.erased_since_boot++;
+			af_anchor.erases++;
+			if (af_nand_erase(af_nand_block_ppa(af_anchor.block[other]), NULL) != AF_NANDRESULT_OK) {
+				dead("the erase of an anchor block failed");
+				return -2;
+			}
+			af_anchor.cur = other;
+			af_anchor.next_page = 0;
+		}
+		if (af_ckpt_program_page(record_ppa(af_anchor.cur, af_anchor.next_page++), page, &oob) == 0) {
+			af_anchor.have = 1;
+			af_anchor.seq = h.seq;
+			af_anchor.flags = flags;
+			af_anchor.base = h.base;
+			af_anchor.narea = narea;
+			for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
+				for (uint32_t i = 0; i < narea; i++)
+					af_anchor.area[a][i] = af_ckpt.area_block[a][i];
+			af_anchor.written++;
+			return 0;
+		}
+		af_anchor.program_failures++;
+	}
+	dead("no page of the anchor blocks could be programmed");
+	return -2;
+}
+
+/* --- the plan ------------------------------------------------------------------------------------- */
+
+int af_plan_allows(uint32_t g)
+{
+	/* planned == 1: in a durable record; 2: in the one being written */
+	return af_anchor.mode == AF_PLAN_OFF || af_anchor.mode == AF_PLAN_NONE || af_flash.blocks[g].planned == 1;
+}
+
+int af_plan_extend(void)
+{
+	if (af_anchor.mode != AF_PLAN_ON)
+		return af_anchor.mode == AF_PLAN_DEAD ? -1 : 0;
+	uint32_t bpl = af_nand.blocks_per_lun, added = 0;
+	for (uint32_t d = 0; d < af_ftl.dies; d++) {
+		const uint16_t *pool = &af_ftl.pool[d * bpl];
+		uint32_t have = 0;
+		for (uint32_t i = 0; i < af_ftl.pool_n[d]; i++)
+			have += af_flash.blocks[af_ftl_gblock(d, pool[i])].planned != 0;
+		/* the least-worn unplanned blocks of the pool (the order dynamic wear levelling hands them out in) */
+		for (; have < AF_ANCHOR_TOP_UP; have++) {
+			uint32_t pick = UINT32_MAX; /* ties: the stack's top, as af_wear_pick */
+			for (uint32_t i = af_ftl.pool_n[d]; i-- > 0;) {
+				const af_block_t *b = &af_flash.blocks[af_ftl_gblock(d, pool[i])];
+				if (!b->planned && (pick == UINT32_MAX ||
+						    b->erases < af_flash.blocks[af_ftl_gblock(d, pool[pick])].erases))
+					pick = i;
+			}
+			if (pick == UINT32_MAX)
+				break;
+			af_flash.blocks[af_ftl_gblock(d, pool[pick])].planned = 2;
+			added++;
+		}
+	}
+	if (!added)
+		return 0;
+	int r = af_anchor_write(0);
+	if (r == -1) /* the plan outgrew a page (no checkpoint for long): hand out freely, boots read every page 0 */
+		r = af_anchor_write(AF_ANCHOR_FLAG_NO_PLAN) == 0 ? 1 : -2;
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		if (af_flash.blocks[g].planned == 2)
+			af_flash.blocks[g].planned = r == 0 ? 1 : 0;
+	if (r == 1) {
+		af_anchor.mode = AF_PLAN_NONE;
+		printf("warning: anchor: the plan does not fit a record: blocks are handed out without one until the "
+		       "next checkpoint (a boot before it reads page 0 of every block)\n");
+		return 0;
+	}
+	if (r == 0)
+		af_anchor.extends++;
+	return r == 0 ? 0 : -1;
+}
+
+void af_plan_checkpointed(void)
+{
+	if (af_anchor.mode == AF_PLAN_DEAD && af_anchor_header_word() == 0) {
+		/* a checkpoint naming no record is durable: every boot from now on reads page 0 of every block */
+		af_anchor.mode = AF_PLAN_OFF;
+		return;
+	}
+	if (af_anchor.mode != AF_PLAN_ON && af_anchor.mode != AF_PLAN_NONE)
+		return;
+	/* handed out before the header: open then (its list) or closed below its floor */
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		if (af_flash.blocks[g].planned && af_flash.blocks[g].state != AF_BSTATE_FREE)
+			af_flash.blocks[g].planned = 0;
+	if (af_anchor.mode == AF_PLAN_NONE)
+		af_anchor.mode = AF_PLAN_ON;
+	af_plan_extend();
+	if (af_anchor.mode == AF_PLAN_ON && (!af_anchor.have || af_anchor.base != af_ckpt.number))
+		af_anchor_write(0); /* a record with this base even when no block was added */
+}
+
+void af_plan_boot(void)
+{
+	if (af_anchor.mode != AF_PLAN_ON)
+		return;
+	/* what the boot scanned holds pages from the checkpoint's floor on: the next boot reads them again */
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		af_flash.blocks[g].planned = af_flash.blocks[g].scan && !af_flash.blocks[g].flags;
+	uint64_t seq = af_anchor.seq;
+	af_plan_extend();
+	if (af_anchor.mode == AF_PLAN_ON && (!af_anchor.have || af_anchor.seq == seq))
+		af_anchor_write(0);
+}
+
+/* --- console ---------------------------------------------------------------------------------------- */
+
+void af_anchor_print(const char *prefix)
+{
+	static const char *const modes[] = { "off", "on", "none (a record said the plan did not fit)", "dead" };
+	if (!af_anchor.found) {
+		printf("%sno anchor: fewer than %u good blocks among the first %u of target 0: boots read page 0 of "
+		       "every block\n", prefix, (unsigned)AF_ANCHOR_BLOCKS, (unsigned)AF_ANCHOR_SEARCH);
+		return;
+	}
+	uint32_t planned = 0;
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		planned += af_flash.blocks[g].planned == 1;
+	printf("%sblocks %lu %lu, record ", prefix, (unsigned long)af_anchor.block[0], (unsigned long)af_anchor.block[1]);
+	af_print_u64(af_anchor.seq);
+	printf(" (base checkpoint ");
+	af_print_u64(af_anchor.base);
+	printf(") in block %lu, next page %lu of %lu; plan %s, %lu blocks\n",
+	       (unsigned long)af_anchor.block[af_anchor.cur], (unsigned long)af_anchor.next_page,
+	       (unsigned long)usable_pages(), modes[af_anchor.mode & 3], (unsigned long)planned);
+	printf("%srecords written %lu (%lu plan extensions), program failures %lu, erases %lu since boot\n", prefix,
+	       (unsigned long)af_anchor.written, (unsigned long)af_anchor.extends,
+	       (unsigned long)af_anchor.program_failures, (unsigned long)af_anchor.erases);
+}
+
+#endif /* AFCTRL_FTL */
