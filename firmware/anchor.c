@@ -20,12 +20,16 @@ uint32_t af_anchor_header_word(void) { return 0; }
 int af_plan_allows(uint32_t g) { return 1; }
 int af_plan_extend(void) { return 0; }
 void af_plan_checkpointed(void) {}
+void af_anchor_retired(void) {}
+void af_anchor_poll(void) {}
+uint32_t af_anchor_apply_bad(void) { return 0; }
+uint32_t af_anchor_usable_pages(void) { return 0; }
 
 #else
 
 /* Records go on the pages a cut cannot damage afterwards: on MLC parts the lower pages only (programming
  * an upper page can destroy its lower page, DESIGN.md trap 4, which would hold an older record). */
-static uint32_t usable_pages(void)
+uint32_t af_anchor_usable_pages(void)
 {
 	if (af_nand.bits_per_cell < 2)
 		return af_nand.pages_per_block;
@@ -47,6 +51,13 @@ static uint32_t page_of(uint32_t i)
 static uint32_t record_ppa(uint32_t b, uint32_t i)
 {
 	return AF_PPA_PPA_PAGE_SET(af_nand_block_ppa(af_anchor.block[b]), page_of(i));
+}
+
+/* Retired with nothing bound in it (an erase failed, or GC moved its data out): the records list it. */
+static int is_grown_bad(uint32_t g)
+{
+	const af_block_t *b = &af_flash.blocks[g];
+	return (b->flags & AF_BLOCK_RETIRED) && b->state == AF_BSTATE_RETIRED && !b->anchor;
 }
 
 static int is_anchor_oob(const af_oob_t *o)
@@ -88,9 +99,10 @@ static int read_record(uint32_t ppa)
 	uint8_t *page = af_anchor.page;
 	af_nand_buf_read(ch, slot, 0, page, af_nand.page_data);
 	memcpy(&h, page, sizeof(h));
-	uint64_t nlist = AF_CKPT_AREAS * (uint64_t)h.narea + h.nplan;
+	uint64_t nlist = AF_CKPT_AREAS * (uint64_t)h.narea + h.nplan + h.nbad;
 	if (h.magic != AF_ANCHOR_MAGIC || h.format != AF_ANCHOR_FORMAT || h.seq != oob.vseq ||
-	    h.narea > AF_CKPT_MAX_AREA_BLOCKS || sizeof(h) + 4 * nlist > af_nand.page_data || h.nplan > af_anchor.cap)
+	    h.narea > AF_CKPT_MAX_AREA_BLOCKS || sizeof(h) + 4 * nlist > af_nand.page_data ||
+	    (uint64_t)h.nplan + h.nbad > af_anchor.cap)
 		return -1;
 	uint32_t crc = af_crc32_update(AF_CRC32_INIT, page, offsetof(af_anchor_hdr_t, crc));
 	if ((af_crc32_update(crc, page + sizeof(h), 4 * (uint32_t)nlist) ^ AF_CRC32_XOROUT) != h.crc)
@@ -101,8 +113,10 @@ static int read_record(uint32_t ppa)
 			uint32_t p = list[a * h.narea + i];
 			af_anchor.area[a][i] = p == AF_PPA_UNMAPPED ? AF_CKPT_NO_BLOCK : af_nand_block_of(p);
 		}
-	for (uint32_t i = 0; i < h.nplan; i++)
+	for (uint32_t i = 0; i < h.nplan + h.nbad; i++) /* the bad list right after the plan */
 		af_anchor.plan[i] = af_nand_block_of(list[AF_CKPT_AREAS * h.narea + i]);
+	af_anchor.bad = af_anchor.plan + h.nplan;
+	af_anchor.nbad = h.nbad;
 	af_anchor.have = 1;
 	af_anchor.seq = h.seq;
 	af_anchor.flags = h.flags;
@@ -147,7 +161,7 @@ void af_anchor_boot(void)
 	for (uint32_t i = 0; i < AF_ANCHOR_BLOCKS; i++)
 		af_flash.blocks[af_anchor.block[i]].anchor = 1;
 	/* the block whose first record is newer holds the newest (the other is erased only when it is full) */
-	uint32_t pages = usable_pages();
+	uint32_t pages = af_anchor_usable_pages();
 	uint64_t first[AF_ANCHOR_BLOCKS];
 	int state[AF_ANCHOR_BLOCKS];
 	for (uint32_t b = 0; b < AF_ANCHOR_BLOCKS; b++)
@@ -233,6 +247,12 @@ int af_anchor_write(uint8_t flags)
 				return -1;
 			list[AF_CKPT_AREAS * narea + n++] = af_nand_block_ppa(g);
 		}
+	/* grown bad blocks, as many as fit (a boot that misses one finds it again when its erase fails) */
+	uint32_t nbad = 0;
+	for (uint32_t g = 0; g < af_flash.nblocks && n + nbad < room; g++)
+		if (is_grown_bad(g))
+			list[AF_CKPT_AREAS * narea + n + nbad++] = af_nand_block_ppa(g);
+	af_anchor.bad_dirty = 0;
 	memset(&h, 0, sizeof(h));
 	h.magic = AF_ANCHOR_MAGIC;
 	h.format = AF_ANCHOR_FORMAT;
@@ -241,8 +261,9 @@ int af_anchor_write(uint8_t flags)
 	h.base = af_ckpt.valid ? af_ckpt.number : 0;
 	h.narea = narea;
 	h.nplan = n;
+	h.nbad = nbad;
 	uint32_t crc = af_crc32_update(AF_CRC32_INIT, &h, offsetof(af_anchor_hdr_t, crc));
-	h.crc = af_crc32_update(crc, list, 4 * (AF_CKPT_AREAS * narea + n)) ^ AF_CRC32_XOROUT;
+	h.crc = af_crc32_update(crc, list, 4 * (AF_CKPT_AREAS * narea + n + nbad)) ^ AF_CRC32_XOROUT;
 	memcpy(page, &h, sizeof(h));
 	af_oob_t oob;
 	memset(&oob, 0, sizeof(oob));
@@ -252,7 +273,7 @@ int af_anchor_write(uint8_t flags)
 	oob.lba = AF_ANCHOR_OOB_LBA;
 	oob.vseq = h.seq;
 	oob.crc = af_crc32(&oob, AF_OOB_CRC_SPAN);
-	uint32_t pages = usable_pages();
+	uint32_t pages = af_anchor_usable_pages();
 	for (uint32_t tries = 0; tries < 2 * pages + 2; tries++) {
 		if (af_anchor.next_page >= pages) {
 			/* this block is full: the other one, erased, takes the next record (this one keeps the newest
@@ -285,6 +306,32 @@ int af_anchor_write(uint8_t flags)
 	}
 	dead("no page of the anchor blocks could be programmed");
 	return -2;
+}
+
+void af_anchor_retired(void)
+{
+	af_anchor.bad_dirty = 1;
+}
+
+void af_anchor_poll(void)
+{
+	if (af_anchor.bad_dirty && (af_anchor.mode == AF_PLAN_ON || af_anchor.mode == AF_PLAN_NONE))
+		af_anchor_write(af_anchor.mode == AF_PLAN_NONE ? AF_ANCHOR_FLAG_NO_PLAN : 0);
+}
+
+uint32_t af_anchor_apply_bad(void)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; af_anchor.have && i < af_anchor.nbad; i++) {
+		uint32_t g = af_anchor.bad[i];
+		if (g >= af_flash.nblocks || af_flash.blocks[g].flags || af_flash.blocks[g].anchor)
+			continue;
+		af_flash.blocks[g].flags |= AF_BLOCK_RETIRED;
+		af_flash.blocks[g].state = AF_BSTATE_RETIRED;
+		af_flash.bad_blocks++;
+		n++;
+	}
+	return n;
 }
 
 /* --- the plan ------------------------------------------------------------------------------------- */
@@ -391,7 +438,7 @@ void af_anchor_print(const char *prefix)
 	af_print_u64(af_anchor.base);
 	printf(") in block %lu, next page %lu of %lu; plan %s, %lu blocks\n",
 	       (unsigned long)af_anchor.block[af_anchor.cur], (unsigned long)af_anchor.next_page,
-	       (unsigned long)usable_pages(), modes[af_anchor.mode & 3], (unsigned long)planned);
+	       (unsigned long)af_anchor_usable_pages(), modes[af_anchor.mode & 3], (unsigned long)planned);
 	printf("%srecords written %lu (%lu plan extensions), program failures %lu, erases %lu since boot\n", prefix,
 	       (unsigned long)af_anchor.written, (unsigned long)af_anchor.extends,
 	       (unsigned long)af_anchor.program_failures, (unsigned long)af_anchor.erases);

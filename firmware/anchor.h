@@ -17,7 +17,10 @@
  *     is also programmed before the areas change (before the first
  *     checkpoint page goes into a new area block), after each checkpoint
  *     (a fresh plan: what was handed out before its header is in its open
- *     list or below its floor), and after each boot.
+ *     list or below its floor), after each boot, and after a block retires:
+ *     records list the grown bad blocks too, so a boot knows them before a
+ *     checkpoint does (a full device may take none) instead of erasing them
+ *     again.
  *   - A format-5 checkpoint says which blocks were free (CKPT.WEAR_FREE) and
  *     which record was the newest when its header was built.
  *
@@ -48,7 +51,7 @@
 /* The anchor is written and used only when this is 1.  It is 0 until it has passed the SoC suite and the
  * power-cut campaign (docs/firmware.md, "Not done yet"): with 0 every boot reads page 0 of every block as
  * before, checkpoints (format 5) name no record, and the capacity keeps no blocks for it. */
-#define AF_ANCHOR_ENABLED 0
+#define AF_ANCHOR_ENABLED 1
 
 /* Blocks a die's plan is topped up to (not yet handed out) when it runs dry. */
 #define AF_ANCHOR_TOP_UP 4u
@@ -72,7 +75,10 @@ typedef struct {
 	uint32_t area[AF_CKPT_AREAS][AF_CKPT_MAX_AREA_BLOCKS];
 	uint32_t nplan;      /* boot: the plan of the record read (global block numbers in plan) */
 	uint32_t *plan;
-	uint32_t cap;        /* entries `plan` holds */
+	uint32_t nbad;       /* boot: its grown bad blocks (global block numbers, right after the plan) */
+	uint32_t *bad;
+	uint32_t cap;        /* entries `plan` holds, with the bad list */
+	int bad_dirty;       /* a block retired since the newest record: af_anchor_poll writes one */
 	uint8_t *page;       /* one page of data */
 	/* counters */
 	uint32_t written, program_failures, erases, reads, extends;
@@ -85,8 +91,15 @@ extern af_anchor_t af_anchor;
 /* Boot, before anything else reads the flash's blocks: find the anchor blocks (raw markers) and the newest
  * intact record in them (af_anchor.have, its fields and plan).  Marks the blocks (af_block_t.anchor). */
 void af_anchor_boot(void);
+/* A block was retired (ftl.c, gc.c): the next af_anchor_poll writes a record naming it. */
+void af_anchor_retired(void);
+/* The main loop, outside any NAND sequence: a record when a block retired since the last one. */
+void af_anchor_poll(void);
+/* Boot, after the checkpoint's table: mark the newest record's grown bad blocks retired (they may be
+ * newer than any checkpoint).  How many were not marked yet. */
+uint32_t af_anchor_apply_bad(void);
 /* Program a record: areas from af_ckpt, base = the newest checkpoint, plan = every block with
- * af_block_t.planned set (or none with ANCHOR.FLAG_NO_PLAN).  0; -1 when it did not fit a page (nothing
+ * af_block_t.planned set (or none with ANCHOR.FLAG_NO_PLAN), and the grown bad blocks that fit.  0; -1 when it did not fit a page (nothing
  * written); -2 when no page could be programmed (the anchor is dead, said on the console). */
 int af_anchor_write(uint8_t flags);
 /* Do af_ckpt's areas differ from the newest durable record's? */
@@ -102,6 +115,8 @@ int af_plan_allows(uint32_t g);
 int af_plan_extend(void);
 /* af_ftl_start, before the core gets a block: a record of this boot's plan (what it scanned, topped up). */
 void af_plan_boot(void);
+/* Pages of an anchor block that take records (MLC: the lower pages only). */
+uint32_t af_anchor_usable_pages(void);
 /* `ckpt` / `info`: the anchor's state, one line each, prefixed. */
 void af_anchor_print(const char *prefix);
 /* A checkpoint is durable: a fresh plan (the blocks already handed out are in its header or below its floor). */

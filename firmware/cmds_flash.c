@@ -449,6 +449,13 @@ static int cmd_block(int argc, char **argv)
 	}
 	printf("block %lu (", (unsigned long)b);
 	print_block_addr(b);
+	if (x->anchor && af_anchor.found && !x->flags) {
+		/* its pages are records, not the log's: the anchor says where it stands */
+		printf("): anchor (boot records; the next in block %lu, page %lu of %lu), %lu erases\n",
+		       (unsigned long)af_anchor.block[af_anchor.cur], (unsigned long)af_anchor.next_page,
+		       (unsigned long)af_anchor_usable_pages(), (unsigned long)x->erases);
+		return AF_OK;
+	}
 	printf("): %s, %lu of %lu pages written, %lu torn, %lu valid%s, %lu erases\n", state, (unsigned long)x->written,
 	       (unsigned long)af_nand.pages_per_block, (unsigned long)x->torn, (unsigned long)valid,
 	       x->planned == 1 ? " (in the anchor's plan)" : "", (unsigned long)x->erases);

@@ -647,6 +647,10 @@ int af_flash_boot(void)
 	} else {
 		printf("checkpoint: none%s: scanning every block\n", af_ckpt.tried ? " intact" : "");
 	}
+	uint32_t anchor_bad = af_anchor_apply_bad();
+	if (anchor_bad)
+		printf("bbt: %lu grown bad blocks named by the anchor's record (retired since the checkpoint)\n",
+		       (unsigned long)anchor_bad);
 	if (af_anchor.found && !af_anchor.have) {
 		printf("anchor: blocks %lu %lu, no record yet", (unsigned long)af_anchor.block[0],
 		       (unsigned long)af_anchor.block[1]);

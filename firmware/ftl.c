@@ -272,8 +272,10 @@ void af_ftl_retire(uint32_t g, const char *why, int holds_data)
 	af_ftl.space_dirty = 1;
 	if (b->retire)
 		af_ftl.retiring++;
-	else
+	else {
 		b->state = AF_BSTATE_RETIRED;
+		af_anchor_retired();
+	}
 	printf("warning: ftl: block %lu: %s: retired%s\n", (unsigned long)g, why,
 	       b->retire ? " once its data moved" : "");
 }
@@ -414,6 +416,7 @@ void af_ftl_poll(void)
 	}
 	if (af_ftl.space_dirty)
 		af_ftl_space_check();
+	af_anchor_poll(); /* a block retired: the next boot learns it from the anchor, before any checkpoint */
 }
 
 /* --- start ---------------------------------------------------------------------------- */

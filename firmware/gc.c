@@ -36,6 +36,7 @@
 
 #include <system.h>
 
+#include "anchor.h"
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
@@ -207,6 +208,7 @@ static int collect(uint32_t g, int foreground, int erase)
 		af_flash.blocks[g].state = AF_BSTATE_RETIRED;
 		af_flash.blocks[g].retire = 0;
 		af_ftl.retiring--;
+		af_anchor_retired();
 		af_gc.retired++;
 		return 0;
 	}

@@ -69,13 +69,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "host"))
+sys.path.insert(0, str(ROOT))  # tb.soc.flashimg: the images decoded independently of the firmware
 
 from atomflash import errors, nandsim, simctl, spec  # noqa: E402
 from atomflash.device import Device  # noqa: E402
 from atomflash.transport import TransportError  # noqa: E402
 from atomflash.workload import Mismatch, OutOfSpace, Recorder, random_workload, read_span, verify  # noqa: E402
+from tb.soc import flashimg  # noqa: E402
 
 TARGETS = 4                 # the default build: 2 channels x 2 ways
+WAYS = 2
+PROFILE = spec.NAND_PROFILES["small"]
 BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly (--blocks-per-lun)
 
 
@@ -204,8 +208,13 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> 
     none, a young device), a clean stop.  Returns the base's contents over the
     span (the oracle's initial state)."""
     done = base / "initial.json"
+    meta = json.loads((base / "base.json").read_text()) if (base / "base.json").exists() else {"fresh": False}
+    if done.exists() and meta.get("build") != build_name(gateware):
+        # another firmware filled it: its anchor blocks hold that firmware's data, say, and the boot would
+        # keep the anchor off (flash.c): every build gets a base of its own
+        log(f"campaign: the base in {base} was filled by {meta.get('build', 'an older build')}: filled again")
+        done.unlink()
     if done.exists():
-        meta = json.loads((base / "base.json").read_text()) if (base / "base.json").exists() else {"fresh": False}
         if meta["fresh"] != fresh:
             raise SystemExit(f"campaign: {base} holds a {'fresh' if meta['fresh'] else 'seasoned'} base; "
                              f"use another --dir for a {'fresh' if fresh else 'seasoned'} one")
@@ -232,7 +241,8 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> 
     finally:
         simctl.stop(base)
     log(f"campaign: base ready ({gc.splitlines()[0] if gc else ''}; {ck.splitlines()[0] if ck else ''})")
-    (base / "base.json").write_text(json.dumps({"fresh": fresh, "blocks_per_lun": BLOCKS_PER_LUN}))
+    (base / "base.json").write_text(json.dumps({"fresh": fresh, "blocks_per_lun": BLOCKS_PER_LUN,
+                                                "build": build_name(gateware)}))
     done.write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
     return initial
 
@@ -552,12 +562,34 @@ def _workload(trial: Trial, devs, rec: Recorder, run: Path, res: dict) -> bool:
     return True
 
 
+def _anchor_check(run: Path, res: dict) -> None:
+    """Judge the images as the next boot finds them: when the newest anchor record belongs to the newest
+    checkpoint (the boot reads page 0 of the blocks they name only), every block written since the
+    checkpoint's floor must be among them, or the boot would take it for free and erase it."""
+    images = [nandsim.Image(run / f"nand{i}.img") for i in range(TARGETS)]
+    try:
+        pages = flashimg.read_log(images, spec.nand_page_layout(PROFILE), WAYS)
+    finally:
+        for img in images:
+            img.close()
+    ck = flashimg.read_checkpoint(pages, PROFILE.pages_per_block, PROFILE.page_data)
+    rec = flashimg.read_anchor(pages, PROFILE.page_data)
+    if not flashimg.anchor_belongs(rec, ck):
+        res.setdefault("anchor", "full")            # the boot reads page 0 of every block
+        return
+    res.setdefault("anchor", "fast")
+    missed = flashimg.anchor_uncovered(pages, ck, rec)
+    if missed:
+        res.setdefault("anchor_missed", []).extend(f"0x{p:08x}" for p in missed)
+
+
 def _cut(trial: Trial, run: Path, gateware: Path, res: dict) -> None:
     """The power goes (if the cut did not already take it), then the optional second cut in the boot."""
     if not res["cut_seen"]:
         simctl.stop(run, power_cut=True)
     simctl.wait_exit(run, timeout=120)
     res["programs_by_kind"] = _programs_by_kind(run)
+    _anchor_check(run, res)
     if trial.recovery_cut_ns:
         try:  # the second cut: during the next boot
             _start(run, gateware, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
@@ -566,6 +598,7 @@ def _cut(trial: Trial, run: Path, gateware: Path, res: dict) -> None:
         except simctl.SimError:
             res["recovery_cut"] = "during boot"
         simctl.wait_exit(run, timeout=120)
+        _anchor_check(run, res)
 
 
 def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, bytes], res: dict) -> dict[int, bytes]:
@@ -591,6 +624,9 @@ def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, by
     dev.close()
     if violations:
         res.update(outcome="violation", detail="; ".join(map(str, violations[:10])), violations=len(violations))
+    elif res.get("anchor_missed"):
+        res.update(outcome="violation", detail="the anchor's plan and the checkpoint's open list miss blocks "
+                   "written since its floor (page 0 at " + ", ".join(res["anchor_missed"][:8]) + ")")
     elif timeouts:
         res.update(outcome="violation", detail=f"{timeouts} bus timeouts since the reboot (ctrl_bus_errors)")
     elif not new_work:
@@ -657,7 +693,7 @@ def _json_lines(path: Path) -> list[dict]:
 # -- the ledger: a long campaign's results, committed, so a new machine resumes it ------------------
 
 LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "in_flight", "no_space", "build",
-               "wall_s")
+               "anchor", "wall_s")
 LEDGER_JSON = {"separators": (",", ":")}   # ~130 bytes a trial: 10,000 stay well under 2 MiB
 OUTCOMES = ("pass", "no-cut", "violation", "mismatch", "boot-failure", "error")
 
@@ -763,6 +799,13 @@ def report(results: list[dict], path: Path | None, args, archived: list[dict] = 
     no_cut = sum(r["outcome"] == "no-cut" for r in results) + sum(v["no-cut"] for a in archived for v in a["sites"].values())
     table += (f"\n\n{cut + second} power cuts judged: {cut} trials lost power at their site, {second} of them again "
               f"while recovering; {no_cut} trials ended their workload before the cut came (judged after a kill).")
+    anchored = [r for r in results if r.get("anchor")]
+    if anchored:
+        fast = sum(r["anchor"] == "fast" for r in anchored)
+        table += (f"\n\nThe anchor (firmware/anchor.h), judged on the images after each cut of the {len(anchored)} "
+                  f"trials that checked it: after {fast} the next boot reads page 0 of only the blocks the newest "
+                  "anchor record and checkpoint name, which must include every block written since the checkpoint's "
+                  f"floor (a miss is a violation); after {len(anchored) - fast} it reads page 0 of every block.")
     full = [r for r in results if r.get("no_space") and r["outcome"] in ("pass", "no-cut")]
     if full:
         ended = sum(r["no_space"].startswith("workload") for r in full)

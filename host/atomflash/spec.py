@@ -453,8 +453,9 @@ CKPT_ENTRY = Record(
 # that is neither `base` nor the next one: the boot reads page 0 of every
 # block, as without an anchor.  When one block is full the other is erased
 # and the next record is its page 0 (the full block keeps the newest record
-# until then).  OOB: kind CHECKPOINT, lba ANCHOR.OOB_LBA, vseq = the record's
-# seq, seq 0.
+# until then).  Records also list the grown bad blocks (one is written after a
+# block retires), so a boot knows them before a checkpoint does.  OOB: kind
+# CHECKPOINT, lba ANCHOR.OOB_LBA, vseq = the record's seq, seq 0.
 # -----------------------------------------------------------------------------
 
 ANCHOR = ConstantGroup("anchor", "Anchor log constants (firmware boot).", [
@@ -472,7 +473,7 @@ ANCHOR = ConstantGroup("anchor", "Anchor log constants (firmware boot).", [
 ANCHOR_HDR = Record(
     "anchor_hdr",
     "Header at byte 0 of an anchor record's page; after it: narea u32 PPAs of area 0's blocks, narea of area "
-    "1's, then nplan u32 PPAs (page 0 of each planned block).",
+    "1's, nplan u32 PPAs (page 0 of each planned block), then nbad (page 0 of each grown bad block).",
     [
         u32("magic", "ANCHOR.MAGIC"),
         u8("format", "ANCHOR.FORMAT"),
@@ -483,7 +484,8 @@ ANCHOR_HDR = Record(
         u32("narea", "blocks per checkpoint area"),
         u32("nplan", "blocks in the plan"),
         u32("crc", "OOB_CRC over the header bytes before this field followed by the lists"),
-        u32("rsvd1", "reserved, 0"),
+        u32("nbad", "grown bad blocks listed after the plan (retired, nothing bound in them): a boot marks them "
+                    "bad before any checkpoint does; as many as fit, since an erase finds them again"),
     ],
     size=40,
 )

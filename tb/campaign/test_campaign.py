@@ -42,6 +42,9 @@ def test_quick_campaign_on_a_fresh_device_passes(tmp_path):
     assert sum(x["cut_seen"] for x in results) >= 5, results   # most trials really lost power
     assert sum(x["commands"] for x in results) >= 40, results  # and the host had work under way
     assert "| program | 1 |" in report and "fresh base image" in report and "Failures: 0." in report
+    # the images after most cuts let the boot take the anchor's path, and it missed no block (a violation)
+    assert sum(x.get("anchor") == "fast" for x in results) >= 4, results
+    assert "The anchor (firmware/anchor.h)" in report
 
 
 def test_quick_campaign_with_mlc_paired_page_damage_passes(tmp_path):

@@ -298,6 +298,7 @@ class AnchorRecord:
     header: object                 # spec.ANCHOR_HDR fields
     areas: list[list[int]]         # page-0 PPAs of each area's blocks (PPA_UNMAPPED: none yet)
     plan: list[int]                # page-0 PPAs of the planned blocks
+    bad: list[int]                 # page-0 PPAs of the grown bad blocks it names
 
 
 def read_anchor(pages: list[Page], page_data: int) -> AnchorRecord | None:
@@ -309,7 +310,7 @@ def read_anchor(pages: list[Page], page_data: int) -> AnchorRecord | None:
                 or len(p.data) < size or not p.data_ok):
             continue
         h = spec.ANCHOR_HDR.unpack(p.data[:size])
-        n = spec.CKPT.AREAS * h.narea + h.nplan
+        n = spec.CKPT.AREAS * h.narea + h.nplan + h.nbad
         if (h.magic != spec.ANCHOR.MAGIC or h.format != spec.ANCHOR.FORMAT or size + 4 * n > page_data
                 or h.seq != rec.vseq):
             continue
@@ -318,9 +319,47 @@ def read_anchor(pages: list[Page], page_data: int) -> AnchorRecord | None:
             continue
         words = [int.from_bytes(lists[4 * i:4 * i + 4], "little") for i in range(n)]
         if best is None or h.seq > best.header.seq:
+            plan = spec.CKPT.AREAS * h.narea
             best = AnchorRecord(p.addr, h, [words[a * h.narea:(a + 1) * h.narea] for a in range(spec.CKPT.AREAS)],
-                                words[spec.CKPT.AREAS * h.narea:])
+                                words[plan:plan + h.nplan], words[plan + h.nplan:])
     return best
+
+
+def anchor_belongs(rec: AnchorRecord | None, ck: FirmwareCheckpoint | None) -> bool:
+    """Would a boot trust ``rec`` with ``ck`` (the checks of af_ckpt_load's fast path): a record with a
+    plan whose base is the checkpoint, or that the checkpoint's header names, with its areas."""
+    if rec is None or ck is None or ck.header.format < 5 or rec.header.flags & spec.ANCHOR.FLAG_NO_PLAN:
+        return False
+    h = ck.header
+    named = ck.anchor_word != 0 and ck.anchor_word == rec.header.seq & 0xFFFF_FFFF
+    return (rec.header.narea == h.narea and (rec.header.base == h.number or named)
+            and [block_of(p) for p in ck.areas[h.area]] == [block_of(p) for p in rec.areas[h.area]])
+
+
+def block_of(ppa: int) -> tuple[int, int, int, int]:
+    """(channel, way, LUN, block) of a PPA."""
+    f = spec.PPA.decompose("ppa", ppa)
+    return f.channel, f.way, f.lun, f.block
+
+
+def anchor_uncovered(pages: list[Page], ck: FirmwareCheckpoint, rec: AnchorRecord) -> list[int]:
+    """Page-0 PPAs of the blocks a boot reading page 0 of every block would scan (page 0 torn, or intact
+    with a seq at or above ``ck``'s floor; not an area or anchor block) that the anchor's boot would not
+    read: in neither ``ck``'s open list nor ``rec``'s plan.  Empty when the anchor loses nothing."""
+    floor = ck.header.seq
+    known = {block_of(p) for p in ck.open_blocks + rec.plan}
+    areas = {block_of(p) for a in ck.areas for p in a if p != spec.PPA_UNMAPPED}
+    areas |= {block_of(p) for a in rec.areas for p in a if p != spec.PPA_UNMAPPED}
+    out = []
+    for p in pages:
+        if spec.PPA.decompose("ppa", p.addr).page != 0 or block_of(p.addr) in known | areas:
+            continue
+        rec0 = spec.unpack_oob(p.oob)
+        if rec0 is not None and rec0.kind == spec.Kind.CHECKPOINT and rec0.lba == spec.ANCHOR.OOB_LBA:
+            continue                                     # an anchor block
+        if rec0 is None or rec0.seq >= floor:
+            out.append(p.addr)
+    return out
 
 
 def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> FirmwareCheckpoint | None:

@@ -113,7 +113,10 @@ def test_bad_command_and_bad_arguments(con):
 def test_fresh_flash_maps_nothing(con):
     out = con.command("map 0")
     assert "lba 0: unbound" in out and "  now: unbound" in out
-    out = con.command("block 0")
+    out = con.command("block 0")       # the first good blocks of target 0 hold the anchor's records
+    assert re.search(r"^block 0 \(ch 0 way 0 lun 0 block 0\): anchor \(boot records; the next in block [01], "
+                     r"page \d+ of \d+\), \d+ erases$", out, re.M), out
+    out = con.command(f"block {BLOCKS_PER_LUN}")  # target 1's first: the core's
     assert "the FTL core's (open or queued), 0 of" in out and "0 valid" in out
     assert "0 bad blocks" in con.command("bbt")
 
@@ -140,7 +143,8 @@ def test_stats_counters(con):
     assert int(re.search(r"map_cache_hits\s+(\d+)", b).group(1)) + \
         int(re.search(r"map_cache_misses\s+(\d+)", b).group(1)) >= 1  # selftest read the map
     to_core, free = (int(re.search(rf"{k}\s+(\d+)", b).group(1)) for k in ("blocks_to_core", "blocks_free"))
-    assert to_core + free == TARGETS * BLOCKS_PER_LUN and to_core >= TARGETS  # every die has a block; GC's reserve
+    # every good block but the anchor's (every die has one; GC's reserve)
+    assert to_core + free == TARGETS * BLOCKS_PER_LUN - spec.ANCHOR.BLOCKS and to_core >= TARGETS
     assert int(re.search(r"console_errors\s+(\d+)", b).group(1)) >= 4
     assert int(re.search(r"bus_errors\s+(\d+)", b).group(1)) == 1  # the selftest's probe, nothing else
     assert int(re.search(r"boot_pages_scanned\s+(\d+)", b).group(1)) == 0  # fresh: every page 0 erased, no block read on

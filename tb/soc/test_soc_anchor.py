@@ -1,0 +1,158 @@
+"""System tests: the anchor (firmware/anchor.h) bounds what a boot reads by what was written since the
+checkpoint, not by the device.
+
+1. *Flat in device size*: on 16 and on 64 blocks per LUN (4 targets), the same workload -- writes, a
+   checkpoint, more writes -- then a power cycle.  The first boot found no record and read page 0 of
+   every block; the second takes the anchor's path and reads page 0 of the same number of blocks on both
+   devices, a small part of the smaller one; every write reads back.
+2. *Under churn*: random writes over a hot range with automatic checkpoints, so GC collects, the areas
+   alternate and the plan is topped up again and again; then power goes without a checkpoint.  Judged on
+   the images first, decoded independently of the firmware: the newest anchor record belongs to the
+   newest checkpoint, and with its open list covers every block written since its floor
+   (``flashimg.anchor_uncovered``: a block it missed would be erased as free by the next boot).  Then the
+   boot takes the anchor's path and every acknowledged write reads back.
+3. *A damaged record*: the newest record's page made uncorrectable.  The boot takes the record before
+   it, which no longer belongs to the checkpoint, and so reads page 0 of every block; nothing is lost.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from atomflash import nandsim, spec
+
+from . import flashimg
+from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
+from .simboot import DEFAULT_WAYS as WAYS
+
+pytestmark = pytest.mark.xdist_group("soc_anchor")
+
+PROFILE = spec.NAND_PROFILES["small"]
+LAYOUT = spec.nand_page_layout(PROFILE)
+FAST_RE = re.compile(r"^anchor: blocks \d+ \d+, record \d+ \(base checkpoint (\d+), plan (\d+) blocks\): "
+                     r"page 0 of (\d+) blocks read$", re.M)
+FULL_RE = re.compile(r"^anchor: [^\n]*: page 0 of every block read \(([^)]*)\)$", re.M)
+
+
+def start(run_dir, bpl: int, name: str, **overrides):
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=bpl, **overrides))
+    return cfgs, boot(run_dir, cfgs, log=ROOT / "build" / "soc" / f"test_anchor_{name}.log", timeout=600)
+
+
+def power_cycle(con, run_dir, cfgs, name: str):
+    con.send("exit\r")
+    con.expect("simulation finished", timeout=60)
+    con.stop()
+    return boot(run_dir, cfgs, log=ROOT / "build" / "soc" / f"test_anchor_{name}.log", timeout=600)
+
+
+def pages_of(cfgs):
+    images = [nandsim.Image(c["image"]) for c in cfgs]
+    try:
+        return flashimg.read_log(images, LAYOUT, WAYS)
+    finally:
+        for img in images:
+            img.close()
+
+
+def random_writes(con, seed: int, writes: int, lbas: int):
+    out = con.command(f"io random {seed} {writes} {lbas}", timeout=1500)
+    assert f"random: {writes} writes over {lbas} LBAs" in out, out[-2000:]
+
+
+def test_a_boot_reads_page_0_of_the_same_blocks_on_a_device_four_times_larger(tmp_path):
+    build()
+    reads = {}
+    for bpl in (16, 64):
+        run_dir = tmp_path / f"size{bpl}"
+        cfgs, con = start(run_dir, bpl, f"size{bpl}")
+        try:
+            m = FULL_RE.search(con.boot_text)
+            assert m and m.group(1) == "no anchor record", con.boot_text
+            assert "error" not in con.command("ckpt every 0")
+            random_writes(con, 1, 64, 64)
+            assert "error" not in con.command("ckpt now")
+            random_writes(con, 2, 256, 256)
+            con = power_cycle(con, run_dir, cfgs, f"size{bpl}_restart")
+            m = FAST_RE.search(con.boot_text)
+            assert m, con.boot_text
+            reads[bpl] = int(m.group(3))
+            assert "0 wrong: pass" in con.command("io verify 2 256 256", timeout=300)
+        finally:
+            con.stop()
+    # the checkpoint's open blocks and the plan: a few per die, whatever the size
+    assert reads[64] == reads[16] <= TARGETS * 6, reads
+
+
+CHURN_HOT, CHURN_WRITES, CHURN_SEED = 300, 2500, 7
+TAIL = range(CHURN_HOT, CHURN_HOT + 320, 16)   # then 16-block writes of seed 9 after the hot range
+
+
+def test_under_churn_the_plan_covers_every_block_written_since_the_checkpoint(tmp_path):
+    build()
+    run_dir = tmp_path / "run"
+    cfgs, con = start(run_dir, 8, "churn")
+    try:
+        assert "error" not in con.command("ckpt every 256")
+        random_writes(con, CHURN_SEED, CHURN_WRITES, CHURN_HOT)
+        ck_text = con.command("ckpt")
+        m = re.search(r"taken (\d+)", ck_text)
+        assert m and int(m.group(1)) >= 3, ck_text
+        assert re.search(r"records written \d+ \([1-9]\d* plan extensions\)", ck_text), ck_text
+        # more than a block a die with no checkpoint after them: blocks opened since the floor, for sure
+        assert "error" not in con.command("ckpt every 0")
+        for lba in TAIL:
+            assert f"wrote 16 blocks at lba {lba}" in con.command(f"io write 9 {lba} 16")
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=60)
+    finally:
+        con.stop()
+
+    pages = pages_of(cfgs)
+    ck = flashimg.read_checkpoint(pages, PROFILE.pages_per_block, PROFILE.page_data)
+    rec = flashimg.read_anchor(pages, PROFILE.page_data)
+    assert ck is not None and rec is not None
+    assert flashimg.anchor_belongs(rec, ck), (rec.header, ck.header)
+    assert flashimg.anchor_uncovered(pages, ck, rec) == []
+    # the check can fail: without the plan, the blocks opened since the floor are uncovered
+    assert flashimg.anchor_uncovered(pages, ck, flashimg.AnchorRecord(rec.ppa, rec.header, rec.areas, [], []))
+
+    con = boot(run_dir, cfgs, log=ROOT / "build" / "soc" / "test_anchor_churn_restart.log", timeout=600)
+    try:
+        m = FAST_RE.search(con.boot_text)
+        assert m and int(m.group(1)) == ck.header.number, con.boot_text
+        assert "0 wrong: pass" in con.command(f"io verify {CHURN_SEED} {CHURN_WRITES} {CHURN_HOT}", timeout=300)
+        for lba in TAIL:
+            assert "pass" in con.command(f"io check 9 {lba} 16")
+        # and it goes on: more writes, a checkpoint, all read back
+        random_writes(con, 8, 200, 100)
+        assert "error" not in con.command("ckpt now")
+        assert "0 wrong: pass" in con.command("io verify 8 200 100", timeout=300)
+    finally:
+        con.stop()
+
+    # 3. the newest record's data unreadable (its OOB and the block's marker left alone)
+    rec = flashimg.read_anchor(pages_of(cfgs), PROFILE.page_data)
+    f = spec.PPA.decompose("ppa", rec.ppa)
+    with nandsim.Image(cfgs[f.channel * WAYS + f.way]["image"], writable=True) as img:
+        raw = bytearray(img.page(f.lun, f.block, f.page))
+        for i in range(0, PROFILE.page_data, 7):
+            raw[i] ^= 0x5A
+        img.program(f.lun, f.block, f.page, bytes(raw))
+    pages = pages_of(cfgs)
+    older = flashimg.read_anchor(pages, PROFILE.page_data)
+    assert older is not None and older.header.seq < rec.header.seq
+    ck = flashimg.read_checkpoint(pages, PROFILE.pages_per_block, PROFILE.page_data)
+    con = boot(run_dir, cfgs, log=ROOT / "build" / "soc" / "test_anchor_damaged.log", timeout=600)
+    try:
+        text = con.boot_text
+        if flashimg.anchor_belongs(older, ck):
+            assert FAST_RE.search(text), text       # the older record still names this checkpoint
+        else:
+            assert FULL_RE.search(text), text
+        assert "0 wrong: pass" in con.command("io verify 8 200 100", timeout=300)
+    finally:
+        con.stop()
