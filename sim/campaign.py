@@ -233,6 +233,9 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> 
             out = simctl.console_command(f"io random 9 300 {SPAN}", base, timeout=1800)
             if "error" in out:
                 raise RuntimeError(f"base fill failed: {out}")
+        # a checkpoint (and its anchor record) even on a young device: the boots after the cuts take the
+        # anchor's path when the images let them, and the judge checks it (_anchor_check)
+        simctl.console_command("ckpt now", base, timeout=600)
         dev = Device.attach_sim(base)
         initial = read_span(dev, SPAN)
         dev.close()

@@ -74,7 +74,7 @@ def test_a_boot_reads_page_0_of_the_same_blocks_on_a_device_four_times_larger(tm
             assert m and m.group(1) == "no anchor record", con.boot_text
             assert "error" not in con.command("ckpt every 0")
             random_writes(con, 1, 64, 64)
-            assert "error" not in con.command("ckpt now")
+            assert "error" not in con.command("ckpt now", timeout=600)
             random_writes(con, 2, 256, 256)
             con = power_cycle(con, run_dir, cfgs, f"size{bpl}_restart")
             m = FAST_RE.search(con.boot_text)
@@ -83,12 +83,13 @@ def test_a_boot_reads_page_0_of_the_same_blocks_on_a_device_four_times_larger(tm
             assert "0 wrong: pass" in con.command("io verify 2 256 256", timeout=300)
         finally:
             con.stop()
-    # the checkpoint's open blocks and the plan: a few per die, whatever the size
-    assert reads[64] == reads[16] <= TARGETS * 6, reads
+    # per die, the checkpoint's open blocks (the core's open one and its free FIFO's) and the plan's
+    # top-up, whatever the size; and the areas' first blocks
+    assert reads[64] == reads[16] <= TARGETS * 8 + 2, reads
 
 
 CHURN_HOT, CHURN_WRITES, CHURN_SEED = 300, 2500, 7
-TAIL = range(CHURN_HOT, CHURN_HOT + 320, 16)   # then 16-block writes of seed 9 after the hot range
+TAIL = range(CHURN_HOT, CHURN_HOT + 320, 8)   # then 8-block writes of seed 9 after the hot range
 
 
 def test_under_churn_the_plan_covers_every_block_written_since_the_checkpoint(tmp_path):
@@ -105,7 +106,7 @@ def test_under_churn_the_plan_covers_every_block_written_since_the_checkpoint(tm
         # more than a block a die with no checkpoint after them: blocks opened since the floor, for sure
         assert "error" not in con.command("ckpt every 0")
         for lba in TAIL:
-            assert f"wrote 16 blocks at lba {lba}" in con.command(f"io write 9 {lba} 16")
+            assert f"wrote 8 blocks at lba {lba}" in con.command(f"io write 9 {lba} 8")
         con.send("exit\r")
         con.expect("simulation finished", timeout=60)
     finally:
@@ -126,10 +127,10 @@ def test_under_churn_the_plan_covers_every_block_written_since_the_checkpoint(tm
         assert m and int(m.group(1)) == ck.header.number, con.boot_text
         assert "0 wrong: pass" in con.command(f"io verify {CHURN_SEED} {CHURN_WRITES} {CHURN_HOT}", timeout=300)
         for lba in TAIL:
-            assert "pass" in con.command(f"io check 9 {lba} 16")
+            assert "pass" in con.command(f"io check 9 {lba} 8")
         # and it goes on: more writes, a checkpoint, all read back
         random_writes(con, 8, 200, 100)
-        assert "error" not in con.command("ckpt now")
+        assert "error" not in con.command("ckpt now", timeout=300)
         assert "0 wrong: pass" in con.command("io verify 8 200 100", timeout=300)
     finally:
         con.stop()
