@@ -88,7 +88,7 @@ def test_a_boot_reads_page_0_of_the_same_blocks_on_a_device_four_times_larger(tm
     assert reads[64] == reads[16] <= TARGETS * 8 + 2, reads
 
 
-CHURN_HOT, CHURN_WRITES, CHURN_SEED = 300, 2500, 7
+CHURN_HOT, CHURN_WRITES, CHURN_SEED = 300, 1200, 7
 TAIL = range(CHURN_HOT, CHURN_HOT + 320, 8)   # then 8-block writes of seed 9 after the hot range
 
 
@@ -97,7 +97,7 @@ def test_under_churn_the_plan_covers_every_block_written_since_the_checkpoint(tm
     run_dir = tmp_path / "run"
     cfgs, con = start(run_dir, 8, "churn")
     try:
-        assert "error" not in con.command("ckpt every 256")
+        assert "error" not in con.command("ckpt every 128")
         random_writes(con, CHURN_SEED, CHURN_WRITES, CHURN_HOT)
         ck_text = con.command("ckpt")
         m = re.search(r"taken (\d+)", ck_text)

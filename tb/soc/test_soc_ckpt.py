@@ -111,8 +111,12 @@ def check_valid_counts(con, ck):
     gc_ran = not re.search(r"victims 0 ", con.command("gc"))
     got = []
     for g in range(ck.header.nblocks):
-        m = re.search(r"(\d+) valid", con.command(f"block {g}"))
-        assert m, con.command(f"block {g}")
+        out = con.command(f"block {g}")
+        if ": anchor (boot records" in out:   # its pages are records: nothing bound
+            got.append(0)
+            continue
+        m = re.search(r"(\d+) valid", out)
+        assert m, out
         got.append(int(m.group(1)))
     assert sum(got) == sum(want)
     assert gc_ran or got == want, (got, want)
