@@ -349,21 +349,22 @@ int af_plan_extend(void)
 	uint32_t bpl = af_nand.blocks_per_lun, added = 0;
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		const uint16_t *pool = &af_ftl.pool[d * bpl];
+		/* a die's blocks are consecutive global blocks: one af_ftl_gblock (two divisions) per die */
+		af_block_t *blocks = &af_flash.blocks[af_ftl_gblock(d, 0)];
 		uint32_t have = 0;
 		for (uint32_t i = 0; i < af_ftl.pool_n[d]; i++)
-			have += af_flash.blocks[af_ftl_gblock(d, pool[i])].planned != 0;
+			have += blocks[pool[i]].planned != 0;
 		/* the least-worn unplanned blocks of the pool (the order dynamic wear levelling hands them out in) */
 		for (; have < AF_ANCHOR_TOP_UP; have++) {
 			uint32_t pick = UINT32_MAX; /* ties: the stack's top, as af_wear_pick */
 			for (uint32_t i = af_ftl.pool_n[d]; i-- > 0;) {
-				const af_block_t *b = &af_flash.blocks[af_ftl_gblock(d, pool[i])];
-				if (!b->planned && (pick == UINT32_MAX ||
-						    b->erases < af_flash.blocks[af_ftl_gblock(d, pool[pick])].erases))
+				const af_block_t *b = &blocks[pool[i]];
+				if (!b->planned && (pick == UINT32_MAX || b->erases < blocks[pool[pick]].erases))
 					pick = i;
 			}
 			if (pick == UINT32_MAX)
 				break;
-			af_flash.blocks[af_ftl_gblock(d, pool[pick])].planned = 2;
+			blocks[pool[pick]].planned = 2;
 			added++;
 		}
 	}

@@ -155,10 +155,11 @@ static int pool_pop(uint32_t die, uint16_t *block, int for_core)
 		uint32_t top = af_ftl.pool_n[die] - 1, pick = af_wear_pick(die, pool, top + 1);
 		if (for_core && !af_plan_allows(af_ftl_gblock(die, pool[pick]))) {
 			pick = UINT32_MAX; /* the least worn of the planned ones (ties: the stack's top) */
+			uint32_t g0 = af_ftl_gblock(die, 0); /* a die's blocks are consecutive global blocks */
 			for (uint32_t i = top + 1; i-- > 0;) {
-				uint32_t g = af_ftl_gblock(die, pool[i]);
-				if (af_plan_allows(g) && (pick == UINT32_MAX || af_flash.blocks[g].erases <
-									 af_flash.blocks[af_ftl_gblock(die, pool[pick])].erases))
+				uint32_t g = g0 + pool[i];
+				if (af_plan_allows(g) && (pick == UINT32_MAX ||
+							  af_flash.blocks[g].erases < af_flash.blocks[g0 + pool[pick]].erases))
 					pick = i;
 			}
 			if (pick == UINT32_MAX)
