@@ -1,7 +1,7 @@
 """System tests: the anchor (firmware/anchor.h) bounds what a boot reads by what was written since the
 checkpoint, not by the device.
 
-1. *Flat in device size*: on 16 and on 64 blocks per LUN (4 targets), the same workload -- writes, a
+1. *Flat in device size* (``make test-slow``): on 16 and on 64 blocks per LUN (4 targets), the same workload -- writes, a
    checkpoint, more writes -- then a power cycle.  The first boot found no record and read page 0 of
    every block; the second takes the anchor's path and reads page 0 of the same number of blocks on both
    devices, a small part of the smaller one; every write reads back.
@@ -64,6 +64,7 @@ def random_writes(con, seed: int, writes: int, lbas: int):
     assert f"random: {writes} writes over {lbas} LBAs" in out, out[-2000:]
 
 
+@pytest.mark.slow      # ~4 min (a 64-block-per-LUN device): make test-slow; make bench-soc measures it too
 def test_a_boot_reads_page_0_of_the_same_blocks_on_a_device_four_times_larger(tmp_path):
     build()
     reads = {}
