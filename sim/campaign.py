@@ -581,7 +581,7 @@ def _anchor_check(run: Path, res: dict) -> None:
         res.setdefault("anchor", "full")            # the boot reads page 0 of every block
         return
     res.setdefault("anchor", "fast")
-    missed = flashimg.anchor_uncovered(pages, ck, rec)
+    missed = flashimg.anchor_uncovered(pages, ck, rec, WAYS, BLOCKS_PER_LUN)
     if missed:
         res.setdefault("anchor_missed", []).extend(f"0x{p:08x}" for p in missed)
 

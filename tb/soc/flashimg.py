@@ -342,14 +342,24 @@ def block_of(ppa: int) -> tuple[int, int, int, int]:
     return f.channel, f.way, f.lun, f.block
 
 
-def anchor_uncovered(pages: list[Page], ck: FirmwareCheckpoint, rec: AnchorRecord) -> list[int]:
+def anchor_uncovered(pages: list[Page], ck: FirmwareCheckpoint, rec: AnchorRecord, ways: int,
+                     blocks_per_lun: int, luns: int = 1) -> list[int]:
     """Page-0 PPAs of the blocks a boot reading page 0 of every block would scan (page 0 torn, or intact
-    with a seq at or above ``ck``'s floor; not an area or anchor block) that the anchor's boot would not
-    read: in neither ``ck``'s open list nor ``rec``'s plan.  Empty when the anchor loses nothing."""
+    with a seq at or above ``ck``'s floor; not an area, anchor or bad block) that the anchor's boot would
+    not read: in neither ``ck``'s open list nor ``rec``'s plan.  Empty when the anchor loses nothing.
+    Bad: named by the checkpoint (factory or retired: their global block numbers, hence the geometry) or
+    by the record (a block whose erase failed holds whatever the failed erase left)."""
     floor = ck.header.seq
     known = {block_of(p) for p in ck.open_blocks + rec.plan}
     areas = {block_of(p) for a in ck.areas for p in a if p != spec.PPA_UNMAPPED}
     areas |= {block_of(p) for a in rec.areas for p in a if p != spec.PPA_UNMAPPED}
+
+    def by_global(g):
+        t, rest = divmod(g, luns * blocks_per_lun)
+        return t // ways, t % ways, rest // blocks_per_lun, rest % blocks_per_lun
+
+    areas |= {block_of(p) for p in rec.bad}
+    areas |= {by_global(g) for g in ck.retired | (ck.factory_bad or set())}
     out = []
     for p in pages:
         if spec.PPA.decompose("ppa", p.addr).page != 0 or block_of(p.addr) in known | areas:

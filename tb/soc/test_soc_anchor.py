@@ -119,10 +119,10 @@ def test_under_churn_the_plan_covers_every_block_written_since_the_checkpoint(tm
     rec = flashimg.read_anchor(pages, PROFILE.page_data)
     assert ck is not None and rec is not None
     assert flashimg.anchor_belongs(rec, ck), (rec.header, ck.header)
-    assert flashimg.anchor_uncovered(pages, ck, rec) == []
+    assert flashimg.anchor_uncovered(pages, ck, rec, WAYS, 8) == []
     # the check can fail: without the plan and the open list, the blocks written since the floor are uncovered
     bare = flashimg.AnchorRecord(rec.ppa, rec.header, rec.areas, [], [])
-    assert flashimg.anchor_uncovered(pages, dataclasses.replace(ck, open_blocks=[]), bare)
+    assert flashimg.anchor_uncovered(pages, dataclasses.replace(ck, open_blocks=[]), bare, WAYS, 8)
 
     con = boot(run_dir, cfgs, log=ROOT / "build" / "soc" / "test_anchor_churn_restart.log", timeout=600)
     try:
