@@ -48,9 +48,9 @@
 #include "ckpt.h"
 #include "fw.h"
 
-/* The anchor is written and used only when this is 1.  It is 0 until it has passed the SoC suite and the
- * power-cut campaign (docs/firmware.md, "Not done yet"): with 0 every boot reads page 0 of every block as
- * before, checkpoints (format 5) name no record, and the capacity keeps no blocks for it. */
+/* The anchor is written and used only when this is 1 (since 2026-11-26: tb/soc/test_soc_anchor.py, and the
+ * campaign's judge checks its coverage after every cut).  With 0 every boot reads page 0 of every block,
+ * checkpoints (format 5) name no record, and the capacity keeps no blocks for it. */
 #define AF_ANCHOR_ENABLED 1
 
 /* Blocks a die's plan is topped up to (not yet handed out) when it runs dry. */
@@ -99,8 +99,9 @@ void af_anchor_poll(void);
  * newer than any checkpoint).  How many were not marked yet. */
 uint32_t af_anchor_apply_bad(void);
 /* Program a record: areas from af_ckpt, base = the newest checkpoint, plan = every block with
- * af_block_t.planned set (or none with ANCHOR.FLAG_NO_PLAN), and the grown bad blocks that fit.  0; -1 when it did not fit a page (nothing
- * written); -2 when no page could be programmed (the anchor is dead, said on the console). */
+ * af_block_t.planned set (or none with ANCHOR.FLAG_NO_PLAN), and the grown bad blocks that fit.  0; -1 when
+ * the plan did not fit a page (nothing written); -2 when no page could be programmed (the anchor is dead,
+ * said on the console). */
 int af_anchor_write(uint8_t flags);
 /* Do af_ckpt's areas differ from the newest durable record's? */
 int af_anchor_areas_changed(void);
