@@ -344,32 +344,32 @@ def block_of(ppa: int) -> tuple[int, int, int, int]:
 
 def anchor_uncovered(pages: list[Page], ck: FirmwareCheckpoint, rec: AnchorRecord, ways: int,
                      blocks_per_lun: int, luns: int = 1) -> list[int]:
-    """Page-0 PPAs of the blocks a boot reading page 0 of every block would scan (page 0 torn, or intact
-    with a seq at or above ``ck``'s floor; not an area, anchor or bad block) that the anchor's boot would
-    not read: in neither ``ck``'s open list nor ``rec``'s plan.  Empty when the anchor loses nothing.
-    Bad: named by the checkpoint (factory or retired: their global block numbers, hence the geometry) or
-    by the record (a block whose erase failed holds whatever the failed erase left)."""
+    """Page-0 PPAs of the blocks holding an intact page with a seq at or above ``ck``'s floor (written
+    since: recovery must read it) that the anchor's boot would not read: in neither ``ck``'s open list nor
+    ``rec``'s plan, and no area, anchor or bad block.  Empty when the anchor loses nothing.  Torn and
+    older pages are not counted: a failed or interrupted erase leaves them in a block the boot takes for
+    free and erases before use, and they hold nothing acknowledged.  Bad: named by the checkpoint
+    (factory or retired: global block numbers, hence the geometry) or by the record."""
     floor = ck.header.seq
-    known = {block_of(p) for p in ck.open_blocks + rec.plan}
-    areas = {block_of(p) for a in ck.areas for p in a if p != spec.PPA_UNMAPPED}
-    areas |= {block_of(p) for a in rec.areas for p in a if p != spec.PPA_UNMAPPED}
+    skip = {block_of(p) for p in ck.open_blocks + rec.plan + rec.bad}
+    skip |= {block_of(p) for a in ck.areas + rec.areas for p in a if p != spec.PPA_UNMAPPED}
 
     def by_global(g):
         t, rest = divmod(g, luns * blocks_per_lun)
         return t // ways, t % ways, rest // blocks_per_lun, rest % blocks_per_lun
 
-    areas |= {block_of(p) for p in rec.bad}
-    areas |= {by_global(g) for g in ck.retired | (ck.factory_bad or set())}
-    out = []
+    skip |= {by_global(g) for g in ck.retired | (ck.factory_bad or set())}
+    out = set()
     for p in pages:
-        if spec.PPA.decompose("ppa", p.addr).page != 0 or block_of(p.addr) in known | areas:
+        blk = block_of(p.addr)
+        if blk in skip:
             continue
-        rec0 = spec.unpack_oob(p.oob)
-        if rec0 is not None and rec0.kind == spec.Kind.CHECKPOINT and rec0.lba == spec.ANCHOR.OOB_LBA:
-            continue                                     # an anchor block
-        if rec0 is None or rec0.seq >= floor:
-            out.append(p.addr)
-    return out
+        r = spec.unpack_oob(p.oob)
+        if r is None or (r.kind == spec.Kind.CHECKPOINT and r.lba == spec.ANCHOR.OOB_LBA):
+            continue                                     # torn, or an anchor block's record
+        if r.seq >= floor:
+            out.add(spec.pack_ppa(*blk, 0))
+    return sorted(out)
 
 
 def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> FirmwareCheckpoint | None:
