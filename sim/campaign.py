@@ -807,7 +807,7 @@ def report(results: list[dict], path: Path | None, args, archived: list[dict] = 
         fast = sum(r["anchor"] == "fast" for r in anchored)
         table += (f"\n\nThe anchor (firmware/anchor.h), judged on the images after each cut of the {len(anchored)} "
                   f"trials that checked it: after {fast} the next boot reads page 0 of only the blocks the newest "
-                  "anchor record and checkpoint name, which must include every block written since the checkpoint's "
+                  "anchor record and checkpoint name, which must include every block holding a page written since the checkpoint's "
                   f"floor (a miss is a violation); after {len(anchored) - fast} it reads page 0 of every block.")
     full = [r for r in results if r.get("no_space") and r["outcome"] in ("pass", "no-cut")]
     if full:
