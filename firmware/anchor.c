@@ -54,9 +54,8 @@ static uint32_t record_ppa(uint32_t b, uint32_t i)
 }
 
 /* Retired with nothing bound in it (an erase failed, or GC moved its data out): the records list it. */
-static int is_grown_bad(uint32_t g)
+static int is_grown_bad(const af_block_t *b)
 {
-	const af_block_t *b = &af_flash.blocks[g];
 	return (b->flags & AF_BLOCK_RETIRED) && b->state == AF_BSTATE_RETIRED && !b->anchor;
 }
 
@@ -241,17 +240,31 @@ int af_anchor_write(uint8_t flags)
 			list[a * narea + i] = af_ckpt.area_block[a][i] == AF_CKPT_NO_BLOCK
 						      ? AF_PPA_UNMAPPED
 						      : af_nand_block_ppa(af_ckpt.area_block[a][i]);
-	for (uint32_t g = 0; !(flags & AF_ANCHOR_FLAG_NO_PLAN) && g < af_flash.nblocks; g++)
-		if (af_flash.blocks[g].planned) {
-			if (n == room)
+	/* one pass over the blocks (a boot's cost grows with every pass): the plan from the front, the
+	 * grown bad blocks from the back (a planned block takes a bad one's place: the plan must fit, the
+	 * bad blocks only as many as fit -- a boot that misses one finds it again when its erase fails) */
+	uint32_t nbad = 0, *back = list + AF_CKPT_AREAS * narea + room; /* bad i at back[-1 - i] */
+	int plan = !(flags & AF_ANCHOR_FLAG_NO_PLAN);
+	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
+		const af_block_t *b = &af_flash.blocks[g];
+		if (plan && b->planned) {
+			if (n + nbad == room && !nbad--)
 				return -1;
-			list[AF_CKPT_AREAS * narea + n++] = af_nand_block_ppa(g);
+			list[AF_CKPT_AREAS * narea + n++] = g;
 		}
-	/* grown bad blocks, as many as fit (a boot that misses one finds it again when its erase fails) */
-	uint32_t nbad = 0;
-	for (uint32_t g = 0; g < af_flash.nblocks && n + nbad < room; g++)
-		if (is_grown_bad(g))
-			list[AF_CKPT_AREAS * narea + n + nbad++] = af_nand_block_ppa(g);
+		if (is_grown_bad(b) && n + nbad < room) /* retired while planned: in both lists */
+			back[-1 - (int32_t)nbad++] = g;
+	}
+	/* as PPAs, the plan then the bad blocks in ascending order */
+	uint32_t *bad = back - nbad;
+	for (uint32_t i = 0, j = nbad; i + 1 < j; i++, j--) {
+		uint32_t t = bad[i];
+		bad[i] = bad[j - 1];
+		bad[j - 1] = t;
+	}
+	memmove(list + AF_CKPT_AREAS * narea + n, bad, 4 * nbad);
+	for (uint32_t i = 0; i < n + nbad; i++)
+		list[AF_CKPT_AREAS * narea + i] = af_nand_block_ppa(list[AF_CKPT_AREAS * narea + i]);
 	af_anchor.bad_dirty = 0;
 	memset(&h, 0, sizeof(h));
 	h.magic = AF_ANCHOR_MAGIC;
@@ -346,26 +359,31 @@ int af_plan_extend(void)
 {
 	if (af_anchor.mode != AF_PLAN_ON)
 		return af_anchor.mode == AF_PLAN_DEAD ? -1 : 0;
-	uint32_t bpl = af_nand.blocks_per_lun, added = 0;
+	uint32_t bpl = af_nand.blocks_per_lun, added = 0, fresh[AF_FTL_MAX_DIES * AF_ANCHOR_TOP_UP];
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		const uint16_t *pool = &af_ftl.pool[d * bpl];
 		/* a die's blocks are consecutive global blocks: one af_ftl_gblock (two divisions) per die */
-		af_block_t *blocks = &af_flash.blocks[af_ftl_gblock(d, 0)];
-		uint32_t have = 0;
-		for (uint32_t i = 0; i < af_ftl.pool_n[d]; i++)
-			have += blocks[pool[i]].planned != 0;
-		/* the least-worn unplanned blocks of the pool (the order dynamic wear levelling hands them out in) */
-		for (; have < AF_ANCHOR_TOP_UP; have++) {
-			uint32_t pick = UINT32_MAX; /* ties: the stack's top, as af_wear_pick */
-			for (uint32_t i = af_ftl.pool_n[d]; i-- > 0;) {
-				const af_block_t *b = &blocks[pool[i]];
-				if (!b->planned && (pick == UINT32_MAX || b->erases < blocks[pool[pick]].erases))
-					pick = i;
+		uint32_t g0 = af_ftl_gblock(d, 0), have = 0;
+		const af_block_t *blocks = &af_flash.blocks[g0];
+		/* one pass over the pool: how many are planned, and the least-worn unplanned ones (the order
+		 * dynamic wear levelling hands them out in; ties: the stack's top, as af_wear_pick), best first */
+		uint32_t best[AF_ANCHOR_TOP_UP], nbest = 0;
+		for (uint32_t i = af_ftl.pool_n[d]; i-- > 0;) {
+			const af_block_t *b = &blocks[pool[i]];
+			if (b->planned) {
+				have++;
+				continue;
 			}
-			if (pick == UINT32_MAX)
-				break;
-			blocks[pool[pick]].planned = 2;
-			added++;
+			uint32_t j = nbest < AF_ANCHOR_TOP_UP ? nbest++ : AF_ANCHOR_TOP_UP;
+			for (; j > 0 && b->erases < blocks[pool[best[j - 1]]].erases; j--)
+				if (j < AF_ANCHOR_TOP_UP)
+					best[j] = best[j - 1];
+			if (j < AF_ANCHOR_TOP_UP)
+				best[j] = i;
+		}
+		for (uint32_t k = 0; k < nbest && have < AF_ANCHOR_TOP_UP; k++, have++) {
+			fresh[added] = g0 + pool[best[k]];
+			af_flash.blocks[fresh[added++]].planned = 2;
 		}
 	}
 	if (!added)
@@ -373,9 +391,8 @@ int af_plan_extend(void)
 	int r = af_anchor_write(0);
 	if (r == -1) /* the plan outgrew a page (no checkpoint for long): hand out freely, boots read every page 0 */
 		r = af_anchor_write(AF_ANCHOR_FLAG_NO_PLAN) == 0 ? 1 : -2;
-	for (uint32_t g = 0; g < af_flash.nblocks; g++)
-		if (af_flash.blocks[g].planned == 2)
-			af_flash.blocks[g].planned = r == 0 ? 1 : 0;
+	for (uint32_t k = 0; k < added; k++)
+		af_flash.blocks[fresh[k]].planned = r == 0 ? 1 : 0;
 	if (r == 1) {
 		af_anchor.mode = AF_PLAN_NONE;
 		printf("warning: anchor: the plan does not fit a record: blocks are handed out without one until the "
@@ -411,9 +428,8 @@ void af_plan_boot(void)
 {
 	if (af_anchor.mode != AF_PLAN_ON)
 		return;
-	/* what the boot scanned holds pages from the checkpoint's floor on: the next boot reads them again */
-	for (uint32_t g = 0; g < af_flash.nblocks; g++)
-		af_flash.blocks[g].planned = af_flash.blocks[g].scan && !af_flash.blocks[g].flags;
+	/* what the boot scanned holds pages from the checkpoint's floor on, so the next boot must read it again:
+	 * planned already (af_plan_boot_mark) */
 	uint64_t seq = af_anchor.seq;
 	af_plan_extend();
 	if (af_anchor.mode == AF_PLAN_ON && (!af_anchor.have || af_anchor.seq == seq))

@@ -114,7 +114,10 @@ int af_plan_allows(uint32_t g);
 /* Top up every die's plan and program a record (af_ftl_refill, when a die has no planned block left;
  * af_ftl_start).  0, or -1: nothing more may be handed out. */
 int af_plan_extend(void);
-/* af_ftl_start, before the core gets a block: a record of this boot's plan (what it scanned, topped up). */
+/* af_ftl_start, before the core gets a block: a record of this boot's plan (what it scanned, topped up).
+ * af_ftl_start's pass over the blocks has set planned to af_plan_boot_mark(b) on every block (one pass
+ * over the table, not two: the boot's CPU time grows with each). */
+#define af_plan_boot_mark(b) (af_anchor.mode == AF_PLAN_ON && (b)->scan && !(b)->flags)
 void af_plan_boot(void);
 /* Pages of an anchor block that take records (MLC: the lower pages only). */
 uint32_t af_anchor_usable_pages(void);

@@ -293,9 +293,10 @@ int af_ckpt_load(uint32_t g)
 			af_ckpt.area_block[a][i] = af_anchor.area[a][i];
 	for (uint32_t a = 0; !af_flash.fast && a < AF_CKPT_AREAS; a++)
 		for (uint32_t i = 0; a != h.area && i < h.narea; i++) {
-			const af_block_t *b = &af_flash.blocks[af_ckpt.area_block[a][i]];
+			uint32_t g = af_ckpt.area_block[a][i];
+			const af_block_t *b = &af_flash.blocks[g];
 			if (b->flags || !(b->p0 == AF_P0_ERASED ||
-					  ((b->p0 == AF_P0_CKPT || b->p0 == AF_P0_INTACT) && b->p0_kind == AF_KIND_CHECKPOINT))) {
+					  ((b->p0 == AF_P0_CKPT || b->p0 == AF_P0_INTACT) && af_flash.p0[g].kind == AF_KIND_CHECKPOINT))) {
 				af_ckpt.area_block[a][i] = AF_CKPT_NO_BLOCK;
 				af_ckpt.areas_dropped++;
 			}

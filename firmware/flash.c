@@ -240,9 +240,7 @@ static void p0_consume(void *ctx, pipe_ent_t *e)
 	b->p0 = oob.kind == AF_KIND_CHECKPOINT && oob.lba == 0		    ? AF_P0_CKPT
 		: oob.kind == AF_KIND_CHECKPOINT && oob.lba == AF_ANCHOR_OOB_LBA ? AF_P0_ANCHOR
 										  : AF_P0_INTACT;
-	b->p0_kind = oob.kind;
-	b->p0_seq = oob.seq;
-	b->p0_num = oob.vseq;
+	af_flash.p0[e->gblock] = (af_p0_t){ .seq = oob.seq, .num = oob.vseq, .kind = oob.kind };
 }
 
 /* Load the newest intact checkpoint (headers found in the page-0 pass); 0 if none. */
@@ -253,8 +251,8 @@ static int find_checkpoint(void)
 		uint32_t best = UINT32_MAX;
 		for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 			const af_block_t *b = &af_flash.blocks[g];
-			if (!b->flags && b->p0 == AF_P0_CKPT && b->p0_num < below &&
-			    (best == UINT32_MAX || b->p0_num > af_flash.blocks[best].p0_num))
+			if (!b->flags && b->p0 == AF_P0_CKPT && af_flash.p0[g].num < below &&
+			    (best == UINT32_MAX || af_flash.p0[g].num > af_flash.p0[best].num))
 				best = g;
 		}
 		if (best == UINT32_MAX)
@@ -262,7 +260,7 @@ static int find_checkpoint(void)
 		if (af_ckpt_load(best) == 0)
 			return 1;
 		af_ckpt.tried++;
-		below = af_flash.blocks[best].p0_num;
+		below = af_flash.p0[best].num;
 	}
 }
 
@@ -334,8 +332,7 @@ static int fast_boot(void)
 	for (uint32_t k = 0; k < af_flash.nblocks; k++) {
 		af_block_t *b = &af_flash.blocks[k];
 		b->p0 = b->ckpt_free ? AF_P0_ERASED : AF_P0_INTACT;
-		b->p0_kind = AF_KIND_DATA;
-		b->p0_seq = 0;
+		af_flash.p0[k] = (af_p0_t){ .kind = AF_KIND_DATA };
 		b->cand = b->scan;
 	}
 	for (uint32_t i = 0; i < af_anchor.nplan; i++)
@@ -477,7 +474,7 @@ static void need_cb(void *ctx, uint32_t lba)
 
 /* --- boot ---------------------------------------------------------------------------- */
 
-static void print_ms(uint64_t cycles)
+void af_print_ms(uint64_t cycles)
 {
 	uint64_t us = af_cycles_to_us(cycles);
 	af_print_u64(us / 1000);
@@ -534,9 +531,11 @@ int af_flash_boot(void)
 	af_flash.map.ppa = af_ram_alloc(4 * af_flash.nlba, 8);
 	af_flash.map.vseq = af_ram_alloc(8 * af_flash.nlba, 8);
 	af_flash.map.cseq = af_ram_alloc(8 * af_flash.nlba, 8);
-	af_flash.blocks = af_ram_alloc(sizeof(af_block_t) * af_flash.nblocks, 8);
+	af_flash.blocks = af_ram_alloc(sizeof(af_block_t) * af_flash.nblocks, 32); /* one line each */
+	af_flash.p0 = af_ram_alloc(sizeof(af_p0_t) * af_flash.nblocks, 8);
 	af_flash.counts = af_ram_alloc(4 * af_flash.nblocks, 8);
-	if (!af_flash.map.ppa || !af_flash.map.vseq || !af_flash.map.cseq || !af_flash.blocks || !af_flash.counts) {
+	if (!af_flash.map.ppa || !af_flash.map.vseq || !af_flash.map.cseq || !af_flash.blocks || !af_flash.p0 ||
+	    !af_flash.counts) {
 		printf("error: boot: main RAM (%lu KiB) too small for the map of %lu LBAs\n",
 		       (unsigned long)(MAIN_RAM_SIZE / 1024), (unsigned long)af_flash.nlba);
 		af_flash.nand_ok = 0;
@@ -544,6 +543,7 @@ int af_flash_boot(void)
 	}
 	af_flash.ram_used = af_ram_used();
 	memset(af_flash.blocks, 0, sizeof(af_block_t) * af_flash.nblocks);
+	memset(af_flash.p0, 0, sizeof(af_p0_t) * af_flash.nblocks);
 	/* valid counts kept entry by entry from the checkpoint's (no pass over the map) */
 	af_flash.tally = (af_rec_tally_t){ af_flash.counts, af_flash.nblocks, block_of_cb, NULL, 0, 0 };
 	af_flash.map.tally = &af_flash.tally;
@@ -583,8 +583,8 @@ int af_flash_boot(void)
 		 * tries each number once) */
 		for (uint32_t g = 0; g < af_flash.nblocks; g++)
 			if (!af_flash.blocks[g].flags && af_flash.blocks[g].p0 == AF_P0_CKPT &&
-			    af_flash.blocks[g].p0_num > af_ckpt.seen_number)
-				af_ckpt.seen_number = af_flash.blocks[g].p0_num;
+			    af_flash.p0[g].num > af_ckpt.seen_number)
+				af_ckpt.seen_number = af_flash.p0[g].num;
 		af_flash.t_ckpt += af_uptime_cycles() - t0;
 		/* The anchor blocks are this firmware's when they hold its records or nothing; on a device an
 		 * older firmware wrote (a checkpoint before format 5) only when they are erased. */
@@ -683,7 +683,7 @@ int af_flash_boot(void)
 			b->scan = 0; /* its written prefix is empty */
 		else if (!have_ckpt)
 			b->scan = 1;
-		else if (b->p0 == AF_P0_TORN || ((b->p0 == AF_P0_INTACT || b->p0 == AF_P0_CKPT) && b->p0_seq >= af_ckpt.seq))
+		else if (b->p0 == AF_P0_TORN || ((b->p0 == AF_P0_INTACT || b->p0 == AF_P0_CKPT) && af_flash.p0[g].seq >= af_ckpt.seq))
 			b->scan = 1;
 		if (!b->scan && b->p0 != AF_P0_ERASED)
 			b->written = (uint16_t)af_nand.pages_per_block; /* not read: older than the floor, full or not */
@@ -775,17 +775,17 @@ int af_flash_boot(void)
 		       "host needs them, and in the background\n", (unsigned long)af_mapload.at_boot,
 		       (unsigned long)af_mapload.nseg, (unsigned long)(1u << af_mapload.seg_shift));
 	printf("time: bring-up ");
-	print_ms(af_flash.t_bringup);
+	af_print_ms(af_flash.t_bringup);
 	printf(", bbt ");
-	print_ms(af_flash.t_bbt);
+	af_print_ms(af_flash.t_bbt);
 	printf(", page 0 ");
-	print_ms(af_flash.t_p0);
+	af_print_ms(af_flash.t_p0);
 	printf(", checkpoint ");
-	print_ms(af_flash.t_ckpt);
+	af_print_ms(af_flash.t_ckpt);
 	printf(", scan ");
-	print_ms(af_flash.t_scan);
+	af_print_ms(af_flash.t_scan);
 	printf(", finish ");
-	print_ms(af_flash.t_finish);
+	af_print_ms(af_flash.t_finish);
 	printf(" (simulated at %lu Hz)\n", (unsigned long)CONFIG_CLOCK_FREQUENCY);
 	return 0;
 }

@@ -44,11 +44,20 @@ typedef struct {
 	uint8_t cand;     /* boot: page 0 read in the fast path (open in the checkpoint, or planned) */
 	uint8_t torn_end; /* its written prefix ends in a data page whose data does not read (torn by a cut) */
 	uint32_t erases;  /* erase count (wear.c): saved in checkpoints, counted since */
-	uint8_t p0_kind;  /* page 0's OOB kind (AF_P0_INTACT, AF_P0_CKPT) */
-	uint64_t p0_seq;  /* page 0's seq (AF_P0_INTACT, AF_P0_CKPT); checkpoint number in p0_num */
-	uint64_t p0_num;
 	uint64_t close_seq; /* every page in it has a smaller seq (GC erases it once a checkpoint floor passes it) */
 } af_block_t;
+
+/* One entry is one data-cache line (VexRiscv's are 32 bytes; the table is allocated on a line): the
+ * boot's and GC's passes over every block are bound by line fills from main RAM, so a field added here
+ * costs every pass (what only the boot's page-0 pass needs is in af_p0_t). */
+_Static_assert(sizeof(af_block_t) == 32, "af_block_t is one cache line");
+
+/* What page 0's OOB record said, per block (the page-0 pass; AF_P0_INTACT, AF_P0_CKPT) */
+typedef struct {
+	uint64_t seq;     /* its seq */
+	uint64_t num;     /* its vseq: a checkpoint header's number */
+	uint8_t kind;     /* its kind */
+} af_p0_t;
 
 #define AF_P0_ERASED 0
 #define AF_P0_INTACT 1   /* an intact OOB record */
@@ -66,6 +75,7 @@ typedef struct {
 	uint32_t nblocks;
 	uint32_t bad_blocks;
 	af_block_t *blocks;       /* nblocks entries (global block numbers, nand.h) */
+	af_p0_t *p0;              /* nblocks entries: page 0's record (boot) */
 	af_rec_map_t map;
 	af_rec_tally_t tally;     /* the map's valid counts, bound and lost LBAs while recovery builds it */
 	uint32_t *counts;         /* nblocks: the tally's counts at boot, the checkpointer's scratch after */
@@ -91,5 +101,8 @@ void af_flash_print_geometry(const char *prefix);
 
 /* The boot path above; prints the boot report.  0, or < 0 when NAND bring-up failed. */
 int af_flash_boot(void);
+
+/* "12.345 ms": simulated time at the nominal clock, for the boot report */
+void af_print_ms(uint64_t cycles);
 
 #endif

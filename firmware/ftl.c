@@ -480,6 +480,7 @@ int af_ftl_start(void)
 	if (!af_ftl.present || !af_flash.scanned)
 		return -1;
 	uint32_t bpl = af_nand.blocks_per_lun;
+	uint64_t t0 = af_uptime_cycles();
 	if (af_ftl.channels != af_nand.channels || af_ftl.ways != af_nand.ways) {
 		printf("error: ftl: core built for %lu x %lu, NAND window reports %lu x %lu\n",
 		       (unsigned long)af_ftl.channels, (unsigned long)af_ftl.ways, (unsigned long)af_nand.channels,
@@ -542,6 +543,7 @@ int af_ftl_start(void)
 			af_flash.bad_blocks++;
 			af_ftl.retiring++;
 		}
+		b->planned = af_plan_boot_mark(b);
 		if (b->state == AF_BSTATE_CKPT || b->state == AF_BSTATE_RETIRED)
 			continue;
 		b->state = AF_BSTATE_DATA;
@@ -635,6 +637,8 @@ int af_ftl_start(void)
 	       (unsigned long)(af_ftl.free_blocks + af_ftl.pushed), (unsigned long)af_ftl.pushed,
 	       (unsigned long)af_ftl.dies);
 	af_print_u64(af_ftl.start_seq);
+	printf("; started in ");
+	af_print_ms(af_uptime_cycles() - t0); /* tb/soc/bench.py: what grows with the device */
 	printf("\n");
 	return 0;
 }

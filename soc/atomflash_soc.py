@@ -73,8 +73,9 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
       flash page at most;
     * recovery's scan table: 48 bytes per page it may scan (``af_rec_page_t``
       + two index words; docs/recovery.md), i.e. every page with no checkpoint;
-    * block table: 16 bytes per erase block (state, erase count, valid count,
-      last seq);
+    * block table: 64 bytes per erase block (``af_block_t``, one 32-byte cache
+      line: state, erase count, valid count, last seq; page 0's record, 24; the
+      valid-count scratch, 4; rounding);
     * page-valid bitmap: 1 bit per page;
     * data buffers: 4 pages (data + spare) per target (double-buffered reads and
       writes), plus the host queues;
@@ -93,7 +94,7 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
     pages = blocks * p.pages_per_block
     queues = spec.LIMITS.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
     ftl = 4 * targets * (1 << (p.blocks_per_lun - 1).bit_length()) + (FTL_SLOTS + 1) * p.page_data + 1024
-    need = ((24 + 48) * pages + 16 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl
+    need = ((24 + 48) * pages + 64 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl
             + cache_pages * p.page_data + 8192)
     size = 256 * 1024
     while size < need:

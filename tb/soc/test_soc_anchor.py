@@ -90,7 +90,7 @@ def test_a_boot_reads_page_0_of_the_same_blocks_on_a_device_four_times_larger(tm
     assert reads[64] == reads[16] <= TARGETS * 8 + 2, reads
 
 
-CHURN_HOT, CHURN_WRITES, CHURN_SEED = 300, 1200, 7
+CHURN_HOT, CHURN_WRITES, CHURN_SEED = 300, 800, 7
 TAIL = range(CHURN_HOT, CHURN_HOT + 320, 8)   # then 8-block writes of seed 9 after the hot range
 
 
