@@ -214,19 +214,20 @@ def render(r: dict) -> str:
 
         total = (b["boot_cycles"] - a["boot_cycles"]) / CLK_HZ * 1e3
         known = grew(*a["phases_ms"])
+        per_block = (b["boot_cycles"] - a["boot_cycles"]) / (b["blocks"] - a["blocks"])
         lines += ["", f"What grows with the device ({a['blocks_per_lun']} -> {b['blocks_per_lun']} blocks per "
-                  f"LUN, 8x: {total:+.1f} ms): the page-0 pass ({grew('page0'):+.1f} ms: with the anchor's record "
+                  f"LUN, 8x: {total:+.1f} ms, {per_block:.0f} cycles per block added): the page-0 pass ({grew('page0'):+.1f} ms: with the anchor's record "
                   "(docs/firmware.md, *The anchor*) page 0 of the checkpoint's open blocks and the plan only, "
                   "without it one OOB read per block; the bad-block markers, one raw read per block, "
                   f"{grew('bbt'):+.1f} ms: a boot reads them only while no checkpoint of format 4 carries the "
                   f"table, as on the first boot); the checkpoint load ({grew('checkpoint'):+.1f} ms: "
                   "a boot (format 3 on) reads the header and the pages after the map -- erase counts, valid counts, "
                   "the map pages' CRCs, a few bytes per block -- and no map page); the recovery's finish "
-                  f"({grew('finish'):+.1f} ms: it loads only the map segments the scan touches); and the rest of "
+                  f"({grew('finish'):+.1f} ms: it loads only the map segments the scan touches); "
                   f"the FTL's start ({grew('ftl_start'):+.1f} ms: its pass over the block table, the anchor's "
-                  "plan and record, the space check, handing erased blocks to the dies); the rest of the boot "
+                  "plan and record, the space check, handing erased blocks to the dies); and the rest of the boot "
                   f"({total - known:+.1f} ms: the passes between the phases, such as the selection of the blocks "
-                  "to scan).  The scan ({grew('scan'):+.1f} ms) reads only the "
+                  f"to scan).  The scan ({grew('scan'):+.1f} ms) reads only the "
                   "blocks written since the checkpoint's floor and steps over no others.  The map loads after "
                   "the host interface is on (docs/firmware.md, *The map, loaded lazily*).", ""]
     if r.get("gc"):
