@@ -331,8 +331,7 @@ static int fast_boot(void)
 	 * those open then (af_ckpt_load marked them) or planned since. */
 	for (uint32_t k = 0; k < af_flash.nblocks; k++) {
 		af_block_t *b = &af_flash.blocks[k];
-		b->p0 = b->ckpt_free ? AF_P0_ERASED : AF_P0_INTACT;
-		af_flash.p0[k] = (af_p0_t){ .kind = AF_KIND_DATA };
+		b->p0 = b->ckpt_free ? AF_P0_ERASED : AF_P0_INTACT; /* af_flash.p0[k] zeroed: seq 0, below the floor */
 		b->cand = b->scan;
 	}
 	for (uint32_t i = 0; i < af_anchor.nplan; i++)
