@@ -778,8 +778,12 @@ int af_ckpt_take(void)
 	uint32_t *list = (uint32_t *)(af_ckpt.page + sizeof(h));
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 		const af_block_t *b = &af_flash.blocks[g];
-		/* open, or closed after a floor an open transaction/append lowered: pages from it on may be in it */
-		if (b->state == AF_BSTATE_CORE || (floor < at && b->state == AF_BSTATE_DATA && b->close_seq > floor)) {
+		/* open, or closed after the floor: pages from it on may be in it.  Not only when an open
+		 * transaction/append lowered the floor below `at`: a block the core closed during the FLUSH
+		 * above holds pages written after `at` (a transaction begun since, a write the map cache had
+		 * not written back), and neither this list nor the anchor's next plan (af_plan_checkpointed
+		 * drops handed-out blocks) would name it (campaign trial 2745) */
+		if (b->state == AF_BSTATE_CORE || (b->state == AF_BSTATE_DATA && b->close_seq > floor)) {
 			if (nopen == AF_CKPT_MAX_OPEN ||
 			    sizeof(h) + 4 * (nopen + 2 + AF_CKPT_AREAS * af_ckpt.narea) > af_nand.page_data)
 				return fail("the header's block lists do not fit a page (a transaction open for too long?)");
