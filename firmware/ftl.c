@@ -613,9 +613,12 @@ int af_ftl_start(void)
 	}
 	/* the log resumes past every seq recovery saw */
 	af_ftl.start_seq = af_flash.report.next_seq;
-	/* the resume gap is not pages written: automatic checkpoints count from the checkpoint loaded plus it */
-	if (af_ckpt.valid && af_ckpt.at + AF_LOG_SEQ_RESUME_GAP <= af_ftl.start_seq)
-		af_ckpt.at += AF_LOG_SEQ_RESUME_GAP;
+	/* the resume gap is not pages written: automatic checkpoints count only the pages recovery saw past
+	 * the checkpoint loaded (none after a clean reboot, which must not take one at once) */
+	if (af_ckpt.valid) {
+		uint64_t seen = af_flash.report.high_seq + 1;
+		af_ckpt.at = af_ftl.start_seq - (seen > af_ckpt.at ? seen - af_ckpt.at : 0);
+	}
 	ftl_wr(AF_FTL_SEQ_LO, (uint32_t)af_ftl.start_seq);
 	ftl_wr(AF_FTL_SEQ_HI, (uint32_t)(af_ftl.start_seq >> 32));
 	ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_LOAD_SEQ);
