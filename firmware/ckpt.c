@@ -383,8 +383,11 @@ int af_ckpt_load(uint32_t g)
 	af_ckpt.area = h.area;
 	af_ckpt.pages = 1 + h.map_pages + tail;
 	af_ckpt.nopen = h.nopen;
-	for (uint32_t i = 0; i < h.nopen; i++)
-		af_flash.blocks[af_nand_block_of(open[i])].scan = 1;
+	af_ckpt.open_ppa = open;
+	for (uint32_t i = 0; i < h.nopen; i++) {
+		af_block_t *b = &af_flash.blocks[af_nand_block_of(open[i])];
+		b->scan = b->cand = 1; /* the fast path reads its page 0 */
+	}
 	return 0;
 torn:
 	af_map_lazy_abort();

@@ -59,6 +59,7 @@ typedef struct {
 	int loaded;                /* boot loaded one */
 	uint32_t format;           /* its CKPT_HDR.format */
 	uint32_t nopen;            /* open blocks it listed */
+	const uint32_t *open_ppa;  /* boot: the loaded header's list of them (block PPAs) */
 	uint32_t tried;            /* headers found that were not intact */
 	uint32_t retired;          /* grown bad blocks it named */
 	uint32_t retiring;         /* blocks it named retiring (a program failed, data not all moved yet) */

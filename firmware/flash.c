@@ -152,7 +152,22 @@ struct walk {
 	int skip_bad;    /* skip blocks the bad-block table marks */
 	int selected;    /* visit only blocks marked for the recovery scan (af_block_t.scan) */
 	int cand;        /* visit only the fast path's candidates (af_block_t.cand) */
+	const uint8_t *rows; /* with selected or cand: nonzero per (lun, block) row some target may visit */
 };
+
+/* Rows (lun, block) the walk may visit: one byte each, so a walk over a large device steps over the rows
+ * it skips without a line fill per block (docs/firmware.md, "Boot passes"). */
+static uint8_t *walk_rows;
+
+static void rows_clear(void)
+{
+	memset(walk_rows, 0, af_nand.luns * af_nand.blocks_per_lun);
+}
+
+static void rows_mark(uint32_t g)
+{
+	walk_rows[g % (af_nand.luns * af_nand.blocks_per_lun)] = 1;
+}
 
 /* Whether the walk visits block (lun, block) on target t. */
 static int walk_visits(const walk_t *w, uint32_t t, uint32_t lun, uint32_t block)
@@ -168,6 +183,8 @@ static int walk_next(walk_t *w, uint32_t *ppa, uint32_t *gblock)
 			return 0;
 		if (w->ch == 0 && w->way == 0) { /* a new page row: skip the rest of a block no target still needs */
 			uint32_t t = 0;
+			if (w->rows && !w->rows[w->lun * af_nand.blocks_per_lun + w->block])
+				t = af_nand.targets;
 			while (t < af_nand.targets && !walk_visits(w, t, w->lun, w->block))
 				t++;
 			if (t == af_nand.targets) {
@@ -327,17 +344,18 @@ static int fast_boot(void)
 	}
 	if (af_ckpt.number > af_ckpt.seen_number)
 		af_ckpt.seen_number = af_ckpt.number;
-	/* Every good block as the checkpoint knew it: free, or written below its floor; page 0 is read only of
-	 * those open then (af_ckpt_load marked them) or planned since. */
-	for (uint32_t k = 0; k < af_flash.nblocks; k++) {
-		af_block_t *b = &af_flash.blocks[k];
-		b->p0 = b->ckpt_free ? AF_P0_ERASED : AF_P0_INTACT; /* af_flash.p0[k] zeroed: seq 0, below the floor */
-		b->cand = b->scan;
-	}
+	/* Page 0 is read only of the blocks open when the checkpoint was taken (af_ckpt_load marked them
+	 * cand) or planned since; every other good block is as the checkpoint knew it, free or written below
+	 * its floor (the selection in af_flash_boot says which). */
+	rows_clear();
+	for (uint32_t i = 0; i < af_ckpt.nopen; i++)
+		rows_mark(af_nand_block_of(af_ckpt.open_ppa[i]));
 	for (uint32_t i = 0; i < af_anchor.nplan; i++)
-		if (af_anchor.plan[i] < af_flash.nblocks)
+		if (af_anchor.plan[i] < af_flash.nblocks) {
 			af_flash.blocks[af_anchor.plan[i]].cand = 1;
-	walk_t w = { .pages = 1, .skip_bad = 1, .cand = 1 };
+			rows_mark(af_anchor.plan[i]);
+		}
+	walk_t w = { .pages = 1, .skip_bad = 1, .cand = 1, .rows = walk_rows };
 	pipe_t p = { af_nand.oob_col, af_nand.oob_bytes, 0, &w, p0_consume, NULL };
 	uint64_t t0 = af_uptime_cycles();
 	int r = pipe_run(&p);
@@ -504,6 +522,66 @@ void af_flash_print_geometry(const char *prefix)
 	       (unsigned long)af_nand.t_bers_us, (unsigned long)af_nand.bits_per_cell);
 }
 
+/* Which blocks recovery reads (af_block_t.scan, and walk_rows for the scan's walk): with a checkpoint,
+ * those written from its floor on (page 0 newer, torn, or open then); the areas and the anchor never
+ * (their pages prove nothing).  One pass over the block table, which also counts the bad blocks for the
+ * report (the first 16 of them in first_bad): every pass costs a line fill per block (docs/firmware.md,
+ * "Boot passes"). */
+static void select_blocks(int have_ckpt, uint32_t *factory, uint32_t *first_bad)
+{
+	const uint32_t nblocks = af_flash.nblocks, rows = af_nand.luns * af_nand.blocks_per_lun;
+	const uint16_t ppb = (uint16_t)af_nand.pages_per_block;
+	const uint64_t floor = af_ckpt.seq;
+	const int fast = af_flash.fast;
+	uint32_t nbad = 0, scanned = 0;
+	rows_clear();
+	for (uint32_t a = 0; have_ckpt && a < AF_CKPT_AREAS; a++)
+		for (uint32_t i = 0; i < af_ckpt.narea; i++) {
+			uint32_t g = af_ckpt.area_block[a][i];
+			if (g < nblocks && !af_flash.blocks[g].flags)
+				af_flash.blocks[g].state = AF_BSTATE_CKPT;
+		}
+	for (uint32_t g = 0, row = 0; g < nblocks; g++, row = row + 1 == rows ? 0 : row + 1) {
+		af_block_t *b = &af_flash.blocks[g];
+		if (b->flags) {
+			if (b->flags & (AF_BLOCK_BAD | AF_BLOCK_UNREADABLE)) {
+				if (nbad < 16)
+					first_bad[nbad] = g;
+				nbad++;
+			}
+			continue;
+		}
+		if (b->anchor || b->state == AF_BSTATE_CKPT) {
+			b->scan = 0;
+			b->state = AF_BSTATE_CKPT;
+			b->written = ppb;
+			continue;
+		}
+		uint8_t p0 = b->p0;
+		if (fast && !b->cand) /* page 0 not read: as the checkpoint knew it, free or below its floor */
+			b->p0 = p0 = b->ckpt_free ? AF_P0_ERASED : AF_P0_INTACT;
+		if (p0 == AF_P0_ERASED) {
+			b->scan = 0; /* its written prefix is empty */
+			/* Only page 0 was read, and an interrupted erase can leave pages after an
+			 * erased one programmed: erase it before use (docs/recovery.md). */
+			b->needs_erase = 1;
+			continue;
+		}
+		if (!have_ckpt || p0 == AF_P0_TORN)
+			b->scan = 1;
+		else if ((p0 == AF_P0_INTACT || p0 == AF_P0_CKPT) && (!fast || b->cand) && af_flash.p0[g].seq >= floor)
+			b->scan = 1;
+		if (b->scan) {
+			walk_rows[row] = 1;
+			scanned++;
+		} else {
+			b->written = ppb; /* not read: older than the floor, full or not */
+		}
+	}
+	*factory = nbad;
+	af_flash.blocks_scanned += scanned;
+}
+
 int af_flash_boot(void)
 {
 	memset(&af_flash, 0, sizeof(af_flash));
@@ -533,16 +611,17 @@ int af_flash_boot(void)
 	af_flash.blocks = af_ram_alloc(sizeof(af_block_t) * af_flash.nblocks, 32); /* one line each */
 	af_flash.p0 = af_ram_alloc(sizeof(af_p0_t) * af_flash.nblocks, 8);
 	af_flash.counts = af_ram_alloc(4 * af_flash.nblocks, 8);
+	walk_rows = af_ram_alloc(af_nand.luns * af_nand.blocks_per_lun, 4);
 	if (!af_flash.map.ppa || !af_flash.map.vseq || !af_flash.map.cseq || !af_flash.blocks || !af_flash.p0 ||
-	    !af_flash.counts) {
+	    !af_flash.counts || !walk_rows) {
 		printf("error: boot: main RAM (%lu KiB) too small for the map of %lu LBAs\n",
 		       (unsigned long)(MAIN_RAM_SIZE / 1024), (unsigned long)af_flash.nlba);
 		af_flash.nand_ok = 0;
 		return -1;
 	}
 	af_flash.ram_used = af_ram_used();
+	/* af_flash.p0 needs no clearing: an entry is read only where page 0 was read and found intact */
 	memset(af_flash.blocks, 0, sizeof(af_block_t) * af_flash.nblocks);
-	memset(af_flash.p0, 0, sizeof(af_p0_t) * af_flash.nblocks);
 	/* valid counts kept entry by entry from the checkpoint's (no pass over the map) */
 	af_flash.tally = (af_rec_tally_t){ af_flash.counts, af_flash.nblocks, block_of_cb, NULL, 0, 0 };
 	af_flash.map.tally = &af_flash.tally;
@@ -614,13 +693,12 @@ int af_flash_boot(void)
 			return r;
 		}
 	}
-	uint32_t factory = 0, shown = 0;
-	for (uint32_t b = 0; b < af_flash.nblocks; b++)
-		factory += (af_flash.blocks[b].flags & (AF_BLOCK_BAD | AF_BLOCK_UNREADABLE)) != 0;
+	uint32_t anchor_bad = af_anchor_apply_bad(); /* before the selection: those are not scanned */
+	uint32_t factory = 0, shown = 0, first_bad[16];
+	select_blocks(have_ckpt, &factory, first_bad);
 	printf("bbt: %lu bad blocks of %lu", (unsigned long)factory, (unsigned long)af_flash.nblocks);
-	for (uint32_t b = 0; b < af_flash.nblocks && shown < 16; b++)
-		if (af_flash.blocks[b].flags & (AF_BLOCK_BAD | AF_BLOCK_UNREADABLE))
-			printf("%s%lu", shown++ ? " " : ": ", (unsigned long)b);
+	for (; shown < factory && shown < 16; shown++)
+		printf("%s%lu", shown ? " " : ": ", (unsigned long)first_bad[shown]);
 	printf("%s", factory > shown ? " ..." : "");
 	if (af_ckpt.bbt)
 		printf(" (the table of checkpoint %lu; no markers read)", (unsigned long)af_ckpt.number);
@@ -646,7 +724,6 @@ int af_flash_boot(void)
 	} else {
 		printf("checkpoint: none%s: scanning every block\n", af_ckpt.tried ? " intact" : "");
 	}
-	uint32_t anchor_bad = af_anchor_apply_bad();
 	if (anchor_bad)
 		printf("bbt: %lu grown bad blocks named by the anchor's record (retired since the checkpoint)\n",
 		       (unsigned long)anchor_bad);
@@ -666,32 +743,6 @@ int af_flash_boot(void)
 		printf(": page 0 of %lu blocks read\n", (unsigned long)af_flash.p0_reads);
 	else
 		printf(": page 0 of every block read (%s)\n", af_flash.full_why ? af_flash.full_why : "?");
-	/* Which blocks recovery reads: with a checkpoint, those written from its floor on
-	 * (page 0 newer, torn, or open then); the areas never (their pages prove nothing). */
-	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
-		af_block_t *b = &af_flash.blocks[g];
-		if (b->flags)
-			continue;
-		if (b->anchor || (have_ckpt && af_ckpt_is_area(g))) {
-			b->scan = 0;
-			b->state = AF_BSTATE_CKPT;
-			b->written = (uint16_t)af_nand.pages_per_block;
-			continue;
-		}
-		if (b->p0 == AF_P0_ERASED)
-			b->scan = 0; /* its written prefix is empty */
-		else if (!have_ckpt)
-			b->scan = 1;
-		else if (b->p0 == AF_P0_TORN || ((b->p0 == AF_P0_INTACT || b->p0 == AF_P0_CKPT) && af_flash.p0[g].seq >= af_ckpt.seq))
-			b->scan = 1;
-		if (!b->scan && b->p0 != AF_P0_ERASED)
-			b->written = (uint16_t)af_nand.pages_per_block; /* not read: older than the floor, full or not */
-		/* Only page 0 was read, and an interrupted erase can leave pages after an
-		 * erased one programmed: erase it before use (docs/recovery.md). */
-		b->needs_erase = b->p0 == AF_P0_ERASED;
-		af_flash.blocks_scanned += b->scan;
-	}
-
 	/* Recovery: the written prefix of every selected block, up to its first erased page. */
 	uint32_t avail = af_ram_free();
 	uint32_t cap = avail / (sizeof(af_rec_page_t) + 2 * sizeof(uint32_t));
@@ -712,7 +763,7 @@ int af_flash_boot(void)
 	af_flash.map.need_ctx = &scan;
 	af_rec_init(&rec, &io, af_nand.page_data, pages, index, cap);
 	t0 = af_uptime_cycles();
-	walk_t sw = { .pages = af_nand.pages_per_block, .skip_bad = 1, .selected = 1 };
+	walk_t sw = { .pages = af_nand.pages_per_block, .skip_bad = 1, .selected = 1, .rows = walk_rows };
 	pipe_t sp = { af_nand.oob_col, af_nand.oob_bytes, 0, &sw, scan_consume, &scan };
 	r = pipe_run(&sp);
 	af_flash.t_scan = af_uptime_cycles() - t0;

@@ -341,19 +341,11 @@ void af_ftl_set_no_space(uint32_t why)
 		af_ftl_host_ctrl();
 }
 
-void af_ftl_space_check(void)
+/* good: LUN 0's good blocks; live: the pages the core's block table counts */
+static void space_apply(uint32_t good, uint64_t live)
 {
-	uint32_t ppb = af_nand.pages_per_block, good = 0;
-	uint64_t live = 0;
+	uint32_t ppb = af_nand.pages_per_block;
 	af_ftl.space_dirty = 0;
-	for (uint32_t t = 0; t < af_nand.targets; t++) { /* LUN 0 of each target: the FTL's blocks */
-		const af_block_t *b = &af_flash.blocks[t * af_nand.luns * af_nand.blocks_per_lun];
-		for (uint32_t k = 0; k < af_nand.blocks_per_lun; k++)
-			good += !b[k].flags;
-	}
-	flush_cpu_dcache(); /* the block table is written by the core */
-	for (uint32_t i = 0; i < (af_ftl.dies << af_ftl.block_shift); i++)
-		live += af_ftl.bt[i];
 	/* less what the capacity leaves out (the checkpoint areas counted whether taken yet or not) */
 	uint32_t held = af_ftl.held_blocks;
 	uint64_t usable = good > held ? (uint64_t)(good - held) * ppb : 0;
@@ -368,6 +360,21 @@ void af_ftl_space_check(void)
 	uint64_t need = ((live + ppb - 1) / ppb + 1) * ppb;
 	if (af_ftl.no_space == AF_NOSPACE_FULL ? usable >= need + ppb : af_ftl.no_space == AF_NOSPACE_NONE && usable < need)
 		af_ftl_set_no_space(usable < need ? AF_NOSPACE_FULL : AF_NOSPACE_NONE);
+}
+
+void af_ftl_space_check(void)
+{
+	uint32_t good = 0;
+	uint64_t live = 0;
+	for (uint32_t t = 0; t < af_nand.targets; t++) { /* LUN 0 of each target: the FTL's blocks */
+		const af_block_t *b = &af_flash.blocks[t * af_nand.luns * af_nand.blocks_per_lun];
+		for (uint32_t k = 0; k < af_nand.blocks_per_lun; k++)
+			good += !b[k].flags;
+	}
+	flush_cpu_dcache(); /* the block table is written by the core */
+	for (uint32_t i = 0; i < (af_ftl.dies << af_ftl.block_shift); i++)
+		live += af_ftl.bt[i];
+	space_apply(good, live);
 }
 
 void af_ftl_poll(void)
@@ -527,9 +534,10 @@ int af_ftl_start(void)
 
 	/* block table (the core's order) and the free pool: erased good blocks of LUN 0 */
 	memset(af_ftl.bt, 0, 4 * bt_words);
-	/* one pass, ~170 cycles a block on VexRiscv (docs/firmware.md, "Not done yet"): the globals it reads
+	/* one pass, ~140 cycles a block on VexRiscv (docs/firmware.md, "Boot passes"): the globals it reads
 	 * in locals (a byte store may alias any of them: the compiler would load them again every block) */
-	uint32_t other_lun_valid = 0, row_ppa = 0, k = bpl, free_blocks = 0;
+	uint32_t other_lun_valid = 0, row_ppa = 0, k = bpl, free_blocks = 0, good = 0;
+	uint64_t live = 0; /* af_ftl_space_check's counts, from this pass */
 	const uint32_t nblocks = af_flash.nblocks, shift = af_ftl.block_shift;
 	const uint64_t next_seq = af_flash.report.next_seq, ckpt_seq = af_ckpt.seq;
 	uint32_t *bt = af_ftl.bt;
@@ -552,15 +560,18 @@ int af_ftl_start(void)
 		uint8_t planned = af_plan_boot_mark(b);
 		if (b->planned != planned) /* a store costs more than the load its line fill already paid for */
 			b->planned = planned;
+		uint32_t lun0 = AF_PPA_PPA_LUN_GET(ppa) == 0;
+		good += lun0 && !b->flags;
 		if (b->state == AF_BSTATE_CKPT || b->state == AF_BSTATE_RETIRED)
 			continue;
-		if (AF_PPA_PPA_LUN_GET(ppa) != 0) {
+		if (!lun0) {
 			b->state = AF_BSTATE_DATA;
 			other_lun_valid += b->valid;
 			continue;
 		}
 		uint32_t die = af_ftl_die_of(ppa), block = AF_PPA_PPA_BLOCK_GET(ppa);
 		bt[(die << shift) | block] = b->valid;
+		live += b->valid;
 		if (!b->flags && b->written == 0) {
 			b->state = AF_BSTATE_FREE;
 			pool[die * bpl + af_ftl.pool_n[die]++] = (uint16_t)block;
@@ -632,7 +643,10 @@ int af_ftl_start(void)
 		af_ftl_refill(d);
 
 	af_ftl.spare_blocks = 0; /* the used-up warning is for a change while running, not every boot */
-	af_ftl_space_check();
+	if (af_ftl.space_dirty) /* a block retired since the pass (an erase before use failed): count again */
+		af_ftl_space_check();
+	else
+		space_apply(good, live);
 	af_ftl_host_ctrl();
 	if (hostq_rd(AF_HOSTQ_ID) != AF_HOST_REGS_ID || hostq_rd(AF_HOSTQ_MAX_ENTRIES) != af_ftl.identify->queue_depth) {
 		printf("error: ftl: host queue registers missing or not as the spec says (max_entries %lu)\n",
