@@ -362,6 +362,7 @@ int af_plan_extend(void)
 	uint32_t bpl = af_nand.blocks_per_lun, added = 0, fresh[AF_FTL_MAX_DIES * AF_ANCHOR_TOP_UP];
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		const uint16_t *pool = &af_ftl.pool[d * bpl];
+		const uint32_t *wear = &af_ftl.pool_wear[d * bpl];
 		/* a die's blocks are consecutive global blocks: one af_ftl_gblock (two divisions) per die */
 		uint32_t g0 = af_ftl_gblock(d, 0), have = 0;
 		const af_block_t *blocks = &af_flash.blocks[g0];
@@ -375,7 +376,7 @@ int af_plan_extend(void)
 				continue;
 			}
 			uint32_t j = nbest < AF_ANCHOR_TOP_UP ? nbest++ : AF_ANCHOR_TOP_UP;
-			for (; j > 0 && b->erases < blocks[pool[best[j - 1]]].erases; j--)
+			for (; j > 0 && wear[i] < wear[best[j - 1]]; j--)
 				if (j < AF_ANCHOR_TOP_UP)
 					best[j] = best[j - 1];
 			if (j < AF_ANCHOR_TOP_UP)

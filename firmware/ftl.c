@@ -152,22 +152,21 @@ static int pool_pop(uint32_t die, uint16_t *block, int for_core)
 	while (af_ftl.pool_n[die] > 0) {
 		/* least worn first (dynamic wear levelling): swap it to the top, pop */
 		uint16_t *pool = &af_ftl.pool[die * af_nand.blocks_per_lun];
-		uint32_t top = af_ftl.pool_n[die] - 1, pick = af_wear_pick(die, pool, top + 1);
+		uint32_t *wear = &af_ftl.pool_wear[die * af_nand.blocks_per_lun];
+		uint32_t top = af_ftl.pool_n[die] - 1, pick = af_wear_pick(wear, top + 1);
 		if (for_core && !af_plan_allows(af_ftl_gblock(die, pool[pick]))) {
 			pick = UINT32_MAX; /* the least worn of the planned ones (ties: the stack's top) */
 			uint32_t g0 = af_ftl_gblock(die, 0); /* a die's blocks are consecutive global blocks */
-			for (uint32_t i = top + 1; i-- > 0;) {
-				uint32_t g = g0 + pool[i];
-				if (af_plan_allows(g) && (pick == UINT32_MAX ||
-							  af_flash.blocks[g].erases < af_flash.blocks[g0 + pool[pick]].erases))
+			for (uint32_t i = top + 1; i-- > 0;) /* the plan (a line per block) only of those less worn */
+				if ((pick == UINT32_MAX || wear[i] < wear[pick]) && af_plan_allows(g0 + pool[i]))
 					pick = i;
-			}
 			if (pick == UINT32_MAX)
 				return -2;
 		}
 		af_ftl.pool_n[die] = top;
 		*block = pool[pick];
 		pool[pick] = pool[top];
+		wear[pick] = wear[top];
 		af_ftl.free_blocks--;
 		af_block_t *b = &af_flash.blocks[af_ftl_gblock(die, *block)];
 		if (b->needs_erase) {
@@ -204,7 +203,7 @@ int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
 	uint32_t bpl = af_nand.blocks_per_lun, best_die = 0, best = UINT32_MAX;
 	for (uint32_t d = 0; d < af_ftl.dies; d++)
 		for (uint32_t i = 0; i < af_ftl.pool_n[d]; i++) {
-			uint32_t e = af_flash.blocks[af_ftl_gblock(d, af_ftl.pool[d * bpl + i])].erases;
+			uint32_t e = af_ftl.pool_wear[d * bpl + i];
 			if (e < best) {
 				best = e;
 				best_die = d;
@@ -224,6 +223,7 @@ int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
 	old->needs_erase = 1;
 	old->written = 0;
 	old->valid = 0;
+	af_ftl.pool_wear[old_die * bpl + af_ftl.pool_n[old_die]] = old->erases;
 	af_ftl.pool[old_die * bpl + af_ftl.pool_n[old_die]++] = (uint16_t)AF_PPA_PPA_BLOCK_GET(old_ppa);
 	af_ftl.free_blocks++;
 	*g = fresh;
@@ -297,6 +297,7 @@ int af_ftl_block_erased(uint32_t g, int ok)
 	b->valid = 0;
 	b->needs_erase = 0;
 	b->close_seq = 0;
+	af_ftl.pool_wear[die * af_nand.blocks_per_lun + af_ftl.pool_n[die]] = b->erases;
 	af_ftl.pool[die * af_nand.blocks_per_lun + af_ftl.pool_n[die]++] = (uint16_t)AF_PPA_PPA_BLOCK_GET(ppa);
 	af_ftl.free_blocks++;
 	af_ftl.erased++;
@@ -522,11 +523,12 @@ int af_ftl_start(void)
 	af_ftl.identify = af_ram_alloc(sizeof(af_identify_t), 64);
 	af_ftl.log = af_ram_alloc(sizeof(af_log_page_t), 64);
 	af_ftl.pool = af_ram_alloc(2 * af_ftl.dies * bpl, 4);
+	af_ftl.pool_wear = af_ram_alloc(4 * af_ftl.dies * bpl, 4);
 	af_ckpt.shadow_ppa = af_ram_alloc(4 * (uint32_t)af_ftl.capacity, 8);
 	/* the write cache, when the core has one (soc/sim.py --cache-pages): main RAM the core alone uses */
 	af_ftl.cache_pages = ftl_rd(AF_FTL_CACHE_PAGES);
 	af_ftl.cache = af_ftl.cache_pages ? af_ram_alloc(af_ftl.cache_pages * af_nand.page_data, 64) : NULL;
-	if (!af_ftl.bt || !af_ftl.scratch || !af_ftl.gc_buf || !af_ftl.identify || !af_ftl.log || !af_ftl.pool ||
+	if (!af_ftl.bt || !af_ftl.scratch || !af_ftl.gc_buf || !af_ftl.identify || !af_ftl.log || !af_ftl.pool || !af_ftl.pool_wear ||
 	    !af_ckpt.shadow_ppa || (af_ftl.cache_pages && !af_ftl.cache)) {
 		printf("error: ftl: main RAM too small for the core's tables\n");
 		return -1;
@@ -542,6 +544,7 @@ int af_ftl_start(void)
 	const uint64_t next_seq = af_flash.report.next_seq, ckpt_seq = af_ckpt.seq;
 	uint32_t *bt = af_ftl.bt;
 	uint16_t *pool = af_ftl.pool;
+	uint32_t *pool_wear = af_ftl.pool_wear;
 	for (uint32_t g = 0; g < nblocks; g++) {
 		af_block_t *b = &af_flash.blocks[g];
 		if (k == bpl) { /* a new (target, LUN) row: its divisions once, not per block */
@@ -574,6 +577,7 @@ int af_ftl_start(void)
 		live += b->valid;
 		if (!b->flags && b->written == 0) {
 			b->state = AF_BSTATE_FREE;
+			pool_wear[die * bpl + af_ftl.pool_n[die]] = b->erases;
 			pool[die * bpl + af_ftl.pool_n[die]++] = (uint16_t)block;
 			free_blocks++;
 		} else {
@@ -589,10 +593,14 @@ int af_ftl_start(void)
 	/* the pool is a stack: hand out low block numbers first */
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		uint16_t *p = &af_ftl.pool[d * bpl];
+		uint32_t *w = &af_ftl.pool_wear[d * bpl];
 		for (uint32_t i = 0, j = af_ftl.pool_n[d]; i + 1 < j; i++, j--) {
 			uint16_t t = p[i];
 			p[i] = p[j - 1];
 			p[j - 1] = t;
+			uint32_t e = w[i];
+			w[i] = w[j - 1];
+			w[j - 1] = e;
 		}
 	}
 

@@ -49,6 +49,8 @@ typedef struct {
 	af_identify_t *identify;
 	af_log_page_t *log;         /* GET_LOG page (main.c refreshes it while idle) */
 	uint16_t *pool;             /* per die: a stack of erased blocks (blocks_per_lun entries each) */
+	uint32_t *pool_wear;        /* beside each pool entry: its block's erase count (fixed while it is pooled), so
+				     * picking the least worn reads a dense array, not a block-table line per block */
 	uint32_t pool_n[AF_FTL_MAX_DIES];
 	uint8_t handed[AF_FTL_MAX_DIES]; /* blocks given to the die and not closed yet */
 	uint32_t pushed, closed, free_blocks, erased;

@@ -41,21 +41,19 @@ af_wear_t af_wear = { .spread = AF_WEAR_DEFAULT_SPREAD };
 
 #ifndef AFCTRL_FTL
 
-uint32_t af_wear_pick(uint32_t die, const uint16_t *pool, uint32_t n) { return n - 1; }
+uint32_t af_wear_pick(const uint32_t *wear, uint32_t n) { return n - 1; }
 int af_wear_poll(void) { return 0; }
 
 #else
 
-uint32_t af_wear_pick(uint32_t die, const uint16_t *pool, uint32_t n)
+uint32_t af_wear_pick(const uint32_t *wear, uint32_t n)
 {
-	/* the die's blocks are consecutive global blocks: one gblock (two divisions) per pick, not per candidate */
-	const af_block_t *blocks = &af_flash.blocks[af_ftl_gblock(die, 0)];
-	uint32_t best = n - 1; /* ties: the stack's top, as before */
-	uint32_t least = blocks[pool[best]].erases;
-	for (uint32_t i = n; i-- > 0;)
-		if (blocks[pool[i]].erases < least) {
+	uint32_t best = n - 1; /* ties: the stack's top */
+	uint32_t least = wear[best];
+	for (uint32_t i = best; i-- > 0;)
+		if (wear[i] < least) {
 			best = i;
-			least = blocks[pool[i]].erases;
+			least = wear[i];
 		}
 	return best;
 }

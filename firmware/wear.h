@@ -17,7 +17,7 @@ typedef struct {
 extern af_wear_t af_wear;
 
 /* Index in pool[0..n) of the least-worn block of die `die` (dynamic levelling). */
-uint32_t af_wear_pick(uint32_t die, const uint16_t *pool, uint32_t n);
+uint32_t af_wear_pick(const uint32_t *wear, uint32_t n);
 /* From the idle loop: relocate one cold block when the spread passes the threshold.
  * 1 when it moved one, 0 when nothing to do, -1 on failure. */
 int af_wear_poll(void);
