@@ -21,7 +21,6 @@ af_ckpt_t af_ckpt = { .interval = AF_CKPT_DEFAULT_INTERVAL };
 int af_ckpt_load(uint32_t g) { return -1; }
 int af_ckpt_take(void) { return -1; }
 void af_ckpt_poll(void) {}
-int af_ckpt_is_area(uint32_t g) { return 0; }
 af_mapload_t af_mapload;
 void af_map_need(uint32_t lba) {}
 void af_map_load_all(void) {}
@@ -104,15 +103,6 @@ static uint32_t page_ppa(uint32_t area, uint32_t index)
 {
 	uint32_t g = af_ckpt.area_block[area][index / af_nand.pages_per_block];
 	return AF_PPA_PPA_PAGE_SET(af_nand_block_ppa(g), index % af_nand.pages_per_block);
-}
-
-int af_ckpt_is_area(uint32_t g)
-{
-	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
-		for (uint32_t i = 0; i < af_ckpt.narea; i++)
-			if (af_ckpt.area_block[a][i] == g)
-				return 1;
-	return 0;
 }
 
 void af_ckpt_oob(af_oob_t *oob, uint32_t index, uint32_t total, uint64_t seq, uint64_t number)

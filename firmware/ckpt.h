@@ -91,8 +91,6 @@ uint64_t af_ckpt_next_floor(void);
 int af_ckpt_reserve_areas(void);
 /* From the idle loop: take one when `interval` pages were written since the floor. */
 void af_ckpt_poll(void);
-/* Is global block g one of the checkpoint areas' blocks? */
-int af_ckpt_is_area(uint32_t g);
 /* Program one page (data: page_data bytes, then the OOB record) through the sync slot.  0 or -1. */
 int af_ckpt_program_page(uint32_t ppa, const void *data, const af_oob_t *oob);
 /* An OOB record for a checkpoint page. */
