@@ -348,8 +348,10 @@ def anchor_uncovered(pages: list[Page], ck: FirmwareCheckpoint, rec: AnchorRecor
     since: recovery must read it) that the anchor's boot would not read: in neither ``ck``'s open list nor
     ``rec``'s plan, and no area, anchor or bad block.  Empty when the anchor loses nothing.  Torn and
     older pages are not counted: a failed or interrupted erase leaves them in a block the boot takes for
-    free and erases before use, and they hold nothing acknowledged.  Bad: named by the checkpoint
-    (factory or retired: global block numbers, hence the geometry) or by the record."""
+    free and erases before use, and they hold nothing acknowledged.  Nor are checkpoint pages: recovery
+    replays none, and one in a block no list names is a failed checkpoint's, left in an area block that
+    a later checkpoint rotated back into the free pool (it is erased when next handed out).  Bad: named
+    by the checkpoint (factory or retired: global block numbers, hence the geometry) or by the record."""
     floor = ck.header.seq
     skip = {block_of(p) for p in ck.open_blocks + rec.plan + rec.bad}
     skip |= {block_of(p) for a in ck.areas + rec.areas for p in a if p != spec.PPA_UNMAPPED}
@@ -365,8 +367,8 @@ def anchor_uncovered(pages: list[Page], ck: FirmwareCheckpoint, rec: AnchorRecor
         if blk in skip:
             continue
         r = spec.unpack_oob(p.oob)
-        if r is None or (r.kind == spec.Kind.CHECKPOINT and r.lba == spec.ANCHOR.OOB_LBA):
-            continue                                     # torn, or an anchor block's record
+        if r is None or r.kind == spec.Kind.CHECKPOINT:
+            continue                                     # torn, or a checkpoint's or anchor record's page
         if r.seq >= floor:
             out.add(spec.pack_ppa(*blk, 0))
     return sorted(out)
