@@ -240,19 +240,20 @@ int af_anchor_write(uint8_t flags)
 			list[a * narea + i] = af_ckpt.area_block[a][i] == AF_CKPT_NO_BLOCK
 						      ? AF_PPA_UNMAPPED
 						      : af_nand_block_ppa(af_ckpt.area_block[a][i]);
-	/* one pass over the blocks (a boot's cost grows with every pass): the plan from the front, the
-	 * grown bad blocks from the back (a planned block takes a bad one's place: the plan must fit, the
-	 * bad blocks only as many as fit -- a boot that misses one finds it again when its erase fails) */
+	/* the plan from the front (the dense array: a boot's cost grows with every pass over the block
+	 * table), the grown bad blocks from the back (a planned block takes a bad one's place: the plan must
+	 * fit, the bad blocks only as many as fit -- a boot that misses one finds it again when its erase
+	 * fails); the table's lines only when a block was retired at all */
 	uint32_t nbad = 0, *back = list + AF_CKPT_AREAS * narea + room; /* bad i at back[-1 - i] */
-	int plan = !(flags & AF_ANCHOR_FLAG_NO_PLAN);
+	const uint8_t *planned = af_flash.planned;
+	int plan = !(flags & AF_ANCHOR_FLAG_NO_PLAN), any_retired = af_flash.retired_marks != 0;
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
-		const af_block_t *b = &af_flash.blocks[g];
-		if (plan && b->planned) {
+		if (plan && planned[g]) {
 			if (n + nbad == room && !nbad--)
 				return -1;
 			list[AF_CKPT_AREAS * narea + n++] = g;
 		}
-		if (is_grown_bad(b) && n + nbad < room) /* retired while planned: in both lists */
+		if (any_retired && is_grown_bad(&af_flash.blocks[g]) && n + nbad < room) /* retired while planned: in both */
 			back[-1 - (int32_t)nbad++] = g;
 	}
 	/* as PPAs, the plan then the bad blocks in ascending order */
@@ -342,6 +343,7 @@ uint32_t af_anchor_apply_bad(void)
 		af_flash.blocks[g].flags |= AF_BLOCK_RETIRED;
 		af_flash.blocks[g].state = AF_BSTATE_RETIRED;
 		af_flash.bad_blocks++;
+		af_flash.retired_marks++;
 		n++;
 	}
 	return n;
@@ -352,7 +354,7 @@ uint32_t af_anchor_apply_bad(void)
 int af_plan_allows(uint32_t g)
 {
 	/* planned == 1: in a durable record; 2: in the one being written */
-	return af_anchor.mode == AF_PLAN_OFF || af_anchor.mode == AF_PLAN_NONE || af_flash.blocks[g].planned == 1;
+	return af_anchor.mode == AF_PLAN_OFF || af_anchor.mode == AF_PLAN_NONE || af_flash.planned[g] == 1;
 }
 
 int af_plan_extend(void)
@@ -365,13 +367,12 @@ int af_plan_extend(void)
 		const uint32_t *wear = &af_ftl.pool_wear[d * bpl];
 		/* a die's blocks are consecutive global blocks: one af_ftl_gblock (two divisions) per die */
 		uint32_t g0 = af_ftl_gblock(d, 0), have = 0;
-		const af_block_t *blocks = &af_flash.blocks[g0];
+		const uint8_t *planned = &af_flash.planned[g0];
 		/* one pass over the pool: how many are planned, and the least-worn unplanned ones (the order
 		 * dynamic wear levelling hands them out in; ties: the stack's top, as af_wear_pick), best first */
 		uint32_t best[AF_ANCHOR_TOP_UP], nbest = 0;
 		for (uint32_t i = af_ftl.pool_n[d]; i-- > 0;) {
-			const af_block_t *b = &blocks[pool[i]];
-			if (b->planned) {
+			if (planned[pool[i]]) {
 				have++;
 				continue;
 			}
@@ -384,7 +385,7 @@ int af_plan_extend(void)
 		}
 		for (uint32_t k = 0; k < nbest && have < AF_ANCHOR_TOP_UP; k++, have++) {
 			fresh[added] = g0 + pool[best[k]];
-			af_flash.blocks[fresh[added++]].planned = 2;
+			af_flash.planned[fresh[added++]] = 2;
 		}
 	}
 	if (!added)
@@ -393,7 +394,7 @@ int af_plan_extend(void)
 	if (r == -1) /* the plan outgrew a page (no checkpoint for long): hand out freely, boots read every page 0 */
 		r = af_anchor_write(AF_ANCHOR_FLAG_NO_PLAN) == 0 ? 1 : -2;
 	for (uint32_t k = 0; k < added; k++)
-		af_flash.blocks[fresh[k]].planned = r == 0 ? 1 : 0;
+		af_flash.planned[fresh[k]] = r == 0 ? 1 : 0;
 	if (r == 1) {
 		af_anchor.mode = AF_PLAN_NONE;
 		printf("warning: anchor: the plan does not fit a record: blocks are handed out without one until the "
@@ -416,8 +417,8 @@ void af_plan_checkpointed(void)
 		return;
 	/* handed out before the header: open then (its list) or closed below its floor */
 	for (uint32_t g = 0; g < af_flash.nblocks; g++)
-		if (af_flash.blocks[g].planned && af_flash.blocks[g].state != AF_BSTATE_FREE)
-			af_flash.blocks[g].planned = 0;
+		if (af_flash.planned[g] && af_flash.blocks[g].state != AF_BSTATE_FREE)
+			af_flash.planned[g] = 0;
 	if (af_anchor.mode == AF_PLAN_NONE)
 		af_anchor.mode = AF_PLAN_ON;
 	af_plan_extend();
@@ -449,7 +450,7 @@ void af_anchor_print(const char *prefix)
 	}
 	uint32_t planned = 0;
 	for (uint32_t g = 0; g < af_flash.nblocks; g++)
-		planned += af_flash.blocks[g].planned == 1;
+		planned += af_flash.planned[g] == 1;
 	printf("%sblocks %lu %lu, record ", prefix, (unsigned long)af_anchor.block[0], (unsigned long)af_anchor.block[1]);
 	af_print_u64(af_anchor.seq);
 	printf(" (base checkpoint ");

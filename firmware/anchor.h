@@ -99,7 +99,7 @@ void af_anchor_poll(void);
  * newer than any checkpoint).  How many were not marked yet. */
 uint32_t af_anchor_apply_bad(void);
 /* Program a record: areas from af_ckpt, base = the newest checkpoint, plan = every block with
- * af_block_t.planned set (or none with ANCHOR.FLAG_NO_PLAN), and the grown bad blocks that fit.  0; -1 when
+ * af_flash.planned set (or none with ANCHOR.FLAG_NO_PLAN), and the grown bad blocks that fit.  0; -1 when
  * the plan did not fit a page (nothing written); -2 when no page could be programmed (the anchor is dead,
  * said on the console). */
 int af_anchor_write(uint8_t flags);
@@ -115,7 +115,7 @@ int af_plan_allows(uint32_t g);
  * af_ftl_start).  0, or -1: nothing more may be handed out. */
 int af_plan_extend(void);
 /* af_ftl_start, before the core gets a block: a record of this boot's plan (what it scanned, topped up).
- * af_ftl_start's pass over the blocks has set planned to af_plan_boot_mark(b) on every block (one pass
+ * af_ftl_start's pass over the blocks has set af_flash.planned where af_plan_boot_mark(b) (one pass
  * over the table, not two: the boot's CPU time grows with each). */
 #define af_plan_boot_mark(b) (af_anchor.mode == AF_PLAN_ON && (b)->scan && !(b)->flags)
 void af_plan_boot(void);

@@ -362,6 +362,8 @@ int af_ckpt_load(uint32_t g)
 			continue;
 		if (!b->flags)
 			af_flash.bad_blocks++;
+		if (!(b->flags & AF_BLOCK_RETIRED))
+			af_flash.retired_marks++;
 		b->flags |= AF_BLOCK_RETIRED;
 		b->state = AF_BSTATE_RETIRED;
 		af_ckpt.retired++;

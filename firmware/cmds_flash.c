@@ -163,7 +163,7 @@ static int nand_test(int argc, char **argv)
 		printf("error: block %lu out of range (0..%lu)\n", (unsigned long)b, (unsigned long)(af_flash.nblocks - 1));
 		return AF_EFAIL;
 	}
-	const af_block_t *x = &af_flash.blocks[b];
+	af_block_t *x = &af_flash.blocks[b];
 	if (x->flags || x->written || x->state == AF_BSTATE_CORE || x->state == AF_BSTATE_CKPT || x->anchor) {
 		printf("error: block %lu is %s: only a free block is erased and programmed\n", (unsigned long)b,
 		       x->flags ? "bad" : x->anchor ? "an anchor block" : x->state == AF_BSTATE_CKPT ? "a checkpoint area's"
@@ -176,6 +176,10 @@ static int nand_test(int argc, char **argv)
 	uint64_t t0 = af_uptime_cycles();
 	int r = af_nand_erase(ppa0, &c);
 	uint64_t t_erase = af_uptime_cycles() - t0;
+	af_ftl_count_erase(b);
+	/* until the test ends erased, the block is not known erased: whoever takes it next erases it first
+	 * (and retires it if that erase fails) */
+	x->needs_erase = 1;
 	if (r != AF_NANDRESULT_OK) {
 		printf("error: ERASE: %s (status 0x%02x)\n", af_nand_result_name(r), c.nand_status);
 		return AF_EFAIL;
@@ -215,11 +219,13 @@ static int nand_test(int argc, char **argv)
 		}
 	}
 	r = af_nand_erase(ppa0, &c);
+	af_ftl_count_erase(b);
 	int r2 = r == AF_NANDRESULT_OK ? af_nand_read(ppa0, 0, af_nand.user_bytes, NULL, 0, &c) : r;
 	if (r != AF_NANDRESULT_OK || r2 != AF_NANDRESULT_ERASED) {
 		printf("error: second ERASE: %s, page 0 then reads %s\n", af_nand_result_name(r), af_nand_result_name(r2));
 		return AF_EFAIL;
 	}
+	x->needs_erase = 0;
 	printf("block %lu (", (unsigned long)b);
 	af_nand_print_ppa(ppa0);
 	printf("): erase ");
@@ -458,7 +464,7 @@ static int cmd_block(int argc, char **argv)
 	}
 	printf("): %s, %lu of %lu pages written, %lu torn, %lu valid%s, %lu erases\n", state, (unsigned long)x->written,
 	       (unsigned long)af_nand.pages_per_block, (unsigned long)x->torn, (unsigned long)valid,
-	       x->planned == 1 ? " (in the anchor's plan)" : "", (unsigned long)x->erases);
+	       af_flash.planned[b] == 1 ? " (in the anchor's plan)" : "", (unsigned long)x->erases);
 	return AF_OK;
 }
 AF_COMMAND(block, "block <n>", "a block's state and valid page count (n: global block number, see bbt)", cmd_block);

@@ -609,10 +609,11 @@ int af_flash_boot(void)
 	af_flash.map.vseq = af_ram_alloc(8 * af_flash.nlba, 8);
 	af_flash.map.cseq = af_ram_alloc(8 * af_flash.nlba, 8);
 	af_flash.blocks = af_ram_alloc(sizeof(af_block_t) * af_flash.nblocks, 32); /* one line each */
+	af_flash.planned = af_ram_alloc(af_flash.nblocks, 4);
 	af_flash.p0 = af_ram_alloc(sizeof(af_p0_t) * af_flash.nblocks, 8);
 	af_flash.counts = af_ram_alloc(4 * af_flash.nblocks, 8);
 	walk_rows = af_ram_alloc(af_nand.luns * af_nand.blocks_per_lun, 4);
-	if (!af_flash.map.ppa || !af_flash.map.vseq || !af_flash.map.cseq || !af_flash.blocks || !af_flash.p0 ||
+	if (!af_flash.map.ppa || !af_flash.map.vseq || !af_flash.map.cseq || !af_flash.blocks || !af_flash.planned || !af_flash.p0 ||
 	    !af_flash.counts || !walk_rows) {
 		printf("error: boot: main RAM (%lu KiB) too small for the map of %lu LBAs\n",
 		       (unsigned long)(MAIN_RAM_SIZE / 1024), (unsigned long)af_flash.nlba);
@@ -622,6 +623,8 @@ int af_flash_boot(void)
 	af_flash.ram_used = af_ram_used();
 	/* af_flash.p0 needs no clearing: an entry is read only where page 0 was read and found intact */
 	memset(af_flash.blocks, 0, sizeof(af_block_t) * af_flash.nblocks);
+	memset(af_flash.planned, 0, af_flash.nblocks);
+	af_flash.retired_marks = 0;
 	/* valid counts kept entry by entry from the checkpoint's (no pass over the map) */
 	af_flash.tally = (af_rec_tally_t){ af_flash.counts, af_flash.nblocks, block_of_cb, NULL, 0, 0 };
 	af_flash.map.tally = &af_flash.tally;

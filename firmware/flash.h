@@ -39,7 +39,7 @@ typedef struct {
 	uint8_t needs_erase; /* found erased at boot (pages past the first erased one never read): erase before use */
 	uint8_t retire;   /* a program failed in it: GC moves its bound pages, then it is retired */
 	uint8_t anchor;   /* an anchor block (anchor.h) */
-	uint8_t planned;  /* in the anchor's plan: 1 in a durable record, 2 in the one being written (anchor.c) */
+	uint8_t rsvd;
 	uint8_t ckpt_free; /* boot: the checkpoint loaded says it was in the free pool (format 5) */
 	uint8_t cand;     /* boot: page 0 read in the fast path (open in the checkpoint, or planned) */
 	uint8_t torn_end; /* its written prefix ends in a data page whose data does not read (torn by a cut) */
@@ -75,6 +75,10 @@ typedef struct {
 	uint32_t nblocks;
 	uint32_t bad_blocks;
 	af_block_t *blocks;       /* nblocks entries (global block numbers, nand.h) */
+	/* nblocks bytes: in the anchor's plan, 1 in a durable record, 2 in the one being written (anchor.c);
+	 * dense, not in af_block_t: the plan's passes read it for every pooled block, a line fill each there */
+	uint8_t *planned;
+	uint32_t retired_marks;   /* blocks given AF_BLOCK_RETIRED since boot: none, and a record lists no bad block */
 	af_p0_t *p0;              /* nblocks entries: page 0's record (boot) */
 	af_rec_map_t map;
 	af_rec_tally_t tally;     /* the map's valid counts, bound and lost LBAs while recovery builds it */

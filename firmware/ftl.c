@@ -26,6 +26,11 @@ int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
 int af_ftl_pool_take(uint32_t *g) { return -1; }
 int af_ftl_pool_rotate(uint32_t *g, uint32_t spread) { return 0; }
 int af_ftl_block_erased(uint32_t g, int ok) { return -1; }
+void af_ftl_count_erase(uint32_t g)
+{
+	af_flash.blocks[g].erases++;
+	af_flash.erased_since_boot++;
+}
 void af_ftl_refill(uint32_t die) {}
 uint32_t af_ftl_gblock(uint32_t die, uint32_t block) { return block; }
 void af_ftl_retire(uint32_t g, const char *why, int holds_data) {}
@@ -157,7 +162,7 @@ static int pool_pop(uint32_t die, uint16_t *block, int for_core)
 		if (for_core && !af_plan_allows(af_ftl_gblock(die, pool[pick]))) {
 			pick = UINT32_MAX; /* the least worn of the planned ones (ties: the stack's top) */
 			uint32_t g0 = af_ftl_gblock(die, 0); /* a die's blocks are consecutive global blocks */
-			for (uint32_t i = top + 1; i-- > 0;) /* the plan (a line per block) only of those less worn */
+			for (uint32_t i = top + 1; i-- > 0;) /* the plan only of those less worn */
 				if ((pick == UINT32_MAX || wear[i] < wear[pick]) && af_plan_allows(g0 + pool[i]))
 					pick = i;
 			if (pick == UINT32_MAX)
@@ -267,6 +272,8 @@ void af_ftl_retire(uint32_t g, const char *why, int holds_data)
 	af_block_t *b = &af_flash.blocks[g];
 	if (!b->flags)
 		af_flash.bad_blocks++;
+	if (!(b->flags & AF_BLOCK_RETIRED))
+		af_flash.retired_marks++;
 	b->flags |= AF_BLOCK_RETIRED;
 	/* a block the core writes or that holds bound pages retires once GC moved them (gc.c) */
 	b->retire = (uint8_t)holds_data;
@@ -304,6 +311,19 @@ int af_ftl_block_erased(uint32_t g, int ok)
 	af_ftl.space_dirty = 1;
 	af_ftl_refill(die);
 	return 0;
+}
+
+void af_ftl_count_erase(uint32_t g)
+{
+	af_block_t *b = &af_flash.blocks[g];
+	b->erases++;
+	af_flash.erased_since_boot++;
+	uint32_t ppa = af_nand_block_ppa(g), die = af_ftl_die_of(ppa), bpl = af_nand.blocks_per_lun;
+	if (!af_ftl.pool || !af_ftl.pool_wear || AF_PPA_PPA_LUN_GET(ppa) != 0)
+		return;
+	for (uint32_t i = 0; i < af_ftl.pool_n[die]; i++)
+		if (af_ftl.pool[die * bpl + i] == AF_PPA_PPA_BLOCK_GET(ppa))
+			af_ftl.pool_wear[die * bpl + i] = b->erases;
 }
 
 /* --- out of space (ftl.h) ---------------------------------------------------------------- */
@@ -545,6 +565,7 @@ int af_ftl_start(void)
 	uint32_t *bt = af_ftl.bt;
 	uint16_t *pool = af_ftl.pool;
 	uint32_t *pool_wear = af_ftl.pool_wear;
+	uint8_t *planned = af_flash.planned;
 	for (uint32_t g = 0; g < nblocks; g++) {
 		af_block_t *b = &af_flash.blocks[g];
 		if (k == bpl) { /* a new (target, LUN) row: its divisions once, not per block */
@@ -558,11 +579,11 @@ int af_ftl_start(void)
 			/* retiring when the checkpoint was taken (ckpt.c): never in the pool; GC moves its data out */
 			b->flags |= AF_BLOCK_RETIRED;
 			af_flash.bad_blocks++;
+			af_flash.retired_marks++;
 			af_ftl.retiring++;
 		}
-		uint8_t planned = af_plan_boot_mark(b);
-		if (b->planned != planned) /* a store costs more than the load its line fill already paid for */
-			b->planned = planned;
+		if (af_plan_boot_mark(b)) /* the array is zero from the boot: a store only where it is set */
+			planned[g] = 1;
 		uint32_t lun0 = AF_PPA_PPA_LUN_GET(ppa) == 0;
 		good += lun0 && !b->flags;
 		if (b->state == AF_BSTATE_CKPT || b->state == AF_BSTATE_RETIRED)

@@ -116,6 +116,9 @@ int af_ftl_io(af_cmd_t *cmd, uint64_t *result);
 /* GC erased global block g (ok), or its erase failed (!ok: retired).
  * Back to the free pool and on to the core.  0, or -1 when retired. */
 int af_ftl_block_erased(uint32_t g, int ok);
+/* An erase of free block g outside the FTL's own paths (the console's `nand test`): counted, in the
+ * pool's wear beside it too (dynamic wear levelling reads that). */
+void af_ftl_count_erase(uint32_t g);
 /* The seq the log writer gives its next page (ftl.seq_next). */
 uint64_t af_ftl_seq_next(void);
 

@@ -276,10 +276,14 @@ def test_nand_test_programs_and_erases_a_free_block(con, flashed):
     """PROGRAM and ERASE through the controller: a free block is erased,
     programmed, read back through ECC and erased again; used and bad blocks are refused."""
     free = TARGETS * BLOCKS_PER_LUN - 1
+    erases = re.compile(r"(\d+) erases$", re.M)
+    before = int(erases.search(con.command(f"block {free}"))[1])
     out = con.command(f"nand test {free}")
     assert re.search(r"erase \d+ cycles, 2 pages programmed \(\d+ cycles each\) and read back identical "
                      r"\(\d+ cycles each\), erased again: pass", out), out
-    assert "free, 0 of" in con.command(f"block {free}")
+    after = con.command(f"block {free}")
+    assert "free, 0 of" in after
+    assert int(erases.search(after)[1]) == before + 2, after   # both erases count (wear levelling reads them)
     out = con.command(f"nand read {DEFAULT_CHANNELS - 1} {DEFAULT_WAYS - 1} {free % BLOCKS_PER_LUN} 1 oob")
     assert out.startswith("ERASED"), out
     assert "error: block" in con.command(f"nand test {flashed.used_blocks[0]}")
