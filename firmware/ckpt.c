@@ -612,6 +612,16 @@ static int fail(const char *why)
 	return -1;
 }
 
+/* A program in the area failed: its block is grown bad (retired: the next record and checkpoint name it);
+ * the next checkpoint takes an erased block in its place.  The newest checkpoint, in the other area, stands. */
+static int program_failed(uint32_t area, uint32_t index, const char *why)
+{
+	uint32_t *g = &af_ckpt.area_block[area][index / af_nand.pages_per_block];
+	af_ftl_retire(*g, "a program failed (checkpoint area)", 0);
+	*g = AF_CKPT_NO_BLOCK;
+	return fail(why);
+}
+
 static int setup_areas(uint32_t pages)
 {
 	uint32_t narea = (pages + af_nand.pages_per_block - 1) / af_nand.pages_per_block;
@@ -799,7 +809,7 @@ int af_ckpt_take(void)
 	af_oob_t oob;
 	af_ckpt_oob(&oob, 0, total, floor, h.number);
 	if (af_ckpt_program_page(page_ppa(area, 0), af_ckpt.page, &oob) < 0)
-		return fail("program of the header page failed");
+		return program_failed(area, 0, "program of the header page failed");
 
 	/* pass 2: the same entries from the shadow (the live table may have moved on) */
 	for (uint32_t p = 0; p < map_pages; p++) {
@@ -812,25 +822,25 @@ int af_ckpt_take(void)
 		}
 		af_ckpt_oob(&oob, 1 + p, total, floor, h.number);
 		if (af_ckpt_program_page(page_ppa(area, 1 + p), af_ckpt.page, &oob) < 0)
-			return fail("program of a map page failed");
+			return program_failed(area, 1 + p, "program of a map page failed");
 	}
 	for (uint32_t p = 0; p < wear_pages; p++) {
 		wear_page(p, af_ckpt.page);
 		af_ckpt_oob(&oob, 1 + map_pages + p, total, floor, h.number);
 		if (af_ckpt_program_page(page_ppa(area, 1 + map_pages + p), af_ckpt.page, &oob) < 0)
-			return fail("program of a wear page failed");
+			return program_failed(area, 1 + map_pages + p, "program of a wear page failed");
 	}
 	for (uint32_t p = 0; p < wear_pages; p++) {
 		count_page(p, counts, af_ckpt.page);
 		af_ckpt_oob(&oob, 1 + map_pages + wear_pages + p, total, floor, h.number);
 		if (af_ckpt_program_page(page_ppa(area, 1 + map_pages + wear_pages + p), af_ckpt.page, &oob) < 0)
-			return fail("program of a valid-count page failed");
+			return program_failed(area, 1 + map_pages + wear_pages + p, "program of a valid-count page failed");
 	}
 	for (uint32_t p = 0; p < crc_pages; p++) {
 		crc_page(p, map_crc, map_pages, af_ckpt.page);
 		af_ckpt_oob(&oob, 1 + map_pages + 2 * wear_pages + p, total, floor, h.number);
 		if (af_ckpt_program_page(page_ppa(area, 1 + map_pages + 2 * wear_pages + p), af_ckpt.page, &oob) < 0)
-			return fail("program of a map-CRC page failed");
+			return program_failed(area, 1 + map_pages + 2 * wear_pages + p, "program of a map-CRC page failed");
 	}
 	af_ckpt.valid = 1;
 	af_ckpt.seq = floor;

@@ -706,7 +706,8 @@ RESOLVED = {
           "nor the plan; fixed in 27696e9 (the header lists every block closed after the floor)",
     3514: "the judge: the block held only a failed checkpoint's pages (a map-page program failure), rotated back "
           "into the free pool by the next checkpoint; the boot erases it and loses nothing.  anchor_uncovered "
-          "counts no checkpoint pages since (replay: pass)",
+          "counts no checkpoint pages since (replay: pass); the firmware now retires an area block whose program "
+          "failed",
     3605: "as trial 3514 (replay: pass)",
 }
 

@@ -154,3 +154,70 @@ def test_a_block_retiring_at_a_checkpoint_stays_out_of_use_after_a_power_cycle(t
     finally:
         con.stop()
     assert erase_counts(run_dir)[g] == before[g]      # never erased, so never handed out again
+
+
+def test_a_program_failure_in_a_checkpoint_area_retires_that_block(tmp_path):
+    """A checkpoint's map page fails to program in its area block: that checkpoint fails (the one before
+    stands), the block is retired as grown bad, and the next checkpoint takes an erased block in its place.
+    After a power cycle the block is still bad, was never erased again, and every write reads back."""
+    build()
+    run_dir = tmp_path / "run"
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN))
+    log = ROOT / "build" / "soc" / "test_badblock_ckpt_area.log"
+    con = boot(run_dir, cfgs, log=log, timeout=120)
+    try:
+        for line in ("ckpt every 0", "wear static off"):   # no checkpoint, no area rotation but ours
+            assert "error" not in con.command(line)
+        assert "error" not in con.command(f"io random 11 40 {HOT}", timeout=300)
+        assert "taken" in con.command("ckpt now", timeout=120)
+        ck = con.command("ckpt")
+        area = int(re.search(r"newest checkpoint \d+: floor seq \d+, area (\d)", ck)[1])
+        other = int(re.search(rf"^area {1 - area}: blocks (\d+)", ck, re.M)[1])   # where the next one goes
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+
+    target, block = divmod(other, BLOCKS_PER_LUN)
+    per_target = [{} for _ in range(TARGETS)]
+    per_target[target]["fail_program"] = f"0:{block}:1"   # the checkpoint's first map page
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN), per_target=per_target)
+    log2 = log.with_name("test_badblock_ckpt_area2.log")
+    con = boot(run_dir, cfgs, log=log2, timeout=300)
+    try:
+        # the failing checkpoint: ours, or one the firmware takes by itself after the boot's recovery
+        out = con.command("ckpt now", timeout=120)
+        if "error" in out:
+            out = con.command("ckpt now", timeout=120)
+        assert "taken" in out, out
+        assert bbt(con) == {other: "grown bad, retired"}
+        ck = con.command("ckpt")
+        blocks = {int(b) for b in re.findall(r"^area \d: blocks ([\d ]+)$", ck, re.M)[0].split()} | {
+            int(b) for b in re.findall(r"^area \d: blocks ([\d ]+)$", ck, re.M)[1].split()}
+        assert other not in blocks, ck
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+    text = log2.read_text(errors="replace")
+    assert re.search(r"(warning|error): ckpt: program of a map page failed", text), text
+    assert f"block {other}: a program failed (checkpoint area): retired" in text, text
+    prog, _ = failed_blocks(run_dir)
+    assert prog == {other}, prog
+    before = erase_counts(run_dir)
+
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN))
+    con = boot(run_dir, cfgs, log=log.with_name("test_badblock_ckpt_area3.log"), timeout=300)
+    try:
+        assert bbt(con) == {other: "grown bad, retired"}
+        assert "0 wrong: pass" in con.command(f"io verify 11 40 {HOT}", timeout=300)
+        assert "error" not in con.command(f"io random 12 100 {HOT}", timeout=600)
+        assert "0 wrong: pass" in con.command(f"io verify 12 100 {HOT}", timeout=300)
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+    assert erase_counts(run_dir)[other] == before[other]   # never erased, so never used again
