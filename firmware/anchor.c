@@ -342,6 +342,10 @@ uint32_t af_anchor_apply_bad(void)
 			continue;
 		af_flash.blocks[g].flags |= AF_BLOCK_RETIRED;
 		af_flash.blocks[g].state = AF_BSTATE_RETIRED;
+		if (af_flash.blocks[g].retire) { /* retiring at the checkpoint, retired (its data moved) since */
+			af_flash.blocks[g].retire = 0;
+			af_ckpt.retiring--;
+		}
 		af_flash.bad_blocks++;
 		af_flash.retired_marks++;
 		n++;

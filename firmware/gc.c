@@ -289,9 +289,13 @@ void af_gc_poll(void)
 	if (af_gc.idle_seq == now + 1 && af_gc.idle_free == af_ftl_erased_blocks() && af_gc.idle_floor == floor_lo)
 		return;
 	af_gc.idle_seq = 0;
-	/* blocks a program failed in: once the core has filled them, move their data and retire them */
+	/* blocks a program failed in: once the core has filled them, move their data and retire them.  A
+	 * retired block is out of every later boot's scan, like an erased one, so its pages must be decided
+	 * by a checkpoint first: GC moves data pages, never the commit, trim and remap records recovery
+	 * needs (campaign trial 4432 lost an acknowledged commit whose record sat in a retired block). */
 	for (uint32_t g = 0; af_ftl.retiring && g < af_flash.nblocks; g++)
-		if (af_flash.blocks[g].retire && af_flash.blocks[g].state == AF_BSTATE_DATA) {
+		if (af_flash.blocks[g].retire && af_flash.blocks[g].state == AF_BSTATE_DATA &&
+		    checkpoint_covering(af_flash.blocks[g].close_seq)) {
 			uint64_t t0 = af_uptime_cycles();
 			if (collect(g, 0, 0) < 0)
 				printf("warning: gc: block %lu: its data could not all move yet: retried later\n", (unsigned long)g);

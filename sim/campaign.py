@@ -709,6 +709,10 @@ RESOLVED = {
           "counts no checkpoint pages since (replay: pass); the firmware now retires an area block whose program "
           "failed",
     3605: "as trial 3514 (replay: pass)",
+    4432: "firmware: a block retired after a program failure left the next boot's scan before a checkpoint "
+          "covered it, with pages recovery still needed (a COMMIT record, a superseded member: GC moves only "
+          "bound data); it retires only under a covering checkpoint since 2026-11-27 (its images went with "
+          "the machine; test_soc_badblock reproduces the loss)",
 }
 
 LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "in_flight", "no_space", "build",
