@@ -351,6 +351,7 @@ class Chain:
     initial: dict[int, bytes]       # what the span holds now: the next trial's oracle state
     start: Path                     # the images the running boot started from (a failing trial's reproducer)
     booted: bool = False            # up, recovered, verified: the next trial goes straight to its workload
+    first: int = -1                 # the id of its first trial (a ledger entry's chain_start)
 
     def snapshot(self, name: str) -> Path:
         """Copy the (stopped) simulation's images to run/<name>; returns that directory."""
@@ -390,7 +391,7 @@ def run_chain(trials: list[Trial], base: Path, out: Path, initial: dict[int, byt
     of space, ends the chain there (the rest run as a new chain from the base)."""
     results = []
     while trials:
-        chain = Chain(out / f"chain-{trials[0].id:05d}", dict(initial), base)
+        chain = Chain(out / f"chain-{trials[0].id:05d}", dict(initial), base, first=trials[0].id)
         shutil.rmtree(chain.run, ignore_errors=True)
         chain.run.mkdir(parents=True)
         for i in range(TARGETS):
@@ -425,6 +426,7 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
     initial, start = chain.initial, chain.start
     res = {"id": trial.id, "site": trial.site, "seed": trial.seed, "faults": trial.faults, "outcome": "error",
            "detail": "", "commands": 0, "in_flight": 0, "cut_seen": False, "chained": chain.booted,
+           "chain_start": chain.first,
            "build": build_name(gateware)}
     t0 = time.monotonic()
     phases = res["phases"] = {}
@@ -716,7 +718,7 @@ RESOLVED = {
 }
 
 LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "in_flight", "no_space", "build",
-               "anchor", "wall_s")
+               "anchor", "chain_start", "wall_s")
 LEDGER_JSON = {"separators": (",", ":")}   # ~130 bytes a trial: 10,000 stay well under 2 MiB
 OUTCOMES = ("pass", "no-cut", "violation", "mismatch", "boot-failure", "error")
 
@@ -863,9 +865,15 @@ Failures: {len(fails) + len(old_fails)}.
 """ + "".join(f"\n* trial {f['id']} ({f['site']}): {f['outcome']}: {f.get('detail', '')} (counts only: {a['source']})"
               + _resolved(f['id']) for a in archived for f in a["failures"]) \
     + "".join(f"\n* trial {r['id']} ({r['site']}): {r['outcome']}: {r['detail'][:300]}\n  replay: `{r.get('replay')}`"
-              + _resolved(r['id']) for r in fails)
+              + _rerun(r) + _resolved(r['id']) for r in fails)
         path.write_text(text)
     return table
+
+
+def _rerun(r: dict) -> str:
+    """Where the trial's images are gone: its chain again, from the campaign's seed (``--ids``)."""
+    start = r.get("chain_start", -1)
+    return f" (images gone: its chain again with `--ids {start}-{r['id']}`)" if 0 <= start else ""
 
 
 def _resolved(trial_id: int) -> str:
@@ -898,6 +906,10 @@ def main(argv=None) -> int:
                         "count as done and every new result is added, so the campaign resumes on another machine "
                         "whose --dir is empty (make campaign-long: docs/campaign_long.jsonl)")
     p.add_argument("--replay", type=Path, default=None, help="run this trial.json again")
+    p.add_argument("--ids", default="",
+                   help="run only trials A-B (inclusive) of the campaign the other options describe: a failure's "
+                        "chain again, from its ledger entry's chain_start to its id, when its trial.json and images "
+                        "are gone (use a --dir of its own; a chain rerun is close to, not always exactly, the run)")
     p.add_argument("--report-only", action="store_true",
                    help="write --report from the results so far (of the --count trials) and stop")
     p.add_argument("--exhaustive", action="store_true",
@@ -929,6 +941,13 @@ def main(argv=None) -> int:
             args.fresh = args.fresh or preset["fresh"]
             args.chain = 1
             kind_nth_max = preset["kind_nth_max"]
+    ids = range(args.count)
+    if args.ids:
+        m = re.fullmatch(r"(\d+)-(\d+)", args.ids)
+        if not m or int(m[1]) > int(m[2]):
+            p.error(f"--ids {args.ids}: want A-B with A <= B (trial ids)")
+        ids = range(int(m[1]), int(m[2]) + 1)
+        args.count = max(args.count, ids.stop)   # the report counts them
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
     base = out / "base"
@@ -998,7 +1017,7 @@ def main(argv=None) -> int:
                                 fault_keys=fault_keys(args.faults, random.Random(args.seed))))
     else:
         trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults, cal,
-                             kind_nth_max) for i in range(args.count)]
+                             kind_nth_max) for i in ids]
     for t in trials:
         t.queues = args.queues
     todo = [t for t in trials if t.id not in done and t.id not in gone]

@@ -25,7 +25,8 @@ def fake_results(ids, rng: random.Random) -> list[dict]:
         r = {"id": i, "site": campaign.SITES[i % len(campaign.SITES)], "seed": i,
              "faults": rng.choice(["", "bits", "program"]), "outcome": outcome, "cut_seen": outcome != "no-cut",
              "in_flight": rng.randrange(6), "commands": 40, "build": f"gateware-{i // 30:016x}",
-             "wall_s": 12.5, "detail": "Boom: x" if outcome == "error" else "", "phases": {"boot": 1.0}}
+             "wall_s": 12.5, "detail": "Boom: x" if outcome == "error" else "", "phases": {"boot": 1.0},
+             "chain_start": i - i % 8}
         if r["site"] == "recovery" and r["cut_seen"]:
             r["recovery_cut"] = "during boot"
         if outcome == "error":
@@ -76,6 +77,7 @@ def test_a_campaign_resumes_from_its_ledger_alone(tmp_path):
         for r in new:
             e = campaign.ledger_entry(r)
             assert "phases" not in e and "seed" not in e   # a few fields per trial
+            assert e["chain_start"] == r["chain_start"]      # a failure's chain can run again (--ids)
             fh.write(json.dumps(e) + "\n")
     trials, archived = campaign.read_ledger(ledger)
     assert sorted(trials) == list(range(20, 35)) and campaign.archived_ids(archived) == set(range(20))
@@ -110,3 +112,15 @@ def test_a_record_cut_short_is_skipped(tmp_path, capsys):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert sorted(campaign.read_ledger(ledger)[0]) == [0, 1, 2, 3]
+
+
+def test_a_failure_names_the_chain_to_run_again(tmp_path):
+    """Its images go with the machine that ran it: the report names the --ids range of its chain."""
+    r = fake_results([21], random.Random(11))[0]
+    r.update(outcome="violation", detail="lost: lba 7", replay="python sim/campaign.py --replay t00021/trial.json")
+    campaign.report([r], tmp_path / "r.md", ARGS)
+    assert "with `--ids 16-21`" in (tmp_path / "r.md").read_text()
+    bad = subprocess.run([sys.executable, str(ROOT / "sim" / "campaign.py"), "--dir", str(tmp_path / "d"),
+                          "--ids", "21-16"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--ids 21-16: want A-B with A <= B" in bad.stderr
+    assert not (tmp_path / "d").exists()                 # refused before anything was made
