@@ -291,8 +291,9 @@ void af_gc_poll(void)
 	af_gc.idle_seq = 0;
 	/* blocks a program failed in: once the core has filled them, move their data and retire them.  A
 	 * retired block is out of every later boot's scan, like an erased one, so its pages must be decided
-	 * by a checkpoint first: GC moves data pages, never the commit, trim and remap records recovery
-	 * needs (campaign trial 4432 lost an acknowledged commit whose record sat in a retired block). */
+	 * by a checkpoint first: GC moves bound data pages only, not the commit, trim and remap records
+	 * or the superseded group members recovery's proofs still need (campaign trial 4432 lost an
+	 * acknowledged transaction that way). */
 	for (uint32_t g = 0; af_ftl.retiring && g < af_flash.nblocks; g++)
 		if (af_flash.blocks[g].retire && af_flash.blocks[g].state == AF_BSTATE_DATA &&
 		    checkpoint_covering(af_flash.blocks[g].close_seq)) {
