@@ -24,6 +24,7 @@ from pathlib import Path
 
 from atomflash import console_text
 from atomflash.console_text import PROMPT
+from atomflash.simctl import keep_niceness
 
 
 class ConsoleTimeout(AssertionError):
@@ -41,6 +42,7 @@ class SimConsole:
         self.transcript = ""   # everything, ANSI-stripped
         self.proc = None
         self.t_start = None
+        self.times = []        # (wall seconds, line) of every command(): the log's .times file, for profiling
 
     # -- process -------------------------------------------------------------
     def start(self):
@@ -48,6 +50,7 @@ class SimConsole:
         cmd = [str(self.gw / "obj_dir" / "Vsim"), *self.plusargs]
         self.proc = subprocess.Popen(cmd, cwd=self.cwd, stdin=slave, stdout=slave, stderr=slave,
                                      start_new_session=True, close_fds=True)
+        keep_niceness(self.proc.pid)    # a nice'd campaign's simulators yield to the rest of the machine
         os.close(slave)
         self.fd = master
         self.t_start = time.monotonic()
@@ -66,6 +69,10 @@ class SimConsole:
             self.fd = None
         if self.log_path is not None:
             Path(self.log_path).write_text(self.transcript)
+            if self.t_start is not None:
+                self.times.append((time.monotonic() - self.t_start, "(the whole run: boot, commands, stop)"))
+                Path(self.log_path).with_suffix(".times").write_text(
+                    "".join(f"{t:8.2f} s  {line}\n" for t, line in self.times))
 
     def __enter__(self):
         return self.start()
@@ -128,8 +135,11 @@ class SimConsole:
     def command(self, line: str, timeout: float = 30.0) -> str:
         """Type ``line`` + Enter, return its output (without the echoed line
         and the next prompt)."""
+        t0 = time.monotonic()
         self.send(line + "\r")
-        return self.output_of(line, timeout)
+        out = self.output_of(line, timeout)
+        self.times.append((time.monotonic() - t0, line))
+        return out
 
     def output_of(self, line: str, timeout: float = 30.0) -> str:
         """The output of ``line``, typed already, up to the next prompt (`console_text.command_output`)."""

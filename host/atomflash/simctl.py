@@ -302,6 +302,7 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
     sup = subprocess.Popen([sys.executable, "-m", "atomflash.simctl", "serve", str(run_dir)],
                            stdin=subprocess.DEVNULL, stdout=sup_log, stderr=sup_log, start_new_session=True,
                            cwd=run_dir, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    keep_niceness(sup.pid)
     sup_log.close()
     deadline = time.monotonic() + boot_timeout
     while True:
@@ -453,6 +454,21 @@ def console_interactive(run_dir: Path | None = None) -> int:
 
 # -- the supervisor ------------------------------------------------------------------
 
+def keep_niceness(pid: int) -> None:
+    """Give a process started in a session of its own our niceness *as a session*.
+
+    Linux schedules every session (its autogroup) as one unit, whatever its processes' nice values,
+    so a simulator in a new session would take an equal share of the machine even when started by a
+    nice'd campaign.  Writing ``/proc/<pid>/autogroup`` lowers that session's weight instead (best
+    effort: nothing happens where autogroups are off or the file is not writable)."""
+    n = os.nice(0)
+    if n > 0:
+        try:
+            Path(f"/proc/{pid}/autogroup").write_text(str(min(n, 19)))
+        except OSError:
+            pass
+
+
 def serve(run_dir: Path) -> int:
     """Own the simulator: console pty -> console.log + console.sock clients."""
     run_dir = Path(run_dir)
@@ -460,6 +476,7 @@ def serve(run_dir: Path) -> int:
     master, slave = pty.openpty()
     proc = subprocess.Popen(state["vsim"], cwd=run_dir, stdin=slave, stdout=slave, stderr=slave,
                             start_new_session=True, close_fds=True)
+    keep_niceness(proc.pid)
     os.close(slave)
     state.update(supervisor_pid=os.getpid(), vsim_pid=proc.pid)
     _write_state(run_dir, state)

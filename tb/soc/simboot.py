@@ -19,7 +19,7 @@ GATEWARE = ROOT / "build" / "soc" / "sim" / "gateware"
 CLK_HZ = 100_000_000  # the default build's --sys-clk-freq (spec.NAND_CLK_HZ)
 TARGETS = DEFAULT_CHANNELS * DEFAULT_WAYS
 
-__all__ = ["build", "boot", "ftl_capacity", "model_configs", "write_configs", "GATEWARE", "CLK_HZ", "TARGETS",
+__all__ = ["build", "boot", "check_runs", "ftl_capacity", "model_configs", "write_configs", "GATEWARE", "CLK_HZ", "TARGETS",
            "DEFAULT_CHANNELS", "DEFAULT_WAYS"]
 
 
@@ -45,6 +45,7 @@ def boot(run_dir: Path, cfgs, *, log: Path, timeout: float = 300) -> SimConsole:
         con.stop()
         raise
     con.boot_wall = time.monotonic() - t0
+    con.times.append((con.boot_wall, "(boot, to the first prompt)"))
     return con
 
 
@@ -64,3 +65,17 @@ def ftl_capacity(blocks_per_lun: int, profile: str = "small", dies: int = TARGET
         ckpt_pages = 1 + -(-cap * spec.CKPT_ENTRY.size // p.page_data) + -(-dies * blocks_per_lun * 4 // p.page_data)
         narea = -(-ckpt_pages // ppb)
     return cap
+
+
+def check_runs(expected: dict[int, int], align: int = 8) -> list[tuple[int, int, int]]:
+    """``(seed, lba, count)`` for one ``io check`` each, covering ``expected`` (LBA -> seed): runs of
+    consecutive LBAs with one seed, cut at multiples of ``align`` (a run never straddles a map page or
+    segment, whose LBA counts are multiples of 8), so a test checks a whole write in one command."""
+    runs: list[tuple[int, int, int]] = []
+    for lba in sorted(expected):
+        seed = expected[lba]
+        if runs and runs[-1][0] == seed and runs[-1][1] + runs[-1][2] == lba and lba % align:
+            runs[-1] = (seed, runs[-1][1], runs[-1][2] + 1)
+        else:
+            runs.append((seed, lba, 1))
+    return runs
