@@ -38,7 +38,7 @@ demo-log: deps ## the earlier demo: the commit-flag log alone through the RTL NA
 	@$(PY) sim/demo_log.py
 
 test: deps ## the whole suite (cocotb on Verilator, C/Python spec identity), as CI runs it
-	@$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=25 -m "not slow" tb
+	@$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=60 -m "not slow" tb
 
 test-slow: deps ## the long tests excluded from make test (long scoreboarded FTL runs, model cut sweeps)
 	@$(PY) -m pytest -n $(JOBS) --dist loadgroup -m slow tb

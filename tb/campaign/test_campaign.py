@@ -6,7 +6,7 @@ oracle's verdict on every LBA of the workload, new work -- with no failure.
 
 * ``--quick`` (in `make test`): eight trials on a fresh device, one simulator
   at a time, about three minutes (six on 2 busy cores).
-* ``--quick --faults mlc`` (in `make test`): the same eight with MLC paired-page
+* ``--quick --faults mlc`` (in `make test-slow`): the same eight with MLC paired-page
   damage on (DESIGN.md trap 4): the core's PAD pages and recovery's rule for
   lower pages of incomplete word lines at work, about three minutes.
 * ``--smoke`` (in `make test-slow`): six trials on the seasoned base (filled,
@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.xdist_group("campaign")
+pytestmark = pytest.mark.soc
 
 
 def run_campaign(tmp_path, *args) -> tuple[list[dict], str]:
@@ -35,6 +35,7 @@ def run_campaign(tmp_path, *args) -> tuple[list[dict], str]:
     return results, (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.long
 def test_quick_campaign_on_a_fresh_device_passes(tmp_path):
     results, report = run_campaign(tmp_path, "--quick", "--jobs", "1")
     assert len(results) == 8
@@ -47,6 +48,7 @@ def test_quick_campaign_on_a_fresh_device_passes(tmp_path):
     assert "The anchor (firmware/anchor.h)" in report
 
 
+@pytest.mark.slow      # ~4.5 min: make test-slow (tb/ftl_core's mlc_paired_pages covers the rule in make test)
 def test_quick_campaign_with_mlc_paired_page_damage_passes(tmp_path):
     results, report = run_campaign(tmp_path, "--quick", "--faults", "mlc", "--jobs", "1")
     assert len(results) == 8

@@ -4,9 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.long
 def test_demo_passes():
     out = subprocess.run([sys.executable, str(ROOT / "sim" / "demo_log.py")], capture_output=True, text=True,
                          timeout=1200)

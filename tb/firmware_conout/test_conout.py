@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 FW = Path(__file__).resolve().parents[2] / "firmware"
+pytestmark = pytest.mark.xdist_group("conout")   # one build of the library for the module
 FULL = ctypes.CFUNCTYPE(ctypes.c_int)
 NOW = ctypes.CFUNCTYPE(ctypes.c_uint64)
 LIMIT = 1000

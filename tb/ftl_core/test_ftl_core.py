@@ -27,20 +27,33 @@ def _run(tmp_path, testcase=None, cache_pages=0, **env):
                testcase=testcase, **args)
 
 
+# make test's sizes (a fraction of the cocotb defaults, which test_ftl_core_long and `make test-slow` exceed):
+# enough for every path each test checks, few enough that the suite stays well under 30 minutes
+CI_BATCHES = "6"        # random_scoreboard: batches of up to 8 commands, then a read of every LBA
+CI_CACHE_BATCHES = "5"  # ... on the write-cache build, after its directed test
+CI_ROUNDS = "3"         # program_failures_under_load: rounds of armed failures under multi-page writes
+
+
+@pytest.mark.long
 def test_ftl_core_verbs(tmp_path):
     _run(tmp_path, testcase=["every_verb", "transactions", "appends_and_remaps", "program_failures_are_retried",
-                             "program_failures_under_load", "gc_relocation", "mlc_paired_pages"])
+                             "program_failures_under_load", "gc_relocation", "mlc_paired_pages"],
+         FTL_ROUNDS=CI_ROUNDS)
 
 
+@pytest.mark.long
 def test_ftl_core_random_and_cuts(tmp_path):
     # a second item, so the two halves run on both workers (they share the Verilator build)
-    _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2"])
+    _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2"],
+         FTL_BATCHES=CI_BATCHES)
 
 
+@pytest.mark.long
 def test_ftl_core_write_cache(tmp_path):
     # a build of its own (cache_pages > 0; the other tests keep the cache-less one): the directed test, then
     # the random scoreboard and a power cut with plain writes buffered
-    _run(tmp_path, testcase=["write_cache", "random_scoreboard", "power_cut_0"], cache_pages=CACHE_PAGES)
+    _run(tmp_path, testcase=["write_cache", "random_scoreboard", "power_cut_0"], cache_pages=CACHE_PAGES,
+         FTL_BATCHES=CI_CACHE_BATCHES)
 
 
 def test_every_cocotb_test_is_run():
@@ -57,6 +70,8 @@ def test_every_cocotb_test_is_run():
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [2, 3])
 def test_ftl_core_long(tmp_path, seed):
-    # ~1,500 commands (and as many reads) per seed, then three more power cuts
-    _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2"],
-         FTL_SEED=str(seed), FTL_BATCHES="300", FTL_BLOCKS="63")
+    # ~1,500 commands (and as many reads) per seed, then three more power cuts, and twelve rounds of
+    # program failures under load
+    _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2",
+                             "program_failures_under_load"],
+         FTL_SEED=str(seed), FTL_BATCHES="300", FTL_BLOCKS="63", FTL_ROUNDS="12")

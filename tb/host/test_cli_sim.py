@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("host_cli")
+pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("host_cli")]   # the module's booted SoC
 
 from atomflash import errors, simctl, spec
 from atomflash.cli import EXIT_NO_DEVICE, EXIT_STATUS_BASE, EXIT_USAGE, EXIT_VALUE

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.xdist_group("host_demo"), pytest.mark.slow]
+pytestmark = [pytest.mark.soc, pytest.mark.slow]
 
 
 def test_demo_survives_its_power_cut(tmp_path):

@@ -18,7 +18,7 @@ from atomflash.device import Device, DeviceError, hostmem_slices
 from atomflash.transport import TransportError
 from atomflash.workload import Recorder, random_workload, read_span, verify
 
-pytestmark = pytest.mark.xdist_group("multiqueue_sim")
+pytestmark = pytest.mark.soc
 
 SPAN = 32
 STEPS = 45

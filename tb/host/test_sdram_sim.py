@@ -21,7 +21,7 @@ from atomflash.device import Device
 from atomflash.transport import TransportError
 from atomflash.workload import Recorder, random_workload, read_span, verify
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sdram_sim")]
+pytestmark = [pytest.mark.soc, pytest.mark.slow]
 
 SPAN = 48
 

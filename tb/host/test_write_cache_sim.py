@@ -17,7 +17,7 @@ from atomflash.device import Device
 from atomflash.transport import TransportError
 from atomflash.workload import Recorder, random_workload, read_span, verify
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("write_cache_sim")]
+pytestmark = [pytest.mark.soc, pytest.mark.slow]
 
 CACHE_PAGES = 16
 SPAN = 32

@@ -6,6 +6,8 @@ the requests describe."""
 
 from pathlib import Path
 
+import pytest
+
 from rtl.ftl.logwriter import PAGE_DONE, PAGE_WRITE
 from tb.common import runner
 from tb.nand_channel.harness import generate_top, harness_run_args, model_plusargs
@@ -32,6 +34,7 @@ def build():
     return harness_run_args(name, verilog, sv, HERE), top.slot_words
 
 
+@pytest.mark.long
 def test_logwriter(tmp_path):
     args, slot_words = build()
     runner.run(test_module="cocotb_logwriter", plusargs=model_plusargs(tmp_path, "small", CHANNELS * WAYS),

@@ -34,6 +34,7 @@ def test_nand_channel_small(testcase, tmp_path):
     run_channel_tests(tmp_path, testcase)
 
 
+@pytest.mark.long
 def test_nand_channel_realistic(tmp_path):
     """The realistic profile (4096+224 pages, 2048 blocks) at every mode on the benchmark build."""
     run_channel_tests(tmp_path, "every_operation_every_mode", profile="realistic", channels=2, ways=4)

@@ -33,10 +33,10 @@ import pytest
 from atomflash import nandsim, spec
 
 from . import flashimg
-from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
+from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, check_runs, model_configs
 from .simboot import DEFAULT_WAYS as WAYS
 
-pytestmark = pytest.mark.xdist_group("soc_ckpt")   # its own: the soc_sim group is the long pole
+pytestmark = pytest.mark.soc
 
 BLOCKS_PER_LUN = 4   # 450 LBAs: 4 map pages and a wear page
 PROFILE = spec.NAND_PROFILES["small"]
@@ -61,9 +61,9 @@ def check_boot(con, number: int, newer_not_intact: int):
     else:
         assert "not intact" not in m.group(0), text
     assert "ftl: host interface on" in text
-    for lba, seed in sorted(expected().items()):
-        out = con.command(f"io check {seed} {lba}")
-        assert "pass" in out, f"lba {lba} (expected seed {seed}): {out}"
+    for seed, lba, n in check_runs(expected()):
+        out = con.command(f"io check {seed} {lba} {n}")
+        assert "pass" in out, f"lba {lba} (+{n}, expected seed {seed}): {out}"
 
 
 def newest_checkpoint(cfgs):
@@ -132,6 +132,7 @@ def flip_map_byte(cfgs, t, lun, block, page):
         img.program(lun, block, page, flashimg.encode_page(LAYOUT, flashimg.user_bytes(LAYOUT, bytes(bad), oob)))
 
 
+@pytest.mark.long
 def test_a_checkpoint_that_does_not_check_loses_to_the_older_one(tmp_path):
     build()
     run_dir = tmp_path / "run"
@@ -202,9 +203,9 @@ def test_a_checkpoint_that_does_not_check_loses_to_the_older_one(tmp_path):
             out = con.command("map load all")
             assert re.search(r"map: (\d+) of \1 segments of \d+ LBAs loaded \(done\).* 1 map pages did not "
                              r"read or check", out), out
-            for lba, seed in sorted(expected().items()):
-                out = con.command(f"io check {seed} {lba}")
-                assert ("pass" in out) == (lba >= per_page), f"lba {lba}: {out}"
+            for seed, lba, n in check_runs(expected()):
+                out = con.command(f"io check {seed} {lba} {n}")
+                assert ("pass" in out) == (lba >= per_page), f"lba {lba} (+{n}): {out}"
         finally:
             con.stop()
         assert (f"error: ckpt: map page 1 of checkpoint {newest} does not {says}: LBAs 0..{per_page - 1} lost"
@@ -228,7 +229,6 @@ def areas(con) -> dict[int, list[int]]:
     return {int(a): [int(g) for g in gs.split()] for a, gs in AREAS_RE.findall(con.command("ckpt", timeout=60))}
 
 
-@pytest.mark.xdist_group("soc_ckpt_rotate")     # beside the other one, not after it
 def test_checkpoint_areas_rotate_and_a_fallback_never_takes_a_reused_block(tmp_path):
     """Checkpoint areas wear-level: a checkpoint about to erase an area block `spread` erases past the
     least-worn erased one takes that block instead, and the old one goes back to the pool.  The previous

@@ -23,7 +23,7 @@ from atomflash import spec
 
 from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, ftl_capacity, model_configs
 
-pytestmark = pytest.mark.xdist_group("soc_sim")
+pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("soc_console")]   # the module's booted SoC
 
 BLOCKS_PER_LUN = 4
 PROFILE = spec.NAND_PROFILES["small"]

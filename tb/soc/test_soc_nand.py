@@ -41,7 +41,7 @@ from tb.firmware_recovery.crecover import model_counts
 from . import flashimg
 from .simboot import CLK_HZ, DEFAULT_CHANNELS, DEFAULT_WAYS, TARGETS, ROOT, boot, build, model_configs
 
-pytestmark = pytest.mark.xdist_group("soc_sim")
+pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("soc_nand")]   # the module's booted SoC
 
 PROFILE = spec.NAND_PROFILES["small"]
 LAYOUT = spec.nand_page_layout(PROFILE)

@@ -16,7 +16,7 @@ from atomflash.device import Device
 from atomflash.nandsim import NandCtl, NandCutWhen, NandStat
 from atomflash.transport import TransportError
 
-pytestmark = pytest.mark.xdist_group("nandctl_sim")
+pytestmark = pytest.mark.soc
 
 
 def _stats(run, target: int) -> dict:

@@ -28,7 +28,7 @@ import pytest
 
 from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
 
-pytestmark = pytest.mark.xdist_group("soc_nospace")
+pytestmark = pytest.mark.soc
 
 BLOCKS_PER_LUN = 4
 ENDURANCE = 2          # erases each block survives: the third fails
@@ -44,6 +44,7 @@ def stat(text: str, name: str) -> str:
     return m.group(1)
 
 
+@pytest.mark.long
 def test_worn_out_device_refuses_writes_and_keeps_its_data(tmp_path):
     build()
     run_dir = tmp_path / "run"

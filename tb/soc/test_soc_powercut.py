@@ -41,7 +41,7 @@ from soc.console import ConsoleTimeout
 from . import flashimg
 from .simboot import CLK_HZ, DEFAULT_WAYS, ROOT, TARGETS, boot, build, model_configs
 
-pytestmark = pytest.mark.xdist_group("soc_cut")
+pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("soc_cut")]   # the module's booted SoC
 
 PROFILE = spec.NAND_PROFILES["small"]
 LAYOUT = spec.nand_page_layout(PROFILE)

@@ -22,7 +22,7 @@ from atomflash import spec
 
 from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
 
-pytestmark = pytest.mark.xdist_group("soc_tx")
+pytestmark = pytest.mark.soc
 
 BLOCKS_PER_LUN = 4
 

@@ -25,7 +25,7 @@ from . import flashimg
 from .simboot import CLK_HZ, DEFAULT_WAYS, ROOT, TARGETS, boot, build, model_configs
 
 # ~8 minutes of simulation: `make test-slow` (not `make test`)
-pytestmark = [pytest.mark.xdist_group("soc_wear"), pytest.mark.slow]
+pytestmark = [pytest.mark.soc, pytest.mark.slow]
 
 PROFILE = spec.NAND_PROFILES["small"]
 BLOCKS_PER_LUN = 4

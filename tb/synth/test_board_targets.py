@@ -28,6 +28,7 @@ from soc.atomflash_soc import HOSTMEM_ORIGIN, hostmem_bytes
 ROOT = Path(__file__).resolve().parents[2]
 ULX3S = [sys.executable, str(ROOT / "boards" / "ulx3s.py")]
 SDRAM_BYTES = 32 << 20  # the ULX3S's MT48LC16M16
+pytestmark = pytest.mark.xdist_group("board_ulx3s")   # one generated SoC for the module
 
 
 def _regions(csr_csv: Path) -> dict[str, tuple[int, int, str]]:
@@ -44,6 +45,7 @@ def ulx3s_ftl(tmp_path_factory):
     return out, r.stdout + r.stderr
 
 
+@pytest.mark.long
 def test_ftl_core_host_memory_and_ports(ulx3s_ftl):
     out, log = ulx3s_ftl
     regions = _regions(out / "csr.csv")

@@ -22,6 +22,7 @@ from boards.synth import OUT, SynthError, synth, synth_verilog
 from rtl.nand.channel import ChannelParams
 
 
+@pytest.mark.long
 def test_controller_core_synth_ecp5():
     params = ChannelParams("small", ways=2, slots=2, ecc=True)
     bridge = NandBridge(params, 1)
