@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.long
+@pytest.mark.slow      # ~2-4 min: make test-slow: tb/logwriter tests the log writer in make test
 def test_demo_passes():
     out = subprocess.run([sys.executable, str(ROOT / "sim" / "demo_log.py")], capture_output=True, text=True,
                          timeout=1200)

@@ -1,9 +1,9 @@
 """The FTL core against four NAND models in Verilator (cocotb_ftl_core.py).
 
-``test_ftl_core_verbs``, ``test_ftl_core_random_and_cuts`` and ``test_ftl_core_write_cache`` (a
-build with the write cache) are in ``make test``; ``test_ftl_core_long`` (``make
-test-slow``) runs the scoreboarded random workload for thousands of commands
-and more power cuts."""
+``test_ftl_core_verbs`` and ``test_ftl_core_random_and_cuts`` are in ``make test``, at sizes that keep
+it short; ``make test-slow`` adds ``test_ftl_core_write_cache`` (a build with the write cache, a
+build option) and ``test_ftl_core_long``: the scoreboarded random workload for thousands of commands,
+more power cuts, twelve rounds of program failures under load."""
 
 import pytest
 
@@ -30,7 +30,6 @@ def _run(tmp_path, testcase=None, cache_pages=0, **env):
 # make test's sizes (a fraction of the cocotb defaults, which test_ftl_core_long and `make test-slow` exceed):
 # enough for every path each test checks, few enough that the suite stays well under 30 minutes
 CI_BATCHES = "6"        # random_scoreboard: batches of up to 8 commands, then a read of every LBA
-CI_CACHE_BATCHES = "5"  # ... on the write-cache build, after its directed test
 CI_ROUNDS = "3"         # program_failures_under_load: rounds of armed failures under multi-page writes
 
 
@@ -48,12 +47,11 @@ def test_ftl_core_random_and_cuts(tmp_path):
          FTL_BATCHES=CI_BATCHES)
 
 
-@pytest.mark.long
+@pytest.mark.slow      # a Verilator build of its own, ~7 min: make test-slow: the write cache is a build option (cache_pages)
 def test_ftl_core_write_cache(tmp_path):
     # a build of its own (cache_pages > 0; the other tests keep the cache-less one): the directed test, then
     # the random scoreboard and a power cut with plain writes buffered
-    _run(tmp_path, testcase=["write_cache", "random_scoreboard", "power_cut_0"], cache_pages=CACHE_PAGES,
-         FTL_BATCHES=CI_CACHE_BATCHES)
+    _run(tmp_path, testcase=["write_cache", "random_scoreboard", "power_cut_0"], cache_pages=CACHE_PAGES)
 
 
 def test_every_cocotb_test_is_run():

@@ -25,6 +25,7 @@ STEPS = 45
 CUT_AFTER = 30     # workload steps before the power goes
 
 
+@pytest.mark.slow      # ~2 min: make test-slow: the quick campaign's workload runs on every host queue in make test
 def test_two_host_queues_interleaved_then_a_power_cut(tmp_path):
     run = tmp_path / "run"
     cfg = simctl.SimConfig()

@@ -95,7 +95,7 @@ CHURN_EVERY = 64     # pages between automatic checkpoints: six or so in the chu
 TAIL = range(CHURN_HOT, CHURN_HOT + 320, 8)   # then 8-block writes of seed 9 after the hot range
 
 
-@pytest.mark.long
+@pytest.mark.slow      # ~6 min: make test-slow: the quick campaign judges the anchor's path in make test
 def test_under_churn_the_plan_covers_every_block_written_since_the_checkpoint(tmp_path):
     build()
     run_dir = tmp_path / "run"

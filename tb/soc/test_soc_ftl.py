@@ -101,7 +101,7 @@ GC_RANGE = 64       # hot LBAs: victims are mostly garbage, so GC runs often and
 GC_WRITES = 340     # GC (thresholds 10/12) collects from ~260 writes on
 
 
-@pytest.mark.long
+@pytest.mark.slow      # ~3.5 min: make test-slow: GC runs in make test under the bad-block, no-space and campaign tests
 def test_gc_and_checkpoints_under_sustained_random_writes(tmp_path):
     """Random one-block writes over a hot range: GC must collect (taking
     checkpoints so it may erase), the data must read back, and after a power

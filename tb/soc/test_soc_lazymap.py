@@ -46,7 +46,7 @@ def expected() -> dict[int, int]:
     return want
 
 
-@pytest.mark.long
+@pytest.mark.slow      # ~4.5 min: make test-slow: test_soc_ckpt's boots load lazily in make test
 def test_requests_wait_for_segments_the_boot_did_not_load(tmp_path):
     build()
     run_dir = tmp_path / "run"

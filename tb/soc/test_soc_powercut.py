@@ -149,6 +149,7 @@ SEEDS = [int(s) for s in os.environ.get("AF_CUT_SEEDS", "").split(",") if s]
 CASES = [(site, s) for s in SEEDS for site in ("program", "erase")] or [("program", 1), ("erase", 2)]
 
 
+@pytest.mark.slow      # ~6 min: make test-slow: the quick campaign cuts power on the full system in make test
 @pytest.mark.parametrize("site,seed", CASES)
 def test_power_cut_then_recovery_agrees_with_the_model(filled, tmp_path, site, seed):
     rnd = random.Random(seed)
