@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
-  verilator iverilog g++ make
+  verilator iverilog g++ make ccache
   gcc-riscv64-unknown-elf        # firmware (rv32 multilib)
   libevent-dev libjson-c-dev zlib1g-dev meson ninja-build  # litex_sim
 )

@@ -31,9 +31,10 @@ from litex.soc.integration.common import get_mem_data
 from litex.soc.integration.soc_core import SoCCore
 
 from atomflash import spec
+from rtl.build_cache import write_if_changed
 
 from . import placeholder
-from .controller import add_controller, write_if_changed
+from .controller import add_controller
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRMWARE_SRC = ROOT / "firmware"

@@ -38,35 +38,20 @@ from migen import ClockSignal, Instance, Module, ResetSignal, Signal
 from litex.soc.interconnect import wishbone
 from litex.soc.integration.soc import SoCRegion
 
+from rtl.build_cache import write_verilog
+
 ROOT = Path(__file__).resolve().parents[1]
 
 AFCTRL_ORIGIN = 0x9000_0000  # uncached IO space of VexRiscv (>= 0x80000000)
-
-
-def write_if_changed(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-    return path
-
-
-def amaranth_to_verilog(component, name: str, out_dir: Path) -> Path:
-    """Write ``component`` as Verilog module ``name`` into ``out_dir/name.v``
-    (only touching the file when the text changed, so Verilator stays cached)."""
-    from amaranth.back import verilog
-
-    text = verilog.convert(component, name=name)
-    return write_if_changed(Path(out_dir) / f"{name}.v", text)
 
 
 class AmaranthCore(Module):
     """Wrap an Amaranth component (port contract above) as a LiteX SoC peripheral."""
 
     def __init__(self, platform, component, *, name: str, out_dir: Path,
-                 window_bytes: int):
-        self.verilog = amaranth_to_verilog(component, name, out_dir)
+                 window_bytes: int, key=None):
+        # key: the component's constructor arguments; given, an unchanged design is not converted again
+        self.verilog = write_verilog(component, name, out_dir, key=key)
         platform.add_source(str(self.verilog))
 
         ports = set(component.signature.members.keys())
@@ -106,15 +91,16 @@ class AmaranthCore(Module):
 def add_controller(soc, component, *, regs: dict[str, int], caps: dict[str, int],
                    extra_constants: dict[str, dict[str, int]] | None = None,
                    window_bytes: int, out_dir: Path, name: str = "afctrl",
-                   module_name: str = "af_controller", nand_hook=None):
+                   module_name: str = "af_controller", nand_hook=None, key=None):
     """Add ``component`` to ``soc`` as ``soc.<name>``: slave window at
     AFCTRL_ORIGIN, optional DMA master, register map exported to ``soc.h``.
 
     ``nand_hook(soc, core)`` (optional) is called last: it wires ``nand_*``
     ports (``core.params``) and adds model sources for the target.
+    ``key``: the component's constructor arguments (:func:`rtl.build_cache.write_verilog`).
     """
     core = AmaranthCore(soc.platform, component, name=module_name, out_dir=out_dir,
-                        window_bytes=window_bytes)
+                        window_bytes=window_bytes, key=key)
     setattr(soc, name, core)
     soc.bus.add_slave(name=name, slave=core.bus,
                       region=SoCRegion(origin=AFCTRL_ORIGIN, size=window_bytes, cached=False))

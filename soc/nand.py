@@ -52,7 +52,9 @@ def add_nand_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, 
     kw = {} if led_stretch is None else dict(led_stretch=led_stretch)
     bridge = NandBridge(params, channels, clk_hz=int(clk_hz), sample=sample, **kw)
     core = AmaranthCore(soc.platform, bridge, name="af_nand_bridge", out_dir=out_dir,
-                        window_bytes=bridge.window_bytes)
+                        window_bytes=bridge.window_bytes,
+                        key=dict(profile=profile, channels=channels, ways=ways, slots=slots, ecc=ecc,
+                                 clk_hz=int(clk_hz), sample=sample, led_stretch=led_stretch))
     soc.afnand = core
     soc.bus.add_slave(name="afnand", slave=core.bus,
                       region=SoCRegion(origin=AFNAND_ORIGIN, size=bridge.window_bytes, cached=False))
@@ -130,7 +132,10 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
                        nand_slots=slots, queue_pairs=host_queues + 1, cache_pages=cache_pages,
                        sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch)
     core = add_controller(soc, bridge, regs={}, caps={}, window_bytes=bridge.window_bytes, out_dir=out_dir,
-                          module_name="af_ftl_bridge")
+                          module_name="af_ftl_bridge",
+                          key=dict(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
+                                   nand_slots=slots, queue_pairs=host_queues + 1, cache_pages=cache_pages,
+                                   sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch))
     soc.add_constant("AFCTRL_FTL")
     soc.add_constant("AFCTRL_HOSTQ_OFFSET", HOST_OFFSET)
     soc.add_constant("AFCTRL_FTL_OFFSET", FTL_OFFSET)

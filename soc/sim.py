@@ -362,8 +362,12 @@ def _remove_objects(gw: Path, *more: str) -> None:
 
 
 def _make_model(cmd: list[str], build_dir: Path) -> None:
+    from rtl.build_cache import compiler_cache_env
+
+    # ccache, but not for a --pgo build: its objects must come from this profile
+    cache = {} if any(c.startswith("PGO=") for c in cmd) else compiler_cache_env()
     with open(build_dir / "verilator.log", "a") as logf:
-        r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT)
+        r = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, env={**os.environ, **cache})
     if r.returncode != 0:
         tail = (build_dir / "verilator.log").read_text().splitlines()[-40:]
         raise SystemExit("sim: Verilator build failed:\n" + "\n".join(tail))

@@ -3,7 +3,8 @@
 Every cocotb test in ``tb/`` goes through :func:`run`:
 
 * Amaranth designs are written to Verilog with :func:`amaranth_verilog`, only
-  rewriting the file when it changed;
+  rewriting the file when it changed (and, given a ``key``, only converted
+  when the design's sources or arguments changed);
 * each Verilator model is built once into ``build/sim/<build_name>`` and shared
   by every test (and every pytest-xdist worker) that names the same build; a
   file lock serialises builders, Verilator's skip-identical and make's
@@ -22,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from rtl.build_cache import compiler_cache_env, write_if_changed, write_verilog
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 GEN = BUILD / "gen"
@@ -34,21 +37,12 @@ VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-UNOPT
 BUILD_JOBS = str(os.cpu_count() or 2)
 
 
-def write_if_changed(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-    return path
-
-
-def amaranth_verilog(component, name: str, **kwargs) -> Path:
-    """Write ``component`` as Verilog module ``name`` to build/rtl/<name>.v."""
-    from amaranth.back import verilog
-
-    text = verilog.convert(component, name=name, **kwargs)
-    return write_if_changed(BUILD / "rtl" / f"{name}.v", text)
+def amaranth_verilog(component, name: str, *, key=None, sources=(), **kwargs) -> Path:
+    """Write ``component`` as Verilog module ``name`` to build/rtl/<name>.v;
+    with ``key`` (its constructor arguments; ``sources``: files outside rtl/
+    it comes from) an unchanged design is not converted again
+    (:mod:`rtl.build_cache`)."""
+    return write_verilog(component, name, BUILD / "rtl", key=key, sources=sources, **kwargs)
 
 
 def spec_header() -> Path:
@@ -97,6 +91,7 @@ def run(
         waves = os.environ.get("WAVES", "") == "1"
     runner = get_runner("verilator")
     os.environ.setdefault("MAKEFLAGS", f"-j{BUILD_JOBS}")
+    os.environ.update(compiler_cache_env())  # cocotb's runner runs make with this process's environment
     with _locked(build_dir):
         runner.build(
             verilog_sources=[str(s) for s in sources],

@@ -90,7 +90,7 @@ def test_gf_rejects_bad_parameters():
 def build():
     from ecc_bch_top import EccBchTop  # noqa: E402  (tb/ecc_bch on sys.path below)
 
-    return runner.amaranth_verilog(EccBchTop(), "ecc_bch_top")
+    return runner.amaranth_verilog(EccBchTop(), "ecc_bch_top", key={}, sources=[Path(__file__).parent / "ecc_bch_top.py"])
 
 
 def run_cocotb(testcase=None, extra_env=None):

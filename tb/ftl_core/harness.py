@@ -108,7 +108,9 @@ def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int =
                    cache_pages=cache_pages)
     name = (f"ftl_core_{profile}_c{channels}w{ways}s{slots}" +
             f"n{nand_slots}t{MAX_OPEN_TX}p{MAX_PENDING}a{MAX_APPENDS}" + (f"wc{cache_pages}" if cache_pages else ""))
-    verilog = runner.amaranth_verilog(core, name)
+    verilog = runner.amaranth_verilog(core, name, key=dict(
+        profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots, max_open_tx=MAX_OPEN_TX,
+        max_pending=MAX_PENDING, max_appends=MAX_APPENDS, cache_pages=cache_pages))
     text = generate_top(channels, ways, module=name, buffers=False, extra=_extra(core))
     text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")
     sv = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv", text)

@@ -21,7 +21,8 @@ CHANNELS, WAYS, SLOTS = 2, 2, 4
 def build():
     top = LogWriterTop("small", CHANNELS, WAYS, SLOTS)
     name = "logwriter_small_c2w2"
-    verilog = runner.amaranth_verilog(top, name)
+    verilog = runner.amaranth_verilog(top, name, key=dict(profile="small", channels=CHANNELS, ways=WAYS, slots=SLOTS),
+                                      sources=[HERE / "top.py"])
     extra = (
         ("in", 1, "req__valid"), ("out", 1, "req__ready"), ("in", PAGE_WRITE.size, "req__payload"),
         ("out", 1, "done__valid"), ("in", 1, "done__ready"), ("out", PAGE_DONE.size, "done__payload"),

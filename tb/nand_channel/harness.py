@@ -110,7 +110,8 @@ def build(profile: str, channels: int, ways: int, slots: int = 4, ecc: bool = Tr
 
     name = f"nand_controller_{profile}_c{channels}w{ways}s{slots}{'' if ecc else '_raw'}"
     ctrl = NandController(ChannelParams(profile, ways=ways, slots=slots, ecc=ecc), channels=channels)
-    verilog = runner.amaranth_verilog(ctrl, name)
+    verilog = runner.amaranth_verilog(ctrl, name, key=dict(profile=profile, channels=channels, ways=ways,
+                                                           slots=slots, ecc=ecc))
     # every build names its top module nand_controller; keep the file per build
     text = verilog.read_text().replace(f"module {name}(", "module nand_controller(")
     verilog = runner.write_if_changed(verilog.with_name(f"{name}.top.v"), text)
