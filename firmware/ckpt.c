@@ -607,9 +607,29 @@ static void entry(uint32_t lba, af_ckpt_entry_t *e)
 static int fail(const char *why)
 {
 	af_ckpt.failed++;
-	/* automatic checkpoints (GC, the interval) warn; `ckpt now` reports an error */
-	printf("%s: ckpt: %s\n", af_ckpt.from_console ? "error" : "warning", why);
+	/* `ckpt now` reports an error; automatic checkpoints (GC, the interval) warn, once per reason until
+	 * one is taken: GC asks again after every write, and a worn-out device would print nothing else */
+	if (af_ckpt.from_console)
+		printf("error: ckpt: %s\n", why);
+	else if (why != af_ckpt.last_failure)
+		printf("warning: ckpt: %s (warned once; `ckpt` counts the failures)\n", why);
+	if (!af_ckpt.from_console)
+		af_ckpt.last_failure = why;
 	return -1;
+}
+
+static const char NO_AREA_BLOCK[] = "no erased block left for a checkpoint area";
+
+/* Blocks the next area lacks (lost to failed erases or programs) beyond what the pool holds: the take
+ * would fail at step 5, so it fails before the flush and the pass over the whole table. */
+static int area_blocks_short(void)
+{
+	uint32_t area = af_ckpt.valid ? 1 - af_ckpt.area : 0, missing = 0, pooled = 0;
+	for (uint32_t i = 0; i < af_ckpt.narea; i++)
+		missing += af_ckpt.area_block[area][i] == AF_CKPT_NO_BLOCK;
+	for (uint32_t d = 0; d < af_ftl.dies; d++)
+		pooled += af_ftl.pool_n[d];
+	return missing > pooled;
 }
 
 /* A program in the area failed: its block is grown bad (retired: the next record and checkpoint name it);
@@ -667,6 +687,8 @@ int af_ckpt_take(void)
 	uint32_t nopen = 0;
 	if (setup_areas(total) < 0)
 		return fail("no room for the checkpoint areas");
+	if (area_blocks_short())
+		return fail(NO_AREA_BLOCK);
 
 	/* the whole table is read below: what the boot left to load lazily comes in first */
 	af_map_load_all();
@@ -729,7 +751,7 @@ int af_ckpt_take(void)
 		 * least-worn erased block (the newest checkpoint, in the other area, stays where it is) */
 		if (af_ckpt.area_block[area][i] == AF_CKPT_NO_BLOCK) {
 			if (af_ftl_pool_take(&af_ckpt.area_block[area][i]) < 0)
-				return fail("no erased block left for a checkpoint area");
+				return fail(NO_AREA_BLOCK);
 			continue; /* erased already */
 		}
 		if (!af_wear.static_off && af_anchor.mode != AF_PLAN_DEAD &&
@@ -850,6 +872,7 @@ int af_ckpt_take(void)
 	af_ckpt.pages = total;
 	af_ckpt.nopen = nopen;
 	af_ckpt.taken++;
+	af_ckpt.last_failure = NULL; /* a new failure warns again */
 	af_ckpt.pages_written += total;
 	af_ckpt.t_last = af_uptime_cycles() - t0;
 	af_plan_checkpointed(); /* a fresh plan counted from this checkpoint */

@@ -49,6 +49,7 @@ typedef struct {
 	uint32_t area_block[AF_CKPT_AREAS][AF_CKPT_MAX_AREA_BLOCKS]; /* global block numbers */
 	uint32_t interval;         /* automatic: pages written since the floor (0: off) */
 	uint32_t taken, failed, oob_reads, bad_entries;
+	const char *last_failure;  /* why the last automatic one failed (warned once until one is taken) */
 	uint32_t pages_written;     /* checkpoint pages programmed since boot (GET_LOG) */
 	uint64_t t_last;           /* cycles the last one took */
 	int from_console;          /* the running one was asked for (errors, not warnings) */
