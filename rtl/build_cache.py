@@ -71,6 +71,26 @@ def _cached(path: Path, want: str) -> bool:
         return False
 
 
+def _mark_used(component) -> None:
+    """A component taken from the cache is never elaborated: tell Amaranth it and the elaboratables
+    it built in its constructor were used (else each warns UnusedElaboratable when collected)."""
+    from amaranth._unused import MustUse
+
+    seen, todo = set(), [component]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            todo.extend(obj)
+        elif isinstance(obj, dict):
+            todo.extend(obj.values())
+        elif isinstance(obj, MustUse):
+            obj._MustUse__used = True
+            todo.extend(vars(obj).values())
+
+
 def write_verilog(component, name: str, out_dir: Path, *, key: Any = None, sources: Iterable[Path] = (),
                   **convert_kwargs) -> Path:
     """``out_dir/<name>.v``: ``component`` as Verilog module ``name``.
@@ -82,6 +102,7 @@ def write_verilog(component, name: str, out_dir: Path, *, key: Any = None, sourc
     path = Path(out_dir) / f"{name}.v"
     want = fingerprint(name, [key, convert_kwargs], sources) if key is not None else None
     if want is not None and _cached(path, want):
+        _mark_used(component)
         return path
     from amaranth.back import verilog
 

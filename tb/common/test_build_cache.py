@@ -1,5 +1,8 @@
 """rtl.build_cache: a design is converted again exactly when its key, its sources or its Verilog changed."""
 
+import gc
+import warnings
+
 import pytest
 from amaranth.hdl import Module
 from amaranth.lib import wiring
@@ -30,6 +33,28 @@ def test_same_key_reuses_the_verilog_without_converting(tmp_path):
     assert "module adder" in text
     again = write_verilog(Unconvertible(), "adder", tmp_path, key={"width": 8})
     assert again == first and again.read_text() == text
+
+
+class Pair(wiring.Component):
+    """Builds its sub-components in its constructor, as the controller does."""
+
+    def __init__(self):
+        self.parts = [Adder(4), Adder(4)]
+        super().__init__({"o": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules += self.parts
+        return m
+
+
+def test_a_cache_hit_leaves_no_unused_elaboratable_warning(tmp_path):
+    write_verilog(Pair(), "pair", tmp_path, key={})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        write_verilog(Pair(), "pair", tmp_path, key={})   # a hit: never elaborated
+        gc.collect()
+    assert not [w for w in caught if "never used" in str(w.message)], [str(w.message) for w in caught]
 
 
 def test_another_key_converts_again(tmp_path):
