@@ -78,15 +78,11 @@ def run(
     seed: int | None = None,
     timescale: tuple[str, str] = ("1ns", "1ps"),
     waves: bool | None = None,
-    opt_fast: str | None = None,
 ) -> Path:
     """Build (once) and run cocotb ``test_module`` against ``toplevel``.
 
     Returns the results XML path; raises AssertionError when cocotb ran no
-    test or any test failed.  ``opt_fast``: gcc's optimisation for the
-    model's code instead of Verilator's ``-Os`` (e.g. ``-O2``: a slower
-    build, a faster model; ``build_name`` must say so, since make rebuilds by
-    time stamps, not flags).
+    test or any test failed.
     """
     from cocotb.runner import get_results, get_runner
 
@@ -96,23 +92,17 @@ def run(
     runner = get_runner("verilator")
     os.environ.setdefault("MAKEFLAGS", f"-j{BUILD_JOBS}")
     os.environ.update(compiler_cache_env())  # cocotb's runner runs make with this process's environment
-    make_flags = os.environ["MAKEFLAGS"]
-    if opt_fast:  # command-line variables in MAKEFLAGS override verilated.mk's OPT_FAST = -Os
-        os.environ["MAKEFLAGS"] = f"{make_flags} OPT_FAST={opt_fast} OPT_GLOBAL={opt_fast}"
-    try:
-        with _locked(build_dir):
-            runner.build(
-                verilog_sources=[str(s) for s in sources],
-                hdl_toplevel=toplevel,
-                build_args=[*VERILATOR_ARGS, *build_args],
-                parameters=dict(parameters or {}),
-                build_dir=build_dir,
-                timescale=timescale,
-                waves=waves,
-                log_file=build_dir / "build.log",
-            )
-    finally:
-        os.environ["MAKEFLAGS"] = make_flags
+    with _locked(build_dir):
+        runner.build(
+            verilog_sources=[str(s) for s in sources],
+            hdl_toplevel=toplevel,
+            build_args=[*VERILATOR_ARGS, *build_args],
+            parameters=dict(parameters or {}),
+            build_dir=build_dir,
+            timescale=timescale,
+            waves=waves,
+            log_file=build_dir / "build.log",
+        )
     run_dir = build_dir / "runs" / uuid.uuid4().hex[:12]
     run_dir.mkdir(parents=True)
     # cocotb's runner hands the simulator PYTHONPATH = this process's sys.path

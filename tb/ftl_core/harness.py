@@ -96,13 +96,12 @@ MAX_OPEN_TX, MAX_PENDING, MAX_APPENDS = 4, 64, 8      # small, so the tests reac
 
 
 def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8, nand_slots: int = 5,
-          cache_pages: int = 0, opt_fast: str | None = None) -> dict:
+          cache_pages: int = 0) -> dict:
     """Generate the core's Verilog and the harness; runner.run keyword arguments
     plus the core's ``slot_words``.  ``nand_slots=5``: two program slots per
     channel besides the firmware's, the relocator's and the reader's.  The
     transaction limits are ``MAX_OPEN_TX``, ``MAX_PENDING`` and ``MAX_APPENDS``;
-    ``cache_pages``: the write cache (a build of its own); ``opt_fast``: gcc's
-    optimisation of the model (runner.run; a build of its own)."""
+    ``cache_pages``: the write cache (a build of its own)."""
     assert MEM_WORDS == 1 << 17, "the harness indexes mem with adr[16:0]"
     core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots,
                    max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING, max_appends=MAX_APPENDS,
@@ -115,7 +114,4 @@ def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int =
     text = generate_top(channels, ways, module=name, buffers=False, extra=_extra(core))
     text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")
     sv = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv", text)
-    args = harness_run_args(name, verilog, sv, HERE)
-    if opt_fast:
-        args.update(build_name=f"{name}{opt_fast.replace('-', '_')}", opt_fast=opt_fast)
-    return dict(args, slot_words=core.slot_words)
+    return dict(harness_run_args(name, verilog, sv, HERE), slot_words=core.slot_words)
