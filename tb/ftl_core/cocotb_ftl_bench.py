@@ -38,7 +38,7 @@ async def run_queue(tb, commands, depth):
     inflight, statuses = [], []
     for c in commands:
         while len(inflight) >= depth:
-            await ClockCycles(tb.clk, tb.poll_cycles)
+            await tb.cycles(tb.poll_cycles)
             for cid in [k for k in inflight if k in tb.done]:
                 statuses.append(tb.done.pop(cid)["status"])
                 inflight.remove(cid)

@@ -16,8 +16,6 @@ import random
 import cocotb
 
 from atomflash import spec
-from cocotb.triggers import ClockCycles
-
 from atomflash.model import Limits, Model, check_after_cut, recover
 from atomflash.nandsim import Image, NandCtl, NandCutWhen
 from atomflash.spec import Hint, Kind, Opcode, Status
@@ -532,14 +530,14 @@ async def program_failures_under_load(dut):
         arm_at = rng.randrange(1, 4)
         for i in range(n_cmds):
             if i == arm_at:
-                await ClockCycles(tb.clk, rng.randrange(0, 12_000))
+                await tb.cycles(rng.randrange(0, 12_000))
                 await arm()
             kind = rng.choices(["write", "atomic", "read"], [4, 2, 4])[0]
             if kind == "read":
                 reads.append(await submit_read())
             else:
                 cids.append(await (submit_write() if kind == "write" else submit_atomic()))
-            await ClockCycles(tb.clk, rng.choice([0, 0, 200, 2_000]))
+            await tb.cycles(rng.choice([0, 0, 200, 2_000]))
         reads.append(await submit_read(16, 16))       # the campaign's read, behind everything
         await settle(cids, reads, where=f"round {rnd}")
         # every armed failure consumed (else more writes until it is)
@@ -663,7 +661,7 @@ async def power_cut(dut, round_):
         pending[cid] = (c.status, c.ops)
         # acknowledge what completed; stop at the cut
         while len(pending) >= 6 or (pending and rng.random() < 0.3):
-            await ClockCycles(dut.clk, 500)
+            await tb.cycles(500)
             for done_cid in [k for k in pending if k in tb.done]:
                 status, ops = pending.pop(done_cid)
                 cpl = tb.done.pop(done_cid)
@@ -1264,7 +1262,7 @@ async def mlc_paired_pages(dut):
             cid = await tb.submit(opcode=Opcode.WRITE, lba=lba, nlb=1, buf=buf)
             cut = False
             while cid not in tb.done and not cut:
-                await ClockCycles(dut.clk, 500)
+                await tb.cycles(500)
                 cut = bool(await tb.chan.stat(0, "POWER_CUTS"))
             if cid not in tb.done:
                 break

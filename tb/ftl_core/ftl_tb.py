@@ -14,6 +14,7 @@ from atomflash.spec import NandOp, NandResult
 from rtl.ftl.allocator import PageAllocator
 from rtl.ftl.mapcache import RESPONSE, MapOp, request_layout
 from rtl.ftl.relocate import Relocator
+from tb.common.clock import cycles
 from tb.common.layouts import pack, unpack
 from tb.common.streams import StreamSink, StreamSource
 from tb.common.wishbone import WishboneInitiator
@@ -126,6 +127,10 @@ class FtlCoreTB:
             self.mem_write(CQ // 4 + i, 0)
         cocotb.start_soon(self._poll())
 
+    async def cycles(self, n):
+        """About ``n`` clock cycles, for polling (tb.common.clock.cycles: one wake-up, not n)."""
+        await cycles(self.clk, n, self.chan.period_ps)
+
     async def give_block(self, die):
         block = self.spare_blocks[die].pop(0)
         self.blocks_used[die].append(block)
@@ -148,7 +153,7 @@ class FtlCoreTB:
         n = len(self.reloc_done.items)
         await self.reloc.send(ppa | tag << 32)
         while len(self.reloc_done.items) <= n:
-            await ClockCycles(self.clk, 64)
+            await self.cycles(64)
         return unpack(Relocator.done_layout(), self.reloc_done.items[n])
 
     async def map_op(self, op, lba=0, value=0, expected=0) -> dict:
@@ -198,7 +203,7 @@ class FtlCoreTB:
     async def submit(self, **fields) -> int:
         """Write a CMD into the SQ and ring the doorbell; returns its cid."""
         while self.outstanding >= QUEUE_SIZE - 1:      # the rings hold size - 1 entries
-            await ClockCycles(self.clk, 200)
+            await self.cycles(200)
         cid = self.next_cid
         self.next_cid = (self.next_cid + 1) & 0xFFFF
         fields = dict(nsid=1, cid=cid) | fields
@@ -210,7 +215,7 @@ class FtlCoreTB:
 
     async def _poll(self):
         while True:
-            await ClockCycles(self.clk, self.poll_cycles)
+            await self.cycles(self.poll_cycles)
             while True:
                 base = CQ + self.cq_head * spec.CPL.size
                 w3 = self.mem_read(base // 4 + 3)
@@ -227,7 +232,7 @@ class FtlCoreTB:
     async def wait(self, cid, timeout_cycles=20_000_000) -> dict:
         deadline = int(self.dut.cycle.value) + timeout_cycles
         while cid not in self.done:
-            await ClockCycles(self.clk, self.poll_cycles)
+            await self.cycles(self.poll_cycles)
             assert int(self.dut.cycle.value) < deadline, f"command {cid} never completed"
         return self.done.pop(cid)
 

@@ -1,7 +1,7 @@
 """The FTL core against four NAND models in Verilator (cocotb_ftl_core.py).
 
-``test_ftl_core_verbs`` and ``test_ftl_core_random_and_cuts`` are in ``make test``, at sizes that keep
-it short; ``make test-slow`` adds ``test_ftl_core_write_cache`` (a build with the write cache, a
+``test_ftl_core_verbs`` and ``test_ftl_core_random_and_cuts`` are in ``make test`` at the cocotb
+tests' own sizes (12 scoreboard batches, 6 rounds of program failures under load); ``make test-slow`` adds ``test_ftl_core_write_cache`` (a build with the write cache, a
 build option) and ``test_ftl_core_long``: the scoreboarded random workload for thousands of commands,
 more power cuts, twelve rounds of program failures under load."""
 
@@ -27,24 +27,16 @@ def _run(tmp_path, testcase=None, cache_pages=0, **env):
                testcase=testcase, **args)
 
 
-# make test's sizes (a fraction of the cocotb defaults, which test_ftl_core_long and `make test-slow` exceed):
-# enough for every path each test checks, few enough that the suite stays well under 30 minutes
-CI_BATCHES = "6"        # random_scoreboard: batches of up to 8 commands, then a read of every LBA
-CI_ROUNDS = "3"         # program_failures_under_load: rounds of armed failures under multi-page writes
-
-
 @pytest.mark.long
 def test_ftl_core_verbs(tmp_path):
     _run(tmp_path, testcase=["every_verb", "transactions", "appends_and_remaps", "program_failures_are_retried",
-                             "program_failures_under_load", "gc_relocation", "mlc_paired_pages"],
-         FTL_ROUNDS=CI_ROUNDS)
+                             "program_failures_under_load", "gc_relocation", "mlc_paired_pages"])
 
 
 @pytest.mark.long
 def test_ftl_core_random_and_cuts(tmp_path):
     # a second item, so the two halves run on both workers (they share the Verilator build)
-    _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2"],
-         FTL_BATCHES=CI_BATCHES)
+    _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2"])
 
 
 @pytest.mark.slow      # a Verilator build of its own, ~7 min: make test-slow: the write cache is a build option (cache_pages)
