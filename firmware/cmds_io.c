@@ -55,9 +55,9 @@ static int compare(const uint32_t *buf, uint32_t seed, uint32_t lba, uint32_t *w
 	return -1;
 }
 
-static int run(af_cmd_t *cmd, const char *what)
+/* AF_OK for a SUCCESS completion; otherwise says why and AF_EFAIL. */
+static int check_status(int st, const char *what)
 {
-	int st = af_ftl_io(cmd, NULL);
 	if (st < 0) {
 		printf("error: %s: no completion (is the core starved of blocks? see stats)\n", what);
 		return AF_EFAIL;
@@ -69,15 +69,25 @@ static int run(af_cmd_t *cmd, const char *what)
 	return AF_OK;
 }
 
+static int run(af_cmd_t *cmd, const char *what)
+{
+	return check_status(af_ftl_io(cmd, NULL), what);
+}
+
+static void block_cmd(af_cmd_t *cmd, unsigned opcode, uint32_t lba, void *buf)
+{
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->opcode = (uint8_t)opcode;
+	cmd->lba = lba;
+	cmd->nlb = 1;
+	cmd->buf = (uint32_t)(uintptr_t)buf;
+}
+
 /* One block at lba between the device and buf. */
 static int one_block(unsigned opcode, uint32_t lba, void *buf, const char *what)
 {
 	af_cmd_t cmd;
-	memset(&cmd, 0, sizeof(cmd));
-	cmd.opcode = (uint8_t)opcode;
-	cmd.lba = lba;
-	cmd.nlb = 1;
-	cmd.buf = (uint32_t)(uintptr_t)buf;
+	block_cmd(&cmd, opcode, lba, buf);
 	return run(&cmd, what);
 }
 
@@ -100,6 +110,8 @@ static int parse_range(int argc, char **argv, int i, uint32_t *lba, uint32_t *n)
  * GC and checkpoints run between writes, as in the idle loop.  verify replays the
  * draws and checks every LBA written (tags kept in the scratch window at the top
  * of main RAM, so range <= AF_RAM_SCRATCH_BYTES / 4). */
+_Static_assert(AF_FTL_IO_PAGES >= 2, "io random writes from two pages of io_buf in turn");
+
 static uint32_t xorshift32(uint32_t x)
 {
 	x ^= x << 13;
@@ -121,19 +133,39 @@ static int io_random(int argc, char **argv, int verify)
 	uint32_t *buf = af_ftl.io_buf;
 	uint32_t *tags = (uint32_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - AF_RAM_SCRATCH_BYTES);
 	uint32_t x = seed;
-	if (verify)
+	if (verify) {
 		memset(tags, 0, 4 * range);
-	uint64_t t0 = af_uptime_cycles();
-	for (uint32_t i = 0; i < writes; i++) {
-		x = xorshift32(x);
-		uint32_t lba = x % range, tag = seed << 20 | (i + 1);
-		if (verify) {
-			tags[lba] = tag;
-			continue;
+		for (uint32_t i = 0; i < writes; i++) {
+			x = xorshift32(x);
+			tags[x % range] = seed << 20 | (i + 1);
 		}
-		fill(buf, tag, lba);
+	}
+	/* Two pages of io_buf take turns: while the core runs write i from one, the CPU fills write
+	 * i + 1's data into the other (the fill costs about as much as the program it hides behind).
+	 * GC and checkpoints run only between writes, when none is in flight on the queue pair. */
+	uint32_t *page[2] = {buf, buf + af_nand.page_data / 4};
+	uint32_t lba = 0, tag = 0;
+	uint64_t t0 = af_uptime_cycles();
+	if (!verify && writes) {
+		x = xorshift32(x);
+		lba = x % range;
+		tag = seed << 20 | 1;
+		fill(page[0], tag, lba);
+	}
+	for (uint32_t i = 0; i < writes && !verify; i++) {
+		af_cmd_t cmd;
+		block_cmd(&cmd, AF_OPCODE_WRITE, lba, page[i & 1]);
 		flush_cpu_dcache();
-		if (one_block(AF_OPCODE_WRITE, lba, buf, "write")) {
+		int st = af_ftl_submit(&cmd);
+		if (st == 0 && i + 1 < writes) {
+			x = xorshift32(x);
+			lba = x % range;
+			tag = seed << 20 | (i + 2);
+			fill(page[(i + 1) & 1], tag, lba);
+		}
+		if (st == 0)
+			st = af_ftl_wait(&cmd, NULL);
+		if (check_status(st, "write")) {
 			printf("random: stopped after %lu writes\n", (unsigned long)i); /* `io verify` them */
 			return AF_EFAIL;
 		}

@@ -22,6 +22,8 @@ void af_ftl_poll(void) {}
 int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old) { return -1; }
 uint32_t af_ftl_die_of(uint32_t ppa) { return 0; }
 uint32_t af_ftl_valid_of(uint32_t g) { return 0; }
+int af_ftl_submit(af_cmd_t *cmd) { return -1; }
+int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result) { return -1; }
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
 int af_ftl_pool_take(uint32_t *g) { return -1; }
 int af_ftl_pool_rotate(uint32_t *g, uint32_t spread) { return 0; }
@@ -702,7 +704,7 @@ int af_ftl_start(void)
 
 /* --- the firmware's queue pair ---------------------------------------------------------- */
 
-int af_ftl_io(af_cmd_t *cmd, uint64_t *result)
+int af_ftl_submit(af_cmd_t *cmd)
 {
 	if (!af_ftl.running)
 		return -1;
@@ -711,6 +713,11 @@ int af_ftl_io(af_cmd_t *cmd, uint64_t *result)
 	af_ftl.sq[af_ftl.sq_tail] = *cmd;
 	af_ftl.sq_tail = (af_ftl.sq_tail + 1) % af_ftl.qsize;
 	hostq_wr(AF_HOSTQ_SQ_TAIL(af_ftl.qid), af_ftl.sq_tail);
+	return 0;
+}
+
+int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result)
+{
 	for (unsigned spin = 0; spin < 50u * SPIN_LIMIT; spin++) {
 		if ((spin & 63) == 0)
 			af_ftl_poll(); /* a long write may need fresh blocks */
@@ -735,6 +742,13 @@ int af_ftl_io(af_cmd_t *cmd, uint64_t *result)
 		return (int)AF_CPL_SF_STATUS_GET(sf);
 	}
 	return -1;
+}
+
+int af_ftl_io(af_cmd_t *cmd, uint64_t *result)
+{
+	if (af_ftl_submit(cmd) < 0)
+		return -1;
+	return af_ftl_wait(cmd, result);
 }
 
 void af_ftl_print(const char *prefix)

@@ -113,6 +113,11 @@ uint32_t af_ftl_die_of(uint32_t ppa);
 /* One command through the firmware's queue pair; waits for its completion.
  * Returns the status code (AF_STATUS_*), or -1 when no completion came. */
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result);
+/* af_ftl_io in two halves, so the CPU can work while the core runs the command:
+ * submit (fills in cid; -1 when the core is not running), then wait for that
+ * completion.  Nothing else may use the queue pair in between. */
+int af_ftl_submit(af_cmd_t *cmd);
+int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result);
 /* GC erased global block g (ok), or its erase failed (!ok: retired).
  * Back to the free pool and on to the core.  0, or -1 when retired. */
 int af_ftl_block_erased(uint32_t g, int ok);

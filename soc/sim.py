@@ -112,6 +112,8 @@ def parse_args(argv=None):
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="C++ compile jobs")
     p.add_argument("--opt-level", default="O2",
                    help="C++ optimisation of the Verilated model (-O2 measured ~10%% faster than Verilator's own -Os, same build time)")
+    p.add_argument("--debug-info", action="store_true",
+                   help="compile the model with -ggdb (for gdb; off by default: it costs build time)")
     p.add_argument("--pgo", action="store_true",
                    help="profile-guided build of the model: gcc -fprofile-generate, a training run (a boot and "
                         f"{PGO_TRAINING[1]} random writes through the firmware), then -fprofile-use; 10-25%% more "
@@ -155,7 +157,8 @@ def config_build_dir(args) -> Path:
 
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
                     ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
-                    threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES, sdram=False, pgo=False)
+                    threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES, sdram=False, pgo=False,
+                    debug_info=False)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -295,6 +298,8 @@ def verilator_command(soc, gw: Path, args, pgo: str = "") -> tuple[list[str], st
            f"JOBS={args.jobs}", f"OPT_LEVEL={args.opt_level}", f"OPT_FAST=-{args.opt_level}"]
     if args.threads > 1:
         cmd.append(f"THREADS={args.threads}")
+    if args.debug_info:
+        cmd.append("DEBUG=1")
     if pgo:
         cmd.append(f"PGO={pgo}")
     if args.trace or args.trace_fst:

@@ -3,8 +3,11 @@
 # nothing), OPT_FAST passed to Verilator's own make (its default -Os
 # overrides OPT_LEVEL for the model's fast path), the glue from
 # soc/sim_veril.cpp, which builds either way, and gcc's profile-guided
-# optimisation (PGO=generate, then PGO=use: soc/sim.py --pgo).
+# optimisation (PGO=generate, then PGO=use: soc/sim.py --pgo).  Debug info
+# only with DEBUG=1 and the model's run-once code (Verilator's "Slow" files:
+# constructors, initial blocks) at OPT_SLOW: a faster build, the same model.
 include variables.mak
+OPT_SLOW ?= -O0
 PGO_GEN := $(if $(filter generate,$(PGO)),-fprofile-generate,)
 PGO_USE := $(if $(filter use,$(PGO)),-fprofile-use -fprofile-correction -Wno-missing-profile,)
 UNAME_S := $(shell uname -s)
@@ -21,7 +24,7 @@ ifeq ($(UNAME_S),Darwin)
 	LDFLAGS += -lpthread -ljson-c -lz -lm -lstdc++ -ldl -levent $(if $(VIDEO), -lSDL2)
 else
 	CC ?= gcc
-	CFLAGS += -ggdb
+	CFLAGS += $(if $(DEBUG),-ggdb,)
 	LDFLAGS += -lpthread -Wl,--no-as-needed -ljson-c -lz -lm -lstdc++ -Wl,--no-as-needed -ldl -levent $(if $(VIDEO), -lSDL2)
 endif
 
@@ -69,7 +72,7 @@ sim: $(OBJS_SIM) | mkdir
 		-Wno-COMBDLY \
 		-Wno-CASEINCOMPLETE \
 		--relative-includes
-	make -j$(JOBS) -C $(OBJ_DIR) -f Vsim.mk Vsim $(if $(OPT_FAST)$(PGO),OPT_FAST="$(OPT_FAST) $(PGO_GEN) $(PGO_USE)",) \
+	make -j$(JOBS) -C $(OBJ_DIR) -f Vsim.mk Vsim OPT_SLOW="$(OPT_SLOW)" $(if $(OPT_FAST)$(PGO),OPT_FAST="$(OPT_FAST) $(PGO_GEN) $(PGO_USE)",) \
 		$(if $(PGO),OPT_GLOBAL="$(OPT_FAST) $(PGO_GEN) $(PGO_USE)",)
 
 .PHONY: modules
