@@ -8,7 +8,10 @@ it again for the same text.  :func:`write_verilog` keeps the Verilog in
 produced it (the caller's ``key``, which must name every constructor
 argument, the Amaranth version, and the text of every Python file under the
 source trees the design is built from) and the SHA-256 of the Verilog
-written.  When both match, the component is not converted at all.
+written.  When both match, the component is not converted at all.  A lock
+file beside the ``.v`` makes concurrent callers (pytest-xdist workers, the
+SoC build in the background) convert it once: the others wait, then find it
+cached.
 
 Without a ``key`` the design is always converted (designs built in a test
 file, whose arguments nothing here can see).  Either way the ``.v`` is only
@@ -22,6 +25,7 @@ so with ccache installed (``make deps``) only the first build compiles it.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -101,17 +105,20 @@ def write_verilog(component, name: str, out_dir: Path, *, key: Any = None, sourc
     :data:`SOURCE_TREES` the design comes from (a test's own top level)."""
     path = Path(out_dir) / f"{name}.v"
     want = fingerprint(name, [key, convert_kwargs], sources) if key is not None else None
-    if want is not None and _cached(path, want):
-        _mark_used(component)
-        return path
-    from amaranth.back import verilog
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".v.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes
+        if want is not None and _cached(path, want):
+            _mark_used(component)
+            return path
+        from amaranth.back import verilog
 
-    text = verilog.convert(component, name=name, **convert_kwargs)
-    write_if_changed(path, text)
-    if want is not None:
-        record = {"fingerprint": want, "verilog_sha256": hashlib.sha256(text.encode()).hexdigest()}
-        write_if_changed(path.with_suffix(".v.key"), json.dumps(record) + "\n")
-    return path
+        text = verilog.convert(component, name=name, **convert_kwargs)
+        write_if_changed(path, text)
+        if want is not None:
+            record = {"fingerprint": want, "verilog_sha256": hashlib.sha256(text.encode()).hexdigest()}
+            write_if_changed(path.with_suffix(".v.key"), json.dumps(record) + "\n")
+        return path
 
 
 def compiler_cache_env() -> dict[str, str]:

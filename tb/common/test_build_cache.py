@@ -92,3 +92,31 @@ def test_without_a_key_it_always_converts(tmp_path):
 def test_the_fingerprint_covers_the_source_trees():
     trees = {t.name for t in build_cache.SOURCE_TREES}
     assert {"rtl", "atomflash", "soc", "boards"} <= trees
+
+
+def test_concurrent_callers_convert_once(tmp_path, monkeypatch):
+    """Two callers at once (two pytest-xdist workers, or a worker and the SoC build): the second waits
+    for the first's conversion and takes it from the cache."""
+    import threading
+    import time
+
+    from amaranth.back import verilog
+
+    real, calls = verilog.convert, []
+
+    def slow_convert(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        time.sleep(0.5)                      # the other caller arrives while this one converts
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verilog, "convert", slow_convert)
+    paths = []
+    threads = [threading.Thread(target=lambda: paths.append(write_verilog(Adder(6), "adder6", tmp_path,
+                                                                          key={"width": 6})), name=f"t{i}")
+               for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1, calls
+    assert len(paths) == 2 and paths[0] == paths[1] and "module adder6" in paths[0].read_text()
