@@ -119,6 +119,13 @@ static uint32_t xorshift32(uint32_t x)
 	return x ^ (x << 5);
 }
 
+/* The LBA of the next write of the draw *x. */
+static uint32_t next_lba(uint32_t *x, uint32_t range)
+{
+	*x = xorshift32(*x);
+	return *x % range;
+}
+
 static int io_random(int argc, char **argv, int verify)
 {
 	uint32_t seed, writes, range;
@@ -133,52 +140,43 @@ static int io_random(int argc, char **argv, int verify)
 	uint32_t *buf = af_ftl.io_buf;
 	uint32_t *tags = (uint32_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - AF_RAM_SCRATCH_BYTES);
 	uint32_t x = seed;
-	if (verify) {
-		memset(tags, 0, 4 * range);
-		for (uint32_t i = 0; i < writes; i++) {
-			x = xorshift32(x);
-			tags[x % range] = seed << 20 | (i + 1);
-		}
-	}
 	/* Two pages of io_buf take turns: while the core runs write i from one, the CPU fills write
 	 * i + 1's data into the other (the fill costs about as much as the program it hides behind).
 	 * GC and checkpoints run only between writes, when none is in flight on the queue pair. */
 	uint32_t *page[2] = {buf, buf + af_nand.page_data / 4};
-	uint32_t lba = 0, tag = 0;
 	uint64_t t0 = af_uptime_cycles();
-	if (!verify && writes) {
-		x = xorshift32(x);
-		lba = x % range;
-		tag = seed << 20 | 1;
-		fill(page[0], tag, lba);
-	}
-	for (uint32_t i = 0; i < writes && !verify; i++) {
-		af_cmd_t cmd;
-		block_cmd(&cmd, AF_OPCODE_WRITE, lba, page[i & 1]);
-		flush_cpu_dcache();
-		int st = af_ftl_submit(&cmd);
-		if (st == 0 && i + 1 < writes) {
-			x = xorshift32(x);
-			lba = x % range;
-			tag = seed << 20 | (i + 2);
-			fill(page[(i + 1) & 1], tag, lba);
+	if (verify) {
+		memset(tags, 0, 4 * range);
+		for (uint32_t i = 0; i < writes; i++)
+			tags[next_lba(&x, range)] = seed << 20 | (i + 1);
+	} else {
+		uint32_t lba = writes ? next_lba(&x, range) : 0;
+		if (writes)
+			fill(page[0], seed << 20 | 1, lba);
+		for (uint32_t i = 0; i < writes; i++) {
+			af_cmd_t cmd;
+			block_cmd(&cmd, AF_OPCODE_WRITE, lba, page[i & 1]);
+			flush_cpu_dcache();
+			int st = af_ftl_submit(&cmd);
+			if (st == 0 && i + 1 < writes) {
+				lba = next_lba(&x, range);
+				fill(page[(i + 1) & 1], seed << 20 | (i + 2), lba);
+			}
+			if (st == 0)
+				st = af_ftl_wait(&cmd, NULL);
+			if (check_status(st, "write")) {
+				printf("random: stopped after %lu writes\n", (unsigned long)i); /* `io verify` them */
+				return AF_EFAIL;
+			}
+			af_idle();
+			if ((i + 1) % 512 == 0) {
+				printf("random: %lu/%lu writes, %lu free blocks, gc %lu victims %lu copies, ckpt %lu, ",
+				       (unsigned long)(i + 1), (unsigned long)writes, (unsigned long)af_ftl.free_blocks,
+				       (unsigned long)af_gc.victims, (unsigned long)af_gc.copies, (unsigned long)af_ckpt.taken);
+				af_print_u64(af_uptime_cycles() - t0);
+				printf(" cycles\n");
+			}
 		}
-		if (st == 0)
-			st = af_ftl_wait(&cmd, NULL);
-		if (check_status(st, "write")) {
-			printf("random: stopped after %lu writes\n", (unsigned long)i); /* `io verify` them */
-			return AF_EFAIL;
-		}
-		af_idle();
-		if ((i + 1) % 512 == 0) {
-			printf("random: %lu/%lu writes, %lu free blocks, gc %lu victims %lu copies, ckpt %lu, ", (unsigned long)(i + 1),
-			       (unsigned long)writes, (unsigned long)af_ftl.free_blocks, (unsigned long)af_gc.victims,
-			       (unsigned long)af_gc.copies, (unsigned long)af_ckpt.taken);
-			af_print_u64(af_uptime_cycles() - t0);
-			printf(" cycles\n");
-		}
-	}
-	if (!verify) {
 		printf("random: %lu writes over %lu LBAs in ", (unsigned long)writes, (unsigned long)range);
 		af_print_u64(af_uptime_cycles() - t0);
 		printf(" cycles\n");
