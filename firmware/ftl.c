@@ -34,6 +34,7 @@ void af_ftl_count_erase(uint32_t g)
 	af_flash.erased_since_boot++;
 }
 void af_ftl_refill(uint32_t die) {}
+void af_ftl_refill_all(void) {}
 uint32_t af_ftl_gblock(uint32_t die, uint32_t block) { return block; }
 void af_ftl_retire(uint32_t g, const char *why, int holds_data) {}
 uint32_t af_ftl_erased_blocks(void) { return 0; }
@@ -151,10 +152,10 @@ static unsigned die_target(void)
 	return 1 + (af_ftl.free_depth < 2 ? af_ftl.free_depth : 2);
 }
 
-/* Pop die's next erased block (erasing it first when only its page 0 is known erased); for the core
- * (for_core) only a block the anchor's plan allows.  0; -1 when the pool is empty, -2 when no block in it
- * is planned. */
-static int pool_pop(uint32_t die, uint16_t *block, int for_core)
+/* Pop die's next erased block, erasing it first when only its page 0 is known erased (unless !erase: then
+ * the caller does, b->needs_erase still set); for the core (for_core) only a block the anchor's plan
+ * allows.  0; -1 when the pool is empty, -2 when no block in it is planned. */
+static int pool_pop(uint32_t die, uint16_t *block, int for_core, int erase)
 {
 	while (af_ftl.pool_n[die] > 0) {
 		/* least worn first (dynamic wear levelling): swap it to the top, pop */
@@ -176,7 +177,7 @@ static int pool_pop(uint32_t die, uint16_t *block, int for_core)
 		wear[pick] = wear[top];
 		af_ftl.free_blocks--;
 		af_block_t *b = &af_flash.blocks[af_ftl_gblock(die, *block)];
-		if (b->needs_erase) {
+		if (b->needs_erase && erase) {
 			b->erases++;
 			af_flash.erased_since_boot++;
 			if (af_nand_erase(af_nand_block_ppa(af_ftl_gblock(die, *block)), NULL) != AF_NANDRESULT_OK) {
@@ -198,7 +199,7 @@ int af_ftl_pool_take(uint32_t *g)
 		if (af_ftl.pool_n[d] > af_ftl.pool_n[best])
 			best = d;
 	uint16_t block;
-	if (pool_pop(best, &block, 0) < 0)
+	if (pool_pop(best, &block, 0, 1) < 0)
 		return -1;
 	*g = af_ftl_gblock(best, block);
 	af_flash.blocks[*g].state = AF_BSTATE_CKPT;
@@ -221,7 +222,7 @@ int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
 	if (best == UINT32_MAX || old->erases < best + spread || AF_PPA_PPA_LUN_GET(old_ppa) != 0)
 		return 0;
 	uint16_t block;
-	if (pool_pop(best_die, &block, 0) < 0) /* the least worn of that die: the one found (or as worn) */
+	if (pool_pop(best_die, &block, 0, 1) < 0) /* the least worn of that die: the one found (or as worn) */
 		return 0;
 	uint32_t fresh = af_ftl_gblock(best_die, block);
 	af_flash.blocks[fresh].state = AF_BSTATE_CKPT;
@@ -237,27 +238,85 @@ int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
 	return 1;
 }
 
+/* Does die take another block now?  The reserve goes to the core while GC relocates, and once GC is
+ * stuck (nothing to collect): then only commands already in the core and the records that finish or free
+ * something take pages, and an abort or commit queued behind a starved write can run (an open
+ * transaction pinning the floor). */
+static int refill_wanted(uint32_t die)
+{
+	return af_ftl.handed[die] < die_target() && af_ftl.pool_n[die] > 0 &&
+	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE || af_ftl.no_space == AF_NOSPACE_GC_STUCK);
+}
+
+/* Die's next block for the core (planned; the plan topped up when it ran dry on this die): 0, or -1. */
+static int pop_for_core(uint32_t die, uint16_t *block, int erase)
+{
+	int r = pool_pop(die, block, 1, erase);
+	if (r == -2 && af_plan_extend() == 0) /* topped up, recorded */
+		r = pool_pop(die, block, 1, erase);
+	return r < 0 ? -1 : 0;
+}
+
+/* The core took the last block pushed (before a block leaves the pool for it): 0, or -1. */
+static int wait_free_taken(uint32_t die)
+{
+	if (wait_clear(AF_FTL_STATUS_FREE_PENDING) == 0)
+		return 0;
+	printf("error: ftl: free-block push not taken (die %lu)\n", (unsigned long)die);
+	return -1;
+}
+
+static int push_to_core(uint32_t die, uint16_t block)
+{
+	if (wait_free_taken(die) < 0)
+		return -1;
+	ftl_wr(AF_FTL_FREE, (die << AF_FTL_FREE_DIE_SHIFT) | ((uint32_t)block << AF_FTL_FREE_BLOCK_SHIFT));
+	af_flash.blocks[af_ftl_gblock(die, block)].state = AF_BSTATE_CORE;
+	af_ftl.handed[die]++;
+	af_ftl.pushed++;
+	return 0;
+}
+
 void af_ftl_refill(uint32_t die)
 {
-	/* the reserve goes to the core while GC relocates, and once GC is stuck (nothing to collect): then
-	 * only commands already in the core and the records that finish or free something take pages, and
-	 * an abort or commit queued behind a starved write can run (an open transaction pinning the floor) */
-	while (af_ftl.handed[die] < die_target() && af_ftl.pool_n[die] > 0 &&
-	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE || af_ftl.no_space == AF_NOSPACE_GC_STUCK)) {
-		if (wait_clear(AF_FTL_STATUS_FREE_PENDING) < 0) {
-			printf("error: ftl: free-block push not taken (die %lu)\n", (unsigned long)die);
+	uint16_t block;
+	while (refill_wanted(die) && wait_free_taken(die) == 0 && pop_for_core(die, &block, 1) == 0)
+		push_to_core(die, block);
+}
+
+void af_ftl_refill_all(void)
+{
+	static uint32_t ppa[AF_FTL_MAX_DIES];
+	static uint16_t block[AF_FTL_MAX_DIES];
+	static uint8_t die_of[AF_FTL_MAX_DIES];
+	static int result[AF_FTL_MAX_DIES];
+	for (;;) {
+		/* a round: one block for every die that takes one, their erases (if any) side by side */
+		uint32_t n = 0, m = 0;
+		for (uint32_t d = 0; d < af_ftl.dies; d++)
+			if (refill_wanted(d) && pop_for_core(d, &block[n], 0) == 0)
+				die_of[n++] = (uint8_t)d;
+		if (!n)
 			return;
+		for (uint32_t i = 0; i < n; i++)
+			if (af_flash.blocks[af_ftl_gblock(die_of[i], block[i])].needs_erase)
+				ppa[m++] = af_nand_block_ppa(af_ftl_gblock(die_of[i], block[i]));
+		af_nand_erase_many(ppa, result, m);
+		for (uint32_t i = 0, k = 0; i < n; i++) {
+			uint32_t g = af_ftl_gblock(die_of[i], block[i]);
+			af_block_t *b = &af_flash.blocks[g];
+			if (b->needs_erase) {
+				b->erases++;
+				af_flash.erased_since_boot++;
+				if (result[k++] != AF_NANDRESULT_OK) {
+					af_ftl_retire(g, "its erase failed", 0);
+					continue; /* the die tries its next block in the next round */
+				}
+				b->needs_erase = 0;
+			}
+			if (push_to_core(die_of[i], block[i]) < 0)
+				return;
 		}
-		uint16_t block;
-		int r = pool_pop(die, &block, 1);
-		if (r == -2 && af_plan_extend() == 0) /* the plan ran dry on this die: topped up, recorded */
-			r = pool_pop(die, &block, 1);
-		if (r < 0)
-			return;
-		ftl_wr(AF_FTL_FREE, (die << AF_FTL_FREE_DIE_SHIFT) | ((uint32_t)block << AF_FTL_FREE_BLOCK_SHIFT));
-		af_flash.blocks[af_ftl_gblock(die, block)].state = AF_BSTATE_CORE;
-		af_ftl.handed[die]++;
-		af_ftl.pushed++;
 	}
 }
 
@@ -352,8 +411,7 @@ void af_ftl_set_no_space(uint32_t why)
 		       (unsigned long)af_ftl_erased_blocks());
 	af_ftl.no_space = why;
 	if (why == AF_NOSPACE_GC_STUCK)
-		for (uint32_t d = 0; d < af_ftl.dies; d++)
-			af_ftl_refill(d); /* the reserve: see af_ftl_refill */
+		af_ftl_refill_all(); /* the reserve: see refill_wanted */
 	if (af_ftl.log) {
 		/* GET_LOG says why before the first refusal (the idle refresh may come later) */
 		af_ftl.log->no_space = why;
@@ -670,8 +728,7 @@ int af_ftl_start(void)
 	}
 	af_ftl.running = 1;
 	af_plan_boot(); /* the anchor's record of what this boot may hand out, before it does */
-	for (uint32_t d = 0; d < af_ftl.dies; d++)
-		af_ftl_refill(d);
+	af_ftl_refill_all();
 
 	af_ftl.spare_blocks = 0; /* the used-up warning is for a change while running, not every boot */
 	if (af_ftl.space_dirty) /* a block retired since the pass (an erase before use failed): count again */

@@ -100,6 +100,9 @@ int af_ftl_pool_take(uint32_t *g);
 int af_ftl_pool_rotate(uint32_t *g, uint32_t spread);
 /* Give die its erased blocks (up to the core's queue; the reserve only while GC relocates). */
 void af_ftl_refill(uint32_t die);
+/* af_ftl_refill of every die, a block per die at a time: the erases blocks need before use (those whose
+ * page 0 alone the boot saw erased, ~tBERS each) run on every die at once, not one after another. */
+void af_ftl_refill_all(void);
 /* Service the core's streams; cheap when nothing happened. */
 void af_ftl_poll(void);
 /* A request on the firmware's map-cache port (AF_MAPFWOP_*).  Returns the

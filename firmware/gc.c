@@ -139,8 +139,7 @@ static void hold(int on)
 	af_ftl_host_ctrl();
 	if (on) {
 		af_gc.holds++;
-		for (uint32_t d = 0; d < af_ftl.dies; d++)
-			af_ftl_refill(d);
+		af_ftl_refill_all();
 	}
 }
 

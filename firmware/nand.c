@@ -447,6 +447,24 @@ int af_nand_erase(uint32_t ppa, af_nand_cpl_t *cpl)
 	return af_nand_exec(&d, cpl);
 }
 
+void af_nand_erase_many(const uint32_t *ppa, int *result, unsigned n)
+{
+	uint16_t tag[n ? n : 1];
+	for (unsigned i = 0; i < n; i++) {
+		af_nand_desc_t d AF_NAND_ALIGNED;
+		af_nand_desc_init(&d, AF_NANDOP_ERASE, ppa[i]);
+		d.slot = (uint16_t)af_nand_sync_slot();
+		d.tag = tag[i] = sync_tag;
+		sync_tag = (uint16_t)(sync_tag == AF_NAND_TAG_LIMIT - 1u ? AF_NAND_TAG_SYNC : sync_tag + 1u);
+		result[i] = af_nand_submit(&d);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		af_nand_cpl_t c AF_NAND_ALIGNED;
+		if (result[i] == 0)
+			result[i] = af_nand_wait(tag[i], &c) < 0 ? AF_NAND_ETIMEOUT : c.result;
+	}
+}
+
 int af_nand_reset_all(af_nand_cpl_t *cpls)
 {
 	int mode = af_nand.mode, worst = AF_NANDRESULT_OK;
@@ -632,6 +650,11 @@ int af_nand_set_timing_mode(int mode) { return AF_NAND_ENODEV; }
 int af_nand_read(uint32_t ppa, unsigned col, unsigned len, void *buf, unsigned flags, af_nand_cpl_t *cpl) { return AF_NAND_ENODEV; }
 int af_nand_program(uint32_t ppa, unsigned col, const void *buf, unsigned len, unsigned flags, af_nand_cpl_t *cpl) { return AF_NAND_ENODEV; }
 int af_nand_erase(uint32_t ppa, af_nand_cpl_t *cpl) { return AF_NAND_ENODEV; }
+void af_nand_erase_many(const uint32_t *ppa, int *result, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		result[i] = AF_NAND_ENODEV;
+}
 int af_nand_reset_all(af_nand_cpl_t *cpls) { return AF_NAND_ENODEV; }
 int af_nand_bringup(int max_mode) { printf("nand: no NAND controller in this build\n"); return AF_NAND_ENODEV; }
 const char *af_nand_result_name(int r) { return "no controller"; }

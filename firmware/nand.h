@@ -133,6 +133,9 @@ int af_nand_set_timing_mode(int mode);
 int af_nand_read(uint32_t ppa, unsigned col, unsigned len, void *buf, unsigned flags, af_nand_cpl_t *cpl);
 int af_nand_program(uint32_t ppa, unsigned col, const void *buf, unsigned len, unsigned flags, af_nand_cpl_t *cpl);
 int af_nand_erase(uint32_t ppa, af_nand_cpl_t *cpl);
+/* ERASE the blocks of n pages at once (each target erases its own while the others do): result[i] is
+ * ppa[i]'s AF_NANDRESULT_*, or a negative AF_NAND_E* when it was not submitted or never completed. */
+void af_nand_erase_many(const uint32_t *ppa, int *result, unsigned n);
 
 /* RESET every target (cpls: one per target, may be NULL), then the timing
  * mode in use again (RESET returns a target to mode 0).  The worst result. */

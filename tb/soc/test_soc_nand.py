@@ -137,7 +137,7 @@ def report_value(text: str, pattern: str) -> int:
 def firmware_map(con, nlba: int) -> dict[int, tuple]:
     out = {}
     for first in range(0, nlba, 64):
-        text = con.command(f"map {first} {min(64, nlba - first)}")
+        text = con.command(f"map {first} {min(64, nlba - first)}", timeout=120)   # ~130 lines of output
         for m in MAP_RE.finditer(text):
             lba = int(m.group(1))
             if m.group(2) is None:
