@@ -120,7 +120,9 @@ static int relocate(uint32_t ppa, uint16_t tag)
 	return -1;
 }
 
-/* Every read fetched so far has finished (see the header). */
+/* Every read fetched so far has finished (see the header).  Its page lands in gc_buf, the relocator's,
+ * idle once the last copy is done: not in io_buf, where `io random` has the next write's data waiting
+ * (until 2026-11-28 the fence overwrote it with LBA 0's, and such a write stored LBA 0's data). */
 static int read_fence(void)
 {
 	af_cmd_t cmd;
@@ -128,7 +130,7 @@ static int read_fence(void)
 	cmd.opcode = AF_OPCODE_READ;
 	cmd.lba = 0;
 	cmd.nlb = 1;
-	cmd.buf = (uint32_t)(uintptr_t)af_ftl.io_buf;
+	cmd.buf = (uint32_t)(uintptr_t)af_ftl.gc_buf;
 	return af_ftl_io(&cmd, NULL) == AF_STATUS_SUCCESS ? 0 : -1;
 }
 
