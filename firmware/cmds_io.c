@@ -16,42 +16,60 @@
 
 #ifdef AFCTRL_FTL
 
-/* The data of (seed, lba): a xorshift32 stream from a hash of both (shifts
- * only per word: the CPU's multiplier is slow); seed 0 is zeros. */
-static uint32_t stream_start(uint32_t seed, uint32_t lba)
+/* The data of (seed, lba): word w is start + w * step, both a hash of (seed, lba), the step odd, so
+ * neighbouring words and the same word of another (seed, lba) differ; one add per word (the CPU fills
+ * a page while the core programs the last: a xorshift stream, ~16 cycles a word, was most of a random
+ * write's time).  Seed 0 is zeros. */
+typedef struct {
+	uint32_t start, step;
+} stream_t;
+
+static uint32_t mix(uint32_t x)
 {
-	uint32_t x = seed * 0x9e3779b9u ^ lba * 0x85ebca6bu;
 	x ^= x >> 16;
 	x *= 0x7feb352du;
 	x ^= x >> 15;
-	return x ? x : 0x6a09e667u;
+	x *= 0x846ca68bu;
+	return x ^ (x >> 16);
 }
 
-static uint32_t stream_next(uint32_t *x)
+static stream_t stream_of(uint32_t seed, uint32_t lba)
 {
-	uint32_t v = *x;
-	v ^= v << 13;
-	v ^= v >> 17;
-	v ^= v << 5;
-	return *x = v;
+	stream_t s = {0, 0};
+	if (seed) {
+		s.start = mix(seed * 0x9e3779b9u ^ lba * 0x85ebca6bu);
+		s.step = mix(s.start ^ 0x6a09e667u) | 1u;
+	}
+	return s;
 }
 
 static void fill(uint32_t *buf, uint32_t seed, uint32_t lba)
 {
-	uint32_t x = stream_start(seed, lba);
-	for (uint32_t w = 0; w < af_nand.page_data / 4; w++)
-		buf[w] = seed == 0 ? 0 : stream_next(&x);
+	stream_t s = stream_of(seed, lba);
+	uint32_t v = s.start, step = s.step;
+	_Static_assert(AF_ECC_CODEWORD % 16 == 0, "a page is whole groups of four words");
+	for (uint32_t *end = buf + af_nand.page_data / 4; buf < end; buf += 4) {
+		buf[0] = v;
+		buf[1] = v + step;
+		buf[2] = v + 2 * step;
+		buf[3] = v + 3 * step;
+		v += 4 * step;
+	}
 }
 
-/* The first word of buf that differs from (seed, lba)'s data, or -1. */
+/* The first word of buf that differs from (seed, lba)'s data, or -1 (four words a step, like fill). */
 static int compare(const uint32_t *buf, uint32_t seed, uint32_t lba, uint32_t *want)
 {
-	uint32_t x = stream_start(seed, lba);
-	for (uint32_t w = 0; w < af_nand.page_data / 4; w++) {
-		*want = seed == 0 ? 0 : stream_next(&x);
-		if (buf[w] != *want)
+	stream_t s = stream_of(seed, lba);
+	uint32_t v = s.start, step = s.step, w = 0, words = af_nand.page_data / 4;
+	for (; w < words; w += 4, v += 4 * step)
+		if ((buf[w] ^ v) | (buf[w + 1] ^ (v + step)) | (buf[w + 2] ^ (v + 2 * step)) | (buf[w + 3] ^ (v + 3 * step)))
+			break;
+	for (; w < words; w++, v += step)
+		if (buf[w] != v) {
+			*want = v;
 			return (int)w;
-	}
+		}
 	return -1;
 }
 
@@ -110,7 +128,8 @@ static int parse_range(int argc, char **argv, int i, uint32_t *lba, uint32_t *n)
  * GC and checkpoints run between writes, as in the idle loop.  verify replays the
  * draws and checks every LBA written (tags kept in the scratch window at the top
  * of main RAM, so range <= AF_RAM_SCRATCH_BYTES / 4). */
-_Static_assert(AF_FTL_IO_PAGES >= 2, "io random writes from two pages of io_buf in turn");
+#define IO_DEPTH 4 /* random writes in flight: one per die of the 2 x 2 build (past that, the fill limits) */
+_Static_assert(AF_FTL_IO_PAGES >= IO_DEPTH + 1, "io random fills the next write's page while IO_DEPTH are in flight");
 
 static uint32_t xorshift32(uint32_t x)
 {
@@ -126,6 +145,85 @@ static uint32_t next_lba(uint32_t *x, uint32_t range)
 	return *x % range;
 }
 
+static void random_progress(uint32_t done, uint32_t writes, uint64_t t0)
+{
+	printf("random: %lu/%lu writes, %lu free blocks, gc %lu victims %lu copies, ckpt %lu, ", (unsigned long)done,
+	       (unsigned long)writes, (unsigned long)af_ftl.free_blocks, (unsigned long)af_gc.victims,
+	       (unsigned long)af_gc.copies, (unsigned long)af_ckpt.taken);
+	af_print_u64(af_uptime_cycles() - t0);
+	printf(" cycles\n");
+}
+
+/* The writes of `io random`, in batches of up to IO_DEPTH in flight: the CPU fills the next write's page
+ * (of IO_DEPTH + 1 in io_buf, in turn) while the core programs the batch's on the dies.  A batch never has
+ * two writes to one LBA: the core may complete them in either order.  GC and checkpoints run between
+ * batches, when none is in flight: their commands share the queue pair. */
+static int random_writes(uint32_t seed, uint32_t writes, uint32_t range)
+{
+	uint32_t *page[IO_DEPTH + 1], x = seed;
+	for (uint32_t k = 0; k <= IO_DEPTH; k++)
+		page[k] = (uint32_t *)af_ftl.io_buf + k * (af_nand.page_data / 4);
+	uint64_t t0 = af_uptime_cycles();
+	uint32_t lba = writes ? next_lba(&x, range) : 0, i = 0;
+	if (writes)
+		fill(page[0], seed << 20 | 1, lba);
+	while (i < writes) {
+		af_cmd_t cmd[IO_DEPTH];
+		uint32_t n = 0, first = i;
+		for (int clash = 0; n < IO_DEPTH && i < writes && !clash; ) {
+			block_cmd(&cmd[n], AF_OPCODE_WRITE, lba, page[i % (IO_DEPTH + 1)]);
+			flush_cpu_dcache();
+			if (af_ftl_submit(&cmd[n]) < 0)
+				break;
+			n++;
+			if (++i < writes) {
+				lba = next_lba(&x, range);
+				fill(page[i % (IO_DEPTH + 1)], seed << 20 | (i + 1), lba);
+				for (uint32_t k = 0; k < n; k++)
+					clash |= cmd[k].lba == lba;
+			}
+		}
+		/* the batch's completions; the first write that failed ends the run */
+		uint32_t failed = UINT32_MAX, later_ok = 0;
+		int failed_st = -1;
+		for (uint32_t done = 0; done < n; done++) {
+			uint16_t cid;
+			int st = af_ftl_reap(AF_OPCODE_WRITE, &cid, NULL);
+			uint32_t k = 0;
+			while (k < n && cmd[k].cid != cid)
+				k++;
+			if (st < 0 || k == n) { /* nothing came, or not one of these: the rest will not either */
+				failed = first;
+				failed_st = -1;
+				break;
+			}
+			if (st != AF_STATUS_SUCCESS && first + k < failed) {
+				failed = first + k;
+				failed_st = st;
+			}
+			later_ok += st == AF_STATUS_SUCCESS && first + k > failed;
+		}
+		if (n == 0)
+			failed = first;
+		if (failed != UINT32_MAX) {
+			check_status(failed_st, "write");
+			/* `io verify <seed> <n>` checks the writes acknowledged before the first that failed */
+			printf("random: stopped after %lu writes\n", (unsigned long)failed);
+			if (later_ok)
+				printf("warning: random: %lu writes after it (in flight with it) succeeded: they are not in "
+				       "`io verify %lu %lu`\n", (unsigned long)later_ok, (unsigned long)seed, (unsigned long)failed);
+			return AF_EFAIL;
+		}
+		af_idle();
+		if (i / 512 != first / 512)
+			random_progress(i - i % 512, writes, t0);
+	}
+	printf("random: %lu writes over %lu LBAs in ", (unsigned long)writes, (unsigned long)range);
+	af_print_u64(af_uptime_cycles() - t0);
+	printf(" cycles\n");
+	return AF_OK;
+}
+
 static int io_random(int argc, char **argv, int verify)
 {
 	uint32_t seed, writes, range;
@@ -137,78 +235,55 @@ static int io_random(int argc, char **argv, int verify)
 		       (unsigned long)(af_ftl.capacity < AF_RAM_SCRATCH_BYTES / 4 ? af_ftl.capacity : AF_RAM_SCRATCH_BYTES / 4));
 		return AF_EFAIL;
 	}
-	uint32_t *buf = af_ftl.io_buf;
+	if (!verify)
+		return random_writes(seed, writes, range);
 	uint32_t *tags = (uint32_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - AF_RAM_SCRATCH_BYTES);
 	uint32_t x = seed;
-	/* Two pages of io_buf take turns: while the core runs write i from one, the CPU fills write
-	 * i + 1's data into the other (the fill costs about as much as the program it hides behind).
-	 * GC and checkpoints run only between writes, when none is in flight on the queue pair. */
-	uint32_t *page[2] = {buf, buf + af_nand.page_data / 4};
-	uint64_t t0 = af_uptime_cycles();
-	if (verify) {
-		memset(tags, 0, 4 * range);
-		for (uint32_t i = 0; i < writes; i++)
-			tags[next_lba(&x, range)] = seed << 20 | (i + 1);
-	} else {
-		uint32_t lba = writes ? next_lba(&x, range) : 0;
-		if (writes)
-			fill(page[0], seed << 20 | 1, lba);
-		for (uint32_t i = 0; i < writes; i++) {
-			af_cmd_t cmd;
-			block_cmd(&cmd, AF_OPCODE_WRITE, lba, page[i & 1]);
-			flush_cpu_dcache();
-			int st = af_ftl_submit(&cmd);
-			if (st == 0 && i + 1 < writes) {
-				lba = next_lba(&x, range);
-				fill(page[(i + 1) & 1], seed << 20 | (i + 2), lba);
-			}
-			if (st == 0)
-				st = af_ftl_wait(&cmd, NULL);
-			if (check_status(st, "write")) {
-				printf("random: stopped after %lu writes\n", (unsigned long)i); /* `io verify` them */
-				return AF_EFAIL;
-			}
-			af_idle();
-			if ((i + 1) % 512 == 0) {
-				printf("random: %lu/%lu writes, %lu free blocks, gc %lu victims %lu copies, ckpt %lu, ",
-				       (unsigned long)(i + 1), (unsigned long)writes, (unsigned long)af_ftl.free_blocks,
-				       (unsigned long)af_gc.victims, (unsigned long)af_gc.copies, (unsigned long)af_ckpt.taken);
-				af_print_u64(af_uptime_cycles() - t0);
-				printf(" cycles\n");
-			}
-		}
-		printf("random: %lu writes over %lu LBAs in ", (unsigned long)writes, (unsigned long)range);
-		af_print_u64(af_uptime_cycles() - t0);
-		printf(" cycles\n");
-		return AF_OK;
+	memset(tags, 0, 4 * range);
+	for (uint32_t i = 0; i < writes; i++)
+		tags[next_lba(&x, range)] = seed << 20 | (i + 1);
+	/* IO_DEPTH reads in flight, a page each: the CPU compares one while the core reads the others */
+	af_cmd_t cmd[IO_DEPTH];
+	uint8_t live[IO_DEPTH] = {0};
+	uint32_t next = 0, inflight = 0, checked = 0, bad = 0;
+	for (uint32_t k = 0; k < IO_DEPTH; k++) {
+		while (next < range && !tags[next])
+			next++;
+		if (next == range)
+			break;
+		block_cmd(&cmd[k], AF_OPCODE_READ, next++, (uint32_t *)af_ftl.io_buf + k * (af_nand.page_data / 4));
+		if (af_ftl_submit(&cmd[k]) < 0)
+			return check_status(-1, "read");
+		live[k] = 1;
+		inflight++;
 	}
-	/* the same two pages in turn: the CPU compares the last LBA read while the core reads the next */
-	uint32_t checked = 0, bad = 0, last = range; /* last: the LBA in page[(checked - 1) & 1] not compared yet */
-	for (uint32_t lba = 0; lba <= range; lba++) {
-		af_cmd_t cmd;
-		int st = 0, reading = lba < range && tags[lba];
-		if (reading) {
-			block_cmd(&cmd, AF_OPCODE_READ, lba, page[checked & 1]);
-			st = af_ftl_submit(&cmd);
-		}
-		if (last < range) {
-			const uint32_t *got = page[(checked - 1) & 1];
-			uint32_t want;
-			int w = compare(got, tags[last], last, &want);
-			if (w >= 0 && bad++ < 4)
-				printf("lba %lu: word %d 0x%08lx, expected 0x%08lx (tag 0x%08lx)\n", (unsigned long)last, w,
-				       (unsigned long)got[w], (unsigned long)want, (unsigned long)tags[last]);
-			last = range;
-		}
-		if (!reading)
-			continue;
-		if (st == 0)
-			st = af_ftl_wait(&cmd, NULL);
-		if (check_status(st, "read"))
+	while (inflight) {
+		uint16_t cid;
+		int st = af_ftl_reap(AF_OPCODE_READ, &cid, NULL);
+		uint32_t k = 0;
+		while (k < IO_DEPTH && !(live[k] && cmd[k].cid == cid))
+			k++;
+		if (check_status(k == IO_DEPTH ? -1 : st, "read"))
 			return AF_EFAIL;
+		live[k] = 0;
+		inflight--;
 		flush_cpu_dcache(); /* the page came in behind the cache */
+		const uint32_t *got = (const uint32_t *)(uintptr_t)cmd[k].buf;
+		uint32_t lba = (uint32_t)cmd[k].lba, want;
+		int w = compare(got, tags[lba], lba, &want);
+		if (w >= 0 && bad++ < 4)
+			printf("lba %lu: word %d 0x%08lx, expected 0x%08lx (tag 0x%08lx)\n", (unsigned long)lba, w,
+			       (unsigned long)got[w], (unsigned long)want, (unsigned long)tags[lba]);
 		checked++;
-		last = lba;
+		while (next < range && !tags[next])
+			next++;
+		if (next < range) {
+			block_cmd(&cmd[k], AF_OPCODE_READ, next++, (void *)(uintptr_t)got);
+			if (af_ftl_submit(&cmd[k]) < 0)
+				return check_status(-1, "read");
+			live[k] = 1;
+			inflight++;
+		}
 	}
 	printf("verify: %lu LBAs checked, %lu wrong: %s\n", (unsigned long)checked, (unsigned long)bad, bad ? "FAIL" : "pass");
 	return bad ? AF_EFAIL : AF_OK;

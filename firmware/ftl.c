@@ -24,6 +24,7 @@ uint32_t af_ftl_die_of(uint32_t ppa) { return 0; }
 uint32_t af_ftl_valid_of(uint32_t g) { return 0; }
 int af_ftl_submit(af_cmd_t *cmd) { return -1; }
 int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result) { return -1; }
+int af_ftl_reap(unsigned opcode, uint16_t *cid, uint64_t *result) { return -1; }
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
 int af_ftl_pool_take(uint32_t *g) { return -1; }
 int af_ftl_pool_rotate(uint32_t *g, uint32_t spread) { return 0; }
@@ -773,14 +774,14 @@ int af_ftl_submit(af_cmd_t *cmd)
 	return 0;
 }
 
-int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result)
+int af_ftl_reap(unsigned opcode, uint16_t *cid, uint64_t *result)
 {
 	for (unsigned spin = 0; spin < 50u * SPIN_LIMIT; spin++) {
 		if ((spin & 63) == 0)
 			af_ftl_poll(); /* a long write may need fresh blocks */
 		if (spin == SPIN_LIMIT)
 			printf("warning: ftl: opcode 0x%02x waits long: core status 0x%02lx, %lu free blocks, hold %lu\n",
-			       (unsigned)cmd->opcode, (unsigned long)ftl_rd(AF_FTL_STATUS), (unsigned long)af_ftl.free_blocks,
+			       opcode, (unsigned long)ftl_rd(AF_FTL_STATUS), (unsigned long)af_ftl.free_blocks,
 			       (unsigned long)af_ftl.gc_active);
 		flush_cpu_dcache(); /* the completion is written behind the cache */
 		volatile af_cpl_t *c = &af_ftl.cq[af_ftl.cq_head];
@@ -789,16 +790,21 @@ int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result)
 			continue;
 		if (result)
 			*result = c->result;
-		uint16_t cid = c->cid;
+		*cid = c->cid;
 		af_ftl.cq_head = (af_ftl.cq_head + 1) % af_ftl.qsize;
 		if (af_ftl.cq_head == 0)
 			af_ftl.phase ^= 1;
 		hostq_wr(AF_HOSTQ_CQ_HEAD(af_ftl.qid), af_ftl.cq_head);
-		if (cid != cmd->cid)
-			return -1;
 		return (int)AF_CPL_SF_STATUS_GET(sf);
 	}
 	return -1;
+}
+
+int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result)
+{
+	uint16_t cid;
+	int st = af_ftl_reap(cmd->opcode, &cid, result);
+	return st >= 0 && cid == cmd->cid ? st : -1;
 }
 
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result)

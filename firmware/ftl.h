@@ -121,6 +121,9 @@ int af_ftl_io(af_cmd_t *cmd, uint64_t *result);
  * completion.  Nothing else may use the queue pair in between. */
 int af_ftl_submit(af_cmd_t *cmd);
 int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result);
+/* With several commands submitted (up to the queue's size less one): the next completion, whichever
+ * it is for; *cid names it.  Its status, or -1 when none came.  opcode: for the warning a long wait gives. */
+int af_ftl_reap(unsigned opcode, uint16_t *cid, uint64_t *result);
 /* GC erased global block g (ok), or its erase failed (!ok: retired).
  * Back to the free pool and on to the core.  0, or -1 when retired. */
 int af_ftl_block_erased(uint32_t g, int ok);
