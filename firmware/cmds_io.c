@@ -125,7 +125,7 @@ static int parse_range(int argc, char **argv, int i, uint32_t *lba, uint32_t *n)
 
 /* io random|verify <seed> <writes> <range>: `writes` one-block writes at LBAs
  * drawn from xorshift32(seed) in [0, range); write i carries tag seed << 20 | i + 1.
- * GC and checkpoints run between writes, as in the idle loop.  verify replays the
+ * GC and checkpoints run between batches of writes, as in the idle loop.  verify replays the
  * draws and checks every LBA written (tags kept in the scratch window at the top
  * of main RAM, so range <= AF_RAM_SCRATCH_BYTES / 4). */
 #define IO_DEPTH 4 /* random writes in flight: one per die of the 2 x 2 build (past that, the fill limits) */
@@ -183,28 +183,29 @@ static int random_writes(uint32_t seed, uint32_t writes, uint32_t range)
 					clash |= cmd[k].lba == lba;
 			}
 		}
-		/* the batch's completions; the first write that failed ends the run */
-		uint32_t failed = UINT32_MAX, later_ok = 0;
-		int failed_st = -1;
+		/* the batch's completions, in whatever order they come; the first write that failed ends the run */
+		int status[IO_DEPTH];
+		for (uint32_t k = 0; k < n; k++)
+			status[k] = -1;
 		for (uint32_t done = 0; done < n; done++) {
 			uint16_t cid;
 			int st = af_ftl_reap(AF_OPCODE_WRITE, &cid, NULL);
 			uint32_t k = 0;
 			while (k < n && cmd[k].cid != cid)
 				k++;
-			if (st < 0 || k == n) { /* nothing came, or not one of these: the rest will not either */
-				failed = first;
-				failed_st = -1;
-				break;
-			}
-			if (st != AF_STATUS_SUCCESS && first + k < failed) {
-				failed = first + k;
-				failed_st = st;
-			}
-			later_ok += st == AF_STATUS_SUCCESS && first + k > failed;
+			if (st < 0 || k == n)
+				break; /* nothing came, or not one of these: the rest will not either */
+			status[k] = st;
 		}
-		if (n == 0)
-			failed = first;
+		uint32_t failed = n == 0 ? first : UINT32_MAX, later_ok = 0;
+		int failed_st = -1;
+		for (uint32_t k = 0; k < n; k++)
+			if (failed == UINT32_MAX && status[k] != AF_STATUS_SUCCESS) {
+				failed = first + k;
+				failed_st = status[k];
+			} else if (failed != UINT32_MAX) {
+				later_ok += status[k] == AF_STATUS_SUCCESS;
+			}
 		if (failed != UINT32_MAX) {
 			check_status(failed_st, "write");
 			/* `io verify <seed> <n>` checks the writes acknowledged before the first that failed */
