@@ -153,6 +153,21 @@ static unsigned die_target(void)
 	return 1 + (af_ftl.free_depth < 2 ? af_ftl.free_depth : 2);
 }
 
+/* Count the erase a popped block needed before use (result: its AF_NANDRESULT_*); retired when it failed.
+ * 0, or -1 when retired. */
+static int erased_before_use(uint32_t g, int result)
+{
+	af_block_t *b = &af_flash.blocks[g];
+	b->erases++;
+	af_flash.erased_since_boot++;
+	if (result != AF_NANDRESULT_OK) {
+		af_ftl_retire(g, "its erase failed", 0);
+		return -1;
+	}
+	b->needs_erase = 0;
+	return 0;
+}
+
 /* Pop die's next erased block, erasing it first when only its page 0 is known erased (unless !erase: then
  * the caller does, b->needs_erase still set); for the core (for_core) only a block the anchor's plan
  * allows.  0; -1 when the pool is empty, -2 when no block in it is planned. */
@@ -177,16 +192,10 @@ static int pool_pop(uint32_t die, uint16_t *block, int for_core, int erase)
 		pool[pick] = pool[top];
 		wear[pick] = wear[top];
 		af_ftl.free_blocks--;
-		af_block_t *b = &af_flash.blocks[af_ftl_gblock(die, *block)];
-		if (b->needs_erase && erase) {
-			b->erases++;
-			af_flash.erased_since_boot++;
-			if (af_nand_erase(af_nand_block_ppa(af_ftl_gblock(die, *block)), NULL) != AF_NANDRESULT_OK) {
-				af_ftl_retire(af_ftl_gblock(die, *block), "its erase failed", 0);
-				continue;
-			}
-			b->needs_erase = 0;
-		}
+		uint32_t g = af_ftl_gblock(die, *block);
+		if (erase && af_flash.blocks[g].needs_erase &&
+		    erased_before_use(g, af_nand_erase(af_nand_block_ppa(g), NULL)) < 0)
+			continue;
 		return 0;
 	}
 	return -1;
@@ -305,16 +314,8 @@ void af_ftl_refill_all(void)
 		af_nand_erase_many(ppa, result, m);
 		for (uint32_t i = 0, k = 0; i < n; i++) {
 			uint32_t g = af_ftl_gblock(die_of[i], block[i]);
-			af_block_t *b = &af_flash.blocks[g];
-			if (b->needs_erase) {
-				b->erases++;
-				af_flash.erased_since_boot++;
-				if (result[k++] != AF_NANDRESULT_OK) {
-					af_ftl_retire(g, "its erase failed", 0);
-					continue; /* the die tries its next block in the next round */
-				}
-				b->needs_erase = 0;
-			}
+			if (af_flash.blocks[g].needs_erase && erased_before_use(g, result[k++]) < 0)
+				continue; /* the die tries its next block in the next round */
 			if (push_to_core(die_of[i], block[i]) < 0)
 				return;
 		}
