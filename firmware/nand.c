@@ -159,11 +159,18 @@ int af_nand_wait(uint16_t tag, af_nand_cpl_t *out)
 	return AF_NAND_ETIMEOUT;
 }
 
+/* The tag for the next synchronous operation (they take turns through AF_NAND_TAG_SYNC..LIMIT-1). */
+static uint16_t next_sync_tag(void)
+{
+	uint16_t t = sync_tag;
+	sync_tag = (uint16_t)(sync_tag == AF_NAND_TAG_LIMIT - 1u ? AF_NAND_TAG_SYNC : sync_tag + 1u);
+	return t;
+}
+
 int af_nand_exec(af_nand_desc_t *d, af_nand_cpl_t *out)
 {
 	af_nand_cpl_t c AF_NAND_ALIGNED;
-	d->tag = sync_tag;
-	sync_tag = (uint16_t)(sync_tag == AF_NAND_TAG_LIMIT - 1u ? AF_NAND_TAG_SYNC : sync_tag + 1u);
+	d->tag = next_sync_tag();
 	int r = af_nand_submit(d);
 	if (r == 0)
 		r = af_nand_wait(d->tag, &c);
@@ -454,8 +461,7 @@ void af_nand_erase_many(const uint32_t *ppa, int *result, unsigned n)
 		af_nand_desc_t d AF_NAND_ALIGNED;
 		af_nand_desc_init(&d, AF_NANDOP_ERASE, ppa[i]);
 		d.slot = (uint16_t)af_nand_sync_slot();
-		d.tag = tag[i] = sync_tag;
-		sync_tag = (uint16_t)(sync_tag == AF_NAND_TAG_LIMIT - 1u ? AF_NAND_TAG_SYNC : sync_tag + 1u);
+		d.tag = tag[i] = next_sync_tag();
 		result[i] = af_nand_submit(&d);
 	}
 	for (unsigned i = 0; i < n; i++) {
