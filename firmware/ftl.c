@@ -439,10 +439,15 @@ static void space_apply(uint32_t good, uint64_t live)
 	af_ftl.good_blocks = good;
 	af_ftl.spare_blocks = spare;
 	af_ftl.live_pages = live;
-	/* the data stored, in blocks, plus one block of garbage for GC to make progress with */
+	/* the data stored, in blocks, plus one block of garbage for GC to make progress with.  While the
+	 * good blocks hold the whole capacity that way, never FULL: live is the block table's count, which
+	 * counts a write's new page before the map drops its old one (every command in flight, up to a
+	 * whole transfer each), and a device that can hold every LBA it advertises is not full. */
 	uint64_t need = ((live + ppb - 1) / ppb + 1) * ppb;
-	if (af_ftl.no_space == AF_NOSPACE_FULL ? usable >= need + ppb : af_ftl.no_space == AF_NOSPACE_NONE && usable < need)
-		af_ftl_set_no_space(usable < need ? AF_NOSPACE_FULL : AF_NOSPACE_NONE);
+	uint64_t need_capacity = ((af_ftl.capacity + ppb - 1) / ppb + 1) * ppb;
+	int full = usable < need && usable < need_capacity;
+	if (af_ftl.no_space == AF_NOSPACE_FULL ? usable >= need + ppb : af_ftl.no_space == AF_NOSPACE_NONE && full)
+		af_ftl_set_no_space(full ? AF_NOSPACE_FULL : AF_NOSPACE_NONE);
 }
 
 void af_ftl_space_check(void)
@@ -582,12 +587,16 @@ int af_ftl_start(void)
 		af_ftl.block_shift++;
 	uint32_t bt_words = af_ftl.dies << af_ftl.block_shift;
 	/* capacity: the dies' blocks less the checkpoint areas, GC's reserve and one open
-	 * block per die, less the over-provisioning; from the geometry alone, so it is the
-	 * same on every boot (grown bad blocks eat into the over-provisioning) */
+	 * block per die, less the over-provisioning -- at least one block of it, the headroom
+	 * space_apply wants for GC, so a device without grown bad blocks is never FULL; from the
+	 * geometry alone, so it is the same on every boot (grown bad blocks eat into the
+	 * over-provisioning) */
 	uint32_t ppb = af_nand.pages_per_block, held = AF_FTL_GC_RESERVE + af_ftl.dies + (AF_ANCHOR_ENABLED ? AF_ANCHOR_BLOCKS : 0), narea = 1;
 	for (int i = 0; i < 3; i++) {
 		uint32_t blocks = af_ftl.dies * bpl > held + AF_CKPT_AREAS * narea ? af_ftl.dies * bpl - held - AF_CKPT_AREAS * narea : 0;
 		af_ftl.capacity = (uint64_t)blocks * ppb * (100u - AF_LIMITS_OVER_PROVISION_PERCENT) / 100u;
+		if (blocks && af_ftl.capacity > (uint64_t)(blocks - 1) * ppb)
+			af_ftl.capacity = (uint64_t)(blocks - 1) * ppb;
 		uint64_t ckpt_pages = af_ckpt_pages_for(af_ftl.capacity, af_flash.nblocks);
 		narea = (uint32_t)((ckpt_pages + ppb - 1) / ppb);
 	}

@@ -53,7 +53,7 @@ def ftl_capacity(blocks_per_lun: int, profile: str = "small", dies: int = TARGET
                  pages_per_block: int | None = None) -> int:
     """LBAs the firmware exposes (firmware/ftl.c): the dies' blocks less GC's
     reserve, one open block per die, the anchor's blocks and the two
-    checkpoint areas, less the over-provisioning."""
+    checkpoint areas, less the over-provisioning (one block at least)."""
     from atomflash import spec
 
     p = spec.NAND_PROFILES[profile]
@@ -62,6 +62,7 @@ def ftl_capacity(blocks_per_lun: int, profile: str = "small", dies: int = TARGET
     for _ in range(3):
         blocks = max(dies * blocks_per_lun - held - spec.CKPT.AREAS * narea, 0)
         cap = blocks * ppb * (100 - spec.LIMITS.OVER_PROVISION_PERCENT) // 100
+        cap = min(cap, max(blocks - 1, 0) * ppb)  # at least a block held back: GC's headroom
         ckpt_pages = 1 + -(-cap * spec.CKPT_ENTRY.size // p.page_data) + -(-dies * blocks_per_lun * 4 // p.page_data)
         narea = -(-ckpt_pages // ppb)
     return cap
