@@ -155,7 +155,10 @@ static int collect(uint32_t g, int foreground, int erase)
 	af_flash.blocks[g].state = AF_BSTATE_GC;
 	if (foreground)
 		hold(1);
-	for (uint32_t pg = 0; pg < af_nand.pages_per_block; pg++) {
+	/* the block table counts every page bound or staged in g: once it reads 0 (at the start, after a
+	 * copy) the pages left are garbage, and their OOB reads (~3 k cycles each) are skipped */
+	flush_cpu_dcache();
+	for (uint32_t pg = 0; pg < af_nand.pages_per_block && af_ftl_valid_of(g); pg++) {
 		uint32_t ppa = AF_PPA_PPA_PAGE_SET(ppa0, pg);
 		uint8_t buf[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
 		af_oob_t oob;
@@ -192,6 +195,7 @@ static int collect(uint32_t g, int foreground, int erase)
 				hold(0);
 			return -1;
 		}
+		flush_cpu_dcache(); /* the core's count of g, for the loop's test */
 	}
 	/* the fence and the erase need the firmware's own queue: the host may go on meanwhile */
 	if (foreground)
