@@ -24,7 +24,7 @@ from pathlib import Path
 
 from atomflash import console_text
 from atomflash.console_text import PROMPT
-from atomflash.simctl import keep_niceness
+from atomflash.simctl import SimDeadline, keep_niceness
 
 
 class ConsoleTimeout(AssertionError):
@@ -103,13 +103,12 @@ class SimConsole:
 
     def _until(self, found, what: str, timeout: float):
         """Read until ``found()`` returns something (not None); return it."""
-        deadline = time.monotonic() + timeout
+        deadline = SimDeadline(timeout, self.proc.pid if self.proc is not None else None)
         while (got := found()) is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ConsoleTimeout(f"timed out after {timeout} s waiting for {what}; "
+            if deadline.expired():
+                raise ConsoleTimeout(f"timed out after {timeout} s of the simulator's time waiting for {what}; "
                                      f"output so far:\n{self.transcript[-3000:]}")
-            self._read(min(left, 0.5))
+            self._read(0.5)
         return got
 
     def expect(self, pattern: str | re.Pattern, timeout: float = 30.0) -> re.Match:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from . import console_text
 
-__all__ = ["SimConfig", "SimError", "NandControl", "start", "stop", "status", "serve", "console_command", "boot_report",
+__all__ = ["SimConfig", "SimError", "SimDeadline", "NandControl", "start", "stop", "status", "serve", "console_command", "boot_report",
            "default_run_dir", "source_root"]
 
 BOOT_DONE = "Type 'help'."
@@ -50,6 +50,53 @@ BOOT_DONE = "Type 'help'."
 
 class SimError(RuntimeError):
     """The simulation could not be started, reached or stopped."""
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """CPU time (user + system, all threads) process ``pid`` has used, or None if it cannot be read."""
+    if not pid:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK   # utime, stime: fields 14 and 15 of stat(5)
+
+
+class SimDeadline:
+    """A timeout counted in the simulator's own CPU seconds, not the wall clock's.
+
+    A simulator runs at the same speed in its own time however loaded the machine is; on a busy one
+    (a nice'd campaign beside ``make test``: campaign trials 5704 and 5707 were failed after 300 and
+    600 wall seconds that bought the simulator a fraction of that) a wall-clock limit fails a healthy
+    run.  A firmware that hangs spins the simulator, so its CPU time still reaches the limit.  As a
+    backstop for a simulator that blocks instead, ``wall_factor`` times the limit in wall time ends
+    the wait too.  ``pid``: the simulator's, or a callable giving it (None while not yet started:
+    the wall clock counts until then)."""
+
+    def __init__(self, seconds: float, pid, *, wall_factor: float = 10.0):
+        self.seconds = seconds
+        self._pid = pid if callable(pid) else (lambda: pid)
+        self._wall_end = time.monotonic() + seconds * wall_factor
+        self._wall0 = time.monotonic()
+        self._cpu0 = None
+        self.used()   # the simulator's CPU time now, when it runs already
+
+    def used(self) -> float:
+        """Seconds of the limit used: the simulator's CPU time since the start, else the wall clock's."""
+        pid = self._pid()
+        cpu = cpu_seconds(pid)
+        if cpu is None:
+            return time.monotonic() - self._wall0
+        if self._cpu0 is None:   # the first reading: wall time before it (no simulator yet) counts as CPU time
+            self._cpu0 = cpu - (time.monotonic() - self._wall0)
+        return cpu - self._cpu0
+
+    def expired(self) -> bool:
+        return self.used() >= self.seconds or time.monotonic() >= self._wall_end
 
 
 class NandControl:
@@ -304,7 +351,7 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
                            cwd=run_dir, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     keep_niceness(sup.pid)
     sup_log.close()
-    deadline = time.monotonic() + boot_timeout
+    deadline = SimDeadline(boot_timeout, lambda: (_read_state(run_dir) or {}).get("vsim_pid"))
     while True:
         st = status(run_dir)
         text = boot_text(run_dir)
@@ -313,9 +360,9 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
         if sup.poll() is not None or (st.get("exit") is not None):
             raise SimError(f"the simulation ended during boot (exit {st.get('exit')}); last output:\n"
                            + "\n".join(text.splitlines()[-15:]))
-        if time.monotonic() > deadline:
+        if deadline.expired():
             stop(run_dir, power_cut=True)
-            raise SimError(f"no console prompt within {boot_timeout:.0f} s; last output:\n"
+            raise SimError(f"no console prompt within {boot_timeout:.0f} s of the simulator's time; last output:\n"
                            + "\n".join(text.splitlines()[-15:]))
         time.sleep(0.5)
 
@@ -370,10 +417,10 @@ def stop(run_dir: Path | None = None, *, power_cut: bool = False, timeout: float
 def wait_exit(run_dir: Path | None = None, timeout: float = 600.0) -> dict:
     """Until the simulation ends by itself (e.g. a NAND model's power cut)."""
     run_dir = Path(run_dir or default_run_dir())
-    deadline = time.monotonic() + timeout
+    deadline = SimDeadline(timeout, status(run_dir).get("vsim_pid"))
     while status(run_dir)["running"]:
-        if time.monotonic() > deadline:
-            raise SimError(f"the simulation still runs after {timeout:.0f} s")
+        if deadline.expired():
+            raise SimError(f"the simulation still runs after {timeout:.0f} s of its time")
         time.sleep(0.2)
     time.sleep(0.3)  # the supervisor records the exit
     return status(run_dir)
@@ -403,7 +450,7 @@ def console_command(line: str, run_dir: Path | None = None, *, timeout: float = 
             time.sleep(0.002)
         if not expect_prompt:
             return ""
-        raw, deadline = b"", time.monotonic() + timeout
+        raw, deadline = b"", SimDeadline(timeout, status(run_dir).get("vsim_pid"))
         while True:
             r, _, _ = select.select([s], [], [], 0.5)
             if r:
@@ -414,8 +461,8 @@ def console_command(line: str, run_dir: Path | None = None, *, timeout: float = 
                 done = console_text.command_output(console_text.render(raw.decode(errors="replace")), line)
                 if done:
                     return done[0].strip("\n")
-            if time.monotonic() > deadline:
-                raise SimError(f"console: no prompt after {line!r} within {timeout:.0f} s")
+            if deadline.expired():
+                raise SimError(f"console: no prompt after {line!r} within {timeout:.0f} s of the simulator's time")
     finally:
         s.close()
 
