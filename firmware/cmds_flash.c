@@ -34,6 +34,20 @@ static int need_scan(void)
 	return 1;
 }
 
+/* A block number argument of a command that needs the scanned device: 0, or the command's error code. */
+static int parse_block(const char *arg, uint32_t *b)
+{
+	if (af_parse_u32(arg, b))
+		return AF_EUSAGE;
+	if (!need_scan())
+		return AF_EFAIL;
+	if (*b >= af_flash.nblocks) {
+		printf("error: block %lu out of range (0..%lu)\n", (unsigned long)*b, (unsigned long)(af_flash.nblocks - 1));
+		return AF_EFAIL;
+	}
+	return 0;
+}
+
 static uint32_t le(const uint8_t *p, unsigned n)
 {
 	uint32_t v = 0;
@@ -155,14 +169,11 @@ static uint32_t pattern(uint32_t block, uint32_t page, uint32_t off)
 static int nand_test(int argc, char **argv)
 {
 	uint32_t b;
-	if (argc != 3 || af_parse_u32(argv[2], &b))
+	if (argc != 3)
 		return AF_EUSAGE;
-	if (!need_scan())
-		return AF_EFAIL;
-	if (b >= af_flash.nblocks) {
-		printf("error: block %lu out of range (0..%lu)\n", (unsigned long)b, (unsigned long)(af_flash.nblocks - 1));
-		return AF_EFAIL;
-	}
+	int err = parse_block(argv[2], &b);
+	if (err)
+		return err;
 	af_block_t *x = &af_flash.blocks[b];
 	if (x->flags || x->written || x->state == AF_BSTATE_CORE || x->state == AF_BSTATE_CKPT || x->anchor) {
 		printf("error: block %lu is %s: only a free block is erased and programmed\n", (unsigned long)b,
@@ -429,14 +440,11 @@ AF_COMMAND(map, "map <lba> [count] | map load [pause | resume | all]",
 static int cmd_block(int argc, char **argv)
 {
 	uint32_t b;
-	if (argc != 2 || af_parse_u32(argv[1], &b))
+	if (argc != 2)
 		return AF_EUSAGE;
-	if (!need_scan())
-		return AF_EFAIL;
-	if (b >= af_flash.nblocks) {
-		printf("error: block %lu out of range (0..%lu)\n", (unsigned long)b, (unsigned long)(af_flash.nblocks - 1));
-		return AF_EFAIL;
-	}
+	int err = parse_block(argv[1], &b);
+	if (err)
+		return err;
 	const af_block_t *x = &af_flash.blocks[b];
 	const char *state = x->flags & AF_BLOCK_BAD ? "bad (factory)"
 			    : x->flags & AF_BLOCK_UNREADABLE ? "bad (marker unreadable)"

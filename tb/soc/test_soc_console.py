@@ -119,6 +119,10 @@ def test_fresh_flash_maps_nothing(con):
     out = con.command(f"block {BLOCKS_PER_LUN}")  # target 1's first: the core's
     assert "the FTL core's (open or queued), 0 of" in out and "0 valid" in out
     assert "0 bad blocks" in con.command("bbt")
+    last = TARGETS * BLOCKS_PER_LUN - 1
+    for cmd in ("block", "nand test"):   # a block number past the device or not a number: a specific error
+        assert f"error: block {last + 1} out of range (0..{last})" in con.command(f"{cmd} {last + 1}")
+        assert "error: usage: " in con.command(f"{cmd} x")
 
 
 def test_selftest_exercises_slave_and_dma(con):
