@@ -221,7 +221,7 @@ static int collect(uint32_t g, int foreground, int erase)
 		af_flash.blocks[g].state = AF_BSTATE_DATA;
 		return -1;
 	}
-	return af_ftl_block_erased(g, af_nand_erase(ppa0, NULL) == AF_NANDRESULT_OK);
+	return af_ftl_block_erased(g, af_nand_erase(ppa0, NULL) == AF_NANDRESULT_OK) < 0 ? AF_GC_RETIRED : 0;
 }
 
 /* the floor of the durable checkpoint: blocks closed at or below it may be erased */
@@ -310,8 +310,8 @@ void af_gc_poll(void)
 	int r = 0;
 	if (af_ftl_erased_blocks() < low) {
 		/* foreground: relocate with the host held, until back above the threshold */
-		while (af_ftl_erased_blocks() < low && (r = af_gc_step(1)) == 0)
-			af_ftl_poll();
+		while (af_ftl_erased_blocks() < low && (r = af_gc_step(1)) >= 0)
+			af_ftl_poll(); /* a victim retired for a failed erase: the next one (each step retires or frees one) */
 	} else if (af_ftl_erased_blocks() < high && quiet) {
 		r = af_gc_step(0);
 	}
@@ -339,8 +339,13 @@ static int cmd_gc(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "now")) {
 		uint32_t before = af_ftl.free_blocks;
-		if (af_gc_step(1) < 0) {
+		int r = af_gc_step(1);
+		if (r < 0) {
 			printf("error: gc: no victim collected (see warnings; a block must hold fewer valid pages than it has)\n");
+			return AF_EFAIL;
+		}
+		if (r == AF_GC_RETIRED) {
+			printf("error: gc: the victim's erase failed: its data moved, the block is retired\n");
 			return AF_EFAIL;
 		}
 		printf("gc: one block collected: %lu -> %lu free blocks, %lu copies so far\n", (unsigned long)before,

@@ -24,11 +24,15 @@ typedef struct {
 
 extern af_gc_t af_gc;
 
+/* What a step that moved a victim's data out but could not free it returns: its erase failed and the
+ * block is retired.  GC goes on to the next victim; it is not "nothing to collect". */
+#define AF_GC_RETIRED 1
+
 /* Collect one victim (taking a checkpoint first when none covers a candidate).
- * 0, or -1 when nothing was collected. */
+ * 0, AF_GC_RETIRED, or -1 when nothing was collected. */
 int af_gc_step(int foreground);
 /* Relocate every bound page of global block g and erase it (static wear
- * levelling; a checkpoint is taken first when none covers it).  0 or -1. */
+ * levelling; a checkpoint is taken first when none covers it).  0, AF_GC_RETIRED or -1. */
 int af_gc_collect_block(uint32_t g);
 /* From the idle loop: foreground below `low` free blocks (host held), background below `high` when quiet. */
 void af_gc_poll(void);

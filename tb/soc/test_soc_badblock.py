@@ -326,3 +326,34 @@ def test_a_block_a_transaction_needs_retires_only_under_a_checkpoint(tmp_path, w
         assert "0 wrong: pass" in con.command(f"io verify 13 300 {HOT}", timeout=300)
     finally:
         con.stop()
+
+
+def test_an_erase_failing_at_gcs_reserve_lets_gc_go_on_to_the_next_victim(tmp_path):
+    """Campaign trial 5882: with the erased blocks down to GC's reserve, the foreground GC's victim failed
+    its erase.  The block is retired, but the step was taken for "nothing to collect": the device went
+    GC_STUCK and refused every write (NO_SPACE) with 27 good blocks and 46 pages stored, and nothing
+    would retry, since refused writes move nothing.  GC must go on to the next victim instead."""
+    build()
+    run_dir = tmp_path / "run"
+    reserve = spec.LIMITS.GC_RESERVE_BLOCKS
+    failing = (ERASE_FAILS_ON,)           # its first GC victim's erase fails (see the module text)
+    per_target = [{"fail_erase_nth": str(ERASE_NTH)} if t in failing else {} for t in range(TARGETS)]
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
+                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN), per_target=per_target)
+    log = ROOT / "build" / "soc" / "test_badblock_reserve_edge.log"
+    con = boot(run_dir, cfgs, log=log, timeout=120)
+    try:
+        # GC only in the foreground, and only once the erased blocks are down to the reserve: every
+        # victim's erase happens there
+        assert "error" not in con.command(f"gc thresholds {reserve + 1} {reserve + 1}")
+        out = con.command(f"io random 7 {WRITES * 3} {HOT}", timeout=900)
+        assert out.count("erase failed") == len(failing), out
+        assert f"random: {WRITES * 3} writes over" in out and "out of space:" not in out, out
+        gc = con.command("gc", timeout=120)
+        assert not re.search(r"victims 0 ", gc), gc      # the failed erase was a GC victim's
+        stats = con.command("stats", timeout=120)
+        assert re.search(r"^no_space\s+NONE$", stats, re.M), stats
+        assert len(bbt(con)) == len(failing)
+        assert "0 wrong: pass" in con.command(f"io verify 7 {WRITES * 3} {HOT}", timeout=300)
+    finally:
+        con.stop()
