@@ -715,12 +715,14 @@ RESOLVED = {
           "covered it, with pages recovery still needed (a COMMIT record, a superseded member: GC moves only "
           "bound data); it retires only under a covering checkpoint since 2026-11-27 (its images went with "
           "the machine; test_soc_badblock reproduces the loss)",
-    5704: "the harness: a wall-clock limit (300 s for a console command) while make test ran beside the nice'd "
-          "campaign, whose simulators got a fraction of a core (neighbour 5705 took 1,214 s for a ~35 s trial); "
-          "limits count the simulator's CPU time since d81bc8c (simctl.SimDeadline).  Its chain again "
-          "(--ids 5704-5707, build c25449b8): all four pass, 16-34 s each",
-    5707: "as trial 5704: the boot's 600 s wall-clock limit ended a boot the simulator had barely run (the "
-          "report stops mid-line); the chain again passes",
+    5704: "the harness: its reader of the console connected while the prompt after the boot was printed and "
+          "saw only its last space, which the echo's pattern did not allow (the firmware had answered); "
+          "any tail of the prompt is allowed since 2026-11-28 (console_text.command_output; trial 5982 met "
+          "it on the limits in simulator time).  Its chain again (--ids 5704-5707): all four pass",
+    5707: "the harness: a 600 s wall-clock limit ended a boot the simulator, starved on a loaded machine, had "
+          "barely run (the report stops mid-line; neighbour 5705 took 1,214 s for a ~35 s trial); limits "
+          "count the simulator's CPU time since d81bc8c (simctl.SimDeadline); the chain again passes",
+    5982: "as trial 5704 (the wait for the prompt used 300 s of the simulator's own time, 916 s of wall time)",
 }
 
 LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "in_flight", "no_space", "build",

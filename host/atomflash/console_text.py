@@ -58,6 +58,11 @@ def unfinished_escape(raw: str) -> int:
     return -1
 
 
+# what a reader that connects while the prompt is being printed may see of it: any tail (the last
+# space alone did not match "> ": campaign trials 5704 and 5982 waited out their limits for it)
+_PROMPT_TAILS = "|".join(re.escape(PROMPT[i:]) for i in range(len(PROMPT)))
+
+
 def command_output(text: str, line: str) -> tuple[str, int] | None:
     """The output of the console command ``line`` in ``text``, which holds what the
     console showed since the command was typed, and where the prompt after it
@@ -67,7 +72,7 @@ def command_output(text: str, line: str) -> tuple[str, int] | None:
     models' notes come last."""
     # the echo ends a line; before it on that line only a prompt, or the end of one (a reader that
     # connects while the prompt is being printed sees only its tail)
-    echo = re.compile(r"(?:^|\n)(?:[^\n]*> )?" + re.escape(line) + r"\n")
+    echo = re.compile(r"(?:^|\n)(?:[^\n]*> |" + _PROMPT_TAILS + ")?" + re.escape(line) + r"\n")
     clean = MODEL_NOTE.sub("", text)
     m = echo.search(clean)
     if not m:

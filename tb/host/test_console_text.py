@@ -51,6 +51,17 @@ def test_a_reader_that_connected_while_the_prompt_was_printed():
     assert out == "automatic checkpoints every 16\n" and text[end:] == ""
 
 
+def test_every_cut_of_the_prompt_before_the_echo():
+    """A reader sees the stream from whenever it connected: any tail of the prompt may start it."""
+    raw = "boot: 861199 cycles. Type 'help'.\r\n\r" + COLOUR_PROMPT + "ckpt every 16\r\n\rautomatic checkpoints\r\n\r" + COLOUR_PROMPT
+    start = raw.index("Type")
+    for cut in range(start, raw.index("ckpt every") + 1):
+        text = render(raw[cut:])
+        got = command_output(text, "ckpt every 16")
+        assert got is not None, repr(raw[cut:cut + 20])
+        assert got[0] == "automatic checkpoints\n" or got[0].endswith("\nautomatic checkpoints\n"), (cut, got)
+
+
 @pytest.mark.parametrize("text", [
     "io verify 5 895 40\n0 wrong",                    # no prompt yet
     "io verify 5 89",                                 # still being echoed
