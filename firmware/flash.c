@@ -784,6 +784,7 @@ int af_flash_boot(void)
 	af_rec_checkpoint_t ck;
 	memset(&ck, 0, sizeof(ck));
 	ck.seq = af_ckpt.seq;
+	ck.published_below = 1; /* ckpt.c's floor rule */
 	r = af_rec_finish(&rec, have_ckpt ? &ck : NULL, &af_flash.map, &af_flash.report);
 	af_flash.map.tally = NULL; /* the counts array is the checkpointer's scratch from now on */
 	af_flash.map.need = NULL;

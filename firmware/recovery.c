@@ -442,6 +442,10 @@ typedef struct {
 	af_rec_report_t *rep;
 	uint64_t floor; /* checkpoint seq: older commit points are the checkpoint's */
 	int err;
+	int prepass;         /* published_below(): commit points only noted, nothing bound */
+	int pub_any;         /* transactions begun below the floor, published before it was read: */
+	uint64_t pub_first;  /* the oldest first vseq */
+	uint64_t pub_cseq;   /* the newest commit point */
 } fin_t;
 
 /* first position in [lo, hi) of the page table with vseq >= v (hi if none) */
@@ -607,15 +611,28 @@ static void tx_event(fin_t *f, uint32_t tag, int64_t first, uint32_t npages, uin
 		last = e->vseq;
 	}
 	const af_rec_pending_tx_t *p = NULL;
+	int published = 0;
 	if (first < (int64_t)f->floor) {
 		p = pending_tx(f->ck, tag);
-		if (!p || (int64_t)p->first_vseq != first) {
+		published = !p && f->ck->published_below;
+		if (f->prepass) {
+			if (published) {
+				f->pub_first = !f->pub_any || (uint64_t)first < f->pub_first ? (uint64_t)first : f->pub_first;
+				f->pub_cseq = !f->pub_any || cseq > f->pub_cseq ? cseq : f->pub_cseq;
+				f->pub_any = 1;
+			}
+			return;
+		}
+		if (!published && (!p || (int64_t)p->first_vseq != first)) {
 			f->rep->tx_discarded++; /* opened before a checkpoint that does not record it */
 			return;
 		}
-		counted += p->npages;
+		if (p)
+			counted += p->npages;
+	} else if (f->prepass) {
+		return;
 	}
-	if (counted != npages) {
+	if (!published && counted != npages) {
 		f->rep->tx_discarded++;
 		return;
 	}
@@ -821,6 +838,34 @@ static void record_remap(fin_t *f, uint32_t i, uint32_t j, uint64_t cseq)
 	f->rep->remaps_kept++;
 }
 
+/* Transactions published before the floor was read (af_rec_checkpoint_t.published_below): the
+ * checkpoint's entries with vseq in [the oldest one's first, floor) are bound at the newest one's
+ * commit point, before anything else binds (an entry there is what the map held after every such
+ * commit, so no proven event below that point is newer than it).  One pass over the map, only when
+ * such a transaction exists (a lazy map loads whole then). */
+static void records(fin_t *f);
+static void tx_finals(fin_t *f);
+
+static void published_below(fin_t *f)
+{
+	if (!f->ck || !f->ck->published_below)
+		return;
+	f->prepass = 1;
+	records(f);
+	tx_finals(f);
+	f->prepass = 0;
+	if (f->err || !f->pub_any)
+		return;
+	af_rec_map_t *m = f->map;
+	for (uint32_t lba = 0; lba < m->nlba; lba++) {
+		if (m->need)
+			m->need(m->need_ctx, lba);
+		uint64_t v = m->vseq[lba];
+		if (v != AF_REC_VSEQ_NONE && v >= f->pub_first && v < f->floor)
+			bind(f, 0, lba, v, f->pub_cseq, m->ppa[lba]);
+	}
+}
+
 static void records(fin_t *f)
 {
 	const af_rec_t *r = f->r;
@@ -833,12 +878,15 @@ static void records(fin_t *f)
 		uint8_t kind;
 		uint32_t len = record_group(r, i, j, &kind);
 		if (len == 0) {
-			f->rep->records_incomplete++;
+			if (!f->prepass)
+				f->rep->records_incomplete++;
 		} else {
 			uint64_t cseq = first + len - 1;
 			if (cseq >= f->floor) {
 				if (kind == AF_KIND_COMMIT)
 					record_commit(f, i, j, cseq);
+				else if (f->prepass)
+					; /* commit records only */
 				else if (kind == AF_KIND_TRIM)
 					record_trim(f, i, j, cseq);
 				else
@@ -919,6 +967,9 @@ int af_rec_finish(af_rec_t *r, const af_rec_checkpoint_t *ck, af_rec_map_t *map,
 	merge_sort(r->pages, r->index + ng, tmp, nt, tx_less);
 	merge_sort(r->pages, r->index + ng + nt, tmp, nr, rec_less);
 
+	published_below(&f);
+	if (f.err)
+		return f.err;
 	groups(&f);
 	records(&f);
 	if (f.err)

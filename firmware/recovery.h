@@ -108,6 +108,12 @@ typedef struct {
 	uint32_t napp;
 	const uint32_t *app_ppa;
 	uint32_t napp_ppa;
+	/* the firmware's checkpoint: no open transactions recorded, its floor held at or below the first
+	 * page of every transaction unpublished when the floor was read, the map read after that.  A
+	 * transaction begun below seq that committed at or above it was published whole before the map
+	 * was read: kept without counting its pages, and the map's entries with vseq in [its first, seq)
+	 * take its commit point (atomflash.model.recover's Checkpoint.published_below) */
+	int published_below;
 } af_rec_checkpoint_t;
 
 /* Optional running counts of a map (af_rec_map_t.tally): what

@@ -354,7 +354,8 @@ int main(void)
 				for (uint32_t k = 0; k < app[i].nlb; k++)
 					app_ppa[nppa++] = u32();
 			}
-			ck.ck = (af_rec_checkpoint_t){ck.seq, tx, ntx, live, nlive, app, napp, app_ppa, nppa};
+			int published_below = (int)u32();
+			ck.ck = (af_rec_checkpoint_t){ck.seq, tx, ntx, live, nlive, app, napp, app_ppa, nppa, published_below};
 		}
 
 		result_t res[2];

@@ -342,6 +342,35 @@ def test_tx_superseded_write_missing_cannot_let_the_older_one_through():
     assert recover(cut.pages).contents() == {}
 
 
+def test_transaction_published_below_a_held_floor_survives_a_firmware_checkpoint():
+    """Campaign trial 4900 (rerun 2026-11-28): an append held the checkpoint's floor at 20; a transaction
+    began below it (pages 18, 19), wrote on above it (22) and committed at 26, published before the
+    firmware read the floor, so nothing held the floor at 18.  Plain writes of its LBAs came between
+    (23: before the commit, which wins; 31: after it).  The map, read after the commit, holds the
+    transaction's pages.  Recovery cannot count the pages below the floor; under the firmware's kind
+    of checkpoint (published_below) it keeps the transaction, binds 22 at the commit point and
+    re-asserts the entries in [18, 20) there, so 23 cannot displace them."""
+    img = Img()
+    img.write(6, 10)
+    tx = dict(kind=Kind.DATA, group_len=0, tid=18, flags=flags(tx=1))
+    img.page(blk("t18"), lba=5, seq=18, **tx)
+    img.page(blk("t19"), lba=8, seq=19, **tx)
+    img.page(blk("a20"), kind=Kind.APPEND, lba=0, seq=20, group_len=2, group_idx=0, tid=20, flags=flags(append=1))
+    img.page(blk("a21"), kind=Kind.APPEND, lba=0, seq=21, group_len=2, group_idx=1, tid=20, flags=flags(append=1))
+    img.page(blk("t22"), lba=7, seq=22, **tx)
+    img.write(5, 23)
+    img.write(7, 24)
+    img.record(Kind.COMMIT, 26, [dict(first_vseq=18, npages=3, tid=1)], tid=18)
+    img.write(8, 31)
+    snapshot = {5: 18, 7: 22, 8: 19, 6: 10}
+    r = recover(img.pages, Checkpoint(20, snapshot, published_below=True))
+    assert shown(r) == {5: b"t18", 7: b"t22", 8: b"w31", 6: b"w10"}, r.rejected
+    # a checkpoint that records open transactions instead proves nothing for one it does not record
+    r = recover(img.pages, Checkpoint(20, snapshot))
+    assert shown(r) == {5: b"w23", 7: b"w24", 8: b"w31", 6: b"w10"}
+    assert any("does not record it" in why for why in r.rejected)
+
+
 def test_commit_record_transaction_and_commit_order_after_recovery():
     f = LogFTL(LIM)
     f.tx_write(4, 1, blk("tx"))

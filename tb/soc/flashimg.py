@@ -219,7 +219,8 @@ class FirmwareCheckpoint:
 
     @property
     def model(self) -> Checkpoint:
-        return Checkpoint(seq=self.header.seq, map={lba: v for lba, (v, _) in self.entries.items()})
+        return Checkpoint(seq=self.header.seq, map={lba: v for lba, (v, _) in self.entries.items()},
+                          published_below=True)
 
 
 def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -> FirmwareCheckpoint | None:

@@ -147,12 +147,22 @@ class Checkpoint:
     ``map``: lba -> vseq of the bound version.  ``pending_tx``: tag -> PendingTx.
     ``pending_appends``: first_vseq -> nlb of live appends (recovery needs them
     only to *find* the pages; they prove nothing).
+
+    ``published_below``: the firmware's kind of checkpoint, which records no
+    open transaction but holds its ``seq`` (the floor) at or below the first
+    page of every transaction not yet published when the floor was read, and
+    reads the map after that.  A transaction that began below ``seq`` and
+    committed at or above it was therefore published (whole) before the map
+    was read: recovery keeps it without counting its pages, and the entries
+    of ``map`` whose vseq lies in [its first vseq, ``seq``) take its commit
+    point (campaign trial 4900, rerun 2026-11-28; docs/recovery.md).
     """
 
     seq: int
     map: Mapping[int, int]
     pending_tx: Mapping[int, PendingTx] = field(default_factory=dict)
     pending_appends: Mapping[int, int] = field(default_factory=dict)
+    published_below: bool = False
 
 
 def newest_checkpoint(slots: Iterable[Checkpoint | None]) -> Checkpoint | None:
@@ -355,6 +365,12 @@ def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None, *, mlc:
                            {m.rec.lba: m.rec.vseq for m in members}))
 
     # -- transactions --------------------------------------------------------------
+    # published before the floor was read (Checkpoint.published_below): the oldest first vseq and
+    # the newest commit point of such transactions; the checkpoint's entries in [first, floor) are
+    # re-asserted at that commit point (an entry there is what the map held after every such
+    # commit, so no proven event below that point can be newer than it)
+    published = {"first": None, "cseq": None}
+
     def tx_event(tag: int, first: int, npages: int, cseq: int, how: str):
         members: dict[int, _Copy] = {}
         for v in scan.tx_pages.get(tag, ()):
@@ -365,6 +381,13 @@ def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None, *, mlc:
                 members[v] = c
         counted = len(members)
         live: dict[int, int] = {}
+        if first < floor and tag not in pending and checkpoint.published_below:
+            published["first"] = first if published["first"] is None else min(published["first"], first)
+            published["cseq"] = cseq if published["cseq"] is None else max(published["cseq"], cseq)
+            for v in sorted(members):
+                live[members[v].rec.lba] = v
+            events.append((cseq, how, live))
+            return
         if first < floor:
             p = pending.get(tag)
             if p is None or p.first_vseq != first:
@@ -424,6 +447,9 @@ def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None, *, mlc:
     bound: dict[int, tuple[int, int]] = {}
     if checkpoint:
         bound = {lba: (v, -1) for lba, v in checkpoint.map.items()}
+    if published["first"] is not None:   # first among equal commit points, as the firmware binds it
+        events.insert(0, (published["cseq"], "checkpoint entries of transactions published below its floor",
+                       {lba: v for lba, v in checkpoint.map.items() if published["first"] <= v < floor}))
     events.sort(key=lambda e: e[0])
     for cseq, _, binds in events:
         for lba, v in binds.items():
