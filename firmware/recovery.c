@@ -614,7 +614,7 @@ static void tx_event(fin_t *f, uint32_t tag, int64_t first, uint32_t npages, uin
 	int published = 0;
 	if (first < (int64_t)f->floor) {
 		p = pending_tx(f->ck, tag);
-		published = !p && f->ck->published_below;
+		published = !p && first >= 0 && f->ck && f->ck->published_below; /* a forged first_vseq >= 2^63 is negative here */
 		if (f->prepass) {
 			if (published) {
 				f->pub_first = !f->pub_any || (uint64_t)first < f->pub_first ? (uint64_t)first : f->pub_first;
