@@ -70,9 +70,8 @@ class SimDeadline:
     """A timeout counted in the simulator's own CPU seconds, not the wall clock's.
 
     A simulator runs at the same speed in its own time however loaded the machine is; on a busy one
-    (a nice'd campaign beside ``make test``: campaign trials 5704 and 5707 were failed after 300 and
-    600 wall seconds that bought the simulator a fraction of that) a wall-clock limit fails a healthy
-    run.  A firmware that hangs spins the simulator, so its CPU time still reaches the limit.  As a
+    (a nice'd campaign beside ``make test``: campaign trial 5707's boot was failed after 600 wall
+    seconds that bought the simulator a fraction of that) a wall-clock limit fails a healthy run.  A firmware that hangs spins the simulator, so its CPU time still reaches the limit.  As a
     backstop for a simulator that blocks instead, ``wall_factor`` times the limit in wall time ends
     the wait too.  ``pid``: the simulator's, or a callable giving it (None while not yet started:
     the wall clock counts until then)."""

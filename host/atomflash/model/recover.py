@@ -381,21 +381,18 @@ def recover(pages: Iterable[Page], checkpoint: Checkpoint | None = None, *, mlc:
                 members[v] = c
         counted = len(members)
         live: dict[int, int] = {}
-        if first < floor and tag not in pending and checkpoint.published_below:
+        whole = first < floor and tag not in pending and checkpoint.published_below
+        if whole:   # published before the floor was read: its pages below it need no count
             published["first"] = first if published["first"] is None else min(published["first"], first)
             published["cseq"] = cseq if published["cseq"] is None else max(published["cseq"], cseq)
-            for v in sorted(members):
-                live[members[v].rec.lba] = v
-            events.append((cseq, how, live))
-            return
-        if first < floor:
+        elif first < floor:
             p = pending.get(tag)
             if p is None or p.first_vseq != first:
                 rejected.append(f"{how} tag {tag:#x}: opened before the checkpoint, which does not record it")
                 return
             counted += p.npages
             live.update(p.live)
-        if counted != npages:
+        if not whole and counted != npages:
             rejected.append(f"{how} tag {tag:#x}: {counted} of {npages} pages present")
             return
         for v in sorted(members):
