@@ -363,9 +363,14 @@ class Chain:
         return d
 
 
+def _loses_blocks(t: Trial) -> bool:
+    """The trial injects program or erase failures: the only way a block goes bad (grown bad, retired)."""
+    return bool({"program", "erase"} & set(t.faults.split(",")))
+
+
 def _chain_ends_after(t: Trial) -> bool:
     """Program or erase failures leave grown bad blocks: the next trial starts from the base again."""
-    return bool({"program", "erase"} & set(t.faults.split(",")))
+    return _loses_blocks(t)
 
 
 def chains_of(trials: list[Trial], length: int) -> list[list[Trial]]:
@@ -622,9 +627,15 @@ def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, by
         new_work = dev.read(SPAN) == probe
     except errors.NoSpace:
         # out of space is an answer, not a hang: the log page must say why, and reads must go on
-        why = spec.NoSpace(dev.stats()["no_space"])
+        log = dev.stats()
+        why = spec.NoSpace(log["no_space"])
         res["no_space"] = f"after recovery: {why.name}"
+        res["spare_blocks"] = log["spare_blocks"]
         new_work = why != spec.NoSpace.NONE and dev.read(SPAN) == before
+        if why == spec.NoSpace.FULL and not _loses_blocks(trial):
+            # a chain ends after any trial that may grow bad blocks, so this device has every block the
+            # base had: the capacity leaves room for GC on those (docs/firmware.md "Out of space")
+            res["full_unlost"] = True
     timeouts = simctl.bus_errors(dev.t, run)   # a bus access no slave answered: never, in a healthy SoC
     dev.close()
     if violations:
@@ -634,6 +645,9 @@ def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, by
                    "written since its floor (page 0 at " + ", ".join(res["anchor_missed"][:8]) + ")")
     elif timeouts:
         res.update(outcome="violation", detail=f"{timeouts} bus timeouts since the reboot (ctrl_bus_errors)")
+    elif res.get("full_unlost"):
+        res.update(outcome="violation", detail="the device refused new work as FULL without a grown bad block "
+                   f"(spare_blocks {res['spare_blocks']}; no program or erase failure was injected)")
     elif not new_work:
         res.update(outcome="violation", detail="the device did not take new work after recovery")
     else:
@@ -842,10 +856,21 @@ def report(results: list[dict], path: Path | None, args, archived: list[dict] = 
     full = [r for r in results if r.get("no_space") and r["outcome"] in ("pass", "no-cut")]
     if full:
         ended = sum(r["no_space"].startswith("workload") for r in full)
+        why: dict[str, list[int]] = {}   # after recovery: reason -> [with program/erase faults, without]
+        for r in full:
+            if r["no_space"].startswith("after recovery: "):
+                lost = bool({"program", "erase"} & set((r.get("faults") or "").split(",")))
+                why.setdefault(r["no_space"].split(": ", 1)[1], [0, 0])[not lost] += 1
         table += (f"\n\n{len(full)} of these trials ran out of space (grown bad blocks, or GC stuck; "
                   f"{ended} of them during the workload, which then ended before its cut): the device refused new "
                   "writes with NO_SPACE, kept every acknowledged one, and served reads"
                   + (" (counted over the trials with results in the ledger)." if archived else "."))
+        if why:
+            table += (" After recovery: " + "; ".join(f"{n} {lost + unlost} ({lost} with program or erase failures "
+                                                      f"injected, {unlost} without)" for n, (lost, unlost) in sorted(why.items()))
+                      + ". FULL without an injected failure is a violation (a device that lost no block is never "
+                      "FULL); GC_STUCK without one can be right (an append never remapped holds the checkpoint "
+                      "floor, docs/firmware.md).")
     builds: dict[str, list[int]] = {}
     for r in results:
         builds.setdefault(r.get("build", "untagged (before results named their build)"), []).append(r["id"])

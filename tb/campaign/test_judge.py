@@ -1,0 +1,96 @@
+"""The campaign's verdict on a recovered device (`sim/campaign.py` ``_verify``),
+against a stand-in device: what a refusal of new work after recovery means
+depends on whether the trial could have lost a block.  Pure Python: no
+simulation."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "sim"))
+
+import campaign  # noqa: E402
+from atomflash import errors, spec  # noqa: E402
+
+
+class RefusingDevice:
+    """A recovered device that refuses every write with NO_SPACE for ``why`` and reads what it held."""
+    lba_size = 16
+
+    def __init__(self, why: spec.NoSpace, held: bytes = b"\x5a" * 16):
+        self.why, self.held, self.t = why, held, None
+
+    def read(self, lba, nlb=1):
+        return self.held * nlb
+
+    def write(self, lba, data):
+        raise errors.BY_STATUS[spec.Status.NO_SPACE]("write")
+
+    def stats(self):
+        return {"no_space": int(self.why), "spare_blocks": 2}
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def judge(monkeypatch):
+    """``judge(faults, why)``: the result ``_verify`` leaves for a trial with ``faults`` whose recovered
+    device refuses new work for ``why`` (every LBA of the span as the model expects)."""
+    def run(faults: str, why: spec.NoSpace) -> dict:
+        dev = RefusingDevice(why)
+        monkeypatch.setattr(campaign.Device, "attach_sim", staticmethod(lambda run, timeout: dev))
+        monkeypatch.setattr(campaign.simctl, "boot_report", lambda run: "recovery: 0 pages\n")
+        monkeypatch.setattr(campaign.simctl, "bus_errors", lambda t, run: 0)
+        monkeypatch.setattr(campaign, "read_span", lambda dev, span: {})
+        monkeypatch.setattr(campaign, "verify", lambda history, recovered, **kw: [])
+        res = {"cut_seen": True}
+        campaign._verify(campaign.Trial(7, 7, "program", 40, faults), Path("."), None, {}, res)
+        return res
+    return run
+
+
+@pytest.mark.parametrize("faults", ["", "bits"])
+def test_full_on_a_device_that_lost_no_block_is_a_violation(judge, faults):
+    res = judge(faults, spec.NoSpace.FULL)
+    assert res["outcome"] == "violation"
+    assert "FULL without a grown bad block" in res["detail"] and "spare_blocks 2" in res["detail"]
+
+
+@pytest.mark.parametrize("faults", ["program", "erase", "bits,program,erase"])
+def test_full_after_injected_failures_is_an_answer(judge, faults):
+    res = judge(faults, spec.NoSpace.FULL)
+    assert res["outcome"] == "pass" and res["no_space"] == "after recovery: FULL"
+
+
+def test_gc_stuck_without_injected_failures_is_an_answer(judge):
+    # an append never remapped holds the checkpoint floor across the cut (docs/firmware.md)
+    res = judge("", spec.NoSpace.GC_STUCK)
+    assert res["outcome"] == "pass" and res["no_space"] == "after recovery: GC_STUCK"
+
+
+def test_a_refusal_without_a_reason_is_a_violation(judge):
+    res = judge("program", spec.NoSpace.NONE)
+    assert res["outcome"] == "violation" and "did not take new work" in res["detail"]
+
+
+def test_the_report_splits_refusals_by_reason_and_faults(tmp_path):
+    base = {"site": "program", "seed": 1, "outcome": "pass", "cut_seen": True, "in_flight": 0, "commands": 40,
+            "build": "gateware-0", "wall_s": 1.0, "detail": "", "chain_start": 0}
+    results = [{**base, "id": 0, "faults": "program", "no_space": "after recovery: GC_STUCK"},
+               {**base, "id": 1, "faults": "", "no_space": "after recovery: GC_STUCK"},
+               {**base, "id": 2, "faults": "erase", "no_space": "after recovery: FULL"},
+               {**base, "id": 3, "faults": "", "no_space": "workload: write: the device is out of space",
+                "outcome": "no-cut", "cut_seen": False}]
+    campaign.report(results, tmp_path / "r.md", campaign_args())
+    text = (tmp_path / "r.md").read_text()
+    assert "4 of these trials ran out of space" in text and "1 of them during the workload" in text
+    assert ("After recovery: FULL 1 (1 with program or erase failures injected, 0 without); "
+            "GC_STUCK 2 (1 with program or erase failures injected, 1 without).") in text
+
+
+def campaign_args():
+    from types import SimpleNamespace
+    return SimpleNamespace(count=4, seed=1, commands=40, faults="mix", fresh=False)
