@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -38,7 +39,23 @@ ROOT = Path(__file__).resolve().parents[1]
 # and what it imports) and the SoC's and boards' wrappers (soc/ftl_bridge.py, boards/nand_bridge.py)
 SOURCE_TREES = (ROOT / "rtl", ROOT / "host" / "atomflash", ROOT / "soc", ROOT / "boards")
 
-__all__ = ["write_verilog", "write_if_changed", "fingerprint", "compiler_cache_env"]
+__all__ = ["write_verilog", "write_if_changed", "fingerprint", "compiler_cache_env", "locked"]
+
+
+@contextmanager
+def locked_file(lock_path: Path):
+    """Hold an exclusive ``flock`` on ``lock_path`` (created) for the ``with`` block: concurrent builders
+    of one output (pytest-xdist workers, the SoC build in the background, campaign workers) take turns."""
+    lock_path = Path(lock_path)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as fd:
+        fcntl.flock(fd, fcntl.LOCK_EX)   # released when the file closes
+        yield
+
+
+def locked(directory: Path):
+    """:func:`locked_file` on ``directory/.lock``: one build directory, one builder at a time."""
+    return locked_file(Path(directory) / ".lock")
 
 
 def write_if_changed(path: Path, text: str) -> Path:
@@ -105,9 +122,7 @@ def write_verilog(component, name: str, out_dir: Path, *, key: Any = None, sourc
     :data:`SOURCE_TREES` the design comes from (a test's own top level)."""
     path = Path(out_dir) / f"{name}.v"
     want = fingerprint(name, [key, convert_kwargs], sources) if key is not None else None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".v.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes
+    with locked_file(path.with_suffix(".v.lock")):
         if want is not None and _cached(path, want):
             _mark_used(component)
             return path

@@ -37,7 +37,6 @@ run time.  The same lists exist on the SoC object (``soc.sim_sources``,
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import os
 import re
@@ -46,13 +45,14 @@ import shutil
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Run as a script, sys.path[0] is soc/ itself: import the package from the root instead.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "soc"]
 sys.path.insert(0, str(ROOT))
+
+from rtl.build_cache import locked  # noqa: E402
 
 DEFAULT_BUILD_DIR = ROOT / "build" / "soc" / "sim"
 DEFAULT_CHANNELS = 2   # NAND channels of the default build
@@ -62,17 +62,6 @@ PGO_TRAINING = (8, 300, 256)  # --pgo's training run: blocks per LUN, then `io r
 
 VERILOG_EXT = {".v", ".sv", ".vh", ".svh"}
 CXX_EXT = {".c", ".cc", ".cpp", ".cxx"}
-
-
-@contextmanager
-def locked(path: Path):
-    path.mkdir(parents=True, exist_ok=True)
-    with open(path / ".lock", "w") as fd:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def parse_args(argv=None):

@@ -15,15 +15,13 @@ Every cocotb test in ``tb/`` goes through :func:`run`:
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sys
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from rtl.build_cache import compiler_cache_env, write_if_changed, write_verilog
+from rtl.build_cache import compiler_cache_env, locked, write_if_changed, write_verilog
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -50,17 +48,6 @@ def spec_header() -> Path:
     from atomflash import gen_c
 
     return write_if_changed(GEN / "atomflash_spec.h", gen_c.generate())
-
-
-@contextmanager
-def _locked(path: Path):
-    path.mkdir(parents=True, exist_ok=True)
-    with open(path / ".lock", "w") as fd:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def run(
@@ -92,7 +79,7 @@ def run(
     runner = get_runner("verilator")
     os.environ.setdefault("MAKEFLAGS", f"-j{BUILD_JOBS}")
     os.environ.update(compiler_cache_env())  # cocotb's runner runs make with this process's environment
-    with _locked(build_dir):
+    with locked(build_dir):
         runner.build(
             verilog_sources=[str(s) for s in sources],
             hdl_toplevel=toplevel,
