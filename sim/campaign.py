@@ -856,18 +856,22 @@ def report(results: list[dict], path: Path | None, args, archived: list[dict] = 
     full = [r for r in results if r.get("no_space") and r["outcome"] in ("pass", "no-cut")]
     if full:
         ended = sum(r["no_space"].startswith("workload") for r in full)
-        why: dict[str, list[int]] = {}   # after recovery: reason -> [with program/erase faults, without]
+        why: dict[str, tuple[list, list]] = {}   # after recovery: reason -> (ids with program/erase faults, without)
         for r in full:
             if r["no_space"].startswith("after recovery: "):
                 lost = bool({"program", "erase"} & set((r.get("faults") or "").split(",")))
-                why.setdefault(r["no_space"].split(": ", 1)[1], [0, 0])[not lost] += 1
+                why.setdefault(r["no_space"].split(": ", 1)[1], ([], []))[not lost].append(r["id"])
         table += (f"\n\n{len(full)} of these trials ran out of space (grown bad blocks, or GC stuck; "
                   f"{ended} of them during the workload, which then ended before its cut): the device refused new "
                   "writes with NO_SPACE, kept every acknowledged one, and served reads"
                   + (" (counted over the trials with results in the ledger)." if archived else "."))
         if why:
-            table += (" After recovery: " + "; ".join(f"{n} {lost + unlost} ({lost} with program or erase failures "
-                                                      f"injected, {unlost} without)" for n, (lost, unlost) in sorted(why.items()))
+            def without(ids):
+                return f"{len(ids)} without" + (": trial" + "s" * (len(ids) > 1) + " " + ", ".join(map(str, sorted(ids)))
+                                                if 0 < len(ids) <= 10 else "")
+            table += (" After recovery: " + "; ".join(f"{n} {len(lost) + len(unlost)} ({len(lost)} with program or "
+                                                      f"erase failures injected, {without(unlost)})"
+                                                      for n, (lost, unlost) in sorted(why.items()))
                       + ". FULL without an injected failure is a violation (a device that lost no block is never "
                       "FULL); GC_STUCK without one can be right (an append never remapped holds the checkpoint "
                       "floor, docs/firmware.md).")

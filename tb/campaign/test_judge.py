@@ -88,7 +88,7 @@ def test_the_report_splits_refusals_by_reason_and_faults(tmp_path):
     text = (tmp_path / "r.md").read_text()
     assert "4 of these trials ran out of space" in text and "1 of them during the workload" in text
     assert ("After recovery: FULL 1 (1 with program or erase failures injected, 0 without); "
-            "GC_STUCK 2 (1 with program or erase failures injected, 1 without).") in text
+            "GC_STUCK 2 (1 with program or erase failures injected, 1 without: trial 1).") in text
 
 
 def campaign_args():
