@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # and what it imports) and the SoC's and boards' wrappers (soc/ftl_bridge.py, boards/nand_bridge.py)
 SOURCE_TREES = (ROOT / "rtl", ROOT / "host" / "atomflash", ROOT / "soc", ROOT / "boards")
 
-__all__ = ["write_verilog", "write_if_changed", "fingerprint", "compiler_cache_env", "locked"]
+__all__ = ["write_verilog", "write_if_changed", "fingerprint", "compiler_cache_env", "locked", "locked_file"]
 
 
 @contextmanager

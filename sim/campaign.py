@@ -363,14 +363,15 @@ class Chain:
         return d
 
 
-def _loses_blocks(t: Trial) -> bool:
-    """The trial injects program or erase failures: the only way a block goes bad (grown bad, retired)."""
-    return bool({"program", "erase"} & set(t.faults.split(",")))
+def loses_blocks(faults: str | None) -> bool:
+    """``faults`` (a trial's) inject program or erase failures: the only way a block goes bad (grown bad,
+    retired)."""
+    return bool({"program", "erase"} & set((faults or "").split(",")))
 
 
 def _chain_ends_after(t: Trial) -> bool:
     """Program or erase failures leave grown bad blocks: the next trial starts from the base again."""
-    return _loses_blocks(t)
+    return loses_blocks(t.faults)
 
 
 def chains_of(trials: list[Trial], length: int) -> list[list[Trial]]:
@@ -632,7 +633,7 @@ def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, by
         res["no_space"] = f"after recovery: {why.name}"
         res["spare_blocks"] = log["spare_blocks"]
         new_work = why != spec.NoSpace.NONE and dev.read(SPAN) == before
-        if why == spec.NoSpace.FULL and not _loses_blocks(trial):
+        if why == spec.NoSpace.FULL and not loses_blocks(trial.faults):
             # a chain ends after any trial that may grow bad blocks, so this device has every block the
             # base had: the capacity leaves room for GC on those (docs/firmware.md "Out of space")
             res["full_unlost"] = True
@@ -859,8 +860,7 @@ def report(results: list[dict], path: Path | None, args, archived: list[dict] = 
         why: dict[str, tuple[list, list]] = {}   # after recovery: reason -> (ids with program/erase faults, without)
         for r in full:
             if r["no_space"].startswith("after recovery: "):
-                lost = bool({"program", "erase"} & set((r.get("faults") or "").split(",")))
-                why.setdefault(r["no_space"].split(": ", 1)[1], ([], []))[not lost].append(r["id"])
+                why.setdefault(r["no_space"].split(": ", 1)[1], ([], []))[not loses_blocks(r.get("faults"))].append(r["id"])
         table += (f"\n\n{len(full)} of these trials ran out of space (grown bad blocks, or GC stuck; "
                   f"{ended} of them during the workload, which then ended before its cut): the device refused new "
                   "writes with NO_SPACE, kept every acknowledged one, and served reads"
