@@ -626,6 +626,17 @@ def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, by
     try:
         dev.write(SPAN, probe)
         new_work = dev.read(SPAN) == probe
+    except TimeoutError as e:
+        # a hang: what the firmware says of its space and GC (if its console still answers) goes with
+        # the error, since a replay may not hang again (trial 6441)
+        said = []
+        for line in ("stats", "gc"):
+            try:
+                said.append(simctl.console_command(line, run, timeout=30))
+            except simctl.SimError as ce:
+                said.append(f"{line}: no answer ({ce})")
+                break
+        raise TimeoutError(f"{e}; the console after it:\n" + "\n".join(said)) from e
     except errors.NoSpace:
         # out of space is an answer, not a hang: the log page must say why, and reads must go on
         log = dev.stats()

@@ -94,3 +94,29 @@ def test_the_report_splits_refusals_by_reason_and_faults(tmp_path):
 def campaign_args():
     from types import SimpleNamespace
     return SimpleNamespace(count=4, seed=1, commands=40, faults="mix", fresh=False)
+
+
+def test_a_probe_write_that_hangs_takes_the_consoles_stats_and_gc_with_it(monkeypatch):
+    class HangingDevice(RefusingDevice):
+        def write(self, lba, data):
+            raise TimeoutError("no completion within 300 s (in flight: WRITE cid 6 (queue 0))")
+
+    asked = []
+
+    def console(line, run, timeout):
+        asked.append(line)
+        if line == "gc":
+            raise campaign.simctl.SimError("console: no prompt after 'gc'")
+        return f"{line}: no_space NONE"
+
+    dev = HangingDevice(spec.NoSpace.NONE)
+    monkeypatch.setattr(campaign.Device, "attach_sim", staticmethod(lambda run, timeout: dev))
+    monkeypatch.setattr(campaign.simctl, "boot_report", lambda run: "")
+    monkeypatch.setattr(campaign.simctl, "console_command", console)
+    monkeypatch.setattr(campaign, "read_span", lambda dev, span: {})
+    monkeypatch.setattr(campaign, "verify", lambda history, recovered, **kw: [])
+    with pytest.raises(TimeoutError) as e:
+        campaign._verify(campaign.Trial(7, 7, "program", 40, ""), Path("."), None, {}, {"cut_seen": True})
+    assert asked == ["stats", "gc"]
+    assert "in flight: WRITE cid 6" in str(e.value) and "stats: no_space NONE" in str(e.value)
+    assert "gc: no answer (console: no prompt after 'gc')" in str(e.value)
