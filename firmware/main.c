@@ -61,7 +61,10 @@ static void boot_report(void)
 #ifdef AFCTRL_FTL
 /* The GET_LOG page (spec.LOG_PAGE): the counters a host reads with GET_LOG,
  * refreshed at most every LOG_REFRESH_CYCLES while idle (the core copies it
- * from main RAM; VexRiscv's data cache writes through). */
+ * from main RAM; VexRiscv's data cache writes through).  uptime_cycles goes
+ * last, behind a fence: the core may copy the page mid-refresh, and a host
+ * waiting for uptime to move (Device.stats(fresh=True)) must then see every
+ * other field of that refresh, not the one before. */
 #define LOG_REFRESH_CYCLES 20000u
 static void refresh_log(void)
 {
@@ -71,7 +74,6 @@ static void refresh_log(void)
 		return;
 	last = now;
 	af_log_page_t *l = af_ftl.log;
-	l->uptime_cycles = now;
 	l->boot_cycles = af_boot_cycles;
 	l->log_pages = af_ftl_seq_next() - af_ftl.start_seq;
 	l->boot_scan_cycles = af_flash.t_scan + af_flash.t_finish;
@@ -102,6 +104,8 @@ static void refresh_log(void)
 	l->bits_per_cell = af_nand.bits_per_cell;
 	l->no_space = af_ftl.no_space;
 	l->spare_blocks = af_ftl.spare_blocks;
+	__sync_synchronize();
+	l->uptime_cycles = now;
 }
 #else
 static void refresh_log(void) {}
