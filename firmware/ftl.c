@@ -39,6 +39,7 @@ void af_ftl_refill_all(void) {}
 uint32_t af_ftl_gblock(uint32_t die, uint32_t block) { return block; }
 void af_ftl_retire(uint32_t g, const char *why, int holds_data) {}
 uint32_t af_ftl_erased_blocks(void) { return 0; }
+uint64_t af_ftl_room_pages(void) { return 0; }
 void af_ftl_print(const char *prefix) { printf("%sno FTL core in this build\n", prefix); }
 void af_ftl_space_check(void) {}
 void af_ftl_set_no_space(uint32_t why) {}
@@ -320,6 +321,13 @@ void af_ftl_refill_all(void)
 				return;
 		}
 	}
+}
+
+uint64_t af_ftl_room_pages(void)
+{
+	uint64_t ppb = af_nand.pages_per_block, pushed = (uint64_t)af_ftl.pushed * ppb;
+	uint64_t used = af_ftl_seq_next() - af_ftl.start_seq;
+	return (pushed > used ? pushed - used : 0) + (uint64_t)af_ftl.free_blocks * ppb;
 }
 
 uint32_t af_ftl_erased_blocks(void)

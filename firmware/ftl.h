@@ -132,6 +132,9 @@ int af_ftl_block_erased(uint32_t g, int ok);
 void af_ftl_count_erase(uint32_t g);
 /* The seq the log writer gives its next page (ftl.seq_next). */
 uint64_t af_ftl_seq_next(void);
+/* Pages the log writer can still take without another erase: those not yet allocated in the blocks pushed
+ * since start (every page allocated takes the next seq) and the pool's blocks. */
+uint64_t af_ftl_room_pages(void);
 
 /* First vseq of the oldest transaction not yet committed or aborted, or append not yet remapped or released
  * (ftl.tx_floor; UINT64_MAX: none), as of when it is called (it waits two passes of the core's append

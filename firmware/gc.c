@@ -27,6 +27,14 @@
  *    in the core behind each die's open one); the spec's over-provisioning guarantees a victim that frees
  *    more than it copies.  The hold is lifted for the read fence and the erase
  *    (they go through the firmware's queue pair, which the hold stops too).
+ *  - the last block is not GC's: a copy is made only while the log writer keeps
+ *    one block of pages (KEEP_PAGES) beyond it for the commands already in the
+ *    core, and a victim is picked only if its pages fit the rest.  Erase
+ *    failures can eat the reserve (a checkpoint area's replacement, a victim
+ *    whose erase fails after its copies); spending the last pages on copies
+ *    then left a write in the core waiting for a page no erase would bring
+ *    (campaign trial 6441).  GC stops instead, the device goes GC_STUCK and
+ *    what the core holds finishes on the block kept.
  *
  * Victims: greedy (fewest valid pages) or cost-benefit ((1 - u) / 2u x age,
  * Rosenblum & Ousterhout), `gc policy`.  Background GC runs from the idle loop
@@ -57,6 +65,19 @@ int af_gc_step(int foreground) { return -1; }
 #define RELOC_SPIN 4000000u
 
 
+/* Pages GC leaves to the commands in the core: one block (see the header). */
+static uint64_t keep_pages(void)
+{
+	return af_nand.pages_per_block;
+}
+
+/* Pages the next victim may need copied: what the log writer can take beyond keep_pages(). */
+static uint32_t copy_budget(void)
+{
+	uint64_t room = af_ftl_room_pages(), keep = keep_pages();
+	return room > keep ? (uint32_t)(room - keep < UINT32_MAX ? room - keep : UINT32_MAX) : 0;
+}
+
 static int candidate(uint32_t g)
 {
 	const af_block_t *b = &af_flash.blocks[g];
@@ -65,9 +86,10 @@ static int candidate(uint32_t g)
 }
 
 /* The best victim under the policy, among blocks a checkpoint with this floor covers (every page in
- * them older than it: close_seq <= floor). */
+ * them older than it: close_seq <= floor) whose valid pages fit copy_budget(). */
 static int pick(uint64_t floor, uint32_t *victim)
 {
+	uint32_t budget = copy_budget();
 	uint64_t now = af_ftl_seq_next(), best_score = 0;
 	int found = 0;
 	flush_cpu_dcache(); /* the block table is written by the core */
@@ -78,8 +100,8 @@ static int pick(uint64_t floor, uint32_t *victim)
 		if (b->close_seq > floor)
 			continue;
 		uint32_t valid = af_ftl_valid_of(g), ppb = af_nand.pages_per_block;
-		if (valid >= ppb)
-			continue; /* nothing to gain */
+		if (valid >= ppb || valid > budget)
+			continue; /* nothing to gain, or no room for its copies */
 		uint64_t score;
 		if (af_gc.policy == AF_GC_GREEDY) {
 			score = ppb - valid;
@@ -181,6 +203,16 @@ static int collect(uint32_t g, int foreground, int erase)
 		 * moves the binding if one names it, else answers RACED (the copy is garbage) */
 		if (bound != ppa && (!(oob.flags & (AF_OOB_FLAGS_TX_MASK | AF_OOB_FLAGS_APPEND_MASK)) || af_ftl_valid_of(g) == 0))
 			continue; /* superseded */
+		if (af_ftl_room_pages() <= keep_pages()) {
+			/* the host or records took the room while we copied (a background step): stop here */
+			af_gc.no_room++;
+			printf("warning: gc: block %lu: no erased page left for its copies beyond the block kept for "
+			       "the core's commands: kept\n", (unsigned long)g);
+			af_flash.blocks[g].state = AF_BSTATE_DATA;
+			if (foreground)
+				hold(0);
+			return -1;
+		}
 		int res = relocate(ppa, (uint16_t)(af_gc.copies & 0x7fff));
 		if (res == AF_RELOCRESULT_MOVED)
 			af_gc.copies++;
@@ -247,7 +279,7 @@ static int checkpoint_covering(uint64_t close_seq)
 
 int af_gc_collect_block(uint32_t g)
 {
-	if (!af_ftl.running || !candidate(g))
+	if (!af_ftl.running || !candidate(g) || af_ftl_valid_of(g) > copy_budget())
 		return -1;
 	if (!checkpoint_covering(af_flash.blocks[g].close_seq))
 		return -1;
@@ -301,7 +333,7 @@ void af_gc_poll(void)
 	 * acknowledged transaction that way). */
 	for (uint32_t g = 0; af_ftl.retiring && g < af_flash.nblocks; g++)
 		if (af_flash.blocks[g].retire && af_flash.blocks[g].state == AF_BSTATE_DATA &&
-		    checkpoint_covering(af_flash.blocks[g].close_seq)) {
+		    af_ftl_valid_of(g) <= copy_budget() && checkpoint_covering(af_flash.blocks[g].close_seq)) {
 			uint64_t t0 = af_uptime_cycles();
 			if (collect(g, 0, 0) < 0)
 				printf("warning: gc: block %lu: its data could not all move yet: retried later\n", (unsigned long)g);
@@ -341,7 +373,9 @@ static int cmd_gc(int argc, char **argv)
 		uint32_t before = af_ftl.free_blocks;
 		int r = af_gc_step(1);
 		if (r < 0) {
-			printf("error: gc: no victim collected (see warnings; a block must hold fewer valid pages than it has)\n");
+			printf("error: gc: no victim collected (see warnings; a block must hold fewer valid pages than it has, "
+			       "and no more than the %lu erased pages beyond one block kept for the core's commands)\n",
+			       (unsigned long)copy_budget());
 			return AF_EFAIL;
 		}
 		if (r == AF_GC_RETIRED) {
@@ -391,16 +425,19 @@ static int cmd_gc(int argc, char **argv)
 	if (argc != 1)
 		return AF_EUSAGE;
 	printf("gc policy %s, automatic %s; thresholds: foreground below %lu, background below %lu erased blocks "
-	       "(the pool and those queued in the core: %lu)\n",
+	       "(the pool and those queued in the core: %lu; pages for copies: %lu)\n",
 	       af_gc.policy == AF_GC_GREEDY ? "greedy" : "cost-benefit", af_gc.off ? "off" : "on",
 	       (unsigned long)(af_gc.low ? af_gc.low : af_ftl.dies), (unsigned long)(af_gc.high ? af_gc.high : 2 * af_ftl.dies),
-	       (unsigned long)af_ftl_erased_blocks());
+	       (unsigned long)af_ftl_erased_blocks(), (unsigned long)copy_budget());
 	printf("victims %lu (%lu foreground), copies %lu, raced %lu, failed %lu, host holds %lu, retired %lu, ",
 	       (unsigned long)af_gc.victims, (unsigned long)af_gc.foreground, (unsigned long)af_gc.copies,
 	       (unsigned long)af_gc.raced, (unsigned long)af_gc.failed, (unsigned long)af_gc.holds,
 	       (unsigned long)af_gc.retired);
 	af_print_u64(af_gc.cycles);
 	printf(" cycles\n");
+	if (af_gc.no_room)
+		printf("stopped %lu times for room: copies would have taken the block kept for the core's commands\n",
+		       (unsigned long)af_gc.no_room);
 	if (af_gc.held_back)
 		printf("held back %lu times: victims newer than an open transaction or live append (no checkpoint "
 		       "could cover them)\n", (unsigned long)af_gc.held_back);

@@ -15,6 +15,7 @@ typedef struct {
 	uint32_t victims, foreground, copies, raced, failed, holds, oob_reads;
 	uint32_t retired;        /* grown bad blocks whose data GC moved out */
 	uint32_t held_back;      /* steps whose victims only a floor above an open transaction/append would cover */
+	uint32_t no_room;        /* victims left mid-way: their copies would have taken the block kept for the core */
 	uint64_t cycles;         /* spent collecting */
 	uint64_t last_seq;       /* the log's seq at the last poll (quiet host: unchanged) */
 	uint64_t idle_seq;       /* 1 + the seq when a step last found nothing to do (0: none) */

@@ -749,6 +749,9 @@ RESOLVED = {
           "barely run (the report stops mid-line; neighbour 5705 took 1,214 s for a ~35 s trial); limits "
           "count the simulator's CPU time since d81bc8c (simctl.SimDeadline); the chain again passes",
     5982: "as trial 5704 (the wait for the prompt used 300 s of the simulator's own time, 916 s of wall time)",
+    6441: "firmware: erase failures ate GC's reserve and GC copied on into the last pages; the next copy, and the "
+          "write the core had taken, waited for a page no erase would bring.  GC keeps one block for the "
+          "commands in the core since 2026-11-29 (then GC_STUCK); test_soc_nospace reproduces the hang",
 }
 
 LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "in_flight", "no_space", "build",

@@ -201,7 +201,7 @@ def test_idle_output_does_not_break_the_line_being_typed(con):
     assert "foreground below 1, background below 1" in con.command("gc thresholds 1 1")  # keep the dirty blocks
     assert "random: 300 writes" in con.command("io random 9 300 24", timeout=120)
     assert "gc trace on" in con.command("gc trace")
-    erased = int(re.search(r"queued in the core: (\d+)\)", con.command("gc")).group(1))
+    erased = int(re.search(r"queued in the core: (\d+);", con.command("gc")).group(1))
     con.command(f"gc thresholds 1 {erased + 1}")     # background GC whenever the console is quiet
     con.expect(r"gc: victim \d+", timeout=60)      # it runs from the idle loop, a victim per step
     before = len(con.transcript)

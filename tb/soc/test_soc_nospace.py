@@ -129,3 +129,57 @@ def test_an_open_transaction_pinning_the_floor_gets_no_space_until_it_aborts(tmp
         assert "pass" in con.command(f"io check 0 {HOT}")      # the aborted transaction left nothing
     finally:
         con.stop()
+
+
+# 3. Erase failures eat GC's reserve (campaign trial 6441)
+BIG_BLOCKS_PER_LUN = 8       # trial 6441's geometry: 32 blocks, 1239 LBAs
+SPREAD = 1000                # LBAs, most of them stored: GC's victims hold many pages to copy
+BLOCK_RE = re.compile(r"^block (\d+) \(.*\): full, ", re.M)
+
+
+@pytest.mark.slow      # ~10 min: make test-slow (the campaign's erase faults reach this path in make test rarely)
+def test_erase_failures_that_eat_gcs_reserve_end_in_no_space_not_a_hang(tmp_path):
+    """After a power cycle every full block fails its first erase: each GC victim's copies take pages
+    and its erase retires it instead of freeing it.  GC must stop while the log writer still has a
+    block for the commands in the core (new writes get NO_SPACE, those in flight finish); until
+    2026-11-29 it copied on into the last pages, the next copy waited for a page no erase would
+    bring, and so did the write behind it (campaign trial 6441: the host's write never completed)."""
+    build()
+    run_dir = tmp_path / "run"
+    overrides = dict(blocks_per_lun=BIG_BLOCKS_PER_LUN)
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ, overrides=overrides)
+    log = ROOT / "build" / "soc" / "test_nospace_reserve.log"
+    con = boot(run_dir, cfgs, log=log, timeout=120)
+    try:
+        out = con.command(f"io random {SEED} 3000 {SPREAD}", timeout=900)
+        assert "random: 3000 writes" in out and "error" not in out, out
+        full = [int(g) for g in BLOCK_RE.findall("\n".join(
+            con.command(f"block {g}") for g in range(TARGETS * BIG_BLOCKS_PER_LUN)))]
+        assert len(full) >= 12, full
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+
+    per_target = [{} for _ in range(TARGETS)]
+    for g in full:
+        t, b = divmod(g, BIG_BLOCKS_PER_LUN)
+        per_target[t]["fail_erase"] = ",".join(filter(None, [per_target[t].get("fail_erase", ""), f"0:{b}"]))
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ, overrides=overrides,
+                         per_target=per_target)
+    con = boot(run_dir, cfgs, log=log.with_name("test_nospace_reserve2.log"), timeout=300)
+    try:
+        out = con.command(f"io random {SEED + 1} 2000 {SPREAD}", timeout=1500)
+        assert "its erase failed" in out, out[-3000:]
+        m = STOPPED_RE.search(out)
+        assert m and "status 0x11 NO_SPACE" in out, f"the device never refused a write:\n{out[-3000:]}"
+        # nothing waited for a page: not a copy (gc.c relocate), not a write (ftl.c reap)
+        assert "no answer" not in out and "waits long" not in out, out[-3000:]
+        acked = int(m.group(1))
+        stats = con.command("stats")
+        assert stat(stats, "no_space") in ("GC_STUCK", "FULL"), stats
+        assert "0 wrong: pass" in con.command(f"io verify {SEED + 1} {acked} {SPREAD}", timeout=300)
+        assert "NO_SPACE" in con.command("io write 9 3 1")
+        assert "error" not in con.command(f"io trim {SPREAD} 1")       # a record still finds a page
+    finally:
+        con.stop()
