@@ -28,7 +28,7 @@
  *    more than it copies.  The hold is lifted for the read fence and the erase
  *    (they go through the firmware's queue pair, which the hold stops too).
  *  - the last block is not GC's: a copy is made only while the log writer keeps
- *    one block of pages (KEEP_PAGES) beyond it for the commands already in the
+ *    one block of pages (keep_pages()) beyond it for the commands already in the
  *    core, and a victim is picked only if its pages fit the rest.  Erase
  *    failures can eat the reserve (a checkpoint area's replacement, a victim
  *    whose erase fails after its copies); spending the last pages on copies
