@@ -18,6 +18,9 @@ NO_SPACE (spec ``NoSpace.FULL``).  Then:
    (``NoSpace.GC_STUCK``): writes are refused, its abort still runs, and then
    writes are accepted again.  Meanwhile GC takes no checkpoint that could
    free nothing, but reserves the checkpoint areas while the pool has blocks.
+
+3. Erase failures eat GC's reserve (campaign trial 6441): GC keeps one block
+   for the commands in the core, so writes end in NO_SPACE, not in a hang.
 """
 
 from __future__ import annotations
@@ -161,10 +164,10 @@ def test_erase_failures_that_eat_gcs_reserve_end_in_no_space_not_a_hang(tmp_path
     finally:
         con.stop()
 
-    per_target = [{} for _ in range(TARGETS)]
+    failing = [[] for _ in range(TARGETS)]           # per target: "lun:block" of its full blocks
     for g in full:
-        t, b = divmod(g, BIG_BLOCKS_PER_LUN)
-        per_target[t]["fail_erase"] = ",".join(filter(None, [per_target[t].get("fail_erase", ""), f"0:{b}"]))
+        failing[g // BIG_BLOCKS_PER_LUN].append(f"0:{g % BIG_BLOCKS_PER_LUN}")
+    per_target = [{"fail_erase": ",".join(f)} if f else {} for f in failing]
     cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ, overrides=overrides,
                          per_target=per_target)
     con = boot(run_dir, cfgs, log=log.with_name("test_nospace_reserve2.log"), timeout=300)
