@@ -32,7 +32,7 @@ campaign: deps ## power-fault campaign on the full simulated system, judged by t
 	@$(PY) sim/campaign.py $(CAMPAIGN_ARGS)
 
 campaign-long: deps ## the long power-fault campaign: 10,000 trials on both cores, faults mixed in, 8 blocks per LUN -> docs/campaign_long.md (resumable: run it again to go on)
-	@$(PY) sim/campaign.py --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/campaign_long.md --ledger docs/campaign_long.jsonl --pgo $(CAMPAIGN_ARGS)
+	@$(PY) sim/campaign.py --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/campaign_long.md --ledger docs/campaign_long.jsonl --pgo --draw-v1-below 6800 $(CAMPAIGN_ARGS)
 
 demo-log: deps ## the earlier demo: the commit-flag log alone through the RTL NAND controller (no FTL, no SoC)
 	@$(PY) sim/demo_log.py

@@ -91,16 +91,17 @@ SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
 SETUP = ("ckpt every 16", "gc thresholds 10 12")  # per boot: checkpoints and GC often
 # --quick, what make test runs: a fresh device (no fill, no calibration), short workloads, the sites a
 # young device reaches (no GC yet); --smoke: the seasoned base, GC at boot included (make test-slow)
-QUICK = {"count": 8, "commands": 30, "fresh": True, "kind_nth_max": 1,
+QUICK = {"count": 8, "commands": 30, "fresh": True,
          "sites": ("program", "kind:commit", "recovery", "kind:remap", "erase", "kind:checkpoint", "random",
                    "kind:trim")}
-SMOKE = {"count": 6, "commands": 25, "fresh": False, "kind_nth_max": 2,
+SMOKE = {"count": 6, "commands": 25, "fresh": False,
          "sites": ("program", "kind:commit", "recovery", "kind:gc", "erase", "random")}
 TAIL_CYCLES = 1_500_000        # after a workload whose armed cut has not come: idle this long (a checkpoint takes ~1 M)
 CHAIN = 8                        # --chain: trials per device boot sequence
 REPORT_EVERY = 20                # --report is rewritten every this many trials, and at the end
 RANDOM_NS_PER_COMMAND = 150_000  # simulated time a workload command takes (30 took 4.7 ms): the random site's window
 CALIBRATE_CUT_NS = 80_000_000  # simulated: boot (~30 ms), the setup and GC at boot (~15 ms) are over
+DRAW_VERSION = 2                 # Trial.draw's rules (--draw-v1-below: older trials keep version 1)
 KINDS = {"commit": spec.Kind.COMMIT, "remap": spec.Kind.REMAP, "checkpoint": spec.Kind.CHECKPOINT,
          "gc": spec.Kind.GC_COPY, "trim": spec.Kind.TRIM}
 SITES = ("random", "program", "erase", "recovery", *(f"kind:{k}" for k in KINDS))
@@ -126,11 +127,18 @@ class Trial:
 
     @classmethod
     def draw(cls, tid: int, seed: int, site: str, commands: int, faults: str, cal: dict,
-             kind_nth_max: int = 2) -> "Trial":
+             version: int = DRAW_VERSION) -> "Trial":
         """``cal``: what a boot of the base does before the workload (:func:`calibrate`).  A
         quarter of the cuts land in it (recovery, GC at boot) where it does any of the site's
         operations, three quarters for ``kind:gc`` (a short workload rarely makes GC run again); the
-        rest are armed when the workload starts (``arm``)."""
+        rest are armed when the workload starts (``arm``).
+
+        ``version`` 1 (the long campaign's trials before 2026-11-29): an armed kind cut at the k-th
+        page (k in 1..2) of the first target to reach it, an armed erase cut at the
+        k-th erase (1..3) of one target.  A 40-command workload writes about three records of a kind
+        over four targets, so k = 2 found no cut 43 % of the time and an erase cut 15-31 %.
+        Version 2: kind cuts at the first page of the kind (the workload still decides when it comes),
+        erase cuts at the first erase (a quarter: the second) of whichever target gets there first."""
         rnd = random.Random(seed)
         t = cls(tid, seed, site, commands, faults)
         target = rnd.randrange(TARGETS)
@@ -151,8 +159,10 @@ class Trial:
                 # a young device (no calibration): a short workload erases nothing, its boot erases the
                 # blocks it hands out (erased blocks are erased again before use)
                 cut = {target: {"power_cut_erase": rnd.randint(1, 3)}}
-            else:
+            elif version == 1:
                 t.arm = {"when": "ERASE", "targets": [target], "k": rnd.randint(1, 3)}
+            else:
+                t.arm = {"when": "ERASE", "targets": list(range(TARGETS)), "k": 1 if rnd.random() < 0.75 else 2}
         elif site == "random":
             t.arm = {"when": "AT_TIME", "targets": list(range(TARGETS)),
                      "ns": rnd.randint(1, commands * RANDOM_NS_PER_COMMAND)}
@@ -165,7 +175,7 @@ class Trial:
                        for i in range(TARGETS) if before[i]}
             else:
                 t.arm = {"when": "PROGRAM_KIND", "targets": list(range(TARGETS)), "kind": int(kind),
-                         "k": rnd.randint(1, kind_nth_max)}
+                         "k": rnd.randint(1, 2) if version == 1 else 1}
         if t.arm:
             t.arm["progress"] = progress
         t.cuts = {str(i): {**keys, "power_cut_progress": progress, "power_cut_finish": 1} for i, keys in cut.items()}
@@ -175,6 +185,13 @@ class Trial:
             t.faults = rnd.choices(FAULT_MIX, weights=[w for _, w in FAULT_MIX_WEIGHTS])[0]
         t.fault_keys = fault_keys(t.faults, rnd)
         return t
+
+
+def draw_trials(ids, *, seed: int, sites, commands: int, faults: str, cal: dict, draw_v1_below: int = 0) -> list[Trial]:
+    """The campaign's trials ``ids``: trial i cuts at site i mod len(sites), drawn from seed * 100003 + i
+    (by version 1 of the rules below ``draw_v1_below``)."""
+    return [Trial.draw(i, seed * 100003 + i, sites[i % len(sites)], commands, faults, cal,
+                       version=1 if i < draw_v1_below else DRAW_VERSION) for i in ids]
 
 
 FAULTS = ("bits", "program", "erase", "mlc")
@@ -961,6 +978,9 @@ def main(argv=None) -> int:
                    help="run only trials A-B (inclusive) of the campaign the other options describe: a failure's "
                         "chain again, from its ledger entry's chain_start to its id, when its trial.json and images "
                         "are gone (use a --dir of its own; a chain rerun is close to, not always exactly, the run)")
+    p.add_argument("--draw-v1-below", type=int, default=0, metavar="ID",
+                   help="trials with ids below this are drawn by version 1 of the rules (Trial.draw; make "
+                        "campaign-long: its trials from before 2026-11-29, so --ids reruns them as they ran)")
     p.add_argument("--report-only", action="store_true",
                    help="write --report from the results so far (of the --count trials) and stop")
     p.add_argument("--exhaustive", action="store_true",
@@ -985,13 +1005,11 @@ def main(argv=None) -> int:
     bad_faults = [f for f in args.faults.split(",") if f and f not in FAULTS and args.faults != "mix"]
     if bad_faults:
         p.error(f"--faults: {', '.join(bad_faults)}: not one of {', '.join(FAULTS)}")
-    kind_nth_max = 2
     for flag, preset in (("quick", QUICK), ("smoke", SMOKE)):
         if getattr(args, flag):
             args.count, args.commands, args.sites = preset["count"], preset["commands"], ",".join(preset["sites"])
             args.fresh = args.fresh or preset["fresh"]
             args.chain = 1
-            kind_nth_max = preset["kind_nth_max"]
     ids = range(args.count)
     if args.ids:
         m = re.fullmatch(r"(\d+)-(\d+)", args.ids)
@@ -1067,8 +1085,8 @@ def main(argv=None) -> int:
                                 cuts={"0": {"power_cut_erase": k, "power_cut_progress": 0.5, "power_cut_finish": 1}},
                                 fault_keys=fault_keys(args.faults, random.Random(args.seed))))
     else:
-        trials = [Trial.draw(i, args.seed * 100003 + i, sites[i % len(sites)], args.commands, args.faults, cal,
-                             kind_nth_max) for i in ids]
+        trials = draw_trials(ids, seed=args.seed, sites=sites, commands=args.commands, faults=args.faults, cal=cal,
+                             draw_v1_below=args.draw_v1_below)
     for t in trials:
         t.queues = args.queues
     todo = [t for t in trials if t.id not in done and t.id not in gone]

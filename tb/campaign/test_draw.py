@@ -1,0 +1,72 @@
+"""How the campaign draws a trial's cut (`sim/campaign.py`, ``Trial.draw``).
+Pure Python: no simulation.
+
+Version 1 is what the long campaign's trials before 2026-11-29 ran with: a
+rerun with ``--ids`` must draw them again exactly, so version 1 may not
+change.  Version 2 arms kind cuts at the first page of the kind and erase
+cuts on every target (version 1's k = 2 and single-target erases ended
+without a cut 15-43 % of the time)."""
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "sim"))
+
+import campaign  # noqa: E402
+
+# a seasoned base's calibration: its boot programs a checkpoint page on target 0 and erases a few blocks
+CAL = {"programs": [1, 0, 0, 0], "erases": [2, 3, 3, 3],
+       "by_kind": {k: [1 if k == "CHECKPOINT" else 0, 0, 0, 0]
+                   for k in ("COMMIT", "REMAP", "CHECKPOINT", "GC_COPY", "TRIM")}}
+
+
+def draws(site: str, version: int, n: int = 400) -> list[campaign.Trial]:
+    return [campaign.Trial.draw(i, 100003 + i, site, 40, "mix", CAL, version=version) for i in range(n)]
+
+
+def test_version_1_draws_what_the_long_campaign_ran():
+    # the ledger's faults are the last thing a draw takes from its random source: one more or one fewer
+    # draw before them (a changed rule) changes them.  Trials 5000-6758 ran on bases calibrated as CAL.
+    ledger = [json.loads(line) for line in (ROOT / "docs" / "campaign_long.jsonl").read_text().splitlines()]
+    ran = [r for r in ledger if 5000 <= r.get("id", -1) <= 6758]
+    assert len(ran) > 1500
+    for r in ran:
+        t = campaign.Trial.draw(r["id"], 100003 + r["id"], campaign.SITES[r["id"] % len(campaign.SITES)], 40,
+                                "mix", CAL, version=1)
+        assert (t.site, t.faults) == (r["site"], r.get("faults", "")), r
+
+
+def test_version_1_kind_cuts_reach_the_second_page_and_erases_one_target():
+    ks = {t.arm["k"] for t in draws("kind:commit", 1)}
+    assert ks == {1, 2}
+    erases = [t for t in draws("erase", 1) if t.arm]
+    assert erases and all(len(t.arm["targets"]) == 1 and 1 <= t.arm["k"] <= 3 for t in erases)
+
+
+def test_version_2_cuts_the_first_page_of_a_kind_on_any_target():
+    for site in ("kind:commit", "kind:remap", "kind:trim", "kind:gc"):
+        armed = [t for t in draws(site, 2) if t.arm]
+        assert armed, site
+        assert all(t.arm["k"] == 1 and t.arm["targets"] == [0, 1, 2, 3] for t in armed), site
+
+
+def test_version_2_cuts_an_early_erase_of_whichever_target_gets_there_first():
+    armed = [t for t in draws("erase", 2) if t.arm]
+    booted = [t for t in draws("erase", 2) if t.cuts]
+    assert armed and booted                     # a quarter still land in the boot's erases
+    assert all(t.arm["targets"] == [0, 1, 2, 3] for t in armed)
+    ks = [t.arm["k"] for t in armed]
+    assert set(ks) == {1, 2} and ks.count(1) > 2 * ks.count(2)
+
+
+def test_draw_v1_below_splits_a_campaign_by_trial_id():
+    trials = campaign.draw_trials(range(6790, 6810), seed=1, sites=campaign.SITES, commands=40, faults="mix",
+                                  cal=CAL, draw_v1_below=6800)
+    for t in trials:
+        version = 1 if t.id < 6800 else 2
+        assert t == campaign.Trial.draw(t.id, 100003 + t.id, t.site, 40, "mix", CAL, version=version)
+    # the two versions differ somewhere in the range (else the split proves nothing)
+    assert any(campaign.Trial.draw(t.id, 100003 + t.id, t.site, 40, "mix", CAL, version=1) != t
+               for t in trials if t.id >= 6800)
