@@ -878,6 +878,16 @@ def report(results: list[dict], path: Path | None, args, archived: list[dict] = 
     no_cut = sum(r["outcome"] == "no-cut" for r in results) + sum(v["no-cut"] for a in archived for v in a["sites"].values())
     table += (f"\n\n{cut + second} power cuts judged: {cut} trials lost power at their site, {second} of them again "
               f"while recovering; {no_cut} trials ended their workload before the cut came (judged after a kill).")
+    split = getattr(args, "draw_v1_below", 0)
+    if split and any(r["id"] >= split for r in results):
+        def no_cut_share(rs):
+            rs = [r for r in rs if r["site"] == "erase" or r["site"].startswith("kind:")]
+            n = sum(r["outcome"] == "no-cut" for r in rs)
+            return f"{n} of {len(rs)} ({100 * n / max(len(rs), 1):.0f} %)"
+        table += (f"\n\nTrials from {split} on are drawn by version 2 of the rules (docs/campaign.md: a kind's first "
+                  f"page, an erase on any target): no cut came in {no_cut_share([r for r in results if r['id'] >= split])} "
+                  f"of their erase and kind trials, against {no_cut_share([r for r in results if r['id'] < split])} "
+                  "before" + (" (of the trials with results in the ledger)." if archived else "."))
     anchored = [r for r in results if r.get("anchor")]
     if anchored:
         fast = sum(r["anchor"] == "fast" for r in anchored)

@@ -70,3 +70,20 @@ def test_draw_v1_below_splits_a_campaign_by_trial_id():
     # the two versions differ somewhere in the range (else the split proves nothing)
     assert any(campaign.Trial.draw(t.id, 100003 + t.id, t.site, 40, "mix", CAL, version=1) != t
                for t in trials if t.id >= 6800)
+
+
+def test_the_report_compares_no_cut_shares_across_the_split(tmp_path):
+    from types import SimpleNamespace
+    args = SimpleNamespace(count=40, seed=1, commands=40, faults="mix", fresh=False, draw_v1_below=20)
+
+    def result(i, outcome):
+        return {"id": i, "site": "kind:commit" if i % 2 else "program", "outcome": outcome,
+                "cut_seen": outcome == "pass", "in_flight": 1, "build": "gateware-x", "wall_s": 1.0,
+                "chain_start": i}
+    before = [result(i, "no-cut" if i in (1, 3, 5) else "pass") for i in range(20)]
+    after = [result(i, "no-cut" if i == 21 else "pass") for i in range(20, 40)]
+    text = campaign.report(before + after, tmp_path / "r.md", args)
+    # the program trials do not count: only erase and kind sites are armed differently
+    assert ("Trials from 20 on are drawn by version 2" in text and "no cut came in 1 of 10 (10 %)" in text
+            and "against 3 of 10 (30 %) before" in text), text
+    assert "version 2" not in campaign.report(before, tmp_path / "r1.md", args)
