@@ -11,6 +11,9 @@ oracle's verdict on every LBA of the workload, new work -- with no failure.
   lower pages of incomplete word lines at work, about three minutes.
 * ``--smoke`` (in `make test-slow`): six trials on the seasoned base (filled,
   GC and checkpoints on flash, GC at boot), its calibration included.
+* ``--exhaustive`` (in `make test-slow`): a two-command workload on a fresh
+  device cut at every program and every erase of every target, each ladder
+  until the first k with nothing to cut.
 
 The long campaign is `make campaign`."""
 
@@ -67,3 +70,21 @@ def test_smoke_campaign_on_the_seasoned_base_passes(tmp_path):
     assert all(x["outcome"] in ("pass", "no-cut") for x in results), results
     assert sum(x["cut_seen"] for x in results) >= 3, results
     assert "| program | 1 |" in report and "seasoned base image" in report and "Failures: 0." in report
+
+
+@pytest.mark.slow
+def test_exhaustive_cuts_every_program_and_erase_of_every_target(tmp_path):
+    results, report = run_campaign(tmp_path, "--fresh", "--exhaustive", "--commands", "2", "--jobs", "2")
+    assert all(x["outcome"] in ("pass", "no-cut") for x in results), results
+    ladders: dict[tuple[int, int], list[dict]] = {}
+    for x in results:
+        ladders.setdefault((x["id"] // 10_000, x["id"] % 10_000 // 1000), []).append(x)
+    assert sorted(ladders) == [(op, t) for op in (1, 2) for t in range(4)]   # programs and erases, 4 targets
+    for (op, t), steps in ladders.items():
+        steps.sort(key=lambda x: x["id"])
+        ks = [x["id"] % 1000 for x in steps]
+        assert ks == list(range(1, len(ks) + 1)), (op, t, ks)           # no step skipped
+        # cut at every k up to the end, which is the first k that found nothing to cut
+        assert [x["outcome"] for x in steps] == ["pass"] * (len(ks) - 1) + ["no-cut"], (op, t, steps)
+        assert len(ks) >= 2, (op, t)                                     # every target programs and erases
+    assert "Ladders (every program and erase of each target" in report and "Failures: 0." in report
