@@ -224,6 +224,7 @@ def draw_trials(ids, *, seed: int, sites, commands: int, faults: str, cal: dict,
                        version=1 if i < draw_v1_below else DRAW_VERSION) for i in ids]
 
 
+MLC_KEYS = {"mlc_paired": 1}   # an MLC device: every boot of its images, the base's too
 FAULTS = ("bits", "program", "erase", "mlc")
 # --faults mix: each trial draws one of these (MLC changes what the device is, so it needs a base of its own)
 FAULT_MIX_WEIGHTS = (("", 4), ("bits", 1), ("program", 1), ("erase", 1), ("bits,program,erase", 2))
@@ -240,7 +241,7 @@ def fault_keys(faults: str, rnd: random.Random) -> dict:
     if "bits" in on:
         keys["bit_error_rate"] = 2e-5
     if "mlc" in on:
-        keys["mlc_paired"] = 1
+        keys.update(MLC_KEYS)
     if "program" in on:
         keys["fail_program_nth"] = str(rnd.randint(5, 40))
     if "erase" in on:
@@ -250,10 +251,12 @@ def fault_keys(faults: str, rnd: random.Random) -> dict:
 
 # -- the base image -------------------------------------------------------------
 
-def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> dict[int, bytes]:
+def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False, mlc: bool = False) -> dict[int, bytes]:
     """Fresh images, a fill that makes GC and checkpoints happen (``fresh``:
     none, a young device), a clean stop.  Returns the base's contents over the
-    span (the oracle's initial state)."""
+    span (the oracle's initial state).  ``mlc``: the device is MLC (``mlc_paired``) from its first
+    boot, so the base's own pages were written as an MLC device writes them (lower pages held until
+    their upper page, PAD pages): trials with MLC damage need such a base."""
     done = base / "initial.json"
     meta = json.loads((base / "base.json").read_text()) if (base / "base.json").exists() else {"fresh": False}
     if done.exists() and meta.get("build") != build_name(gateware):
@@ -265,12 +268,15 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> 
         if meta["fresh"] != fresh:
             raise SystemExit(f"campaign: {base} holds a {'fresh' if meta['fresh'] else 'seasoned'} base; "
                              f"use another --dir for a {'fresh' if fresh else 'seasoned'} one")
+        if meta.get("mlc", False) != mlc:
+            raise SystemExit(f"campaign: {base} holds a base of an {'MLC' if meta.get('mlc') else 'SLC'} device; "
+                             f"use another --dir for {'MLC paired-page damage' if mlc else 'faults without mlc'}")
         if meta.get("blocks_per_lun", 4) != BLOCKS_PER_LUN:
             raise SystemExit(f"campaign: {base} holds a base of {meta.get('blocks_per_lun', 4)} blocks per LUN; "
                              f"use another --dir for {BLOCKS_PER_LUN}")
         return {int(k): bytes.fromhex(v) for k, v in json.loads(done.read_text()).items()}
-    log(f"campaign: preparing the {'fresh' if fresh else 'seasoned'} base image in {base} ...")
-    cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN)
+    log(f"campaign: preparing the {'fresh' if fresh else 'seasoned'} base image{' (MLC)' if mlc else ''} in {base} ...")
+    cfg = simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN, nand_set=MLC_KEYS if mlc else {})
     simctl.start(base, cfg, fresh=True, gateware=gateware)
     gc = ck = ""
     try:
@@ -292,7 +298,7 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False) -> 
         simctl.stop(base)
     log(f"campaign: base ready ({gc.splitlines()[0] if gc else ''}; {ck.splitlines()[0] if ck else ''})")
     (base / "base.json").write_text(json.dumps({"fresh": fresh, "blocks_per_lun": BLOCKS_PER_LUN,
-                                                "build": build_name(gateware)}))
+                                                "build": build_name(gateware), "mlc": mlc}))
     done.write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
     return initial
 
@@ -315,7 +321,7 @@ def _model_stats(run_dir: Path) -> list[dict]:
     return out
 
 
-def calibrate(base: Path, gateware: Path, log=print) -> dict:
+def calibrate(base: Path, gateware: Path, log=print, mlc: bool = False) -> dict:
     """What a boot of the base does before a workload starts: programs,
     erases and programs per OOB kind on each target, from a clean boot with
     the trial's setup, once GC at boot has settled.  The simulation is
@@ -333,7 +339,7 @@ def calibrate(base: Path, gateware: Path, log=print) -> dict:
     # The models write their statistics at a power cut: cut every target at a
     # fixed instant well after the setup and GC at boot have settled.
     # (power_cut_finish 0: the first model's $finish would end the run before the others wrote theirs)
-    _start(run, gateware, {}, {"power_cut_ns": CALIBRATE_CUT_NS, "power_cut_finish": 0})
+    _start(run, gateware, {}, {"power_cut_ns": CALIBRATE_CUT_NS, "power_cut_finish": 0, **(MLC_KEYS if mlc else {})})
     stats = [run / f"nand{i}.img.stats.json" for i in range(TARGETS)]
     try:
         for line in SETUP:
@@ -1098,13 +1104,14 @@ def main(argv=None) -> int:
         if own is not None:   # no shared base to prepare: the trial's own images and their contents
             base, initial = own, {int(k): bytes.fromhex(v) for k, v in json.loads((own / "initial.json").read_text()).items()}
         else:
-            initial = prepare_base(base, gateware, fresh=args.fresh)
+            initial = prepare_base(base, gateware, fresh=args.fresh, mlc="mlc" in t.faults.split(","))
         r = run_trial(t, base, out / "replay", gateware, initial=initial)
         print(json.dumps(r, indent=2))
         return 0 if r["outcome"] in ("pass", "no-cut") else 1
 
-    initial = prepare_base(base, gateware, fresh=args.fresh)
-    cal = no_calibration() if args.fresh else calibrate(base, gateware)
+    mlc = "mlc" in args.faults.split(",")
+    initial = prepare_base(base, gateware, fresh=args.fresh, mlc=mlc)
+    cal = no_calibration() if args.fresh else calibrate(base, gateware, mlc=mlc)
 
     sites = [s for s in args.sites.split(",") if s]
     for s in sites:
