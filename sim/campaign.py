@@ -633,11 +633,12 @@ def _anchor_check(run: Path, res: dict) -> None:
     images = [nandsim.Image(run / f"nand{i}.img") for i in range(TARGETS)]
     try:
         pages = flashimg.read_log(images, spec.nand_page_layout(PROFILE), WAYS)
+        anchor_pages = flashimg.read_anchor_blocks(images, spec.nand_page_layout(PROFILE))
     finally:
         for img in images:
             img.close()
     ck = flashimg.read_checkpoint(pages, PROFILE.pages_per_block, PROFILE.page_data)
-    rec = flashimg.read_anchor(pages, PROFILE.page_data)
+    rec = flashimg.read_anchor(pages + anchor_pages, PROFILE.page_data)
     if not flashimg.anchor_belongs(rec, ck):
         res.setdefault("anchor", "full")            # the boot reads page 0 of every block
         return

@@ -302,6 +302,28 @@ class AnchorRecord:
     bad: list[int]                 # page-0 PPAs of the grown bad blocks it names
 
 
+def read_anchor_blocks(images: list[nandsim.Image], layout: spec.NandPageLayout) -> list[Page]:
+    """Every programmed page of the anchor blocks (target 0's blocks whose page 0 holds an anchor record),
+    for :func:`read_anchor`.  On MLC parts the firmware writes its records on lower pages only
+    (firmware/anchor.c), so such a block's written prefix (:func:`read_log`) ends at its first upper page."""
+    bch = bchlib.BCH(layout.ecc.t, prim_poly=layout.ecc.prim_poly)
+    erased_oob = b"\xff" * spec.OOB.size
+    out, anchor_blocks = [], set()
+    img = images[0]
+    for lun, block, page in img.pages():
+        if page != 0 and (lun, block) not in anchor_blocks:
+            continue
+        data, oob, data_ok = decode_page_checked(layout, img.page(lun, block, page), bch)
+        rec = spec.unpack_oob(oob) if oob != erased_oob else None
+        if page == 0:
+            if rec is None or rec.kind != spec.Kind.CHECKPOINT or rec.lba != spec.ANCHOR.OOB_LBA:
+                continue
+            anchor_blocks.add((lun, block))
+        if rec is not None:
+            out.append(Page(spec.pack_ppa(0, 0, lun, block, page), oob, data, data_ok))
+    return out
+
+
 def read_anchor(pages: list[Page], page_data: int) -> AnchorRecord | None:
     """The newest intact anchor record among ``pages`` (:func:`read_log`), or None."""
     best, size = None, spec.ANCHOR_HDR.size
