@@ -192,18 +192,22 @@ def exhaustive_trial(op: str, target: int, k: int, args) -> Trial:
     ``target`` counted from power-on, half way through it.  Ids: 10000 + 1000 x target + k for programs,
     20000 + ... for erases."""
     key = {"program": "power_cut_program", "erase": "power_cut_erase"}[op]
-    t = Trial((10_000 if op == "program" else 20_000) + 1000 * target + k, args.seed, op, args.commands, args.faults,
-              cuts={str(target): {key: k, "power_cut_progress": 0.5, "power_cut_finish": 1}},
-              fault_keys=fault_keys(args.faults, random.Random(args.seed)))
-    return t
+    return Trial((10_000 if op == "program" else 20_000) + 1000 * target + k, args.seed, op, args.commands,
+                 args.faults, cuts={str(target): {key: k, "power_cut_progress": 0.5, "power_cut_finish": 1}},
+                 fault_keys=fault_keys(args.faults, random.Random(args.seed)))
+
+
+def exhaustive_step(trial_id: int) -> tuple[str, int, int]:
+    """(operation, target, k) of an :func:`exhaustive_trial` id."""
+    return "program" if trial_id < 20_000 else "erase", trial_id % 10_000 // 1000, trial_id % 1000
 
 
 def ladder_summary(results: list[dict]) -> str:
     """``--exhaustive``: how far each ladder got (ids as :func:`exhaustive_trial` makes them)."""
     ladders: dict[tuple[str, int], dict[int, dict]] = {}
     for r in results:
-        op = "program" if r["id"] < 20_000 else "erase"
-        ladders.setdefault((op, r["id"] % 10_000 // 1000), {})[r["id"] % 1000] = r
+        op, target, k = exhaustive_step(r["id"])
+        ladders.setdefault((op, target), {})[k] = r
     lines = ["| target | operation | cut at k = | ended |", "| ---: | --- | --- | --- |"]
     for (op, target), steps in sorted(ladders.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         cut = sorted(k for k, r in steps.items() if r["outcome"] != "no-cut")
@@ -1126,7 +1130,6 @@ def main(argv=None) -> int:
         args.chain = 1
         # a ladder per target and operation: k = 1, 2, ... until the first k that finds no such operation
         # to cut (no-cut: the workload is fixed, so no later k would), or --max-k
-        step_of: dict[int, tuple[str, int, int]] = {}
         trials, todo = [], []
 
         def ladder_step(op: str, target: int, k: int) -> Trial | None:
@@ -1134,7 +1137,6 @@ def main(argv=None) -> int:
             if args.max_k and k > args.max_k:
                 return None
             t = exhaustive_trial(op, target, k, args)
-            step_of[t.id] = (op, target, k)
             trials.append(t)
             return t
 
@@ -1171,7 +1173,7 @@ def main(argv=None) -> int:
                     futs.remove(f)
                     for r in f.result():
                         if args.exhaustive and r["outcome"] != "no-cut":
-                            op, target, k = step_of[r["id"]]
+                            op, target, k = exhaustive_step(r["id"])
                             t = ladder_step(op, target, k + 1)
                             if t is not None:
                                 t.queues = args.queues
