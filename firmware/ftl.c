@@ -285,6 +285,10 @@ static int push_to_core(uint32_t die, uint16_t block)
 	af_flash.blocks[af_ftl_gblock(die, block)].state = AF_BSTATE_CORE;
 	af_ftl.handed[die]++;
 	af_ftl.pushed++;
+	if (af_ftl.no_blocks) { /* pages again (the core stopped giving up as the block was offered) */
+		af_ftl.no_blocks = 0;
+		af_ftl_host_ctrl();
+	}
 	return 0;
 }
 
@@ -402,7 +406,25 @@ void af_ftl_count_erase(uint32_t g)
 void af_ftl_host_ctrl(void)
 {
 	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE | (af_ftl.gc_active ? AF_FTL_HOST_ENABLE_HOLD : 0) |
-					   (af_ftl.no_space ? AF_FTL_HOST_ENABLE_NO_SPACE : 0));
+					   (af_ftl.no_space ? AF_FTL_HOST_ENABLE_NO_SPACE : 0) |
+					   (af_ftl.no_blocks ? AF_FTL_HOST_ENABLE_NO_BLOCKS : 0));
+}
+
+/* No page will come: out of space, the core starved and not one block in the pool (every erase left
+ * failed).  A command already in the core would wait for a page for ever, and every command behind it;
+ * ftl.host_enable.no_blocks has the core complete it NO_SPACE instead (its group dropped, nothing
+ * bound).  Lifted as soon as a block reaches the core again (starved clears) or GC frees one. */
+static void no_blocks_check(void)
+{
+	int none = af_ftl.no_space != AF_NOSPACE_NONE && af_ftl.free_blocks == 0 &&
+		   (ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_STARVED);
+	if (none == af_ftl.no_blocks)
+		return;
+	af_ftl.no_blocks = none;
+	if (none)
+		printf("warning: ftl: no erased block left and none coming (every erase failed): commands waiting "
+		       "for a page complete NO_SPACE\n");
+	af_ftl_host_ctrl();
 }
 
 void af_ftl_set_no_space(uint32_t why)
@@ -520,6 +542,7 @@ void af_ftl_poll(void)
 	}
 	if (af_ftl.space_dirty)
 		af_ftl_space_check();
+	no_blocks_check();
 	af_anchor_poll(); /* a block retired: the next boot learns it from the anchor, before any checkpoint */
 }
 

@@ -59,6 +59,8 @@ typedef struct {
 	uint32_t retiring;          /* blocks waiting for GC to move their data before they retire */
 	int gc_active;              /* GC relocates with the host held: the reserve may be handed out */
 	uint32_t no_space;          /* AF_NOSPACE_*: why writes complete with NO_SPACE (ftl.host_enable.no_space) */
+	int no_blocks;              /* out of space, the core starved and the pool empty: no page will come, the
+				     * core completes what waits for one NO_SPACE (ftl.host_enable.no_blocks) */
 	uint32_t spare_blocks;      /* good blocks beyond what the capacity needs (grown bad blocks eat them) */
 	uint32_t good_blocks;       /* good blocks of LUN 0 (the core's and the checkpoint areas') */
 	uint32_t held_blocks;       /* blocks the capacity leaves out: GC's reserve, an open one per die, the checkpoint areas */
@@ -149,7 +151,7 @@ uint64_t af_ftl_tx_floor(void);
  * finish what is open go on. */
 void af_ftl_space_check(void);
 void af_ftl_set_no_space(uint32_t why);
-/* Write ftl.host_enable from af_ftl (enable, gc_active -> hold, no_space). */
+/* Write ftl.host_enable from af_ftl (enable, gc_active -> hold, no_space, no_blocks). */
 void af_ftl_host_ctrl(void);
 /* Pretty lines for `info`/`stats`. */
 void af_ftl_print(const char *prefix);

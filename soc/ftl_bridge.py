@@ -172,7 +172,7 @@ class FtlBridge(wiring.Component):
                             ("scratch_base", 32), ("identify_base", 32), ("log_base", 32), ("gc_buf", 32),
                             ("seq_lo", 32), ("seq_hi", 32), ("reloc_ppa", 32), ("reloc_tag", 15),
                             ("map_op", 3), ("map_lba", 32), ("map_value", 32), ("map_expected", 32),
-                            ("host_enable", 3), ("cache_base", 32), ("pairing", 1), ("map_lazy", 13)):
+                            ("host_enable", 4), ("cache_base", 32), ("pairing", 1), ("map_lazy", 13)):
             rw[name] = Signal(width, name=f"ftl_{name}")
         m.d.comb += [
             core.pages_per_block.eq(rw["pages_per_block"]), core.block_shift.eq(rw["block_shift"]),
@@ -183,6 +183,7 @@ class FtlBridge(wiring.Component):
             host_enable.eq(rw["host_enable"][_bits("host_enable", "enable")]),
             core.hold.eq(rw["host_enable"][_bits("host_enable", "hold")]),
             core.no_space.eq(rw["host_enable"][_bits("host_enable", "no_space")]),
+            core.no_blocks.eq(rw["host_enable"][_bits("host_enable", "no_blocks")]),
             core.mlc.eq(rw["pairing"][_bits("pairing", "mlc")]),
             core.map_lazy.eq(rw["map_lazy"][_bits("map_lazy", "enable")]),
             core.map_seg_shift.eq(rw["map_lazy"][_bits("map_lazy", "seg_shift")]),

@@ -1139,7 +1139,11 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
               Bits("no_space", 2, 1, "out of space (NoSpace): WRITE, ATOMIC_WRITE, TX_WRITE and APPEND complete "
                                      "with NO_SPACE and change nothing; reads, FLUSH, DEALLOCATE, TX_COMMIT, "
                                      "TX_ABORT, REMAP and RELEASE go on (a record page at most each: they "
-                                     "finish what is open or free space)"))),
+                                     "finish what is open or free space)"),
+              Bits("no_blocks", 3, 1, "no erased block will come (every one left failed its erase): while the "
+                                      "allocator is starved, a page request completes at once without a page, "
+                                      "so a command already in the core completes NO_SPACE (its group dropped, "
+                                      "nothing bound) instead of waiting for ever"))),
     Register("seq_next_lo", 0x8C, "ro", "the seq the log writer gives its next page, low word (every page so far "
                                         "has a smaller one; read hi, lo, hi again)"),
     Register("seq_next_hi", 0x90, "ro", "the seq the log writer gives its next page, high word"),

@@ -62,7 +62,7 @@ class PageAllocator(wiring.Component):
         The sequence number the next page gets: every page handed out so far
         has a smaller one (the firmware's checkpoint floor).
     starved : Out(1)
-        No die has an open block or a queued free block.
+        No die has an open block or a queued free block, and none is being pushed.
     open : Out(dies)
         Die ``d`` has an open block.
     free_level : Out(dies * bits)
@@ -137,7 +137,9 @@ class PageAllocator(wiring.Component):
             d = (next_die + k)[:self.die_bits]
             with m.If(is_open[d]):
                 m.d.comb += [rr_pick.eq(d), rr_valid.eq(1)]
-        m.d.comb += self.starved.eq(~rr_valid & ~Cat(*(q.r_rdy for q in queues)).any())
+        # not starved from the cycle a block is offered: the FIFO shows it a cycle or two later, and the log
+        # writer gives a request up while starved (ftl.host_enable.no_blocks)
+        m.d.comb += self.starved.eq(~rr_valid & ~Cat(*(q.level != 0 for q in queues)).any() & ~self.free.valid)
         pick = Signal(self.die_bits)
         pick_valid = Signal()
         with m.If(self.force):

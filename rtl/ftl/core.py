@@ -132,6 +132,7 @@ class FtlCore(wiring.Component):
             "seq_next": Out(64),
             "hold": In(1),
             "no_space": In(1),
+            "no_blocks": In(1),
             "pages_per_block": In(PAGE_BITS + 1),
             "starved": Out(1),
             "capacity": In(64),
@@ -272,9 +273,12 @@ class FtlCore(wiring.Component):
             wiring.connect(m, relocator.page, writer.req)
         with m.Else():
             wiring.connect(m, executor.page, writer.req)
+        m.d.comb += writer.give_up.eq(self.no_blocks & alloc.starved)
         with m.If(writer.req.valid & writer.req.ready):
             m.d.sync += prefer_reloc.eq(~to_reloc)
-            with m.If(to_pad):
+            with m.If(~writer.alloc.valid):
+                pass                  # no page (give_up): nothing goes to flash
+            with m.Elif(to_pad):
                 m.d.sync += self.pad_pages.eq(self.pad_pages + 1)
             with m.Elif(~to_reloc & writer.req.payload.record):
                 m.d.sync += self.record_pages.eq(self.record_pages + 1)
@@ -302,7 +306,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, alloc.closed, wiring.flipped(self.closed))
         # program failures (the data itself is re-issued by the executor/relocator): the page, for the firmware
         m.submodules.failed = failed = fifo.SyncFIFOBuffered(width=32, depth=8)
-        prog_failed = (done.valid & done.ready & (done.payload.result != NandResult.OK) & ~done.payload.dma_error)
+        prog_failed = (done.valid & done.ready & (done.payload.result != NandResult.OK) & ~done.payload.dma_error
+                       & ~done.payload.no_page)
         m.d.comb += [failed.w_data.eq(done.payload.ppa.as_value()), failed.w_en.eq(prog_failed),
                      self.failed.valid.eq(failed.r_rdy), self.failed.payload.eq(failed.r_data),
                      failed.r_en.eq(self.failed.ready)]

@@ -66,7 +66,11 @@ program fails comes back from the publisher and is re-issued on a fresh page
 with its vseq (``keep_vseq``); after ``max_retries`` failures of one group,
 or a bus error on its host buffer, the remaining failures are given up and
 the group is dropped: MEDIA_ERROR (DATA_TRANSFER_ERROR for the bus error),
-nothing bound.
+nothing bound.  A member the log writer could find no page for (``no_page``:
+every erased block used up and none coming, ``ftl.host_enable.no_blocks``)
+is not retried either: the group is dropped and the command completes
+NO_SPACE (a TX_WRITE dooms its transaction, a TX_COMMIT whose record found
+no page aborts it; a FLUSH after a dropped destage answers NO_SPACE).
 
 **Out of space** (``no_space``, set by the firmware when the good blocks left
 cannot take more data; spec ``NoSpace``): WRITE, ATOMIC_WRITE, TX_WRITE and
@@ -346,6 +350,7 @@ class Executor(wiring.Component):
         slot_n = Array(Signal(self.idx_bits + 1, name=f"n{s}") for s in range(S))
         slot_fails = Array(Signal(range(self.max_retries + 2), name=f"fails{s}") for s in range(S))
         slot_xfer = Signal(S)        # a bus error on the slot's host buffer
+        slot_nopage = Signal(S)      # a member found no page (log writer give_up): NO_SPACE
         # atomic members' (lba, buf), per slot and member
         member_shape = data.StructLayout({"lba": 32, "buf": 32})
         m.submodules.members = members = memory.Memory(shape=member_shape, depth=S * M, init=[])
@@ -412,6 +417,7 @@ class Executor(wiring.Component):
                         m.d.sync += lock.eq(0)
             m.d.comb += self.crd_grant.eq(lock == 1)
             destage_bad = Signal()     # a destage group was dropped: the next FLUSH reports MEDIA_ERROR
+            destage_nopage = Signal()  # ... for want of a page: NO_SPACE
 
         # -- completions: published groups and immediate ones ----------------------
         imm = Signal.like(self.cpl.payload)
@@ -425,11 +431,12 @@ class Executor(wiring.Component):
             status = Signal(15)
             with m.If(pub.dropped):
                 m.d.comb += status.eq(Mux(slot_xfer.bit_select(pub.slot, 1), Status.DATA_TRANSFER_ERROR,
-                                          Status.MEDIA_ERROR))
+                                          Mux(slot_nopage.bit_select(pub.slot, 1), Status.NO_SPACE,
+                                              Status.MEDIA_ERROR)))
             with m.Elif(pub.bus_error):
                 m.d.comb += status.eq(Status.INTERNAL_ERROR)
             with m.Elif((slot_kind[pub.slot] == K.FLUSH) & (destage_bad if W else 0)):
-                m.d.comb += status.eq(Status.MEDIA_ERROR)
+                m.d.comb += status.eq(Mux(destage_nopage if W else 0, Status.NO_SPACE, Status.MEDIA_ERROR))
             with m.Else():
                 m.d.comb += status.eq(Status.SUCCESS)
             m.d.comb += [self.cpl.valid.eq(1), self.cpl.payload.sqid.eq(slot_sqid[pub.slot]),
@@ -461,9 +468,11 @@ class Executor(wiring.Component):
                      self.pub_member.payload.idx.eq(done.tag[:self.idx_bits]),
                      self.pub_member.payload.result.eq(done.result), self.pub_member.payload.ppa.eq(done.ppa),
                      self.pub_member.payload.vseq.eq(done.vseq)]
-        xfer_set = Signal(S)
+        xfer_set, nopage_set = Signal(S), Signal(S)
         with m.If(self.page_done.valid & self.page_done.ready & done.dma_error):
             m.d.comb += xfer_set.bit_select(done_slot, 1).eq(1)
+        with m.If(self.page_done.valid & self.page_done.ready & done.no_page):
+            m.d.comb += nopage_set.bit_select(done_slot, 1).eq(1)
 
         # -- the page port: the dispatcher (a whole group at a time) or the retry path
         issuing = Signal()
@@ -515,23 +524,34 @@ class Executor(wiring.Component):
         # -- retry path ------------------------------------------------------------
         # Retries are always taken into a FIFO: the log writer's completions must never
         # wait for the page port, which a group being issued holds (that would deadlock).
+        # Program failures are bounded by the slots in flight, so the FIFO holds them all;
+        # no-page completions are not (each comes back at once, a group may have 64), so
+        # one to be given up leaves the FIFO even while a group is issued: giving up needs
+        # no page port.
         rt = Signal.like(self.pub_retry.payload)
         retry_width = len(self.pub_retry.payload.as_value())
         m.submodules.retries = retries = fifo.SyncFIFOBuffered(width=retry_width, depth=self.retry_depth)
         m.d.comb += [retries.w_data.eq(self.pub_retry.payload.as_value()), retries.w_en.eq(self.pub_retry.valid),
                      self.pub_retry.ready.eq(retries.w_rdy)]
         m.d.comb += mem_r2.addr.eq(maddr(rt.slot, rt.idx))
+        retry_head = Signal.like(self.pub_retry.payload)
+        m.d.comb += retry_head.eq(retries.r_data)
+
+        def gives_up(slot):
+            return ((slot_fails[slot] >= self.max_retries) | slot_xfer.bit_select(slot, 1)
+                    | slot_nopage.bit_select(slot, 1))
+
         retry_idle = Signal()
         with m.FSM(name="retry"):
             with m.State("IDLE"):
                 m.d.comb += retry_idle.eq(1)
-                with m.If(retries.r_rdy & ~issuing):
+                with m.If(retries.r_rdy & (~issuing | gives_up(retry_head.slot))):
                     m.d.comb += retries.r_en.eq(1)
                     m.d.sync += rt.eq(retries.r_data)
                     m.next = "DECIDE"
             with m.State("DECIDE"):
                 fails = slot_fails[rt.slot]
-                with m.If((fails >= self.max_retries) | slot_xfer.bit_select(rt.slot, 1)):
+                with m.If(gives_up(rt.slot)):
                     m.next = "GIVE_UP"
                 with m.Else():
                     m.d.sync += fails.eq(fails + 1)
@@ -1312,8 +1332,10 @@ class Executor(wiring.Component):
                 m.d.sync += busy[s].eq(0)
             with m.If(xfer_set[s]):
                 m.d.sync += slot_xfer[s].eq(1)
+            with m.If(nopage_set[s]):
+                m.d.sync += slot_nopage[s].eq(1)
         with m.If(self.pub_open.valid & self.pub_open.ready):
-            m.d.sync += slot_xfer.bit_select(tail, 1).eq(0)
+            m.d.sync += [slot_xfer.bit_select(tail, 1).eq(0), slot_nopage.bit_select(tail, 1).eq(0)]
         if W:
             # a destage group published: its pages are on flash and bound, the entries free (dropped: DIRTY
             # again, destaged later; a FLUSH then answers MEDIA_ERROR once)
@@ -1323,7 +1345,7 @@ class Executor(wiring.Component):
                         with m.If((ce_state[i] == DESTAGING) & (ce_slot[i] == pub.slot)):
                             m.d.sync += ce_state[i].eq(Mux(pub.dropped, DIRTY, FREE))
                     with m.If(pub.dropped):
-                        m.d.sync += destage_bad.eq(1)
+                        m.d.sync += [destage_bad.eq(1), destage_nopage.eq(slot_nopage.bit_select(pub.slot, 1))]
                 with m.Elif(slot_kind[pub.slot] == K.FLUSH):
-                    m.d.sync += destage_bad.eq(0)
+                    m.d.sync += [destage_bad.eq(0), destage_nopage.eq(0)]
         return m

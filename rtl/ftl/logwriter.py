@@ -23,6 +23,13 @@ and the channel's result (``NandResult.OK`` or ``FAIL``; the requester retries
 a failed member on a fresh page).  A DMA bus error completes the request with
 ``NandResult.FAIL`` too and programs nothing (``dma_error`` set).
 
+**No page will come** (``give_up``: the allocator is starved and the firmware
+has no erased block left to hand over, ``ftl.host_enable.no_blocks``): a
+request that finds no page completes at once with ``NandResult.FAIL`` and
+``no_page`` set, programs nothing and takes no seq.  The requester must not
+retry it (the executor completes the command NO_SPACE): waiting would hold a
+command that can never finish, and with it every command behind it.
+
 **PAD pages** (``no_data``, :mod:`rtl.ftl.pairing`) skip step 3: only their
 OOB record means anything.
 
@@ -80,6 +87,7 @@ PAGE_DONE = data.StructLayout({
     "ppa": layouts.PPA,
     "seq": 64,
     "vseq": 64,              # the version the page was stamped with (a retry keeps it)
+    "no_page": 1,            # nothing programmed: no page will come (give_up); ppa and seq mean nothing
 })
 
 
@@ -105,6 +113,9 @@ class LogWriter(wiring.Component):
         The channels' page-buffer ports, held from slot fill to PROGRAM issue.
     bus : Out(wishbone.Signature)
         Data reads from SoC memory.
+    give_up : In(1)
+        No page will come (allocator starved, no block left): a request waiting for one completes
+        with ``no_page`` instead.
     """
 
     def __init__(self, params: ChannelParams, channels: int, slot_words: int, write_slots: int | None = None):
@@ -122,6 +133,7 @@ class LogWriter(wiring.Component):
             "cpl": In(stream.Signature(layouts.NAND_CPL)),
             "buf": Out(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
             "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "give_up": In(1),
         })
 
     def elaborate(self, platform):
@@ -208,11 +220,14 @@ class LogWriter(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += [self.req.ready.eq(self.alloc.valid), self.alloc.ready.eq(self.req.valid)]
+                m.d.comb += [self.req.ready.eq(self.alloc.valid | self.give_up), self.alloc.ready.eq(self.req.valid)]
                 with m.If(self.req.valid & self.alloc.valid):
                     m.d.sync += [cur.eq(self.req.payload), cur_ppa_rec.eq(self.alloc.payload.ppa),
                                  cur_seq.eq(self.alloc.payload.seq), dma_error.eq(0)]
                     m.next = "SLOT"
+                with m.Elif(self.req.valid & self.give_up):
+                    m.d.sync += [cur.eq(self.req.payload), cur_ppa_rec.eq(spec.PPA_UNMAPPED), cur_seq.eq(0)]
+                    m.next = "NO_PAGE"
             with m.State("SLOT"):
                 with m.If(have_slot):
                     m.d.sync += slot.eq(free_slot)
@@ -314,6 +329,12 @@ class LogWriter(wiring.Component):
                              self.done.payload.result.eq(NandResult.FAIL), self.done.payload.dma_error.eq(1),
                              self.done.payload.ppa.eq(cur_ppa_rec), self.done.payload.seq.eq(cur_seq),
                              self.done.payload.vseq.eq(cur_vseq)]
+                with m.If(self.done.ready):
+                    m.next = "IDLE"
+            with m.State("NO_PAGE"):
+                m.d.comb += [reporting_failure.eq(1), self.done.valid.eq(1), self.done.payload.tag.eq(cur.tag),
+                             self.done.payload.result.eq(NandResult.FAIL), self.done.payload.no_page.eq(1),
+                             self.done.payload.ppa.eq(cur_ppa_rec), self.done.payload.vseq.eq(cur_vseq)]
                 with m.If(self.done.ready):
                     m.next = "IDLE"
 

@@ -193,9 +193,9 @@ class PairedPages(wiring.Component):
         x_is_upper, x_lower = paired_lower(x_page, ppb)
         is_pad = (x.tag & self.pad_tag) != 0
         h = head[x_die]
-        releases = (self.mlc & x_is_upper & head_valid[x_die] & (h.ppa.ppa.page == x_lower)
+        releases = (self.mlc & ~x.no_page & x_is_upper & head_valid[x_die] & (h.ppa.ppa.page == x_lower)
                     & (h.ppa.ppa.block == x.ppa.ppa.block))
-        holds = self.mlc & x_is_lower & (x.result == NandResult.OK) & ~x.dma_error & ~is_pad
+        holds = self.mlc & ~x.no_page & x_is_lower & (x.result == NandResult.OK) & ~x.dma_error & ~is_pad
 
         pop, push = Signal(), Signal()
         with m.If(self.done_in.valid & releases):

@@ -18,7 +18,7 @@ import cocotb
 from atomflash import spec
 from atomflash.model import Limits, Model, check_after_cut, recover
 from atomflash.nandsim import Image, NandCtl, NandCutWhen
-from atomflash.spec import Hint, Kind, Opcode, Status
+from atomflash.spec import Hint, Kind, NandOp, NandResult, Opcode, Status
 from rtl.ftl.mapcache import MapOp
 from rtl.ftl.relocate import RelocResult
 from ftl_tb import IDENTIFY, FtlCoreTB
@@ -423,6 +423,86 @@ async def program_failures_are_retried(dut):
     for lba, data in pairs:
         expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=1, buf=buf), Status.SUCCESS)
         assert tb.read_bytes(buf, page) == data, lba
+    assert recover(tb.flash_pages()).contents() == model.contents()
+
+
+@cocotb.test()
+async def no_page_completes_no_space(dut):
+    """Every erased block used up and none coming (the firmware sets ``no_blocks``): an atomic
+    group already waiting for pages completes NO_SPACE and none of it is visible (reads, the
+    flash's recovery, the block table); later writes complete NO_SPACE at once; a TX_COMMIT
+    whose COMMIT record finds no page aborts its transaction; nothing is reported as a program
+    failure; once a block comes again the core takes writes."""
+    tb = await make_tb(dut, name="nopage", blocks_per_die=1)
+    tb.pool_may_run_dry = True
+    host = Host(tb)
+    page, ppb = tb.page, tb.profile.pages_per_block
+    model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING))
+    blocks = Blocks(page, 20000)
+
+    async def write(lba, nlb, status=Status.SUCCESS):
+        data = blocks(nlb)
+        buf = host.buffer(nlb)
+        tb.write_bytes(buf, data)
+        expect(await tb.do(opcode=Opcode.WRITE, lba=lba, nlb=nlb, buf=buf), status)
+        if status == Status.SUCCESS:
+            model.write(lba, data)
+
+    async def check(lbas):
+        buf = host.buffer()
+        for lba in lbas:
+            expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=1, buf=buf), Status.SUCCESS)
+            assert tb.read_bytes(buf, page) == model.read(lba, 1).data, f"lba {lba}"
+
+    # a transaction staged, then the log filled up to 5 pages short of its last page
+    tx_data = blocks(2)
+    buf = host.buffer(2)
+    tb.write_bytes(buf, tx_data)
+    expect(await tb.do(opcode=Opcode.TX_WRITE, tid=3, lba=500, nlb=2, buf=buf), Status.SUCCESS)
+    model.tx_write(3, 500, tx_data)
+    room, used, lba = tb.dies * ppb, 2, 0
+    while used < room - 5:
+        n = min(32, room - 5 - used)
+        await write(lba, n)
+        lba, used = lba + n, used + n
+    written = range(lba)
+
+    # an atomic group of 8: 5 members find pages, 3 wait for a block that does not come
+    pairs = [(1000 + 3 * k, blocks(1)) for k in range(8)]
+    cid = await tb.submit(opcode=Opcode.ATOMIC_WRITE, list=host.atomic_list(pairs), nlist=len(pairs))
+    await tb.cycles(100_000)
+    assert int(dut.starved.value) == 1
+    assert cid not in tb.done, "the group completed without a page for every member"
+    dut.no_blocks.value = 1
+    expect(await tb.wait(cid), Status.NO_SPACE)
+    await check([lba_ for lba_, _ in pairs] + [500, 501])
+
+    # more writes find no page at once (the core's no_space is still clear: this is no_blocks alone),
+    # a group of 64 too: its no-page completions come back faster than any program failure could
+    await write(2000, 2, Status.NO_SPACE)
+    await write(1900, 64, Status.NO_SPACE)
+    big = [(1200 + k, blocks(1)) for k in range(64)]
+    expect(await tb.do(opcode=Opcode.ATOMIC_WRITE, list=host.atomic_list(big), nlist=len(big)), Status.NO_SPACE)
+    await write(2002, 1, Status.NO_SPACE)
+    # the commit's record finds no page: the transaction is aborted, not half-committed
+    expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=3), Status.NO_SPACE)
+    model.tx_abort(3)
+    expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=3), Status.UNKNOWN_TX)
+    assert not tb.failed.items, "a page that was never programmed was reported as a program failure"
+    await check([500, 501, 2000, 2001, 2002, 1900, 1963, 1200, 1263] + list(written)[::7])
+    await check_valid_counts(tb, model)
+
+    # a block again: the core writes
+    dut.no_blocks.value = 0
+    die, fresh = 1, 1 + len(tb.blocks_used[1])
+    assert (await tb.chan.do(opcode=NandOp.ERASE, channel=die % CHANNELS, target=die // CHANNELS, block=fresh,
+                             tag=die)).result == NandResult.OK
+    tb.spare_blocks[die] = [fresh]
+    await tb.give_block(die)
+    await write(2000, 2)
+    await write(1003, 1)
+    await check([2000, 2001, 1003, 1000])
+    await check_valid_counts(tb, model)
     assert recover(tb.flash_pages()).contents() == model.contents()
 
 

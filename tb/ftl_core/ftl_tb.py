@@ -60,6 +60,7 @@ class FtlCoreTB:
         self.done: dict[int, dict] = {}
         self.spare_blocks: dict[int, list[int]] = {}
         self.blocks_used: dict[int, list[int]] = {d: [] for d in range(self.dies)}
+        self.pool_may_run_dry = False    # a test that starves the core on purpose
 
     @classmethod
     async def create(cls, dut, *, channels, ways, slots, slot_words, capacity, blocks_per_die=24,
@@ -103,6 +104,7 @@ class FtlCoreTB:
         d.log_base.value = LOG
         d.gc_buf.value = self.gc_buf
         d.no_space.value = 0             # a previous test may have left the core out of space
+        d.no_blocks.value = 0
         d.map_lazy.value = 0             # the whole table is in memory: no lazy-load gate
         d.map_seg_set__valid.value = 0
         self.write_words(self.block_table, [0] * (self.dies << self.block_shift))
@@ -116,7 +118,7 @@ class FtlCoreTB:
         self.reloc = StreamSource(d, "reloc", self.clk)
         self.reloc_done = StreamSink(d, "reloc_done", self.clk)
         await self.seq_load.send(SEQ0)
-        for _ in range(4):
+        for _ in range(min(4, blocks_per_die)):
             for die in range(self.dies):
                 await self.give_block(die)
         cocotb.start_soon(self._refill())
@@ -145,6 +147,8 @@ class FtlCoreTB:
             while seen < len(self.closed.items):
                 die = unpack(self.free_layout, self.closed.items[seen])["die"]
                 seen += 1
+                if not self.spare_blocks[die] and self.pool_may_run_dry:
+                    continue
                 assert self.spare_blocks[die], "the test ran out of erased blocks"
                 await self.give_block(die)
 

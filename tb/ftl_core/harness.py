@@ -47,7 +47,7 @@ def _extra(core: FtlCore):
               ("in", core.map_fw.req.payload.shape().size, "map_fw__req__payload"),
               ("out", 1, "map_fw__resp__valid"), ("in", 1, "map_fw__resp__ready"),
               ("out", core.map_fw.resp.payload.shape().size, "map_fw__resp__payload"),
-              ("out", 32, "map_hits"), ("out", 32, "map_misses"), ("in", 1, "hold"), ("in", 1, "no_space"),
+              ("out", 32, "map_hits"), ("out", 32, "map_misses"), ("in", 1, "hold"), ("in", 1, "no_space"), ("in", 1, "no_blocks"),
               # the lazy-load gate: off (a test that uses it drives these)
               ("in", 1, "map_lazy"), ("in", 5, "map_seg_shift"), ("in", 1, "map_seg_set__valid"),
               ("out", 1, "map_seg_set__ready"), ("in", core.map_seg_set.payload.shape().size, "map_seg_set__payload"),

@@ -5,6 +5,7 @@ import os
 import zlib
 
 import cocotb
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
 from atomflash import spec
 from atomflash.model import Page, recover
@@ -128,4 +129,49 @@ async def log_of_writes_and_a_group(dut):
     cpl = await tb.do(opcode=NandOp.READ, channel=p["channel"], target=p["way"], block=p["block"], page=p["page"],
                       column=0, length=lay.user_bytes, slot=3, tag=1)
     assert cpl.result == NandResult.OK and cpl.crc == zlib.crc32(user[:lay.user_bytes])
+    await tb.expect_clean()
+
+
+@cocotb.test()
+async def no_page_when_no_block_will_come(dut):
+    """Starved, a request waits for a page; with ``no_blocks`` it completes at once with ``no_page``,
+    programs nothing and takes no seq; a block handed over ends the give-up (the allocator is no
+    longer starved), and the next request gets the first seq."""
+    tb = await ChannelTB.create(dut, channels=CHANNELS, ways=WAYS, profile="small",
+                                slot_words=int(os.environ["NANDTB_SLOT_WORDS"]), name="lw_nopage", mode=5)
+    req = StreamSource(dut, "req", tb.clk)
+    free = StreamSource(dut, "free", tb.clk)
+    seq_load = StreamSource(dut, "seq_load", tb.clk)
+    done = StreamSink(dut, "done", tb.clk)
+    dut.no_blocks.value = 0
+    dut.pages_per_block.value = tb.profile.pages_per_block
+    await seq_load.send(SEQ0)
+    programs = [await tb.stat(i, "PROGRAMS") for i in range(DIES)]
+
+    sending = cocotb.start_soon(req.send(page_write(1, 0x10000, lba=7, flags=COMMIT)))   # not taken: no page
+    await ClockCycles(tb.clk, 2000)
+    assert int(dut.starved.value) == 1 and not done.items, "a request completed without a page"
+    dut.no_blocks.value = 1
+    await sending
+    first = page_done((await done.wait_for(1))[0])
+    assert (first["tag"], first["result"], first["no_page"]) == (1, NandResult.FAIL, 1), first
+    await req.send(page_write(2, 0x20000, lba=8, flags=COMMIT))
+    second = page_done((await done.wait_for(2))[1])
+    assert (second["tag"], second["no_page"]) == (2, 1), second
+
+    # an erased block: no longer starved from the cycle it is offered, so no_blocks (still set) gives
+    # nothing up
+    assert (await tb.do(opcode=NandOp.ERASE, channel=0, target=0, block=1, tag=0)).result == NandResult.OK
+    dut.free__payload.value = 0 << _free["die"].offset | 1 << _free["block"].offset
+    dut.free__valid.value = 1
+    await ReadOnly()
+    assert int(dut.starved.value) == 0, "a block offered: not starved"
+    await FallingEdge(tb.clk)
+    await free.send(0 << _free["die"].offset | 1 << _free["block"].offset)
+    await req.send(page_write(3, 0x30000, lba=9, flags=COMMIT))
+    third = page_done((await done.wait_for(3))[2])
+    assert (third["tag"], third["result"], third["no_page"], third["seq"]) == (3, NandResult.OK, 0, SEQ0), third
+    assert unpack_ppa(third["ppa"])["block"] == 1
+    assert [await tb.stat(i, "PROGRAMS") for i in range(DIES)] == [programs[0] + 1] + programs[1:], \
+        "a no_page request was programmed"
     await tb.expect_clean()

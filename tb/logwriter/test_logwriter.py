@@ -28,7 +28,7 @@ def build():
         ("out", 1, "done__valid"), ("in", 1, "done__ready"), ("out", PAGE_DONE.size, "done__payload"),
         ("in", 1, "free__valid"), ("out", 1, "free__ready"), ("in", top.free.payload.shape().size, "free__payload"),
         ("in", 1, "seq_load__valid"), ("out", 1, "seq_load__ready"), ("in", 64, "seq_load__payload"),
-        ("in", top.pages_per_block.shape().width, "pages_per_block"), ("out", 1, "starved"),
+        ("in", top.pages_per_block.shape().width, "pages_per_block"), ("out", 1, "starved"), ("in", 1, "no_blocks"),
     )
     sv = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv",
                                  generate_top(CHANNELS, WAYS, module=name, buffers=False, extra=extra))

@@ -50,6 +50,7 @@ class LogWriterTop(wiring.Component):
             "seq_load": In(stream.Signature(64)),
             "pages_per_block": In(PAGE_BITS + 1),
             "starved": Out(1),
+            "no_blocks": In(1),
         })
 
     def elaborate(self, platform):
@@ -62,7 +63,8 @@ class LogWriterTop(wiring.Component):
         wiring.connect(m, wiring.flipped(self.done), writer.done)
         wiring.connect(m, wiring.flipped(self.free), alloc.free)
         wiring.connect(m, wiring.flipped(self.seq_load), alloc.seq_load)
-        m.d.comb += [alloc.pages_per_block.eq(self.pages_per_block), self.starved.eq(alloc.starved),
+        m.d.comb += [writer.give_up.eq(self.no_blocks & alloc.starved),      # as rtl/ftl/core.py wires it
+                     alloc.pages_per_block.eq(self.pages_per_block), self.starved.eq(alloc.starved),
                      ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
         for c in range(self.channels):
             wiring.connect(m, wiring.flipped(self.bus[c]), ctrl.bus[c])
