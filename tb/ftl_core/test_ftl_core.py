@@ -30,14 +30,14 @@ def _run(tmp_path, testcase=None, cache_pages=0, **env):
 @pytest.mark.long
 def test_ftl_core_verbs(tmp_path):
     _run(tmp_path, testcase=["every_verb", "transactions", "appends_and_remaps", "program_failures_are_retried",
-                             "program_failures_under_load", "gc_relocation", "mlc_paired_pages",
-                             "no_page_completes_no_space"])
+                             "program_failures_under_load", "gc_relocation", "mlc_paired_pages"])
 
 
 @pytest.mark.long
 def test_ftl_core_random_and_cuts(tmp_path):
     # a second item, so the two halves run on both workers (they share the Verilator build)
-    _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2"])
+    _run(tmp_path, testcase=["random_scoreboard", "power_cut_0", "power_cut_1", "power_cut_2",
+                             "no_page_completes_no_space"])
 
 
 @pytest.mark.slow      # a Verilator build of its own, ~7 min: make test-slow: the write cache is a build option (cache_pages)
