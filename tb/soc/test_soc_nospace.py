@@ -21,6 +21,9 @@ NO_SPACE (spec ``NoSpace.FULL``).  Then:
 
 3. Erase failures eat GC's reserve (campaign trial 6441): GC keeps one block
    for the commands in the core, so writes end in NO_SPACE, not in a hang.
+
+4. No erase succeeds at all: the firmware sets ``ftl.host_enable.no_blocks``
+   (the core completes what waits for a page NO_SPACE), and the data stays.
 """
 
 from __future__ import annotations
@@ -184,5 +187,58 @@ def test_erase_failures_that_eat_gcs_reserve_end_in_no_space_not_a_hang(tmp_path
         assert "0 wrong: pass" in con.command(f"io verify {SEED + 1} {acked} {SPREAD}", timeout=300)
         assert "NO_SPACE" in con.command("io write 9 3 1")
         assert "error" not in con.command(f"io trim {SPREAD} 1")       # a record still finds a page
+    finally:
+        con.stop()
+
+
+# 4. No erase succeeds any more
+@pytest.mark.long      # ~1 min: three short boots
+def test_no_erase_succeeding_sets_no_blocks(tmp_path):
+    """After a power cycle no erase succeeds: every block the pool offers is retired on its erase, the
+    core gets no block at all and the device is out of space.  The firmware then sets
+    ``ftl.host_enable.no_blocks`` (a command the core took before would otherwise wait for a page for
+    ever: ``tb/ftl_core::no_page_completes_no_space`` drives that race in the core), writes complete
+    NO_SPACE, the data stored reads back, across another power cycle too."""
+    build()
+    run_dir = tmp_path / "run"
+    overrides = dict(blocks_per_lun=BLOCKS_PER_LUN)
+    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ, overrides=overrides)
+    log = ROOT / "build" / "soc" / "test_nospace_noerase.log"
+    con = boot(run_dir, cfgs, log=log, timeout=120)
+    try:
+        out = con.command(f"io random {SEED} 300 {HOT}", timeout=900)
+        assert "random: 300 writes" in out and "error" not in out, out
+        assert stat(con.command("stats"), "no_blocks") == "0"
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+
+    every = ",".join(f"0:{b}" for b in range(BLOCKS_PER_LUN))
+    failing = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ, overrides=overrides,
+                            per_target=[{"fail_erase": every}] * TARGETS)
+    con = boot(run_dir, failing, log=log.with_name("test_nospace_noerase2.log"), timeout=300)
+    try:
+        text = con.boot_text + con.command("stats")
+        assert "its erase failed" in text and "no erased block left" in text, text
+        assert stat(text, "no_blocks") == "1" and stat(text, "core_starved") == "1", text
+        assert stat(text, "no_space") in ("FULL", "GC_STUCK"), text
+        assert "NO_SPACE" in con.command("io write 9 3 1")
+        assert "NO_SPACE" in con.command("io atomic 9 5 6 7")
+        assert "0 wrong: pass" in con.command(f"io verify {SEED} 300 {HOT}", timeout=300)
+        con.send("exit\r")
+        con.expect("simulation finished", timeout=30)
+    finally:
+        con.stop()
+
+    # erases work again, but every good block holds data: still no block for the core, until GC can
+    # free one -- and no_blocks says exactly that (out of space, the core starved, the pool empty)
+    con = boot(run_dir, cfgs, log=log.with_name("test_nospace_noerase3.log"), timeout=300)
+    try:
+        assert "0 wrong: pass" in con.command(f"io verify {SEED} 300 {HOT}", timeout=300)
+        stats = con.command("stats")
+        none_coming = (stat(stats, "no_space") != "NONE" and stat(stats, "blocks_free") == "0"
+                       and stat(stats, "core_starved") == "1")
+        assert stat(stats, "no_blocks") == str(int(none_coming)), stats
     finally:
         con.stop()
