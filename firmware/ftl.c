@@ -250,14 +250,18 @@ int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
 }
 
 /* Does die take another block now?  The reserve goes to the core while GC relocates, and once GC is
- * stuck (nothing to collect): then only commands already in the core and the records that finish or free
- * something take pages, and an abort or commit queued behind a starved write can run (an open
- * transaction pinning the floor). */
+ * stuck (nothing to collect) or the core had no block at all: then only commands already in the core and
+ * the records that finish or free something take pages, and an abort or commit queued behind a starved
+ * write can run (an open transaction pinning the floor).  Also while the firmware waits for its own
+ * command behind a starved core (af_ftl_reap). */
 static int refill_wanted(uint32_t die)
 {
 	return af_ftl.handed[die] < die_target() && af_ftl.pool_n[die] > 0 &&
-	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE || af_ftl.no_space == AF_NOSPACE_GC_STUCK);
+	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE || af_ftl.no_space == AF_NOSPACE_GC_STUCK ||
+		af_ftl.no_space == AF_NOSPACE_NO_BLOCKS || af_ftl.fw_waiting);
 }
+
+static void no_blocks_check(void);
 
 /* Die's next block for the core (planned; the plan topped up when it ran dry on this die): 0, or -1. */
 static int pop_for_core(uint32_t die, uint16_t *block, int erase)
@@ -287,7 +291,12 @@ static int push_to_core(uint32_t die, uint16_t block)
 	af_ftl.pushed++;
 	if (af_ftl.no_blocks) { /* pages again (the core stopped giving up as the block was offered) */
 		af_ftl.no_blocks = 0;
-		af_ftl_host_ctrl();
+		if (af_ftl.no_space == AF_NOSPACE_NO_BLOCKS) {
+			af_ftl_set_no_space(AF_NOSPACE_NONE);
+			af_ftl.space_dirty = 1; /* FULL, perhaps: the next poll decides */
+		} else {
+			af_ftl_host_ctrl();
+		}
 	}
 	return 0;
 }
@@ -297,6 +306,7 @@ void af_ftl_refill(uint32_t die)
 	uint16_t block;
 	while (refill_wanted(die) && wait_free_taken(die) == 0 && pop_for_core(die, &block, 1) == 0)
 		push_to_core(die, block);
+	no_blocks_check(); /* the pool may have run dry on failed erases */
 }
 
 void af_ftl_refill_all(void)
@@ -311,8 +321,10 @@ void af_ftl_refill_all(void)
 		for (uint32_t d = 0; d < af_ftl.dies; d++)
 			if (refill_wanted(d) && pop_for_core(d, &block[n], 0) == 0)
 				die_of[n++] = (uint8_t)d;
-		if (!n)
+		if (!n) {
+			no_blocks_check(); /* the pool may have run dry on failed erases */
 			return;
+		}
 		for (uint32_t i = 0; i < n; i++)
 			if (af_flash.blocks[af_ftl_gblock(die_of[i], block[i])].needs_erase)
 				ppa[m++] = af_nand_block_ppa(af_ftl_gblock(die_of[i], block[i]));
@@ -410,21 +422,23 @@ void af_ftl_host_ctrl(void)
 					   (af_ftl.no_blocks ? AF_FTL_HOST_ENABLE_NO_BLOCKS : 0));
 }
 
-/* No page will come: out of space, the core starved and not one block in the pool (every erase left
- * failed).  A command already in the core would wait for a page for ever, and every command behind it;
+/* No page will come: the core starved and not one block in the pool (the erases failed).  A command
+ * already in the core would wait for a page for ever, and every command behind it -- the firmware's own
+ * FLUSH before a checkpoint too, which GC may need before it can free a block (campaign trial 6952);
  * ftl.host_enable.no_blocks has the core complete it NO_SPACE instead (its group dropped, nothing
- * bound).  Lifted as soon as a block reaches the core again (starved clears) or GC frees one. */
+ * bound), and new writes get NO_SPACE (NoSpace.NO_BLOCKS) unless already refused for another reason.
+ * Lifted when a block reaches the core again (push_to_core). */
 static void no_blocks_check(void)
 {
-	int none = af_ftl.no_space != AF_NOSPACE_NONE && af_ftl.free_blocks == 0 &&
-		   (ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_STARVED);
-	if (none == af_ftl.no_blocks)
+	if (!af_ftl.running || af_ftl.no_blocks || af_ftl.free_blocks != 0 || !(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_STARVED))
 		return;
-	af_ftl.no_blocks = none;
-	if (none)
-		printf("warning: ftl: no erased block left and none coming (every erase failed): commands waiting "
-		       "for a page complete NO_SPACE\n");
-	af_ftl_host_ctrl();
+	af_ftl.no_blocks = 1;
+	printf("warning: ftl: no erased block for the core and none in the pool: commands waiting for a page "
+	       "complete NO_SPACE\n");
+	if (af_ftl.no_space == AF_NOSPACE_NONE)
+		af_ftl_set_no_space(AF_NOSPACE_NO_BLOCKS);
+	else
+		af_ftl_host_ctrl();
 }
 
 void af_ftl_set_no_space(uint32_t why)
@@ -437,8 +451,9 @@ void af_ftl_set_no_space(uint32_t why)
 	else
 		printf("warning: ftl: out of space: %s: writes complete with NO_SPACE; reads go on "
 		       "(%lu good blocks, %lu pages stored, %lu erased blocks)\n",
-		       why == AF_NOSPACE_FULL ? "the good blocks left cannot hold the data stored"
-					      : "GC found nothing to collect with only its reserve left",
+		       why == AF_NOSPACE_FULL	    ? "the good blocks left cannot hold the data stored"
+		       : why == AF_NOSPACE_GC_STUCK ? "GC found nothing to collect with only its reserve left"
+						    : "no erased block for the core, none in the pool",
 		       (unsigned long)af_ftl.good_blocks, (unsigned long)af_ftl.live_pages,
 		       (unsigned long)af_ftl_erased_blocks());
 	af_ftl.no_space = why;
@@ -818,8 +833,15 @@ int af_ftl_submit(af_cmd_t *cmd)
 int af_ftl_reap(unsigned opcode, uint16_t *cid, uint64_t *result)
 {
 	for (unsigned spin = 0; spin < 50u * SPIN_LIMIT; spin++) {
-		if ((spin & 63) == 0)
+		if ((spin & 63) == 0) {
 			af_ftl_poll(); /* a long write may need fresh blocks */
+			/* our command may wait behind the core's, and those for a page (a checkpoint's FLUSH behind a
+			 * host write, with only GC's reserve left: campaign trial 6952): the reserve goes to the core */
+			if (!af_ftl.fw_waiting && (ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_STARVED) && af_ftl.free_blocks) {
+				af_ftl.fw_waiting = 1;
+				af_ftl_refill_all();
+			}
+		}
 		if (spin == SPIN_LIMIT)
 			printf("warning: ftl: opcode 0x%02x waits long: core status 0x%02lx, %lu free blocks, hold %lu\n",
 			       opcode, (unsigned long)ftl_rd(AF_FTL_STATUS), (unsigned long)af_ftl.free_blocks,
@@ -836,8 +858,10 @@ int af_ftl_reap(unsigned opcode, uint16_t *cid, uint64_t *result)
 		if (af_ftl.cq_head == 0)
 			af_ftl.phase ^= 1;
 		hostq_wr(AF_HOSTQ_CQ_HEAD(af_ftl.qid), af_ftl.cq_head);
+		af_ftl.fw_waiting = 0;
 		return (int)AF_CPL_SF_STATUS_GET(sf);
 	}
+	af_ftl.fw_waiting = 0;
 	return -1;
 }
 

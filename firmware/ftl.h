@@ -58,6 +58,7 @@ typedef struct {
 	int failed_lost_seen;       /* ftl.status.failed_lost was reported */
 	uint32_t retiring;          /* blocks waiting for GC to move their data before they retire */
 	int gc_active;              /* GC relocates with the host held: the reserve may be handed out */
+	int fw_waiting;             /* the firmware waits for its own command behind a starved core: so may it */
 	uint32_t no_space;          /* AF_NOSPACE_*: why writes complete with NO_SPACE (ftl.host_enable.no_space) */
 	int no_blocks;              /* out of space, the core starved and the pool empty: no page will come, the
 				     * core completes what waits for one NO_SPACE (ftl.host_enable.no_blocks) */

@@ -810,6 +810,12 @@ RESOLVED = {
     6441: "firmware: erase failures ate GC's reserve and GC copied on into the last pages; the next copy, and the "
           "write the core had taken, waited for a page no erase would bring.  GC keeps one block for the "
           "commands in the core since 2026-11-29 (then GC_STUCK); test_soc_nospace reproduces the hang",
+    6952: "firmware: after the reboot the core had no block (two left, both GC's reserve) and the probe write "
+          "waited for a page; GC needed a checkpoint first, whose FLUSH waited behind that write, so nothing "
+          "moved (replayed on its build: the firmware's queue one command behind, the core starved).  The "
+          "reserve goes to a starved core while the firmware waits for its own command, and with no block "
+          "at all the core completes what waits NO_SPACE (ftl.host_enable.no_blocks) since 2026-11-29; the "
+          "replay on the new build passes (its run differs: the cut lands elsewhere)",
 }
 
 LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "in_flight", "no_space", "build",

@@ -1062,6 +1062,9 @@ class NoSpace(DocEnum):
                "writes complete with NO_SPACE until trims free enough")
     GC_STUCK = 2, ("the free pool is down to GC's reserve and GC found nothing to collect (an open transaction or "
                    "append pins old pages): writes complete with NO_SPACE until GC frees a block")
+    NO_BLOCKS = 3, ("not one erased block for the core and none in the pool (erases failed): the commands that "
+                    "wait for a page complete NO_SPACE (ftl.host_enable.no_blocks), and so do new writes, until GC "
+                    "frees a block")
 
 
 class RelocResult(DocEnum):
