@@ -24,6 +24,10 @@ site           how
                instant of the next boot (while the firmware recovers)
 =============  ==========================================================
 
+``--boot-cuts N`` (``--quick``: 3) adds N more cuts to every trial, each in
+the boot after the one before (:func:`draw_boot_cuts`): the firmware is cut
+again and again while it recovers, then recovers for good and is judged.
+
 Most cuts are armed when the workload starts, counted from that moment,
 through the SoC's NAND model control port (``simctl.NandControl``): the
 k-th program from now, or an instant from now.  A quarter of them (three
@@ -91,7 +95,7 @@ SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)
 SETUP = ("ckpt every 16", "gc thresholds 10 12")  # per boot: checkpoints and GC often
 # --quick, what make test runs: a fresh device (no fill, no calibration), short workloads, the sites a
 # young device reaches (no GC yet); --smoke: the seasoned base, GC at boot included (make test-slow)
-QUICK = {"count": 8, "commands": 30, "fresh": True,
+QUICK = {"count": 8, "commands": 30, "fresh": True, "boot_cuts": 3,
          "sites": ("program", "kind:commit", "recovery", "kind:remap", "erase", "kind:checkpoint", "random",
                    "kind:trim")}
 SMOKE = {"count": 6, "commands": 25, "fresh": False,
@@ -124,10 +128,11 @@ class Trial:
     arm: dict = field(default_factory=dict)           # a cut armed when the workload starts (arm_cut)
     fault_keys: dict = field(default_factory=dict)
     queues: int = 0                                   # host queues the workload uses (0: every one)
+    boot_cuts: list = field(default_factory=list)     # then more cuts, each in the boot after the last (--boot-cuts)
 
     @classmethod
     def draw(cls, tid: int, seed: int, site: str, commands: int, faults: str, cal: dict,
-             version: int = DRAW_VERSION) -> "Trial":
+             version: int = DRAW_VERSION, boot_cuts: int = 0) -> "Trial":
         """``cal``: what a boot of the base does before the workload (:func:`calibrate`).  A
         quarter of the cuts land in it (recovery, GC at boot) where it does any of the site's
         operations, three quarters for ``kind:gc`` (a short workload rarely makes GC run again); the
@@ -184,7 +189,30 @@ class Trial:
         if faults == "mix":   # this trial's own subset (kept in the trial, so a replay has the same faults)
             t.faults = rnd.choices(FAULT_MIX, weights=[w for _, w in FAULT_MIX_WEIGHTS])[0]
         t.fault_keys = fault_keys(t.faults, rnd)
+        t.boot_cuts = draw_boot_cuts(seed, boot_cuts)
         return t
+
+
+BOOT_CUT_NS = (300_000, 10_000_000)   # a boot's random instants: bring-up at ~0.2 ms, a young device's boot ~5-10 ms
+
+
+def draw_boot_cuts(seed: int, n: int) -> list[dict]:
+    """``n`` more cuts, each during the boot that follows the cut before it (``--boot-cuts``), as NAND model
+    keys for every target, counted from power-on: a random instant of the boot (its reads: the page-0
+    pass, the checkpoint, the scan), the k-th erase on any target (the boot erases the blocks it hands
+    out, and GC at boot its victims), or its first program (an anchor record, a checkpoint page, a GC
+    copy).  Drawn from a stream of their own, so a trial's other draws stay as they were without them."""
+    rnd = random.Random(f"boot cuts {seed}")
+    cuts = []
+    for _ in range(n):
+        what, progress = rnd.choice(("instant", "erase", "program")), round(rnd.uniform(0.05, 0.95), 3)
+        if what == "instant":
+            cuts.append({"power_cut_ns": rnd.randint(*BOOT_CUT_NS)})
+        elif what == "erase":
+            cuts.append({"power_cut_erase": rnd.randint(1, 3), "power_cut_progress": progress})
+        else:
+            cuts.append({"power_cut_program": 1, "power_cut_progress": progress})
+    return cuts
 
 
 def exhaustive_trial(op: str, target: int, k: int, args) -> Trial:
@@ -221,11 +249,12 @@ def ladder_summary(results: list[dict]) -> str:
     return "Ladders (every program and erase of each target, from power-on):\n\n" + "\n".join(lines)
 
 
-def draw_trials(ids, *, seed: int, sites, commands: int, faults: str, cal: dict, draw_v1_below: int = 0) -> list[Trial]:
+def draw_trials(ids, *, seed: int, sites, commands: int, faults: str, cal: dict, draw_v1_below: int = 0,
+                boot_cuts: int = 0) -> list[Trial]:
     """The campaign's trials ``ids``: trial i cuts at site i mod len(sites), drawn from seed * 100003 + i
-    (by version 1 of the rules below ``draw_v1_below``)."""
+    (by version 1 of the rules below ``draw_v1_below``), each with ``boot_cuts`` more in the boots after."""
     return [Trial.draw(i, seed * 100003 + i, sites[i % len(sites)], commands, faults, cal,
-                       version=1 if i < draw_v1_below else DRAW_VERSION) for i in ids]
+                       version=1 if i < draw_v1_below else DRAW_VERSION, boot_cuts=boot_cuts) for i in ids]
 
 
 MLC_KEYS = {"mlc_paired": 1}   # an MLC device: every boot of its images, the base's too
@@ -668,6 +697,20 @@ def _cut(trial: Trial, run: Path, gateware: Path, res: dict) -> None:
             res["recovery_cut"] = "during boot"
         simctl.wait_exit(run, timeout=120)
         _anchor_check(run, res)
+    # an injected program or erase failure counts from power-on: every boot would add one more per target, so
+    # these boots keep the device's own faults only (bit errors, MLC pairing)
+    physical = {k: v for k, v in trial.fault_keys.items() if not k.startswith("fail_")}
+    for keys in trial.boot_cuts:
+        try:
+            _start(run, gateware, {}, {**physical, **keys, "power_cut_finish": 1})
+            res.setdefault("boot_cuts", []).append("after boot")   # the boot did not get there: a kill at idle
+            simctl.stop(run, power_cut=True)
+        except simctl.SimError:
+            if not _power_lost(run):
+                raise
+            res.setdefault("boot_cuts", []).append("during boot")
+        simctl.wait_exit(run, timeout=120)
+        _anchor_check(run, res)
 
 
 def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, bytes], res: dict) -> dict[int, bytes]:
@@ -818,8 +861,8 @@ RESOLVED = {
           "replay on the new build passes (its run differs: the cut lands elsewhere)",
 }
 
-LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "in_flight", "no_space", "build",
-               "anchor", "chain_start", "wall_s")
+LEDGER_KEYS = ("id", "site", "faults", "outcome", "cut_seen", "recovery_cut", "boot_cuts", "in_flight", "no_space",
+               "build", "anchor", "chain_start", "wall_s")
 LEDGER_JSON = {"separators": (",", ":")}   # ~130 bytes a trial: 10,000 stay well under 2 MiB
 OUTCOMES = ("pass", "no-cut", "violation", "mismatch", "boot-failure", "error")
 
@@ -864,8 +907,8 @@ def archive_from_report(text: str, source: str) -> dict:
             rows[cells[0]] = row
         return rows
 
-    cuts = re.search(r"(\d+) power cuts judged: (\d+) trials lost power at their site, (\d+) of them again "
-                     r"while recovering; (\d+) trials ended", text)
+    cuts = re.search(r"(\d+) power cuts judged: (\d+) trials lost power at their site, (\d+) (?:of them again|more "
+                     r"cuts came) while recovering; (\d+) trials ended", text)
     hours = re.search(r"of \d+ trials done, ([\d.]+) simulator-hours", text)
     builds = {m[1]: (int(m[2]), int(m[3]), int(m[4])) for m in
               re.finditer(r"^\* (.+?): (\d+) trials, ids (\d+)-(\d+)$", text, re.M)}
@@ -876,6 +919,11 @@ def archive_from_report(text: str, source: str) -> dict:
             "sites": sites, "faults": table("faults"), "cut_seen": int(cuts[2]), "recovery_cut": int(cuts[3]),
             "wall_s": float(hours[1]) * 3600, "builds": {b: v[0] for b, v in builds.items()},
             "failures": failures, "trials": sum(r["trials"] for r in sites.values())}
+
+
+def boot_cuts_seen(results: list[dict]) -> int:
+    """The ``--boot-cuts`` that came while their boot recovered."""
+    return sum(c == "during boot" for r in results for c in r.get("boot_cuts", ()))
 
 
 def archived_ids(archived: list[dict]) -> set[int]:
@@ -921,10 +969,17 @@ def report(results: list[dict], path: Path | None, args, archived: list[dict] = 
             rows.append(f"| {f or 'none'} | {row['trials']} | " + " | ".join(str(row[o]) for o in outcomes) + " |")
         table += "\n\n" + "\n".join(rows)
     cut = sum(bool(r.get("cut_seen")) for r in results) + sum(a["cut_seen"] for a in archived)
-    second = sum(r.get("recovery_cut") == "during boot" for r in results) + sum(a["recovery_cut"] for a in archived)
+    second = (sum(r.get("recovery_cut") == "during boot" for r in results) + sum(a["recovery_cut"] for a in archived)
+              + boot_cuts_seen(results))
     no_cut = sum(r["outcome"] == "no-cut" for r in results) + sum(v["no-cut"] for a in archived for v in a["sites"].values())
-    table += (f"\n\n{cut + second} power cuts judged: {cut} trials lost power at their site, {second} of them again "
+    table += (f"\n\n{cut + second} power cuts judged: {cut} trials lost power at their site, {second} more cuts came "
               f"while recovering; {no_cut} trials ended their workload before the cut came (judged after a kill).")
+    tried = sum(len(r.get("boot_cuts", ())) for r in results)
+    if tried:
+        seen = boot_cuts_seen(results)
+        table += (f" {seen} of those came from --boot-cuts, which armed a cut in {tried} boots after a cut (an "
+                  f"instant, an erase or the first program): the other {tried - seen} reached the prompt first and "
+                  "lost power there.")
     if getattr(args, "exhaustive", False):
         table += "\n\n" + ladder_summary(results)
     split = getattr(args, "draw_v1_below", 0)
@@ -1046,6 +1101,10 @@ def main(argv=None) -> int:
                    help="cut one fixed workload at every program and every erase of every target, from power-on")
     p.add_argument("--max-k", type=int, default=0,
                    help="--exhaustive: up to this program or erase index (0: until the first that finds none to cut)")
+    p.add_argument("--boot-cuts", type=int, default=0, metavar="N",
+                   help="N more cuts per trial, each during the boot after the cut before it (an instant, an "
+                        "erase or the first program of the recovering boot); the last boot recovers and is judged "
+                        f"(--quick: {QUICK['boot_cuts']})")
     p.add_argument("--quick", action="store_true",
                    help=f"what make test runs: {QUICK['count']} trials of {QUICK['commands']} commands on a fresh "
                         f"device over the sites {', '.join(QUICK['sites'])}")
@@ -1069,6 +1128,7 @@ def main(argv=None) -> int:
         if getattr(args, flag):
             args.count, args.commands, args.sites = preset["count"], preset["commands"], ",".join(preset["sites"])
             args.fresh = args.fresh or preset["fresh"]
+            args.boot_cuts = args.boot_cuts or preset.get("boot_cuts", 0)
             args.chain = 1
     ids = range(args.count)
     if args.ids:
@@ -1157,7 +1217,7 @@ def main(argv=None) -> int:
                     todo.append(t)
     else:
         trials = draw_trials(ids, seed=args.seed, sites=sites, commands=args.commands, faults=args.faults, cal=cal,
-                             draw_v1_below=args.draw_v1_below)
+                             draw_v1_below=args.draw_v1_below, boot_cuts=args.boot_cuts)
         todo = [t for t in trials if t.id not in done and t.id not in gone]
     for t in trials:
         t.queues = args.queues

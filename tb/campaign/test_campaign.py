@@ -5,7 +5,8 @@ second cut during recovery, a kill at a random instant), restart, the
 oracle's verdict on every LBA of the workload, new work -- with no failure.
 
 * ``--quick`` (in `make test`): eight trials on a fresh device, one simulator
-  at a time, about three minutes (six on 2 busy cores).
+  at a time, each cut at its site and then three times more in the boots that
+  recover (``--boot-cuts 3``): 24 cuts or more, about four minutes.
 * ``--quick --faults mlc`` (in `make test-slow`): the same eight with MLC paired-page
   damage on (DESIGN.md trap 4): the core's PAD pages and recovery's rule for
   lower pages of incomplete word lines at work, about three minutes.
@@ -45,6 +46,11 @@ def test_quick_campaign_on_a_fresh_device_passes(tmp_path):
     assert all(x["outcome"] in ("pass", "no-cut") for x in results), results
     assert sum(x["cut_seen"] for x in results) >= 5, results   # most trials really lost power
     assert sum(x["commands"] for x in results) >= 40, results  # and the host had work under way
+    # and most of the boots recovering from a cut lost power again (--boot-cuts 3): a few dozen cuts in all
+    again = sum(c == "during boot" for x in results for c in x.get("boot_cuts", ()))
+    assert again >= 16 and sum(len(x["boot_cuts"]) for x in results) == 24, results
+    cuts = int(report.split(" power cuts judged")[0].rsplit("\n", 1)[-1])
+    assert cuts >= 24, report
     assert "| program | 1 |" in report and "fresh base image" in report and "Failures: 0." in report
     # the images after most cuts let the boot take the anchor's path, and it missed no block (a violation)
     assert sum(x.get("anchor") == "fast" for x in results) >= 4, results

@@ -87,3 +87,41 @@ def test_the_report_compares_no_cut_shares_across_the_split(tmp_path):
     assert ("Trials from 20 on are drawn by version 2" in text and "no cut came in 1 of 10 (10 %)" in text
             and "against 3 of 10 (30 %) before" in text), text
     assert "version 2" not in campaign.report(before, tmp_path / "r1.md", args)
+
+
+def test_boot_cuts_are_drawn_apart_and_change_nothing_else():
+    """--boot-cuts adds cuts in the boots after a trial's cut from a random stream of its own: every other
+    field of the trial is what it was without them (the long campaign's trials draw again as they ran)."""
+    for site in campaign.SITES:
+        for t in draws(site, 2, n=40):
+            more = campaign.Trial.draw(t.id, t.seed, site, 40, "mix", CAL, version=2, boot_cuts=3)
+            assert len(more.boot_cuts) == 3 and t.boot_cuts == []
+            more.boot_cuts = []
+            assert more == t, site
+    cuts = [c for t in draws("program", 2, n=200) for c in
+            campaign.draw_boot_cuts(t.seed, 3)]
+    instants = [c["power_cut_ns"] for c in cuts if "power_cut_ns" in c]
+    erases = [c["power_cut_erase"] for c in cuts if "power_cut_erase" in c]
+    programs = [c for c in cuts if "power_cut_program" in c]
+    # all three kinds, a third each (give or take), inside their ranges
+    assert all(len(x) > len(cuts) / 5 for x in (instants, erases, programs)), (len(instants), len(erases), len(programs))
+    assert all(campaign.BOOT_CUT_NS[0] <= ns <= campaign.BOOT_CUT_NS[1] for ns in instants)
+    assert set(erases) == {1, 2, 3} and all(c["power_cut_program"] == 1 for c in programs)
+    assert all(0.05 <= c["power_cut_progress"] <= 0.95 for c in cuts if "power_cut_progress" in c)
+
+
+def test_the_report_counts_the_boot_cuts_that_came(tmp_path):
+    from types import SimpleNamespace
+    args = SimpleNamespace(count=3, seed=1, commands=30, faults="", fresh=True)
+    rs = [{"id": i, "site": "program", "outcome": "pass", "cut_seen": True, "in_flight": 1, "build": "gateware-x",
+           "wall_s": 1.0, "chain_start": i, "boot_cuts": bc}
+          for i, bc in enumerate((["during boot"] * 3, ["during boot", "after boot", "during boot"], []))]
+    rs[2]["site"], rs[2]["recovery_cut"] = "recovery", "during boot"
+    rs[0]["faults"] = "bits"   # two fault sets: the report has its per-fault table, which an archive reads
+    text = campaign.report(rs, tmp_path / "r.md", args)
+    assert "9 power cuts judged: 3 trials lost power at their site, 6 more cuts came while recovering" in text, text
+    assert "5 of those came from --boot-cuts, which armed a cut in 6 boots after a cut" in text, text
+    assert campaign.ledger_entry(rs[1])["boot_cuts"] == ["during boot", "after boot", "during boot"]
+    # a report with boot cuts still archives (the cuts line), for a ledger that outlives its results
+    archived = campaign.archive_from_report((tmp_path / "r.md").read_text(), "X")
+    assert (archived["cut_seen"], archived["recovery_cut"]) == (3, 6)
