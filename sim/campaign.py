@@ -688,29 +688,29 @@ def _cut(trial: Trial, run: Path, gateware: Path, res: dict) -> None:
     simctl.wait_exit(run, timeout=120)
     res["programs_by_kind"] = _programs_by_kind(run)
     _anchor_check(run, res)
-    if trial.recovery_cut_ns:
-        try:  # the second cut: during the next boot
-            _start(run, gateware, {}, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns, "power_cut_finish": 1})
-            res["recovery_cut"] = "after boot"  # the boot was faster than the cut
-            simctl.stop(run, power_cut=True)
-        except simctl.SimError:
-            res["recovery_cut"] = "during boot"
-        simctl.wait_exit(run, timeout=120)
-        _anchor_check(run, res)
+    if trial.recovery_cut_ns:   # the second cut: during the next boot
+        res["recovery_cut"] = _cut_boot(run, gateware, {**trial.fault_keys, "power_cut_ns": trial.recovery_cut_ns}, res)
     # an injected program or erase failure counts from power-on: every boot would add one more per target, so
     # these boots keep the device's own faults only (bit errors, MLC pairing)
     physical = {k: v for k, v in trial.fault_keys.items() if not k.startswith("fail_")}
     for keys in trial.boot_cuts:
-        try:
-            _start(run, gateware, {}, {**physical, **keys, "power_cut_finish": 1})
-            res.setdefault("boot_cuts", []).append("after boot")   # the boot did not get there: a kill at idle
-            simctl.stop(run, power_cut=True)
-        except simctl.SimError:
-            if not _power_lost(run):
-                raise
-            res.setdefault("boot_cuts", []).append("during boot")
-        simctl.wait_exit(run, timeout=120)
-        _anchor_check(run, res)
+        res.setdefault("boot_cuts", []).append(_cut_boot(run, gateware, {**physical, **keys}, res))
+
+
+def _cut_boot(run: Path, gateware: Path, keys: dict, res: dict) -> str:
+    """A boot of the images with a cut armed by ``keys`` (every target): 'during boot' when it came while
+    the firmware recovered, 'after boot' when the boot got to its prompt first (the power goes there)."""
+    try:
+        _start(run, gateware, {}, {**keys, "power_cut_finish": 1})
+        where = "after boot"
+        simctl.stop(run, power_cut=True)
+    except simctl.SimError:
+        if not _power_lost(run):
+            raise   # the boot failed by itself
+        where = "during boot"
+    simctl.wait_exit(run, timeout=120)
+    _anchor_check(run, res)
+    return where
 
 
 def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, bytes], res: dict) -> dict[int, bytes]:
