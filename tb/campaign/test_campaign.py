@@ -6,7 +6,7 @@ oracle's verdict on every LBA of the workload, new work -- with no failure.
 
 * ``--quick`` (in `make test`): eight trials on a fresh device, one simulator
   at a time, each cut at its site and then three times more in the boots that
-  recover (``--boot-cuts 3``): 24 cuts or more, about four minutes.
+  recover (``--boot-cuts 3``): 24 cuts or more, about four and a half minutes.
 * ``--quick --faults mlc`` (in `make test-slow`): the same eight with MLC paired-page
   damage on (DESIGN.md trap 4): the core's PAD pages and recovery's rule for
   lower pages of incomplete word lines at work, about three minutes.
