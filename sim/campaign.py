@@ -1124,6 +1124,8 @@ def main(argv=None) -> int:
     bad_faults = [f for f in args.faults.split(",") if f and f not in FAULTS and args.faults != "mix"]
     if bad_faults:
         p.error(f"--faults: {', '.join(bad_faults)}: not one of {', '.join(FAULTS)}")
+    if args.boot_cuts < 0:
+        p.error(f"--boot-cuts {args.boot_cuts}: want 0 or more (cuts in the boots after each trial's cut)")
     for flag, preset in (("quick", QUICK), ("smoke", SMOKE)):
         if getattr(args, flag):
             args.count, args.commands, args.sites = preset["count"], preset["commands"], ",".join(preset["sites"])
