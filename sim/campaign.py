@@ -1126,6 +1126,8 @@ def main(argv=None) -> int:
         p.error(f"--faults: {', '.join(bad_faults)}: not one of {', '.join(FAULTS)}")
     if args.boot_cuts < 0:
         p.error(f"--boot-cuts {args.boot_cuts}: want 0 or more (cuts in the boots after each trial's cut)")
+    if args.chain < 1:
+        p.error(f"--chain {args.chain}: want 1 or more (trials back to back on one device)")
     for flag, preset in (("quick", QUICK), ("smoke", SMOKE)):
         if getattr(args, flag):
             args.count, args.commands, args.sites = preset["count"], preset["commands"], ",".join(preset["sites"])
@@ -1192,8 +1194,6 @@ def main(argv=None) -> int:
             p.error(f"--sites: {s} is not one of {', '.join(SITES)}")
         if s.startswith("kind:") and not kind_cut_supported():
             p.error(f"--sites {s}: this NAND model has no power_cut_kind key")
-    if args.chain < 1:
-        p.error("--chain: at least 1")
     if args.exhaustive:
         args.chain = 1
         # a ladder per target and operation: k = 1, 2, ... until the first k that finds no such operation

@@ -125,3 +125,16 @@ def test_the_report_counts_the_boot_cuts_that_came(tmp_path):
     # a report with boot cuts still archives (the cuts line), for a ledger that outlives its results
     archived = campaign.archive_from_report((tmp_path / "r.md").read_text(), "X")
     assert (archived["cut_seen"], archived["recovery_cut"]) == (3, 6)
+
+
+def test_bad_counts_are_refused_before_anything_is_built(tmp_path, capsys):
+    """--chain below 1 and --boot-cuts below 0 end at the argument check: no directory, base or build."""
+    import pytest
+    for bad, says in ((["--chain", "0"], "--chain 0: want 1 or more"),
+                      (["--boot-cuts", "-1"], "--boot-cuts -1: want 0 or more")):
+        d = tmp_path / bad[0].strip("-")
+        with pytest.raises(SystemExit) as e:
+            campaign.main(["--dir", str(d), *bad])
+        assert e.value.code == 2
+        assert says in capsys.readouterr().err
+        assert not d.exists()
