@@ -774,13 +774,15 @@ def freeze_gateware(gw: Path, dest: Path) -> Path:
     """A copy of what a simulation runs from (``Vsim``, ``modules/``, the memory images, ``sim_config.js``,
     ``csr.csv``) under ``dest``: the shared build may be rebuilt while a long campaign runs (a test, a
     firmware change), and a running ``Vsim`` whose binary is replaced dies (SIGBUS).  Returns the copy's
-    gateware directory.  One copy per build (named by the binary's time stamp and the memory images,
+    gateware directory.  One copy per build (named by the binary's time stamp, the memory images and the modules,
     so a firmware-only rebuild gets a copy of its own), so a replay started while a campaign runs in the
     same directory shares its copy instead of replacing it."""
     import hashlib
 
     h = hashlib.sha256(str((gw / "obj_dir" / "Vsim").stat().st_mtime_ns).encode())
     for f in sorted(gw.glob("*.init")):   # the firmware is in the memory images, not the binary
+        h.update(f.name.encode() + f.read_bytes())
+    for f in sorted((gw / "modules").glob("*.so")):   # the simulator's modules: the host port's among them
         h.update(f.name.encode() + f.read_bytes())
     dest = dest.with_name(f"{dest.name}-{h.hexdigest()[:16]}")
     dest_gw = dest / "gateware"

@@ -238,9 +238,11 @@ def prepare_run_dir(gw: Path, run_dir: Path, *, host_port: int | None = None) ->
         dst.symlink_to(src.resolve())
     cfg = json.loads((gw / "sim_config.js").read_text())
     if host_port is not None:
-        # serial2tcp binds the pads named "serial"; the host port is serial index 1
-        # (soc.atomflash_soc.AtomflashSoC.add_host_port).
-        cfg.insert(-1, {"module": "serial2tcp", "interface": [{"name": "serial", "index": 1}, "sys_clk"],
+        # the module binds the pads named "serial"; the host port is serial index 1
+        # (soc.atomflash_soc.AtomflashSoC.add_host_port).  hostport2tcp (soc/hostport2tcp.c) sends an
+        # answer in one segment; a build from before it (a campaign's frozen copy) has LiteX's serial2tcp
+        module = "hostport2tcp" if (gw / "modules" / "hostport2tcp.so").exists() else "serial2tcp"
+        cfg.insert(-1, {"module": module, "interface": [{"name": "serial", "index": 1}, "sys_clk"],
                         "args": {"port": str(host_port)}})
     (run_dir / "sim_config.js").write_text(json.dumps(cfg, indent=4))
     return run_dir
@@ -345,7 +347,31 @@ def build(args) -> Path:
             _make_model(cmd, build_dir)
             stamp.write_text(digest)
             print(f"sim: Verilated model built in {time.time() - t1:.1f} s", file=sys.stderr)
+        build_host_port_module(gw)
     return gw
+
+
+HOST_PORT_MODULE = ROOT / "soc" / "hostport2tcp.c"
+
+
+def build_host_port_module(gw: Path) -> Path:
+    """``modules/hostport2tcp.so`` beside LiteX's modules (built again when its source changed): the
+    host port on TCP with an answer in one segment (soc/hostport2tcp.c)."""
+    from litex.build.sim.verilator import core_directory
+
+    so = gw / "modules" / "hostport2tcp.so"
+    stamp = so.with_suffix(".sha256")
+    digest = hashlib.sha256(HOST_PORT_MODULE.read_bytes()).hexdigest()
+    if so.exists() and stamp.exists() and stamp.read_text() == digest:
+        return so
+    so.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["gcc", "-Wall", "-Werror", "-O2", "-fPIC", "-shared", f"-I{core_directory}",
+                        "-Wl,-soname,hostport2tcp.so", "-o", str(so), str(HOST_PORT_MODULE), "-levent", "-ljson-c"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"sim: building {HOST_PORT_MODULE.name} failed:\n{r.stderr}")
+    stamp.write_text(digest)
+    return so
 
 
 def _remove_objects(gw: Path, *more: str) -> None:
