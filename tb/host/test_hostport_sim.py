@@ -16,7 +16,7 @@ from atomflash import simctl
 from atomflash.device import Device
 from atomflash.transport import CMD_READ_BURST_INCR, CMD_WRITE_BURST_INCR, TransportError, UartBoneTransport
 
-pytestmark = pytest.mark.soc
+pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("host_port")]   # the module's booted SoC
 
 
 class CountingTransport(UartBoneTransport):
