@@ -416,7 +416,7 @@ class Device:
         while self.rd("id") != spec.HOST_REGS_ID:  # reads 0 until the firmware enables the host interface
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the host interface did not come up within {timeout:.0f} s (recovery?)")
-            time.sleep(0.2)
+            time.sleep(0.05)
         if self.rd("version") != spec.SPEC_VERSION:
             raise DeviceError(f"device implements spec {self.rd('version')}, this library {spec.SPEC_VERSION}")
 

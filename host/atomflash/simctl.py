@@ -363,7 +363,7 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
             stop(run_dir, power_cut=True)
             raise SimError(f"no console prompt within {boot_timeout:.0f} s of the simulator's time; last output:\n"
                            + "\n".join(text.splitlines()[-15:]))
-        time.sleep(0.5)
+        time.sleep(0.1)   # the simulator idles at the prompt until we see it: a campaign boots thousands of times
 
 
 def boot_text(run_dir: Path | None = None) -> str:
@@ -399,12 +399,12 @@ def stop(run_dir: Path | None = None, *, power_cut: bool = False, timeout: float
             pass
         deadline = time.monotonic() + timeout
         while _alive(st["vsim_pid"]) and time.monotonic() < deadline:
-            time.sleep(0.2)
+            time.sleep(0.05)
     if _alive(st["vsim_pid"]):
         os.kill(st["vsim_pid"], signal.SIGKILL)
     deadline = time.monotonic() + 10
     while _alive(st["supervisor_pid"]) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.02)
     if _alive(st["supervisor_pid"]):
         os.kill(st["supervisor_pid"], signal.SIGKILL)
     st = _read_state(run_dir) or st
@@ -420,8 +420,10 @@ def wait_exit(run_dir: Path | None = None, timeout: float = 600.0) -> dict:
     while status(run_dir)["running"]:
         if deadline.expired():
             raise SimError(f"the simulation still runs after {timeout:.0f} s of its time")
-        time.sleep(0.2)
-    time.sleep(0.3)  # the supervisor records the exit
+        time.sleep(0.05)
+    sup, until = status(run_dir).get("supervisor_pid"), time.monotonic() + 10
+    while _alive(sup) and time.monotonic() < until:   # it records the exit, then ends
+        time.sleep(0.02)
     return status(run_dir)
 
 
