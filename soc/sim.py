@@ -325,7 +325,9 @@ def build(args) -> Path:
               file=sys.stderr)
         if args.firmware_only:
             return gw
-        cmd, digest = verilator_command(soc, gw, args)
+        # a --pgo model's stamp is its final build's (PGO=use): checked against the same, or every
+        # start would build and train it again
+        cmd, digest = verilator_command(soc, gw, args, pgo="use" if args.pgo else "")
         stamp = gw / ".af_verilator_hash"
         vsim = gw / "obj_dir" / "Vsim"
         if vsim.exists() and stamp.exists() and stamp.read_text() == digest:
