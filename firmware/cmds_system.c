@@ -133,7 +133,8 @@ static int cmd_stats(int argc, char **argv)
 		printf("good_blocks        %lu\nspare_blocks       %lu\nlive_pages         %lu\nno_space           %s\n",
 		       (unsigned long)af_ftl.good_blocks, (unsigned long)af_ftl.spare_blocks,
 		       (unsigned long)af_ftl.live_pages, af_nospace_name(af_ftl.no_space));
-		printf("no_blocks          %lu\n", (unsigned long)af_ftl.no_blocks);
+		printf("no_blocks          %lu\ngc_stuck           %lu\n", (unsigned long)af_ftl.no_blocks,
+		       (unsigned long)af_ftl.gc_stuck);
 		/* activity since boot: what the host asked for and what the flash did for it */
 		uint32_t hw = ftl_rd(AF_FTL_HOST_WRITE_PAGES), progs = ftl_rd(AF_FTL_NAND_PROGRAMS);
 		uint32_t host_in = hw - ftl_rd(AF_FTL_CACHE_DESTAGED) + ftl_rd(AF_FTL_CACHE_IN); /* pages the host wrote */

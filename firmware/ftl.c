@@ -250,14 +250,15 @@ int af_ftl_pool_rotate(uint32_t *g, uint32_t spread)
 }
 
 /* Does die take another block now?  The reserve goes to the core while GC relocates, and once GC is
- * stuck (nothing to collect) or the core had no block at all: then only commands already in the core and
- * the records that finish or free something take pages, and an abort or commit queued behind a starved
- * write can run (an open transaction pinning the floor).  Also while the firmware waits for its own
- * command behind a starved core (af_ftl_reap). */
+ * stuck (nothing to collect: af_ftl.gc_stuck, whether the writes are refused as GC_STUCK or as FULL) or
+ * the core had no block at all: then only commands already in the core and the records that finish or
+ * free something take pages, and an abort or commit queued behind a starved write can run (an open
+ * transaction pinning the floor).  Also while the firmware waits for its own command behind a starved
+ * core (af_ftl_reap). */
 static int refill_wanted(uint32_t die)
 {
 	return af_ftl.handed[die] < die_target() && af_ftl.pool_n[die] > 0 &&
-	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE || af_ftl.no_space == AF_NOSPACE_GC_STUCK ||
+	       (af_ftl.gc_active || af_ftl.free_blocks > AF_FTL_GC_RESERVE || af_ftl.gc_stuck ||
 		af_ftl.no_space == AF_NOSPACE_NO_BLOCKS || af_ftl.fw_waiting);
 }
 
@@ -457,8 +458,6 @@ void af_ftl_set_no_space(uint32_t why)
 		       (unsigned long)af_ftl.good_blocks, (unsigned long)af_ftl.live_pages,
 		       (unsigned long)af_ftl_erased_blocks());
 	af_ftl.no_space = why;
-	if (why == AF_NOSPACE_GC_STUCK)
-		af_ftl_refill_all(); /* the reserve: see refill_wanted */
 	if (af_ftl.log) {
 		/* GET_LOG says why before the first refusal (the idle refresh may come later) */
 		af_ftl.log->no_space = why;

@@ -59,6 +59,8 @@ typedef struct {
 	uint32_t retiring;          /* blocks waiting for GC to move their data before they retire */
 	int gc_active;              /* GC relocates with the host held: the reserve may be handed out */
 	int fw_waiting;             /* the firmware waits for its own command behind a starved core: so may it */
+	int gc_stuck;               /* GC found nothing to collect with the erased blocks down to its reserve (gc.c
+				     * sets it whatever no_space says, FULL included): the reserve goes to the core */
 	uint32_t no_space;          /* AF_NOSPACE_*: why writes complete with NO_SPACE (ftl.host_enable.no_space) */
 	int no_blocks;              /* out of space, the core starved and the pool empty: no page will come, the
 				     * core completes what waits for one NO_SPACE (ftl.host_enable.no_blocks) */

@@ -347,13 +347,23 @@ void af_gc_poll(void)
 	} else if (af_ftl_erased_blocks() < high && quiet) {
 		r = af_gc_step(0);
 	}
-	/* down to the reserve with nothing to collect: refuse new data rather than let writes wait forever
-	 * (and let what is already in the core finish on the reserve: ftl.c refill) */
-	if (r < 0 && af_ftl_erased_blocks() <= AF_FTL_GC_RESERVE && af_ftl.no_space == AF_NOSPACE_NONE)
-		af_ftl_set_no_space(AF_NOSPACE_GC_STUCK);
-	else if (af_ftl.no_space == AF_NOSPACE_GC_STUCK && af_ftl_erased_blocks() > AF_FTL_GC_RESERVE) {
-		af_ftl_set_no_space(AF_NOSPACE_NONE);
-		af_ftl_space_check();
+	/* down to the reserve with nothing to collect: refuse new data rather than let writes wait forever,
+	 * and let what is already in the core finish on the reserve (ftl.c refill_wanted).  Stuck is its own
+	 * flag: a device already FULL needs the reserve just as much for the write starved in the core
+	 * (its transaction's commit or abort may wait behind it), and FULL stays the reason shown. */
+	if (r < 0 && af_ftl_erased_blocks() <= AF_FTL_GC_RESERVE) {
+		int was_stuck = af_ftl.gc_stuck;
+		af_ftl.gc_stuck = 1;
+		if (af_ftl.no_space == AF_NOSPACE_NONE)
+			af_ftl_set_no_space(AF_NOSPACE_GC_STUCK);
+		if (!was_stuck)
+			af_ftl_refill_all();
+	} else if (af_ftl.gc_stuck && af_ftl_erased_blocks() > AF_FTL_GC_RESERVE) {
+		af_ftl.gc_stuck = 0;
+		if (af_ftl.no_space == AF_NOSPACE_GC_STUCK) {
+			af_ftl_set_no_space(AF_NOSPACE_NONE);
+			af_ftl_space_check();
+		}
 	}
 	/* static wear levelling once GC has done its part (it looks again only after an erase) */
 	if (r < 0 || af_wear_poll() < 0)

@@ -114,7 +114,8 @@ def test_an_open_transaction_pinning_the_floor_gets_no_space_until_it_aborts(tmp
         m = STOPPED_RE.search(out)
         assert m and "status 0x11 NO_SPACE" in out, f"the device never refused a write:\n{out[-3000:]}"
         acked = int(m.group(1))
-        assert stat(con.command("stats"), "no_space") == "GC_STUCK"
+        stats = con.command("stats")
+        assert stat(stats, "no_space") == "GC_STUCK" and stat(stats, "gc_stuck") == "1", stats
         # GC took no checkpoint that could free nothing (each would have erased an area block), but it
         # reserved the areas while the pool had the blocks
         gc = con.command("gc")
@@ -124,10 +125,12 @@ def test_an_open_transaction_pinning_the_floor_gets_no_space_until_it_aborts(tmp
         assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
         assert "aborted" in con.command("io tx abort 4")
         for _ in range(20):                 # GC runs from the idle loop between console commands
-            if stat(con.command("stats"), "no_space") == "NONE":
+            stats = con.command("stats")
+            if stat(stats, "no_space") == "NONE":
                 break
         else:
             raise AssertionError("writes were never accepted again after the abort")
+        assert stat(stats, "gc_stuck") == "0", stats
         assert "newest checkpoint" in con.command("ckpt")   # the floor moved: GC's checkpoint freed blocks
         out = con.command(f"io random {SEED + 1} 200 {HOT}", timeout=900)
         assert "random: 200 writes" in out and "error" not in out, out
