@@ -24,6 +24,10 @@ NO_SPACE (spec ``NoSpace.FULL``).  Then:
 
 4. No erase succeeds at all: the firmware sets ``ftl.host_enable.no_blocks``
    (the core completes what waits for a page NO_SPACE), and the data stays.
+
+5. FULL first, then GC stuck with only its reserve: the reserve still goes
+   to the core, so a host's trim in it completes (NO_SPACE once the last
+   block is used), not waits for ever.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ from __future__ import annotations
 import re
 
 import pytest
+
+from atomflash import simctl
+from atomflash.device import Device
+from atomflash.spec import Status
 
 from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
 
@@ -295,3 +303,59 @@ def test_a_starved_core_gets_the_reserve_then_no_space_not_a_hang(tmp_path):
         assert "0 wrong: pass" in con.command(f"io verify {SEED + 1} 100 {HOT}", timeout=300)
     finally:
         con.stop()
+
+
+# 5. FULL first, then GC stuck: the host's commands in the core still get pages
+TRIMS = 600                  # far more record pages than the worn device has left
+
+
+@pytest.mark.long      # ~3 min
+def test_a_full_device_with_gc_stuck_hands_its_reserve_to_the_hosts_commands(tmp_path):
+    """The worn-out device of test 1 (FULL), then trims from a host queue -- each a TRIM record page, of
+    an LBA never written, so the data stored stays and FULL with it -- until the worn blocks are gone
+    and GC finds nothing to collect with only its reserve left.  The reserve goes to the core though
+    the reason shown is FULL, not GC_STUCK (``af_ftl.gc_stuck``, ``stats``), and every trim completes:
+    SUCCESS until the last block is used, then NO_SPACE (``no_blocks``); the data stored reads back.
+
+    Until 2026-12-02 the reserve went to the core only on GC_STUCK.  This workload did not hang on
+    that firmware (its trims fill blocks GC can collect, and a collection hands the reserve out too:
+    it too ended in NO_SPACE); a hang needs pages GC cannot collect in
+    front of the starved command, e.g. an old transaction pinning the floor of a worn device."""
+    run = tmp_path / "run"
+    simctl.start(run, simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN, nand_set=dict(endurance=ENDURANCE)),
+                 fresh=True)
+    try:
+        assert "error" not in simctl.console_command("gc thresholds 10 12", run)
+        out = simctl.console_command(f"io random {SEED} {WRITES} {HOT}", run, timeout=1500)
+        m = STOPPED_RE.search(out)
+        assert m and "status 0x11 NO_SPACE" in out, f"the device never refused a write:\n{out[-3000:]}"
+        acked = int(m.group(1))
+        assert stat(simctl.console_command("stats", run), "no_space") == "FULL"
+
+        dev = Device.attach_sim(run, timeout=120)   # a hang, not a slow trim: one takes well under a second
+        lba, answers, stuck_seen = dev.capacity - 1, [], False
+        assert lba >= HOT
+        for i in range(TRIMS):
+            c = dev.submit_trim(lba)
+            try:
+                dev.wait(c, check=False)
+            except TimeoutError as e:
+                stats = simctl.console_command("stats", run)
+                raise AssertionError(f"trim {i} (after {answers.count(Status.SUCCESS)} done) never completed: "
+                                     f"{e}\n{stats}") from None
+            answers.append(c.status)
+            if c.status != Status.SUCCESS:
+                break
+            if i % 16 == 0 and not stuck_seen:
+                stats = simctl.console_command("stats", run)
+                stuck_seen = stat(stats, "gc_stuck") == "1" and stat(stats, "no_space") == "FULL"
+        assert answers[-1] == Status.NO_SPACE, f"{len(answers)} trims, all {answers[-1].name}"
+        assert set(answers[:-1]) == {Status.SUCCESS}, answers
+        assert stuck_seen, "GC was never stuck while FULL: the test did not reach the case it is for"
+        stats = simctl.console_command("stats", run)
+        assert stat(stats, "no_space") == "FULL" and stat(stats, "no_blocks") == "1", stats
+        assert stat(stats, "gc_stuck") == "1" and stat(stats, "blocks_free") == "0", stats
+        dev.close()
+        assert "0 wrong: pass" in simctl.console_command(f"io verify {SEED} {acked} {HOT}", run, timeout=300)
+    finally:
+        simctl.stop(run)
