@@ -52,7 +52,7 @@ publisher only has to stage.  TX_COMMIT / TX_ABORT / TX_FINAL close the slot at
 once (a second commit is UNKNOWN_TX, the tid may be reused) and free it when
 published.  A TX_WRITE the publisher drops (program failures, a bus error)
 *dooms* its transaction: the commit then aborts it and completes with
-MEDIA_ERROR.  The tag of a transaction is the seq its first page gets: the
+MEDIA_ERROR, or NO_SPACE when a dropped write of it found no page.  The tag of a transaction is the seq its first page gets: the
 log writer's next seq (``page_seq``) in the cycle that page is taken.
 A TX_FINAL whose transaction would exceed ``LOG.TX_FINAL_MAX_PAGES`` pages is
 INVALID_FIELD (commit with TX_COMMIT instead).  ``tx_floor`` is the first
@@ -69,8 +69,9 @@ the group is dropped: MEDIA_ERROR (DATA_TRANSFER_ERROR for the bus error),
 nothing bound.  A member the log writer could find no page for (``no_page``:
 every erased block used up and none coming, ``ftl.host_enable.no_blocks``)
 is not retried either: the group is dropped and the command completes
-NO_SPACE (a TX_WRITE dooms its transaction, a TX_COMMIT whose record found
-no page aborts it; a FLUSH after a dropped destage answers NO_SPACE).
+NO_SPACE (a TX_WRITE dooms its transaction, whose TX_COMMIT then answers
+NO_SPACE too; a TX_COMMIT whose record found no page aborts it; a FLUSH after
+a dropped destage answers NO_SPACE).
 
 **Out of space** (``no_space``, set by the firmware when the good blocks left
 cannot take more data; spec ``NoSpace``): WRITE, ATOMIC_WRITE, TX_WRITE and
@@ -296,6 +297,7 @@ class Executor(wiring.Component):
         tx_have_first = Signal(T)
         tx_npages = Array(Signal(32, name=f"tx_npages{t}") for t in range(T))
         doomed = self.tx_doomed
+        doomed_nopage = Signal(T)    # ... and a write of it was dropped for want of a page: its commit says NO_SPACE
         # the oldest unpublished transaction's first vseq, and how many are open
         floor = Const(2**64 - 1, 64)
         n_open = 0
@@ -455,6 +457,8 @@ class Executor(wiring.Component):
                 m.d.sync += tx_state[pt].eq(TxState.FREE)
             with m.Elif((pk == K.TX) & pub.dropped):
                 m.d.sync += doomed.bit_select(pt, 1).eq(1)
+                with m.If(slot_nopage.bit_select(pub.slot, 1)):
+                    m.d.sync += doomed_nopage.bit_select(pt, 1).eq(1)
             with m.If(pk == K.APPEND):
                 with m.If(pub.dropped):     # the publisher frees its entries (and then the slot)
                     m.d.sync += app_live.bit_select((pt - T)[:hbits], 1).eq(0)
@@ -861,7 +865,7 @@ class Executor(wiring.Component):
                             m.next = "TX_READ_CLAIM"
                         with m.Case(Opcode.TX_COMMIT):
                             with m.If(doomed.bit_select(ft, 1)):
-                                m.d.sync += n.eq(0)      # no record: the publisher aborts it (MEDIA_ERROR)
+                                m.d.sync += n.eq(0)      # no record: the publisher aborts it (MEDIA_ERROR/NO_SPACE)
                             m.next = "SLOT"
                         with m.Default():
                             m.next = "SLOT"
@@ -1134,7 +1138,8 @@ class Executor(wiring.Component):
                 with m.If(self.pending_free >= n - existing):
                     with m.If(new_tx):
                         m.d.sync += [tx_state[t].eq(TxState.OPEN), tx_tid[t].eq(c.tid), tx_npages[t].eq(0),
-                                     tx_have_first.bit_select(t, 1).eq(0), doomed.bit_select(t, 1).eq(0)]
+                                     tx_have_first.bit_select(t, 1).eq(0), doomed.bit_select(t, 1).eq(0),
+                                     doomed_nopage.bit_select(t, 1).eq(0)]
                     m.d.sync += idx.eq(0)
                     m.next = "TX_RESERVE"
                 with m.Elif(~closing):
@@ -1335,7 +1340,9 @@ class Executor(wiring.Component):
             with m.If(nopage_set[s]):
                 m.d.sync += slot_nopage[s].eq(1)
         with m.If(self.pub_open.valid & self.pub_open.ready):
-            m.d.sync += [slot_xfer.bit_select(tail, 1).eq(0), slot_nopage.bit_select(tail, 1).eq(0)]
+            # a doomed transaction's commit (no record, so no member to find no page) answers as its write did
+            doomed_commit_nopage = (kind == K.COMMIT) & (n == 0) & doomed_nopage.bit_select(t, 1)
+            m.d.sync += [slot_xfer.bit_select(tail, 1).eq(0), slot_nopage.bit_select(tail, 1).eq(doomed_commit_nopage)]
         if W:
             # a destage group published: its pages are on flash and bound, the entries free (dropped: DIRTY
             # again, destaged later; a FLUSH then answers MEDIA_ERROR once)

@@ -431,8 +431,10 @@ async def no_page_completes_no_space(dut):
     """Every erased block used up and none coming (the firmware sets ``no_blocks``): an atomic
     group already waiting for pages completes NO_SPACE and none of it is visible (reads, the
     flash's recovery, the block table); later writes complete NO_SPACE at once; a TX_COMMIT
-    whose COMMIT record finds no page aborts its transaction; nothing is reported as a program
-    failure; once a block comes again the core takes writes."""
+    whose COMMIT record finds no page aborts its transaction; a TX_WRITE that finds no page dooms
+    its transaction, whose TX_COMMIT then aborts it with NO_SPACE too (not MEDIA_ERROR: nothing
+    failed on the flash); nothing is reported as a program failure; once a block comes again the
+    core takes writes."""
     tb = await make_tb(dut, name="nopage", blocks_per_die=1)
     tb.pool_may_run_dry = True
     host = Host(tb)
@@ -488,8 +490,14 @@ async def no_page_completes_no_space(dut):
     expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=3), Status.NO_SPACE)
     model.tx_abort(3)
     expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=3), Status.UNKNOWN_TX)
+    # a transaction whose write found no page: doomed, and its commit says why
+    buf = host.buffer(1)
+    tb.write_bytes(buf, blocks(1))
+    expect(await tb.do(opcode=Opcode.TX_WRITE, tid=4, lba=600, nlb=1, buf=buf), Status.NO_SPACE)
+    expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=4), Status.NO_SPACE)
+    expect(await tb.do(opcode=Opcode.TX_COMMIT, tid=4), Status.UNKNOWN_TX)
     assert not tb.failed.items, "a page that was never programmed was reported as a program failure"
-    await check([500, 501, 2000, 2001, 2002, 1900, 1963, 1200, 1263] + list(written)[::7])
+    await check([500, 501, 600, 2000, 2001, 2002, 1900, 1963, 1200, 1263] + list(written)[::7])
     await check_valid_counts(tb, model)
 
     # a block again: the core writes
