@@ -1288,12 +1288,12 @@ def main(argv=None) -> int:
     results = [done[t.id] for t in trials if t.id in done and t.id not in gone]
     print(report(results, args.report, args, archived))
     bad = [r for r in results if r["outcome"] not in ("pass", "no-cut")]
-    open_ = [r["id"] for r in bad if r["id"] not in resolved_for(args)]
-    if bad and not open_:
+    unresolved = [r["id"] for r in bad if r["id"] not in resolved_for(args)]
+    if unresolved:
+        print(f"campaign: {len(unresolved)} failures not resolved: trials {', '.join(map(str, unresolved[:20]))}")
+    elif bad:
         print(f"campaign: {len(bad)} failures, every one resolved (RESOLVED in sim/campaign.py)")
-    elif open_:
-        print(f"campaign: {len(open_)} failures not resolved: trials {', '.join(map(str, open_[:20]))}")
-    return 1 if open_ else 0
+    return 1 if unresolved else 0
 
 
 if __name__ == "__main__":

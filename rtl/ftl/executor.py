@@ -52,8 +52,9 @@ publisher only has to stage.  TX_COMMIT / TX_ABORT / TX_FINAL close the slot at
 once (a second commit is UNKNOWN_TX, the tid may be reused) and free it when
 published.  A TX_WRITE the publisher drops (program failures, a bus error)
 *dooms* its transaction: the commit then aborts it and completes with
-MEDIA_ERROR, or NO_SPACE when a dropped write of it found no page.  The tag of a transaction is the seq its first page gets: the
-log writer's next seq (``page_seq``) in the cycle that page is taken.
+MEDIA_ERROR, or NO_SPACE when a dropped write of it found no page.  The tag
+of a transaction is the seq its first page gets: the log writer's next seq
+(``page_seq``) in the cycle that page is taken.
 A TX_FINAL whose transaction would exceed ``LOG.TX_FINAL_MAX_PAGES`` pages is
 INVALID_FIELD (commit with TX_COMMIT instead).  ``tx_floor`` is the first
 vseq of the oldest transaction not yet published (all ones: none): a map

@@ -309,7 +309,7 @@ def test_a_starved_core_gets_the_reserve_then_no_space_not_a_hang(tmp_path):
 TRIMS = 600                  # far more record pages than the worn device has left
 
 
-@pytest.mark.long      # ~3 min
+@pytest.mark.long      # ~1.5 min
 def test_a_full_device_with_gc_stuck_hands_its_reserve_to_the_hosts_commands(tmp_path):
     """The worn-out device of test 1 (FULL), then trims from a host queue -- each a TRIM record page, of
     an LBA never written, so the data stored stays and FULL with it -- until the worn blocks are gone
@@ -319,8 +319,8 @@ def test_a_full_device_with_gc_stuck_hands_its_reserve_to_the_hosts_commands(tmp
 
     Until 2026-12-02 the reserve went to the core only on GC_STUCK.  This workload did not hang on
     that firmware (its trims fill blocks GC can collect, and a collection hands the reserve out too:
-    it too ended in NO_SPACE); a hang needs pages GC cannot collect in
-    front of the starved command, e.g. an old transaction pinning the floor of a worn device."""
+    it too ended in NO_SPACE); a hang needs pages GC cannot collect in front of the starved command,
+    e.g. an old transaction pinning the floor of a worn device."""
     run = tmp_path / "run"
     simctl.start(run, simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN, nand_set=dict(endurance=ENDURANCE)),
                  fresh=True)
