@@ -11,8 +11,9 @@ pipeline and are not here.
 Rules, first failing rule wins:
 
 1. opcode is not an ``Opcode``                               → INVALID_OPCODE
-2. ``nsid != 1``, ``rsvd != 0``, undefined flag bits, or
-   ``tx_final`` on anything but TX_WRITE                      → INVALID_FIELD
+2. ``nsid != 1``, ``rsvd != 0``, undefined flag bits,
+   ``tx_final`` or ``tx_new`` on anything but TX_WRITE, or
+   ``log_page`` not a ``LogPage`` (GET_LOG) / not 0 (others)   → INVALID_FIELD
 3. TX_WRITE, TX_READ, TX_COMMIT, TX_ABORT with ``tid == 0``    → INVALID_TID
 4. per opcode:
 
@@ -39,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .spec import CMD, LIMITS, Hint, Opcode, Status
+from .spec import CMD, LIMITS, Hint, LogPage, Opcode, Status
 
 NSID = 1
 BUF_ALIGN = 4
@@ -50,6 +51,8 @@ DATA_OPCODES = (Opcode.READ, Opcode.WRITE, Opcode.TX_READ, Opcode.TX_WRITE)
 TX_OPCODES = (Opcode.TX_WRITE, Opcode.TX_READ, Opcode.TX_COMMIT, Opcode.TX_ABORT)
 DEFINED_FLAGS = sum(b.mask for b in CMD["flags"].bits)
 TX_FINAL = CMD.compose("flags", tx_final=1)
+TX_NEW = CMD.compose("flags", tx_new=1)
+LOG_PAGES = tuple(int(p) for p in LogPage)
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,9 @@ def static_status(cmd: Mapping[str, int], capacity: int, limits: StaticLimits = 
     flags = cmd["flags"]
     if cmd["nsid"] != NSID or cmd["rsvd"] != 0 or flags & ~DEFINED_FLAGS:
         return Status.INVALID_FIELD
-    if flags & TX_FINAL and op != Opcode.TX_WRITE:
+    if flags & (TX_FINAL | TX_NEW) and op != Opcode.TX_WRITE:
+        return Status.INVALID_FIELD
+    if cmd["log_page"] not in (LOG_PAGES if op == Opcode.GET_LOG else (0,)):
         return Status.INVALID_FIELD
     if op in TX_OPCODES and cmd["tid"] == 0:
         return Status.INVALID_TID

@@ -45,6 +45,7 @@ class Opcode(DocEnum):
 class CmdFlag(DocEnum):
     FUA = 0, "force unit access: complete only once durable (bit number)"
     TX_FINAL = 1, "TX_WRITE: this is the transaction's last write; its last page carries the commit"
+    TX_NEW = 2, "TX_WRITE: this write opens the transaction; TID_IN_USE (nothing changes) if the tid is open already"
 
 
 class Hint(DocEnum):
@@ -76,6 +77,13 @@ class Status(DocEnum):
     INTERNAL_ERROR = 0x13, "the controller hit an internal inconsistency; the command changed nothing"
     LIST_TOO_LONG = 0x14, "nlist exceeds the list capacity of this command"
     DATA_TRANSFER_ERROR = 0x15, "a data buffer or list in host memory could not be read or written (bus error)"
+    TID_IN_USE = 0x16, "a TX_WRITE flagged tx_new names a transaction that is open already (another host's?)"
+
+
+class LogPage(DocEnum):
+    STATS = 0, "the statistics page (LOG_PAGE, 256 bytes), refreshed by the firmware while it idles"
+    OPEN = 1, ("what is open now, from the core's own tables: an OPEN_TX per transaction slot (IDENTIFY "
+               "max_open_tx), then an OPEN_APPEND per append slot (max_appends)")
 
 
 # -----------------------------------------------------------------------------
@@ -88,7 +96,8 @@ CMD = Record(
     [
         u8("opcode", "Opcode"),
         u8("flags", "CmdFlag bits", [Bits("fua", 0, 1, "force unit access"),
-                                     Bits("tx_final", 1, 1, "last write of a transaction carries its commit")]),
+                                     Bits("tx_final", 1, 1, "last write of a transaction carries its commit"),
+                                     Bits("tx_new", 2, 1, "TX_WRITE opens the transaction (TID_IN_USE if open)")]),
         u16("cid", "command id, echoed in the completion"),
         u32("nsid", "namespace id (1; 0 and others reserved)"),
         u32("tid", "transaction id for TX_* commands (0 = none)"),
@@ -99,7 +108,8 @@ CMD = Record(
         u64("lba", "first logical block"),
         u32("nlb", "number of logical blocks (1-based; 0 is invalid)"),
         u32("nlist", "number of list entries (ATOMIC_WRITE, REMAP)"),
-        u64("rsvd", "reserved, must be 0"),
+        u32("log_page", "LogPage for GET_LOG; must be 0 otherwise"),
+        u32("rsvd", "reserved, must be 0"),
     ],
     size=64,
 )
@@ -598,6 +608,30 @@ LOG_PAGE = Record(
                             "over-provisioning; the device refuses writes once the data stored no longer fits)"),
     ] + [u64(f"rsvd{i}", "reserved") for i in range(14)],
     size=256,
+)
+
+OPEN_TX = Record(
+    "open_tx",
+    "GET_LOG page OPEN: one transaction slot of the core (16 bytes).",
+    [
+        u32("tid", "the open transaction's id; 0: the slot holds no open transaction"),
+        u32("pages", "pages the transaction has written so far"),
+        u32("flags", "state bits", [Bits("doomed", 0, 1, "a write of it failed (MEDIA_ERROR, NO_SPACE): "
+                                                              "its commit will fail; abort it")]),
+        u32("rsvd", "0"),
+    ],
+    size=16,
+)
+
+OPEN_APPEND = Record(
+    "open_append",
+    "GET_LOG page OPEN: one append slot of the core (16 bytes).",
+    [
+        u64("token", "the live append's token (remap or release it); 0: the slot holds no live append"),
+        u32("nlb", "the append's blocks"),
+        u32("rsvd", "0"),
+    ],
+    size=16,
 )
 
 LIMITS = ConstantGroup("limits", "Default device limits (elaboration parameters; IDENTIFY reports the built values).", [
@@ -1207,8 +1241,8 @@ REGISTER_MAPS = [HOST_REGS, FTL_REGS]
 
 CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
-         RelocResult, NoSpace]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, ANCHOR_HDR]
+         RelocResult, NoSpace, LogPage]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, ANCHOR_HDR]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),

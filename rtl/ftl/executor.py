@@ -86,7 +86,12 @@ READ goes to the :class:`~rtl.ftl.reader.Reader` (its own queue, so reads do
 not wait for programs); IDENTIFY and GET_LOG copy a record the firmware keeps
 in SoC memory (``identify_base``, ``log_base``; ``spec.IDENTIFY.size`` bytes)
 to the host buffer (IDENTIFY.volatile_cache replaced by the write cache's
-size); HINT NONE / FLUSH_GROUP complete at once.
+size); HINT NONE / FLUSH_GROUP complete at once.  GET_LOG of
+``LogPage.OPEN`` writes the executor's own tables instead, in command order:
+a ``spec.OPEN_TX`` per transaction slot (tid, pages, doomed; zeros unless
+OPEN), then a ``spec.OPEN_APPEND`` per append slot (its token while live).
+A TX_WRITE flagged ``tx_new`` whose tid is open already completes
+TID_IN_USE and changes nothing.
 
 **The write cache** (``cache_pages`` > 0; docs/ftl.md, "Write cache"): a
 non-FUA WRITE copies each page into a free cache page and makes it the
@@ -118,7 +123,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
 from atomflash import spec
-from atomflash.spec import Hint, Kind, NandResult, Opcode, Status
+from atomflash.spec import Hint, Kind, LogPage, NandResult, Opcode, Status
 from rtl import spec as layouts
 from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
@@ -627,6 +632,10 @@ class Executor(wiring.Component):
         bus = self.bus
         m.d.comb += bus.sel.eq(0xF)
         copy_src = Signal(32)
+        ow = Signal(range(4 * (T + A) + 1))  # GET_LOG OPEN: the word being written
+        o_t = Signal(range(T))               # ... its transaction slot (words 0 .. 4T - 1)
+        o_h = Signal(hbits)                  # ... its append slot (words 4T ..)
+        m.d.comb += [o_t.eq(ow[2:]), o_h.eq((ow - 4 * T)[2:])]
         m.submodules.app_crc = app_crc = layouts.OOB_CRC(data_width=32).create()
 
         with m.FSM(name="dispatch"):
@@ -782,8 +791,11 @@ class Executor(wiring.Component):
                             m.d.sync += copy_src.eq(self.identify_base)
                             m.next = "COPY_READ"
                         with m.Case(Opcode.GET_LOG):
-                            m.d.sync += copy_src.eq(self.log_base)
-                            m.next = "COPY_READ"
+                            m.d.sync += [copy_src.eq(self.log_base), ow.eq(0)]
+                            with m.If(c.log_page == LogPage.OPEN):
+                                m.next = "OPEN_WRITE"
+                            with m.Else():
+                                m.next = "COPY_READ"
                         with m.Case(Opcode.TX_WRITE):
                             m.d.sync += [kind.eq(K.TX), n.eq(c.nlb), final.eq(c.flags.tx_final)]
                             m.next = "TX_FIND"
@@ -843,6 +855,43 @@ class Executor(wiring.Component):
                     with m.Else():
                         m.next = "COPY_READ"
 
+            # GET_LOG OPEN: OPEN_TX per transaction slot, then OPEN_APPEND per append slot (4 words each);
+            # an append slot's meta is read in OPEN_META, one cycle ahead of its words
+            with m.State("OPEN_META"):
+                m.d.comb += meta_r.addr.eq(o_h)
+                m.next = "OPEN_WRITE"
+            with m.State("OPEN_WRITE"):
+                o_word = Signal(32)
+                o_field = ow[:2]
+                tx_open_o = tx_state[o_t] == TxState.OPEN
+                app_live_o = app_live.bit_select(o_h, 1)
+                with m.If(ow < 4 * T):
+                    with m.Switch(o_field):
+                        with m.Case(0):
+                            m.d.comb += o_word.eq(Mux(tx_open_o, tx_tid[o_t], 0))
+                        with m.Case(1):
+                            m.d.comb += o_word.eq(Mux(tx_open_o, tx_npages[o_t], 0))
+                        with m.Case(2):
+                            m.d.comb += o_word.eq(Mux(tx_open_o, doomed.bit_select(o_t, 1), 0))
+                with m.Else():
+                    with m.Switch(o_field):
+                        with m.Case(0):
+                            m.d.comb += o_word.eq(Mux(app_live_o, Cat(o_h, Const(0, 16 - hbits), meta_r.data.gen), 0))
+                        with m.Case(1):
+                            m.d.comb += o_word.eq(Mux(app_live_o, meta_r.data.check, 0))
+                        with m.Case(2):
+                            m.d.comb += o_word.eq(Mux(app_live_o, meta_r.data.nlb, 0))
+                m.d.comb += [meta_r.addr.eq(o_h), bus.adr.eq((c.buf[:32] >> 2) + ow), bus.dat_w.eq(o_word),
+                             bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.DATA_TRANSFER_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += ow.eq(ow + 1)
+                    with m.If(ow == 4 * (T + A) - 1):
+                        finish(Status.SUCCESS)
+                    with m.Elif((ow >= 4 * T - 1) & (o_field == 3)):
+                        m.next = "OPEN_META"
+
             # transactions: find the tid's slot (or a free one for a first TX_WRITE)
             with m.State("TX_FIND"):
                 found, ft = Signal(), Signal(self.owner_bits)
@@ -854,7 +903,9 @@ class Executor(wiring.Component):
                         m.d.comb += [has_free.eq(1), free_t.eq(i)]
                     with m.If(tx_state[i] == TxState.CLOSING):
                         m.d.comb += closing.eq(1)
-                with m.If(found):
+                with m.If(found & (c.opcode == Opcode.TX_WRITE) & c.flags.tx_new):
+                    finish(Status.TID_IN_USE)        # someone else's transaction: nothing changes
+                with m.Elif(found):
                     m.d.sync += [t.eq(ft), new_tx.eq(0)]
                     with m.Switch(c.opcode):
                         with m.Case(Opcode.TX_WRITE):

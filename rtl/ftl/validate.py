@@ -12,7 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash import command
-from atomflash.spec import Hint, Opcode, Status
+from atomflash.spec import Hint, LogPage, Opcode, Status
 from rtl.host.queues import command_layout, completion_layout
 
 
@@ -52,6 +52,12 @@ class CommandValidator(wiring.Component):
         status = Signal(15)
         known_op = Signal()
         known_hint = Signal()
+        log_page_ok = Signal()
+        with m.Switch(c.log_page):
+            with m.Case(0):
+                m.d.comb += log_page_ok.eq(1)
+            with m.Case(*(int(p) for p in LogPage if p)):
+                m.d.comb += log_page_ok.eq(c.opcode == Opcode.GET_LOG)
         with m.Switch(c.opcode):
             with m.Case(*(int(op) for op in Opcode)):
                 m.d.comb += known_op.eq(1)
@@ -78,7 +84,7 @@ class CommandValidator(wiring.Component):
         with m.If(~known_op):
             m.d.comb += status.eq(Status.INVALID_OPCODE)
         with m.Elif((c.nsid != command.NSID) | (c.rsvd != 0) | (flags & ~command.DEFINED_FLAGS).any()
-                    | (c.flags.tx_final & (op != Opcode.TX_WRITE))):
+                    | ((c.flags.tx_final | c.flags.tx_new) & (op != Opcode.TX_WRITE)) | ~log_page_ok):
             m.d.comb += status.eq(Status.INVALID_FIELD)
         with m.Elif(is_(*command.TX_OPCODES) & (c.tid == 0)):
             m.d.comb += status.eq(Status.INVALID_TID)

@@ -20,8 +20,9 @@ def interesting_command(rng: random.Random) -> dict:
     c["opcode"] = rng.choice([int(o) for o in Opcode] * 3 + [0x7F, 0xFF, 0x03])
     c["cid"] = rng.getrandbits(16)
     c["nsid"] = 1 if rng.random() < 0.9 else rng.choice([0, 2, 0xFFFFFFFF])
-    c["rsvd"] = 0 if rng.random() < 0.95 else rng.getrandbits(64)
-    c["flags"] = rng.choice([0, 0, 0, 1, 2, 3, 4, 0x80])
+    c["rsvd"] = 0 if rng.random() < 0.95 else rng.getrandbits(32)
+    c["log_page"] = 0 if rng.random() < 0.8 else rng.choice([int(p) for p in spec.LogPage] + [0x7F, 0xFFFFFFFF])
+    c["flags"] = rng.choice([0, 0, 0, 1, 2, 3, 4, 6, 8, 0x80])
     c["tid"] = rng.choice([0, 1, 7, 0xFFFFFFFF])
     c["hint"] = rng.choice([int(h) for h in Hint] + [3, 0xFFFFFFFF])
     c["lba"] = rng.choice([0, 1, CAPACITY - 1, CAPACITY, CAPACITY - lim.max_transfer, rng.getrandbits(64),

@@ -282,9 +282,10 @@ class Model:
         return Completion(Status.SUCCESS, ops=(self._record("atomic", writes, True, durable=True),))
 
     # -- transactions ---------------------------------------------------------
-    def tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False) -> Completion:
+    def tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False, new: bool = False) -> Completion:
         """TX_WRITE: stage blocks visible to ``tid`` only; the first write opens the transaction.
-        ``final`` (CmdFlag.TX_FINAL) also commits it: the completion then means durable and visible."""
+        ``final`` (CmdFlag.TX_FINAL) also commits it: the completion then means durable and visible.
+        ``new`` (CmdFlag.TX_NEW): this write must open the transaction; TID_IN_USE if it is open."""
         if tid == 0:
             return Completion(Status.INVALID_TID)
         st, blocks = self._blocks(data)
@@ -293,6 +294,8 @@ class Model:
         if not self._in_range(lba, len(blocks)):
             return Completion(Status.LBA_OUT_OF_RANGE)
         staged = self.tx.get(tid)
+        if new and staged is not None:
+            return Completion(Status.TID_IN_USE)
         if staged is None and len(self.tx) >= self.limits.max_open_tx:
             return Completion(Status.TOO_MANY_OPEN_TX)
         # CHOICE: the pending table holds one entry per (tid, lba); rewriting an LBA reuses it.
