@@ -8,7 +8,9 @@
     atomflash tx write 7 40 --data t7 ; atomflash tx commit 7
     atomflash append --data a1 --count 2             # prints the token
     atomflash remap 50:0x...:2
+    atomflash open                                   # what is open: transactions, live appends
     atomflash stats ; atomflash console ; atomflash bench --qd 8 --ops 200
+    atomflash sim cut --program 3                    # a NAND power cut during the 3rd program from now
     atomflash sim stop [--power-cut]
 
 Every verb takes ``--dir`` (the simulation's run directory, default
@@ -20,7 +22,11 @@ code  meaning
 ====  ==================================================================
 1     usage or value error (bad argument, data of the wrong size)
 2     argparse usage error
-3     no device: no simulation running, link lost, timeout
+3     no device: no simulation running, the link refused or lost (the
+      simulation ended, or lost power under the command)
+4     the boot lost power: ``sim start`` saw a NAND power cut end the
+      simulation before its host interface came up (start it again)
+5     the drive hung: a command did not complete within ``--timeout``
 16+s  the device completed the command with status ``s`` (``spec.Status``),
       e.g. 26 = 16 + 0x0A UNKNOWN_TX; the message names the status
 ====  ==================================================================
@@ -39,7 +45,7 @@ from pathlib import Path
 from . import errors, simctl, spec
 from .spec import Hint
 
-EXIT_VALUE, EXIT_USAGE, EXIT_NO_DEVICE, EXIT_STATUS_BASE = 1, 2, 3, 16
+EXIT_VALUE, EXIT_USAGE, EXIT_NO_DEVICE, EXIT_POWER_LOST, EXIT_TIMEOUT, EXIT_STATUS_BASE = 1, 2, 3, 4, 5, 16
 
 
 class CliError(Exception):
@@ -84,6 +90,8 @@ def _device(args):
             raise CliError(f"--server: {e}", EXIT_USAGE) from None
         except BadQueue as e:
             raise CliError(f"--qid: {e}", EXIT_USAGE) from None
+        except errors.CommandTimeout as e:
+            raise CliError(str(e), EXIT_TIMEOUT) from None
         except (TransportError, DeviceError, TimeoutError) as e:
             raise CliError(str(e), EXIT_NO_DEVICE) from None
     st = simctl.status(args.dir)
@@ -93,6 +101,8 @@ def _device(args):
         return Device.attach_sim(args.dir or simctl.default_run_dir(), qid=args.qid, timeout=args.timeout)
     except BadQueue as e:
         raise CliError(f"--qid: {e}", EXIT_USAGE) from None
+    except errors.CommandTimeout as e:
+        raise CliError(str(e), EXIT_TIMEOUT) from None
     except (TransportError, DeviceError, TimeoutError) as e:
         raise CliError(str(e), EXIT_NO_DEVICE) from None
 
@@ -141,10 +151,13 @@ def cmd_sim(args):
             if not _:
                 raise CliError(f"--nand-set {kv}: expected KEY=VALUE")
             cfg.nand_set[k] = v
+        cfg.nand_set.setdefault("power_cut_finish", 1)   # a NAND power cut ends the simulation: the drive is off
         print(f"atomflash: building (cached) and booting the simulated SSD in {args.dir or simctl.default_run_dir()} ...",
               file=sys.stderr)
         try:
             st = simctl.start(args.dir, cfg, fresh=args.fresh)
+        except simctl.BootPowerLost as e:
+            raise CliError(str(e), EXIT_POWER_LOST) from None
         except simctl.SimError as e:
             raise CliError(str(e), EXIT_NO_DEVICE) from None
         report = simctl.boot_report(args.dir)
@@ -158,6 +171,8 @@ def cmd_sim(args):
             raise CliError(f"no simulation running in {st['run_dir']}", EXIT_NO_DEVICE)
         simctl.stop(args.dir, power_cut=args.power_cut)
         print("stopped" + (" (power cut: whatever was in flight is lost)" if args.power_cut else " cleanly"))
+    elif args.sim_verb == "cut":
+        _sim_cut(args)
     else:
         st = simctl.status(args.dir)
         if args.json:
@@ -176,6 +191,50 @@ def cmd_sim(args):
               + f"\nimages    {', '.join(st['images'])}")
         if st["running"]:
             print(f"up        {time.time() - st['started']:.0f} s (wall), pid {st['vsim_pid']}")
+
+
+def _sim_cut(args):
+    """Arm a NAND power cut on the running simulation, counted from now (simctl.NandControl)."""
+    from .nandsim import NandCutWhen
+    from .transport import TransportError, UartBoneTransport
+
+    st = simctl.status(args.dir)
+    if not st["running"]:
+        raise CliError(f"no simulation running in {st['run_dir']} (atomflash sim start)", EXIT_NO_DEVICE)
+    c = st["config"]
+    n = c["channels"] * c["ways"]
+    targets = sorted(set(args.target)) if args.target else list(range(n))
+    if targets[-1] >= n:
+        raise CliError(f"--target {targets[-1]}: the flash has targets 0 .. {n - 1}", EXIT_USAGE)
+    if args.kind is not None:
+        when, k, what = NandCutWhen.PROGRAM_KIND, args.program or 1, f"program of a {args.kind.upper()} page"
+    elif args.program:
+        when, k, what = NandCutWhen.PROGRAM, args.program, "program"
+    elif args.erase:
+        when, k, what = NandCutWhen.ERASE, args.erase, "erase"
+    else:
+        when, k, what = NandCutWhen.AT_TIME, 0, ""
+    if args.progress is not None and not 0 < args.progress < 1:
+        raise CliError(f"--progress {args.progress}: a fraction between 0 and 1 (exclusive)", EXIT_USAGE)
+    try:
+        with UartBoneTransport(st["port"], timeout=15) as t:
+            simctl.NandControl.attach(t, args.dir or simctl.default_run_dir()).schedule_cut(
+                targets, when, k, ns=args.at_ns or 0, progress=args.progress,
+                kind=int(spec.Kind[args.kind.upper()]) if args.kind else 0, clk_hz=st.get("clk_hz", 100_000_000))
+    except (TransportError, simctl.SimError) as e:
+        raise CliError(str(e), EXIT_NO_DEVICE) from None
+    on = f"target{'s' if len(targets) > 1 else ''} {', '.join(map(str, targets))}"
+    if when == NandCutWhen.AT_TIME:
+        print(f"armed: {on} lose power {args.at_ns} ns of simulated time from now")
+    else:
+        print(f"armed: {on} lose power during the {_nth(k)} {what} from now (each target counts its own)")
+    if not c.get("nand_set", {}).get("power_cut_finish"):
+        print("note: this simulation was started with power_cut_finish=0: the NAND goes dark but the simulation "
+              "runs on (atomflash sim stop)")
+
+
+def _nth(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 < 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
 def cmd_identify(args):
@@ -231,7 +290,7 @@ def cmd_atomic(args):
 def cmd_tx(args):
     with _device(args) as dev:
         if args.tx_verb == "write":
-            dev.tx_write(args.tid, args.lba, _blocks(args, dev, args.count), final=args.final)
+            dev.tx_write(args.tid, args.lba, _blocks(args, dev, args.count), final=args.final, new=args.new)
             print(f"tx {args.tid}: staged lba {args.lba}..{args.lba + args.count - 1}"
                   + (" and committed (final)" if args.final else ""))
         elif args.tx_verb == "read":
@@ -270,6 +329,23 @@ def cmd_release(args):
     with _device(args) as dev:
         dev.release(args.token)
         print(f"released 0x{args.token:016x}")
+
+
+def cmd_open(args):
+    with _device(args) as dev:
+        ol = dev.open_list()
+    if args.json:
+        print(json.dumps({"transactions": [{"tid": t, "pages": p, "doomed": d} for t, p, d in ol.transactions],
+                          "appends": [{"token": f"0x{tok:016x}", "nlb": n} for tok, n in ol.appends]}, indent=2))
+        return
+    if not ol.transactions and not ol.appends:
+        print("nothing open")
+    for tid, pages, doomed in ol.transactions:
+        print(f"tx {tid}: {pages} page(s) staged" + (" (doomed: a write failed; abort it)" if doomed else "")
+              + f"  -> atomflash tx commit {tid} | tx abort {tid}")
+    for token, nlb in ol.appends:
+        print(f"append 0x{token:016x}: {nlb} block(s)  -> atomflash remap LBA:0x{token:016x}:{nlb} | "
+              f"release 0x{token:016x}")
 
 
 def cmd_stats(args):
@@ -343,14 +419,15 @@ def _data_opts(p, count=True):
 def build_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="atomflash", description="Drive an atomflash device (the simulated SSD) from the shell.",
                                   epilog="atomflash VERB --help describes each verb; exit codes: 1 value error, "
-                                         "2 usage, 3 no device, 16 + status for device errors.")
+                                         "2 usage, 3 no device, 4 the boot lost power, 5 the drive hung, "
+                                         "16 + status for device errors.")
     top.add_argument("--version", action="version", version=f"atomflash {__import__('atomflash').__version__} "
                                                            f"(spec {spec.SPEC_VERSION})")
     # --dir/--timeout/--qid go before or after the verb (SUPPRESS: a verb's absent option keeps the top's)
     dir_help = "the simulation's run directory (default build/run; env ATOMFLASH_RUN_DIR)"
-    timeout_help = "wall seconds to wait for a command"
+    timeout_help = "wall seconds a command may take before the drive counts as hung (exit 5; default 30)"
     top.add_argument("--dir", type=Path, default=None, help=dir_help)
-    top.add_argument("--timeout", type=float, default=600.0, help=timeout_help)
+    top.add_argument("--timeout", type=float, default=30.0, help=timeout_help)
     qid_help = "the host queue pair to use (0 .. host queues - 1; default 0)"
     top.add_argument("--qid", type=_nonneg, default=0, help=qid_help)
     board_help = ("a board instead of the simulation: its build's csr.csv (build/boards/<board>/csr.csv); "
@@ -367,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     p = sub.add_parser("sim", help="start, stop or inspect the simulated SSD", parents=[common])
-    ss = p.add_subparsers(dest="sim_verb", required=True, metavar="start|stop|status")
+    ss = p.add_subparsers(dest="sim_verb", required=True, metavar="start|stop|status|cut")
     q = ss.add_parser("start", help="build (cached) and boot the simulated SSD in the background", parents=[common])
     q.add_argument("--fresh", action="store_true", help="new NAND images (a factory-new device)")
     q.add_argument("--channels", type=_pos, default=2, help="NAND channels (a build per configuration)")
@@ -386,12 +463,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="main RAM and host memory in a simulated SDRAM behind LiteX's controller and L2 cache, as "
                         "on a board (a build of its own)")
     q.add_argument("--nand-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="NAND model key for every target (atomflash.nandsim.CONFIG_KEYS), e.g. ber=1e-6")
+                   help="NAND model key for every target (atomflash.nandsim.CONFIG_KEYS), e.g. ber=1e-6 or "
+                        "power_cut_ns=1000000 (a cut 1 ms into the boot: exit 4); power_cut_finish is 1 unless "
+                        "set (a cut ends the simulation)")
     q.add_argument("-v", "--verbose", action="store_true", help="print the whole boot report")
     q = ss.add_parser("stop", help="end the simulation (cleanly, or as a power cut)", parents=[common])
     q.add_argument("--power-cut", action="store_true", help="kill it at once: a power cut at this instant")
     q = ss.add_parser("status", help="is it running, where, which flash", parents=[common])
     q.add_argument("--json", action="store_true")
+    q = ss.add_parser("cut", help="arm a NAND power cut counted from now (a torn program or erase)", parents=[common])
+    g = q.add_mutually_exclusive_group(required=True)
+    g.add_argument("--program", type=_pos, help="during the K-th page program from now (on each target named)")
+    g.add_argument("--erase", type=_pos, help="during the K-th block erase from now")
+    g.add_argument("--kind", choices=[k.name.lower() for k in spec.Kind if k != spec.Kind.ERASED],
+                   help="during the next program of a page of this OOB record kind (commit, remap, ...)")
+    g.add_argument("--at-ns", type=_pos, help="NS nanoseconds of simulated time from now")
+    q.add_argument("--target", type=_nonneg, action="append", default=[],
+                   help="NAND target (repeatable; default: every target -- the first to count to K cuts)")
+    q.add_argument("--progress", type=float, default=None,
+                   help="how far the torn operation gets (0..1; default the model's, 0.5)")
     p.set_defaults(func=cmd_sim)
 
     p = sub.add_parser("identify", help="IDENTIFY: geometry and limits", parents=[common])
@@ -434,6 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("lba", type=_nonneg)
     _data_opts(q)
     q.add_argument("--final", action="store_true", help="last write: commit with it (no commit record)")
+    q.add_argument("--new", action="store_true",
+                   help="this write opens TID: refused with TID_IN_USE (exit 38) if anyone has it open")
     q = ts.add_parser("read", help="read as transaction TID sees it", parents=[common])
     q.add_argument("tid", type=_pos)
     q.add_argument("lba", type=_nonneg)
@@ -457,6 +549,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("release", help="discard a staged append", parents=[common])
     p.add_argument("token", type=_int)
     p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("open", help="what is open on the device: transactions and live appends (GET_LOG OPEN)",
+                       parents=[common])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_open)
 
     p = sub.add_parser("stats", help="the device's GET_LOG counters", parents=[common])
     p.add_argument("--json", action="store_true")
@@ -500,6 +597,9 @@ def main(argv=None) -> int:
     except CliError as e:
         print(f"atomflash: {verb}: {e}", file=sys.stderr)
         return e.code
+    except errors.CommandTimeout as e:
+        print(f"atomflash: {verb}: {e}", file=sys.stderr)
+        return EXIT_TIMEOUT
     except (TransportError, DeviceError, TimeoutError) as e:
         print(f"atomflash: {verb}: {e}", file=sys.stderr)
         return EXIT_NO_DEVICE

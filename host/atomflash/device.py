@@ -26,8 +26,29 @@ keeps several commands in flight (queue depth > 1)::
     cmds = [dev.submit_write(lba, blk) for lba, blk in work]   # in flight together
     for c in cmds: dev.wait(c)
 
-Transaction ids are the host's choice (any nonzero 32-bit value not open);
-:meth:`Device.transaction` picks the next unused one.
+Transaction ids are device-wide and the host's choice (any nonzero 32-bit
+value).  So that two hosts (two processes, or an application and the CLI)
+never silently share one, the write that opens a transaction carries the
+``tx_new`` flag (``CmdFlag.TX_NEW``): the device opens the tid only if no
+one has it open, else the command completes ``TID_IN_USE`` and changes
+nothing.  :meth:`Device.transaction` and :meth:`Device.new_tid` draw ids at
+random from the whole 32-bit space (never one this host has open), and
+:meth:`Device.transaction` opens with ``tx_new``, drawing another id if the
+device says the first is in use.  ``dev.tx_write(tid, ..., new=True)`` does
+the same for an id of the caller's.  :meth:`Device.open_list` asks the
+device what is open (every host's transactions and live appends), e.g.
+after a restart of the host.
+
+Failures: every exception is one of :mod:`atomflash.errors`.  A command the
+library refuses before sending it (a value that does not fit its field)
+raises its status's class and holds nothing.  Whatever fails, the host
+memory a command took is given back: on its completion (any status), when
+it is refused, or when the link is lost (the Device is then unusable:
+every later call raises :class:`~atomflash.errors.TransportError`).  Each
+command has a timeout (``Device(timeout=)``, ``submit(timeout=)``): a
+command not completed within it raises
+:class:`~atomflash.errors.CommandTimeout` from whatever call waits, and
+stays in flight (with its buffers: the device may still complete it).
 
 Several host queues
 -------------------
@@ -59,6 +80,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import random
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -66,27 +88,26 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from . import errors, spec
-from .spec import Hint, Opcode, Status
+from .errors import (BadQueue, CommandTimeout, DeviceError, HostMemoryFull, InvalidArgument, ReadyTimeout,
+                     TransportError)
+from .spec import Hint, LogPage, Opcode, Status
+from .specdsl import SpecError
 
-__all__ = ["Device", "DeviceSet", "Layout", "Command", "Transaction", "DeviceError", "BadQueue",
-           "HostMemoryFull", "hostmem_slices"]
+__all__ = ["Device", "DeviceSet", "Layout", "Command", "Transaction", "OpenList", "DeviceError", "BadQueue",
+           "HostMemoryFull", "hostmem_slices", "DEFAULT_TIMEOUT", "LINK_TIMEOUT"]
 
 HQ = spec.HOST_REGS
 FUA = spec.CMD.compose("flags", fua=1)
 TX_FINAL = spec.CMD.compose("flags", tx_final=1)
+TX_NEW = spec.CMD.compose("flags", tx_new=1)
+DEFAULT_TIMEOUT = 30.0  # wall seconds a command may take (the simulated drive's slowest take a few)
+LINK_TIMEOUT = 15.0     # wall seconds of silence on the link before it counts as lost
+# a TX_WRITE failing with these may have opened its transaction (its pages failed, not the command)
+_MAY_HAVE_OPENED = {Status.MEDIA_ERROR, Status.NO_SPACE, Status.DATA_TRANSFER_ERROR, Status.INTERNAL_ERROR}
+# the status a command gets for a value that does not fit its field (the library refuses it unsent)
+_FIELD_STATUS = {"lba": Status.LBA_OUT_OF_RANGE, "nlb": Status.TRANSFER_TOO_LARGE, "tid": Status.INVALID_TID,
+                 "token": Status.INVALID_TOKEN, "nlist": Status.LIST_TOO_LONG}
 CONFIG_ERROR = next(b.mask for b in HQ["status"].bits if b.name == "config_error")
-
-
-class DeviceError(RuntimeError):
-    """The device misbehaved below the command level (no queue, a register that is not there)."""
-
-
-class BadQueue(DeviceError):
-    """The queue pair asked for is not one of the device's host queues."""
-
-
-class HostMemoryFull(ValueError):
-    """A command needs more host memory than the region holds even with nothing in flight."""
 
 
 @dataclass(frozen=True)
@@ -151,13 +172,15 @@ def hostmem_slices(layout: Layout, host_queues: int) -> list[tuple[int, int]]:
 
 class _Shared:
     """What the Devices on one transport share: how many use it (the last to
-    close closes it) and the transaction ids (device-wide, not per queue)."""
+    close closes it), the transaction ids this host opened (device-wide, not
+    per queue) and whether the link was lost."""
 
     def __init__(self):
         self.users = 0
-        self.tids = itertools.count(1)
+        self.tids = random.SystemRandom()
         self.open_tids: set[int] = set()
         self.attached: dict[int, "Device"] = {}  # qid -> its open Device
+        self.lost: TransportError | None = None
 
 
 _SHARED: "weakref.WeakKeyDictionary[object, _Shared]" = weakref.WeakKeyDictionary()
@@ -217,15 +240,39 @@ class Command:
     result: int = 0
     data: bytes = b""
     submitted: float = field(default_factory=time.monotonic)
+    deadline: float = float("inf")   # time.monotonic() by which it must complete (CommandTimeout)
+    tid: int = 0
+    flags: int = 0
+    error: Exception | None = None   # the link was lost with the command in flight
 
     @property
     def ok(self) -> bool:
         return self.status == Status.SUCCESS
 
     def check(self) -> "Command":
-        """Raise the status's :mod:`atomflash.errors` exception unless SUCCESS."""
+        """Raise the status's :mod:`atomflash.errors` exception unless SUCCESS
+        (:class:`~atomflash.errors.TransportError` if the link was lost first)."""
+        if self.error is not None:
+            raise self.error
         errors.check(self.status, self.detail)
         return self
+
+
+@dataclass(frozen=True)
+class OpenList:
+    """What the device holds open (GET_LOG ``LogPage.OPEN``): every host's
+    transactions and live appends, with what closes them."""
+
+    transactions: tuple   # (tid, pages written, doomed) per open transaction
+    appends: tuple        # (token, nlb) per live append
+
+    @property
+    def tids(self) -> list[int]:
+        return [t for t, _, _ in self.transactions]
+
+    @property
+    def tokens(self) -> list[int]:
+        return [t for t, _ in self.appends]
 
 
 def _words(data: bytes) -> list[int]:
@@ -244,10 +291,13 @@ class Device:
 
     ``qid``: the queue pair, 0 .. ``hostq.queues`` - 2 (the firmware keeps
     the last one for its console); a bad one is :class:`DeviceError` (out of
-    range) or :class:`ValueError` (not a number).  The queue's rings and
+    range) or :class:`~atomflash.errors.InvalidArgument` (not a number).  The queue's rings and
     buffers live in slice ``qid`` of host memory (:func:`hostmem_slices`).
-    ``timeout``: wall seconds a command may take before :class:`TimeoutError`
-    (a simulated device runs ~1,000x slower than real time).  The
+    ``timeout``: wall seconds each command may take, counted from its
+    submission, before :class:`~atomflash.errors.CommandTimeout` (30 s: the
+    simulated device's slowest commands take a few; ``submit(timeout=)`` per
+    command).  ``ready_timeout``: how long to wait for the host interface
+    (the boot's recovery) before :class:`~atomflash.errors.ReadyTimeout`.  The
     constructor waits for the host interface (the firmware enables it after
     recovery), sets up the queue pair (resetting its indices) and reads
     IDENTIFY.  Several Devices may share one transport (one per queue pair;
@@ -255,9 +305,11 @@ class Device:
     """
 
     def __init__(self, transport, layout: Layout, *, qid: int = 0, queue_entries: int | None = None,
-                 timeout: float = 600.0, ready_timeout: float = 600.0):
+                 timeout: float = DEFAULT_TIMEOUT, ready_timeout: float = 600.0):
         if isinstance(qid, bool) or not isinstance(qid, int) or qid < 0:
-            raise ValueError(f"qid {qid!r}: a host queue pair is a number from 0")
+            raise InvalidArgument(f"qid {qid!r}: a host queue pair is a number from 0")
+        if not timeout > 0:
+            raise InvalidArgument(f"timeout {timeout!r}: seconds, more than 0")
         self.t = transport
         self.layout = layout
         self.qid = qid
@@ -284,7 +336,7 @@ class Device:
 
     # -- construction -------------------------------------------------------
     @staticmethod
-    def _sim_link(run_dir: Path | str):
+    def _sim_link(run_dir: Path | str, link_timeout: float = LINK_TIMEOUT):
         import json
 
         from .transport import UartBoneTransport
@@ -295,15 +347,18 @@ class Device:
         except FileNotFoundError:
             raise DeviceError(f"no simulation in {run_dir} (atomflash sim start)") from None
         layout = Layout.from_csr_csv(state["csr_csv"])
-        return UartBoneTransport(state["port"]), layout
+        return UartBoneTransport(state["port"], timeout=link_timeout), layout
 
     @classmethod
-    def attach_sim(cls, run_dir: Path | str, *, qid: int = 0, **kw) -> "Device":
+    def attach_sim(cls, run_dir: Path | str, *, qid: int = 0, link_timeout: float = LINK_TIMEOUT,
+                   **kw) -> "Device":
         """Queue pair ``qid`` of a simulation started by ``atomflash sim
         start`` (its ``sim.json``: the TCP port, the build's ``csr.csv``), on a
         connection of its own: the simulated host port takes one connection,
-        so for several queues at once use :meth:`attach_sim_all`."""
-        transport, layout = cls._sim_link(run_dir)
+        so for several queues at once use :meth:`attach_sim_all`.
+        ``link_timeout``: seconds the link may stay silent (a stalled
+        simulator) before :class:`~atomflash.errors.TransportError`."""
+        transport, layout = cls._sim_link(run_dir, link_timeout)
         try:
             return cls(transport, layout, qid=qid, **kw)
         except BaseException:
@@ -322,7 +377,7 @@ class Device:
 
         host, _, port = server.rpartition(":")
         if not port.isdigit():
-            raise ValueError(f"server {server!r}: host:port (litex_server's --bind-port, default 1234)")
+            raise InvalidArgument(f"server {server!r}: host:port (litex_server's --bind-port, default 1234)")
         layout = Layout.from_csr_csv(csr_csv)
         transport = LitexServerTransport(int(port), host or "127.0.0.1")
         try:
@@ -333,11 +388,11 @@ class Device:
 
     @classmethod
     def attach_sim_all(cls, run_dir: Path | str, *, queues: int | Iterable[int] | None = None,
-                       **kw) -> "DeviceSet":
+                       link_timeout: float = LINK_TIMEOUT, **kw) -> "DeviceSet":
         """Several host queue pairs of a simulation on its one connection
         (:meth:`open_queues`): ``queues`` None for every host queue, N for the
         first N, or the qids."""
-        transport, layout = cls._sim_link(run_dir)
+        transport, layout = cls._sim_link(run_dir, link_timeout)
         try:
             return cls.open_queues(transport, layout, queues, **kw)
         except BaseException:
@@ -353,7 +408,7 @@ class Device:
         :class:`DeviceSet` (a list; ``close()`` closes them all)."""
         if queues is None or isinstance(queues, int):
             if isinstance(queues, int) and not isinstance(queues, bool) and queues < 1:
-                raise ValueError(f"queues {queues}: at least 1")
+                raise InvalidArgument(f"queues {queues}: at least 1")
             first = cls(transport, layout, qid=0, **kw)
             n = first.host_queues if queues is None else queues
             if n > first.host_queues:
@@ -364,9 +419,9 @@ class Device:
         else:
             qids = list(queues)
             if not qids:
-                raise ValueError("no queue pair asked for")
+                raise InvalidArgument("no queue pair asked for")
             if len(set(qids)) != len(qids):
-                raise ValueError(f"queue pairs {qids}: each at most once")
+                raise InvalidArgument(f"queue pairs {qids}: each at most once")
             out = DeviceSet()
         try:
             for q in qids:
@@ -406,16 +461,40 @@ class Device:
         return self.layout.ctrl_base + r.offset + (r.stride * q if q is not None else 0)
 
     def rd(self, name: str, q: int | None = None) -> int:
-        return self.t.read(self._reg(name, q), 1)[0]
+        return self._link(self.t.read, self._reg(name, q), 1)[0]
 
     def wr(self, name: str, value: int, q: int | None = None) -> None:
-        self.t.write(self._reg(name, q), [value])
+        self._link(self.t.write, self._reg(name, q), [value])
+
+    # -- the link ---------------------------------------------------------------
+    def _link(self, fn, *args):
+        """A transport call; a link failure makes every Device on it unusable (:meth:`_lose`)."""
+        lost = self._shared.lost
+        if lost is not None:
+            raise TransportError(f"the device link was lost earlier ({lost})")
+        try:
+            return fn(*args)
+        except TransportError as e:
+            self._lose(e)
+            raise
+
+    def _lose(self, err: TransportError) -> None:
+        """The link failed: every command in flight on this transport fails with ``err`` and gives
+        back its host memory (the queue pairs must be set up again on a new link)."""
+        sh = self._shared
+        if sh.lost is None:
+            sh.lost = err
+        for d in list(sh.attached.values()) or [self]:
+            for cmd in d._inflight.values():
+                d.mem.release(cmd.buf, cmd.buf_bytes)
+                cmd.error, cmd.done = err, True
+            d._inflight.clear()
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while self.rd("id") != spec.HOST_REGS_ID:  # reads 0 until the firmware enables the host interface
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the host interface did not come up within {timeout:.0f} s (recovery?)")
+                raise ReadyTimeout(f"the host interface did not come up within {timeout:.0f} s (recovery?)")
             time.sleep(0.05)
         if self.rd("version") != spec.SPEC_VERSION:
             raise DeviceError(f"device implements spec {self.rd('version')}, this library {spec.SPEC_VERSION}")
@@ -431,7 +510,7 @@ class Device:
                               f"{hosts}, {queues - 1} is the firmware's")
         n = entries or max_entries
         if n > max_entries or n < 2 or n & (n - 1):
-            raise ValueError(f"queue entries {n}: a power of two in 2..{max_entries}")
+            raise InvalidArgument(f"queue entries {n}: a power of two in 2..{max_entries}")
         self.qsize = n
         base, size = hostmem_slices(self.layout, self.host_queues)[self.qid]
         self.mem_base, self.mem_size = base, size
@@ -442,7 +521,7 @@ class Device:
             raise DeviceError(f"queue pair {self.qid}: {n}-entry rings do not fit its {size}-byte slice of host memory")
         self.mem = _Allocator(data, base + size - data)
         self.heap_bytes = base + size - data
-        self.t.write(self.cq, [0] * (n * spec.CPL.size // 4))  # phase 0 everywhere: nothing posted
+        self._link(self.t.write, self.cq, [0] * (n * spec.CPL.size // 4))  # phase 0 everywhere: nothing posted
         self.wr("sq_base", self.sq, self.qid)
         self.wr("cq_base", self.cq, self.qid)
         self.wr("size", n, self.qid)  # resets the pair's indices and phase
@@ -453,42 +532,81 @@ class Device:
 
     # -- submission / completion ---------------------------------------------
     def submit(self, opcode: Opcode, *, payload: bytes = b"", read_bytes: int = 0, list_entries: bytes = b"",
-               list_data: Sequence[bytes] = (), detail: str = "", **fields) -> Command:
+               list_data: Sequence[bytes] = (), detail: str = "", timeout: float | None = None,
+               **fields) -> Command:
         """Queue one command.  ``payload``: data for ``buf`` (writes);
         ``read_bytes``: bytes ``buf`` receives (reads); ``list_entries``
         (built by the caller with ``buf`` fields filled by ``list_data``
-        addresses, see :meth:`submit_atomic_write`).  Returns at once."""
+        addresses, see :meth:`submit_atomic_write`).  ``timeout``: wall
+        seconds it may take (default ``self.timeout``).  Returns at once.
+
+        A field value the command cannot carry raises the status the device
+        gives that mistake (``errors.LbaOutOfRange`` for LBA -1, ...) before
+        anything is taken; whatever else fails before the command reaches
+        the device gives its host memory back."""
+        opcode = Opcode(opcode)
+        timeout = self.timeout if timeout is None else timeout
+        if not timeout > 0:
+            raise InvalidArgument(f"timeout {timeout!r}: seconds, more than 0")
+        self._check_fields(opcode, fields, detail)
+        if self._shared.lost is not None:
+            raise TransportError(f"the device link was lost earlier ({self._shared.lost})")
         while len(self._inflight) >= self.qsize - 1:
             self.poll(block=True)
         need = max(len(payload), read_bytes) + sum(-(-len(d) // 64) * 64 for d in list_data) + len(list_entries)
         buf = self._alloc(need)
-        cmd = Command(self._next_cid(), Opcode(opcode), detail,
-                      buf=buf, buf_bytes=need)
-        addr = buf
-        if payload or read_bytes:
-            fields["buf"] = addr
-            if payload:
-                self.t.write(addr, _words(payload))
-            cmd.read_addr, cmd.read_bytes = addr, read_bytes
-            addr += -(-max(len(payload), read_bytes) // 64) * 64
-        if list_data:
-            entries = bytearray(list_entries)
-            for i, d in enumerate(list_data):  # ATOMIC_ENTRY.buf of member i
-                self.t.write(addr, _words(d))
-                off = i * spec.ATOMIC_ENTRY.size + spec.ATOMIC_ENTRY["buf"].offset
-                entries[off:off + 8] = addr.to_bytes(8, "little")
-                addr += -(-len(d) // 64) * 64
-            list_entries = bytes(entries)
-        if list_entries:
-            fields["list"] = addr
-            self.t.write(addr, _words(list_entries))
-        entry = spec.CMD.pack(opcode=int(opcode), cid=cmd.cid, nsid=1, **fields)
-        self.t.write(self.sq + self.sq_tail * spec.CMD.size, _words(entry))
+        try:
+            cmd = Command(self._next_cid(), opcode, detail, buf=buf, buf_bytes=need,
+                          tid=fields.get("tid", 0), flags=fields.get("flags", 0))
+            addr = buf
+            if payload or read_bytes:
+                fields["buf"] = addr
+                if payload:
+                    self._link(self.t.write, addr, _words(payload))
+                cmd.read_addr, cmd.read_bytes = addr, read_bytes
+                addr += -(-max(len(payload), read_bytes) // 64) * 64
+            if list_data:
+                entries = bytearray(list_entries)
+                for i, d in enumerate(list_data):  # ATOMIC_ENTRY.buf of member i
+                    self._link(self.t.write, addr, _words(d))
+                    off = i * spec.ATOMIC_ENTRY.size + spec.ATOMIC_ENTRY["buf"].offset
+                    entries[off:off + 8] = addr.to_bytes(8, "little")
+                    addr += -(-len(d) // 64) * 64
+                list_entries = bytes(entries)
+            if list_entries:
+                fields["list"] = addr
+                self._link(self.t.write, addr, _words(list_entries))
+            entry = spec.CMD.pack(opcode=int(opcode), cid=cmd.cid, nsid=1, **fields)
+            self._link(self.t.write, self.sq + self.sq_tail * spec.CMD.size, _words(entry))
+        except BaseException:
+            if self._shared.lost is None:   # (a lost link gave back everything already)
+                self.mem.release(buf, need)
+            raise
         self.sq_tail = (self.sq_tail + 1) % self.qsize
+        cmd.submitted = time.monotonic()
+        cmd.deadline = cmd.submitted + timeout
         self._inflight[cmd.cid] = cmd
-        self.wr("sq_tail", self.sq_tail, self.qid)
+        self.wr("sq_tail", self.sq_tail, self.qid)   # a lost link here fails it with the rest (_lose)
         self.counts["commands"] += 1
+        if opcode == Opcode.TX_WRITE:
+            self.open_tids.add(cmd.tid)
         return cmd
+
+    def _check_fields(self, opcode: Opcode, fields: dict, detail: str) -> None:
+        """Every field value fits the command, else the status the device gives that mistake
+        (INVALID_FIELD for a field without one of its own), raised before the command takes anything."""
+        for name, value in fields.items():
+            try:
+                f = spec.CMD[name]
+            except KeyError:
+                raise InvalidArgument(f"{detail or opcode.name}: a command has no field {name!r}") from None
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidArgument(f"{detail or opcode.name}: {name} {value!r} is not an integer")
+            if not 0 <= value < 1 << 8 * f.size:
+                status = _FIELD_STATUS.get(name, Status.INVALID_FIELD)
+                raise errors.error_class(status)(f"{detail or opcode.name}: {name} {value} does not fit the "
+                                                 f"command's {8 * f.size}-bit field; refused by the host, not sent",
+                                                 submitted=False)
 
     def _next_cid(self) -> int:
         while True:
@@ -501,7 +619,7 @@ class Device:
             addr = self.mem.alloc(n)
             if addr is not None:
                 return addr
-            if not self._inflight:
+            if not any(not c.done for c in self._inflight.values()):
                 raise HostMemoryFull(f"{n} bytes of buffers do not fit queue pair {self.qid}'s {self.heap_bytes}-byte "
                                      f"share of host memory")
             self.poll(block=True)
@@ -516,22 +634,30 @@ class Device:
         """Collect the posted completions of every Device in ``devs`` (their
         ``cq_tail`` registers read in one burst when they share a transport).
         ``block``: wait until at least one completes, while any has a command
-        in flight (:class:`TimeoutError` after the shortest ``timeout``)."""
+        in flight (:class:`~atomflash.errors.CommandTimeout` once a command in flight is past its
+        deadline)."""
         devs = list(devs)
         if not devs:
             return []
-        deadline = time.monotonic() + min(d.timeout for d in devs)
         while True:
             ready = [(d, t) for d, t in zip(devs, Device._cq_tails(devs)) if t != d.cq_head]
             if ready:
                 return [c for d, t in ready for c in d._collect(t)]
             if not block or not any(d._inflight for d in devs):
                 return []
-            if time.monotonic() > deadline:
-                pending = ", ".join(f"{c.opcode.name} cid {c.cid} (queue {d.qid})"
-                                    for d in devs for c in d._inflight.values())
-                raise TimeoutError(f"no completion within {min(d.timeout for d in devs):.0f} s (in flight: {pending})")
+            Device._check_deadlines(devs)
             time.sleep(0.002)
+
+    @staticmethod
+    def _check_deadlines(devs: Sequence["Device"]) -> None:
+        """CommandTimeout for the oldest command in flight past its deadline (it stays in flight)."""
+        now = time.monotonic()
+        late = [(c.deadline, d, c) for d in devs for c in d._inflight.values() if c.deadline < now]
+        if late:
+            _, d, c = min(late, key=lambda x: x[0])
+            raise CommandTimeout(f"{c.detail or c.opcode.name} (cid {c.cid}, queue {d.qid}) did not complete within "
+                                 f"{c.deadline - c.submitted:.0f} s: the drive is hung or lost "
+                                 f"({len(d._inflight)} command(s) in flight on queue {d.qid})", c)
 
     @staticmethod
     def _cq_tails(devs: Sequence["Device"]) -> list[int]:
@@ -540,7 +666,7 @@ class Device:
             return [d.rd("cq_tail", d.qid) for d in devs]
         r = HQ["cq_tail"]
         lo, hi = min(d.qid for d in devs), max(d.qid for d in devs)
-        words = t.read(devs[0]._reg("cq_tail", lo), (hi - lo) * r.stride // 4 + 1)
+        words = devs[0]._link(t.read, devs[0]._reg("cq_tail", lo), (hi - lo) * r.stride // 4 + 1)
         return [words[(d.qid - lo) * r.stride // 4] for d in devs]
 
     def _collect(self, tail: int) -> list[Command]:
@@ -550,9 +676,9 @@ class Device:
             return []
         first = self.cq_head
         run1 = min(n, self.qsize - first)
-        words = self.t.read(self.cq + first * spec.CPL.size, run1 * 4)
+        words = self._link(self.t.read, self.cq + first * spec.CPL.size, run1 * 4)
         if n > run1:
-            words += self.t.read(self.cq, (n - run1) * 4)
+            words += self._link(self.t.read, self.cq, (n - run1) * 4)
         out = []
         raw = _bytes(words, n * spec.CPL.size)
         for i in range(n):
@@ -569,18 +695,46 @@ class Device:
             cmd = self._inflight.pop(c.cid, None)
             if cmd is None:
                 raise DeviceError(f"queue {self.qid}: completion for cid {c.cid}, which is not in flight")
-            cmd.status = Status(sf >> 1)
+            try:
+                cmd.status = Status(sf >> 1)
+            except ValueError:
+                cmd.status = Status.INTERNAL_ERROR   # a code this library does not know
+                cmd.detail += f" (the device answered status 0x{sf >> 1:02x}, unknown to this library)"
             cmd.result = c.result
-            if cmd.read_bytes and cmd.status == Status.SUCCESS:
-                cmd.data = _bytes(self.t.read(cmd.read_addr, -(-cmd.read_bytes // 4)), cmd.read_bytes)
-            self.mem.release(cmd.buf, cmd.buf_bytes)
-            cmd.done = True
+            try:
+                if cmd.read_bytes and cmd.status == Status.SUCCESS:
+                    cmd.data = _bytes(self._link(self.t.read, cmd.read_addr, -(-cmd.read_bytes // 4)),
+                                      cmd.read_bytes)
+            finally:
+                self.mem.release(cmd.buf, cmd.buf_bytes)
+                cmd.done = True
+                if self._shared.lost is None:
+                    self._track(cmd)
+                else:
+                    cmd.error = self._shared.lost
             out.append(cmd)
         self.wr("cq_head", self.cq_head, self.qid)
         return out
 
+    def _track(self, cmd: Command) -> None:
+        """The transactions this host has open, from a completed command (submitted or blocking alike):
+        a commit or abort ends its tid whatever the status, and so does a successful final write;
+        a write that had to open its tid (``tx_new``) and was refused did not open it (one whose
+        pages failed, MEDIA_ERROR and the like, may have: its transaction stays to be aborted)."""
+        if not cmd.tid:
+            return
+        if cmd.opcode in (Opcode.TX_COMMIT, Opcode.TX_ABORT):
+            self.open_tids.discard(cmd.tid)
+        elif cmd.opcode == Opcode.TX_WRITE:
+            if cmd.status == Status.SUCCESS:
+                if cmd.flags & TX_FINAL:
+                    self.open_tids.discard(cmd.tid)
+            elif cmd.flags & TX_NEW and cmd.status not in _MAY_HAVE_OPENED:
+                self.open_tids.discard(cmd.tid)
+
     def wait(self, cmd: Command, *, check: bool = True) -> Command:
-        """Until ``cmd`` completes; raises its status's exception when ``check``."""
+        """Until ``cmd`` completes; raises its status's exception when ``check``
+        (:class:`~atomflash.errors.CommandTimeout` when it, or an older command, is overdue)."""
         if not cmd.done and self._inflight.get(cmd.cid) is not cmd:
             raise DeviceError(f"{cmd.detail or cmd.opcode.name}: not in flight on queue {self.qid}")
         while not cmd.done:
@@ -600,8 +754,25 @@ class Device:
     # -- checks the library makes before the device does ----------------------
     def _blocks(self, data: bytes) -> int:
         if not data or len(data) % self.lba_size:
-            raise ValueError(f"data must be a whole number of {self.lba_size}-byte blocks, got {len(data)} bytes")
+            raise InvalidArgument(f"data must be a whole number of {self.lba_size}-byte blocks, got {len(data)} bytes")
         return len(data) // self.lba_size
+
+    @staticmethod
+    def _entry(record, what: str, **fields) -> bytes:
+        """One list entry; a value that does not fit: the status the device gives it, unsent."""
+        try:
+            return record.pack(**fields)
+        except SpecError:
+            pass
+        for name, value in fields.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidArgument(f"{what}: {name} {value!r} is not an integer")
+            if not 0 <= value < 1 << 8 * record[name].size:
+                status = {"nlb": Status.REMAP_LENGTH}.get(name, _FIELD_STATUS.get(name, Status.INVALID_FIELD))
+                raise errors.error_class(status)(f"{what}: entry {name} {value} does not fit its "
+                                                 f"{8 * record[name].size}-bit field; refused by the host, not sent",
+                                                 submitted=False)
+        raise InvalidArgument(f"{what}: entry {fields} does not fit {record.name}")
 
     # -- verbs: submit_* returns a Command, the plain name waits and checks ----------
     def identify(self):
@@ -631,6 +802,26 @@ class Device:
                 time.sleep(0.02)
                 p = page()
         return p
+
+    def open_list(self) -> OpenList:
+        """What the device holds open now, whoever opened it (GET_LOG ``LogPage.OPEN``, written by
+        the core from its own tables in command order): every open transaction (tid, pages, doomed)
+        and live append (token, blocks) -- what a host restarted after a crash, or a power cut, must
+        commit, abort, remap or release.  IDENTIFY's max_open_tx and max_appends size the page."""
+        info = self.info
+        size = spec.OPEN_TX.size * info.max_open_tx + spec.OPEN_APPEND.size * info.max_appends
+        c = self.wait(self.submit(Opcode.GET_LOG, log_page=int(LogPage.OPEN), read_bytes=size, detail="get log open"))
+        txs, apps = [], []
+        for i in range(info.max_open_tx):
+            e = spec.OPEN_TX.unpack(c.data[i * spec.OPEN_TX.size:(i + 1) * spec.OPEN_TX.size])
+            if e.tid:
+                txs.append((e.tid, e.pages, bool(spec.OPEN_TX.decompose("flags", e.flags).doomed)))
+        base = spec.OPEN_TX.size * info.max_open_tx
+        for i in range(info.max_appends):
+            e = spec.OPEN_APPEND.unpack(c.data[base + i * spec.OPEN_APPEND.size:base + (i + 1) * spec.OPEN_APPEND.size])
+            if e.token:
+                apps.append((e.token, e.nlb))
+        return OpenList(tuple(sorted(txs)), tuple(apps))
 
     def submit_read(self, lba: int, nlb: int = 1, *, tid: int = 0) -> Command:
         op = Opcode.TX_READ if tid else Opcode.READ
@@ -670,8 +861,8 @@ class Device:
         entries = list(entries)
         for _, d in entries:
             if len(d) != self.lba_size:
-                raise ValueError(f"atomic members are one {self.lba_size}-byte block each, got {len(d)} bytes")
-        lst = b"".join(spec.ATOMIC_ENTRY.pack(lba=lba, buf=0) for lba, _ in entries)
+                raise InvalidArgument(f"atomic members are one {self.lba_size}-byte block each, got {len(d)} bytes")
+        lst = b"".join(self._entry(spec.ATOMIC_ENTRY, "atomic write", lba=lba, buf=0) for lba, _ in entries)
         self.counts["pages_written"] += len(entries)
         return self.submit(Opcode.ATOMIC_WRITE, nlist=len(entries), list_entries=lst,
                            list_data=[d for _, d in entries],
@@ -684,30 +875,31 @@ class Device:
     # transactions (ids are device-wide: shared by the Devices on one transport)
     @property
     def open_tids(self) -> set[int]:
-        """Transactions this host opened with the blocking verbs and has not
-        ended (every queue on this transport)."""
+        """Transactions this host opened and has not seen end (every queue on this transport; the
+        submit_* forms count as the blocking ones do).  What the whole device holds open, whoever
+        opened it: :meth:`open_list`."""
         return self._shared.open_tids
 
     def new_tid(self) -> int:
-        """A transaction id no Device on this transport handed out before (nor has open)."""
+        """A random nonzero 32-bit transaction id this host does not have open.  Another host may
+        draw the same one (once in 2**32): open it with ``tx_new`` (:meth:`transaction` does) and
+        the device refuses a tid already open with TID_IN_USE instead of sharing it."""
         while True:
-            tid = next(self._shared.tids) & 0xFFFF_FFFF
+            tid = self._shared.tids.getrandbits(32)
             if tid and tid not in self.open_tids:
                 return tid
 
-    def submit_tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False) -> Command:
+    def submit_tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False, new: bool = False) -> Command:
+        """TX_WRITE; ``new``: this write opens ``tid`` (TID_IN_USE, nothing changed, if someone has it open)."""
         n = self._blocks(data)
         self.counts["pages_written"] += n
-        return self.submit(Opcode.TX_WRITE, tid=tid, lba=lba, nlb=n, flags=TX_FINAL if final else 0, payload=data,
-                           detail=f"tx write tid {tid} lba {lba} x {n}" + (" (final)" if final else ""))
+        return self.submit(Opcode.TX_WRITE, tid=tid, lba=lba, nlb=n,
+                           flags=(TX_FINAL if final else 0) | (TX_NEW if new else 0), payload=data,
+                           detail=f"tx write tid {tid} lba {lba} x {n}" + (" (final)" if final else "")
+                           + (" (new)" if new else ""))
 
-    def tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False) -> None:
-        self.open_tids.add(tid)
-        try:
-            self.wait(self.submit_tx_write(tid, lba, data, final=final))
-        finally:
-            if final:
-                self.open_tids.discard(tid)
+    def tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False, new: bool = False) -> None:
+        self.wait(self.submit_tx_write(tid, lba, data, final=final, new=new))
 
     def tx_read(self, tid: int, lba: int, nlb: int = 1) -> bytes:
         return self.wait(self.submit_read(lba, nlb, tid=tid)).data
@@ -719,21 +911,17 @@ class Device:
         return self.submit(Opcode.TX_ABORT, tid=tid, detail=f"tx abort tid {tid}")
 
     def tx_commit(self, tid: int) -> None:
-        try:
-            self.wait(self.submit_tx_commit(tid))
-        finally:
-            self.open_tids.discard(tid)
+        self.wait(self.submit_tx_commit(tid))
 
     def tx_abort(self, tid: int) -> None:
-        try:
-            self.wait(self.submit_tx_abort(tid))
-        finally:
-            self.open_tids.discard(tid)
+        self.wait(self.submit_tx_abort(tid))
 
     def transaction(self, tid: int | None = None) -> "Transaction":
         """``with dev.transaction() as tx:`` -- commits when the block ends,
-        aborts when it raises."""
-        return Transaction(self, tid or self.new_tid())
+        aborts when it raises.  Its first write opens the tid with ``tx_new``:
+        an id of the caller's that is open already raises ``errors.TidInUse``;
+        one drawn here (``tid`` None) is drawn again."""
+        return Transaction(self, tid, chosen=tid is None)
 
     # append / remap
     def submit_append(self, data: bytes, *, fua: bool = False) -> Command:
@@ -747,7 +935,8 @@ class Device:
 
     def submit_remap(self, triples: Iterable[tuple[int, int, int]]) -> Command:
         triples = list(triples)
-        lst = b"".join(spec.REMAP_ENTRY.pack(lba=lba, token=token, nlb=nlb) for lba, token, nlb in triples)
+        lst = b"".join(self._entry(spec.REMAP_ENTRY, "remap", lba=lba, token=token, nlb=nlb)
+                       for lba, token, nlb in triples)
         return self.submit(Opcode.REMAP, nlist=len(triples), list_entries=lst,
                            detail=f"remap of {len(triples)} triples")
 
@@ -805,39 +994,59 @@ class DeviceSet(list):
 
 
 class Transaction:
-    """An open transaction (``Device.transaction()``)."""
+    """A transaction (``Device.transaction()``); it is opened on the device by its first write."""
 
-    def __init__(self, dev: Device, tid: int):
-        self.dev, self.tid = dev, tid
-        self.state = "open"
+    DRAWS = 8   # ids drawn before giving up when the device says each is in use
+
+    def __init__(self, dev: Device, tid: int | None, *, chosen: bool = False):
+        self.dev = dev
+        self.chosen = chosen                 # the id was drawn by the library: another may be drawn
+        self.tid = dev.new_tid() if tid is None else tid
+        self.state = "new"                   # new -> open -> committed / aborted
 
     def write(self, lba: int, data: bytes, *, final: bool = False) -> None:
         """Stage ``data`` at ``lba``; ``final`` commits the transaction with
         this write (no commit record: the commit rides on its last page)."""
-        self.dev.tx_write(self.tid, lba, data, final=final)
-        if final:
-            self.state = "committed"
+        if self.state == "new":
+            for attempt in range(self.DRAWS):
+                try:
+                    self.dev.tx_write(self.tid, lba, data, final=final, new=True)
+                    break
+                except errors.TidInUse:
+                    if not self.chosen or attempt == self.DRAWS - 1:
+                        raise
+                    self.tid = self.dev.new_tid()
+        else:
+            self.dev.tx_write(self.tid, lba, data, final=final)
+        self.state = "committed" if final else "open"
 
     def read(self, lba: int, nlb: int = 1) -> bytes:
         """What this transaction sees: its own latest writes, else committed data."""
         return self.dev.tx_read(self.tid, lba, nlb)
 
     def commit(self) -> None:
-        self.dev.tx_commit(self.tid)
+        if self.state != "new":               # nothing written: nothing to commit
+            self.dev.tx_commit(self.tid)
         self.state = "committed"
 
     def abort(self) -> None:
-        self.dev.tx_abort(self.tid)
+        if self.state != "new":
+            self.dev.tx_abort(self.tid)
         self.state = "aborted"
 
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if self.state != "open":
+        if self.state not in ("new", "open"):
             return False
         if exc_type is None:
             self.commit()
         elif self.tid in self.dev.open_tids:
-            self.abort()
+            try:
+                self.abort()
+            except errors.Error:
+                pass            # the block's own exception is the one to see (its tid may not be open)
+        else:
+            self.state = "aborted"
         return False

@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .errors import InvalidArgument
 from .spec import LIMITS, Opcode
 
 __all__ = ["APPEND_ATOMIC", "REMAP", "CDB_SIZE", "REMAP_DESCRIPTOR_SIZE", "CdbError", "AppendAtomic",
@@ -36,7 +37,7 @@ TOKEN_SIZE = LIMITS.TOKEN_BYTES
 _DPO, _FUA, _FUA_NV = 1 << 4, 1 << 3, 1 << 1
 
 
-class CdbError(ValueError):
+class CdbError(InvalidArgument):
     """A CDB or REMAP parameter list that the paper's format does not allow."""
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from . import console_text
 
-__all__ = ["SimConfig", "SimError", "SimDeadline", "NandControl", "start", "stop", "status", "serve", "console_command", "boot_report",
+__all__ = ["SimConfig", "SimError", "BootPowerLost", "SimDeadline", "NandControl", "power_lost", "start", "stop", "status", "serve", "console_command", "boot_report",
            "default_run_dir", "source_root"]
 
 BOOT_DONE = "Type 'help'."
@@ -50,6 +50,11 @@ BOOT_DONE = "Type 'help'."
 
 class SimError(RuntimeError):
     """The simulation could not be started, reached or stopped."""
+
+
+class BootPowerLost(SimError):
+    """The boot lost power: a NAND model's power cut ended the simulation before the host interface
+    came up (an armed cut: ``power_cut_*`` keys, or ``atomflash sim cut`` before a restart)."""
 
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -357,6 +362,10 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
         if BOOT_DONE in text:
             return status(run_dir)
         if sup.poll() is not None or (st.get("exit") is not None):
+            if power_lost(run_dir):
+                raise BootPowerLost("the boot lost power (a NAND power cut ended the simulation before the host "
+                                    "interface came up; start it again to recover); last output:\n"
+                                    + "\n".join(text.splitlines()[-15:]))
             raise SimError(f"the simulation ended during boot (exit {st.get('exit')}); last output:\n"
                            + "\n".join(text.splitlines()[-15:]))
         if deadline.expired():
@@ -377,6 +386,11 @@ def boot_text(run_dir: Path | None = None) -> str:
     except FileNotFoundError:
         return ""
     return console_text.render(raw.decode(errors="replace"))
+
+
+def power_lost(run_dir: Path | None = None) -> bool:
+    """A NAND model cut the power in the current (or last) run: its console says so."""
+    return "power lost at" in boot_text(run_dir)
 
 
 def boot_report(run_dir: Path | None = None) -> str:

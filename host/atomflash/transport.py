@@ -49,6 +49,8 @@ import struct
 import time
 from typing import Protocol, Sequence
 
+from .errors import TransportError
+
 __all__ = ["Transport", "UartBoneTransport", "LitexServerTransport", "TransportError", "WINDOW_BYTES"]
 
 CMD_WRITE_BURST_INCR = 0x01  # litex.tools.remote.comm_uart's values (the gateware's)
@@ -57,9 +59,6 @@ MAX_BURST = 255
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only; elsewhere reads wait for delayed ACKs
 WINDOW_BYTES = 960  # unanswered bytes in flight (serial2tcp's ring: 2,048, refilled 1,024 at a time)
 
-
-class TransportError(ConnectionError):
-    """The link to the device failed: refused, closed (the simulation ended) or silent."""
 
 
 class Transport(Protocol):

@@ -115,7 +115,8 @@ class FakeSsd(FakeUartBone):
     def _execute(self, i, c):
         self.executed += 1
         m, op = self.model, Opcode(c.opcode)
-        final = spec.CMD.decompose("flags", c.flags).tx_final
+        flags = spec.CMD.decompose("flags", c.flags)
+        final = flags.tx_final
         if op == Opcode.IDENTIFY:
             lim = m.limits
             self.dma_write(i, c.buf, spec.IDENTIFY.pack(
@@ -139,7 +140,8 @@ class FakeSsd(FakeUartBone):
             entries = [spec.ATOMIC_ENTRY.unpack(self.dma_read(i, c.list + 16 * k, 16)) for k in range(c.nlist)]
             return m.atomic_write([(e.lba, self.dma_read(i, e.buf, LBA)) for e in entries]).status, 0
         if op == Opcode.TX_WRITE:
-            return m.tx_write(c.tid, c.lba, self.dma_read(i, c.buf, c.nlb * LBA), final=bool(final)).status, 0
+            return m.tx_write(c.tid, c.lba, self.dma_read(i, c.buf, c.nlb * LBA), final=bool(final),
+                              new=bool(flags.tx_new)).status, 0
         if op == Opcode.TX_COMMIT:
             return m.tx_commit(c.tid).status, 0
         if op == Opcode.TX_ABORT:
