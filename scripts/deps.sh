@@ -28,7 +28,7 @@ fi
 stamp=.venv/.deps-stamp
 want=$(cat requirements.txt constraints.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-  exit 0
+  exec scripts/sqlite.sh            # APSW with batch atomic writes (cached)
 fi
 echo "deps: building .venv from requirements.txt (pinned by constraints.txt)"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
@@ -40,3 +40,4 @@ pip_ --upgrade pip
 pip_ -r requirements.txt -c constraints.txt
 pip_ --no-deps -e .
 echo "$want" > "$stamp"
+scripts/sqlite.sh

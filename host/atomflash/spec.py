@@ -532,6 +532,65 @@ def split_token(token: int):
     return TOKEN.unpack(int(token & (2**64 - 1)).to_bytes(8, "little"))
 
 # -----------------------------------------------------------------------------
+# Host files on the drive (atomflash.sqlite): a tiny file system that keeps a
+# database, its rollback journal and its WAL as named files.  LBA
+# FS.SUPER_LBA holds FS_SUPER; each of the next `slots` LBAs holds one file's
+# FS_FILE record (all zeros: a free slot), its name and its extents; file data
+# lives from `data_lba` on.  A slot is one block, so every change of a file's
+# size or extents is one single-block write (atomic on the drive), or a member
+# of the atomic group that also writes the data.  Free space is whatever no
+# slot's extents name.
+# -----------------------------------------------------------------------------
+
+FS = ConstantGroup("fs", "Host files on the drive (atomflash.sqlite): super block and file slots.", [
+    Constant("MAGIC", int.from_bytes(b"AFFS", "little"), "FS_SUPER.magic"),
+    Constant("FILE_MAGIC", int.from_bytes(b"AFFI", "little"), "FS_FILE.magic of a slot in use"),
+    Constant("FORMAT", 1, "FS_SUPER.format and FS_FILE.format written"),
+    Constant("SUPER_LBA", 0, "LBA of the super block"),
+    Constant("SLOTS", 8, "file slots made by a format (LBAs SUPER_LBA + 1 ..)"),
+    Constant("NAME_BYTES", 256, "bytes after FS_FILE for the file's name (UTF-8, zero padded)"),
+])
+
+FS_SUPER = Record(
+    "fs_super",
+    "Super block of the host files (block FS.SUPER_LBA).",
+    [
+        u32("magic", "FS.MAGIC"),
+        u32("format", "FS.FORMAT"),
+        u32("lba_size", "the drive's block size when formatted"),
+        u32("slots", "file slots: LBAs SUPER_LBA + 1 .. SUPER_LBA + slots"),
+        u64("data_lba", "first LBA file data may use"),
+        u64("capacity", "the drive's LBAs when formatted"),
+        u32("crc", "OOB_CRC over the bytes before this field"),
+        u32("rsvd", "0"),
+    ],
+    size=40,
+)
+
+FS_FILE = Record(
+    "fs_file",
+    "One file's slot block: this record, FS.NAME_BYTES of name, then `nextents` FS_EXTENT entries.",
+    [
+        u32("magic", "FS.FILE_MAGIC (anything else: a free slot)"),
+        u16("format", "FS.FORMAT"),
+        u16("name_len", "bytes of the name"),
+        u64("size", "file size in bytes"),
+        u64("gen", "incremented at every write of this slot"),
+        u32("nextents", "FS_EXTENT entries after the name; their blocks in order hold the file's bytes"),
+        u32("crc", "OOB_CRC over the bytes before this field, the name area and the extents"),
+    ],
+    size=32,
+)
+
+FS_EXTENT = Record(
+    "fs_extent",
+    "A run of a file's blocks: `nlb` LBAs from `lba`.",
+    [u64("lba", "first LBA"), u64("nlb", "blocks")],
+    size=16,
+)
+
+
+# -----------------------------------------------------------------------------
 # Identify: geometry and limits the device reports.
 # -----------------------------------------------------------------------------
 
@@ -1239,10 +1298,10 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]
 
-CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM]
+CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult, NoSpace, LogPage]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, ANCHOR_HDR]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),
