@@ -643,6 +643,7 @@ def _workload(trial: Trial, devs, rec: Recorder, run: Path, res: dict) -> bool:
         # the device refused new data (grown bad blocks, GC stuck): the workload ends here and the
         # power goes now; the refused command changed nothing (it stays unacknowledged)
         res["no_space"] = f"workload: {e}"
+        _no_space_episode(res, len(rec.model.map), rec.dev.capacity)
     except Mismatch as e:
         res.update(outcome="mismatch", detail=str(e))
         simctl.stop(run, power_cut=True)
@@ -744,6 +745,7 @@ def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, by
         why = spec.NoSpace(log["no_space"])
         res["no_space"] = f"after recovery: {why.name}"
         res["spare_blocks"] = log["spare_blocks"]
+        _no_space_episode(res, sum(1 for b in recovered.values() if any(b)), getattr(dev, "capacity", None))
         new_work = why != spec.NoSpace.NONE and dev.read(SPAN) == before
         if why == spec.NoSpace.FULL and not loses_blocks(trial.faults):
             # a chain ends after any trial that may grow bad blocks, so this device has every block the
@@ -761,11 +763,32 @@ def _verify(trial: Trial, run: Path, rec: Recorder | None, initial: dict[int, by
     elif res.get("full_unlost"):
         res.update(outcome="violation", detail="the device refused new work as FULL without a grown bad block "
                    f"(spare_blocks {res['spare_blocks']}; no program or erase failure was injected)")
+    elif no_space_below_capacity(trial, res):
+        res.update(outcome="violation", detail=f"{res['no_space_episodes']} NO_SPACE episode(s) with "
+                   f"{res['no_space_stored']} of {res.get('capacity') or '?'} LBAs stored and no program or erase "
+                   f"failure injected (last: {res['no_space']})")
     elif not new_work:
         res.update(outcome="violation", detail="the device did not take new work after recovery")
     else:
         res["outcome"] = "pass" if res["cut_seen"] else "no-cut"
     return recovered
+
+
+def _no_space_episode(res: dict, stored: int, capacity: int | None) -> None:
+    """Count one NO_SPACE episode of the trial (its workload's, or the probe's after recovery) and the
+    LBAs the host had stored then."""
+    res["no_space_episodes"] = res.get("no_space_episodes", 0) + 1
+    res["no_space_stored"] = max(res.get("no_space_stored", 0), stored)
+    res["capacity"] = capacity if capacity is not None else res.get("capacity")
+
+
+def no_space_below_capacity(trial: Trial, res: dict) -> bool:
+    """The trial met NO_SPACE while the host stored less than the capacity, on a device that cannot have
+    lost a block (no program or erase failure injected): a drive must keep taking writes then, whatever
+    the host left open (docs/firmware.md "Out of space")."""
+    if not res.get("no_space_episodes") or loses_blocks(trial.faults):
+        return False
+    return res.get("capacity") is None or res["no_space_stored"] < res["capacity"]
 
 
 # -- campaign --------------------------------------------------------------------------
@@ -1022,9 +1045,9 @@ def report(results: list[dict], path: Path | None, args, archived: list[dict] = 
             table += (" After recovery: " + "; ".join(f"{n} {len(lost) + len(unlost)} ({len(lost)} with program or "
                                                       f"erase failures injected, {without(unlost)})"
                                                       for n, (lost, unlost) in sorted(why.items()))
-                      + ". FULL without an injected failure is a violation (a device that lost no block is never "
-                      "FULL); GC_STUCK without one can be right (an append never remapped holds the checkpoint "
-                      "floor, docs/firmware.md).")
+                      + ". Without an injected program or erase failure, NO_SPACE below the capacity is a "
+                      "violation (a device that lost no block keeps taking writes); trials without one counted "
+                      "here were judged before that rule.")
     builds: dict[str, list[int]] = {}
     for r in results:
         builds.setdefault(r.get("build", "untagged (before results named their build)"), []).append(r["id"])

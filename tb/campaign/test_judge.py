@@ -16,16 +16,21 @@ from atomflash import errors, spec  # noqa: E402
 
 
 class RefusingDevice:
-    """A recovered device that refuses every write with NO_SPACE for ``why`` and reads what it held."""
+    """A recovered device that refuses every write with NO_SPACE for ``why`` and reads what it held
+    (``refuse=False``: takes writes)."""
     lba_size = 16
+    capacity = 1000
 
-    def __init__(self, why: spec.NoSpace, held: bytes = b"\x5a" * 16):
-        self.why, self.held, self.t = why, held, None
+    def __init__(self, why: spec.NoSpace, held: bytes = b"\x5a" * 16, refuse: bool = True):
+        self.why, self.held, self.t, self.refuse = why, held, None, refuse
 
     def read(self, lba, nlb=1):
         return self.held * nlb
 
     def write(self, lba, data):
+        if not self.refuse:
+            self.held = data
+            return
         raise errors.BY_STATUS[spec.Status.NO_SPACE]("write")
 
     def stats(self):
@@ -38,15 +43,16 @@ class RefusingDevice:
 @pytest.fixture
 def judge(monkeypatch):
     """``judge(faults, why)``: the result ``_verify`` leaves for a trial with ``faults`` whose recovered
-    device refuses new work for ``why`` (every LBA of the span as the model expects)."""
-    def run(faults: str, why: spec.NoSpace) -> dict:
-        dev = RefusingDevice(why)
+    device refuses new work for ``why`` (every LBA of the span as the model expects); ``before``: what the
+    workload left in the result; ``refuse=False``: the device takes the probe write."""
+    def run(faults: str, why: spec.NoSpace, before: dict | None = None, refuse: bool = True) -> dict:
+        dev = RefusingDevice(why, refuse=refuse)
         monkeypatch.setattr(campaign.Device, "attach_sim", staticmethod(lambda run, timeout: dev))
         monkeypatch.setattr(campaign.simctl, "boot_report", lambda run: "recovery: 0 pages\n")
         monkeypatch.setattr(campaign.simctl, "bus_errors", lambda t, run: 0)
         monkeypatch.setattr(campaign, "read_span", lambda dev, span: {})
         monkeypatch.setattr(campaign, "verify", lambda history, recovered, **kw: [])
-        res = {"cut_seen": True}
+        res = {"cut_seen": True, **(before or {})}
         campaign._verify(campaign.Trial(7, 7, "program", 40, faults), Path("."), None, {}, res)
         return res
     return run
@@ -65,10 +71,44 @@ def test_full_after_injected_failures_is_an_answer(judge, faults):
     assert res["outcome"] == "pass" and res["no_space"] == "after recovery: FULL"
 
 
-def test_gc_stuck_without_injected_failures_is_an_answer(judge):
-    # an append never remapped holds the checkpoint floor across the cut (docs/firmware.md)
-    res = judge("", spec.NoSpace.GC_STUCK)
+@pytest.mark.parametrize("faults", ["", "bits", "mlc"])
+def test_gc_stuck_below_capacity_without_injected_failures_is_a_violation(judge, faults):
+    # whatever the host left open (an append never remapped, a transaction), a drive that lost no block
+    # and holds less than its capacity keeps taking writes
+    res = judge(faults, spec.NoSpace.GC_STUCK)
+    assert res["outcome"] == "violation" and res["no_space_episodes"] == 1
+    assert "1 NO_SPACE episode(s) with 0 of 1000 LBAs stored" in res["detail"], res["detail"]
+    assert "after recovery: GC_STUCK" in res["detail"]
+
+
+@pytest.mark.parametrize("faults", ["program", "erase"])
+def test_gc_stuck_after_injected_failures_is_an_answer(judge, faults):
+    res = judge(faults, spec.NoSpace.GC_STUCK)
     assert res["outcome"] == "pass" and res["no_space"] == "after recovery: GC_STUCK"
+    assert res["no_space_episodes"] == 1
+
+
+def test_a_workload_that_met_no_space_counts_an_episode_and_fails_below_capacity(judge):
+    # the workload's NO_SPACE (the device then took the probe write): one episode, a violation
+    res = judge("", spec.NoSpace.NONE, before={"no_space": "workload: atomic: the device is out of space",
+                                                "no_space_episodes": 1, "no_space_stored": 40, "capacity": 1000},
+                refuse=False)
+    assert res["outcome"] == "violation" and "1 NO_SPACE episode(s) with 40 of 1000 LBAs" in res["detail"]
+    # at the capacity it is an answer
+    res = judge("", spec.NoSpace.NONE, before={"no_space": "workload: write: the device is out of space",
+                                                "no_space_episodes": 1, "no_space_stored": 1000, "capacity": 1000},
+                refuse=False)
+    assert res["outcome"] == "pass"
+
+
+def test_no_space_below_capacity_is_judged_from_the_counts():
+    t = campaign.Trial(7, 7, "program", 40, "")
+    assert not campaign.no_space_below_capacity(t, {})
+    assert campaign.no_space_below_capacity(t, {"no_space_episodes": 2, "no_space_stored": 48, "capacity": 1239})
+    assert not campaign.no_space_below_capacity(t, {"no_space_episodes": 1, "no_space_stored": 1239,
+                                                    "capacity": 1239})
+    assert not campaign.no_space_below_capacity(campaign.Trial(7, 7, "program", 40, "bits,erase"),
+                                                {"no_space_episodes": 1, "no_space_stored": 48, "capacity": 1239})
 
 
 def test_a_refusal_without_a_reason_is_a_violation(judge):
