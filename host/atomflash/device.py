@@ -45,7 +45,9 @@ raises its status's class and holds nothing.  Whatever fails, the host
 memory a command took is given back: on its completion (any status), when
 it is refused, or when the link is lost (the Device is then unusable:
 every later call raises :class:`~atomflash.errors.TransportError`).  Each
-command has a timeout (``Device(timeout=)``, ``submit(timeout=)``): a
+command has a timeout (``Device(timeout=)``, ``submit(timeout=)``, in
+seconds of the Device's ``clock``: the simulator's CPU time for a
+simulated drive, else the wall clock's): a
 command not completed within it raises
 :class:`~atomflash.errors.CommandTimeout` from whatever call waits, and
 stays in flight (with its buffers: the device may still complete it).
@@ -193,6 +195,29 @@ def _shared(transport) -> _Shared:
         return _Shared()
 
 
+class _SimClock:
+    """The simulator's CPU seconds (user + system, from /proc): a simulated drive runs at the same
+    speed in that time however busy the machine is, and one that hangs (a firmware or core stuck
+    in a loop) still spins the simulator, so its commands still time out.  The wall clock where
+    the process cannot be read; a simulator that ended stands still (the link reports it)."""
+
+    def __init__(self, pid: int | None):
+        from .simctl import cpu_seconds
+
+        self._cpu = cpu_seconds
+        self.pid = pid
+        self.last = None
+        self.wall = cpu_seconds(pid) is None
+
+    def __call__(self) -> float:
+        if self.wall:
+            return time.monotonic()
+        cpu = self._cpu(self.pid)
+        if cpu is not None:
+            self.last = cpu
+        return self.last
+
+
 class _Allocator:
     """First-fit allocator over [base, base + size) in 64-byte units."""
 
@@ -240,7 +265,7 @@ class Command:
     result: int = 0
     data: bytes = b""
     submitted: float = field(default_factory=time.monotonic)
-    deadline: float = float("inf")   # time.monotonic() by which it must complete (CommandTimeout)
+    deadline: float = float("inf")   # Device.clock() by which it must complete (CommandTimeout)
     tid: int = 0
     flags: int = 0
     error: Exception | None = None   # the link was lost with the command in flight
@@ -293,11 +318,14 @@ class Device:
     the last one for its console); a bad one is :class:`DeviceError` (out of
     range) or :class:`~atomflash.errors.InvalidArgument` (not a number).  The queue's rings and
     buffers live in slice ``qid`` of host memory (:func:`hostmem_slices`).
-    ``timeout``: wall seconds each command may take, counted from its
+    ``timeout``: seconds each command may take, counted from its
     submission, before :class:`~atomflash.errors.CommandTimeout` (30 s: the
     simulated device's slowest commands take a few; ``submit(timeout=)`` per
-    command).  ``ready_timeout``: how long to wait for the host interface
-    (the boot's recovery) before :class:`~atomflash.errors.ReadyTimeout`.  The
+    command), on ``clock`` (default the wall clock; :meth:`attach_sim` gives
+    the simulator's CPU time, so a busy machine does not make a healthy
+    simulated drive look hung).  ``ready_timeout``: wall seconds to wait for
+    the host interface (the boot's recovery) before
+    :class:`~atomflash.errors.ReadyTimeout`.  The
     constructor waits for the host interface (the firmware enables it after
     recovery), sets up the queue pair (resetting its indices) and reads
     IDENTIFY.  Several Devices may share one transport (one per queue pair;
@@ -305,7 +333,7 @@ class Device:
     """
 
     def __init__(self, transport, layout: Layout, *, qid: int = 0, queue_entries: int | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, ready_timeout: float = 600.0):
+                 timeout: float = DEFAULT_TIMEOUT, ready_timeout: float = 600.0, clock=None):
         if isinstance(qid, bool) or not isinstance(qid, int) or qid < 0:
             raise InvalidArgument(f"qid {qid!r}: a host queue pair is a number from 0")
         if not timeout > 0:
@@ -314,6 +342,7 @@ class Device:
         self.layout = layout
         self.qid = qid
         self.timeout = timeout
+        self.clock = clock or time.monotonic
         self._cids = itertools.count(1)
         self._inflight: dict[int, Command] = {}
         self._shared = _shared(transport)
@@ -347,7 +376,7 @@ class Device:
         except FileNotFoundError:
             raise DeviceError(f"no simulation in {run_dir} (atomflash sim start)") from None
         layout = Layout.from_csr_csv(state["csr_csv"])
-        return UartBoneTransport(state["port"], timeout=link_timeout), layout
+        return UartBoneTransport(state["port"], timeout=link_timeout), layout, _SimClock(state.get("vsim_pid"))
 
     @classmethod
     def attach_sim(cls, run_dir: Path | str, *, qid: int = 0, link_timeout: float = LINK_TIMEOUT,
@@ -358,7 +387,8 @@ class Device:
         so for several queues at once use :meth:`attach_sim_all`.
         ``link_timeout``: seconds the link may stay silent (a stalled
         simulator) before :class:`~atomflash.errors.TransportError`."""
-        transport, layout = cls._sim_link(run_dir, link_timeout)
+        transport, layout, clock = cls._sim_link(run_dir, link_timeout)
+        kw.setdefault("clock", clock)
         try:
             return cls(transport, layout, qid=qid, **kw)
         except BaseException:
@@ -392,7 +422,8 @@ class Device:
         """Several host queue pairs of a simulation on its one connection
         (:meth:`open_queues`): ``queues`` None for every host queue, N for the
         first N, or the qids."""
-        transport, layout = cls._sim_link(run_dir, link_timeout)
+        transport, layout, clock = cls._sim_link(run_dir, link_timeout)
+        kw.setdefault("clock", clock)
         try:
             return cls.open_queues(transport, layout, queues, **kw)
         except BaseException:
@@ -583,7 +614,7 @@ class Device:
                 self.mem.release(buf, need)
             raise
         self.sq_tail = (self.sq_tail + 1) % self.qsize
-        cmd.submitted = time.monotonic()
+        cmd.submitted = self.clock()
         cmd.deadline = cmd.submitted + timeout
         self._inflight[cmd.cid] = cmd
         self.wr("sq_tail", self.sq_tail, self.qid)   # a lost link here fails it with the rest (_lose)
@@ -651,8 +682,8 @@ class Device:
     @staticmethod
     def _check_deadlines(devs: Sequence["Device"]) -> None:
         """CommandTimeout for the oldest command in flight past its deadline (it stays in flight)."""
-        now = time.monotonic()
-        late = [(c.deadline, d, c) for d in devs for c in d._inflight.values() if c.deadline < now]
+        late = [(c.deadline, d, c) for d in devs for now in (d.clock(),) for c in d._inflight.values()
+                if c.deadline < now]
         if late:
             _, d, c = min(late, key=lambda x: x[0])
             raise CommandTimeout(f"{c.detail or c.opcode.name} (cid {c.cid}, queue {d.qid}) did not complete within "
@@ -732,11 +763,15 @@ class Device:
             elif cmd.flags & TX_NEW and cmd.status not in _MAY_HAVE_OPENED:
                 self.open_tids.discard(cmd.tid)
 
-    def wait(self, cmd: Command, *, check: bool = True) -> Command:
+    def wait(self, cmd: Command, *, check: bool = True, timeout: float | None = None) -> Command:
         """Until ``cmd`` completes; raises its status's exception when ``check``
-        (:class:`~atomflash.errors.CommandTimeout` when it, or an older command, is overdue)."""
+        (:class:`~atomflash.errors.CommandTimeout` when it, or another command, is overdue).
+        ``timeout``: give ``cmd`` that many more seconds from now (e.g. to keep waiting for one
+        that timed out)."""
         if not cmd.done and self._inflight.get(cmd.cid) is not cmd:
             raise DeviceError(f"{cmd.detail or cmd.opcode.name}: not in flight on queue {self.qid}")
+        if timeout is not None and not cmd.done:
+            cmd.deadline = self.clock() + timeout
         while not cmd.done:
             self.poll(block=True)
         return cmd.check() if check else cmd
