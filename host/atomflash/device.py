@@ -568,14 +568,17 @@ class Device:
         """Queue one command.  ``payload``: data for ``buf`` (writes);
         ``read_bytes``: bytes ``buf`` receives (reads); ``list_entries``
         (built by the caller with ``buf`` fields filled by ``list_data``
-        addresses, see :meth:`submit_atomic_write`).  ``timeout``: wall
-        seconds it may take (default ``self.timeout``).  Returns at once.
+        addresses, see :meth:`submit_atomic_write`).  ``timeout``: seconds
+        of ``self.clock`` it may take (default ``self.timeout``).  Returns at once.
 
         A field value the command cannot carry raises the status the device
         gives that mistake (``errors.LbaOutOfRange`` for LBA -1, ...) before
         anything is taken; whatever else fails before the command reaches
         the device gives its host memory back."""
-        opcode = Opcode(opcode)
+        try:
+            opcode = Opcode(opcode)
+        except ValueError:
+            raise InvalidArgument(f"{detail or 'submit'}: opcode {opcode!r} is not an Opcode") from None
         timeout = self.timeout if timeout is None else timeout
         if not timeout > 0:
             raise InvalidArgument(f"timeout {timeout!r}: seconds, more than 0")
@@ -610,8 +613,7 @@ class Device:
             entry = spec.CMD.pack(opcode=int(opcode), cid=cmd.cid, nsid=1, **fields)
             self._link(self.t.write, self.sq + self.sq_tail * spec.CMD.size, _words(entry))
         except BaseException:
-            if self._shared.lost is None:   # (a lost link gave back everything already)
-                self.mem.release(buf, need)
+            self.mem.release(buf, need)     # not in flight yet: nobody else gives it back
             raise
         self.sq_tail = (self.sq_tail + 1) % self.qsize
         cmd.submitted = self.clock()

@@ -248,3 +248,12 @@ def test_open_list(ssd):
     dev.release(tok)
     dev.tx_abort(9)
     assert dev.open_list() == atomflash.OpenList((), ())
+
+
+def test_a_link_lost_while_submitting_gives_back_the_buffer(ssd):
+    fake, dev = ssd
+    free = free_bytes(dev)
+    fake.drop_link = True                     # the link goes at the next read: the flow-control read inside
+    with pytest.raises(errors.TransportError):    # this write's data (more than one window of words)
+        dev.write(0, bytes(LBA * 40))
+    assert free_bytes(dev) == free and dev.in_flight == 0
