@@ -79,6 +79,7 @@ NS_PER_COMMAND = 150_000      # simulated time a command takes, about: the insta
 BOOT_CUT_SHARE = 1 / 3        # boots that are cut while they recover
 BOOT_CUT_NS = (300_000, 10_000_000)
 STATS_EVERY = 40              # commands between GET_LOG samples (GC copies, NO_SPACE reason)
+PROGRESS_EVERY = 200          # commands between progress lines
 CMD_TIMEOUT = 240.0           # wall seconds without a completion: a hang (a simulated drive runs ~1,000x slow)
 STUCK_EPOCHS = 3              # a level stops after this many epochs in a row ended in NO_SPACE
 SITES = ("host", "program", "kind:commit", "kind:remap", "kind:gc", "kind:trim", "erase", "kind:checkpoint",
@@ -86,7 +87,7 @@ SITES = ("host", "program", "kind:commit", "kind:remap", "kind:gc", "kind:trim",
 KINDS = {"commit": Kind.COMMIT, "remap": Kind.REMAP, "checkpoint": Kind.CHECKPOINT, "gc": Kind.GC_COPY,
          "trim": Kind.TRIM}
 DEFAULTS = {"levels": "50,90", "ops": 20_000, "seed": 1}
-QUICK = {"levels": "90", "ops": 500, "epoch": (150, 250), "sites": ("kind:commit", "host")}
+QUICK = {"levels": "90", "ops": 300, "epoch": (120, 180), "sites": ("kind:commit", "host"), "blocks_per_lun": 4}
 FIGURES_BEGIN = "<!-- soak figures: written by sim/soak.py, do not edit by hand -->"
 FIGURES_END = "<!-- end of soak figures -->"
 
@@ -498,7 +499,9 @@ class Epoch:
         elif site == "instant":
             e.arm = {"when": "AT_TIME", "targets": [0, 1, 2, 3], "ns": rnd.randint(1, budget * NS_PER_COMMAND // 2)}
         elif site.startswith("kind:"):
-            k = {"commit": 12, "remap": 8, "trim": 4}.get(site[5:], 1)
+            # every target counts its own; the first to reach its k-th cuts (a TX_COMMIT writes a COMMIT
+            # record, a REMAP a REMAP record, a delete a TRIM record: a few per target in an epoch)
+            k = {"commit": 3, "remap": 3, "trim": 2}.get(site[5:], 1)
             e.arm = {"when": "PROGRAM_KIND", "targets": [0, 1, 2, 3], "kind": int(KINDS[site[5:]]),
                      "k": rnd.randint(1, k)}
         if e.arm:
@@ -543,7 +546,7 @@ class Level:
 
     # -- the simulation
     def _cfg(self, keys: dict) -> simctl.SimConfig:
-        return simctl.SimConfig(nand_set={"power_cut_finish": 1, **keys})
+        return simctl.SimConfig(blocks_per_lun=self.args.blocks_per_lun, nand_set={"power_cut_finish": 1, **keys})
 
     def boot(self, e: Epoch | None, fresh: bool = False) -> None:
         """Power on (a cut in the boot first, if the epoch draws one); up and recovered on return."""
@@ -679,6 +682,8 @@ class Level:
             e.commands = n
             if n % STATS_EVERY == 0:
                 sample()
+            if n % PROGRESS_EVERY == 0:
+                self.log(f"     {self.name}% epoch {e.n}: {n} commands")
             if e.host_cut_at and n >= e.host_cut_at and e.site != "fill":
                 sample()
                 raise Stop()
@@ -828,8 +833,10 @@ def report_text(summaries: list[dict], args, capacity: int | None) -> str:
             ("oracle violations", lambda s: f"{s['violations']}"),
             ("verdict", lambda s: "FAILED" if s["failures"] else "passed")]
     out = [FIGURES_BEGIN, "",
-           f"`python sim/soak.py --levels {args.levels} --ops {args.ops} --seed {args.seed}` on the default "
-           f"simulated drive ({capacity or '?'} LBAs):", "",
+           f"`python sim/soak.py --levels {args.levels} --ops {args.ops} --seed {args.seed}` on "
+           + ("the default simulated drive" if getattr(args, "blocks_per_lun", 8) == 8
+              else f"a drive of {args.blocks_per_lun} blocks per LUN")
+           + f" ({capacity or '?'} LBAs):", "",
            "| | " + " | ".join(f"{s['level']}%" for s in summaries) + " |",
            "| --- | " + " | ".join("---:" for _ in summaries) + " |"]
     for title, f in rows:
@@ -885,13 +892,18 @@ def main(argv=None) -> int:
     p.add_argument("--report", type=Path, default=None, help="write the figures into this markdown file")
     p.add_argument("--quick", action="store_true",
                    help=f"the short version: level {QUICK['levels']}%%, {QUICK['ops']} commands, "
-                        f"epochs of {QUICK['epoch'][0]}-{QUICK['epoch'][1]} commands cut at {', '.join(QUICK['sites'])}")
+                        f"epochs of {QUICK['epoch'][0]}-{QUICK['epoch'][1]} commands cut at "
+                        f"{', '.join(QUICK['sites'])}, {QUICK['blocks_per_lun']} blocks per LUN")
     p.add_argument("--fresh", action="store_true", help="forget earlier epochs in --dir and start on fresh drives")
+    p.add_argument("--blocks-per-lun", type=int, default=8,
+                   help="the drive's blocks per LUN (8: the default drive, atomflash sim start's; --quick: "
+                        f"{QUICK['blocks_per_lun']}, half its size)")
     p.add_argument("--gateware", type=Path, default=None, help="a built simulation (default: build it now)")
     args = p.parse_args(argv)
     args.sites, args.epoch = SITES, EPOCH_COMMANDS
     if args.quick:
         args.levels, args.ops, args.epoch, args.sites = QUICK["levels"], QUICK["ops"], QUICK["epoch"], QUICK["sites"]
+        args.blocks_per_lun = QUICK["blocks_per_lun"]
     levels = [x.strip() for x in args.levels.split(",") if x.strip()]
     for lv in levels:
         if not lv.isdigit() or not 1 <= int(lv) <= 95:
