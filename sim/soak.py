@@ -87,7 +87,7 @@ SITES = ("host", "program", "kind:commit", "kind:remap", "kind:gc", "kind:trim",
 KINDS = {"commit": Kind.COMMIT, "remap": Kind.REMAP, "checkpoint": Kind.CHECKPOINT, "gc": Kind.GC_COPY,
          "trim": Kind.TRIM}
 DEFAULTS = {"levels": "50,90", "ops": 20_000, "seed": 1}
-QUICK = {"levels": "90", "ops": 300, "epoch": (120, 180), "sites": ("kind:commit", "host"), "blocks_per_lun": 4}
+QUICK = {"levels": "90", "ops": 240, "epoch": (120, 160), "sites": ("kind:commit", "host"), "blocks_per_lun": 4}
 FIGURES_BEGIN = "<!-- soak figures: written by sim/soak.py, do not edit by hand -->"
 FIGURES_END = "<!-- end of soak figures -->"
 
@@ -483,7 +483,8 @@ class Epoch:
     wall_s: float = 0.0
 
     @classmethod
-    def draw(cls, n: int, seed: int, level: str, sites=SITES, epoch=EPOCH_COMMANDS) -> "Epoch":
+    def draw(cls, n: int, seed: int, level: str, sites=SITES, epoch=EPOCH_COMMANDS, first: bool = False) -> "Epoch":
+        """Epoch ``n``'s plan (``first``: a kind cut at the first record of its kind, as --quick draws)."""
         rnd = random.Random(f"soak {seed} {level} {n}")
         site = "fill" if n == 0 else sites[(n - 1) % len(sites)]
         budget = rnd.randint(*epoch)
@@ -501,7 +502,7 @@ class Epoch:
         elif site.startswith("kind:"):
             # every target counts its own; the first to reach its k-th cuts (a TX_COMMIT writes a COMMIT
             # record, a REMAP a REMAP record, a delete a TRIM record: a few per target in an epoch)
-            k = {"commit": 3, "remap": 3, "trim": 2}.get(site[5:], 1)
+            k = 1 if first else {"commit": 3, "remap": 3, "trim": 2}.get(site[5:], 1)
             e.arm = {"when": "PROGRAM_KIND", "targets": [0, 1, 2, 3], "kind": int(KINDS[site[5:]]),
                      "k": rnd.randint(1, k)}
         if e.arm:
@@ -520,8 +521,9 @@ class Epoch:
 class Level:
     """One fill level's soak: a fresh drive in ``<dir>/<name>``, epochs until ``ops`` commands."""
 
-    def __init__(self, name: str, target: float, args, gateware: Path, log=print):
+    def __init__(self, name: str, target: float, args, gateware: Path, log=print, on_record=None):
         self.name, self.target, self.args, self.gw, self.log = name, target, args, gateware, log
+        self.on_record = on_record   # after every epoch's record (the report is rewritten)
         self.dir = args.dir / name
         self.run = self.dir / "run"
         self.ledger = self.dir / "epochs.jsonl"
@@ -579,6 +581,8 @@ class Level:
         self.epochs.append(e)
         with open(self.ledger, "a") as fh:
             fh.write(json.dumps(e) + "\n")
+        if self.on_record is not None:
+            self.on_record()
 
     # -- one level
     def soak(self) -> None:
@@ -594,7 +598,7 @@ class Level:
         if self.epochs and not resumed:
             raise SystemExit(f"soak: {self.ledger} has epochs but {self.run} has no images: remove {self.dir}")
         n = len(self.epochs)
-        e = Epoch.draw(n, args.seed, self.name, args.sites, args.epoch)
+        e = Epoch.draw(n, args.seed, self.name, args.sites, args.epoch, args.quick)
         if resumed:
             self.counts_now = image_counts(self.run)
         self.boot(None, fresh=not resumed)
@@ -608,7 +612,7 @@ class Level:
             self.log(f"soak {self.name}%: resuming at epoch {n} (the epoch the last run was in is not judged)")
             self.record({"n": -1, "site": "resumed", "commands": 0, "judged": False, "violations": [],
                          "note": "a run stopped here: its epoch's history is gone, its contents taken as found"})
-            e = Epoch.draw(len(self.epochs), args.seed, self.name, args.sites, args.epoch)
+            e = Epoch.draw(len(self.epochs), args.seed, self.name, args.sites, args.epoch, args.quick)
         self.log(f"soak {self.name}%: capacity {lay.capacity} LBAs of {info.lba_size} B; the application uses "
                  f"0..{lay.end - 1} ({ACCOUNTS} accounts, {KEYS} keys x {KEY_SLOT}, filler {lay.filler}): "
                  f"{lay.end / lay.capacity:.0%} of the capacity")
@@ -634,7 +638,8 @@ class Level:
             e.live_lbas = len(rec.model.map)
             e.acknowledged = rec.counts.issued - len(rec.pending)
             done = asdict(e)
-            nxt = Epoch.draw(e.n + 1, args.seed, self.name, args.sites, args.epoch)
+            done["build"] = self.gw.parent.name
+            nxt = Epoch.draw(e.n + 1, args.seed, self.name, args.sites, args.epoch, args.quick)
             try:
                 self.boot(nxt)
                 devs = self.attach()
@@ -818,7 +823,7 @@ def report_text(summaries: list[dict], args, capacity: int | None) -> str:
             ("host's live LBAs at the cuts (min / mean / max)", lambda s: " / ".join(map(str, s["live"]))),
             ("epochs (each ends in a power cut)", lambda s: f"{s['epochs']}"),
             ("device commands", lambda s: f"{s['commands']:,}"),
-            ("  acknowledged state changes", lambda s: f"{s['acknowledged']:,}"),
+            ("  acknowledged (completed before the cut)", lambda s: f"{s['acknowledged']:,}"),
             ("  submitted while the other queue had one in flight", lambda s: f"{s['overlapped']:,}"),
             ("application operations", lambda s: f"{s['operations']:,}"),
             ("power cuts (epochs' + the fill's + in recovering boots)",
@@ -831,7 +836,8 @@ def report_text(summaries: list[dict], args, capacity: int | None) -> str:
             ("simulated time", lambda s: f"{s['sim_cycles'] / s['clk_hz']:.2f} s"),
             ("NO_SPACE episodes (below capacity)", lambda s: f"{s['no_space']} ({s['no_space_below']})"),
             ("oracle violations", lambda s: f"{s['violations']}"),
-            ("verdict", lambda s: "FAILED" if s["failures"] else "passed")]
+            ("verdict", lambda s: "FAILED" if s["failures"] else "passed" if s["commands"] >= args.ops
+             else f"running: {s['commands']:,} of {args.ops:,} commands so far")]
     out = [FIGURES_BEGIN, "",
            f"`python sim/soak.py --levels {args.levels} --ops {args.ops} --seed {args.seed}` on "
            + ("the default simulated drive" if getattr(args, "blocks_per_lun", 8) == 8
@@ -917,21 +923,30 @@ def main(argv=None) -> int:
                                                                          args.dir / "gateware")
     print(f"soak: levels {', '.join(l + '%' for l in levels)}, {args.ops} commands each, seed {args.seed}, "
           f"in {args.dir} (simulation {gw.parent.name})", flush=True)
-    summaries, capacity = [], None
-    for lv in levels:
-        level = Level(lv, int(lv) / 100, args, gw, log=lambda s: print(s, flush=True))
+    levels_ = {lv: Level(lv, int(lv) / 100, args, gw, log=lambda s: print(s, flush=True)) for lv in levels}
+
+    def figures() -> tuple[list[dict], str]:
+        summaries = []
+        for lv, level in levels_.items():
+            try:
+                ident = json.loads((level.dir / "identify.json").read_text())
+            except (OSError, json.JSONDecodeError):
+                ident = {}
+            summaries.append(summarize(lv, int(lv) / 100, level.epochs, ident))
+        capacity = next((s["capacity"] for s in summaries if s["capacity"]), None)
+        return summaries, report_text(summaries, args, capacity)
+
+    def rewrite():   # a soak stopped at any point leaves current figures
+        if args.report:
+            write_report(args.report, figures()[1])
+
+    for lv, level in levels_.items():
+        level.on_record = rewrite
         try:
             level.soak()
         finally:
             simctl.stop(level.run, power_cut=True)
-        try:
-            ident = json.loads((level.dir / "identify.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            ident = {}
-        s = summarize(lv, int(lv) / 100, level.epochs, ident)
-        summaries.append(s)
-        capacity = capacity or s["capacity"]
-    text = report_text(summaries, args, capacity)
+    summaries, text = figures()
     print(text)
     if args.report:
         write_report(args.report, text)
