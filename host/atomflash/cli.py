@@ -383,6 +383,14 @@ def cmd_console(args):
         raise CliError(str(e), EXIT_NO_DEVICE) from None
 
 
+def cmd_sql(args):
+    from . import sqlite as afsql
+
+    with _device(args) as dev:
+        for row in afsql.run_sql(dev, args.db, args.sql, mode=args.mode):
+            print("|".join("" if v is None else str(v) for v in row))
+
+
 def cmd_bench(args):
     from .bench import BenchConfig, run_bench
 
@@ -578,6 +586,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="results as JSON")
     p.add_argument("--progress", action="store_true", help="progress bar even when not on a terminal")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("sql", help="run SQL on a SQLite database kept on the drive (docs/sqlite.md)", parents=[common])
+    p.add_argument("db", help="the database's file name on the drive")
+    p.add_argument("sql", help="statements; result rows print as a|b|c")
+    p.add_argument("--mode", choices=("atomic", "rollback", "wal"), default="atomic",
+                   help="atomic: commits as one atomic group, no journal written (default); rollback; wal")
+    p.set_defaults(func=cmd_sql)
     return top
 
 
