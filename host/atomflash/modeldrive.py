@@ -96,7 +96,8 @@ class ModelDrive:
         self.origin = 0               # the stream's first entry a cut may follow (after a restart's setup)
         self.boundaries = [0]         # stream length after each command completed (keep_stream)
         self.counters = dict(host_write_pages=0, host_read_pages=0, nand_programs=0, nand_reads=0, nand_erases=0,
-                             gc_victims=0, gc_copies=0, record_pages=0, checkpoints=0, flushes=0, commands=0)
+                             gc_victims=0, gc_copies=0, record_pages=0, ckpt_pages=0, checkpoints=0, flushes=0,
+                             commands=0)   # ckpt_pages: the model's checkpoints take no flash page
         self.time_ns = 0.0
 
     # -- bookkeeping ----------------------------------------------------------------
