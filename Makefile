@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo demo-log campaign campaign-mlc campaign-long soak test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc synth-channel bitstream board-report clean
+.PHONY: help deps gen demo demo-log campaign campaign-mlc campaign-long soak test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-soc bench-sqlite crash-sqlite synth-channel bitstream board-report clean
 SIM_ARGS ?=
 BOARD ?= colorlight_i5
 BOARD_ARGS ?=
@@ -72,6 +72,12 @@ bench-ftl: deps ## FTL core: 4 KiB random writes at QD 16 and atomic groups vs t
 
 bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs device size, GC write amplification vs over-provisioning (100% fill included), simulation speed -> docs/soc_bench.md (~1 h)
 	@$(PY) tb/soc/bench.py $(BENCH_ARGS)
+
+bench-sqlite: deps ## real SQLite (APSW, batch atomic writes) on atomflash: the X-FTL experiment, rollback / WAL / atomic, full table on the reference model + reduced on the simulated SoC -> docs/sqlite.md, plots (BENCH_ARGS="--no-soc ...")
+	@$(PY) -m atomflash.sqlbench bench $(BENCH_ARGS)
+
+crash-sqlite: deps ## power cuts at random points of the SQLite workload in every mode (60 on the model, 6 on the simulated SoC), each judged by SQLite after the restart -> docs/sqlite.md (CRASH_ARGS="--cuts 20 --soc-cuts 2")
+	@$(PY) -m atomflash.sqlbench crash $(CRASH_ARGS)
 
 synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/nand_channel_synth.md
 	@$(PY) -m rtl.nand.synth
