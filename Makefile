@@ -76,7 +76,7 @@ bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs devi
 bench-sqlite: deps ## real SQLite (APSW, batch atomic writes) on atomflash: the X-FTL experiment, rollback / WAL / atomic, full table on the reference model + reduced on the simulated SoC -> docs/sqlite.md, plots (BENCH_ARGS="--no-soc ...")
 	@$(PY) -m atomflash.sqlbench bench $(BENCH_ARGS)
 
-crash-sqlite: deps ## power cuts at random points of the SQLite workload in every mode (60 on the model, 6 on the simulated SoC), each judged by SQLite after the restart -> docs/sqlite.md (CRASH_ARGS="--cuts 20 --soc-cuts 2")
+crash-sqlite: deps ## power cuts at random points of the SQLite workload in every mode (300 on the model, 6 on the simulated SoC), each judged by SQLite after the restart -> docs/sqlite.md (CRASH_ARGS="--cuts 100 --soc-cuts 2")
 	@$(PY) -m atomflash.sqlbench crash $(CRASH_ARGS)
 
 synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/nand_channel_synth.md

@@ -316,10 +316,11 @@ def judge(con, base: dict[int, float], updates: list[dict[int, float]], lo: int,
     return None, f"no prefix of {lo}..{hi} transactions matches (first differing partkeys {diff})"
 
 
-def crash_model(mode: str, cuts: int, *, tuples: int = 200, txns: int = 40, k: int = 5, seed: int = 1,
-                blocks: int = 48, log=None) -> list[CutResult]:
+def crash_model(mode: str, cuts: int, *, tuples: int = 200, txns: int = 80, k: int = 5, seed: int = 1,
+                blocks: int = 10, log=None) -> list[CutResult]:
     """One workload on a model drive that keeps its program stream, then ``cuts`` power cuts at random
-    entries of it: each restart recovers the drive (``atomflash.model.recover``), reopens the database
+    entries of it (a drive of ``blocks`` 64-page blocks, small enough that GC runs during the workload):
+    each restart recovers the drive (``atomflash.model.recover``), reopens the database
     (SQLite rolls back a hot journal or replays its WAL) and judges it."""
     drive = ModelDrive(blocks, pages_per_block=64, keep_stream=True, seed=seed, gc_free_blocks=3)
     vfs = afsql.VFS(drive, format=True, batch_atomic=mode == "atomic")
@@ -613,7 +614,7 @@ def main(argv=None) -> int:
     b.add_argument("--no-model", action="store_true", help="keep the model's results, run the SoC part")
     b.add_argument("--no-soc", action="store_true", help="keep the SoC's results, run the model part")
     c = sub.add_parser("crash", help="power cuts judged by SQLite -> docs/sqlite_crash.json, docs/sqlite.md")
-    c.add_argument("--cuts", type=int, default=20, help="cuts per mode on the model")
+    c.add_argument("--cuts", type=int, default=100, help="cuts per mode on the model")
     c.add_argument("--soc-cuts", type=int, default=2, help="cuts per mode on the simulated SoC")
     c.add_argument("--seed", type=int, default=1)
     sub.add_parser("report", help="rewrite docs/sqlite.md and the plots from the saved results")
