@@ -67,7 +67,8 @@ if ! ls "$wheel_dir"/apsw-*.whl >/dev/null 2>&1; then
   fail() { tail -40 "$log" >&2; echo "deps: sqlite: $* failed (log above)" >&2; exit 1; }
 
   # 1. the amalgamation from Debian's source package (Debian's patches applied by dpkg-source)
-  (cd "$work" && apt-get source -qq --download-only "sqlite3=$deb_version" >>"$log" 2>&1) || fail "apt-get source sqlite3=$deb_version"
+  fetch_src() { (cd "$work" && apt-get source -qq --download-only "sqlite3=$deb_version" >>"$log" 2>&1); }
+  fetch_src || { sudo_ apt-get update -qq >>"$log" 2>&1; fetch_src; } || fail "apt-get source sqlite3=$deb_version"
   (cd "$work" && dpkg-source -x ./sqlite3_*.dsc src >>"$log" 2>&1) || fail "dpkg-source -x"
   (cd "$work/src" && ./configure >>"$log" 2>&1 && make sqlite3.c >>"$log" 2>&1) || fail "make sqlite3.c"
   grep -q "^#define SQLITE_VERSION *\"$upstream\"" "$work/src/sqlite3.h" || fail "SQLite version check ($upstream)"
