@@ -627,7 +627,7 @@ class VFS(apsw.VFS):
     batch commit (tests of the journal fallback).  ``store``: a :class:`FileStore` to share."""
 
     def __init__(self, dev=None, *, name: str | None = None, batch_atomic: bool = True, store: FileStore | None = None,
-                 max_batch: int | None = None, read_cache_blocks: int = 64, format: bool = False):
+                 max_batch: int | None = None, read_cache_blocks: int = 4096, format: bool = False):
         self.store = store or FileStore(dev, format=format)
         self.batch_atomic = batch_atomic
         self.max_batch = max_batch if max_batch is not None else 1 << 62
