@@ -12,6 +12,7 @@
 #include "ftl.h"
 #include "gc.h"
 #include "nand.h"
+#include "pending.h"
 #include "wear.h"
 
 af_ckpt_t af_ckpt = { .interval = AF_CKPT_DEFAULT_INTERVAL };
@@ -51,10 +52,11 @@ static uint32_t crc_pages_for(uint32_t map_pages)
 }
 
 /* Pages of a checkpoint of `nlba` LBAs on a device of `nblocks` blocks: header, map, wear, valid counts,
- * map CRCs. */
+ * map CRCs, and the pending bindings at most (pending.h). */
 uint32_t af_ckpt_pages_for(uint64_t nlba, uint32_t nblocks)
 {
-	return 1 + map_pages_for(nlba) + 2 * af_ckpt_wear_pages(nblocks) + crc_pages_for(map_pages_for(nlba));
+	return 1 + map_pages_for(nlba) + 2 * af_ckpt_wear_pages(nblocks) + crc_pages_for(map_pages_for(nlba)) +
+	       af_pend_max_pages();
 }
 
 /* Valid-count page `p` (format 3) of `counts` (one u32 per global block) into `page`. */
@@ -169,6 +171,7 @@ static void take_page(uint32_t idx, const af_nand_cpl_t *c, const volatile uint3
 	const af_ckpt_hdr_t *h = &ld.h;
 	uint32_t map_end = h->map_pages, wear_end = map_end + h->wear_pages;
 	uint32_t count_end = wear_end + (h->format >= 3 ? h->wear_pages : 0);
+	uint32_t crc_end = count_end + (h->format >= 3 ? crc_pages_for(h->map_pages) : 0);
 	if (idx <= map_end) {
 		if (h->format >= 3 && c->crc != af_ckpt.map_crc[idx - 1])
 			ld.bad = 1;
@@ -187,10 +190,12 @@ static void take_page(uint32_t idx, const af_nand_cpl_t *c, const volatile uint3
 		uint32_t b = (idx - 1 - wear_end) * COUNTS_PER_PAGE;
 		for (uint32_t i = 0; ld.counts_ok && af_flash.map.tally && i < COUNTS_PER_PAGE && b < h->nblocks; i++, b++)
 			af_flash.map.tally->counts[b] = w[i];
-	} else {
+	} else if (idx <= crc_end) {
 		uint32_t q = (idx - 1 - count_end) * COUNTS_PER_PAGE;
 		for (uint32_t i = 0; i < COUNTS_PER_PAGE && q < h->map_pages; i++, q++)
 			af_ckpt.map_crc[q] = w[i];
+	} else {
+		af_pend_take_page(idx - 1 - crc_end, w); /* format 6: pending bindings */
 	}
 }
 
@@ -238,7 +243,8 @@ int af_ckpt_load(uint32_t g)
 	uint32_t nwords = nlist + (h.format >= 5); /* format 5: the anchor record word after the lists */
 	/* format 3 adds the valid-count and map-CRC pages; a format-2 checkpoint (older firmware) loads
 	 * whole, its counts taken from the map after */
-	uint32_t tail = h.format >= 3 ? 2 * h.wear_pages + crc_pages_for(h.map_pages) : h.wear_pages;
+	uint32_t pend_pages = h.format >= AF_CKPT_FORMAT_PENDING ? h.pend_pages : 0;
+	uint32_t tail = h.format >= 3 ? 2 * h.wear_pages + crc_pages_for(h.map_pages) + pend_pages : h.wear_pages;
 	if (h.magic != AF_CKPT_MAGIC || h.format < AF_CKPT_FORMAT_OLDEST || h.format > AF_CKPT_FORMAT ||
 	    h.area >= AF_CKPT_AREAS || h.narea == 0 || h.narea > AF_CKPT_MAX_AREA_BLOCKS || h.nlba > af_flash.nlba ||
 	    sizeof(h) + 4 * (uint64_t)nwords > af_nand.page_data || h.map_pages != map_pages_for(h.nlba) ||
@@ -313,8 +319,12 @@ int af_ckpt_load(uint32_t g)
 	ld.counts_ok = h.nblocks == af_flash.nblocks; /* erase and valid counts only for this device's blocks */
 	af_rec_tally_t *tally = af_flash.map.tally;
 	int lazy = 0;
+	if (h.format >= AF_CKPT_FORMAT_PENDING && af_pend_begin_load(pend_pages) < 0)
+		return -1;
 	if (h.format >= 3) {
 		if (load_run(1 + h.map_pages, tail) < 0 || (ld.pcrc ^ AF_CRC32_XOROUT) != h.payload_crc)
+			goto torn;
+		if (h.format >= AF_CKPT_FORMAT_PENDING && af_pend_parse() < 0)
 			goto torn;
 		lazy = ld.counts_ok && tally && af_map_lazy_begin(h.area, h.map_pages, h.nlba) == 0;
 		if (!lazy && (load_run(1, h.map_pages) < 0 || ld.bad))
@@ -665,15 +675,9 @@ static uint32_t checkpoint_pages(void)
 	return af_ckpt_pages_for(af_ftl.capacity, af_flash.nblocks);
 }
 
-int af_ckpt_reserve_areas(void)
-{
-	return af_ftl.running ? setup_areas(checkpoint_pages()) : -1;
-}
-
 uint64_t af_ckpt_next_floor(void)
 {
-	uint64_t floor = af_ftl_seq_next(), tx_floor = af_ftl_tx_floor();
-	return tx_floor < floor ? tx_floor : floor;
+	return af_ftl_seq_next(); /* open transactions and live appends go into the checkpoint (pending.h) */
 }
 
 int af_ckpt_take(void)
@@ -699,11 +703,14 @@ int af_ckpt_take(void)
 	uint32_t *map_crc = af_ckpt.map_crc, crc_pages = crc_pages_for(map_pages);
 	if (af_gc.trace)
 		printf("ckpt: taking one, %lu free blocks\n", (unsigned long)af_ftl.free_blocks);
-	/* 1-3: the floor, everything older published, the table in memory */
-	/* an open transaction or live append that began before: recovery must see its pages */
-	uint64_t at = af_ftl_seq_next(), floor = af_ckpt_next_floor();
-	if (floor > at)
-		floor = at; /* the log moved on in between: the FLUSH below fences `at`, no later */
+	/* 1-3: the floor with the pending bindings at it (everything older published), the table in memory */
+	uint64_t floor;
+	const char *why;
+	if (af_pend_snapshot(&floor, &why) < 0)
+		return fail(why);
+	uint64_t at = floor;
+	uint32_t pend_pages = af_pend_pages();
+	total = total - af_pend_max_pages() + pend_pages; /* the areas have room for the most */
 	af_cmd_t cmd;
 	memset(&cmd, 0, sizeof(cmd));
 	cmd.opcode = AF_OPCODE_FLUSH;
@@ -787,11 +794,16 @@ int af_ckpt_take(void)
 		crc_page(p, map_crc, map_pages, af_ckpt.page);
 		pcrc = af_crc32_update(pcrc, af_ckpt.page, af_nand.page_data);
 	}
+	for (uint32_t p = 0; p < pend_pages; p++) {
+		af_pend_page(p, af_ckpt.page);
+		pcrc = af_crc32_update(pcrc, af_ckpt.page, af_nand.page_data);
+	}
 	af_ckpt_hdr_t h;
 	memset(&h, 0, sizeof(h));
 	h.magic = AF_CKPT_MAGIC;
 	h.format = AF_CKPT_FORMAT;
 	h.area = (uint8_t)area;
+	h.pend_pages = (uint16_t)pend_pages;
 	h.seq = floor;
 	h.number = (af_ckpt.seen_number > af_ckpt.number ? af_ckpt.seen_number : af_ckpt.number) + 1;
 	h.nlba = nlba;
@@ -863,6 +875,12 @@ int af_ckpt_take(void)
 		af_ckpt_oob(&oob, 1 + map_pages + 2 * wear_pages + p, total, floor, h.number);
 		if (af_ckpt_program_page(page_ppa(area, 1 + map_pages + 2 * wear_pages + p), af_ckpt.page, &oob) < 0)
 			return program_failed(area, 1 + map_pages + 2 * wear_pages + p, "program of a map-CRC page failed");
+	}
+	for (uint32_t p = 0, at_page = 1 + map_pages + 2 * wear_pages + crc_pages; p < pend_pages; p++) {
+		af_pend_page(p, af_ckpt.page);
+		af_ckpt_oob(&oob, at_page + p, total, floor, h.number);
+		if (af_ckpt_program_page(page_ppa(area, at_page + p), af_ckpt.page, &oob) < 0)
+			return program_failed(area, at_page + p, "program of a pending-bindings page failed");
 	}
 	af_ckpt.valid = 1;
 	af_ckpt.seq = floor;

@@ -8,12 +8,13 @@
  * since, not the device size.
  *
  * Taking one (af_ckpt_take) while the host keeps writing:
- *   1. S = the log writer's next seq (ftl.seq_next): every page so far is older;
- *      lowered to the oldest open transaction's first page (ftl.tx_floor), so
- *      recovery sees every page of a transaction that commits later (trap 8);
- *      blocks closed since S are then listed with the open ones;
- *   2. FLUSH through the firmware's queue pair: the core publishes in command
- *      order, so every command that got a page before S is published;
+ *   1. a snapshot (GET_LOG SNAPSHOT through the firmware's queue pair; pending.h):
+ *      once every command before it is published, S = the log writer's next
+ *      seq and the transactions open and appends live then, with where their
+ *      staged pages are, which the checkpoint records (format 6) so recovery
+ *      can prove a commit or remap after S (trap 8); blocks closed since S are
+ *      listed with the open ones;
+ *   2. FLUSH through the firmware's queue pair (the map cache's write-backs);
  *   3. FLUSH the map cache: the L2P table in memory holds all of them;
  *   4. read the table; an entry that changed since the last checkpoint gets its
  *      vseq from its page's OOB (so the cost is the writes since, plus a scan
@@ -84,12 +85,8 @@ uint32_t af_ckpt_pages_for(uint64_t nlba, uint32_t nblocks);
 int af_ckpt_load(uint32_t g);
 /* Take a checkpoint now.  0 or -1 (printed). */
 int af_ckpt_take(void);
-/* The floor a checkpoint taken now would have: the log's next seq, or the first page of the oldest open
- * transaction or live append, whichever is older. */
+/* The floor a checkpoint taken now would have: the log's next seq (format 6 records what is open). */
 uint64_t af_ckpt_next_floor(void);
-/* Reserve both areas' blocks from the pool now if they are not yet (the first checkpoint would).
- * 0, or -1 when the pool has too few erased blocks. */
-int af_ckpt_reserve_areas(void);
 /* From the idle loop: take one when `interval` pages were written since the floor. */
 void af_ckpt_poll(void);
 /* Program one page (data: page_data bytes, then the OOB record) through the sync slot.  0 or -1. */

@@ -13,6 +13,7 @@
 #include "gc.h"
 #include "fw.h"
 #include "nand.h"
+#include "pending.h"
 
 #ifdef AFCTRL_FTL
 
@@ -563,17 +564,20 @@ static int cmd_tx(int argc, char **argv)
 	       (unsigned long)slots, (unsigned long)(entries - free), (unsigned long)entries);
 	uint64_t floor = af_ftl_tx_floor();
 	if (floor == UINT64_MAX) {
-		printf("no transaction or append holds the checkpoint floor back\n");
+		printf("no transaction or append is open\n");
 	} else {
 		printf("oldest open transaction or live append began at seq ");
 		af_print_u64(floor);
-		printf(" (checkpoint floors stay at or below it; ");
+		printf(" (");
 		af_print_u64(af_ftl_seq_next() - floor);
 		printf(" pages written since)\n");
 	}
+	printf("the last checkpoint recorded %lu open transactions and %lu live appends (%lu records; %lu snapshots "
+	       "since boot)\n", (unsigned long)af_pend.tx, (unsigned long)af_pend.appends, (unsigned long)af_pend.n,
+	       (unsigned long)af_pend.snapshots);
 	return AF_OK;
 }
-AF_COMMAND(tx, "tx", "open transactions, pending-bindings table use, the floor they and live appends hold checkpoints to",
+AF_COMMAND(tx, "tx", "open transactions and live appends, pending-bindings table use, what the last checkpoint recorded",
 	   cmd_tx);
 
 AF_COMMAND(io, "io write|check <seed> <lba> [count] | read <lba> | atomic <seed> <lba>... | trim <lba> [count] | flush | "

@@ -10,6 +10,7 @@
 #include "ftl.h"
 #include "fw.h"
 #include "nand.h"
+#include "pending.h"
 
 af_flash_t af_flash;
 
@@ -784,7 +785,10 @@ int af_flash_boot(void)
 	af_rec_checkpoint_t ck;
 	memset(&ck, 0, sizeof(ck));
 	ck.seq = af_ckpt.seq;
-	ck.published_below = 1; /* ckpt.c's floor rule */
+	if (af_ckpt.format >= AF_CKPT_FORMAT_PENDING)
+		af_pend_fill(&ck); /* transactions open and appends live at its floor */
+	else
+		ck.published_below = 1; /* older firmware's floor rule: held below every open one */
 	r = af_rec_finish(&rec, have_ckpt ? &ck : NULL, &af_flash.map, &af_flash.report);
 	af_flash.map.tally = NULL; /* the counts array is the checkpointer's scratch from now on */
 	af_flash.map.need = NULL;

@@ -574,7 +574,14 @@ static void fill_identify(af_identify_t *idf)
 	idf->max_atomic_pages = AF_LIMITS_MAX_ATOMIC_PAGES;
 	uint32_t lim = ftl_rd(AF_FTL_TX_LIMITS);        /* the core's build */
 	idf->max_open_tx = (lim & AF_FTL_TX_LIMITS_MAX_OPEN_TX) >> AF_FTL_TX_LIMITS_MAX_OPEN_TX_SHIFT;
-	idf->max_pending = (lim & AF_FTL_TX_LIMITS_MAX_PENDING) >> AF_FTL_TX_LIMITS_MAX_PENDING_SHIFT;
+	/* Staged pages (open transactions, live appends) are live beside the host's data, so they must fit
+	 * the over-provisioning with room left for GC: half of it at most (the core's table may be larger).
+	 * Beyond it TX_WRITE and APPEND complete PENDING_FULL; plain writes are never refused for it. */
+	uint32_t table = (lim & AF_FTL_TX_LIMITS_MAX_PENDING) >> AF_FTL_TX_LIMITS_MAX_PENDING_SHIFT;
+	uint64_t usable = (uint64_t)(af_ftl.dies * af_nand.blocks_per_lun - af_ftl.held_blocks) * af_nand.pages_per_block;
+	uint64_t budget = usable > af_ftl.capacity ? (usable - af_ftl.capacity) / 2 : 0;
+	idf->max_pending = budget < table ? (uint32_t)budget : table;
+	ftl_wr(AF_FTL_PENDING_BUDGET, idf->max_pending ? idf->max_pending : 1);
 	uint32_t app = ftl_rd(AF_FTL_APPEND_LIMITS);
 	idf->max_remap_triples = (app & AF_FTL_APPEND_LIMITS_MAX_REMAP_TRIPLES) >> AF_FTL_APPEND_LIMITS_MAX_REMAP_TRIPLES_SHIFT;
 	idf->max_appends = (app & AF_FTL_APPEND_LIMITS_MAX_APPENDS) >> AF_FTL_APPEND_LIMITS_MAX_APPENDS_SHIFT;

@@ -9,14 +9,19 @@
  * Three rules keep recovery sound and the device live:
  *  - transactions and appends: a staged page is live (the core counts it) though
  *    the map does not name it; such pages (OOB flags.tx / append) are offered to the relocator,
- *    which moves the pending binding with the page (rtl/ftl/relocate.py).
+ *    which moves the pending binding with the page, or copies nothing when no binding names it
+ *    (rtl/ftl/relocate.py).
+ *  - remapped appends: a page a REMAP bound keeps its APPEND's OOB, which names no LBA.  When
+ *    the block table still counts pages after the OOB pass, one pass over the L2P table finds
+ *    them and the relocator rebinds the LBA given; the copy's OOB names it.  Without this such a
+ *    page could never move, its block never be erased, and GC chose it again and again.
  *  - trap 2: a block is erased only when a durable checkpoint's floor is above
  *    every page in it (close_seq <= af_ckpt.seq); if none is, GC takes a
- *    checkpoint first -- only when that checkpoint's floor would cover a
- *    victim: an open transaction or live append holds the floor back, and a
- *    checkpoint that frees nothing would only wear the areas.  Proofs that
- *    recovery could still need are then all in blocks newer than the floor,
- *    which GC leaves alone.
+ *    checkpoint first.  Proofs that recovery could still need are then all in
+ *    blocks newer than the floor, which GC leaves alone, or in the checkpoint:
+ *    it records the transactions open and the appends live at its floor
+ *    (pending.h), so however long one stays open the floor is the log's next
+ *    seq and every closed block can be collected.
  *  - reads: the core's read path looks a page up and reads it later; before
  *    an erase GC sends a READ through its own queue pair, which completes only
  *    after every read fetched before it, so none still targets the victim.
@@ -119,13 +124,15 @@ static int pick(uint64_t floor, uint32_t *victim)
 	return found;
 }
 
-static int relocate(uint32_t ppa, uint16_t tag)
+/* lba_word: 0 (the OOB names the LBA) or lba | AF_FTL_RELOC_LBA_GIVEN (a remapped append page) */
+static int relocate(uint32_t ppa, uint16_t tag, uint32_t lba_word)
 {
 	for (unsigned spin = 0; ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_RELOC_PENDING; spin++)
 		if (spin > RELOC_SPIN)
 			return -1;
 	ftl_wr(AF_FTL_RELOC_PPA, ppa);
 	ftl_wr(AF_FTL_RELOC_TAG, tag);
+	ftl_wr(AF_FTL_RELOC_LBA, lba_word);
 	ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_RELOCATE);
 	for (unsigned spin = 0; spin < RELOC_SPIN; spin++) {
 		if (!(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_RELOC_DONE_VALID)) {
@@ -167,6 +174,60 @@ static void hold(int on)
 	}
 }
 
+/* One relocation and its counters; 0 when it moved or raced, -1 (said on the console) otherwise. */
+static int move_page(uint32_t g, uint32_t ppa, uint32_t lba_word)
+{
+	int res = relocate(ppa, (uint16_t)(af_gc.copies & 0x7fff), lba_word);
+	if (res == AF_RELOCRESULT_MOVED) {
+		af_gc.copies++;
+		if (lba_word)
+			af_gc.by_map++;
+		return 0;
+	}
+	if (res == AF_RELOCRESULT_RACED) {
+		af_gc.raced++;
+		return 0;
+	}
+	af_gc.failed++;
+	printf("warning: gc: relocating page 0x%08lx of block %lu: %s\n", (unsigned long)ppa, (unsigned long)g,
+	       res < 0 ? "no answer" : af_relocresult_name((unsigned)res));
+	return -1;
+}
+
+static int room_for_copies(uint32_t g)
+{
+	if (af_ftl_room_pages() > keep_pages())
+		return 1;
+	/* the host or records took the room while we copied (a background step): stop here */
+	af_gc.no_room++;
+	printf("warning: gc: block %lu: no erased page left for its copies beyond the block kept for "
+	       "the core's commands: kept\n", (unsigned long)g);
+	return 0;
+}
+
+/* Pages of g bound under an LBA their OOB does not name: an APPEND's pages keep no LBA when a REMAP binds
+ * them, so only the map knows it.  One pass over the L2P table (after the map cache wrote it back) finds
+ * them; the relocator rebinds that LBA and stamps it in the copy, so the copy is found by its OOB. */
+static int move_remapped(uint32_t g)
+{
+	af_map_load_all();
+	int r = af_ftl_map(AF_MAPFWOP_FLUSH, 0, 0, 0, NULL);
+	if (r < 0 || (r & AF_FTL_MAP_RESULT_ERROR))
+		return -1;
+	flush_cpu_dcache();
+	af_gc.map_passes++;
+	const volatile uint32_t *table = af_flash.map.ppa;
+	for (uint32_t lba = 0; lba < af_flash.nlba && af_ftl_valid_of(g); lba++) {
+		uint32_t ppa = table[lba];
+		if (ppa == AF_PPA_UNMAPPED || af_nand_block_of(ppa) != g)
+			continue;
+		if (!room_for_copies(g) || move_page(g, ppa, lba | AF_FTL_RELOC_LBA_GIVEN) < 0)
+			return -1;
+		flush_cpu_dcache(); /* the core's count of g, for the loop's test */
+	}
+	return 0;
+}
+
 /* Move every bound page out of global block g, then erase it (`erase`) or retire it. */
 static int collect(uint32_t g, int foreground, int erase)
 {
@@ -203,31 +264,21 @@ static int collect(uint32_t g, int foreground, int erase)
 		 * moves the binding if one names it, else answers RACED (the copy is garbage) */
 		if (bound != ppa && (!(oob.flags & (AF_OOB_FLAGS_TX_MASK | AF_OOB_FLAGS_APPEND_MASK)) || af_ftl_valid_of(g) == 0))
 			continue; /* superseded */
-		if (af_ftl_room_pages() <= keep_pages()) {
-			/* the host or records took the room while we copied (a background step): stop here */
-			af_gc.no_room++;
-			printf("warning: gc: block %lu: no erased page left for its copies beyond the block kept for "
-			       "the core's commands: kept\n", (unsigned long)g);
-			af_flash.blocks[g].state = AF_BSTATE_DATA;
-			if (foreground)
-				hold(0);
-			return -1;
-		}
-		int res = relocate(ppa, (uint16_t)(af_gc.copies & 0x7fff));
-		if (res == AF_RELOCRESULT_MOVED)
-			af_gc.copies++;
-		else if (res == AF_RELOCRESULT_RACED)
-			af_gc.raced++;
-		else {
-			af_gc.failed++;
-			printf("warning: gc: relocating page 0x%08lx: %s\n", (unsigned long)ppa,
-			       res < 0 ? "no answer" : af_relocresult_name((unsigned)res));
+		if (!room_for_copies(g) || move_page(g, ppa, 0) < 0) {
 			af_flash.blocks[g].state = AF_BSTATE_DATA;
 			if (foreground)
 				hold(0);
 			return -1;
 		}
 		flush_cpu_dcache(); /* the core's count of g, for the loop's test */
+	}
+	/* what is still bound was named by no OOB: remapped append pages */
+	flush_cpu_dcache();
+	if (af_ftl_valid_of(g) != 0 && move_remapped(g) < 0) {
+		af_flash.blocks[g].state = AF_BSTATE_DATA;
+		if (foreground)
+			hold(0);
+		return -1;
 	}
 	/* the fence and the erase need the firmware's own queue: the host may go on meanwhile */
 	if (foreground)
@@ -262,18 +313,13 @@ static uint64_t covered_floor(void)
 	return af_ckpt.valid ? af_ckpt.seq : 0;
 }
 
-/* A checkpoint whose floor covers close_seq, taken now if that can be; 1 if one is there.  When the
- * floor is held back below it, none is taken, but the areas are reserved while the pool still has
- * the blocks: the checkpoint that comes once the floor moves must not find the pool dry. */
+/* A checkpoint whose floor covers close_seq, taken now if none is yet; 1 if one is there.  A checkpoint's
+ * floor is the log's next seq (open transactions and live appends go into it: pending.h), so one taken
+ * now covers every closed block. */
 static int checkpoint_covering(uint64_t close_seq)
 {
 	if (close_seq <= covered_floor())
 		return 1;
-	if (close_seq > af_ckpt_next_floor()) {
-		af_ckpt_reserve_areas();
-		af_gc.held_back++;
-		return 0;
-	}
 	return af_ckpt_take() == 0 && close_seq <= covered_floor();
 }
 
@@ -396,6 +442,23 @@ static int cmd_gc(int argc, char **argv)
 		       (unsigned long)af_ftl.free_blocks, (unsigned long)af_gc.copies);
 		return AF_OK;
 	}
+	if (argc == 3 && !strcmp(argv[1], "block")) {
+		uint32_t g;
+		if (af_parse_u32(argv[2], &g) || g >= af_flash.nblocks) {
+			printf("error: gc block: 0..%lu\n", (unsigned long)af_flash.nblocks - 1);
+			return AF_EFAIL;
+		}
+		uint32_t copies = af_gc.copies;
+		int r = af_gc_collect_block(g);
+		if (r < 0) {
+			printf("error: gc: block %lu not collected (a full data block of LUN 0 whose valid pages fit the %lu "
+			       "pages for copies; see warnings)\n", (unsigned long)g, (unsigned long)copy_budget());
+			return AF_EFAIL;
+		}
+		printf("gc: block %lu collected%s: %lu copies\n", (unsigned long)g,
+		       r == AF_GC_RETIRED ? " (its erase failed: retired)" : "", (unsigned long)(af_gc.copies - copies));
+		return AF_OK;
+	}
 	if (argc == 3 && !strcmp(argv[1], "policy")) {
 		if (!strcmp(argv[2], "greedy"))
 			af_gc.policy = AF_GC_GREEDY;
@@ -439,22 +502,21 @@ static int cmd_gc(int argc, char **argv)
 	       af_gc.policy == AF_GC_GREEDY ? "greedy" : "cost-benefit", af_gc.off ? "off" : "on",
 	       (unsigned long)(af_gc.low ? af_gc.low : af_ftl.dies), (unsigned long)(af_gc.high ? af_gc.high : 2 * af_ftl.dies),
 	       (unsigned long)af_ftl_erased_blocks(), (unsigned long)copy_budget());
-	printf("victims %lu (%lu foreground), copies %lu, raced %lu, failed %lu, host holds %lu, retired %lu, ",
+	printf("victims %lu (%lu foreground), copies %lu (%lu found through the map), raced %lu, failed %lu, "
+	       "host holds %lu, retired %lu, ",
 	       (unsigned long)af_gc.victims, (unsigned long)af_gc.foreground, (unsigned long)af_gc.copies,
-	       (unsigned long)af_gc.raced, (unsigned long)af_gc.failed, (unsigned long)af_gc.holds,
-	       (unsigned long)af_gc.retired);
+	       (unsigned long)af_gc.by_map, (unsigned long)af_gc.raced, (unsigned long)af_gc.failed,
+	       (unsigned long)af_gc.holds, (unsigned long)af_gc.retired);
 	af_print_u64(af_gc.cycles);
 	printf(" cycles\n");
 	if (af_gc.no_room)
 		printf("stopped %lu times for room: copies would have taken the block kept for the core's commands\n",
 		       (unsigned long)af_gc.no_room);
-	if (af_gc.held_back)
-		printf("held back %lu times: victims newer than an open transaction or live append (no checkpoint "
-		       "could cover them)\n", (unsigned long)af_gc.held_back);
 	return AF_OK;
 }
-AF_COMMAND(gc, "gc [now | policy greedy|cost-benefit | thresholds <low> <high> | on | off | trace]",
-	   "garbage collection: counters, collect one block now, victim policy, free-block thresholds, automatic on/off",
+AF_COMMAND(gc, "gc [now | block <n> | policy greedy|cost-benefit | thresholds <low> <high> | on | off | trace]",
+	   "garbage collection: counters, collect one block now (the policy's victim, or block n), victim policy, "
+	   "free-block thresholds, automatic on/off",
 	   cmd_gc);
 
 #endif /* AFCTRL_FTL */

@@ -14,8 +14,9 @@ typedef struct {
 	uint32_t low, high;      /* free-block thresholds (0: dies, 2 x dies) */
 	uint32_t victims, foreground, copies, raced, failed, holds, oob_reads;
 	uint32_t retired;        /* grown bad blocks whose data GC moved out */
-	uint32_t held_back;      /* steps whose victims only a floor above an open transaction/append would cover */
 	uint32_t no_room;        /* victims left mid-way: their copies would have taken the block kept for the core */
+	uint32_t map_passes;     /* passes over the L2P table for pages bound under an LBA their OOB does not name */
+	uint32_t by_map;         /* copies of such pages (remapped appends) */
 	uint64_t cycles;         /* spent collecting */
 	uint64_t last_seq;       /* the log's seq at the last poll (quiet host: unchanged) */
 	uint64_t idle_seq;       /* 1 + the seq when a step last found nothing to do (0: none) */

@@ -84,6 +84,8 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
       two), one scratch page per publisher slot, the relocator's page, the
       IDENTIFY and log records;
     * the core's volatile write cache: ``cache_pages`` pages of data;
+    * the pending bindings a checkpoint records (firmware/pending.h): the core's
+      snapshot page, its CKPT_PEND records, and at boot recovery's lists of them;
     * 8 KiB at the top that ``selftest`` uses as scratch.
 
     The firmware sizes its tables from the geometry it reads from the NAND
@@ -95,8 +97,12 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
     pages = blocks * p.pages_per_block
     queues = spec.LIMITS.QUEUE_DEPTH * (spec.CMD.size + spec.CPL.size)
     ftl = 4 * targets * (1 << (p.blocks_per_lun - 1).bit_length()) + (FTL_SLOTS + 1) * p.page_data + 1024
+    lim = spec.LIMITS
+    tables = lim.MAX_OPEN_TX + lim.MAX_APPENDS + lim.MAX_PENDING
+    pending = (spec.SNAP_HDR.size + spec.SNAP_ENTRY.size * tables + spec.CKPT_PEND.size * tables
+               + (24 + 24 + 16 + 4) * tables)
     need = ((24 + 48) * pages + 64 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl
-            + cache_pages * p.page_data + 8192)
+            + cache_pages * p.page_data + pending + 8192)
     size = 256 * 1024
     while size < need:
         size *= 2

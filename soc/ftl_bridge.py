@@ -13,7 +13,7 @@ driver for both:
 offset                 what
 =====================  ======================================================
 ``0x000`` .. ``0x0FF`` host queue registers, ``spec.HOST_REGS`` (the host's)
-``0x100`` .. ``0x1FF`` FTL registers, ``spec.FTL_REGS`` (the firmware's)
+``0x100`` .. ``0x2FF`` FTL registers, ``spec.FTL_REGS`` (the firmware's)
 ``NAND_OFFSET`` ..     NandWindow: descriptors and completions through the
                        core's firmware port, timing, the page buffers
                        (arbitrated with the core; only ``FW_SLOT`` is the
@@ -76,7 +76,7 @@ class FtlBridge(wiring.Component):
         p = core.params
         self.window = NandWindow(channels=core.channels, ways=p.ways, slots=p.slots, ecc=p.ecc,
                                  slot_bytes=4 * core.slot_words, fw_slot=core.fw_slot, clk_hz=clk_hz, sample=sample)
-        self.nand_offset = max(self.window.window_bytes, 2 * FTL_OFFSET)
+        self.nand_offset = max(self.window.window_bytes, 1 << (FTL_OFFSET + FTL.size - 1).bit_length())
         self.window_bytes = 2 * self.nand_offset
         self.addr_width = (self.window_bytes // 4 - 1).bit_length()
         die_block = core.free.payload.shape()
@@ -129,7 +129,7 @@ class FtlBridge(wiring.Component):
         in_nand = word >= self.nand_offset // 4
         host_enable = Signal()
         in_host = (word < (HOST_OFFSET + 0x100) // 4) & host_enable
-        in_ftl = ~in_nand & (word >= FTL_OFFSET // 4) & (word < (FTL_OFFSET + 0x100) // 4)
+        in_ftl = ~in_nand & (word >= FTL_OFFSET // 4) & (word < (FTL_OFFSET + FTL.size) // 4)
         ftl_ack = Signal()
         ftl_rdata = Signal(32)
         hole_ack = Signal()
@@ -159,7 +159,7 @@ class FtlBridge(wiring.Component):
         return m
 
     def _ftl_registers(self, m, core, wbs, access, ack, rdata, host_enable):
-        reg_word = wbs.adr[:6]
+        reg_word = (wbs.adr - FTL_OFFSET // 4)[:(FTL.size // 4 - 1).bit_length()]
         write = access & wbs.we
 
         def off(name):
@@ -170,7 +170,8 @@ class FtlBridge(wiring.Component):
         for name, width in (("pages_per_block", len(core.pages_per_block)), ("block_shift", 5),
                             ("capacity_lo", 32), ("capacity_hi", 32), ("l2p_base", 32), ("bt_base", 32),
                             ("scratch_base", 32), ("identify_base", 32), ("log_base", 32), ("gc_buf", 32),
-                            ("seq_lo", 32), ("seq_hi", 32), ("reloc_ppa", 32), ("reloc_tag", 15),
+                            ("seq_lo", 32), ("seq_hi", 32), ("reloc_ppa", 32), ("reloc_tag", 15), ("reloc_lba", 32),
+                            ("pending_budget", len(core.pending_budget)),
                             ("map_op", 3), ("map_lba", 32), ("map_value", 32), ("map_expected", 32),
                             ("host_enable", 4), ("cache_base", 32), ("pairing", 1), ("map_lazy", 13)):
             rw[name] = Signal(width, name=f"ftl_{name}")
@@ -199,6 +200,9 @@ class FtlBridge(wiring.Component):
             core.seq_load.valid.eq(seq_pending), core.seq_load.payload.eq(Cat(rw["seq_lo"], rw["seq_hi"])),
             core.reloc.valid.eq(reloc_pending), core.reloc.payload.ppa.eq(rw["reloc_ppa"]),
             core.reloc.payload.tag.eq(rw["reloc_tag"]),
+            core.reloc.payload.lba.eq(rw["reloc_lba"][_bits("reloc_lba", "lba")]),
+            core.reloc.payload.by_lba.eq(rw["reloc_lba"][_bits("reloc_lba", "given")]),
+            core.pending_budget.eq(rw["pending_budget"]),
         ]
         for pending, stream_ in ((free_pending, core.free), (seq_pending, core.seq_load),
                                  (reloc_pending, core.reloc)):
@@ -273,7 +277,7 @@ class FtlBridge(wiring.Component):
         ctrl = {b.name: b.lsb for b in FTL["ctrl"].bits}
         # a pushed request's arguments stay put until the core took it (writes meanwhile are ignored)
         held_by = {"seq_lo": seq_pending, "seq_hi": seq_pending, "reloc_ppa": reloc_pending,
-                   "reloc_tag": reloc_pending, "map_op": map_busy, "map_lba": map_busy, "map_value": map_busy,
+                   "reloc_tag": reloc_pending, "reloc_lba": reloc_pending, "map_op": map_busy, "map_lba": map_busy, "map_value": map_busy,
                    "map_expected": map_busy}
         with m.If(write):
             with m.Switch(reg_word):

@@ -52,7 +52,7 @@ TX_OPCODES = (Opcode.TX_WRITE, Opcode.TX_READ, Opcode.TX_COMMIT, Opcode.TX_ABORT
 DEFINED_FLAGS = sum(b.mask for b in CMD["flags"].bits)
 TX_FINAL = CMD.compose("flags", tx_final=1)
 TX_NEW = CMD.compose("flags", tx_new=1)
-LOG_PAGES = tuple(int(p) for p in LogPage)
+LOG_PAGES = tuple(int(p) for p in LogPage)  # SNAPSHOT passes here; the executor refuses it from a host's queue
 
 
 @dataclass(frozen=True)

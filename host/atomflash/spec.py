@@ -67,7 +67,8 @@ class Status(DocEnum):
     TOO_MANY_OPEN_TX = 0x09, "opening this transaction would exceed IDENTIFY's max_open_tx"
     UNKNOWN_TX = 0x0A, "no transaction with this tid is open (never opened, or already committed/aborted)"
     INVALID_TID = 0x0B, "tid 0 is reserved for 'no transaction'"
-    PENDING_FULL = 0x0C, "the pending-bindings table has no room for these pages (or every append slot is live)"
+    PENDING_FULL = 0x0C, ("the pending-bindings budget (IDENTIFY max_pending) has no room for these pages (or "
+                          "every append slot is live)")
     INVALID_TOKEN = 0x0D, "the token names no live append (guessed, stale, released or already remapped)"
     REMAP_TOO_LARGE = 0x0E, "a remap has more triples than IDENTIFY's max_remap_triples"
     REMAP_LENGTH = 0x0F, "a remap triple's length differs from the append it names"
@@ -84,6 +85,10 @@ class LogPage(DocEnum):
     STATS = 0, "the statistics page (LOG_PAGE, 256 bytes), refreshed by the firmware while it idles"
     OPEN = 1, ("what is open now, from the core's own tables: an OPEN_TX per transaction slot (IDENTIFY "
                "max_open_tx), then an OPEN_APPEND per append slot (max_appends)")
+    SNAPSHOT = 2, ("the firmware's queue pair only (others: INVALID_FIELD): once every command before it is "
+                   "published, the pending state as of the log's next seq -- SNAP_HDR, a SNAP_TX per "
+                   "transaction slot, a SNAP_APPEND per append slot, a SNAP_ENTRY per pending-table entry; "
+                   "what a checkpoint records so its floor need not wait for open transactions and appends")
 
 
 # -----------------------------------------------------------------------------
@@ -383,15 +388,23 @@ def first_vseq_of(tag: int, vseq: int) -> int:
 # the pages after the map (their CRC is payload_crc) and loads map pages
 # lazily, each checked against its CRC.  Format 5: wear entries carry
 # CKPT.WEAR_FREE for the blocks of the firmware's free pool, so a boot that
-# finds an anchor (ANCHOR below) reads page 0 of no other block.
+# finds an anchor (ANCHOR below) reads page 0 of no other block.  Format 6:
+# the pending-bindings pages follow (CKPT_HDR.pend_pages of CKPT_PEND records,
+# covered by payload_crc): every transaction open and every append live at the
+# floor, with where their staged pages are, so the floor is the log's next seq
+# however long a transaction or append stays open (trap 8), and the boot's
+# recovery proves a commit or remap after the floor from them.
 # Every page's OOB: kind CHECKPOINT, lba = page index in the checkpoint,
 # vseq = the checkpoint number, seq = its floor, group_len = its pages.
 # -----------------------------------------------------------------------------
 
 CKPT = ConstantGroup("ckpt", "Checkpoint format constants.", [
     Constant("MAGIC", int.from_bytes(b"AFCK", "little"), "CKPT_HDR.magic"),
-    Constant("FORMAT", 5, "CKPT_HDR.format written (3: valid-count and map-CRC pages after the wear pages, "
-                          "CKPT_HDR.bound; 4: wear entries carry WEAR_FACTORY_BAD; 5: and WEAR_FREE)"),
+    Constant("FORMAT", 6, "CKPT_HDR.format written (3: valid-count and map-CRC pages after the wear pages, "
+                          "CKPT_HDR.bound; 4: wear entries carry WEAR_FACTORY_BAD; 5: and WEAR_FREE; 6: "
+                          "pending-bindings pages after the map-CRC pages, and the floor is never held back)"),
+    Constant("FORMAT_PENDING", 6, "first format that records pending bindings (older ones: the floor was held at "
+                                  "the first page of every open transaction and live append)"),
     Constant("FORMAT_OLDEST", 2, "oldest CKPT_HDR.format the firmware still loads (2: no valid-count pages; "
                                  "the boot counts from the map)"),
     Constant("AREAS", 2, "alternating checkpoint areas"),
@@ -414,7 +427,7 @@ CKPT_HDR = Record(
         u32("magic", "CKPT.MAGIC"),
         u8("format", "CKPT.FORMAT"),
         u8("area", "the area this checkpoint is written in (0 or 1)"),
-        u16("rsvd0", "reserved, 0"),
+        u16("pend_pages", "format 6: pages of CKPT_PEND records after the map-CRC pages (older formats: 0)"),
         u64("seq", "floor: every commit point with seq < this is reflected in the map; recovery scans what "
                    "was written from it on"),
         u64("number", "checkpoint number (one more than the previous); the newest intact one is used"),
@@ -433,6 +446,32 @@ CKPT_HDR = Record(
         u32("crc", "OOB_CRC over the header bytes before this field followed by the lists"),
     ],
     size=64,
+)
+
+class CkptPend(DocEnum):
+    """Kinds of CKPT_PEND records, in the order a checkpoint writes them."""
+    END = 0, "no more records (the rest of the pages is zero)"
+    TX = 1, ("a transaction open at the floor: vseq = its first vseq (its tag is the low bits), count = pages it "
+             "had programmed, superseded ones included; its LIVE records follow")
+    LIVE = 2, "the transaction's latest staged write of lba: version vseq, at ppa when the checkpoint was taken"
+    APPEND = 3, "an append live at the floor: vseq = its first vseq, count = its blocks; its APPEND_PAGE records follow"
+    APPEND_PAGE = 4, "page `count` of that append: version vseq at ppa"
+
+
+CKPT_PEND = Record(
+    "ckpt_pend",
+    "One pending-bindings record of a format-6 checkpoint (CKPT_HDR.pend_pages pages of them; a record never "
+    "straddles two pages).",
+    [
+        u8("kind", "CkptPend"),
+        u8("rsvd0", "reserved, 0"),
+        u16("rsvd1", "reserved, 0"),
+        u32("count", "TX: pages programmed; APPEND: blocks; APPEND_PAGE: its index in the append; LIVE: 0"),
+        u64("vseq", "TX, APPEND: first vseq; LIVE, APPEND_PAGE: the staged version"),
+        u32("lba", "LIVE: the LBA it stages; otherwise 0"),
+        u32("ppa", "LIVE, APPEND_PAGE: the page holding the version when the checkpoint was taken"),
+    ],
+    size=24,
 )
 
 CKPT_ENTRY = Record(
@@ -688,6 +727,56 @@ OPEN_APPEND = Record(
     [
         u64("token", "the live append's token (remap or release it); 0: the slot holds no live append"),
         u32("nlb", "the append's blocks"),
+        u32("rsvd", "0"),
+    ],
+    size=16,
+)
+
+SNAP_HDR = Record(
+    "snap_hdr",
+    "GET_LOG page SNAPSHOT: its header (16 bytes); the slot and entry records follow.",
+    [
+        u64("seq", "the log's next seq when the tables were read: every page before it is accounted for"),
+        u16("tx_slots", "SNAP_TX records after this header"),
+        u16("append_slots", "SNAP_APPEND records after those"),
+        u32("entries", "SNAP_ENTRY records after those (the pending-bindings table)"),
+    ],
+    size=16,
+)
+
+SNAP_TX = Record(
+    "snap_tx",
+    "GET_LOG page SNAPSHOT: one transaction slot (16 bytes).",
+    [
+        u64("first_vseq", "its first page's vseq (its tag is the low bits); valid with flags.started"),
+        u32("npages", "pages it has written, superseded ones included"),
+        u32("flags", "state", [Bits("open", 0, 1, "the slot holds a transaction not committed or aborted"),
+                               Bits("started", 1, 1, "its first page has a seq (first_vseq is valid)"),
+                               Bits("doomed", 2, 1, "a write of it was dropped: its commit aborts it")]),
+    ],
+    size=16,
+)
+
+SNAP_APPEND = Record(
+    "snap_append",
+    "GET_LOG page SNAPSHOT: one append slot (16 bytes).",
+    [
+        u64("first_vseq", "its first page's vseq"),
+        u32("nlb", "its blocks"),
+        u32("flags", "state", [Bits("live", 0, 1, "its token is valid (not remapped or released)"),
+                               Bits("held", 1, 1, "its pages may still be needed (entries not freed yet)")]),
+    ],
+    size=16,
+)
+
+SNAP_ENTRY = Record(
+    "snap_entry",
+    "GET_LOG page SNAPSHOT: one entry of the pending-bindings table (16 bytes).",
+    [
+        u32("flags", "state", [Bits("valid", 0, 1, "the entry is in use"),
+                               Bits("owner", 8, 8, "transaction slot, or max_open_tx + append slot")]),
+        u32("lba", "the staged LBA (an append's: its first command LBA + page index)"),
+        u32("ppa", "the staged page (PPA_UNMAPPED: reserved, not programmed yet)"),
         u32("rsvd", "0"),
     ],
     size=16,
@@ -1169,7 +1258,7 @@ class RelocResult(DocEnum):
 
 _DIE_BLOCK = (Bits("block", 0, 16, "block in the LUN"), Bits("die", 16, 8, "die: (lun * ways + way) * channels + channel"))
 
-FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256-byte window).", 0x100, [
+FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 512-byte window).", 0x200, [
     Register("id", 0x00, "ro", "FTL_REGS_ID: identifies the block"),
     Register("version", 0x04, "ro", "SPEC_VERSION implemented"),
     Register("geometry", 0x08, "ro", "the core's build",
@@ -1246,8 +1335,8 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("failed", 0x94, "ro", "the oldest page (PPA) a program failed on (valid: status.failed_valid); the "
                                    "core already re-issued its data on a fresh page, the firmware retires the block"),
     Register("tx_floor_lo", 0x98, "ro", "first vseq of the oldest transaction not yet committed or aborted, or "
-                                        "append not yet remapped or released, low word (all ones: none); a "
-                                        "checkpoint's floor must not exceed it"),
+                                        "append not yet remapped or released, low word (all ones: none); what "
+                                        "is open (console `tx`; checkpoints record it: GET_LOG SNAPSHOT)"),
     Register("tx_floor_hi", 0x9C, "ro", "the same, high word (read hi, lo, hi again)"),
     Register("tx_limits", 0xA0, "ro", "the core's build: what IDENTIFY reports",
              (Bits("max_open_tx", 0, 8, "transaction slots"),
@@ -1294,14 +1383,23 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 256
     Register("map_faults", 0xF8, "ro", "map-cache requests that waited for a segment since reset"),
     Register("map_segments", 0xFC, "ro", "the core's build: segments the gate tracks (the firmware picks seg_shift "
                                          "so the table fits, or loads it whole)"),
+    Register("reloc_lba", 0x100, "rw", "the LBA the relocation request rebinds, for a page whose OOB does not "
+                                       "name it (an append page a REMAP bound)",
+             (Bits("lba", 0, 31, "the LBA (the map must point at reloc_ppa for it)"),
+              Bits("given", 31, 1, "1: rebind lba and stamp it in the copy's OOB; 0: the OOB's lba, and a "
+                                   "staged page no pending binding or map entry names is not copied (RACED)"))),
+    Register("pending_budget", 0x104, "rw", "pending-bindings entries TX_WRITE and APPEND may hold at once "
+                                            "(0: the whole table); beyond it they complete PENDING_FULL.  Staged "
+                                            "pages are live, so the firmware keeps them within the "
+                                            "over-provisioning, and IDENTIFY reports it as max_pending"),
 ])
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS]
 
 CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS]
-ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
+ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult, NoSpace, LogPage]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),

@@ -142,7 +142,7 @@ class FtlCore(wiring.Component):
             "scratch_base": In(32),
             "identify_base": In(32),
             "log_base": In(32),
-            "reloc": In(stream.Signature(data.StructLayout({"ppa": 32, "tag": 16}))),
+            "reloc": In(stream.Signature(Relocator.req_layout())),
             "reloc_done": Out(stream.Signature(Relocator.done_layout())),
             "gc_buf": In(32),
             "map_fw": In(MapPortSignature(32)),
@@ -158,6 +158,7 @@ class FtlCore(wiring.Component):
             "floor_passes": Out(32),
             "tx_open": Out(range(max_open_tx + 1)),
             "pending_free": Out(range(max_pending + 1)),
+            "pending_budget": In(range(max_pending + 1)),
             "cache_base": In(32),
             "cache_in": Out(32),
             "cache_coalesced": Out(32),
@@ -237,7 +238,15 @@ class FtlCore(wiring.Component):
         wiring.connect(m, relocator.pending, pending.users[1])
         wiring.connect(m, executor.pending, pending.users[2])
         wiring.connect(m, publisher.freed, executor.pub_freed)
-        m.d.comb += [executor.pending_free.eq(pending.free), publisher.doomed.eq(executor.tx_doomed),
+        # the firmware's budget (0: the whole table) bounds what TX_WRITE and APPEND may stage: staged pages are
+        # live, so more of them than the over-provisioning holds would leave GC nothing to free
+        used = Signal(range(self.max_pending + 1))
+        budget_room = Signal(range(self.max_pending + 1))
+        m.d.comb += [used.eq(self.max_pending - pending.free),
+                     budget_room.eq(Mux(self.pending_budget == 0, pending.free,
+                                        Mux(self.pending_budget > used, self.pending_budget - used, 0)))]
+        m.d.comb += [executor.pending_free.eq(Mux(budget_room < pending.free, budget_room, pending.free)),
+                     publisher.doomed.eq(executor.tx_doomed),
                      executor.page_seq.eq(alloc.alloc.payload.seq),
                      reader.ovr_claim.eq(executor.ovr_claim), executor.ovr_busy.eq(reader.ovr_busy),
                      reader.ovr_we.eq(executor.ovr_we), reader.ovr_idx.eq(executor.ovr_idx),

@@ -636,6 +636,18 @@ class Executor(wiring.Component):
         o_t = Signal(range(T))               # ... its transaction slot (words 0 .. 4T - 1)
         o_h = Signal(hbits)                  # ... its append slot (words 4T ..)
         m.d.comb += [o_t.eq(ow[2:]), o_h.eq((ow - 4 * T)[2:])]
+        # GET_LOG SNAPSHOT (the firmware's queue pair): SNAP_HDR, SNAP_TX per slot, SNAP_APPEND per slot, then a
+        # SNAP_ENTRY per pending-table entry; every record is four words
+        E = self.pending_entries
+        snap_slot_words = 4 * (1 + T + A)
+        sw = Signal(range(snap_slot_words + 1))   # the header's or a slot record's word being written
+        s_t = Signal(range(T))
+        s_h = Signal(hbits)
+        m.d.comb += [s_t.eq((sw - 4)[2:]), s_h.eq((sw - 4 - 4 * T)[2:])]
+        s_e = Signal(range(E + 1))                 # the entry being written
+        s_ew = Signal(2)                           # ... its word
+        s_seq = Signal(64)
+        s_entry = Signal(data.StructLayout({"valid": 1, "owner": 8, "lba": 32, "ppa": 32}))
         m.submodules.app_crc = app_crc = layouts.OOB_CRC(data_width=32).create()
 
         with m.FSM(name="dispatch"):
@@ -794,6 +806,11 @@ class Executor(wiring.Component):
                             m.d.sync += [copy_src.eq(self.log_base), ow.eq(0)]
                             with m.If(c.log_page == LogPage.OPEN):
                                 m.next = "OPEN_WRITE"
+                            with m.Elif(c.log_page == LogPage.SNAPSHOT):
+                                with m.If(sqid == self.queue_pairs - 1):
+                                    m.next = "SNAPSHOT_WAIT_FOR_EARLIER_GROUPS"
+                                with m.Else():
+                                    finish(Status.INVALID_FIELD)   # a host may not see other queues' state
                             with m.Else():
                                 m.next = "COPY_READ"
                         with m.Case(Opcode.TX_WRITE):
@@ -857,6 +874,74 @@ class Executor(wiring.Component):
 
             # GET_LOG OPEN: OPEN_TX per transaction slot, then OPEN_APPEND per append slot (4 words each);
             # an append slot's meta is read in OPEN_META, one cycle ahead of its words
+            # GET_LOG SNAPSHOT: once every earlier group is published nothing is in flight, so the tables and the
+            # log's next seq agree (a checkpoint records them: firmware/pending.h)
+            with m.State("SNAPSHOT_WAIT_FOR_EARLIER_GROUPS"):
+                with m.If(busy == 0):
+                    m.d.sync += [sw.eq(0), s_seq.eq(self.page_seq)]
+                    m.next = "SNAPSHOT_WRITE_SLOTS"
+            with m.State("SNAPSHOT_READ_APPEND_SLOT"):     # its memories' words appear a cycle later
+                m.d.comb += [meta_r.addr.eq(s_h), first_r.addr.eq(s_h)]
+                m.next = "SNAPSHOT_WRITE_SLOTS"
+            with m.State("SNAPSHOT_WRITE_SLOTS"):
+                s_word = Signal(32)
+                s_field = sw[:2]
+                hdr = Signal(layouts.SNAP_HDR)
+                txr = Signal(layouts.SNAP_TX)
+                apr = Signal(layouts.SNAP_APPEND)
+                m.d.comb += [hdr.seq.eq(s_seq), hdr.tx_slots.eq(T), hdr.append_slots.eq(A), hdr.entries.eq(E),
+                             txr.first_vseq.eq(tx_first[s_t]), txr.npages.eq(tx_npages[s_t]),
+                             txr.flags.open.eq(tx_state[s_t] == TxState.OPEN),
+                             txr.flags.started.eq(tx_have_first.bit_select(s_t, 1)),
+                             txr.flags.doomed.eq(doomed.bit_select(s_t, 1)),
+                             apr.first_vseq.eq(first_r.data), apr.nlb.eq(meta_r.data.nlb),
+                             apr.flags.live.eq(app_live.bit_select(s_h, 1)),
+                             apr.flags.held.eq(app_hold.bit_select(s_h, 1)),
+                             meta_r.addr.eq(s_h), first_r.addr.eq(s_h)]
+                with m.If(sw < 4):
+                    m.d.comb += s_word.eq(hdr.as_value().word_select(s_field, 32))
+                with m.Elif(sw < 4 + 4 * T):
+                    m.d.comb += s_word.eq(txr.as_value().word_select(s_field, 32))
+                with m.Else():
+                    m.d.comb += s_word.eq(apr.as_value().word_select(s_field, 32))
+                m.d.comb += [bus.adr.eq((c.buf[:32] >> 2) + sw), bus.dat_w.eq(s_word),
+                             bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.DATA_TRANSFER_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += sw.eq(sw + 1)
+                    with m.If(sw == snap_slot_words - 1):
+                        m.d.sync += s_e.eq(0)
+                        m.next = "SNAPSHOT_READ_ENTRY"
+                    with m.Elif((sw >= 4 + 4 * T - 1) & (s_field == 3)):
+                        m.next = "SNAPSHOT_READ_APPEND_SLOT"
+            with m.State("SNAPSHOT_READ_ENTRY"):
+                m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.READ), preq.payload.entry.eq(s_e)]
+                with m.If(preq.ready):
+                    m.next = "SNAPSHOT_ENTRY_READ"
+            with m.State("SNAPSHOT_ENTRY_READ"):
+                m.d.comb += presp.ready.eq(1)
+                with m.If(presp.valid):
+                    m.d.sync += [s_entry.valid.eq(presp.payload.hit), s_entry.owner.eq(presp.payload.idx),
+                                 s_entry.lba.eq(presp.payload.lba), s_entry.ppa.eq(presp.payload.ppa), s_ew.eq(0)]
+                    m.next = "SNAPSHOT_WRITE_ENTRY"
+            with m.State("SNAPSHOT_WRITE_ENTRY"):
+                er = Signal(layouts.SNAP_ENTRY)
+                m.d.comb += [er.flags.valid.eq(s_entry.valid), er.flags.owner.eq(s_entry.owner), er.lba.eq(s_entry.lba),
+                             er.ppa.eq(s_entry.ppa),
+                             bus.adr.eq((c.buf[:32] >> 2) + snap_slot_words + Cat(s_ew, s_e)),
+                             bus.dat_w.eq(er.as_value().word_select(s_ew, 32)),
+                             bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
+                with m.If(bus.err):
+                    finish(Status.DATA_TRANSFER_ERROR)
+                with m.Elif(bus.ack):
+                    m.d.sync += s_ew.eq(s_ew + 1)
+                    with m.If(s_ew == 3):
+                        m.d.sync += s_e.eq(s_e + 1)
+                        with m.If(s_e == E - 1):
+                            finish(Status.SUCCESS)
+                        with m.Else():
+                            m.next = "SNAPSHOT_READ_ENTRY"
             with m.State("OPEN_META"):
                 m.d.comb += meta_r.addr.eq(o_h)
                 m.next = "OPEN_WRITE"

@@ -25,6 +25,8 @@ WALK        every valid entry of ``owner``: one answer each (``lba``, ``ppa``),
             freeing it; then ``last`` (commit: bind them; abort: drop them)
 CAS         the entry whose ppa is ``ppa`` (GC moved that page) takes ``new``;
             answers ``hit``
+READ        entry ``entry`` as it is: ``hit`` = valid, ``lba``, ``ppa``, and its
+            owner in ``idx`` (a checkpoint's snapshot of the table)
 ==========  ==================================================================
 
 SCAN, WALK and CAS read the whole table, one entry per clock (a table of
@@ -52,6 +54,7 @@ class PendingOp(enum.IntEnum):
     SCAN = 2
     WALK = 3
     CAS = 4
+    READ = 5
 
 
 def pending_request(entries: int, owners: int) -> data.StructLayout:
@@ -169,12 +172,19 @@ class PendingTable(wiring.Component):
                     with m.Case(PendingOp.STAGE):
                         m.d.comb += r.addr.eq(req.entry)
                         m.next = "STAGE"
+                    with m.Case(PendingOp.READ):
+                        m.d.comb += r.addr.eq(req.entry)
+                        m.next = "READ"
                     with m.Default():
                         m.next = "LOOP"
             with m.State("STAGE"):
                 m.d.comb += [w.addr.eq(req.entry), w.data.eq(e), w.data.ppa.eq(req.ppa), w.en.eq(1)]
                 m.d.sync += [resp.ppa.eq(e.ppa), resp.entry.eq(req.entry), resp.hit.eq(1), resp.last.eq(1),
                              resp_valid.eq(1)]
+                m.next = "ANSWER"
+            with m.State("READ"):
+                m.d.sync += [resp.hit.eq(e.valid), resp.entry.eq(req.entry), resp.lba.eq(e.lba), resp.ppa.eq(e.ppa),
+                             resp.idx.eq(e.owner), resp.last.eq(1), resp_valid.eq(1)]
                 m.next = "ANSWER"
             with m.State("ANSWER"):
                 with m.If(resp_ready):

@@ -20,10 +20,19 @@ firmware only relocates data pages the map points at -- or, for a
 transaction's or an append's page (``OOB.flags.tx`` / ``append``), one a pending binding may name: when
 the map CAS misses, a ``CAS`` in the pending-bindings table (still holding
 the map port, so a commit walk cannot move the binding between the two)
-moves the staged binding to the copy.
+moves the staged binding to the copy.  Such a page is *probed* first (a
+pending ``CAS`` onto itself): one no entry names is garbage (an aborted or
+released page, a superseded staged write) and answers ``RACED`` without a
+copy, so a victim full of dead transaction pages costs no programs.
+
+A page a REMAP bound keeps the OOB of its APPEND (no LBA), so only the map
+knows its LBA: the firmware finds it (a pass over the L2P table) and names it
+in the request (``by_lba``).  The map CAS then uses that LBA, and the copy's
+OOB carries it, so the next relocation of the copy needs no search;
+recovery finds a version by vseq, and an append's copy may name its LBA.
 """
 
-from amaranth import Array, Module, Signal
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -55,7 +64,8 @@ class Relocator(wiring.Component):
 
     Ports
     -----
-    req : In(stream {ppa, tag})
+    req : In(stream of :meth:`req_layout`)
+        ``ppa``, ``tag``; ``by_lba``: rebind ``lba`` (not the OOB's) and stamp it in the copy.
     done : Out(stream {tag, result: RelocResult, new_ppa})
     gc_buf : In(32)
         Scratch page in SoC memory (page_data bytes).
@@ -76,7 +86,7 @@ class Relocator(wiring.Component):
         self.layout = spec.nand_page_layout(params.profile)
         self.buf_addr_width = (params.slots * slot_words - 1).bit_length()
         super().__init__({
-            "req": In(stream.Signature(data.StructLayout({"ppa": 32, "tag": 16}))),
+            "req": In(stream.Signature(self.req_layout())),
             "done": Out(stream.Signature(self.done_layout())),
             "gc_buf": In(32),
             "map": Out(MapPortSignature(lba_bits)),
@@ -91,6 +101,10 @@ class Relocator(wiring.Component):
         })
 
     @staticmethod
+    def req_layout():
+        return data.StructLayout({"ppa": 32, "tag": 16, "lba": 32, "by_lba": 1})
+
+    @staticmethod
     def done_layout():
         return data.StructLayout({"tag": 16, "result": RelocResult, "new_ppa": 32})
 
@@ -102,6 +116,8 @@ class Relocator(wiring.Component):
         wiring.connect(m, wiring.flipped(self.bus), dma.bus)
 
         tag = Signal(16)
+        by_lba = Signal()
+        given_lba = Signal(32)
         old = Signal(layouts.PPA)
         new = Signal(32)
         result = Signal(RelocResult)
@@ -136,7 +152,8 @@ class Relocator(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.req.ready.eq(1)
                 with m.If(self.req.valid):
-                    m.d.sync += [old.eq(self.req.payload.ppa), tag.eq(self.req.payload.tag)]
+                    m.d.sync += [old.eq(self.req.payload.ppa), tag.eq(self.req.payload.tag),
+                                 by_lba.eq(self.req.payload.by_lba), given_lba.eq(self.req.payload.lba)]
                     m.next = "READ"
             with m.State("READ"):
                 d = self.desc.payload
@@ -182,12 +199,48 @@ class Relocator(wiring.Component):
                     with m.If(dma.done.payload.error):
                         m.d.sync += result.eq(RelocResult.READ_FAILED)
                         m.next = "DONE"
+                    with m.Elif((oob.flags.tx | oob.flags.append) & ~by_lba):
+                        m.next = "PROBE"
                     with m.Else():
                         m.next = "PROGRAM"
+            # a staged page no pending entry names is garbage: no copy (the map CAS below decides the rest)
+            with m.State("PROBE"):
+                p = self.pending.req
+                m.d.comb += [p.valid.eq(1), p.payload.op.eq(PendingOp.CAS), p.payload.ppa.eq(old.as_value()),
+                             p.payload.new.eq(old.as_value())]
+                with m.If(p.ready):
+                    m.next = "PROBE_RESP"
+            with m.State("PROBE_RESP"):
+                m.d.comb += self.pending.resp.ready.eq(1)
+                with m.If(self.pending.resp.valid):
+                    with m.If(self.pending.resp.payload.hit):
+                        m.next = "PROGRAM"
+                    with m.Else():
+                        m.next = "PROBE_LOCK"
+            # ... unless the map names it (a committed transaction's page)
+            with m.State("PROBE_LOCK"):
+                m.d.comb += self.map.lock.eq(1)
+                with m.If(self.map.grant):
+                    m.next = "PROBE_MAP"
+            with m.State("PROBE_MAP"):
+                r = self.map.req.payload
+                m.d.comb += [self.map.lock.eq(1), r.op.eq(MapOp.READ), r.lba.eq(oob.lba), self.map.req.valid.eq(1)]
+                with m.If(self.map.req.ready):
+                    m.next = "PROBE_MAP_RESP"
+            with m.State("PROBE_MAP_RESP"):
+                m.d.comb += [self.map.lock.eq(1), self.map.resp.ready.eq(1)]
+                with m.If(self.map.resp.valid):
+                    with m.If(~self.map.resp.payload.error & (self.map.resp.payload.old == old.as_value())):
+                        m.next = "PROGRAM"
+                    with m.Else():
+                        m.d.sync += [result.eq(RelocResult.RACED), new.eq(spec.PPA_UNMAPPED)]
+                        m.next = "DONE"
             with m.State("PROGRAM"):
                 pw = self.page.payload
                 m.d.comb += [pw.tag.eq(RELOC_TAG), pw.mem_addr.eq(self.gc_buf), pw.keep_vseq.eq(1),
                              pw.oob.eq(oob), pw.oob.kind.eq(Kind.GC_COPY), self.page.valid.eq(1)]
+                with m.If(by_lba):
+                    m.d.comb += pw.oob.lba.eq(given_lba)
                 with m.If(self.page.ready):
                     m.next = "PROGRAM_WAIT"
             with m.State("PROGRAM_WAIT"):
@@ -205,7 +258,7 @@ class Relocator(wiring.Component):
                     m.next = "CAS"
             with m.State("CAS"):
                 r = self.map.req.payload
-                m.d.comb += [self.map.lock.eq(1), r.op.eq(MapOp.CAS), r.lba.eq(oob.lba), r.value.eq(new),
+                m.d.comb += [self.map.lock.eq(1), r.op.eq(MapOp.CAS), r.lba.eq(Mux(by_lba, given_lba, oob.lba)), r.value.eq(new),
                              r.expected.eq(old.as_value()), self.map.req.valid.eq(1)]
                 with m.If(self.map.req.ready):
                     m.next = "CAS_RESP"
@@ -215,7 +268,7 @@ class Relocator(wiring.Component):
                     with m.If(self.map.resp.payload.updated & ~self.map.resp.payload.error):
                         m.d.sync += result.eq(RelocResult.MOVED)
                         m.next = "REBIND"
-                    with m.Elif((oob.flags.tx | oob.flags.append) & ~self.map.resp.payload.error):
+                    with m.Elif((oob.flags.tx | oob.flags.append) & ~by_lba & ~self.map.resp.payload.error):
                         m.next = "PENDING_CAS"
                     with m.Else():
                         m.d.sync += result.eq(RelocResult.RACED)

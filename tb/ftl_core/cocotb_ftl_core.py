@@ -983,6 +983,34 @@ async def transactions(dut):
     await tx_write(8, 70, 2)
     await tx_write(9, 72, 1)
 
+    # GET_LOG SNAPSHOT (what a checkpoint records; this bench's one queue pair is the "firmware's"): the
+    # log's next seq, the open transactions, and exactly their staged pages
+    T, A = MAX_OPEN_TX, MAX_APPENDS
+    snap_bytes = spec.SNAP_HDR.size + 16 * (T + A + MAX_PENDING)
+    snap = host.buffer(-(-snap_bytes // page))
+    expect(await tb.do(opcode=Opcode.GET_LOG, log_page=spec.LogPage.SNAPSHOT, nlb=1, buf=snap), Status.SUCCESS)
+    raw = tb.read_bytes(snap, snap_bytes)
+    hdr = spec.SNAP_HDR.unpack(raw[:16])
+    assert (hdr.tx_slots, hdr.append_slots, hdr.entries) == (T, A, MAX_PENDING), hdr
+    assert hdr.seq == int(dut.seq_next.value), hdr
+    slots = [spec.SNAP_TX.unpack(raw[16 * (1 + t):16 * (2 + t)]) for t in range(T)]
+    open_slots = {t: s for t, s in enumerate(slots) if s.flags & spec.SNAP_TX.compose("flags", open=1)}
+    assert sorted(s.npages for s in open_slots.values()) == [1, 2], slots
+    entries = [spec.SNAP_ENTRY.unpack(raw[16 * (1 + T + A + i):16 * (2 + T + A + i)]) for i in range(MAX_PENDING)]
+    staged_by = {}
+    for e in entries:
+        if e.flags & 1:
+            staged_by.setdefault(e.flags >> 8 & 0xFF, set()).add((e.lba, e.ppa))
+    assert set(staged_by) == set(open_slots), (staged_by, open_slots)
+    by_addr = {pg.addr: spec.unpack_oob(pg.oob) for pg in tb.flash_pages()}
+    for t, pages in staged_by.items():
+        assert len(pages) == open_slots[t].npages
+        for lba, ppa in pages:
+            rec = by_addr[ppa]
+            assert rec.lba == lba and rec.tid == open_slots[t].first_vseq & spec.LOG.TAG_MASK, rec
+            assert rec.vseq < hdr.seq
+    assert sorted(lba for pages in staged_by.values() for lba, _ in pages) == [70, 71, 72]
+
     def staged(lba, tid_tag=None):
         best = None
         for pg in tb.flash_pages():
@@ -997,10 +1025,12 @@ async def transactions(dut):
     await check(70, 3, tid=8)
     await check(70, 3, tid=9)
     await check(70, 3)
-    # a page no map entry or binding names (tid 2's aborted page) is not moved
+    # a page no map entry or binding names (tid 2's aborted page) is not moved, nor even copied
     aborted = staged(5)
+    programs = int(dut.nand_programs.value)
     r = await tb.relocate(aborted, tag=5)
     assert RelocResult(r["result"]) == RelocResult.RACED, r
+    assert int(dut.nand_programs.value) == programs, "a dead staged page was copied"
     await verb(Opcode.TX_COMMIT, 8, model.tx_commit)
     await verb(Opcode.TX_ABORT, 9, model.tx_abort)
     await check(70, 3)
@@ -1133,6 +1163,26 @@ async def appends_and_remaps(dut):
         r = await tb.relocate(addr, tag=3)
         assert RelocResult(r["result"]) == RelocResult.MOVED, r
     assert await remap([(30, d, 2)] + [(50 + i, tok, 1) for i, tok in enumerate(live[1:4])]) == Status.SUCCESS
+    await check(28, 30)
+    # a remapped page's OOB names no LBA: asked by its page alone, the relocator copies nothing; named
+    # with its LBA (the firmware finds it in the map), it moves and its copy carries the LBA
+    moved = {}
+    for lba in (30, 31):
+        addr = (await tb.map_op(MapOp.READ, lba))["old"]
+        programs = int(dut.nand_programs.value)
+        r = await tb.relocate(addr, tag=7)
+        assert RelocResult(r["result"]) == RelocResult.RACED and int(dut.nand_programs.value) == programs, r
+        r = await tb.relocate(addr, tag=8, lba=lba)
+        assert RelocResult(r["result"]) == RelocResult.MOVED, r
+        moved[lba] = r["new_ppa"]
+        assert (await tb.map_op(MapOp.READ, lba))["old"] == r["new_ppa"]
+    for pg in tb.flash_pages():
+        if pg.addr in moved.values():
+            rec = spec.unpack_oob(pg.oob)
+            assert rec.kind == Kind.GC_COPY and moved[rec.lba] == pg.addr, rec
+            assert rec.flags & spec.OOB.compose("flags", append=1), rec
+    r = await tb.relocate(moved[30], tag=9)                 # the copy is found by its OOB's LBA
+    assert RelocResult(r["result"]) == RelocResult.MOVED, r
     await check(28, 30)
     for tok in live[4:]:
         assert await release(tok) == Status.SUCCESS

@@ -152,10 +152,11 @@ class FtlCoreTB:
                 assert self.spare_blocks[die], "the test ran out of erased blocks"
                 await self.give_block(die)
 
-    async def relocate(self, ppa, tag=1) -> dict:
-        """The GC hook: relocate page ``ppa``; returns {tag, result, new_ppa}."""
+    async def relocate(self, ppa, tag=1, lba=None) -> dict:
+        """The GC hook: relocate page ``ppa`` (rebinding ``lba`` when given, as for a remapped append page);
+        returns {tag, result, new_ppa}."""
         n = len(self.reloc_done.items)
-        await self.reloc.send(ppa | tag << 32)
+        await self.reloc.send(pack(Relocator.req_layout(), ppa=ppa, tag=tag, lba=lba or 0, by_lba=lba is not None))
         while len(self.reloc_done.items) <= n:
             await self.cycles(64)
         return unpack(Relocator.done_layout(), self.reloc_done.items[n])

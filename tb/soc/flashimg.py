@@ -36,7 +36,7 @@ from pathlib import Path
 import bchlib
 
 from atomflash import nandsim, spec
-from atomflash.model import Checkpoint, Page
+from atomflash.model import Checkpoint, Page, PendingTx
 
 
 def encode_page(layout: spec.NandPageLayout, user: bytes) -> bytes:
@@ -216,11 +216,23 @@ class FirmwareCheckpoint:
     factory_bad: set[int] | None = None  # format 4: global blocks it names as factory bad (CKPT.WEAR_FACTORY_BAD)
     free: set[int] | None = None   # format 5: global blocks of the free pool (CKPT.WEAR_FREE)
     anchor_word: int | None = None  # format 5: the anchor record it belongs to (0: none)
+    pending: list | None = None    # format 6: its CKPT_PEND records (transactions open, appends live)
 
     @property
     def model(self) -> Checkpoint:
-        return Checkpoint(seq=self.header.seq, map={lba: v for lba, (v, _) in self.entries.items()},
-                          published_below=True)
+        entries = {lba: v for lba, (v, _) in self.entries.items()}
+        if self.pending is None:   # before format 6: the floor was held below every open one instead
+            return Checkpoint(seq=self.header.seq, map=entries, published_below=True)
+        txs, appends, tx = {}, {}, None
+        for r in self.pending:
+            if r.kind == spec.CkptPend.TX:
+                tx = PendingTx(first_vseq=r.vseq, npages=r.count, live={})
+                txs[spec.tag_of(r.vseq)] = tx
+            elif r.kind == spec.CkptPend.LIVE:
+                tx.live[r.lba] = r.vseq
+            elif r.kind == spec.CkptPend.APPEND:
+                appends[r.vseq] = r.count
+        return Checkpoint(seq=self.header.seq, map=entries, pending_tx=txs, pending_appends=appends)
 
 
 def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -> FirmwareCheckpoint | None:
@@ -236,10 +248,11 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
     fmt3 = h.format >= 3
     count_pages = h.wear_pages if fmt3 else 0
     crc_pages = -(-h.map_pages * 4 // page_data) if fmt3 else 0
+    pend_pages = h.pend_pages if h.format >= spec.CKPT.FORMAT_PENDING else 0
     if (h.magic != spec.CKPT.MAGIC or not spec.CKPT.FORMAT_OLDEST <= h.format <= spec.CKPT.FORMAT
             or h.area >= spec.CKPT.AREAS or h.narea == 0 or hdr_size + 4 * nwords > page_data
             or h.map_pages != -(-h.nlba // per_page) or h.wear_pages != -(-h.nblocks * 4 // page_data)
-            or 1 + h.map_pages + h.wear_pages + count_pages + crc_pages > h.narea * ppb):
+            or 1 + h.map_pages + h.wear_pages + count_pages + crc_pages + pend_pages > h.narea * ppb):
         return None
     crc_at = spec.CKPT_HDR["crc"].offset
     lists = p.data[hdr_size:hdr_size + 4 * nwords]
@@ -269,17 +282,29 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
             if e.vseq != (1 << 64) - 1:
                 entries[lba] = (e.vseq, e.ppa)
             lba += 1
-    wear, counts, crcs = bytearray(), bytearray(), bytearray()
+    wear, counts, crcs, pend = bytearray(), bytearray(), bytearray(), bytearray()
     first_count, first_crc = 1 + h.map_pages + h.wear_pages, 1 + h.map_pages + h.wear_pages + count_pages
-    for index in range(1 + h.map_pages, first_crc + crc_pages):
+    first_pend = first_crc + crc_pages
+    for index in range(1 + h.map_pages, first_pend + pend_pages):
         wp = page(index)
         if wp is None:
             return None
-        (wear if index < first_count else counts if index < first_crc else crcs).extend(wp.data[:page_data])
+        (wear if index < first_count else counts if index < first_crc else crcs if index < first_pend
+         else pend).extend(wp.data[:page_data])
     if fmt3:   # the pages after the map, and each map page against its recorded CRC
         recorded = [int.from_bytes(crcs[4 * q:4 * q + 4], "little") for q in range(h.map_pages)]
-        if spec.crc32(bytes(wear + counts + crcs)) != h.payload_crc or recorded != map_crcs:
+        if spec.crc32(bytes(wear + counts + crcs + pend)) != h.payload_crc or recorded != map_crcs:
             return None
+    pending = None
+    if h.format >= spec.CKPT.FORMAT_PENDING:
+        pending, per = [], page_data // spec.CKPT_PEND.size
+        for q in range(pend_pages):
+            for i in range(per):
+                at = q * page_data + i * spec.CKPT_PEND.size
+                r = spec.CKPT_PEND.unpack(bytes(pend[at:at + spec.CKPT_PEND.size]))
+                if r.kind == spec.CkptPend.END:
+                    break
+                pending.append(r)
     elif spec.crc32(bytes(payload + wear)) != h.payload_crc:
         return None
     words = [int.from_bytes(wear[4 * g:4 * g + 4], "little") for g in range(h.nblocks)]
@@ -288,7 +313,7 @@ def _checkpoint_at(pages: dict[int, Page], ppa: int, ppb: int, page_data: int) -
     free = {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_FREE} if h.format >= 5 else None
     return FirmwareCheckpoint(h, opened, areas, entries, [w & spec.CKPT.WEAR_COUNT_MASK for w in words],
                               {g for g, w in enumerate(words) if w & spec.CKPT.WEAR_RETIRED}, valid, factory_bad,
-                              free, anchor_word)
+                              free, anchor_word, pending)
 
 
 @dataclass

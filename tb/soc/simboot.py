@@ -3,6 +3,7 @@ given NAND model configurations, for the tb/soc system tests."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -15,18 +16,21 @@ from soc.console import SimConsole  # noqa: E402
 from soc.nand_sim import model_configs, write_configs  # noqa: E402
 from soc.sim import DEFAULT_CHANNELS, DEFAULT_WAYS  # noqa: E402
 
-GATEWARE = ROOT / "build" / "soc" / "sim" / "gateware"
+# AF_SOC_BUILD_DIR: another build directory (an engineer testing firmware changes beside a shared checkout)
+BUILD_DIR = Path(os.environ.get("AF_SOC_BUILD_DIR", ROOT / "build" / "soc" / "sim"))
+GATEWARE = BUILD_DIR / "gateware"
 CLK_HZ = 100_000_000  # the default build's --sys-clk-freq (spec.NAND_CLK_HZ)
 TARGETS = DEFAULT_CHANNELS * DEFAULT_WAYS
 
-__all__ = ["build", "boot", "check_runs", "ftl_capacity", "model_configs", "write_configs", "GATEWARE", "CLK_HZ", "TARGETS",
+__all__ = ["build", "boot", "check_runs", "ftl_capacity", "ftl_pending_budget", "model_configs", "write_configs", "GATEWARE", "CLK_HZ", "TARGETS",
            "DEFAULT_CHANNELS", "DEFAULT_WAYS"]
 
 
 def build() -> float:
     """``soc/sim.py --build-only`` (a no-op when nothing changed); returns seconds taken."""
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, str(ROOT / "soc" / "sim.py"), "--build-only", "-q"],
+    r = subprocess.run([sys.executable, str(ROOT / "soc" / "sim.py"), "--build-only", "-q",
+                        *(["--build-dir", str(BUILD_DIR)] if "AF_SOC_BUILD_DIR" in os.environ else [])],
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, f"SoC build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return time.monotonic() - t0
@@ -56,16 +60,37 @@ def ftl_capacity(blocks_per_lun: int, profile: str = "small", dies: int = TARGET
     checkpoint areas, less the over-provisioning (one block at least)."""
     from atomflash import spec
 
+    return _geometry(blocks_per_lun, profile, dies, pages_per_block)[0]
+
+
+def ftl_pending_budget(blocks_per_lun: int, profile: str = "small", dies: int = TARGETS,
+                       pages_per_block: int | None = None) -> int:
+    """IDENTIFY.max_pending as the firmware sets it (firmware/ftl.c): half the over-provisioning's pages,
+    at most the core's table."""
+    from atomflash import spec
+
+    cap, usable = _geometry(blocks_per_lun, profile, dies, pages_per_block)
+    return min(max(usable - cap, 0) // 2, spec.LIMITS.MAX_PENDING)
+
+
+def _geometry(blocks_per_lun, profile, dies, pages_per_block) -> tuple[int, int]:
+    """(capacity, pages of the blocks the capacity is carved from) as firmware/ftl.c computes them."""
+    from atomflash import spec
+
     p = spec.NAND_PROFILES[profile]
     ppb = pages_per_block or p.pages_per_block
-    held, narea, cap = spec.LIMITS.GC_RESERVE_BLOCKS + dies + spec.ANCHOR.BLOCKS, 1, 0
+    lim = spec.LIMITS
+    pend_pages = -(-(lim.MAX_OPEN_TX + lim.MAX_APPENDS + lim.MAX_PENDING) // (p.page_data // spec.CKPT_PEND.size))
+    held, narea, cap, blocks = lim.GC_RESERVE_BLOCKS + dies + spec.ANCHOR.BLOCKS, 1, 0, 0
     for _ in range(3):
         blocks = max(dies * blocks_per_lun - held - spec.CKPT.AREAS * narea, 0)
-        cap = blocks * ppb * (100 - spec.LIMITS.OVER_PROVISION_PERCENT) // 100
+        cap = blocks * ppb * (100 - lim.OVER_PROVISION_PERCENT) // 100
         cap = min(cap, max(blocks - 1, 0) * ppb)  # at least a block held back: GC's headroom
-        ckpt_pages = 1 + -(-cap * spec.CKPT_ENTRY.size // p.page_data) + -(-dies * blocks_per_lun * 4 // p.page_data)
+        map_pages = -(-cap * spec.CKPT_ENTRY.size // p.page_data)
+        wear_pages = -(-dies * blocks_per_lun * 4 // p.page_data)
+        ckpt_pages = 1 + map_pages + 2 * wear_pages + -(-map_pages * 4 // p.page_data) + pend_pages
         narea = -(-ckpt_pages // ppb)
-    return cap
+    return cap, blocks * ppb
 
 
 def check_runs(expected: dict[int, int], align: int = 8) -> list[tuple[int, int, int]]:

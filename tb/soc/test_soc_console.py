@@ -21,7 +21,7 @@ import pytest
 
 from atomflash import spec
 
-from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, ftl_capacity, model_configs
+from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, ftl_capacity, ftl_pending_budget, model_configs
 
 pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("soc_console")]   # the module's booted SoC
 
@@ -89,7 +89,8 @@ def test_info_shows_identify_from_hardware(con):
     lim = spec.LIMITS
     want = dict(magic=spec.IDENTIFY_MAGIC, spec_version=spec.SPEC_VERSION, capacity=CAPACITY,
                 lba_size=PROFILE.page_data, max_transfer=lim.MAX_TRANSFER, max_atomic_pages=lim.MAX_ATOMIC_PAGES,
-                max_open_tx=lim.MAX_OPEN_TX, max_pending=lim.MAX_PENDING, max_remap_triples=lim.MAX_REMAP_TRIPLES,
+                max_open_tx=lim.MAX_OPEN_TX, max_pending=ftl_pending_budget(BLOCKS_PER_LUN),
+                max_remap_triples=lim.MAX_REMAP_TRIPLES,
                 max_appends=lim.MAX_APPENDS,
                 awupf=lim.MAX_ATOMIC_PAGES, volatile_cache=0, channels=2, ways=2, luns=1,
                 page_data=PROFILE.page_data, page_spare=PROFILE.page_spare, pages_per_block=PROFILE.pages_per_block,

@@ -14,18 +14,15 @@ NO_SPACE (spec ``NoSpace.FULL``).  Then:
 * ``stats`` says why (``no_space FULL``) and how many good blocks are left;
 * after a power cycle the boot finds the same state at once: NO_SPACE, data intact.
 
-2. An open transaction pins the checkpoint floor until GC is stuck
-   (``NoSpace.GC_STUCK``): writes are refused, its abort still runs, and then
-   writes are accepted again.  Meanwhile GC takes no checkpoint that could
-   free nothing, but reserves the checkpoint areas while the pool has blocks.
+(An open transaction no longer pins the checkpoint floor: test_soc_liveness.py.)
 
-3. Erase failures eat GC's reserve (campaign trial 6441): GC keeps one block
+2. Erase failures eat GC's reserve (campaign trial 6441): GC keeps one block
    for the commands in the core, so writes end in NO_SPACE, not in a hang.
 
-4. No erase succeeds at all: the firmware sets ``ftl.host_enable.no_blocks``
+3. No erase succeeds at all: the firmware sets ``ftl.host_enable.no_blocks``
    (the core completes what waits for a page NO_SPACE), and the data stays.
 
-5. FULL first, then GC stuck with only its reserve: the reserve still goes
+4. FULL first, then GC stuck with only its reserve: the reserve still goes
    to the core, so a host's trim in it completes (NO_SPACE once the last
    block is used), not waits for ever.
 """
@@ -101,49 +98,6 @@ def test_worn_out_device_refuses_writes_and_keeps_its_data(tmp_path):
         assert stat(con.command("stats"), "no_space") == "FULL"
         assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
         assert "NO_SPACE" in con.command("io write 9 3 1")
-    finally:
-        con.stop()
-
-
-@pytest.mark.slow      # ~3 min of simulation: make test-slow
-def test_an_open_transaction_pinning_the_floor_gets_no_space_until_it_aborts(tmp_path):
-    """A transaction left open holds every checkpoint's floor at its first page, so GC may erase
-    nothing written after it: with the host writing on, the pool runs down to GC's reserve and GC
-    finds nothing to collect.  Then writes get NO_SPACE (``NoSpace.GC_STUCK``) instead of hanging, the
-    transaction can still abort, and once it has GC frees blocks and writes are accepted again."""
-    build()
-    run_dir = tmp_path / "run"
-    cfgs = model_configs(run_dir, profile="small", targets=TARGETS, clk_hz=CLK_HZ,
-                         overrides=dict(blocks_per_lun=BLOCKS_PER_LUN))
-    con = boot(run_dir, cfgs, log=ROOT / "build" / "soc" / "test_nospace_tx.log", timeout=120)
-    try:
-        assert "staged 1 blocks" in con.command(f"io tx write 4 9 {HOT} 1")
-        out = con.command(f"io random {SEED} {WRITES} {HOT}", timeout=1500)
-        m = STOPPED_RE.search(out)
-        assert m and "status 0x11 NO_SPACE" in out, f"the device never refused a write:\n{out[-3000:]}"
-        acked = int(m.group(1))
-        stats = con.command("stats")
-        assert stat(stats, "no_space") == "GC_STUCK" and stat(stats, "gc_stuck") == "1", stats
-        # GC took no checkpoint that could free nothing (each would have erased an area block), but it
-        # reserved the areas while the pool had the blocks
-        gc = con.command("gc")
-        assert re.search(r"held back [1-9]\d* times", gc), gc
-        ck = con.command("ckpt")
-        assert "taken 0, failed 0" in ck and "areas reserved" in ck, ck
-        assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
-        assert "aborted" in con.command("io tx abort 4")
-        for _ in range(20):                 # GC runs from the idle loop between console commands
-            stats = con.command("stats")
-            if stat(stats, "no_space") == "NONE":
-                break
-        else:
-            raise AssertionError("writes were never accepted again after the abort")
-        assert stat(stats, "gc_stuck") == "0", stats
-        assert "newest checkpoint" in con.command("ckpt")   # the floor moved: GC's checkpoint freed blocks
-        out = con.command(f"io random {SEED + 1} 200 {HOT}", timeout=900)
-        assert "random: 200 writes" in out and "error" not in out, out
-        assert "0 wrong: pass" in con.command(f"io verify {SEED + 1} 200 {HOT}", timeout=300)
-        assert "pass" in con.command(f"io check 0 {HOT}")      # the aborted transaction left nothing
     finally:
         con.stop()
 
@@ -305,7 +259,7 @@ def test_a_starved_core_gets_the_reserve_then_no_space_not_a_hang(tmp_path):
         con.stop()
 
 
-# 5. FULL first, then GC stuck: the host's commands in the core still get pages
+# 4. FULL first, then GC stuck: the host's commands in the core still get pages
 TRIMS = 600                  # far more record pages than the worn device has left
 
 
