@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import sys
 from dataclasses import dataclass, field
 
 import apsw
@@ -614,6 +615,9 @@ class _DriveFile:
         if isinstance(evalue, apsw.IOError) and "more than the drive takes" in str(evalue):
             return
         self.vfs.errors.append(evalue)
+        if isinstance(evalue, ConnectionError):      # the drive is gone (a power cut): one line is enough
+            print(f"atomflash.sqlite: {self.m.name}: {evalue}", file=sys.stderr)
+            return
         import traceback
         traceback.print_exception(etype, evalue, etraceback)
 
