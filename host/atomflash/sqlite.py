@@ -489,7 +489,10 @@ class _DriveFile:
         end = offset + len(data)
         first, last = offset // self.bs, (end - 1) // self.bs
         if end > self.m.blocks() * self.bs:
-            self.store.grow(self.m, last + 1)
+            try:
+                self.store.grow(self.m, last + 1)
+            except FsError as e:
+                raise apsw.FullError(str(e)) from None       # SQLITE_FULL: the drive has no room
         target = self.batch if self.batch is not None else self.dirty
         partial = [i for i in (first, last) if not (offset <= i * self.bs and end >= (i + 1) * self.bs)]
         if partial:
