@@ -381,7 +381,6 @@ def crash_soc(mode: str, cuts: int, *, tuples: int = 150, k: int = 5, seed: int 
     create_partsupp(con, tuples, seed)
     base = _state(con)
     updates: list[dict] = []
-    done = 0
     out = []
     for i in range(cuts):
         n_before = rng.randrange(1, 6)
