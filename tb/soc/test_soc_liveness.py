@@ -30,7 +30,7 @@ BLOCKS_PER_LUN = 8
 BLOCKS = TARGETS * BLOCKS_PER_LUN
 HOT = 40               # the plain writes' LBAs: GC finds garbage at once
 SEED = 5
-WRITES = 1500          # three quarters of the device's pages: the first blocks are full, GC runs
+WRITES = 1000          # half the device's pages: the first blocks are full, GC runs
 
 
 def ok(con, line, want="", timeout=60):
