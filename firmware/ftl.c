@@ -436,6 +436,7 @@ static void no_blocks_check(void)
 	af_ftl.no_blocks = 1;
 	printf("warning: ftl: no erased block for the core and none in the pool: commands waiting for a page "
 	       "complete NO_SPACE\n");
+	af_ftl_space_check(); /* the counts the warning below shows (at boot none has been taken yet) */
 	if (af_ftl.no_space == AF_NOSPACE_NONE)
 		af_ftl_set_no_space(AF_NOSPACE_NO_BLOCKS);
 	else
