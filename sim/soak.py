@@ -537,15 +537,19 @@ class Level:
         self.dir = args.dir / name
         self.run = self.dir / "run"
         self.ledger = self.dir / "epochs.jsonl"
-        self.epochs: list[dict] = []
+        self.epochs: list[dict] = self.read_ledger()
+        self.tids = TidSource()
+        self.counts_now = (0, 0)
+
+    def read_ledger(self) -> list[dict]:
+        epochs = []
         if self.ledger.exists():
             for line in self.ledger.read_text().splitlines():
                 try:
-                    self.epochs.append(json.loads(line))
+                    epochs.append(json.loads(line))
                 except json.JSONDecodeError:
                     pass
-        self.tids = TidSource()
-        self.counts_now = (0, 0)
+        return epochs
 
     # -- figures
     @property
@@ -896,6 +900,39 @@ def write_report(path: Path, text: str) -> None:
     path.write_text(new)
 
 
+def soak_in_children(levels: list[str], args, gw: Path, figures) -> None:
+    """``--jobs``: each level soaked by a child ``sim/soak.py --levels <one>`` on the same frozen
+    simulation and ``--dir``, ``--jobs`` at a time; their lines go to our output prefixed by the level.
+    The figures are read back from the levels' ledgers whenever a child prints, so the report stays
+    current as with one process."""
+    import subprocess
+    import threading
+
+    def child(lv: str) -> list[str]:
+        return [sys.executable, str(Path(__file__).resolve()), "--levels", lv, "--ops", str(args.ops),
+                "--seed", str(args.seed), "--dir", str(args.dir), "--gateware", str(gw),
+                "--blocks-per-lun", str(args.blocks_per_lun), *(["--quick"] if args.quick else [])]
+
+    lock = threading.Lock()
+
+    def run(lv: str) -> None:
+        with subprocess.Popen(child(lv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+            for line in proc.stdout:
+                with lock:
+                    print(f"[{lv}%] {line}", end="", flush=True)
+                    if args.report and line.lstrip().startswith(("ok", "FAIL", "NO_SPACE")):
+                        write_report(args.report, figures()[1])
+
+    pending = list(levels)
+    while pending:
+        batch, pending = pending[:args.jobs], pending[args.jobs:]
+        threads = [threading.Thread(target=run, args=(lv,)) for lv in batch]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
 # -- main ------------------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
@@ -915,6 +952,8 @@ def main(argv=None) -> int:
                    help="the drive's blocks per LUN (8: the default drive, atomflash sim start's, which "
                         "--quick uses too)")
     p.add_argument("--gateware", type=Path, default=None, help="a built simulation (default: build it now)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="levels soaked at once, each by a process of its own (one simulator each)")
     args = p.parse_args(argv)
     args.sites, args.epoch = SITES, EPOCH_COMMANDS
     if args.quick:
@@ -938,6 +977,8 @@ def main(argv=None) -> int:
     def figures() -> tuple[list[dict], str]:
         summaries = []
         for lv, level in levels_.items():
+            if args.jobs > 1:   # the children's ledgers
+                level.epochs = level.read_ledger()
             try:
                 ident = json.loads((level.dir / "identify.json").read_text())
             except (OSError, json.JSONDecodeError):
@@ -950,12 +991,15 @@ def main(argv=None) -> int:
         if args.report:
             write_report(args.report, figures()[1])
 
-    for lv, level in levels_.items():
-        level.on_record = rewrite
-        try:
-            level.soak()
-        finally:
-            simctl.stop(level.run, power_cut=True)
+    if args.jobs > 1 and len(levels) > 1:
+        soak_in_children(levels, args, gw, figures)
+    else:
+        for lv, level in levels_.items():
+            level.on_record = rewrite
+            try:
+                level.soak()
+            finally:
+                simctl.stop(level.run, power_cut=True)
     summaries, text = figures()
     print(text)
     if args.report:
