@@ -138,9 +138,9 @@ class Trial:
         operations, three quarters for ``kind:gc`` (a short workload rarely makes GC run again); the
         rest are armed when the workload starts (``arm``).
 
-        ``version`` 1 (the long campaign's trials before 2026-11-29): an armed kind cut at the k-th
-        page (k in 1..2) of the first target to reach it, an armed erase cut at the
-        k-th erase (1..3) of one target.  A 40-command workload writes about three records of a kind
+        ``version`` 1 (the rules the long campaign's first trials ran with, ``--draw-v1-below``): an
+        armed kind cut at the k-th page (k in 1..2) of the first target to reach it, an armed erase cut
+        at the k-th erase (1..3) of one target.  A 40-command workload writes about three records of a kind
         over four targets, so k = 2 found no cut 43 % of the time and an erase cut 15-31 %.
         Version 2: kind cuts at the first page of the kind (the workload still decides when it comes),
         erase cuts at the first erase (a quarter: the second) of whichever target gets there first."""
@@ -867,24 +867,24 @@ RESOLVED = {
     3605: "as trial 3514 (replay: pass)",
     4432: "firmware: a block retired after a program failure left the next boot's scan before a checkpoint "
           "covered it, with pages recovery still needed (a COMMIT record, a superseded member: GC moves only "
-          "bound data); it retires only under a covering checkpoint since 2026-11-27 (its images went with "
-          "the machine; test_soc_badblock reproduces the loss)",
+          "bound data); it now retires only under a covering checkpoint (its images are gone; "
+          "test_soc_badblock reproduces the loss)",
     5704: "the harness: its reader of the console connected while the prompt after the boot was printed and "
           "saw only its last space, which the echo's pattern did not allow (the firmware had answered); "
-          "any tail of the prompt is allowed since 2026-11-28 (console_text.command_output; trial 5982 met "
+          "any tail of the prompt is now allowed (console_text.command_output; trial 5982 met "
           "it on the limits in simulator time).  Its chain again (--ids 5704-5707): all four pass",
     5707: "the harness: a 600 s wall-clock limit ended a boot the simulator, starved on a loaded machine, had "
           "barely run (the report stops mid-line; neighbour 5705 took 1,214 s for a ~35 s trial); limits "
           "count the simulator's CPU time since d81bc8c (simctl.SimDeadline); the chain again passes",
     5982: "as trial 5704 (the wait for the prompt used 300 s of the simulator's own time, 916 s of wall time)",
     6441: "firmware: erase failures ate GC's reserve and GC copied on into the last pages; the next copy, and the "
-          "write the core had taken, waited for a page no erase would bring.  GC keeps one block for the "
-          "commands in the core since 2026-11-29 (then GC_STUCK); test_soc_nospace reproduces the hang",
+          "write the core had taken, waited for a page no erase would bring.  GC now keeps one block for the "
+          "commands in the core (then GC_STUCK); test_soc_nospace reproduces the hang",
     6952: "firmware: after the reboot the core had no block (two left, both GC's reserve) and the probe write "
           "waited for a page; GC needed a checkpoint first, whose FLUSH waited behind that write, so nothing "
           "moved (replayed on its build: the firmware's queue one command behind, the core starved).  The "
           "reserve goes to a starved core while the firmware waits for its own command, and with no block "
-          "at all the core completes what waits NO_SPACE (ftl.host_enable.no_blocks) since 2026-11-29; the "
+          "at all the core completes what waits NO_SPACE (ftl.host_enable.no_blocks); the "
           "replay on the new build passes (its run differs: the cut lands elsewhere)",
 }
 
@@ -1133,7 +1133,7 @@ def main(argv=None) -> int:
                         "are gone (use a --dir of its own; a chain rerun is close to, not always exactly, the run)")
     p.add_argument("--draw-v1-below", type=int, default=0, metavar="ID",
                    help="trials with ids below this are drawn by version 1 of the rules (Trial.draw; make "
-                        "campaign-long: its trials from before 2026-11-29, so --ids reruns them as they ran)")
+                        "campaign-long: its first trials ran with it, so --ids reruns them as they ran)")
     p.add_argument("--report-only", action="store_true",
                    help="write --report from the results so far (of the --count trials) and stop")
     p.add_argument("--exhaustive", action="store_true",

@@ -1,11 +1,11 @@
 """How the campaign draws a trial's cut (`sim/campaign.py`, ``Trial.draw``).
 Pure Python: no simulation.
 
-Version 1 is what the long campaign's trials before 2026-11-29 ran with: a
-rerun with ``--ids`` must draw them again exactly, so version 1 may not
-change.  Version 2 arms kind cuts at the first page of the kind and erase
-cuts on every target (version 1's k = 2 and single-target erases ended
-without a cut 15-43 % of the time)."""
+Version 1 is what the long campaign's first trials ran with (``make
+campaign-long``'s ``--draw-v1-below``): a rerun with ``--ids`` must draw them
+again exactly, so version 1 may not change.  Version 2 arms kind cuts at the
+first page of the kind and erase cuts on every target (version 1's k = 2 and
+single-target erases ended without a cut 15-43 % of the time)."""
 
 import json
 import sys
