@@ -1,4 +1,4 @@
-/* atomflash firmware: the anchor log and the allocation plan (issue #7: a boot flat in device size).
+/* atomflash firmware: the anchor log and the allocation plan (a boot flat in device size).
  *
  * Without them a boot reads page 0 of every block, for two reasons: the
  * newest checkpoint's header is page 0 of an area block, and areas move (wear
@@ -48,8 +48,8 @@
 #include "ckpt.h"
 #include "fw.h"
 
-/* The anchor is written and used only when this is 1 (since 2026-11-26: tb/soc/test_soc_anchor.py, and the
- * campaign's judge checks its coverage after every cut).  With 0 every boot reads page 0 of every block,
+/* The anchor is written and used only when this is 1 (tb/soc/test_soc_anchor.py; the campaign's judge
+ * checks its coverage after every cut).  With 0 every boot reads page 0 of every block,
  * checkpoints (format 5) name no record, and the capacity keeps no blocks for it. */
 #define AF_ANCHOR_ENABLED 1
 

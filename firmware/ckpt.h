@@ -1,4 +1,4 @@
-/* atomflash firmware: map checkpoints (issue #7, trap 8).
+/* atomflash firmware: map checkpoints (docs/firmware.md, trap 8).
  *
  * A checkpoint is the map (CKPT_ENTRY per LBA: vseq and page), the erase
  * counts and the per-block valid counts of that map, with a floor

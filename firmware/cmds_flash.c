@@ -1,4 +1,4 @@
-/* Flash commands: nand, bbt, map, block (issue #7). */
+/* Flash commands: nand, bbt, map, block. */
 #include <stdio.h>
 #include <string.h>
 

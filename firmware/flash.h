@@ -1,16 +1,19 @@
-/* atomflash firmware: flash state built at boot (issue #7).
+/* atomflash firmware: flash state built at boot.
  *
  * af_flash_boot() runs the boot path after the console is up:
  *
  *   NAND bring-up (nand.c: RESET, READ ID, parameter page of every target,
  *   fastest common timing mode)
- *   -> factory bad-block scan: the first spare byte(s) of page 0 of every
- *      block, read raw (AF_NAND_BBM_BYTES; not FFh = bad)
- *   -> recovery (recovery.c): the OOB record of every page of every good
- *      block, read with ECC, pipelined over all targets; record pages'
- *      payloads read on demand; af_rec_finish with no checkpoint (the
- *      checkpoint's on-flash format does not exist yet); per-block valid
- *      counts
+ *   -> the anchor (anchor.c), then the checkpoint its record names and page 0
+ *      of the blocks written since; without a record, page 0 of every block
+ *      (checkpoint headers, each block's first seq)
+ *   -> bad blocks: the checkpoint's table, or else the factory markers (the
+ *      first spare byte(s) of page 0 of every block, read raw;
+ *      AF_NAND_BBM_BYTES; not FFh = bad)
+ *   -> recovery (recovery.c): the OOB record of every page of the blocks
+ *      written since the checkpoint's floor (every good block without one),
+ *      read with ECC, pipelined over all targets; record pages' payloads read
+ *      on demand; af_rec_finish; per-block valid counts
  *   -> boot report.
  *
  * Tables live in main RAM, sized from the geometry read from the device:

@@ -1,4 +1,4 @@
-/* atomflash firmware: owning the FTL core (soc/ftl_bridge.py, issue #7).
+/* atomflash firmware: owning the FTL core (soc/ftl_bridge.py).
  *
  * The core runs the per-command path by itself; the firmware gives it what it
  * cannot know and takes back what it hands out:

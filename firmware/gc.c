@@ -1,4 +1,4 @@
-/* atomflash firmware: garbage collection (issue #7).
+/* atomflash firmware: garbage collection.
  *
  * A victim is a full block the core handed back (or one from before boot),
  * not a checkpoint area's.  Its live pages move through the core's relocation
@@ -151,7 +151,7 @@ static int relocate(uint32_t ppa, uint16_t tag, uint32_t lba_word)
 
 /* Every read fetched so far has finished (see the header).  Its page lands in gc_buf, the relocator's,
  * idle once the last copy is done: not in io_buf, where `io random` has the next write's data waiting
- * (until 2026-11-28 the fence overwrote it with LBA 0's, and such a write stored LBA 0's data). */
+ * (the fence must not overwrite it with LBA 0's, or such a write would store LBA 0's data). */
 static int read_fence(void)
 {
 	af_cmd_t cmd;

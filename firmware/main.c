@@ -1,13 +1,15 @@
 /* atomflash firmware entry: bring-up report, then the console.
  *
- * Boot order (issue #7; what exists today is marked):
- *   [now]   UART, IRQs, timer; find the controller block, read IDENTIFY
- *   [now]   NAND reset, READ ID, parameter page, timing mode -> factory
- *           bad-block scan -> recovery over every page's OOB (no checkpoint
- *           on flash yet) -> boot report (flash.c)
- *   [now]   erased blocks to the FTL core, its tables and IDENTIFY record,
- *           host interface enabled (ftl.c)
- *   [later] newest checkpoint instead of the full scan, GC
+ * Boot order:
+ *   UART, IRQs, timer (a board's SDRAM initialised and tested); find the
+ *   controller block, read IDENTIFY
+ *   -> NAND reset, READ ID, parameter page, timing mode -> bad blocks -> the
+ *      newest checkpoint and recovery over the pages written since
+ *      -> boot report (flash.c)
+ *   -> erased blocks to the FTL core, its tables and IDENTIFY record,
+ *      host interface enabled (ftl.c)
+ *   -> the console; its idle loop (af_idle) runs the FTL core's upkeep,
+ *      checkpoints and GC.
  */
 #include <stdio.h>
 

@@ -1,4 +1,4 @@
-/* atomflash firmware: driver for the NAND controller window (issue #7).
+/* atomflash firmware: driver for the NAND controller window.
  *
  * The controller is boards/nand_bridge.py (NandBridge): the RTL
  * NandController behind a Wishbone window at AFNAND_BASE (mem.h), register

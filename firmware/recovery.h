@@ -1,4 +1,4 @@
-/* atomflash firmware: recovery at boot (issue #7).
+/* atomflash firmware: recovery at boot.
  *
  * Rebuilds the L2P map from the newest checkpoint plus the pages written
  * after it, keeping exactly the commit points the commit-flag log proves:

@@ -1,4 +1,4 @@
-/* atomflash firmware: wear levelling (issue #7).
+/* atomflash firmware: wear levelling.
  *
  * Every block's erase count lives in af_flash.blocks[g].erases: counted as
  * GC, the checkpointer and the pool erase, and saved in every checkpoint's
