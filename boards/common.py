@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "boards"
 
 # Board memories: the firmware is ~40 KiB since the NAND boot path and
-# recovery (issue #7); ROM and SRAM are sized for the smallest supported
+# recovery (docs/firmware.md); ROM and SRAM are sized for the smallest supported
 # FPGA's BRAM (ECP5-25F: 56 DP16KD).  A 48 KiB ROM takes 24 DP16KD, 8 more
 # than the 32 KiB it replaced (Colorlight i5, 1x2: 42 -> about 50 of 56).
 BOARD_ROM_BYTES = 0xD000    # 52 KiB: firmware code + rodata (+ .data image), liblitedram's sdram_init included

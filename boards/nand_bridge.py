@@ -1,13 +1,13 @@
 """The NAND controller on the SoC bus: :class:`rtl.nand.controller.NandController`
-behind a Wishbone window, for board builds (issue #10).
+behind a Wishbone window, for board builds.
 
-Until the controller core with its FTL (``rtl/``, issues #5/#6) exists, this
-is how the CPU reaches the NAND channels of a board: it writes a descriptor
-(``spec.NAND_DESC``) into ``DESC``, pushes it, polls or takes an interrupt for
-the completion (``spec.NAND_CPL``) in ``CPL``, and moves page data through
-each channel's page-buffer window.  It is also what makes the synthesis and
-timing figures honest: every input of the controller is driven by a register,
-so nothing is optimised away.
+On a board built with ``--core nand`` (the NAND controller alone, without
+the FTL core of ``soc/ftl_bridge.py``), this is how the CPU reaches the NAND
+channels: it writes a descriptor (``spec.NAND_DESC``) into ``DESC``, pushes
+it, polls or takes an interrupt for the completion (``spec.NAND_CPL``) in
+``CPL``, and moves page data through each channel's page-buffer window.  It
+is also what makes the synthesis and timing figures honest: every input of
+the controller is driven by a register, so nothing is optimised away.
 
 Port contract (see :mod:`soc.controller`): ``clk``/``rst`` (Amaranth ``sync``
 = LiteX ``sys``), ``wbs_*`` (Wishbone B4 classic slave, word address), ``irq``

@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
-"""`make demo-log`: the commit-flag log alone, before the FTL existed
-(`make demo` is the full system now: sim/demo.py).
+"""`make demo-log`: the commit-flag log alone, written by a Python log writer
+(`make demo` is the full system, the RTL FTL included: sim/demo.py).
 
 What it shows: the commit-flag log on simulated flash, through the RTL NAND controller
 (2 channels x 2 ways, BCH ECC) and four NAND behavioural models, with a power
 cut in the middle of an atomic group whose commit-bit page already landed;
 after a power cycle every page is read back through the controller and
 ``atomflash.model.recover`` rebuilds the map, judged by the semantic model's
-oracle.  The RTL FTL takes over the Python log writer's role as issue #5
-lands; see README.md.
+oracle.
 """
 
 import json
@@ -51,7 +50,7 @@ def main() -> int:
         return 1
     r = json.loads(out.read_text())
 
-    t = Table(title="session 1: what the log writer programmed (die = channel x way)")
+    t = Table(title="before the power cycle: what the log writer programmed (die = channel x way)")
     for col in ("#", "die", "page", "kind", "lba", "seq", "what"):
         t.add_column(col)
     for i, p in enumerate(r["session1"], 1):
@@ -62,7 +61,7 @@ def main() -> int:
     console.print(f"[bold red]power cut[/] on die {r['cut']['die']} during its program #{r['cut']['program']}: "
                   f"{r['cut']['what']} — then every die lost power.")
 
-    t = Table(title="session 2 (after the power cycle): every page read back through the controller + ECC")
+    t = Table(title="after the power cycle: every page read back through the controller + ECC")
     for col in ("die", "page", "controller", "ECC bits fixed", "kind", "lba", "seq"):
         t.add_column(col)
     for p in r["session2"]:
@@ -82,8 +81,9 @@ def main() -> int:
     console.print(f"torn pages: {r['torn']}; the log resumes at seq {r['next_seq']}")
     viol = sum(s["TIMING_VIOLATIONS"] + s["PROTOCOL_ERRORS"] for s in r["stats1"] + r["stats2"])
     programs = sum(s["PROGRAMS"] for s in r["stats1"])
-    console.print(f"flash programs in session 1: {programs}; ONFI timing/protocol violations seen by the "
-                  f"models: {viol}; simulated cycles (session 2 end): {r['cycles']:,} at 100 MHz")
+    console.print(f"flash programs before the power cycle: {programs}; ONFI timing/protocol violations seen "
+                  f"by the models: {viol}; simulated cycles (at the end, after the power cycle): "
+                  f"{r['cycles']:,} at 100 MHz")
     if r["violations"]:
         for v in r["violations"]:
             console.print(f"[red]oracle: {v}")

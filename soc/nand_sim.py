@@ -1,4 +1,4 @@
-"""Simulation wiring of the NAND model (``sim/nand_model``, issue #3) into the SoC.
+"""Simulation wiring of the NAND model (``sim/nand_model``) into the SoC.
 
 One ``nand_model`` instance per target (channel x way), clocked by ``sys``.
 Each instance reads ``+nand<INDEX>_config=<file>`` / ``+nand<INDEX>_set=...``

@@ -100,7 +100,7 @@ def _crc(out: io.StringIO, p: spec.CrcParams) -> None:
     # the linker's --gc-sections drops the copies it did not pick; C++ gets a
     # static copy per file that uses it).  Plus the GF(2) arithmetic
     # that extends a CRC over bytes whose CRC alone is known (a NAND
-    # completion's), so a checkpoint's payload CRC needs no software pass (#7).
+    # completion's), so a checkpoint's payload CRC needs no software pass.
     if not (p.reflect_input and p.reflect_output and p.width == 32):
         raise NotImplementedError("only reflected 32-bit CRCs are generated")
     rpoly = int(f"{p.polynomial:032b}"[::-1], 2)

@@ -191,7 +191,7 @@ class BchEncoder(wiring.Component):
 
         lfsr = Signal(nb)
         count = Signal(range(code.data_bytes))
-        at_last = Signal(init=code.data_bytes == 1)   # count == data_bytes - 1, registered (#10)
+        at_last = Signal(init=code.data_bytes == 1)   # count == data_bytes - 1, registered (timing closure)
         par = Signal(8 * P)
         par_left = Signal(range(P + 1))
 
@@ -300,7 +300,7 @@ class BchDecoder(wiring.Component):
 
         # ---- stage 0: input register ----------------------------------------------
         # The bytes usually come from a FIFO or a mux in the controller; the
-        # syndrome XOR trees and the zero count start from a flip-flop (#10).
+        # syndrome XOR trees and the zero count start from a flip-flop (timing closure).
         in_valid = Signal()
         in_data = Signal(8)
         in_last = Signal()
@@ -312,7 +312,7 @@ class BchDecoder(wiring.Component):
         # ---- stage 1: odd syndromes, 8 bits per cycle --------------------------
         acc = [Signal(mw, name=f"acc{j}") for j in odd]
         count = Signal(range(K + 1))
-        at_last = Signal(init=K == 1)        # count == K - 1, registered (#10)
+        at_last = Signal(init=K == 1)        # count == K - 1, registered (timing closure)
         zeros = Signal(range(t + 2))
         end = in_last | at_last
         padmask = 0xFF & ~((1 << code.pad) - 1)
@@ -374,7 +374,7 @@ class BchDecoder(wiring.Component):
         a_op = Signal(data.ArrayLayout(mw, t + 1))
         b_op = Signal(data.ArrayLayout(mw, t + 1))
         prod = [Signal(mw, name=f"prod{i}") for i in range(t + 1)]
-        # Operands and products are registers (#10), so a multiplier is all a
+        # Operands and products are registers (timing closure), so a multiplier is all a
         # cycle holds; one round is four cycles, issuing lam * w (phase 0),
         # lam * gamma (1), x*b * delta (2, delta being the sum of the first
         # products) and using them a cycle later.

@@ -22,8 +22,8 @@ enters while it is up: GC short of erased blocks), its own map-cache port
 (``map_fw``: FLUSH before a checkpoint reads the table, INVALIDATE after it
 rebuilt the table -- and at every boot, since block RAM keeps its contents
 across a reset), the memory layout (L2P table, block table, scratch pages,
-IDENTIFY and log records) and the capacity.  The SoC wraps these in CSRs
-(issue #7); the cocotb system test (``tb/ftl_core``) drives them directly.
+IDENTIFY and log records) and the capacity.  The SoC wraps these in registers
+(``soc/ftl_bridge.py``); the cocotb system test (``tb/ftl_core``) drives them directly.
 """
 
 from amaranth import Module, Mux, Signal

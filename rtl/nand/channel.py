@@ -335,7 +335,7 @@ class NandChannel(wiring.Component):
             m.submodules.enc = enc = BchEncoder(code)
             m.submodules.dec = dec = BchDecoder(code, sim_gate_idle=p.sim_gate_ecc)
         m.submodules.crc = crc = layouts.NAND_CRC(data_width=8).create()
-        # the CRC's inputs are registered (#10): its result lags the bytes by a
+        # the CRC's inputs are registered (timing closure): its result lags the bytes by a
         # cycle, and every reader of crc.crc is at least two cycles after the
         # last byte (DATA -> NEXT -> FINISH / RESCAN -> COMPLETE, or a busy period)
         crc_in = Signal(data.StructLayout({"start": 1, "valid": 1, "data": 8}))
@@ -360,7 +360,7 @@ class NandChannel(wiring.Component):
         pending = Signal(W)
         phase = Array(Signal(2, name=f"phase{t}") for t in range(W))
 
-        # -- input: check (registered with the descriptor, #10), then queue or
+        # -- input: check (registered with the descriptor, for timing closure), then queue or
         # complete with an error
         d_in = Signal(layouts.NAND_DESC)
         in_valid = Signal()
@@ -400,7 +400,7 @@ class NandChannel(wiring.Component):
         ]
         # Values derived from ``d``, registered in two stages so that no bus
         # operation waits for the descriptor arithmetic (it was the critical
-        # path, #10).  ``d`` changes only in PICK; stage 1 is valid from ENTRY,
+        # path).  ``d`` changes only in PICK; stage 1 is valid from ENTRY,
         # stage 2 from the first STEP, before any of them is used.  The
         # products by the parity size are constant tables (a few LUTs), not
         # multipliers.
@@ -435,7 +435,7 @@ class NandChannel(wiring.Component):
         steps, entries = microcode(p)
         # ``st`` is the ROM word at ``pc``, registered: it is loaded together
         # with ``pc`` (``rom_next[pc]`` is ``rom[pc + 1]``), so the step's
-        # fields start from flip-flops (#10)
+        # fields start from flip-flops (timing closure)
         rom = Array(Const.cast(STEP.const(s)) for s in steps)
         rom_next = Array(Const.cast(STEP.const(s)) for s in steps[1:] + steps[-1:])
         pc = Signal(range(len(steps)))
@@ -507,7 +507,7 @@ class NandChannel(wiring.Component):
         with m.If(rd_issue):
             m.d.sync += [rd_left.eq(rd_left - 1), rd_addr.eq(rd_addr + 1), rd_col.eq(rd_col + 1)]
         # the buffer's read data is registered once more before anything uses
-        # it: a BRAM's output is slow (#10)
+        # it: a BRAM's output is slow
         chan_q = Signal(8)
         m.d.sync += chan_q.eq(chan.r_data)
         m.d.comb += [rdq.w_en.eq(rd_inflight[1]), rdq.w_data.eq(Cat(chan_q, rd_last[1]))]
@@ -600,7 +600,7 @@ class NandChannel(wiring.Component):
                 cw_base.eq(slot_base + Mux(fix_cw >= n_data_cw, lay.oob_col, fix_cw * CW)),
                 cw_len.eq(Mux(fix_cw >= n_data_cw, lay.oob_bytes, CW)),
             ]
-            # five cycles per corrected byte, every step from a register (#10):
+            # five cycles per corrected byte, every step from a register (timing closure):
             # address, read, r_data, hold (r_data ^ mask), write; the port is
             # taken only in the read and write cycles
             m.d.comb += corr_busy.eq(corr_stage != 0)

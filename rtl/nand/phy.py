@@ -41,7 +41,7 @@ This PHY does it with two "since" counters and one latch at a time:
 
 Every parameter is a runtime register (``timing``, see
 :mod:`rtl.nand.timing`), so the same gateware runs modes 0-5 and any clock.
-For timing closure (#10) nothing in the strobe logic starts from an adder:
+For timing closure nothing in the strobe logic starts from an adder:
 the derived times (``L``, ``H``, ...) are comparator trees with registers
 in between, the gap checks are flags registered a cycle ahead, and a change
 of ``timing`` holds every new edge for a few cycles until all of them have
@@ -174,7 +174,7 @@ class OnfiPhy(wiring.Component):
         m.submodules.rfifo = rfifo = fifo.SyncFIFO(width=8, depth=self.rdata_depth)
         # write bytes enter through a small FIFO with registered flags, so the
         # source's valid/ready logic and the strobe dispatch do not form one
-        # combinational path (#10)
+        # combinational path (timing closure)
         m.submodules.wq = wq = fifo.SyncFIFOBuffered(width=8, depth=3)
         m.d.comb += [
             wq.w_en.eq(self.wdata.valid), wq.w_data.eq(self.wdata.payload), self.wdata.ready.eq(wq.w_rdy),
@@ -185,7 +185,7 @@ class OnfiPhy(wiring.Component):
             rfifo.r_en.eq(self.rdata.ready),
         ]
 
-        # -- derived timings, pipelined (#10): a comparator tree per value with a
+        # -- derived timings, pipelined (timing closure): a comparator tree per value with a
         # register every two levels.  They settle SETTLE cycles after a change
         # of ``timing``; until then no edge starts (``settled``), so a timing
         # change never mixes old and new values.
@@ -250,7 +250,7 @@ class OnfiPhy(wiring.Component):
         with m.If(since_re != sat):
             m.d.sync += since_re.eq(since_re + 1)
 
-        # The gap checks are registered (#10): each flag is computed a cycle
+        # The gap checks are registered (timing closure): each flag is computed a cycle
         # ahead from the counter's next value, so the dispatch below starts
         # from flip-flops instead of adders and comparators.  A timing
         # register change reaches them a cycle later, like the derived timings.
@@ -289,7 +289,7 @@ class OnfiPhy(wiring.Component):
         phase = Signal(range(6))
         FREE, WE_LOW, WE_HIGH, RE_LOW, RE_HIGH, HOLD = range(6)
         cnt = Signal(TIMING_BITS)
-        cnt_le1 = Signal(init=1)          # cnt <= 1, kept with cnt (#10)
+        cnt_le1 = Signal(init=1)          # cnt <= 1, kept with cnt (timing closure)
         hold_after = Signal(TIMING_BITS)  # WE# high time once the low phase ends
 
         def set_cnt(value):
@@ -324,7 +324,7 @@ class OnfiPhy(wiring.Component):
         with m.If(sampled):
             m.d.comb += [rfifo.w_en.eq(1), rfifo.w_data.eq(bus.dq_i)]
         # an RE# fall reserves its FIFO entry: never more bytes in flight than room
-        # (counted in one register instead of adding the FIFO level, #10)
+        # (counted in one register instead of adding the FIFO level, for timing closure)
         m.d.sync += [marks.eq((marks >> 1) | mark),
                      reserved.eq(reserved + re_fall - (rfifo.r_en & rfifo.r_rdy))]
         room = reserved < self.rdata_depth

@@ -86,9 +86,9 @@ def main(argv=None) -> int:
     for r in rows:
         lines.append(f"| {r['profile']} | {r['pages']} | {r['page_bytes']} | {r['cycles']:,} | {r['seconds']:.2f} | "
                      f"**{r['cps'] / 1e6:.2f} M** | {r['sim_us_per_page']:.1f} |")
-    lines += ["", f"Host: {platform.machine()}, Python {platform.python_version()}, "
-                  f"{subprocess.run(['verilator', '--version'], capture_output=True, text=True).stdout.strip()}; "
-                  f"measured {time.strftime('%Y-%m-%d')}.", ""]
+    verilator = subprocess.run(["verilator", "--version"], capture_output=True, text=True).stdout.strip()
+    verilator = re.sub(r" \d{4}-\d{2}-\d{2} rev", "", verilator)   # its release date: no date in the docs
+    lines += ["", f"Host: {platform.machine()}, Python {platform.python_version()}, {verilator}.", ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))

@@ -343,7 +343,7 @@ def test_tx_superseded_write_missing_cannot_let_the_older_one_through():
 
 
 def test_transaction_published_below_a_held_floor_survives_a_firmware_checkpoint():
-    """Campaign trial 4900 (rerun 2026-11-28): an append held the checkpoint's floor at 20; a transaction
+    """Campaign trial 4900: an append held the checkpoint's floor at 20; a transaction
     began below it (pages 18, 19), wrote on above it (22) and committed at 26, published before the
     firmware read the floor, so nothing held the floor at 18.  Plain writes of its LBAs came between
     (23: before the commit, which wins; 31: after it).  The map, read after the commit, holds the

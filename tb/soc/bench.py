@@ -270,7 +270,7 @@ def main(argv=None) -> int:
     results: dict = {"mode": "quick" if args.quick else "full"}
     if args.only and not args.quick:   # a partial run keeps the other parts' figures (and says which it re-ran)
         results = json.loads(DOC.with_suffix(".json").read_text())
-        results["note"] = (f"Re-run on {time.strftime('%Y-%m-%d')}: {', '.join(sorted(only))}; "
+        results["note"] = (f"Re-run alone: {', '.join(sorted(only))}; "
                            "the other parts are from an earlier run.")
     partial = ROOT / "build" / "soc_bench.partial.json"  # each part as it finishes: a long run that stops keeps them
 

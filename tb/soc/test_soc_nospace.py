@@ -112,9 +112,9 @@ BLOCK_RE = re.compile(r"^block (\d+) \(.*\): full, ", re.M)
 def test_erase_failures_that_eat_gcs_reserve_end_in_no_space_not_a_hang(tmp_path):
     """After a power cycle every full block fails its first erase: each GC victim's copies take pages
     and its erase retires it instead of freeing it.  GC must stop while the log writer still has a
-    block for the commands in the core (new writes get NO_SPACE, those in flight finish); until
-    2026-11-29 it copied on into the last pages, the next copy waited for a page no erase would
-    bring, and so did the write behind it (campaign trial 6441: the host's write never completed)."""
+    block for the commands in the core (new writes get NO_SPACE, those in flight finish); were it to
+    copy on into the last pages, the next copy would wait for a page no erase would bring, and so
+    would the write behind it (campaign trial 6441: the host's write never completed)."""
     build()
     run_dir = tmp_path / "run"
     overrides = dict(blocks_per_lun=BIG_BLOCKS_PER_LUN)
@@ -271,9 +271,9 @@ def test_a_full_device_with_gc_stuck_hands_its_reserve_to_the_hosts_commands(tmp
     the reason shown is FULL, not GC_STUCK (``af_ftl.gc_stuck``, ``stats``), and every trim completes:
     SUCCESS until the last block is used, then NO_SPACE (``no_blocks``); the data stored reads back.
 
-    Until 2026-12-02 the reserve went to the core only on GC_STUCK.  This workload did not hang on
-    that firmware (its trims fill blocks GC can collect, and a collection hands the reserve out too:
-    it too ended in NO_SPACE); a hang needs pages GC cannot collect in front of the starved command,
+    The reserve must not go to the core only on GC_STUCK.  This workload would not hang even then
+    (its trims fill blocks GC can collect, and a collection hands the reserve out too: it would end
+    in NO_SPACE as well); a hang needs pages GC cannot collect in front of the starved command,
     e.g. an old transaction pinning the floor of a worn device."""
     run = tmp_path / "run"
     simctl.start(run, simctl.SimConfig(blocks_per_lun=BLOCKS_PER_LUN, nand_set=dict(endurance=ENDURANCE)),

@@ -155,7 +155,7 @@ class Checkpoint:
     committed at or above it was therefore published (whole) before the map
     was read: recovery keeps it without counting its pages, and the entries
     of ``map`` whose vseq lies in [its first vseq, ``seq``) take its commit
-    point (campaign trial 4900, rerun 2026-11-28; docs/recovery.md).
+    point (campaign trial 4900; docs/recovery.md).
     """
 
     seq: int
