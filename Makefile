@@ -28,7 +28,7 @@ gen: deps ## generate the C header from atomflash.spec into build/gen/
 demo: deps ## the main job: a host drives the simulated SSD (SoC + firmware + FTL + NAND models), power is cut mid-workload, the firmware recovers, the model's oracle judges every LBA
 	@$(PY) sim/demo.py $(DEMO_ARGS)
 
-campaign: deps ## power-fault campaign on the full simulated system, judged by the model's oracle (CAMPAIGN_ARGS="--count 20 --jobs 2 --faults --report docs/campaign.md"; resumable, build/campaign)
+campaign: deps ## power-fault campaign on the full simulated system, judged by the model's oracle (CAMPAIGN_ARGS="--count 20 --jobs 2 --faults --report build/campaign/report.md"; resumable, build/campaign)
 	@$(PY) sim/campaign.py $(CAMPAIGN_ARGS)
 
 campaign-mlc: deps ## 200 power-fault trials on an MLC device (paired-page damage at every cut, bit errors, program and erase failures), 8 blocks per LUN -> docs/campaign_mlc.md (resumable; CAMPAIGN_ARGS="--count N")

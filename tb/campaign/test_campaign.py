@@ -16,7 +16,7 @@ oracle's verdict on every LBA of the workload, new work -- with no failure.
   device cut at every program and every erase of every target, each ladder
   until the first k with nothing to cut.
 
-The long campaign is `make campaign`."""
+The long campaign is `make campaign-long`."""
 
 import json
 import subprocess
