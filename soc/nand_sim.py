@@ -3,8 +3,8 @@
 One ``nand_model`` instance per target (channel x way), clocked by ``sys``.
 Each instance reads ``+nand<INDEX>_config=<file>`` / ``+nand<INDEX>_set=...``
 plusargs at start (``atomflash.nandsim.plusargs``).  ``soc/sim.py`` writes one
-config file per target into the run directory (:func:`write_configs`: the
-build's profile, the model clock = the SoC clock, image ``nand<INDEX>.img``
+config file per target into the run directory (``atomflash.nandsim.write_configs``:
+the build's profile, the model clock = the SoC clock, image ``nand<INDEX>.img``
 next to it) unless the caller names its own, so the images persist across
 runs and a restart is a power cycle.
 
@@ -151,39 +151,3 @@ def wire_core(soc, core, *, channels: int, ways: int):
     for led in ("led_activity", "led_fault"):  # the board bridge's LEDs: nothing to light in simulation
         if led in core.port_names:
             p.setdefault(f"o_{led}", Signal())
-
-
-def model_configs(run_dir: Path, *, profile: str, targets: int, clk_hz: int,
-                  image_prefix: str | Path | None = None, overrides: dict | None = None,
-                  per_target: list[dict] | None = None) -> list:
-    """One ``atomflash.nandsim.NandConfig`` per target: the profile, the model
-    clock = the SoC clock, image ``<image_prefix><i>.img`` (default
-    ``run_dir/nand<i>.img``), seed ``1 + i``.  ``overrides``: config keys for
-    every target (e.g. ``blocks_per_lun``); ``per_target[i]``: keys for target
-    ``i`` only (e.g. its ``bad_blocks``)."""
-    from atomflash import nandsim
-
-    run_dir = Path(run_dir).resolve()  # the simulator runs in its gateware directory
-    prefix = Path(image_prefix).resolve() if image_prefix is not None else run_dir / "nand"
-    out = []
-    for i in range(targets):
-        kw = dict(image=f"{prefix}{i}.img", clk_period_ps=10**12 // int(clk_hz), seed=1 + i)
-        kw.update(overrides or {})
-        if per_target and i < len(per_target):
-            kw.update(per_target[i])
-        out.append(nandsim.NandConfig(profile, **kw))
-    return out
-
-
-def write_configs(run_dir: Path, cfgs: list | None = None, **kw) -> list[str]:
-    """Write ``run_dir/nand<i>.cfg`` for every config (``cfgs``, or
-    :func:`model_configs` ``(run_dir, **kw)``); returns the plusargs naming them."""
-    run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if cfgs is None:
-        cfgs = model_configs(run_dir, **kw)
-    args = []
-    for i, cfg in enumerate(cfgs):
-        path = cfg.write(run_dir / f"nand{i}.cfg")
-        args.append(f"+nand{i}_config={path}")
-    return args

@@ -53,6 +53,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "soc"]
 sys.path.insert(0, str(ROOT))
 
 from rtl.build_cache import locked  # noqa: E402
+from atomflash.simctl import prepare_run_dir, vsim_command  # noqa: E402,F401  (the run directory: the host package's)
 
 DEFAULT_BUILD_DIR = ROOT / "build" / "soc" / "sim"
 DEFAULT_CHANNELS = 2   # NAND channels of the default build
@@ -215,39 +216,6 @@ def sim_config(args):
 
 
 SRC_ATTR = re.compile(rb'\(\* src = "[^"]*" \*\)\s*')
-RUN_LINKS = ("modules", "sim_rom.init", "sim_sram.init", "sim_main_ram.init", "sim_mem.init", "csr.csv")
-
-
-def prepare_run_dir(gw: Path, run_dir: Path, *, host_port: int | None = None) -> Path:
-    """A directory Vsim can run in besides the gateware directory: links to
-    what it reads from its working directory (``modules/``, the memory
-    images) and its own ``sim_config.js`` -- the gateware's, plus
-    ``serial2tcp`` on the host port when ``host_port`` is given.  Several
-    simulations of one build run side by side this way, each with its port."""
-    import json
-
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for name in RUN_LINKS:
-        src = gw / name if name != "csr.csv" else gw.parent / name
-        dst = run_dir / name
-        if not src.exists() or (dst.is_symlink() and dst.resolve() == src.resolve()):
-            continue
-        if dst.is_symlink() or dst.exists():
-            dst.unlink()
-        dst.symlink_to(src.resolve())
-    cfg = json.loads((gw / "sim_config.js").read_text())
-    if host_port is not None:
-        # the module binds the pads named "serial"; the host port is serial index 1
-        # (soc.atomflash_soc.AtomflashSoC.add_host_port).  hostport2tcp (soc/hostport2tcp.c) sends an
-        # answer in one segment; a build from before it (a campaign's frozen copy) has LiteX's serial2tcp
-        module = "hostport2tcp" if (gw / "modules" / "hostport2tcp.so").exists() else "serial2tcp"
-        cfg.insert(-1, {"module": module, "interface": [{"name": "serial", "index": 1}, "sys_clk"],
-                        "args": {"port": str(host_port)}})
-    (run_dir / "sim_config.js").write_text(json.dumps(cfg, indent=4))
-    return run_dir
-
-
 def _content_for_hash(path: Path) -> bytes:
     data = path.read_bytes()
     if path.suffix in VERILOG_EXT:
@@ -416,10 +384,6 @@ def pgo_train(gw: Path, args, run_dir: Path) -> None:
     shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def vsim_command(gw: Path, plusargs=()) -> list[str]:
-    return [str(gw / "obj_dir" / "Vsim"), *[a if a.startswith("+") else "+" + a for a in plusargs]]
-
-
 def run_interactive(gw: Path, plusargs=(), cwd: Path | None = None) -> int:
     import termios
 
@@ -442,7 +406,7 @@ def nand_plusargs(args, gw: Path) -> list[str]:
     if args.no_nand or any(a.lstrip("+").startswith("nand") and "_config=" in a for a in args.plusarg):
         return []
     from atomflash import nandsim
-    from soc.nand_sim import model_configs, write_configs
+    from atomflash.nandsim import model_configs, write_configs
 
     overrides = dict(kv.split("=", 1) for kv in args.nand_set)
     cfgs = model_configs(gw, profile=args.nand_profile, targets=args.channels * args.ways,

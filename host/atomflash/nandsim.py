@@ -362,6 +362,40 @@ def write_config(path: Path | str, profile: str = "small", **kw) -> NandConfig:
     return cfg
 
 
+def model_configs(run_dir: Path | str, *, profile: str, targets: int, clk_hz: int,
+                  image_prefix: str | Path | None = None, overrides: dict | None = None,
+                  per_target: list[dict] | None = None) -> list[NandConfig]:
+    """One :class:`NandConfig` per target of a simulated SoC: the profile, the
+    model clock = the SoC clock, image ``<image_prefix><i>.img`` (default
+    ``run_dir/nand<i>.img``), seed ``1 + i``.  ``overrides``: config keys for
+    every target (e.g. ``blocks_per_lun``); ``per_target[i]``: keys for target
+    ``i`` only (e.g. its ``bad_blocks``)."""
+    run_dir = Path(run_dir).resolve()  # the simulator runs in its gateware directory
+    prefix = Path(image_prefix).resolve() if image_prefix is not None else run_dir / "nand"
+    out = []
+    for i in range(targets):
+        kw = dict(image=f"{prefix}{i}.img", clk_period_ps=10**12 // int(clk_hz), seed=1 + i)
+        kw.update(overrides or {})
+        if per_target and i < len(per_target):
+            kw.update(per_target[i])
+        out.append(NandConfig(profile, **kw))
+    return out
+
+
+def write_configs(run_dir: Path | str, cfgs: list[NandConfig] | None = None, **kw) -> list[str]:
+    """Write ``run_dir/nand<i>.cfg`` for every config (``cfgs``, or
+    :func:`model_configs` ``(run_dir, **kw)``); returns the plusargs naming them."""
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if cfgs is None:
+        cfgs = model_configs(run_dir, **kw)
+    args = []
+    for i, cfg in enumerate(cfgs):
+        path = cfg.write(run_dir / f"nand{i}.cfg")
+        args.append(f"+nand{i}_config={path}")
+    return args
+
+
 def read_stats(path: Path | str) -> dict:
     """Statistics JSON written by the model (see docs/nand_model.md)."""
     return json.loads(Path(path).read_text())

@@ -15,7 +15,7 @@ Run directory (default ``build/run`` in the source tree)::
     console.sock    the console, for `atomflash console`
     nand<i>.img     the NAND images: they persist, a restart is a power cycle
     nand<i>.cfg     the models' configuration
-    sim_config.js, modules/, *.init   what the simulator reads (soc.sim.prepare_run_dir)
+    sim_config.js, modules/, *.init   what the simulator reads (:func:`prepare_run_dir`)
 
 Stopping: :func:`stop` ends the simulation cleanly (the console's ``exit``);
 ``power_cut=True`` kills it at once, mid-whatever -- a power cut at a random
@@ -278,6 +278,42 @@ def status(run_dir: Path | None = None) -> dict:
     return state
 
 
+RUN_LINKS = ("modules", "sim_rom.init", "sim_sram.init", "sim_main_ram.init", "sim_mem.init", "csr.csv")
+
+
+def prepare_run_dir(gw: Path, run_dir: Path, *, host_port: int | None = None) -> Path:
+    """A directory Vsim can run in besides the gateware directory ``gw`` (a
+    build of ``soc/sim.py``): links to what it reads from its working directory
+    (``modules/``, the memory images) and its own ``sim_config.js`` -- the
+    gateware's, plus ``serial2tcp`` on the host port when ``host_port`` is given.
+    Several simulations of one build run side by side this way, each with its port."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in RUN_LINKS:
+        src = gw / name if name != "csr.csv" else gw.parent / name
+        dst = run_dir / name
+        if not src.exists() or (dst.is_symlink() and dst.resolve() == src.resolve()):
+            continue
+        if dst.is_symlink() or dst.exists():
+            dst.unlink()
+        dst.symlink_to(src.resolve())
+    cfg = json.loads((gw / "sim_config.js").read_text())
+    if host_port is not None:
+        # the module binds the pads named "serial"; the host port is serial index 1
+        # (soc.atomflash_soc.AtomflashSoC.add_host_port).  hostport2tcp (soc/hostport2tcp.c) sends an
+        # answer in one segment; a build from before it (a campaign's frozen copy) has LiteX's serial2tcp
+        module = "hostport2tcp" if (gw / "modules" / "hostport2tcp.so").exists() else "serial2tcp"
+        cfg.insert(-1, {"module": module, "interface": [{"name": "serial", "index": 1}, "sys_clk"],
+                        "args": {"port": str(host_port)}})
+    (run_dir / "sim_config.js").write_text(json.dumps(cfg, indent=4))
+    return run_dir
+
+
+def vsim_command(gw: Path, plusargs=()) -> list[str]:
+    """The simulator of the gateware directory ``gw`` with ``plusargs`` (``+`` added where missing)."""
+    return [str(gw / "obj_dir" / "Vsim"), *[a if a.startswith("+") else "+" + a for a in plusargs]]
+
+
 def build(cfg: SimConfig | None = None, *, log=None) -> Path:
     """Build the simulated SoC for ``cfg`` (cached: about 17 s to find it up
     to date) and return its gateware directory, for :func:`start`."""
@@ -306,26 +342,21 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
     st = status(run_dir)
     if st["running"]:
         raise SimError(f"a simulation already runs in {run_dir} (port {st.get('port')}): atomflash sim stop")
-    root = source_root()
-    sys.path.insert(0, str(root))
-    from soc import sim as socsim
-    from soc.nand_sim import model_configs, write_configs
-
     from . import nandsim, spec
 
-    args = socsim.parse_args(cfg.build_args())
+    clk_hz = int(spec.NAND_CLK_HZ)   # what cfg.build_args() builds (soc/sim.py's --sys-clk-freq default)
     t0 = time.monotonic()
     gw = Path(gateware).resolve() if gateware is not None else build(cfg, log=log)
     build_s = time.monotonic() - t0
     run_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    socsim.prepare_run_dir(gw, run_dir, host_port=port)
+    prepare_run_dir(gw, run_dir, host_port=port)
     overrides = dict(cfg.nand_set)
     if cfg.blocks_per_lun:
         overrides.setdefault("blocks_per_lun", cfg.blocks_per_lun)
-    cfgs = model_configs(run_dir, profile=cfg.profile, targets=cfg.channels * cfg.ways,
-                         clk_hz=int(args.sys_clk_freq), image_prefix=cfg.image, overrides=overrides,
-                         per_target=cfg.target_set)
+    cfgs = nandsim.model_configs(run_dir, profile=cfg.profile, targets=cfg.channels * cfg.ways,
+                                 clk_hz=clk_hz, image_prefix=cfg.image, overrides=overrides,
+                                 per_target=cfg.target_set)
     for c in cfgs:
         img = Path(c["image"])
         if fresh:
@@ -336,15 +367,15 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
                 if im.geometry != c.geometry:
                     raise SimError(f"{img} holds a {im.geometry} flash, this run asks for {c.geometry}: "
                                    "start with --fresh (a new device) or another --dir")
-    plusargs = write_configs(run_dir, cfgs)
+    plusargs = nandsim.write_configs(run_dir, cfgs)
     log_path = run_dir / "console.log"
     boot_offset = log_path.stat().st_size if log_path.exists() else 0
     state = {
         "port": port, "csr_csv": str(gw.parent / "csr.csv"), "gateware": str(gw),
-        "vsim": socsim.vsim_command(gw, plusargs), "images": [c["image"] for c in cfgs],
+        "vsim": vsim_command(gw, plusargs), "images": [c["image"] for c in cfgs],
         "config": {"channels": cfg.channels, "ways": cfg.ways, "profile": cfg.profile, "cache_pages": cfg.cache_pages,
                    "host_queues": cfg.host_queues, "sdram": cfg.sdram, "blocks_per_lun": cfg.blocks_per_lun, "nand_set": cfg.nand_set, "target_set": cfg.target_set},
-        "clk_hz": int(args.sys_clk_freq), "started": time.time(), "boot_offset": boot_offset,
+        "clk_hz": clk_hz, "started": time.time(), "boot_offset": boot_offset,
         "build_seconds": round(build_s, 1), "supervisor_pid": None, "vsim_pid": None, "exit": None,
         "spec_version": spec.SPEC_VERSION,
     }

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from soc.console import SimConsole  # noqa: E402
-from soc.nand_sim import model_configs, write_configs  # noqa: E402
+from atomflash.nandsim import model_configs, write_configs  # noqa: E402
 from soc.sim import DEFAULT_CHANNELS, DEFAULT_WAYS  # noqa: E402
 
 # AF_SOC_BUILD_DIR: another build directory (an engineer testing firmware changes beside a shared checkout)
