@@ -371,7 +371,20 @@ def _kind_of(name: str) -> str:
     return "db"
 
 
-class _MemFile:
+class _OneProcessLocks:
+    """The drive has one user at a time (the process that opened it): SQLite's file locks are no-ops."""
+
+    def xLock(self, level):
+        pass
+
+    def xUnlock(self, level):
+        pass
+
+    def xCheckReservedLock(self):
+        return False
+
+
+class _MemFile(_OneProcessLocks):
     """Temporary files (sorts, statement journals): in host memory, as SQLite's own temp files
     would be with temp_store=memory."""
 
@@ -398,15 +411,6 @@ class _MemFile:
     def xClose(self):
         self.data = bytearray()
 
-    def xLock(self, level):
-        pass
-
-    def xUnlock(self, level):
-        pass
-
-    def xCheckReservedLock(self):
-        return False
-
     def xFileControl(self, op, ptr):
         return False
 
@@ -417,7 +421,7 @@ class _MemFile:
         return 0
 
 
-class _DriveFile:
+class _DriveFile(_OneProcessLocks):
     """One open file of :class:`VFS`: the SQLite file methods over a :class:`FileStore` file."""
 
     def __init__(self, vfs: "VFS", meta: _Meta, delete_on_close: bool):
@@ -548,15 +552,6 @@ class _DriveFile:
             self.store.delete(self.m.name)
         elif self.m.name in self.store.files:
             self._flush_dirty()
-
-    def xLock(self, level):
-        pass
-
-    def xUnlock(self, level):
-        pass
-
-    def xCheckReservedLock(self):
-        return False
 
     def xSectorSize(self):
         return self.bs
