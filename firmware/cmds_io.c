@@ -216,7 +216,7 @@ static int random_writes(uint32_t seed, uint32_t writes, uint32_t range)
 				       "`io verify %lu %lu`\n", (unsigned long)later_ok, (unsigned long)seed, (unsigned long)failed);
 			return AF_EFAIL;
 		}
-		af_idle();
+		af_console_idle();
 		if (i / 512 != first / 512)
 			random_progress(i - i % 512, writes, t0);
 	}

@@ -7,7 +7,6 @@
 #include <libbase/uart.h>
 
 #include "console.h"
-#include "fw.h"
 
 #define PROMPT "\e[92;1matomflash\e[0m> "
 
@@ -19,7 +18,8 @@
  * and the partial line are drawn again.  This stream replaces libc's stdout
  * (the linker takes it before the archive's), so every printf is covered. */
 
-static int in_idle;        /* the line editor is waiting in af_idle() */
+static void (*idle_hook)(void); /* af_console_run's: the firmware's upkeep while nobody types */
+static int in_idle;        /* the line editor is waiting in the idle hook */
 static int line_erased;    /* idle output erased the line; redraw it */
 static char last_output = '\n';
 
@@ -176,7 +176,7 @@ static void idle_until_input(const char *buf, int n)
 {
 	while (!readchar_nonblock()) {
 		in_idle = 1;
-		af_idle();
+		idle_hook();
 		in_idle = 0;
 		if (line_erased) {
 			if (last_output != '\n')
@@ -220,9 +220,16 @@ static int readline(char *buf, int max)
 	}
 }
 
-void af_console_run(void)
+void af_console_idle(void)
+{
+	if (idle_hook)
+		idle_hook();
+}
+
+void af_console_run(void (*idle)(void))
 {
 	char line[AF_CONSOLE_LINE_MAX];
+	idle_hook = idle;
 	for (;;) {
 		fputs(PROMPT, stdout);
 		fflush(stdout);

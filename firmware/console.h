@@ -37,10 +37,17 @@ struct af_cmd {
 	__attribute__((used, section(".af_cmd." #id), aligned(4)))           \
 	static const struct af_cmd af_cmd_##id = { #id, usage_, help_, fn_ }
 
-/* Console loop: never returns. */
-void af_console_run(void);
+/* Console loop: never returns.  `idle` runs while the console waits for input (main.c's: the FTL's
+ * upkeep, checkpoints, GC); what it prints goes around the line being typed. */
+void af_console_run(void (*idle)(void));
+/* The idle hook af_console_run was given, once: for a command that runs long (`io random`). */
+void af_console_idle(void);
 /* Run one command line (modified in place); returns the handler's result. */
 int af_console_exec(char *line);
+
+/* Commands run, and those that failed (`stats`). */
+unsigned long af_console_commands_run(void);
+unsigned long af_console_commands_failed(void);
 
 /* Argument helpers: parse a decimal or 0x-hex unsigned number; 0 on success. */
 int af_parse_u32(const char *s, uint32_t *out);

@@ -51,9 +51,6 @@ void afctrl_identify_mmio(af_identify_t *out);
 int afctrl_identify_dma(void *dst);
 #endif
 
-/* Called while the console waits for input: services the FTL core. */
-void af_idle(void);
-
 /* --- main RAM: a bump allocator for the firmware's tables (hw.c) ------------
  * From MAIN_RAM_BASE up to the scratch window `selftest` uses at the top. */
 void af_ram_reset(void);
@@ -63,11 +60,7 @@ uint32_t af_ram_used(void);
 uint32_t af_ram_free(void);
 #define AF_RAM_SCRATCH_BYTES 8192u /* top of main RAM: selftest's pattern and DMA target */
 
-/* --- console counters -------------------------------------------------------- */
-unsigned long af_console_commands_run(void);
-unsigned long af_console_commands_failed(void);
-
-/* boot time in cycles (uptime when the console started) */
+/* boot time in cycles: the uptime when the console started (main.c sets it) */
 extern uint64_t af_boot_cycles;
 
 #endif

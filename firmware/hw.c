@@ -8,6 +8,8 @@
 #include "conout.h"
 #include "fw.h"
 
+uint64_t af_boot_cycles;
+
 uint64_t af_uptime_cycles(void)
 {
 	timer0_uptime_latch_write(1);

@@ -8,7 +8,7 @@
  *      -> boot report (flash.c)
  *   -> erased blocks to the FTL core, its tables and IDENTIFY record,
  *      host interface enabled (ftl.c)
- *   -> the console; its idle loop (af_idle) runs the FTL core's upkeep,
+ *   -> the console; its idle loop (idle(), below) runs the FTL core's upkeep,
  *      checkpoints and GC.
  */
 #include <stdio.h>
@@ -28,8 +28,6 @@
 #include "gc.h"
 #include "fw.h"
 #include "wear.h"
-
-uint64_t af_boot_cycles;
 
 static void boot_report(void)
 {
@@ -113,7 +111,8 @@ static void refresh_log(void)
 static void refresh_log(void) {}
 #endif
 
-void af_idle(void)
+/* The console's idle hook: what runs while nobody types. */
+static void idle(void)
 {
 	af_ftl_poll();
 	af_ckpt_poll();
@@ -146,6 +145,6 @@ int main(void)
 	af_print_u64(us / 1000);
 	printf(".%03lu ms simulated). Type 'help'.\n", (unsigned long)(us % 1000));
 
-	af_console_run();
+	af_console_run(idle);
 	return 0;
 }
