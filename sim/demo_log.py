@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from tb.common import runner  # noqa: E402
-from tb.nand_channel.harness import build, model_plusargs  # noqa: E402
+from sim.harness import runner  # noqa: E402
+from sim.harness.nand_channel import build, model_plusargs  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -33,9 +33,8 @@ def main() -> int:
     console.rule("[bold]atomflash demo: a power cut inside an atomic group, on simulated flash")
     console.print("building the NAND controller (Amaranth) + 4 NAND models (SV/C++) in Verilator "
                   "(cached after the first run) ...")
-    args = build("small", 2, 2, 4)
+    args = build("small", 2, 2, 4, test_dir=HERE)
     slot_words = args.pop("slot_words")
-    args["test_dir"] = HERE
     work = Path(tempfile.mkdtemp(prefix="demo-", dir=runner.BUILD))
     out = work / "demo.json"
     plusargs = model_plusargs(work, "small", 4, image_prefix="demo")

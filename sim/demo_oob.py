@@ -17,7 +17,7 @@ from rich.table import Table  # noqa: E402
 
 from atomflash import spec  # noqa: E402
 from rtl.ftl.oob import OOBPacker  # noqa: E402
-from tb.common import runner  # noqa: E402
+from sim.harness import runner  # noqa: E402
 
 HERE = Path(__file__).parent
 

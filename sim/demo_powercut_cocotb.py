@@ -24,7 +24,7 @@ from atomflash import spec
 from atomflash.model import Limits, Model, Page, check_after_cut, recover
 from atomflash.nandsim import NandConfig, NandCtl
 from atomflash.spec import Kind, NandOp, NandResult
-from tb.nand_channel.channel_tb import ChannelTB
+from sim.harness.channel_tb import ChannelTB
 
 CHANNELS, WAYS = 2, 2
 DIES = CHANNELS * WAYS

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from rtl.ftl.allocator import PageAllocator
-from tb.common import runner
+from sim.harness import runner
 
 HERE = Path(__file__).parent
 CHANNELS, WAYS, LUNS = 2, 4, 1

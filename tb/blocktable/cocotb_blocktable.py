@@ -7,7 +7,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from atomflash import spec
-from tb.common.wishbone import WishboneMemory
+from sim.harness.wishbone import WishboneMemory
 
 BASE = 0x4800_0000
 CHANNELS, WAYS, BLOCK_SHIFT = 2, 2, 4  # 16 blocks per die in the table

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from rtl.ftl.blocktable import BlockTable
-from tb.common import runner
+from sim.harness import runner
 
 HERE = Path(__file__).parent
 

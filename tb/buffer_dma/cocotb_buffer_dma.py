@@ -7,7 +7,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
-from tb.common.wishbone import WishboneMemory
+from sim.harness.wishbone import WishboneMemory
 
 SLOT_WORDS = int(os.environ["SLOT_BYTES"]) // 4
 SRC, DST = 0x4000_0000, 0x4010_0000

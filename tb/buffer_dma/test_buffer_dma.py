@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 
 from rtl.ftl.dma import BufferDMA
 from rtl.nand.pagebuf import PageBuffer
-from tb.common import runner
+from sim.harness import runner
 
 HERE = Path(__file__).parent
 SLOTS, SLOT_BYTES = 2, 2048 + 128

@@ -1,4 +1,4 @@
-"""Wishbone accesses from an amaranth.sim testbench (``tb/common/wishbone.py``
+"""Wishbone accesses from an amaranth.sim testbench (``sim/harness/wishbone.py``
 is the cocotb one)."""
 
 

@@ -15,9 +15,9 @@ from atomflash import spec
 from rtl.ecc.bch import default_code
 from rtl.ecc.bch_model import BchCode
 from rtl.ecc.gf import GF, gf_mul, lin
-from tb.common import runner
+from sim.harness import ecc_bch
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
 SEED = 0xB0C4
 
 
@@ -87,24 +87,5 @@ def test_gf_rejects_bad_parameters():
         BchCode(13, 8, 1024, 0x201B)      # 8*(1024+13) bits > 8191
 
 
-def build():
-    from ecc_bch_top import EccBchTop  # noqa: E402  (tb/ecc_bch on sys.path below)
-
-    return runner.amaranth_verilog(EccBchTop(), "ecc_bch_top", key={}, sources=[Path(__file__).parent / "ecc_bch_top.py"])
-
-
-def run_cocotb(testcase=None, extra_env=None):
-    import sys
-
-    sys.path.insert(0, str(HERE))
-    verilog = build()
-    # cocotb's runner makes every signal public (--public-flat-rw); the BCH
-    # XOR trees are thousands of wires, so keep only the top ports public.
-    build_args = ["--no-public-flat-rw", str(HERE / "ecc_bch_ports.vlt")]
-    return runner.run(toplevel="ecc_bch_top", sources=[verilog], test_module="cocotb_ecc_bch",
-                      build_name="ecc_bch", test_dir=HERE, testcase=testcase, extra_env=extra_env,
-                      build_args=build_args)
-
-
 def test_ecc_bch_rtl():
-    run_cocotb()
+    ecc_bch.run("cocotb_ecc_bch", HERE)

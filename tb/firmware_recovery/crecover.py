@@ -22,7 +22,7 @@ from atomflash import spec
 from atomflash.model import Checkpoint, Page
 from atomflash.model.recover import Recovered
 from atomflash.spec import Kind
-from tb.common import runner
+from sim.harness import runner
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -33,7 +33,7 @@ from atomflash import spec
 from atomflash.model import Checkpoint, Flash, Limits, LogFTL, Page, recover
 from atomflash.model.workload import Workload
 from atomflash.spec import Kind
-from tb.common import runner
+from sim.harness import runner
 
 from . import crecover as cr
 

@@ -21,8 +21,8 @@ from atomflash.nandsim import Image, NandCtl, NandCutWhen
 from atomflash.spec import Hint, Kind, NandOp, NandResult, Opcode, Status
 from rtl.ftl.mapcache import MapOp
 from rtl.ftl.relocate import RelocResult
-from ftl_tb import IDENTIFY, FtlCoreTB
-from harness import MAX_APPENDS, MAX_OPEN_TX, MAX_PENDING
+from sim.harness.ftl_core import MAX_APPENDS, MAX_OPEN_TX, MAX_PENDING
+from sim.harness.ftl_tb import IDENTIFY, FtlCoreTB
 
 CHANNELS, WAYS = 2, 2
 SLOTS = int(os.environ.get("FTL_SLOTS", "8"))

@@ -5,12 +5,15 @@ tests' own sizes (12 scoreboard batches, 6 rounds of program failures under load
 build option) and ``test_ftl_core_long``: the scoreboarded random workload for thousands of commands,
 more power cuts, twelve rounds of program failures under load."""
 
+from pathlib import Path
+
 import pytest
 
-from tb.common import runner
-from tb.nand_channel.harness import model_plusargs
+from sim.harness import runner
+from sim.harness.ftl_core import build
+from sim.harness.nand_channel import model_plusargs
 
-from .harness import build
+HERE = Path(__file__).resolve().parent
 
 CHANNELS, WAYS, SLOTS = 2, 2, 8
 
@@ -19,7 +22,7 @@ CACHE_PAGES = 16       # the write-cache build: four stripes of 2 x 2 pages
 
 
 def _run(tmp_path, testcase=None, cache_pages=0, **env):
-    args = build("small", CHANNELS, WAYS, SLOTS, cache_pages=cache_pages)
+    args = build("small", CHANNELS, WAYS, SLOTS, cache_pages=cache_pages, test_dir=HERE)
     slot_words = args.pop("slot_words")
     runner.run(test_module="cocotb_ftl_core", plusargs=model_plusargs(tmp_path, "small", CHANNELS * WAYS),
                extra_env={"NANDTB_SLOT_WORDS": str(slot_words), "FTL_SLOTS": str(SLOTS),

@@ -14,7 +14,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from atomflash import spec
-from tb.common.wishbone import WishboneInitiator, WishboneMemory
+from sim.harness.wishbone import WishboneInitiator, WishboneMemory
 
 REGS = spec.HOST_REGS
 SQ_BASE = 0x1000_0000

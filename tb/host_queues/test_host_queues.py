@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rtl.host.queues import HostQueues
-from tb.common import runner
+from sim.harness import runner
 
 HERE = Path(__file__).parent
 

@@ -13,9 +13,9 @@ from atomflash.nandsim import Image
 from atomflash.spec import Kind, NandOp, NandResult
 from rtl.ftl.allocator import PageAllocator
 from rtl.ftl.logwriter import PAGE_DONE, PAGE_WRITE
-from tb.common.layouts import pack, unpack
-from tb.common.streams import StreamSink, StreamSource
-from tb.nand_channel.channel_tb import ChannelTB
+from sim.harness.layouts import pack, unpack
+from sim.harness.streams import StreamSink, StreamSource
+from sim.harness.channel_tb import ChannelTB
 from top import pattern_bytes
 
 CHANNELS, WAYS = 2, 2

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rtl.ftl.logwriter import PAGE_DONE, PAGE_WRITE
-from tb.common import runner
-from tb.nand_channel.harness import generate_top, harness_run_args, model_plusargs
+from sim.harness import runner
+from sim.harness.nand_channel import generate_top, harness_run_args, model_plusargs
 
 from .top import LogWriterTop
 

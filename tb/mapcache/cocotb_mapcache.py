@@ -9,7 +9,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from atomflash import spec
 from rtl.ftl.mapcache import MapOp
-from tb.common.wishbone import WishboneMemory
+from sim.harness.wishbone import WishboneMemory
 
 TABLE_BASE = 0x4000_0000
 LBA_BITS = int(os.environ["LBA_BITS"])

@@ -16,8 +16,7 @@ import cocotb
 from atomflash import spec
 from atomflash.nandsim import NandCtl, PROFILE_EXTRAS
 from atomflash.spec import NandOp, NandResult, OnfiFeature
-
-from channel_tb import ChannelTB, random_bytes
+from sim.harness.channel_tb import ChannelTB, random_bytes
 
 CHANNELS = int(os.environ.get("NANDTB_CHANNELS", "2"))
 WAYS = int(os.environ.get("NANDTB_WAYS", "2"))

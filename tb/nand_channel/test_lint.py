@@ -8,7 +8,7 @@ import pytest
 
 from rtl.nand.channel import ChannelParams
 from rtl.nand.controller import NandController
-from tb.common import runner
+from sim.harness import runner
 
 KNOWN = {"WIDTH", "WIDTHEXPAND", "WIDTHTRUNC", "CASEINCOMPLETE"}
 

@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from tb.common import runner
+from sim.harness import runner
+from sim.harness.nand_channel import build, model_plusargs
 
-from .harness import build, model_plusargs
+HERE = Path(__file__).resolve().parent
 
 CHANNELS, WAYS, SLOTS = 2, 2, 4
 
 
 def run_channel_tests(tmp_path: Path, testcase: str, *, profile="small", channels=CHANNELS, ways=WAYS,
                       env=None):
-    args = build(profile, channels, ways, SLOTS)
+    args = build(profile, channels, ways, SLOTS, test_dir=HERE)
     slot_words = args.pop("slot_words")
     n = channels * ways
     plusargs = model_plusargs(tmp_path, profile, n)

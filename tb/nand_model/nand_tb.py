@@ -15,7 +15,7 @@ from cocotb.triggers import Timer
 
 from atomflash.nandsim import Image, NandConfig, NandCtl, NandCutWhen, NandStat, read_stats
 from onfi_host import OnfiHost
-from tb.common.nandctl import model_ctl
+from sim.harness.nandctl import model_ctl
 
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from atomflash import nandsim, spec
-from tb.common import runner
+from sim.harness import runner
 
 HERE = Path(__file__).resolve().parent
 MODEL = runner.ROOT / "sim" / "nand_model"

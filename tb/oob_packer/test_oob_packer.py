@@ -4,7 +4,7 @@ Python packer of atomflash.spec on random records."""
 from pathlib import Path
 
 from rtl.ftl.oob import OOBPacker
-from tb.common import runner
+from sim.harness import runner
 
 HERE = Path(__file__).parent
 

@@ -19,7 +19,7 @@ from atomflash import spec
 from atomflash.spec import NandResult
 from rtl.ftl.logwriter import PAGE_DONE
 from rtl.ftl.pairing import PAD_TAG, PairedPages
-from tb.common.layouts import pack, unpack
+from sim.harness.layouts import pack, unpack
 
 CHANNELS, WAYS, PAD_IDLE = (int(os.environ[k]) for k in ("CHANNELS", "WAYS", "PAD_IDLE"))
 DIES = CHANNELS * WAYS

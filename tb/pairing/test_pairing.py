@@ -4,7 +4,7 @@ gate against a Python reference model of the rule, and the PAD requests."""
 from pathlib import Path
 
 from rtl.ftl.pairing import PAD_TAG, PairedPages
-from tb.common import runner
+from sim.harness import runner
 
 HERE = Path(__file__).parent
 CHANNELS, WAYS, PAD_IDLE = 2, 2, 8

@@ -11,7 +11,7 @@ from amaranth.lib import data
 from atomflash import gen_c, spec
 from atomflash.specdsl import Bits, Record, SpecError, u8, u16, u64
 from rtl import spec as layouts
-from tb.common import runner
+from sim.harness import runner
 
 RNG_SEED = 20261122
 

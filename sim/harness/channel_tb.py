@@ -18,7 +18,7 @@ from atomflash import spec
 from atomflash.nandsim import NandConfig, NandCtl, NandStat, read_stats
 from atomflash.spec import NandOp
 from rtl.nand.timing import TIMING, timing_cycles
-from tb.common.nandctl import model_ctl
+from .nandctl import model_ctl
 
 
 

@@ -1,6 +1,7 @@
 """Build-and-run glue between pytest, Amaranth, Verilator and cocotb.
 
-Every cocotb test in ``tb/`` goes through :func:`run`:
+Every cocotb module -- the tests in ``tb/``, the benchmarks and demos in
+``sim/`` -- runs through :func:`run`:
 
 * Amaranth designs are written to Verilog with :func:`amaranth_verilog`, only
   rewriting the file when it changed (and, given a ``key``, only converted
@@ -10,7 +11,7 @@ Every cocotb test in ``tb/`` goes through :func:`run`:
   file lock serialises builders, Verilator's skip-identical and make's
   dependency tracking make an unchanged rebuild nearly free;
 * cocotb's results file is checked: a run that executed no test, or any failed
-  test, fails the pytest test.
+  test, raises AssertionError (fails the pytest test, or the tool).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 
 from rtl.build_cache import compiler_cache_env, locked, write_if_changed, write_verilog
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]   # sim/harness/runner.py
 BUILD = ROOT / "build"
 GEN = BUILD / "gen"
 

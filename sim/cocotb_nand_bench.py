@@ -1,4 +1,4 @@
-"""Channel benchmarks in simulated cycles (driven by rtl/nand/bench.py).
+"""Channel benchmarks in simulated cycles (driven by sim/bench_channel.py).
 
 Results are appended as JSON lines to $NANDBENCH_OUT.  Figures:
 
@@ -19,8 +19,7 @@ import cocotb
 
 from atomflash import spec
 from atomflash.spec import NandOp, NandResult
-
-from channel_tb import ChannelTB
+from sim.harness.channel_tb import ChannelTB
 
 CHANNELS = int(os.environ["NANDTB_CHANNELS"])
 WAYS = int(os.environ["NANDTB_WAYS"])

@@ -14,11 +14,11 @@ from atomflash.spec import NandOp, NandResult
 from rtl.ftl.allocator import PageAllocator
 from rtl.ftl.mapcache import RESPONSE, MapOp, request_layout
 from rtl.ftl.relocate import Relocator
-from tb.common.clock import cycles
-from tb.common.layouts import pack, unpack
-from tb.common.streams import StreamSink, StreamSource
-from tb.common.wishbone import WishboneInitiator
-from tb.nand_channel.channel_tb import ChannelTB
+from .channel_tb import ChannelTB
+from .clock import cycles
+from .layouts import pack, unpack
+from .streams import StreamSink, StreamSource
+from .wishbone import WishboneInitiator
 
 REGS = spec.HOST_REGS
 

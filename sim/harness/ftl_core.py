@@ -1,5 +1,5 @@
 """Verilator harness for the FTL core (``rtl/ftl/core.py``): the core, one
-NAND model per target (``tb/nand_channel/harness.generate_top``) and SoC
+NAND model per target (:func:`sim.harness.nand_channel.generate_top`) and SoC
 memory as a Verilog array ``mem`` behind the core's Wishbone initiator.
 
 The memory answers one wait state after a request, byte lanes honoured; a
@@ -14,10 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rtl.ftl.core import FtlCore
-from tb.common import runner
-from tb.nand_channel.harness import generate_top, harness_run_args
+from . import runner
+from .nand_channel import generate_top, harness_run_args
 
-HERE = Path(__file__).resolve().parent
 MEM_WORDS = 1 << 17        # 512 KiB of SoC memory
 
 WB_IN = (("adr", 6), ("dat_w", 32), ("sel", 4), ("cyc", 1), ("stb", 1), ("we", 1))
@@ -97,12 +96,13 @@ MAX_OPEN_TX, MAX_PENDING, MAX_APPENDS = 4, 64, 8      # small, so the tests reac
 
 
 def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8, nand_slots: int = 5,
-          cache_pages: int = 0) -> dict:
+          cache_pages: int = 0, *, test_dir: Path) -> dict:
     """Generate the core's Verilog and the harness; runner.run keyword arguments
     plus the core's ``slot_words``.  ``nand_slots=5``: two program slots per
     channel besides the firmware's, the relocator's and the reader's.  The
     transaction limits are ``MAX_OPEN_TX``, ``MAX_PENDING`` and ``MAX_APPENDS``;
-    ``cache_pages``: the write cache (a build of its own)."""
+    ``cache_pages``: the write cache (a build of its own); ``test_dir``: the
+    cocotb module's directory (the tests' ``tb/ftl_core``, the benchmark's ``sim/``)."""
     assert MEM_WORDS == 1 << 17, "the harness indexes mem with adr[16:0]"
     core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots,
                    max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING, max_appends=MAX_APPENDS,
@@ -115,4 +115,4 @@ def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int =
     text = generate_top(channels, ways, module=name, buffers=False, extra=_extra(core))
     text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")
     sv = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv", text)
-    return dict(harness_run_args(name, verilog, sv, HERE), slot_words=core.slot_words)
+    return dict(harness_run_args(name, verilog, sv, test_dir), slot_words=core.slot_words)

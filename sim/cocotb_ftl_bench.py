@@ -1,6 +1,6 @@
 """cocotb side of ``make bench-ftl``: the FTL core, realistic profile, 2
 channels x 4 ways, measured in simulated cycles.  Writes its figures as JSON
-to ``$FTL_BENCH_OUT``; ``tb/ftl_core/bench.py`` turns them into docs."""
+to ``$FTL_BENCH_OUT``; ``sim/bench_ftl.py`` turns them into docs."""
 
 import json
 import os
@@ -11,8 +11,8 @@ from cocotb.triggers import ClockCycles
 
 from atomflash import spec
 from atomflash.spec import Hint, Opcode, Status
-from ftl_tb import FtlCoreTB
-from harness import MAX_OPEN_TX
+from sim.harness.ftl_core import MAX_OPEN_TX
+from sim.harness.ftl_tb import FtlCoreTB
 
 CHANNELS, WAYS = 2, 4
 SLOTS = int(os.environ["FTL_SLOTS"])
