@@ -62,16 +62,16 @@ bench-nand: deps ## NAND model throughput (simulated cycles per wall second) -> 
 	@$(PY) sim/nand_model/bench.py
 
 bench-ecc: deps ## BCH decoder latency/throughput in simulated cycles + ECP5 resources -> docs/ecc_bench.md
-	@$(PY) tb/ecc_bch/bench.py
+	@$(PY) sim/bench_ecc.py
 
 bench-channel: deps ## NAND channel bus efficiency per mode and program throughput over ways/channels -> docs/nand_channel_bench.md
-	@$(PY) -m rtl.nand.bench
+	@$(PY) sim/bench_channel.py
 
 bench-ftl: deps ## FTL core: 4 KiB random writes at QD 16 and atomic groups vs the NAND limit, map-cache hit rate, read latency -> docs/ftl_bench.md
-	@$(PY) tb/ftl_core/bench.py
+	@$(PY) sim/bench_ftl.py
 
 bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs device size, GC write amplification vs over-provisioning (100% fill included), simulation speed -> docs/soc_bench.md (~1 h)
-	@$(PY) tb/soc/bench.py $(BENCH_ARGS)
+	@$(PY) sim/bench_soc.py $(BENCH_ARGS)
 
 bench-sqlite: deps ## real SQLite (APSW, batch atomic writes) on atomflash: the X-FTL experiment, rollback / WAL / atomic, full table on the reference model + reduced on the simulated SoC -> docs/sqlite.md, plots (BENCH_ARGS="--no-soc ...")
 	@$(PY) -m atomflash.sqlbench bench $(BENCH_ARGS)

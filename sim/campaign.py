@@ -73,13 +73,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "host"))
-sys.path.insert(0, str(ROOT))  # tb.soc.flashimg: the images decoded independently of the firmware
+sys.path.insert(0, str(ROOT))  # sim.flashimg: the images decoded independently of the firmware
 
 from atomflash import errors, nandsim, simctl, spec  # noqa: E402
 from atomflash.device import Device  # noqa: E402
 from atomflash.transport import TransportError  # noqa: E402
 from atomflash.workload import Mismatch, OutOfSpace, Recorder, random_workload, read_span, verify  # noqa: E402
-from tb.soc import flashimg  # noqa: E402
+from sim import flashimg  # noqa: E402
 
 TARGETS = 4                 # the default build: 2 channels x 2 ways
 WAYS = 2

@@ -1,4 +1,4 @@
-"""The campaign judge's reading of the anchor (`tb/soc/flashimg.py`) on an MLC
+"""The campaign judge's reading of the anchor (`sim/flashimg.py`) on an MLC
 part, where the firmware writes its anchor records on lower pages only
 (firmware/anchor.c): the block's written prefix ends at its first upper page,
 so the newest record is found only by reading the anchor block whole.
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from atomflash import nandsim, spec  # noqa: E402
-from tb.soc import flashimg  # noqa: E402
+from sim import flashimg  # noqa: E402
 
 PROFILE = spec.NAND_PROFILES["small"]
 LAYOUT = spec.nand_page_layout(PROFILE)

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("host_cli")]   # the modu
 from atomflash import errors, simctl, spec
 from atomflash.cli import EXIT_NO_DEVICE, EXIT_STATUS_BASE, EXIT_USAGE, EXIT_VALUE
 from atomflash.device import Device
-from tb.soc.simboot import build
+from sim.simboot import build
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "atomflash.cli"]

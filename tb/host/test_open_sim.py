@@ -18,7 +18,7 @@ from atomflash import errors, simctl, spec
 from atomflash.cli import EXIT_NO_DEVICE, EXIT_POWER_LOST, EXIT_STATUS_BASE
 from atomflash.device import Device, OpenList
 from atomflash.spec import LogPage, Opcode
-from tb.soc.simboot import build
+from sim.simboot import build
 
 CLI = [sys.executable, "-m", "atomflash.cli"]
 

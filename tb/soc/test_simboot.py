@@ -1,6 +1,6 @@
-"""tb/soc/simboot.check_runs: the SoC tests' `io check` commands cover exactly the expected LBAs."""
+"""sim/simboot.check_runs: the SoC tests' `io check` commands cover exactly the expected LBAs."""
 
-from .simboot import check_runs
+from sim.simboot import check_runs
 
 
 def test_check_runs_cover_each_lba_once_within_aligned_runs():

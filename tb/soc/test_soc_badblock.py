@@ -21,9 +21,9 @@ import pytest
 
 from atomflash import nandsim, spec
 
-from . import flashimg
-from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
-from .simboot import DEFAULT_WAYS as WAYS
+from sim import flashimg
+from sim.simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
+from sim.simboot import DEFAULT_WAYS as WAYS
 
 pytestmark = pytest.mark.soc
 

@@ -18,7 +18,7 @@ import pytest
 
 from atomflash import spec
 
-from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, check_runs, ftl_capacity, model_configs
+from sim.simboot import CLK_HZ, ROOT, TARGETS, boot, build, check_runs, ftl_capacity, model_configs
 
 pytestmark = pytest.mark.soc
 

@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, check_runs, model_configs
+from sim.simboot import CLK_HZ, ROOT, TARGETS, boot, build, check_runs, model_configs
 
 pytestmark = pytest.mark.soc
 

@@ -38,8 +38,8 @@ from atomflash.model.workload import Workload
 
 from tb.firmware_recovery.crecover import model_counts
 
-from . import flashimg
-from .simboot import CLK_HZ, DEFAULT_CHANNELS, DEFAULT_WAYS, TARGETS, ROOT, boot, build, model_configs
+from sim import flashimg
+from sim.simboot import CLK_HZ, DEFAULT_CHANNELS, DEFAULT_WAYS, TARGETS, ROOT, boot, build, model_configs
 
 pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("soc_nand")]   # the module's booted SoC
 

@@ -37,7 +37,7 @@ from atomflash import simctl
 from atomflash.device import Device
 from atomflash.spec import Status
 
-from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
+from sim.simboot import CLK_HZ, ROOT, TARGETS, boot, build, model_configs
 
 pytestmark = pytest.mark.soc
 

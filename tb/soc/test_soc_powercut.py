@@ -38,8 +38,8 @@ from atomflash.model import recover
 
 from soc.console import ConsoleTimeout
 
-from . import flashimg
-from .simboot import CLK_HZ, DEFAULT_WAYS, ROOT, TARGETS, boot, build, model_configs
+from sim import flashimg
+from sim.simboot import CLK_HZ, DEFAULT_WAYS, ROOT, TARGETS, boot, build, model_configs
 
 pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("soc_cut")]   # the module's booted SoC
 

@@ -21,7 +21,7 @@ import pytest
 
 from atomflash import spec
 
-from .simboot import CLK_HZ, ROOT, TARGETS, boot, build, ftl_pending_budget, model_configs
+from sim.simboot import CLK_HZ, ROOT, TARGETS, boot, build, ftl_pending_budget, model_configs
 
 pytestmark = pytest.mark.soc
 

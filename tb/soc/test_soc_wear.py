@@ -21,8 +21,8 @@ import pytest
 
 from atomflash import nandsim, spec
 
-from . import flashimg
-from .simboot import CLK_HZ, DEFAULT_WAYS, ROOT, TARGETS, boot, build, model_configs
+from sim import flashimg
+from sim.simboot import CLK_HZ, DEFAULT_WAYS, ROOT, TARGETS, boot, build, model_configs
 
 # ~8 minutes of simulation: `make test-slow` (not `make test`)
 pytestmark = [pytest.mark.soc, pytest.mark.slow]

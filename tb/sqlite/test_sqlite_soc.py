@@ -20,7 +20,7 @@ from atomflash import sqlbench as sb
 from atomflash import sqlite as afsql
 from atomflash.device import Device
 from atomflash.modeldrive import ModelDrive
-from tb.soc.simboot import build
+from sim.simboot import build
 
 TUPLES = 150
 CLI = [sys.executable, "-m", "atomflash.cli"]
