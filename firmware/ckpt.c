@@ -404,6 +404,14 @@ torn:
 
 af_mapload_t af_mapload;
 
+/* While segments remain to load, the firmware's waits on the core load them too (ftlcore.h). */
+static void set_active(int on)
+{
+	af_mapload.active = on;
+	af_ftl_hooks.map_need = on ? af_map_need : NULL;
+	af_ftl_hooks.map_fault = on ? af_map_serve_fault : NULL;
+}
+
 int af_map_lazy_begin(uint32_t area, uint32_t map_pages, uint64_t nlba)
 {
 	af_mapload_t *ml = &af_mapload;
@@ -425,7 +433,7 @@ int af_map_lazy_begin(uint32_t area, uint32_t map_pages, uint64_t nlba)
 			return -1;
 	}
 	memset(ml->loaded, 0, nseg);
-	ml->active = 1;
+	set_active(1);
 	ml->area = area;
 	ml->map_pages = map_pages;
 	ml->ck_nlba = (uint32_t)nlba;
@@ -439,7 +447,7 @@ int af_map_lazy_begin(uint32_t area, uint32_t map_pages, uint64_t nlba)
 
 void af_map_lazy_abort(void)
 {
-	af_mapload.active = 0;
+	set_active(0);
 }
 
 /* Segment s from the checkpoint: its map pages read one at a time (the sync
@@ -485,7 +493,7 @@ static void load_segment(uint32_t s)
 	ml->left--;
 	ftl_wr(AF_FTL_MAP_SEG, s | AF_FTL_MAP_SEG_LOADED);
 	if (ml->left == 0) {
-		ml->active = 0;
+		set_active(0);
 		ml->t_done = af_uptime_cycles();
 		ftl_wr(AF_FTL_MAP_LAZY, 0); /* every segment in memory: the gate off */
 	}
@@ -701,7 +709,7 @@ int af_ckpt_take(void)
 	if (!af_ckpt.map_crc)
 		return fail("main RAM too small for the map pages' CRCs");
 	uint32_t *map_crc = af_ckpt.map_crc, crc_pages = crc_pages_for(map_pages);
-	if (af_gc.trace)
+	if (af_ftl.trace)
 		printf("ckpt: taking one, %lu free blocks\n", (unsigned long)af_ftl.free_blocks);
 	/* 1-3: the floor with the pending bindings at it (everything older published), the table in memory */
 	uint64_t floor;

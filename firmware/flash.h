@@ -30,12 +30,21 @@
 #define AF_BLOCK_UNREADABLE 0x02 /* the marker read failed: treated as bad */
 #define AF_BLOCK_RETIRED 0x04  /* an erase or program failed since boot (grown bad) */
 
+/* Block states the firmware tracks (af_block_t.state): the FTL core's once it runs (ftl.c). */
+#define AF_BSTATE_DATA 0   /* written (or unreadable): not the core's, not free */
+#define AF_BSTATE_FREE 1   /* erased, in the firmware's pool */
+#define AF_BSTATE_CORE 2   /* handed to the core (queued or open) */
+#define AF_BSTATE_CKPT 3   /* a checkpoint area's (ckpt.h) */
+#define AF_BSTATE_GC 4     /* being collected (gc.c) */
+#define AF_BSTATE_RETIRED 5 /* grown bad: a program or erase failed, its data moved; never used again */
+
+
 typedef struct {
 	uint32_t valid;   /* pages holding a bound LBA's version (recovered map) */
 	uint16_t written; /* pages not erased */
 	uint16_t torn;    /* pages present but not intact (recovery: absent) */
 	uint8_t flags;    /* AF_BLOCK_* */
-	uint8_t state;    /* AF_BSTATE_* (ftl.h) once the FTL core runs */
+	uint8_t state;    /* AF_BSTATE_* */
 	uint8_t p0;       /* page 0 at boot: AF_P0_* */
 	uint8_t scan;     /* recovery scans it (written since the checkpoint's floor, or open then) */
 	uint8_t scan_end; /* the scan met its first erased page: the written prefix ends there (docs/recovery.md) */

@@ -231,7 +231,7 @@ static int move_remapped(uint32_t g)
 /* Move every bound page out of global block g, then erase it (`erase`) or retire it. */
 static int collect(uint32_t g, int foreground, int erase)
 {
-	if (af_gc.trace)
+	if (af_ftl.trace)
 		printf("gc: victim %lu (%lu valid), %lu free blocks\n", (unsigned long)g, (unsigned long)af_ftl_valid_of(g),
 		       (unsigned long)af_ftl.free_blocks);
 	uint32_t ppa0 = af_nand_block_ppa(g);
@@ -486,8 +486,8 @@ static int cmd_gc(int argc, char **argv)
 		return AF_OK;
 	}
 	if (argc == 2 && !strcmp(argv[1], "trace")) {
-		af_gc.trace = !af_gc.trace;
-		printf("gc trace %s\n", af_gc.trace ? "on" : "off");
+		af_ftl.trace = !af_ftl.trace;
+		printf("gc trace %s\n", af_ftl.trace ? "on" : "off");
 		return AF_OK;
 	}
 	if (argc == 2 && (!strcmp(argv[1], "off") || !strcmp(argv[1], "on"))) {

@@ -10,7 +10,6 @@
 typedef struct {
 	int policy;              /* AF_GC_* */
 	int off;                 /* automatic GC off (console `gc off`) */
-	int trace;               /* print each victim (console `gc trace`) */
 	uint32_t low, high;      /* free-block thresholds (0: dies, 2 x dies) */
 	uint32_t victims, foreground, copies, raced, failed, holds, oob_reads;
 	uint32_t retired;        /* grown bad blocks whose data GC moved out */

@@ -88,7 +88,7 @@ int af_wear_poll(void)
 			victim = g;
 		}
 	}
-	if (af_gc.trace)
+	if (af_ftl.trace)
 		printf("wear: most worn %lu erases, coldest data block %lu with %lu\n", (unsigned long)most,
 		       (unsigned long)victim, (unsigned long)least);
 	if (least == UINT32_MAX || most - least <= af_wear.spread)
