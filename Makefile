@@ -29,13 +29,13 @@ demo: deps ## the main job: a host drives the simulated SSD (SoC + firmware + FT
 	@$(PY) sim/demo.py $(DEMO_ARGS)
 
 campaign: deps ## power-fault campaign on the full simulated system, judged by the model's oracle (CAMPAIGN_ARGS="--count 20 --jobs 2 --faults --report build/campaign/report.md"; resumable, build/campaign)
-	@$(PY) sim/campaign.py $(CAMPAIGN_ARGS)
+	@$(PY) -m sim.campaign $(CAMPAIGN_ARGS)
 
 campaign-mlc: deps ## 200 power-fault trials on an MLC device (paired-page damage at every cut, bit errors, program and erase failures), 8 blocks per LUN -> docs/campaign_mlc.md (resumable; CAMPAIGN_ARGS="--count N")
-	@$(PY) sim/campaign.py --dir build/campaign-mlc --count 200 --jobs 2 --faults bits,program,erase,mlc --blocks-per-lun 8 --commands 40 --report docs/campaign_mlc.md --ledger docs/campaign_mlc.jsonl --pgo $(CAMPAIGN_ARGS)
+	@$(PY) -m sim.campaign --dir build/campaign-mlc --count 200 --jobs 2 --faults bits,program,erase,mlc --blocks-per-lun 8 --commands 40 --report docs/campaign_mlc.md --ledger docs/campaign_mlc.jsonl --pgo $(CAMPAIGN_ARGS)
 
 campaign-long: deps ## the long power-fault campaign: 10,000 trials on both cores, faults mixed in, 8 blocks per LUN -> docs/campaign_long.md (resumable: run it again to go on)
-	@$(PY) sim/campaign.py --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/campaign_long.md --ledger docs/campaign_long.jsonl --pgo --draw-v1-below 6800 $(CAMPAIGN_ARGS)
+	@$(PY) -m sim.campaign --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/campaign_long.md --ledger docs/campaign_long.jsonl --pgo --draw-v1-below 6800 $(CAMPAIGN_ARGS)
 
 soak: deps ## liveness soak: the mixed workload (ledger on queue 0, key-value store on queue 1, filler) on a drive kept at 50% and at 90% of its capacity, 20,000 commands each, power cuts every few hundred, judged by the oracle; zero NO_SPACE below capacity -> docs/soak.md (resumable: build/soak; SOAK_ARGS="--fresh")
 	@$(PY) sim/soak.py --levels 50,90 --ops 20000 --seed 1 --jobs 2 --report docs/soak.md $(SOAK_ARGS)

@@ -1,4 +1,4 @@
-"""The power-fault campaign's runner (`sim/campaign.py`) end to end on the
+"""The power-fault campaign's runner (`python -m sim.campaign`, sim/campaign/) end to end on the
 full simulated system: a base image, trials over several cut sites (a torn
 program, an erase, COMMIT/REMAP/TRIM records, a checkpoint page, a GC copy, a
 second cut during recovery, a kill at a random instant), restart, the
@@ -31,9 +31,9 @@ pytestmark = pytest.mark.soc
 
 
 def run_campaign(tmp_path, *args) -> tuple[list[dict], str]:
-    r = subprocess.run([sys.executable, str(ROOT / "sim" / "campaign.py"), *args,
+    r = subprocess.run([sys.executable, "-m", "sim.campaign", *args,
                         "--dir", str(tmp_path / "c"), "--report", str(tmp_path / "report.md")],
-                       capture_output=True, text=True, timeout=3000, stdin=subprocess.DEVNULL)
+                       capture_output=True, text=True, timeout=3000, stdin=subprocess.DEVNULL, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-3000:]
     results = [json.loads(line) for line in (tmp_path / "c" / "results.jsonl").read_text().splitlines()]
     return results, (tmp_path / "report.md").read_text()

@@ -1,4 +1,4 @@
-"""How the campaign draws a trial's cut (`sim/campaign.py`, ``Trial.draw``).
+"""How the campaign draws a trial's cut (sim/campaign/draw.py, ``Trial.draw``).
 Pure Python: no simulation.
 
 Version 1 is what the long campaign's first trials ran with (``make
@@ -8,13 +8,11 @@ first page of the kind and erase cuts on every target (version 1's k = 2 and
 single-target erases ended without a cut 15-43 % of the time)."""
 
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "sim"))
+from sim.campaign import cli, draw, ledger, report
 
-import campaign  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 # a seasoned base's calibration: its boot programs a checkpoint page on target 0 and erases a few blocks
 CAL = {"programs": [1, 0, 0, 0], "erases": [2, 3, 3, 3],
@@ -22,8 +20,8 @@ CAL = {"programs": [1, 0, 0, 0], "erases": [2, 3, 3, 3],
                    for k in ("COMMIT", "REMAP", "CHECKPOINT", "GC_COPY", "TRIM")}}
 
 
-def draws(site: str, version: int, n: int = 400) -> list[campaign.Trial]:
-    return [campaign.Trial.draw(i, 100003 + i, site, 40, "mix", CAL, version=version) for i in range(n)]
+def draws(site: str, version: int, n: int = 400) -> list[draw.Trial]:
+    return [draw.Trial.draw(i, 100003 + i, site, 40, "mix", CAL, version=version) for i in range(n)]
 
 
 def test_version_1_draws_what_the_long_campaign_ran():
@@ -33,7 +31,7 @@ def test_version_1_draws_what_the_long_campaign_ran():
     ran = [r for r in ledger if 5000 <= r.get("id", -1) <= 6758]
     assert len(ran) > 1500
     for r in ran:
-        t = campaign.Trial.draw(r["id"], 100003 + r["id"], campaign.SITES[r["id"] % len(campaign.SITES)], 40,
+        t = draw.Trial.draw(r["id"], 100003 + r["id"], draw.SITES[r["id"] % len(draw.SITES)], 40,
                                 "mix", CAL, version=1)
         assert (t.site, t.faults) == (r["site"], r.get("faults", "")), r
 
@@ -62,13 +60,13 @@ def test_version_2_cuts_an_early_erase_of_whichever_target_gets_there_first():
 
 
 def test_draw_v1_below_splits_a_campaign_by_trial_id():
-    trials = campaign.draw_trials(range(6790, 6810), seed=1, sites=campaign.SITES, commands=40, faults="mix",
+    trials = draw.draw_trials(range(6790, 6810), seed=1, sites=draw.SITES, commands=40, faults="mix",
                                   cal=CAL, draw_v1_below=6800)
     for t in trials:
         version = 1 if t.id < 6800 else 2
-        assert t == campaign.Trial.draw(t.id, 100003 + t.id, t.site, 40, "mix", CAL, version=version)
+        assert t == draw.Trial.draw(t.id, 100003 + t.id, t.site, 40, "mix", CAL, version=version)
     # the two versions differ somewhere in the range (else the split proves nothing)
-    assert any(campaign.Trial.draw(t.id, 100003 + t.id, t.site, 40, "mix", CAL, version=1) != t
+    assert any(draw.Trial.draw(t.id, 100003 + t.id, t.site, 40, "mix", CAL, version=1) != t
                for t in trials if t.id >= 6800)
 
 
@@ -82,30 +80,30 @@ def test_the_report_compares_no_cut_shares_across_the_split(tmp_path):
                 "chain_start": i}
     before = [result(i, "no-cut" if i in (1, 3, 5) else "pass") for i in range(20)]
     after = [result(i, "no-cut" if i == 21 else "pass") for i in range(20, 40)]
-    text = campaign.report(before + after, tmp_path / "r.md", args)
+    text = report.report(before + after, tmp_path / "r.md", args)
     # the program trials do not count: only erase and kind sites are armed differently
     assert ("Trials from 20 on are drawn by version 2" in text and "no cut came in 1 of 10 (10 %)" in text
             and "against 3 of 10 (30 %) before" in text), text
-    assert "version 2" not in campaign.report(before, tmp_path / "r1.md", args)
+    assert "version 2" not in report.report(before, tmp_path / "r1.md", args)
 
 
 def test_boot_cuts_are_drawn_apart_and_change_nothing_else():
     """--boot-cuts adds cuts in the boots after a trial's cut from a random stream of its own: every other
     field of the trial is what it was without them (the long campaign's trials draw again as they ran)."""
-    for site in campaign.SITES:
+    for site in draw.SITES:
         for t in draws(site, 2, n=40):
-            more = campaign.Trial.draw(t.id, t.seed, site, 40, "mix", CAL, version=2, boot_cuts=3)
+            more = draw.Trial.draw(t.id, t.seed, site, 40, "mix", CAL, version=2, boot_cuts=3)
             assert len(more.boot_cuts) == 3 and t.boot_cuts == []
             more.boot_cuts = []
             assert more == t, site
     cuts = [c for t in draws("program", 2, n=200) for c in
-            campaign.draw_boot_cuts(t.seed, 3)]
+            draw.draw_boot_cuts(t.seed, 3)]
     instants = [c["power_cut_ns"] for c in cuts if "power_cut_ns" in c]
     erases = [c["power_cut_erase"] for c in cuts if "power_cut_erase" in c]
     programs = [c for c in cuts if "power_cut_program" in c]
     # all three kinds, a third each (give or take), inside their ranges
     assert all(len(x) > len(cuts) / 5 for x in (instants, erases, programs)), (len(instants), len(erases), len(programs))
-    assert all(campaign.BOOT_CUT_NS[0] <= ns <= campaign.BOOT_CUT_NS[1] for ns in instants)
+    assert all(draw.BOOT_CUT_NS[0] <= ns <= draw.BOOT_CUT_NS[1] for ns in instants)
     assert set(erases) == {1, 2, 3} and all(c["power_cut_program"] == 1 for c in programs)
     assert all(0.05 <= c["power_cut_progress"] <= 0.95 for c in cuts if "power_cut_progress" in c)
 
@@ -118,12 +116,12 @@ def test_the_report_counts_the_boot_cuts_that_came(tmp_path):
           for i, bc in enumerate((["during boot"] * 3, ["during boot", "after boot", "during boot"], []))]
     rs[2]["site"], rs[2]["recovery_cut"] = "recovery", "during boot"
     rs[0]["faults"] = "bits"   # two fault sets: the report has its per-fault table, which an archive reads
-    text = campaign.report(rs, tmp_path / "r.md", args)
+    text = report.report(rs, tmp_path / "r.md", args)
     assert "9 power cuts judged: 3 trials lost power at their site, 6 more cuts came while recovering" in text, text
     assert "5 of those came from --boot-cuts, which armed a cut in 6 boots after a cut" in text, text
-    assert campaign.ledger_entry(rs[1])["boot_cuts"] == ["during boot", "after boot", "during boot"]
+    assert ledger.ledger_entry(rs[1])["boot_cuts"] == ["during boot", "after boot", "during boot"]
     # a report with boot cuts still archives (the cuts line), for a ledger that outlives its results
-    archived = campaign.archive_from_report((tmp_path / "r.md").read_text(), "X")
+    archived = ledger.archive_from_report((tmp_path / "r.md").read_text(), "X")
     assert (archived["cut_seen"], archived["recovery_cut"]) == (3, 6)
 
 
@@ -134,7 +132,7 @@ def test_bad_counts_are_refused_before_anything_is_built(tmp_path, capsys):
                       (["--boot-cuts", "-1"], "--boot-cuts -1: want 0 or more")):
         d = tmp_path / bad[0].strip("-")
         with pytest.raises(SystemExit) as e:
-            campaign.main(["--dir", str(d), *bad])
+            cli.main(["--dir", str(d), *bad])
         assert e.value.code == 2
         assert says in capsys.readouterr().err
         assert not d.exists()

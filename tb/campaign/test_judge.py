@@ -1,18 +1,15 @@
-"""The campaign's verdict on a recovered device (`sim/campaign.py` ``_verify``),
+"""The campaign's verdict on a recovered device (sim/campaign/judge.py, ``verify_recovered``),
 against a stand-in device: what a refusal of new work after recovery means
 depends on whether the trial could have lost a block.  Pure Python: no
 simulation."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "sim"))
-
-import campaign  # noqa: E402
-from atomflash import errors, spec  # noqa: E402
+from atomflash import errors, spec
+from sim.campaign import draw, report
+from sim.campaign import judge as campaign_judge   # the fixture below is judge
 
 
 class RefusingDevice:
@@ -42,18 +39,18 @@ class RefusingDevice:
 
 @pytest.fixture
 def judge(monkeypatch):
-    """``judge(faults, why)``: the result ``_verify`` leaves for a trial with ``faults`` whose recovered
+    """``judge(faults, why)``: the result ``verify_recovered`` leaves for a trial with ``faults`` whose recovered
     device refuses new work for ``why`` (every LBA of the span as the model expects); ``before``: what the
     workload left in the result; ``refuse=False``: the device takes the probe write."""
     def run(faults: str, why: spec.NoSpace, before: dict | None = None, refuse: bool = True) -> dict:
         dev = RefusingDevice(why, refuse=refuse)
-        monkeypatch.setattr(campaign.Device, "attach_sim", staticmethod(lambda run, timeout: dev))
-        monkeypatch.setattr(campaign.simctl, "boot_report", lambda run: "recovery: 0 pages\n")
-        monkeypatch.setattr(campaign.simctl, "bus_errors", lambda t, run: 0)
-        monkeypatch.setattr(campaign, "read_span", lambda dev, span: {})
-        monkeypatch.setattr(campaign, "verify", lambda history, recovered, **kw: [])
+        monkeypatch.setattr(campaign_judge.Device, "attach_sim", staticmethod(lambda run, timeout: dev))
+        monkeypatch.setattr(campaign_judge.simctl, "boot_report", lambda run: "recovery: 0 pages\n")
+        monkeypatch.setattr(campaign_judge.simctl, "bus_errors", lambda t, run: 0)
+        monkeypatch.setattr(campaign_judge, "read_span", lambda dev, span: {})
+        monkeypatch.setattr(campaign_judge, "verify", lambda history, recovered, **kw: [])
         res = {"cut_seen": True, **(before or {})}
-        campaign._verify(campaign.Trial(7, 7, "program", 40, faults), Path("."), None, {}, res)
+        campaign_judge.verify_recovered(draw.Trial(7, 7, "program", 40, faults), Path("."), None, {}, res)
         return res
     return run
 
@@ -102,12 +99,12 @@ def test_a_workload_that_met_no_space_counts_an_episode_and_fails_below_capacity
 
 
 def test_no_space_below_capacity_is_judged_from_the_counts():
-    t = campaign.Trial(7, 7, "program", 40, "")
-    assert not campaign.no_space_below_capacity(t, {})
-    assert campaign.no_space_below_capacity(t, {"no_space_episodes": 2, "no_space_stored": 48, "capacity": 1239})
-    assert not campaign.no_space_below_capacity(t, {"no_space_episodes": 1, "no_space_stored": 1239,
+    t = draw.Trial(7, 7, "program", 40, "")
+    assert not campaign_judge.no_space_below_capacity(t, {})
+    assert campaign_judge.no_space_below_capacity(t, {"no_space_episodes": 2, "no_space_stored": 48, "capacity": 1239})
+    assert not campaign_judge.no_space_below_capacity(t, {"no_space_episodes": 1, "no_space_stored": 1239,
                                                     "capacity": 1239})
-    assert not campaign.no_space_below_capacity(campaign.Trial(7, 7, "program", 40, "bits,erase"),
+    assert not campaign_judge.no_space_below_capacity(draw.Trial(7, 7, "program", 40, "bits,erase"),
                                                 {"no_space_episodes": 1, "no_space_stored": 48, "capacity": 1239})
 
 
@@ -124,7 +121,7 @@ def test_the_report_splits_refusals_by_reason_and_faults(tmp_path):
                {**base, "id": 2, "faults": "erase", "no_space": "after recovery: FULL"},
                {**base, "id": 3, "faults": "", "no_space": "workload: write: the device is out of space",
                 "outcome": "no-cut", "cut_seen": False}]
-    campaign.report(results, tmp_path / "r.md", campaign_args())
+    report.report(results, tmp_path / "r.md", campaign_args())
     text = (tmp_path / "r.md").read_text()
     assert "4 of these trials ran out of space" in text and "1 of them during the workload" in text
     assert ("After recovery: FULL 1 (1 with program or erase failures injected, 0 without); "
@@ -146,17 +143,17 @@ def test_a_probe_write_that_hangs_takes_the_consoles_stats_and_gc_with_it(monkey
     def console(line, run, timeout):
         asked.append(line)
         if line == "gc":
-            raise campaign.simctl.SimError("console: no prompt after 'gc'")
+            raise campaign_judge.simctl.SimError("console: no prompt after 'gc'")
         return f"{line}: no_space NONE"
 
     dev = HangingDevice(spec.NoSpace.NONE)
-    monkeypatch.setattr(campaign.Device, "attach_sim", staticmethod(lambda run, timeout: dev))
-    monkeypatch.setattr(campaign.simctl, "boot_report", lambda run: "")
-    monkeypatch.setattr(campaign.simctl, "console_command", console)
-    monkeypatch.setattr(campaign, "read_span", lambda dev, span: {})
-    monkeypatch.setattr(campaign, "verify", lambda history, recovered, **kw: [])
+    monkeypatch.setattr(campaign_judge.Device, "attach_sim", staticmethod(lambda run, timeout: dev))
+    monkeypatch.setattr(campaign_judge.simctl, "boot_report", lambda run: "")
+    monkeypatch.setattr(campaign_judge.simctl, "console_command", console)
+    monkeypatch.setattr(campaign_judge, "read_span", lambda dev, span: {})
+    monkeypatch.setattr(campaign_judge, "verify", lambda history, recovered, **kw: [])
     with pytest.raises(TimeoutError) as e:
-        campaign._verify(campaign.Trial(7, 7, "program", 40, ""), Path("."), None, {}, {"cut_seen": True})
+        campaign_judge.verify_recovered(draw.Trial(7, 7, "program", 40, ""), Path("."), None, {}, {"cut_seen": True})
     assert asked == ["stats", "gc"]
     assert "in flight: WRITE cid 6" in str(e.value) and "stats: no_space NONE" in str(e.value)
     assert "gc: no answer (console: no prompt after 'gc')" in str(e.value)
