@@ -34,7 +34,7 @@ class ConsoleTimeout(AssertionError):
 class SimConsole:
     def __init__(self, gateware_dir: Path, plusargs=(), log: Path | None = None, cwd: Path | None = None):
         self.gw = Path(gateware_dir)
-        self.cwd = Path(cwd) if cwd is not None else self.gw  # soc.sim.prepare_run_dir makes others
+        self.cwd = Path(cwd) if cwd is not None else self.gw  # atomflash.simctl.prepare_run_dir makes others
         self.plusargs = list(plusargs)
         self.log_path = log
         self.buf = ""          # ANSI-stripped output not yet consumed
