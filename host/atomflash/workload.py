@@ -149,8 +149,11 @@ class Recorder:
     def settle(self) -> None:
         """Check and complete, in the model, every command the device completed."""
         keep = []
-        for p in self.pending:
+        for i, p in enumerate(self.pending):
             if p.cmd is not None and p.cmd.done:
+                if p.cmd.status is None:   # no completion: the link was lost (a power cut), seen first here
+                    self.pending = keep + self.pending[i:]
+                    raise p.cmd.error
                 self._finish(p)
             else:
                 keep.append(p)

@@ -257,3 +257,22 @@ def test_a_link_lost_while_submitting_gives_back_the_buffer(ssd):
     with pytest.raises(errors.TransportError):    # this write's data (more than one window of words)
         dev.write(0, bytes(LBA * 40))
     assert free_bytes(dev) == free and dev.in_flight == 0
+
+
+def test_a_recorder_sees_a_link_lost_behind_its_back(ssd):
+    """The link fails in a call the workload does not see (a statistics sample that swallows the
+    error): the recorder's next settle raises that error and keeps the lost commands in flight
+    (their outcome is the oracle's to judge), rather than judging a completion that never came."""
+    from atomflash.workload import Recorder
+
+    fake, dev = ssd
+    rec = Recorder(dev)
+    fake.stall = {Opcode.WRITE}
+    for k in range(3):
+        rec.issue(0, "write", k, bytes([k + 1]) * LBA)
+    fake.drop_link = True
+    with pytest.raises(errors.TransportError):
+        dev.stats()
+    with pytest.raises(errors.TransportError):
+        rec.settle()
+    assert rec.in_flight() == 3 and len(rec.in_flight_ops) == 3
