@@ -11,6 +11,7 @@
 #include "flash.h"
 #include "ftl.h"
 #include "gc.h"
+#include "mapload.h"
 #include "nand.h"
 #include "pending.h"
 #include "wear.h"
@@ -22,15 +23,10 @@ af_ckpt_t af_ckpt = { .interval = AF_CKPT_DEFAULT_INTERVAL };
 int af_ckpt_load(uint32_t g) { return -1; }
 int af_ckpt_take(void) { return -1; }
 void af_ckpt_poll(void) {}
-af_mapload_t af_mapload;
-void af_map_need(uint32_t lba) {}
-void af_map_load_all(void) {}
-void af_map_poll(void) {}
-int af_map_serve_fault(void) { return 0; }
 
 #else
 
-#define ENTRIES_PER_PAGE (af_nand.page_data / sizeof(af_ckpt_entry_t))
+#define ENTRIES_PER_PAGE AF_MAP_ENTRIES_PER_PAGE
 
 static uint32_t map_pages_for(uint64_t nlba)
 {
@@ -122,14 +118,6 @@ void af_ckpt_oob(af_oob_t *oob, uint32_t index, uint32_t total, uint64_t seq, ui
 
 /* --- boot ------------------------------------------------------------------------- */
 
-/* CKPT_ENTRY as words (little-endian, like the CPU): vseq low, high, ppa. */
-#define ENTRY_WORDS (sizeof(af_ckpt_entry_t) / 4)
-#define ENTRY_VSEQ (offsetof(af_ckpt_entry_t, vseq) / 4)
-#define ENTRY_PPA (offsetof(af_ckpt_entry_t, ppa) / 4)
-_Static_assert(sizeof(af_ckpt_entry_t) % 4 == 0 && offsetof(af_ckpt_entry_t, vseq) % 4 == 0 &&
-		       offsetof(af_ckpt_entry_t, ppa) % 4 == 0,
-	       "checkpoint entries are read from the page buffer as words");
-
 /* Boot reads payload pages two at a time: one in flight while the CPU takes
  * the previous one from its slot.  Before the FTL core runs every slot is the
  * firmware's (flash.c's pipeline uses them too); otherwise one page at a time
@@ -149,22 +137,6 @@ static unsigned load_slot_of(uint32_t k)
 	return ld.slot[k % ld.depth];
 }
 
-/* Map page q (0-based) of the checkpoint into the map: entries a word at a
- * time from the page buffer, cseq zeroed (af_rec_finish needs no pass). */
-static void take_entries(uint32_t q, uint32_t nlba, const volatile uint32_t *w)
-{
-	uint32_t *map_ppa = af_flash.map.ppa;
-	uint64_t *map_vseq = af_flash.map.vseq, *map_cseq = af_flash.map.cseq;
-	uint32_t lba = q * ENTRIES_PER_PAGE;
-	uint32_t end = nlba - lba < ENTRIES_PER_PAGE ? nlba : lba + ENTRIES_PER_PAGE;
-	for (; lba < end; lba++, w += ENTRY_WORDS) {
-		uint32_t lo = w[ENTRY_VSEQ], hi = w[ENTRY_VSEQ + 1];
-		map_vseq[lba] = (uint64_t)hi << 32 | lo;
-		map_ppa[lba] = (lo & hi) == UINT32_MAX ? AF_REC_PPA_NONE : w[ENTRY_PPA]; /* vseq NONE: unbound */
-		map_cseq[lba] = 0;
-	}
-}
-
 /* Payload page `idx` (1-based page of the checkpoint) as it arrives. */
 static void take_page(uint32_t idx, const af_nand_cpl_t *c, const volatile uint32_t *w)
 {
@@ -177,7 +149,7 @@ static void take_page(uint32_t idx, const af_nand_cpl_t *c, const volatile uint3
 			ld.bad = 1;
 		if (h->format < 3)
 			ld.pcrc = af_crc32_extend(ld.pcrc, c->crc, ld.shift);
-		take_entries(idx - 1, (uint32_t)h->nlba, w);
+		af_map_take_page(idx - 1, (uint32_t)h->nlba, w);
 		return;
 	}
 	ld.pcrc = af_crc32_extend(ld.pcrc, c->crc, ld.shift);
@@ -326,7 +298,8 @@ int af_ckpt_load(uint32_t g)
 			goto torn;
 		if (h.format >= AF_CKPT_FORMAT_PENDING && af_pend_parse() < 0)
 			goto torn;
-		lazy = ld.counts_ok && tally && af_map_lazy_begin(h.area, h.map_pages, h.nlba) == 0;
+		lazy = ld.counts_ok && tally &&
+		       af_map_lazy_begin(af_ckpt.area_block[h.area], h.map_pages, af_ckpt.map_crc, h.nlba, h.number) == 0;
 		if (!lazy && (load_run(1, h.map_pages) < 0 || ld.bad))
 			goto torn;
 	} else if (load_run(1, h.map_pages + h.wear_pages) < 0 || (ld.pcrc ^ AF_CRC32_XOROUT) != h.payload_crc) {
@@ -398,187 +371,6 @@ torn:
 	for (uint32_t k = 0; k < af_flash.nblocks; k++)
 		af_flash.blocks[k].erases = 0;
 	return -1;
-}
-
-/* --- the map, loaded lazily (format 3) ---------------------------------------------------- */
-
-af_mapload_t af_mapload;
-
-/* While segments remain to load, the firmware's waits on the core load them too (ftlcore.h). */
-static void set_active(int on)
-{
-	af_mapload.active = on;
-	af_ftl_hooks.map_need = on ? af_map_need : NULL;
-	af_ftl_hooks.map_fault = on ? af_map_serve_fault : NULL;
-}
-
-int af_map_lazy_begin(uint32_t area, uint32_t map_pages, uint64_t nlba)
-{
-	af_mapload_t *ml = &af_mapload;
-	if (!af_ftl.present)
-		return -1; /* no gate to hold the host with: load it whole */
-	uint32_t gate = ftl_rd(AF_FTL_MAP_SEGMENTS), page_shift = 0;
-	while ((1u << page_shift) < ENTRIES_PER_PAGE)
-		page_shift++;
-	if ((1u << page_shift) != ENTRIES_PER_PAGE || gate == 0)
-		return -1;
-	uint32_t shift = page_shift;
-	while (((af_flash.map.nlba - 1) >> shift) + 1 > gate)
-		shift++; /* several map pages per segment: the gate has too few bits for one each */
-	uint32_t nseg = ((af_flash.map.nlba - 1) >> shift) + 1;
-	if (!ml->loaded || nseg > ml->cap) {
-		ml->loaded = af_ram_alloc(nseg, 4);
-		ml->cap = nseg;
-		if (!ml->loaded)
-			return -1;
-	}
-	memset(ml->loaded, 0, nseg);
-	set_active(1);
-	ml->area = area;
-	ml->map_pages = map_pages;
-	ml->ck_nlba = (uint32_t)nlba;
-	ml->seg_shift = shift;
-	ml->nseg = ml->left = nseg;
-	ml->cursor = 0;
-	ml->at_boot = ml->on_demand = ml->page_errors = 0;
-	ml->paused = 0;
-	return 0;
-}
-
-void af_map_lazy_abort(void)
-{
-	set_active(0);
-}
-
-/* Segment s from the checkpoint: its map pages read one at a time (the sync
- * slot) and checked against their recorded CRC; LBAs past the checkpoint's
- * unbound.  A page that does not read or check: its LBAs are lost (unbound; a
- * host read returns what an unbound LBA returns), said on the console. */
-static void load_segment(uint32_t s)
-{
-	af_mapload_t *ml = &af_mapload;
-	uint32_t first = s << ml->seg_shift, end = first + (1u << ml->seg_shift);
-	if (end > af_flash.map.nlba || end < first)
-		end = af_flash.map.nlba;
-	for (uint32_t lba = first; lba < end;) {
-		uint32_t q = lba / ENTRIES_PER_PAGE, next = (q + 1) * ENTRIES_PER_PAGE;
-		if (next > end)
-			next = end;
-		af_nand_cpl_t c AF_NAND_ALIGNED;
-		int ok = 0;
-		if (lba < ml->ck_nlba) {
-			ok = af_nand_read(page_ppa(ml->area, 1 + q), 0, af_nand.page_data, NULL, 0, &c) ==
-				     AF_NANDRESULT_OK && c.crc == af_ckpt.map_crc[q];
-			if (ok) {
-				take_entries(q, ml->ck_nlba, af_nand_buf_words(c.channel, af_nand_sync_slot()));
-			} else {
-				ml->page_errors++;
-				printf("error: ckpt: map page %lu of checkpoint %lu does not %s: LBAs %lu..%lu lost\n",
-				       (unsigned long)(1 + q), (unsigned long)af_ckpt.number,
-				       c.result == AF_NANDRESULT_OK ? "check" : "read", (unsigned long)lba,
-				       (unsigned long)(next - 1));
-			}
-		}
-		for (uint32_t l = ok ? (next < ml->ck_nlba ? next : ml->ck_nlba) : lba; l < next; l++) {
-			af_flash.map.ppa[l] = AF_REC_PPA_NONE;
-			af_flash.map.vseq[l] = AF_REC_VSEQ_NONE;
-			af_flash.map.cseq[l] = 0;
-		}
-		if (af_ckpt.shadow_ppa) /* the checkpointer's view: what the checkpoint said */
-			for (uint32_t l = lba; l < next && l < af_ftl.capacity; l++)
-				af_ckpt.shadow_ppa[l] = af_flash.map.ppa[l];
-		lba = next;
-	}
-	ml->loaded[s] = 1;
-	ml->left--;
-	ftl_wr(AF_FTL_MAP_SEG, s | AF_FTL_MAP_SEG_LOADED);
-	if (ml->left == 0) {
-		set_active(0);
-		ml->t_done = af_uptime_cycles();
-		ftl_wr(AF_FTL_MAP_LAZY, 0); /* every segment in memory: the gate off */
-	}
-}
-
-void af_map_need(uint32_t lba)
-{
-	af_mapload_t *ml = &af_mapload;
-	if (!ml->active || lba >= af_flash.map.nlba)
-		return;
-	uint32_t s = lba >> ml->seg_shift;
-	if (!ml->loaded[s]) {
-		if (!af_ftl.running)
-			ml->at_boot++;
-		load_segment(s);
-	}
-}
-
-void af_map_load_all(void)
-{
-	af_mapload_t *ml = &af_mapload;
-	for (uint32_t s = 0; ml->active && s < ml->nseg; s++)
-		if (!ml->loaded[s])
-			load_segment(s);
-}
-
-int af_map_serve_fault(void)
-{
-	af_mapload_t *ml = &af_mapload;
-	if (!ml->active || !af_ftl.running)
-		return 0;
-	uint32_t f = ftl_rd(AF_FTL_MAP_FAULT);
-	uint32_t s = (f & AF_FTL_MAP_FAULT_INDEX) >> AF_FTL_MAP_FAULT_INDEX_SHIFT;
-	if (!(f & AF_FTL_MAP_FAULT_WAITING) || s >= ml->nseg)
-		return 0;
-	if (ml->loaded[s]) { /* in memory already: the gate missed the news */
-		ftl_wr(AF_FTL_MAP_SEG, s | AF_FTL_MAP_SEG_LOADED);
-		return 1;
-	}
-	ml->on_demand++;
-	load_segment(s);
-	return 1;
-}
-
-void af_map_poll(void)
-{
-	af_mapload_t *ml = &af_mapload;
-	if (!ml->active || af_map_serve_fault())
-		return;
-	if (ml->paused)
-		return;
-	while (ml->cursor < ml->nseg && ml->loaded[ml->cursor])
-		ml->cursor++;
-	if (ml->cursor < ml->nseg)
-		load_segment(ml->cursor);
-}
-
-void af_map_start_core(void)
-{
-	af_mapload_t *ml = &af_mapload;
-	if (!ml->active) {
-		ftl_wr(AF_FTL_MAP_LAZY, 0);
-		return;
-	}
-	/* the gate's bits survive a reset: every segment's, loaded or not */
-	for (uint32_t s = 0; s < ml->nseg; s++)
-		ftl_wr(AF_FTL_MAP_SEG, s | (ml->loaded[s] ? AF_FTL_MAP_SEG_LOADED : 0));
-	ftl_wr(AF_FTL_MAP_LAZY, AF_FTL_MAP_LAZY_ENABLE | ml->seg_shift << AF_FTL_MAP_LAZY_SEG_SHIFT_SHIFT);
-}
-
-void af_map_copy_shadow(void)
-{
-	af_mapload_t *ml = &af_mapload;
-	if (!ml->active) {
-		memcpy(af_ckpt.shadow_ppa, af_flash.map.ppa, 4 * (size_t)af_ftl.capacity);
-		return;
-	}
-	for (uint32_t s = 0; s < ml->nseg; s++) {
-		uint32_t first = s << ml->seg_shift, n = 1u << ml->seg_shift;
-		if (!ml->loaded[s] || first >= af_ftl.capacity)
-			continue;
-		if (n > af_ftl.capacity - first)
-			n = (uint32_t)af_ftl.capacity - first;
-		memcpy(af_ckpt.shadow_ppa + first, af_flash.map.ppa + first, 4 * (size_t)n);
-	}
 }
 
 /* --- taking one ---------------------------------------------------------------------- */

@@ -6,6 +6,7 @@
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
+#include "mapload.h"
 #include "ftl.h"
 #include "fw.h"
 #include "nand.h"
@@ -375,7 +376,7 @@ static void print_live_entry(uint32_t lba)
 
 #define MAP_MAX_COUNT 256
 
-/* `map load [pause | resume | all]`: the lazily loaded map (ckpt.h). */
+/* `map load [pause | resume | all]`: the lazily loaded map (mapload.h). */
 static int map_load(int argc, char **argv)
 {
 	af_mapload_t *ml = &af_mapload;

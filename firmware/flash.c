@@ -7,6 +7,7 @@
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
+#include "mapload.h"
 #include "ftl.h"
 #include "fw.h"
 #include "nand.h"

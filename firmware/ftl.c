@@ -9,6 +9,7 @@
 #include "console.h"
 #include "flash.h"
 #include "ftl.h"
+#include "mapload.h"
 #include "nand.h"
 #include "wear.h"
 
@@ -604,7 +605,7 @@ int af_ftl_start(void)
 		printf("warning: ftl: %lu valid pages on LUNs the core does not write\n", (unsigned long)other_lun_valid);
 	/* the checkpoint's view of the map so far: what recovery left (vseq in af_flash.map.vseq), for
 	 * the segments in memory (a lazily loaded one sets its own); libc's word copy */
-	af_map_copy_shadow();
+	af_map_copy_shadow(af_ckpt.shadow_ppa);
 	/* the pool is a stack: hand out low block numbers first */
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		uint16_t *p = &af_ftl.pool[d * bpl];

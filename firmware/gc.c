@@ -53,6 +53,7 @@
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
+#include "mapload.h"
 #include "ftl.h"
 #include "gc.h"
 #include "nand.h"
