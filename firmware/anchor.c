@@ -201,6 +201,14 @@ void af_anchor_boot(void)
 	af_anchor.t_boot = af_uptime_cycles() - t0;
 }
 
+void af_anchor_where(af_ckpt_where_t *w)
+{
+	w->base = af_anchor.base;
+	w->seq = af_anchor.seq;
+	w->narea = af_anchor.narea;
+	memcpy(w->area, af_anchor.area, sizeof(w->area));
+}
+
 int af_anchor_areas_changed(void)
 {
 	if (!af_anchor.have || af_anchor.narea != af_ckpt.narea)

@@ -91,6 +91,8 @@ extern af_anchor_t af_anchor;
 /* Boot, before anything else reads the flash's blocks: find the anchor blocks (raw markers) and the newest
  * intact record in them (af_anchor.have, its fields and plan).  Marks the blocks (af_block_t.anchor). */
 void af_anchor_boot(void);
+/* Where the newest record says the newest checkpoint is (af_ckpt_load's fast path). */
+void af_anchor_where(af_ckpt_where_t *w);
 /* A block was retired (ftl.c, gc.c): the next af_anchor_poll writes a record naming it. */
 void af_anchor_retired(void);
 /* The main loop, outside any NAND sequence: a record when a block retired since the last one. */

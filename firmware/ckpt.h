@@ -1,4 +1,4 @@
-/* atomflash firmware: map checkpoints (docs/firmware.md, trap 8).
+/* atomflash firmware: map checkpoints (docs/firmware.md, trap 8): the format, and loading the newest at boot.
  *
  * A checkpoint is the map (CKPT_ENTRY per LBA: vseq and page), the erase
  * counts and the per-block valid counts of that map, with a floor
@@ -7,32 +7,19 @@
  * or listed as open in the checkpoint), so recovery costs what was written
  * since, not the device size.
  *
- * Taking one (af_ckpt_take) while the host keeps writing:
- *   1. a snapshot (GET_LOG SNAPSHOT through the firmware's queue pair; pending.h):
- *      once every command before it is published, S = the log writer's next
- *      seq and the transactions open and appends live then, with where their
- *      staged pages are, which the checkpoint records (format 6) so recovery
- *      can prove a commit or remap after S (trap 8); blocks closed since S are
- *      listed with the open ones;
- *   2. FLUSH through the firmware's queue pair (the map cache's write-backs);
- *   3. FLUSH the map cache: the L2P table in memory holds all of them;
- *   4. read the table; an entry that changed since the last checkpoint gets its
- *      vseq from its page's OOB (so the cost is the writes since, plus a scan
- *      of the table in memory).  Entries may already hold commits from S on:
- *      recovery replays those in order over the checkpoint, so that is harmless;
- *   5. erase the other area and program header + map pages (OOB kind
- *      CHECKPOINT, vseq = the number, seq = S); torn -> the other area wins.
- *
  * Format: spec.CKPT_HDR / CKPT_ENTRY / CKPT constants.  Two areas of `narea`
  * blocks each, chosen from the free pool at the first checkpoint and named in
  * every header.  GC erases a block only when a durable checkpoint's floor is
- * above every page in it (trap 2): af_ckpt.seq is that floor. */
+ * above every page in it (trap 2): af_ckpt.seq is that floor.  Taking one is
+ * ckpt_take.c's (above the FTL's free-block pool and the anchor, which it uses). */
 #ifndef AF_CKPT_H
 #define AF_CKPT_H
 
 #include <stdint.h>
 
 #include "fw.h"
+#include "mapload.h"
+#include "nand.h"
 
 #define AF_CKPT_MAX_AREA_BLOCKS 16
 #define AF_CKPT_NO_BLOCK UINT32_MAX /* an area slot whose block the boot found reused: the next take fills it */
@@ -73,22 +60,42 @@ typedef struct {
 
 extern af_ckpt_t af_ckpt;
 
+/* Map pages of a checkpoint of `nlba` LBAs. */
+static inline uint32_t af_ckpt_map_pages(uint64_t nlba)
+{
+	return (uint32_t)((nlba + AF_MAP_ENTRIES_PER_PAGE - 1) / AF_MAP_ENTRIES_PER_PAGE);
+}
+/* Pages of the map pages' CRCs (format 3: one u32 each). */
+static inline uint32_t af_ckpt_crc_pages(uint32_t map_pages)
+{
+	return (map_pages + af_nand.page_data / 4 - 1) / (af_nand.page_data / 4);
+}
+/* Page `index` of the checkpoint in `area`. */
+static inline uint32_t af_ckpt_page_ppa(uint32_t area, uint32_t index)
+{
+	uint32_t g = af_ckpt.area_block[area][index / af_nand.pages_per_block];
+	return AF_PPA_PPA_PAGE_SET(af_nand_block_ppa(g), index % af_nand.pages_per_block);
+}
 /* Pages of erase counts a checkpoint of `nblocks` blocks carries after its map pages (as many
  * valid-count pages follow them). */
 uint32_t af_ckpt_wear_pages(uint32_t nblocks);
 /* All pages of a checkpoint of `nlba` LBAs on a device of `nblocks` blocks. */
 uint32_t af_ckpt_pages_for(uint64_t nlba, uint32_t nblocks);
 
+/* Where the newest checkpoint is, as the anchor's newest record says (anchor.h): the checkpoint the record
+ * was written after (base), the record's own seq (a format-5 header names the newest record when it was
+ * built), and the areas' blocks. */
+typedef struct {
+	uint64_t base, seq;
+	uint32_t narea;
+	uint32_t area[AF_CKPT_AREAS][AF_CKPT_MAX_AREA_BLOCKS];
+} af_ckpt_where_t;
+
 /* Boot: load the checkpoint whose header is page 0 of global block `g` into
- * af_flash.map (ppa, vseq) and af_ckpt; marks its areas and open blocks.
+ * af_flash.map (ppa, vseq) and af_ckpt; marks its areas and open blocks.  With `where` (the boot read page 0
+ * of the anchor's blocks only), only the checkpoint the anchor's record belongs to, in its areas (else -2).
  * 0, or -1 when it is not intact (nothing changed but the map, which the caller clears). */
-int af_ckpt_load(uint32_t g);
-/* Take a checkpoint now.  0 or -1 (printed). */
-int af_ckpt_take(void);
-/* The floor a checkpoint taken now would have: the log's next seq (format 6 records what is open). */
-uint64_t af_ckpt_next_floor(void);
-/* From the idle loop: take one when `interval` pages were written since the floor. */
-void af_ckpt_poll(void);
+int af_ckpt_load(uint32_t g, const af_ckpt_where_t *where);
 /* Program one page (data: page_data bytes, then the OOB record) through the sync slot.  0 or -1. */
 int af_ckpt_program_page(uint32_t ppa, const void *data, const af_oob_t *oob);
 /* An OOB record for a checkpoint page. */

@@ -276,7 +276,7 @@ static int find_checkpoint(void)
 		}
 		if (best == UINT32_MAX)
 			return 0;
-		if (af_ckpt_load(best) == 0)
+		if (af_ckpt_load(best, NULL) == 0)
 			return 1;
 		af_ckpt.tried++;
 		below = af_flash.p0[best].num;
@@ -326,11 +326,13 @@ static int fast_boot(void)
 		}
 	}
 	af_flash.fast = 1;
+	af_ckpt_where_t where;
+	af_anchor_where(&where);
 	for (;;) {
 		uint32_t a = num[0] >= num[1] ? 0 : 1;
 		if (num[a] == 0)
 			break;
-		int r = af_ckpt_load(g[a]);
+		int r = af_ckpt_load(g[a], &where);
 		if (r == 0)
 			break;
 		if (r == -2) {

@@ -51,6 +51,7 @@
 
 #include "anchor.h"
 #include "ckpt.h"
+#include "ckpt_take.h"
 #include "console.h"
 #include "flash.h"
 #include "mapload.h"

@@ -21,6 +21,7 @@
 #endif
 
 #include "ckpt.h"
+#include "ckpt_take.h"
 #include "console.h"
 #include "flash.h"
 #include "ftl.h"
