@@ -360,6 +360,23 @@ int af_gc_step(int foreground)
 	return r;
 }
 
+/* Static wear levelling: the block wear.c picks, moved through GC's path.  1 when it moved one, 0 when
+ * there is nothing to do, -1 on failure. */
+static int wear_move(void)
+{
+	uint32_t g = af_wear_cold_block();
+	if (g == AF_WEAR_NONE)
+		return 0;
+	uint32_t before = af_gc.copies;
+	if (af_gc_collect_block(g) < 0) {
+		af_wear.failed++;
+		return -1;
+	}
+	af_wear.moves++;
+	af_wear.copies += af_gc.copies - before;
+	return 1;
+}
+
 void af_gc_poll(void)
 {
 	if (!af_ftl.running || af_gc.off)
@@ -414,7 +431,7 @@ void af_gc_poll(void)
 		}
 	}
 	/* static wear levelling once GC has done its part (it looks again only after an erase) */
-	if (r < 0 || af_wear_poll() < 0)
+	if (r < 0 || wear_move() < 0)
 		goto nothing;
 	return;
 nothing:

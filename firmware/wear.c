@@ -12,9 +12,10 @@
  * Static levelling: blocks holding cold data are never GC victims (they hold
  * no garbage), so their counts stay while the rest wear.  When a data block is
  * more than `spread` erases below the most worn good block, the coldest such
- * block is relocated through GC's path (gc.c: the relocation hook, the
- * checkpoint floor, the read fence) and erased; dynamic levelling then hands
- * it out first, so it takes hot writes.  That bounds max - min of the data
+ * block (af_wear_cold_block) is relocated through GC's path (gc.c: the
+ * relocation hook, the checkpoint floor, the read fence; GC asks once it has
+ * done its own part) and erased; dynamic levelling then hands it out first,
+ * so it takes hot writes.  That bounds max - min of the data
  * blocks' counts near `spread` (tb/soc/test_soc_wear.py measures it on the
  * models' own erase counters).
  *
@@ -32,8 +33,7 @@
 #include "ckpt.h"
 #include "console.h"
 #include "flash.h"
-#include "ftl.h"
-#include "gc.h"
+#include "ftlcore.h"
 #include "nand.h"
 #include "wear.h"
 
@@ -42,7 +42,7 @@ af_wear_t af_wear = { .spread = AF_WEAR_DEFAULT_SPREAD };
 #ifndef AFCTRL_FTL
 
 uint32_t af_wear_pick(const uint32_t *wear, uint32_t n) { return n - 1; }
-int af_wear_poll(void) { return 0; }
+uint32_t af_wear_cold_block(void) { return AF_WEAR_NONE; }
 
 #else
 
@@ -66,15 +66,15 @@ static int counted(uint32_t g)
 	       af_flash.blocks[g].state != AF_BSTATE_CKPT;
 }
 
-int af_wear_poll(void)
+uint32_t af_wear_cold_block(void)
 {
 	if (!af_ftl.running || af_wear.static_off || !af_wear.spread)
-		return 0;
+		return AF_WEAR_NONE;
 	/* counts only change with erases: look again only after one */
 	static uint32_t seen = UINT32_MAX;
 	uint32_t erases = af_ftl.erased + af_ckpt.taken;
 	if (erases == seen)
-		return 0;
+		return AF_WEAR_NONE;
 	seen = erases;
 	uint32_t most = 0, victim = 0, least = UINT32_MAX;
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
@@ -92,16 +92,8 @@ int af_wear_poll(void)
 		printf("wear: most worn %lu erases, coldest data block %lu with %lu\n", (unsigned long)most,
 		       (unsigned long)victim, (unsigned long)least);
 	if (least == UINT32_MAX || most - least <= af_wear.spread)
-		return 0;
-	uint32_t before = af_gc.copies;
-	int r = af_gc_collect_block(victim);
-	if (r < 0) {
-		af_wear.failed++;
-		return -1;
-	}
-	af_wear.moves++;
-	af_wear.copies += af_gc.copies - before;
-	return 1;
+		return AF_WEAR_NONE;
+	return victim;
 }
 
 /* --- console ------------------------------------------------------------------------ */

@@ -18,8 +18,9 @@ extern af_wear_t af_wear;
 
 /* Index in pool[0..n) of the least-worn block of die `die` (dynamic levelling). */
 uint32_t af_wear_pick(const uint32_t *wear, uint32_t n);
-/* From the idle loop: relocate one cold block when the spread passes the threshold.
- * 1 when it moved one, 0 when nothing to do, -1 on failure. */
-int af_wear_poll(void);
+/* Static levelling: the coldest data block when the spread passes the threshold (gc.c moves it), or
+ * AF_WEAR_NONE; it looks only after an erase since the last call. */
+#define AF_WEAR_NONE UINT32_MAX
+uint32_t af_wear_cold_block(void);
 
 #endif
