@@ -1,28 +1,16 @@
-/* atomflash firmware: the boot path from NAND bring-up to the recovered map
- * (see flash.h). */
+/* atomflash firmware: the flash at boot: bring-up, the tables, the page-0, marker and recovery passes
+ * (see flash.h; mount.c runs them). */
 #include <stdio.h>
 #include <string.h>
 
-#include "anchor.h"
-#include "ckpt.h"
 #include "console.h"
 #include "flash.h"
-#include "mapload.h"
-#include "ftl.h"
 #include "fw.h"
 #include "nand.h"
-#include "pending.h"
 
 af_flash_t af_flash;
 
 #ifndef AFNAND_BASE
-
-int af_flash_boot(void)
-{
-	memset(&af_flash, 0, sizeof(af_flash));
-	printf("nand: no NAND controller in this build\n");
-	return AF_NAND_ENODEV;
-}
 
 void af_flash_print_geometry(const char *prefix)
 {
@@ -262,115 +250,6 @@ static void p0_consume(void *ctx, pipe_ent_t *e)
 	af_flash.p0[e->gblock] = (af_p0_t){ .seq = oob.seq, .num = oob.vseq, .kind = oob.kind };
 }
 
-/* Load the newest intact checkpoint (headers found in the page-0 pass); 0 if none. */
-static int find_checkpoint(void)
-{
-	uint64_t below = UINT64_MAX; /* try numbers below this */
-	for (;;) {
-		uint32_t best = UINT32_MAX;
-		for (uint32_t g = 0; g < af_flash.nblocks; g++) {
-			const af_block_t *b = &af_flash.blocks[g];
-			if (!b->flags && b->p0 == AF_P0_CKPT && af_flash.p0[g].num < below &&
-			    (best == UINT32_MAX || af_flash.p0[g].num > af_flash.p0[best].num))
-				best = g;
-		}
-		if (best == UINT32_MAX)
-			return 0;
-		if (af_ckpt_load(best, NULL) == 0)
-			return 1;
-		af_ckpt.tried++;
-		below = af_flash.p0[best].num;
-	}
-}
-
-/* --- the fast path (anchor.h): page 0 of the anchor's blocks only ------------------------ */
-
-static int fast_fail(const char *why)
-{
-	af_flash.full_why = why;
-	af_flash.fast = 0;
-	return 0;
-}
-
-/* Load the newest checkpoint in the anchor's areas and read page 0 of the blocks written since its floor
- * (open in it, or planned).  1 when it did; 0 when the boot must read page 0 of every block
- * (af_flash.full_why says why), with nothing changed that the full path does not set again. */
-static int fast_boot(void)
-{
-	if (!AF_ANCHOR_ENABLED)
-		return fast_fail("anchor.h: AF_ANCHOR_ENABLED is 0");
-	if (!af_anchor.found)
-		return fast_fail("no anchor blocks (fewer than two good ones at the start of target 0)");
-	if (!af_anchor.have)
-		return fast_fail("no anchor record");
-	if (af_anchor.flags & AF_ANCHOR_FLAG_NO_PLAN)
-		return fast_fail("the anchor's record keeps no plan");
-	/* page 0 of both areas' first blocks: the headers */
-	uint32_t g[AF_CKPT_AREAS];
-	uint64_t num[AF_CKPT_AREAS];
-	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++) {
-		g[a] = af_anchor.narea ? af_anchor.area[a][0] : AF_CKPT_NO_BLOCK;
-		num[a] = 0;
-		if (g[a] >= af_flash.nblocks)
-			continue;
-		uint8_t buf[PIPE_BYTES] __attribute__((aligned(4)));
-		af_oob_t oob;
-		af_flash.p0_reads++;
-		int r = af_nand_read(af_nand_block_ppa(g[a]), af_nand.oob_col, af_nand.oob_bytes, buf, 0, NULL);
-		memcpy(&oob, buf + AF_NAND_BBM_BYTES, sizeof(oob));
-		if (r == AF_NANDRESULT_OK && af_crc32(&oob, AF_OOB_CRC_SPAN) == oob.crc && oob.format == AF_OOB_FORMAT &&
-		    oob.kind == AF_KIND_CHECKPOINT && oob.lba == 0) {
-			num[a] = oob.vseq;
-			if (oob.vseq > af_ckpt.seen_number) /* intact or not, the next checkpoint goes above it */
-				af_ckpt.seen_number = oob.vseq;
-		}
-	}
-	af_flash.fast = 1;
-	af_ckpt_where_t where;
-	af_anchor_where(&where);
-	for (;;) {
-		uint32_t a = num[0] >= num[1] ? 0 : 1;
-		if (num[a] == 0)
-			break;
-		int r = af_ckpt_load(g[a], &where);
-		if (r == 0)
-			break;
-		if (r == -2) {
-			af_ckpt.tried = 0;
-			return fast_fail("the newest checkpoint is not the one the anchor's record belongs to");
-		}
-		af_ckpt.tried++;
-		num[a] = 0;
-	}
-	if (!af_ckpt.loaded) {
-		af_ckpt.tried = 0;
-		return fast_fail("no checkpoint in the anchor's areas loads");
-	}
-	if (af_ckpt.number > af_ckpt.seen_number)
-		af_ckpt.seen_number = af_ckpt.number;
-	/* Page 0 is read only of the blocks open when the checkpoint was taken (af_ckpt_load marked them
-	 * cand) or planned since; every other good block is as the checkpoint knew it, free or written below
-	 * its floor (the selection in af_flash_boot says which). */
-	rows_clear();
-	for (uint32_t i = 0; i < af_ckpt.nopen; i++)
-		rows_mark(af_nand_block_of(af_ckpt.open_ppa[i]));
-	for (uint32_t i = 0; i < af_anchor.nplan; i++)
-		if (af_anchor.plan[i] < af_flash.nblocks) {
-			af_flash.blocks[af_anchor.plan[i]].cand = 1;
-			rows_mark(af_anchor.plan[i]);
-		}
-	walk_t w = { .pages = 1, .skip_bad = 1, .cand = 1, .rows = walk_rows };
-	pipe_t p = { af_nand.oob_col, af_nand.oob_bytes, 0, &w, p0_consume, NULL };
-	uint64_t t0 = af_uptime_cycles();
-	int r = pipe_run(&p);
-	af_flash.t_p0 = af_uptime_cycles() - t0;
-	if (r < 0) {
-		printf("error: boot: page-0 reads timed out\n");
-		return -1;
-	}
-	return 1;
-}
-
 /* --- recovery scan ----------------------------------------------------------------- */
 
 typedef struct {
@@ -482,15 +361,15 @@ static uint32_t block_of_cb(void *ctx, uint32_t ppa)
 	return af_nand_block_of(ppa);
 }
 
-/* Recovery is about to use entry lba: its segment of a lazily loaded checkpoint map in memory.  A load
- * reads through the sync slot, which io_read_data may think holds a record page. */
+/* Recovery is about to use entry lba: the caller's hook (a lazily loaded checkpoint map's segment in memory).
+ * A load reads through the sync slot, which io_read_data may think holds a record page. */
+static int (*need_hook)(uint32_t lba);
+
 static void need_cb(void *ctx, uint32_t lba)
 {
 	scan_t *scan = ctx;
-	if (af_mapload.active) {
-		af_map_need(lba);
+	if (need_hook(lba))
 		scan->data_ppa = AF_PPA_UNMAPPED;
-	}
 }
 
 /* --- boot ---------------------------------------------------------------------------- */
@@ -526,25 +405,15 @@ void af_flash_print_geometry(const char *prefix)
 	       (unsigned long)af_nand.t_bers_us, (unsigned long)af_nand.bits_per_cell);
 }
 
-/* Which blocks recovery reads (af_block_t.scan, and walk_rows for the scan's walk): with a checkpoint,
- * those written from its floor on (page 0 newer, torn, or open then); the areas and the anchor never
- * (their pages prove nothing).  One pass over the block table, which also counts the bad blocks for the
- * report (the first 16 of them in first_bad): every pass costs a line fill per block (docs/firmware.md,
- * "Boot passes"). */
-static void select_blocks(int have_ckpt, uint32_t *factory, uint32_t *first_bad)
+/* walk_rows for the scan's walk; one pass over the block table, which also counts the bad blocks for the
+ * report: every pass costs a line fill per block (docs/firmware.md, "Boot passes"). */
+void af_flash_select(int have_ckpt, uint64_t floor, uint32_t *factory, uint32_t *first_bad)
 {
 	const uint32_t nblocks = af_flash.nblocks, rows = af_nand.luns * af_nand.blocks_per_lun;
 	const uint16_t ppb = (uint16_t)af_nand.pages_per_block;
-	const uint64_t floor = af_ckpt.seq;
 	const int fast = af_flash.fast;
 	uint32_t nbad = 0, scanned = 0;
 	rows_clear();
-	for (uint32_t a = 0; have_ckpt && a < AF_CKPT_AREAS; a++)
-		for (uint32_t i = 0; i < af_ckpt.narea; i++) {
-			uint32_t g = af_ckpt.area_block[a][i];
-			if (g < nblocks && !af_flash.blocks[g].flags)
-				af_flash.blocks[g].state = AF_BSTATE_CKPT;
-		}
 	for (uint32_t g = 0, row = 0; g < nblocks; g++, row = row + 1 == rows ? 0 : row + 1) {
 		af_block_t *b = &af_flash.blocks[g];
 		if (b->flags) {
@@ -586,7 +455,7 @@ static void select_blocks(int have_ckpt, uint32_t *factory, uint32_t *first_bad)
 	af_flash.blocks_scanned += scanned;
 }
 
-int af_flash_boot(void)
+int af_flash_bringup(void)
 {
 	memset(&af_flash, 0, sizeof(af_flash));
 	uint64_t t0 = af_uptime_cycles();
@@ -633,123 +502,46 @@ int af_flash_boot(void)
 	af_flash.tally = (af_rec_tally_t){ af_flash.counts, af_flash.nblocks, block_of_cb, NULL, 0, 0 };
 	af_flash.map.tally = &af_flash.tally;
 	af_flash.map.cseq_zeroed = 1; /* the checkpoint's load, or af_rec_map_clear, zeroes cseq */
+	return 0;
+}
 
-	/* Page 0 of every block: checkpoint headers, and each block's first seq.  The bad-block table
-	 * comes after it: from the newest checkpoint (format 4), or else from the factory markers. */
-	af_ckpt.page = af_ram_alloc(af_nand.page_data, 64);
-	if (!af_ckpt.page) {
-		printf("error: boot: main RAM too small\n");
-		return -1;
-	}
-	af_flash.ram_used = af_ram_used();
-	/* The anchor, then the checkpoint its record names and page 0 of the blocks written since; or page 0
-	 * of every block: checkpoint headers, and each block's first seq.  The bad-block table comes after
-	 * it: from the newest checkpoint (format 4), or else from the factory markers. */
-	t0 = af_uptime_cycles();
-	af_anchor_boot();
-	int have_ckpt = fast_boot();
-	if (have_ckpt < 0)
-		return have_ckpt;
-	af_flash.t_ckpt = af_uptime_cycles() - t0 - af_flash.t_p0;
-	if (!have_ckpt) {
-		t0 = af_uptime_cycles();
-		walk_t w0 = { .pages = 1, .skip_bad = 0 };
-		pipe_t p0 = { af_nand.oob_col, af_nand.oob_bytes, 0, &w0, p0_consume, NULL };
-		r = pipe_run(&p0);
-		af_flash.t_p0 = af_uptime_cycles() - t0;
-		if (r < 0) {
-			printf("error: boot: page-0 reads timed out\n");
-			return r;
-		}
-		t0 = af_uptime_cycles();
-		have_ckpt = find_checkpoint();
-		/* the next checkpoint's number above every header on flash, intact or not: a torn or stale header
-		 * that stays in a block no area names (rotation) must never tie with a new one (find_checkpoint
-		 * tries each number once) */
-		for (uint32_t g = 0; g < af_flash.nblocks; g++)
-			if (!af_flash.blocks[g].flags && af_flash.blocks[g].p0 == AF_P0_CKPT &&
-			    af_flash.p0[g].num > af_ckpt.seen_number)
-				af_ckpt.seen_number = af_flash.p0[g].num;
-		af_flash.t_ckpt += af_uptime_cycles() - t0;
-		/* The anchor blocks are this firmware's when they hold its records or nothing; on a device an
-		 * older firmware wrote (a checkpoint before format 5) only when they are erased. */
-		for (uint32_t i = 0; af_anchor.found && i < AF_ANCHOR_BLOCKS; i++) {
-			uint8_t p0 = af_flash.blocks[af_anchor.block[i]].p0;
-			int older = have_ckpt && af_ckpt.format < 5;
-			if (!(p0 == AF_P0_ERASED || p0 == AF_P0_ANCHOR || (p0 == AF_P0_TORN && !older))) {
-				printf("anchor: block %lu holds an older firmware's data: no anchor on this device (every boot "
-				       "reads page 0 of every block)\n", (unsigned long)af_anchor.block[i]);
-				for (uint32_t j = 0; j < AF_ANCHOR_BLOCKS; j++)
-					af_flash.blocks[af_anchor.block[j]].anchor = 0;
-				af_anchor.found = 0;
-				af_anchor.mode = AF_PLAN_OFF;
-				break;
-			}
-		}
-	}
-	if (!af_ckpt.bbt) {
-		/* Factory bad blocks: raw read of page 0's marker bytes (the first boot, or an older
-		 * checkpoint format).  What the page-0 pass read of a bad block is ignored from here on. */
-		t0 = af_uptime_cycles();
-		walk_t w = { .pages = 1, .skip_bad = 0 };
-		pipe_t bbt = { af_nand.page_data, AF_NAND_BBM_BYTES, AF_NAND_DESC_FLAGS_RAW_MASK, &w, bbt_consume, NULL };
-		r = pipe_run(&bbt);
-		af_flash.t_bbt = af_uptime_cycles() - t0;
-		if (r < 0) {
-			printf("error: bbt: page reads timed out\n");
-			return r;
-		}
-	}
-	uint32_t anchor_bad = af_anchor_apply_bad(); /* before the selection: those are not scanned */
-	uint32_t factory = 0, shown = 0, first_bad[16];
-	select_blocks(have_ckpt, &factory, first_bad);
-	printf("bbt: %lu bad blocks of %lu", (unsigned long)factory, (unsigned long)af_flash.nblocks);
-	for (; shown < factory && shown < 16; shown++)
-		printf("%s%lu", shown ? " " : ": ", (unsigned long)first_bad[shown]);
-	printf("%s", factory > shown ? " ..." : "");
-	if (af_ckpt.bbt)
-		printf(" (the table of checkpoint %lu; no markers read)", (unsigned long)af_ckpt.number);
-	else
-		printf(" (factory markers read%s)", have_ckpt ? ": the checkpoint's format carries no table" : "");
-	printf("\n");
-	if (have_ckpt) {
-		printf("checkpoint: %lu (floor seq ", (unsigned long)af_ckpt.number);
-		af_print_u64(af_ckpt.seq);
-		printf(", area %lu, %lu pages, %lu open blocks)", (unsigned long)af_ckpt.area, (unsigned long)af_ckpt.pages,
-		       (unsigned long)af_ckpt.nopen);
-		if (af_ckpt.tried)
-			printf("; %lu newer ones not intact", (unsigned long)af_ckpt.tried);
-		printf("\n");
-		if (af_ckpt.retired)
-			printf("bbt: %lu grown bad blocks (retired, named by the checkpoint)\n", (unsigned long)af_ckpt.retired);
-		if (af_ckpt.areas_dropped)
-			printf("checkpoint: %lu blocks its header names for the other area hold no checkpoint now (reused "
-			       "or torn): the next checkpoint takes fresh ones\n", (unsigned long)af_ckpt.areas_dropped);
-		if (af_ckpt.retiring)
-			printf("bbt: %lu blocks retiring (named by the checkpoint: a program failed; GC moves their data, "
-			       "then retires them)\n", (unsigned long)af_ckpt.retiring);
-	} else {
-		printf("checkpoint: none%s: scanning every block\n", af_ckpt.tried ? " intact" : "");
-	}
-	if (anchor_bad)
-		printf("bbt: %lu grown bad blocks named by the anchor's record (retired since the checkpoint)\n",
-		       (unsigned long)anchor_bad);
-	if (af_anchor.found && !af_anchor.have) {
-		printf("anchor: blocks %lu %lu, no record yet", (unsigned long)af_anchor.block[0],
-		       (unsigned long)af_anchor.block[1]);
-	} else if (af_anchor.found) {
-		printf("anchor: blocks %lu %lu, record ", (unsigned long)af_anchor.block[0], (unsigned long)af_anchor.block[1]);
-		af_print_u64(af_anchor.seq);
-		printf(" (base checkpoint ");
-		af_print_u64(af_anchor.base);
-		printf(", plan %lu blocks)", (unsigned long)af_anchor.nplan);
-	} else {
-		printf("anchor: %s", AF_ANCHOR_ENABLED ? "none" : "off in this build");
-	}
-	if (af_flash.fast)
-		printf(": page 0 of %lu blocks read\n", (unsigned long)af_flash.p0_reads);
-	else
-		printf(": page 0 of every block read (%s)\n", af_flash.full_why ? af_flash.full_why : "?");
+void af_flash_cand_clear(void)
+{
+	rows_clear();
+}
+
+void af_flash_cand(uint32_t g)
+{
+	af_flash.blocks[g].cand = 1;
+	rows_mark(g);
+}
+
+int af_flash_p0_pass(int cand_only)
+{
+	walk_t w = { .pages = 1, .skip_bad = cand_only, .cand = cand_only, .rows = cand_only ? walk_rows : NULL };
+	pipe_t p = { af_nand.oob_col, af_nand.oob_bytes, 0, &w, p0_consume, NULL };
+	uint64_t t0 = af_uptime_cycles();
+	int r = pipe_run(&p);
+	af_flash.t_p0 = af_uptime_cycles() - t0;
+	if (r < 0)
+		printf("error: boot: page-0 reads timed out\n");
+	return r;
+}
+
+int af_flash_bbt_pass(void)
+{
+	uint64_t t0 = af_uptime_cycles();
+	walk_t w = { .pages = 1, .skip_bad = 0 };
+	pipe_t bbt = { af_nand.page_data, AF_NAND_BBM_BYTES, AF_NAND_DESC_FLAGS_RAW_MASK, &w, bbt_consume, NULL };
+	int r = pipe_run(&bbt);
+	af_flash.t_bbt = af_uptime_cycles() - t0;
+	if (r < 0)
+		printf("error: bbt: page reads timed out\n");
+	return r;
+}
+
+int af_flash_recover(const af_rec_checkpoint_t *ck, int (*need)(uint32_t lba))
+{
 	/* Recovery: the written prefix of every selected block, up to its first erased page. */
 	uint32_t avail = af_ram_free();
 	uint32_t cap = avail / (sizeof(af_rec_page_t) + 2 * sizeof(uint32_t));
@@ -766,13 +558,14 @@ int af_flash_boot(void)
 	scan.r = &rec;
 	scan.data_ppa = AF_PPA_UNMAPPED;
 	af_rec_io_t io = { io_read_oob, io_read_data, &scan };
+	need_hook = need;
 	af_flash.map.need = need_cb;
 	af_flash.map.need_ctx = &scan;
 	af_rec_init(&rec, &io, af_nand.page_data, pages, index, cap);
-	t0 = af_uptime_cycles();
+	uint64_t t0 = af_uptime_cycles();
 	walk_t sw = { .pages = af_nand.pages_per_block, .skip_bad = 1, .selected = 1, .rows = walk_rows };
 	pipe_t sp = { af_nand.oob_col, af_nand.oob_bytes, 0, &sw, scan_consume, &scan };
-	r = pipe_run(&sp);
+	int r = pipe_run(&sp);
 	af_flash.t_scan = af_uptime_cycles() - t0;
 	if (r < 0) {
 		printf("error: recovery: page reads timed out\n");
@@ -782,17 +575,10 @@ int af_flash_boot(void)
 	af_rec_block_end_filter(&rec, is_block_end_cb, torn_end_cb, NULL);
 	if (af_nand.bits_per_cell >= 2)
 		af_rec_mlc_filter(&rec, af_nand.pages_per_block, upper_state_cb, NULL);
-	if (!have_ckpt)
+	if (!ck)
 		af_rec_map_clear(&af_flash.map); /* else the checkpoint's map is loaded */
 	scan.data_ppa = AF_PPA_UNMAPPED; /* the sync slot may hold anything by now */
-	af_rec_checkpoint_t ck;
-	memset(&ck, 0, sizeof(ck));
-	ck.seq = af_ckpt.seq;
-	if (af_ckpt.format >= AF_CKPT_FORMAT_PENDING)
-		af_pend_fill(&ck); /* transactions open and appends live at its floor */
-	else
-		ck.published_below = 1; /* older firmware's floor rule: held below every open one */
-	r = af_rec_finish(&rec, have_ckpt ? &ck : NULL, &af_flash.map, &af_flash.report);
+	r = af_rec_finish(&rec, ck, &af_flash.map, &af_flash.report);
 	af_flash.map.tally = NULL; /* the counts array is the checkpointer's scratch from now on */
 	af_flash.map.need = NULL;
 	af_flash.lost = af_flash.tally.lost;
@@ -831,23 +617,6 @@ int af_flash_boot(void)
 		printf("; %lu read errors", (unsigned long)af_flash.read_errors);
 	printf("\nrecovery: %lu of %lu good blocks scanned\n", (unsigned long)af_flash.blocks_scanned,
 	       (unsigned long)(af_flash.nblocks - af_flash.bad_blocks));
-	if (af_mapload.active)
-		printf("map: loaded lazily: %lu of %lu segments (%lu LBAs each) read for recovery; the rest as the "
-		       "host needs them, and in the background\n", (unsigned long)af_mapload.at_boot,
-		       (unsigned long)af_mapload.nseg, (unsigned long)(1u << af_mapload.seg_shift));
-	printf("time: bring-up ");
-	af_print_ms(af_flash.t_bringup);
-	printf(", bbt ");
-	af_print_ms(af_flash.t_bbt);
-	printf(", page 0 ");
-	af_print_ms(af_flash.t_p0);
-	printf(", checkpoint ");
-	af_print_ms(af_flash.t_ckpt);
-	printf(", scan ");
-	af_print_ms(af_flash.t_scan);
-	printf(", finish ");
-	af_print_ms(af_flash.t_finish);
-	printf(" (simulated at %lu Hz)\n", (unsigned long)CONFIG_CLOCK_FREQUENCY);
 	return 0;
 }
 

@@ -1,20 +1,19 @@
-/* atomflash firmware: flash state built at boot.
+/* atomflash firmware: the flash as the boot finds it: the block table, the map, and the passes that read it.
  *
- * af_flash_boot() runs the boot path after the console is up:
+ * The boot's steps, which mount.c runs in order with the anchor and the newest
+ * checkpoint in between (mount.h):
  *
- *   NAND bring-up (nand.c: RESET, READ ID, parameter page of every target,
- *   fastest common timing mode)
- *   -> the anchor (anchor.c), then the checkpoint its record names and page 0
- *      of the blocks written since; without a record, page 0 of every block
- *      (checkpoint headers, each block's first seq)
- *   -> bad blocks: the checkpoint's table, or else the factory markers (the
- *      first spare byte(s) of page 0 of every block, read raw;
- *      AF_NAND_BBM_BYTES; not FFh = bad)
- *   -> recovery (recovery.c): the OOB record of every page of the blocks
- *      written since the checkpoint's floor (every good block without one),
- *      read with ECC, pipelined over all targets; record pages' payloads read
- *      on demand; af_rec_finish; per-block valid counts
- *   -> boot report.
+ *   af_flash_bringup   NAND bring-up (nand.c: RESET, READ ID, parameter page of
+ *                      every target, fastest common timing mode), the tables
+ *   af_flash_p0_pass   page 0 of every block (or of the blocks marked with
+ *                      af_flash_cand): checkpoint headers, each block's first seq
+ *   af_flash_bbt_pass  the factory markers (the first spare byte(s) of page 0 of
+ *                      every block, read raw; AF_NAND_BBM_BYTES; not FFh = bad)
+ *   af_flash_select    which blocks recovery reads
+ *   af_flash_recover   recovery (recovery.c): the OOB record of every page of the
+ *                      selected blocks, read with ECC, pipelined over all
+ *                      targets; record pages' payloads read on demand;
+ *                      af_rec_finish; per-block valid counts; its report.
  *
  * Tables live in main RAM, sized from the geometry read from the device:
  * the map (one LBA per flash page: ppa, vseq, cseq), the block table, and
@@ -115,8 +114,27 @@ extern af_flash_t af_flash;
 /* Controller and device geometry (as read from the device), one line each, prefixed. */
 void af_flash_print_geometry(const char *prefix);
 
-/* The boot path above; prints the boot report.  0, or < 0 when NAND bring-up failed. */
-int af_flash_boot(void);
+/* NAND bring-up, its report lines, and the tables (cleared).  0, or < 0 (printed). */
+int af_flash_bringup(void);
+/* Mark global block g for the page-0 pass of the candidates only (af_block_t.cand, and its row for the
+ * walk); af_flash_cand_clear forgets the rows marked before. */
+void af_flash_cand_clear(void);
+void af_flash_cand(uint32_t g);
+/* Page 0's OOB record of every block, or only of the candidates (cand_only) into af_block_t.p0 and
+ * af_flash.p0; t_p0.  0, or < 0 (printed). */
+int af_flash_p0_pass(int cand_only);
+/* The factory bad-block markers of every block into af_block_t.flags; t_bbt.  0, or < 0 (printed). */
+int af_flash_bbt_pass(void);
+/* Which blocks recovery reads (af_block_t.scan): with a checkpoint (have_ckpt, its floor), those written
+ * from its floor on (page 0 newer, torn, or open then); the anchor's and the checkpoint areas' (state
+ * AF_BSTATE_CKPT, marked by the caller) never: their pages prove nothing.  Counts the factory bad
+ * blocks for the report: *factory, the first 16 of them in first_bad. */
+void af_flash_select(int have_ckpt, uint64_t floor, uint32_t *factory, uint32_t *first_bad);
+/* Recovery over the selected blocks and the checkpoint's map (ck; NULL: none, the map cleared), the valid
+ * counts, af_flash.scanned, the report's recovery lines.  need(lba): recovery is about to use lba's map
+ * entry (a lazily loaded map: its segment in memory); 1 when it may have read through the sync slot.
+ * 0, or < 0 (printed). */
+int af_flash_recover(const af_rec_checkpoint_t *ck, int (*need)(uint32_t lba));
 
 /* "12.345 ms": simulated time at the nominal clock, for the boot report */
 void af_print_ms(uint64_t cycles);

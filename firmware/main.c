@@ -5,7 +5,7 @@
  *   controller block, read IDENTIFY
  *   -> NAND reset, READ ID, parameter page, timing mode -> bad blocks -> the
  *      newest checkpoint and recovery over the pages written since
- *      -> boot report (flash.c)
+ *      -> boot report (mount.c)
  *   -> erased blocks to the FTL core, its tables and IDENTIFY record,
  *      host interface enabled (ftl.c)
  *   -> the console; its idle loop (idle(), below) runs the FTL core's upkeep,
@@ -28,6 +28,7 @@
 #include "nand.h"
 #include "gc.h"
 #include "fw.h"
+#include "mount.h"
 #include "wear.h"
 
 static void boot_report(void)
@@ -136,7 +137,7 @@ int main(void)
 	boot_report();
 	if (!main_ram_ok)
 		printf("main RAM (SDRAM) failed its test: the flash stays down (its tables live there)\n");
-	else if (af_flash_boot() == 0 && af_ftl.present)
+	else if (af_mount() == 0 && af_ftl.present)
 		af_ftl_start();
 	af_boot_cycles = af_uptime_cycles();
 	uint64_t us = af_cycles_to_us(af_boot_cycles);
