@@ -22,7 +22,7 @@ import re
 
 import pytest
 
-from .simboot import CLK_HZ, DEFAULT_WAYS, ROOT, TARGETS, boot, build, model_configs
+from sim.simboot import CLK_HZ, DEFAULT_WAYS, ROOT, TARGETS, boot, build, model_configs
 
 pytestmark = pytest.mark.soc
 
