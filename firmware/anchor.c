@@ -6,26 +6,12 @@
 #include "anchor.h"
 #include "console.h"
 #include "flash.h"
-#include "ftl.h"
+#include "ftlcore.h"
 #include "nand.h"
 
 af_anchor_t af_anchor;
 
-#ifndef AFCTRL_FTL
-
-void af_anchor_boot(void) { memset(&af_anchor, 0, sizeof(af_anchor)); }
-int af_anchor_write(uint8_t flags) { return -2; }
-int af_anchor_areas_changed(void) { return 0; }
-uint32_t af_anchor_header_word(void) { return 0; }
-int af_plan_allows(uint32_t g) { return 1; }
-int af_plan_extend(void) { return 0; }
-void af_plan_checkpointed(void) {}
-void af_anchor_retired(void) {}
-void af_anchor_poll(void) {}
-uint32_t af_anchor_apply_bad(void) { return 0; }
-uint32_t af_anchor_usable_pages(void) { return 0; }
-
-#else
+#ifdef AFCTRL_FTL
 
 /* Records go on the pages a cut cannot damage afterwards: on MLC parts the lower pages only (programming
  * an upper page can destroy its lower page, DESIGN.md trap 4, which would hold an older record). */

@@ -14,11 +14,7 @@
 
 af_ckpt_t af_ckpt = { .interval = AF_CKPT_DEFAULT_INTERVAL };
 
-#ifndef AFCTRL_FTL
-
-int af_ckpt_load(uint32_t g, const af_ckpt_where_t *where) { return -1; }
-
-#else
+#ifdef AFCTRL_FTL
 
 #define COUNTS_PER_PAGE (af_nand.page_data / 4)
 

@@ -16,12 +16,7 @@
 #include "pending.h"
 #include "wear.h"
 
-#ifndef AFCTRL_FTL
-
-int af_ckpt_take(void) { return -1; }
-void af_ckpt_poll(void) {}
-
-#else
+#ifdef AFCTRL_FTL
 
 #define ENTRIES_PER_PAGE AF_MAP_ENTRIES_PER_PAGE
 #define COUNTS_PER_PAGE (af_nand.page_data / 4)

@@ -399,9 +399,11 @@ static int map_load(int argc, char **argv)
 	       (unsigned long)(ml->nseg - ml->left), (unsigned long)ml->nseg, (unsigned long)(1u << ml->seg_shift),
 	       ml->left ? "" : " (done)", (unsigned long)ml->at_boot, (unsigned long)ml->on_demand,
 	       ml->paused ? " (paused)" : "", (unsigned long)ml->page_errors);
+#ifdef AFCTRL_FTL
 	if (af_ftl.running)
 		printf("map: %lu host or firmware requests waited for a segment\n",
 		       (unsigned long)ftl_rd(AF_FTL_MAP_FAULTS));
+#endif
 	return AF_OK;
 }
 

@@ -13,27 +13,7 @@
 #include "nand.h"
 #include "wear.h"
 
-#ifndef AFCTRL_FTL
-
-int af_ftl_start(void) { return -1; }
-void af_ftl_poll(void) {}
-int af_ftl_pool_take(uint32_t *g) { return -1; }
-int af_ftl_pool_rotate(uint32_t *g, uint32_t spread) { return 0; }
-int af_ftl_block_erased(uint32_t g, int ok) { return -1; }
-void af_ftl_count_erase(uint32_t g)
-{
-	af_flash.blocks[g].erases++;
-	af_flash.erased_since_boot++;
-}
-void af_ftl_refill(uint32_t die) {}
-void af_ftl_refill_all(void) {}
-void af_ftl_retire(uint32_t g, const char *why, int holds_data) {}
-uint32_t af_ftl_erased_blocks(void) { return 0; }
-uint64_t af_ftl_room_pages(void) { return 0; }
-void af_ftl_space_check(void) {}
-void af_ftl_set_no_space(uint32_t why) {}
-
-#else
+#ifdef AFCTRL_FTL
 
 /* --- free blocks -------------------------------------------------------------------- */
 

@@ -11,21 +11,7 @@
 af_ftl_t af_ftl;
 af_ftl_hooks_t af_ftl_hooks;
 
-#ifndef AFCTRL_FTL
-
-int af_ftl_probe(void) { memset(&af_ftl, 0, sizeof(af_ftl)); return 0; }
-int af_ftl_map(unsigned op, uint32_t lba, uint32_t value, uint32_t expected, uint32_t *old) { return -1; }
-uint32_t af_ftl_die_of(uint32_t ppa) { return 0; }
-uint32_t af_ftl_valid_of(uint32_t g) { return 0; }
-int af_ftl_submit(af_cmd_t *cmd) { return -1; }
-int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result) { return -1; }
-int af_ftl_reap(unsigned opcode, uint16_t *cid, uint64_t *result) { return -1; }
-int af_ftl_io(af_cmd_t *cmd, uint64_t *result) { return -1; }
-uint32_t af_ftl_gblock(uint32_t die, uint32_t block) { return block; }
-void af_ftl_print(const char *prefix) { printf("%sno FTL core in this build\n", prefix); }
-void af_ftl_host_ctrl(void) {}
-
-#else
+#ifdef AFCTRL_FTL
 
 #define SPIN_LIMIT 2000000u
 #define FW_QUEUE_ENTRIES 8u

@@ -62,12 +62,7 @@
 
 af_gc_t af_gc = { .policy = AF_GC_GREEDY };
 
-#ifndef AFCTRL_FTL
-
-void af_gc_poll(void) {}
-int af_gc_step(int foreground) { return -1; }
-
-#else
+#ifdef AFCTRL_FTL
 
 #define RELOC_SPIN 4000000u
 

@@ -10,14 +10,7 @@
 
 af_mapload_t af_mapload;
 
-#ifndef AFCTRL_FTL
-
-void af_map_need(uint32_t lba) {}
-void af_map_load_all(void) {}
-void af_map_poll(void) {}
-int af_map_serve_fault(void) { return 0; }
-
-#else
+#ifdef AFCTRL_FTL
 
 #define ENTRIES_PER_PAGE AF_MAP_ENTRIES_PER_PAGE
 

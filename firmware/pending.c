@@ -4,25 +4,13 @@
 
 #include <system.h>
 
-#include "flash.h"
-#include "ftl.h"
+#include "ftlcore.h"
 #include "nand.h"
 #include "pending.h"
 
 af_pend_t af_pend;
 
-#ifndef AFCTRL_FTL
-
-uint32_t af_pend_max_pages(void) { return 0; }
-int af_pend_snapshot(uint64_t *floor, const char **why) { *why = "no FTL core"; return -1; }
-uint32_t af_pend_pages(void) { return 0; }
-void af_pend_page(uint32_t p, uint8_t *page) {}
-int af_pend_begin_load(uint32_t pages) { return -1; }
-void af_pend_take_page(uint32_t p, const volatile uint32_t *w) {}
-int af_pend_parse(void) { return -1; }
-void af_pend_fill(af_rec_checkpoint_t *ck) {}
-
-#else
+#ifdef AFCTRL_FTL
 
 #define PER_PAGE (af_nand.page_data / sizeof(af_ckpt_pend_t))
 

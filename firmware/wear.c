@@ -39,12 +39,7 @@
 
 af_wear_t af_wear = { .spread = AF_WEAR_DEFAULT_SPREAD };
 
-#ifndef AFCTRL_FTL
-
-uint32_t af_wear_pick(const uint32_t *wear, uint32_t n) { return n - 1; }
-uint32_t af_wear_cold_block(void) { return AF_WEAR_NONE; }
-
-#else
+#ifdef AFCTRL_FTL
 
 uint32_t af_wear_pick(const uint32_t *wear, uint32_t n)
 {
