@@ -183,7 +183,7 @@ void af_anchor_boot(void)
 		if (af_anchor.have)
 			break;
 	}
-	af_anchor.mode = AF_PLAN_ON; /* flash.c may turn it off (an older checkpoint format, blocks in use) */
+	af_anchor.mode = AF_PLAN_ON; /* mount.c may turn it off (an older checkpoint format, blocks in use) */
 	af_anchor.t_boot = af_uptime_cycles() - t0;
 }
 

@@ -22,7 +22,7 @@
 
 #include "ftlcore.h"
 
-/* After recovery (flash.c): hand the device to the core. 0 or -1 (printed). */
+/* After recovery (mount.c): hand the device to the core. 0 or -1 (printed). */
 int af_ftl_start(void);
 /* Erased blocks not yet written: the pool's and those queued in the core behind each die's open one. */
 uint32_t af_ftl_erased_blocks(void);
@@ -34,7 +34,7 @@ void af_ftl_retire(uint32_t g, const char *why, int holds_data);
 /* Take an erased block out of the free pool for the firmware's own use
  * (checkpoint areas): *g its global block number.  0, or -1 when the pool is empty. */
 int af_ftl_pool_take(uint32_t *g);
-/* Checkpoint-area rotation (ckpt.c): when global block *g has `spread` or more erases than the least-worn
+/* Checkpoint-area rotation (ckpt_take.c): when global block *g has `spread` or more erases than the least-worn
  * block of the free pool, take that block for the area instead (*g = it) and put the old one in the pool
  * (to be erased before use).  1 when swapped, 0 when not. */
 int af_ftl_pool_rotate(uint32_t *g, uint32_t spread);
