@@ -412,6 +412,34 @@ def freeze_gateware(gw: Path, dest: Path) -> Path:
     return dest_gw
 
 
+def core_registers(dev, apart_s: float = 5.0) -> dict:
+    """What the core shows through the host link while the drive hangs (the firmware may answer
+    nothing): every readable FTL register and every queue pair's indices, read twice ``apart_s``
+    wall seconds apart -- the NAND counters tell a drive that is busy (a GC that gains nothing)
+    from one where nothing moves (a wait no one will end)."""
+    ftl_base = dev.layout.ctrl_base + 0x100     # soc/ftl_bridge.py FTL_OFFSET (a register window map)
+    names = [r for r in spec.FTL_REGS.registers if r.access in ("ro", "rw")]
+    queue_regs = ("size", "sq_tail", "sq_head", "cq_tail", "cq_head")
+
+    def read() -> dict:
+        out = {}
+        for r in names:
+            out[r.name] = dev.t.read(ftl_base + r.offset, 1)[0]
+        queues = dev.t.read(dev.layout.ctrl_base + spec.HOST_REGS["queues"].offset, 1)[0]
+        for q in range(min(queues, spec.HOST_QUEUE_PAIRS)):
+            out[f"q{q}"] = {n: dev.t.read(dev.layout.ctrl_base + spec.HOST_REGS[n].offset
+                                          + spec.HOST_REGS[n].stride * q, 1)[0] for n in queue_regs}
+        return out
+
+    try:
+        first = read()
+        time.sleep(apart_s)
+        second = read()
+    except Exception as err:  # noqa: BLE001 -- a diagnosis of a broken drive may fail too
+        return {"error": f"{type(err).__name__}: {err}"}
+    return {"first": first, "changed": {k: [first[k], v] for k, v in second.items() if first.get(k) != v}}
+
+
 def image_counts(run: Path) -> tuple[int, int]:
     """Flash programs ever started and blocks ever erased, over the run's NAND images."""
     programs = erases = 0
@@ -740,7 +768,8 @@ class Level:
         except TimeoutError as err:
             e.cut = "host (after a hang)"
             e.hang = str(err)
-            e.hang_console = {"console": ask_console(self.run, "stats", "gc"), "console_tail": console_tail(self.run)}
+            e.hang_console = {"console": ask_console(self.run, "stats", "gc"), "console_tail": console_tail(self.run),
+                              "registers": core_registers(devs[0])}
         except Exception as err:  # noqa: BLE001 -- recorded; the epoch ends with a cut
             e.cut = "host (after an error)"
             e.error = f"{type(err).__name__}: {err}\n{traceback.format_exc()[-1200:]}"

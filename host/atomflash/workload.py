@@ -302,7 +302,8 @@ class Recorder:
 
         def then(p):
             if p.cmd.ok and p.cmd.data != comp.data:
-                raise Mismatch(f"read {lba} x {nlb}{self._on(p.q)}: the device's data differ from the model's")
+                raise Mismatch(f"read {lba} x {nlb}{self._on(p.q)}: the device's data differ from the model's: "
+                               + _differing_blocks(lba, p.cmd.data, comp.data, self.dev.lba_size))
         return comp, lambda d: d.submit_read(lba, nlb), f"read {lba}", then
 
     def _plan_trim(self, lba: int, nlb: int = 1):
@@ -694,6 +695,19 @@ def interleaved_workload(rec: Recorder, rnd: random.Random, *, commands: int, sp
             raise RuntimeError("interleaved workload: every queue waits and nothing is in flight")
         rec.poll(block=not moved)
     rec.drain()
+
+
+def _differing_blocks(lba: int, got: bytes, want: bytes, lba_size: int, show: int = 4) -> str:
+    """Which blocks of a read differ, each with the first 24 bytes the device and the model have (a
+    workload that starts each block with what wrote it can tell a stale copy from garbage)."""
+    out = []
+    for i in range(max(len(got), len(want)) // lba_size):
+        g, w = (x[i * lba_size:(i + 1) * lba_size] for x in (got, want))
+        if g != w:
+            note = " (erased)" if g == b"\xff" * lba_size else " (zeros)" if g == bytes(lba_size) else ""
+            out.append(f"LBA {lba + i}: device {g[:24].hex()}{note}, model {w[:24].hex()}")
+    more = f"; {len(out) - show} more" if len(out) > show else ""
+    return "; ".join(out[:show]) + more
 
 
 def read_span(dev, span: int, *, qd: int = 4) -> dict[int, bytes]:

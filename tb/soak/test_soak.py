@@ -101,3 +101,26 @@ def test_layout_holds_the_fill_level_and_the_cut_plan_is_fixed_by_the_seed():
 def test_the_tool_imports_nothing_from_tb():
     text = (ROOT / "sim" / "soak.py").read_text()
     assert "from tb" not in text and "import tb" not in text
+
+
+def test_a_hang_records_the_core_registers_and_what_moved():
+    """The hang's diagnosis reads the FTL registers and the queue indices through the host link, twice
+    (here on the fake SSD of tb/host, whose window reads 0 but whose queue 0 moves)."""
+    sys.path.insert(0, str(ROOT / "host"))
+    from atomflash.device import Device
+    from atomflash.transport import UartBoneTransport
+    from tb.host.test_device_queues import LAYOUT, FakeSsd
+
+    fake = FakeSsd()
+    t = UartBoneTransport(fake.port, timeout=10)
+    try:
+        dev = Device(t, LAYOUT, timeout=30)
+        regs = soak.core_registers(dev, apart_s=0.0)
+        assert {"status", "seq_next_lo", "nand_programs", "reloc_lba", "q0", "q1"} <= set(regs["first"])
+        assert "ctrl" not in regs["first"] and "free" not in regs["first"]   # write-only: never read
+        assert regs["changed"] == {}
+        dev.write(3, bytes(dev.lba_size))
+        moved = soak.core_registers(dev, apart_s=0.0)["first"]["q0"]
+        assert moved["sq_tail"] == regs["first"]["q0"]["sq_tail"] + 1
+    finally:
+        t.close()
