@@ -24,7 +24,7 @@ And the way back, to judge what the firmware left on flash (after a power cut):
   ``Page.data_ok`` false), by PPA, for ``atomflash.model.recover``.
 * :func:`read_checkpoint`: the newest intact firmware checkpoint
   (``spec.CKPT_HDR`` + ``spec.CKPT_ENTRY`` pages, decoded here independently
-  of firmware/ckpt.c) as an ``atomflash.model.Checkpoint``.
+  of firmware/ckpt_take.c, read back by ckpt.c) as an ``atomflash.model.Checkpoint``.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def read_log(images: list[nandsim.Image], layout: spec.NandPageLayout, ways: int
 
 @dataclass
 class FirmwareCheckpoint:
-    """A checkpoint as firmware/ckpt.c writes it, and the model's view of it."""
+    """A checkpoint as firmware/ckpt_take.c writes it, and the model's view of it."""
 
     header: object                 # spec.CKPT_HDR fields
     open_blocks: list[int]         # page-0 PPAs of the blocks the log writer had open or queued
