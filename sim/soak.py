@@ -50,7 +50,6 @@ was in is not judged: its history went with the process).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import shutil
@@ -389,28 +388,6 @@ def drive(rec: SoakRecorder, slots: list[tuple[int, callable]], *, budget: int, 
 
 
 # -- the drive ------------------------------------------------------------------------------------
-
-def freeze_gateware(gw: Path, dest: Path) -> Path:
-    """A private copy of the built simulation (the binary, its modules, memory images, configuration,
-    ``csr.csv``): the shared build may be rebuilt while a soak runs, and a running simulator whose
-    binary is replaced dies.  One copy per build (named by the binary's time stamp and the firmware)."""
-    h = hashlib.sha256(str((gw / "obj_dir" / "Vsim").stat().st_mtime_ns).encode())
-    for f in sorted(gw.glob("*.init")) + sorted((gw / "modules").glob("*.so")):
-        h.update(f.name.encode() + f.read_bytes())
-    dest = dest.with_name(f"{dest.name}-{h.hexdigest()[:16]}")
-    dest_gw = dest / "gateware"
-    if (dest / "csr.csv").exists():
-        return dest_gw
-    shutil.rmtree(dest, ignore_errors=True)
-    (dest_gw / "obj_dir").mkdir(parents=True)
-    shutil.copy2(gw / "obj_dir" / "Vsim", dest_gw / "obj_dir" / "Vsim")
-    shutil.copytree(gw / "modules", dest_gw / "modules")
-    for f in gw.iterdir():
-        if f.suffix in (".init", ".js"):
-            shutil.copy2(f, dest_gw / f.name)
-    shutil.copy2(gw.parent / "csr.csv", dest / "csr.csv")
-    return dest_gw
-
 
 def core_registers(dev, apart_s: float = 5.0) -> dict:
     """What the core shows through the host link while the drive hangs (the firmware may answer
@@ -997,8 +974,8 @@ def main(argv=None) -> int:
         for lv in levels:
             shutil.rmtree(args.dir / lv, ignore_errors=True)
     args.dir.mkdir(parents=True, exist_ok=True)
-    gw = args.gateware.resolve() if args.gateware else freeze_gateware(simctl.build(simctl.SimConfig()),
-                                                                         args.dir / "gateware")
+    gw = args.gateware.resolve() if args.gateware else simctl.freeze_gateware(simctl.build(simctl.SimConfig()),
+                                                                                args.dir / "gateware")
     print(f"soak: levels {', '.join(l + '%' for l in levels)}, {args.ops} commands each, seed {args.seed}, "
           f"in {args.dir} (simulation {gw.parent.name})", flush=True)
     levels_ = {lv: Level(lv, int(lv) / 100, args, gw, log=lambda s: print(s, flush=True)) for lv in levels}

@@ -330,6 +330,36 @@ def build(cfg: SimConfig | None = None, *, log=None) -> Path:
     return Path(r.stdout.strip().splitlines()[-1])
 
 
+def freeze_gateware(gw: Path, dest: Path) -> Path:
+    """A copy of what a simulation runs from (``Vsim``, ``modules/``, the memory images, ``sim_config.js``,
+    ``csr.csv``) under ``dest``: the shared build may be rebuilt while a long campaign runs (a test, a
+    firmware change), and a running ``Vsim`` whose binary is replaced dies (SIGBUS).  Returns the copy's
+    gateware directory.  One copy per build (named by the binary's time stamp, the memory images and the modules,
+    so a firmware-only rebuild gets a copy of its own), so a replay started while a campaign runs in the
+    same directory shares its copy instead of replacing it."""
+    import hashlib
+    import shutil
+
+    h = hashlib.sha256(str((gw / "obj_dir" / "Vsim").stat().st_mtime_ns).encode())
+    for f in sorted(gw.glob("*.init")):   # the firmware is in the memory images, not the binary
+        h.update(f.name.encode() + f.read_bytes())
+    for f in sorted((gw / "modules").glob("*.so")):   # the simulator's modules: the host port's among them
+        h.update(f.name.encode() + f.read_bytes())
+    dest = dest.with_name(f"{dest.name}-{h.hexdigest()[:16]}")
+    dest_gw = dest / "gateware"
+    if (dest / "csr.csv").exists():
+        return dest_gw
+    shutil.rmtree(dest, ignore_errors=True)
+    (dest_gw / "obj_dir").mkdir(parents=True)
+    shutil.copy2(gw / "obj_dir" / "Vsim", dest_gw / "obj_dir" / "Vsim")
+    shutil.copytree(gw / "modules", dest_gw / "modules")
+    for f in gw.iterdir():
+        if f.suffix in (".init", ".js"):
+            shutil.copy2(f, dest_gw / f.name)
+    shutil.copy2(gw.parent / "csr.csv", dest / "csr.csv")
+    return dest_gw
+
+
 def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: bool = False,
           boot_timeout: float = 900.0, log=None, gateware: Path | None = None) -> dict:
     """Build (cached) and start the simulation; returns once the firmware's

@@ -13,7 +13,7 @@ from pathlib import Path
 from atomflash import simctl
 
 from . import config
-from .base import calibrate, freeze_gateware, no_calibration, prepare_base
+from .base import calibrate, no_calibration, prepare_base
 from .config import CHAIN, QUICK, REPORT_EVERY, ROOT, SMOKE, TARGETS
 from .draw import FAULTS, SITES, Trial, draw_trials, exhaustive_step, exhaustive_trial, kind_cut_supported
 from .ledger import LEDGER_JSON, archived_ids, ledger_entry, read_ledger, read_results, resolved_for, resolved_path
@@ -132,8 +132,9 @@ def main(argv=None) -> int:
         print(report([r for i, r in sorted(done.items()) if mine(i)], args.report, args, archived))
         return 0
     gateware = (args.gateware.resolve() if args.gateware
-                else freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=config.BLOCKS_PER_LUN, pgo=args.pgo)),
-                                     out / "gateware"))
+                else simctl.freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=config.BLOCKS_PER_LUN,
+                                                                          pgo=args.pgo)),
+                                            out / "gateware"))
     if args.replay:
         t = Trial(**json.loads(args.replay.read_text()))
         if own is not None:   # no shared base to prepare: the trial's own images and their contents
