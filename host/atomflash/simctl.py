@@ -578,12 +578,12 @@ def console_interactive(run_dir: Path | None = None) -> int:
 # -- the supervisor ------------------------------------------------------------------
 
 def keep_niceness(pid: int) -> None:
-    """Give a process started in a session of its own our niceness *as a session*.
+    """Give a process started with ``setsid`` (an autogroup of its own) our niceness *as a group*.
 
-    Linux schedules every session (its autogroup) as one unit, whatever its processes' nice values,
-    so a simulator in a new session would take an equal share of the machine even when started by a
-    nice'd campaign.  Writing ``/proc/<pid>/autogroup`` lowers that session's weight instead (best
-    effort: nothing happens where autogroups are off or the file is not writable)."""
+    Linux schedules every autogroup as one unit, whatever its processes' nice values, so a simulator
+    in a new one would take an equal share of the machine even when started by a nice'd campaign.
+    Writing ``/proc/<pid>/autogroup`` lowers that group's weight instead (best effort: nothing
+    happens where autogroups are off or the file is not writable)."""
     n = os.nice(0)
     if n > 0:
         try:

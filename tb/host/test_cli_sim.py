@@ -216,7 +216,7 @@ def test_board_path_through_litex_server(sim, tmp_path):
         server.kill()
         server.wait()
         log.close()
-    # the simulation's own path sees the same data -- only now: litex_sim's serial2tcp keeps one session,
+    # the simulation's own path sees the same data -- only now: litex_sim's serial2tcp keeps one connection,
     # and a second connection while litex_server holds the first crashes it when they close
     assert all("|boardboard" in l for l in sim("read", 40, "--count", 2).stdout.splitlines())
 
