@@ -63,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "host"))
 
 from atomflash import nandsim, simctl, spec  # noqa: E402
-from atomflash.device import Device  # noqa: E402
+from atomflash.device import CsrMap, Device  # noqa: E402
 from atomflash.nandsim import NandCutWhen  # noqa: E402
 from atomflash.spec import Hint, Kind, Opcode, Status  # noqa: E402
 from atomflash.transport import TransportError  # noqa: E402
@@ -389,23 +389,19 @@ def drive(rec: SoakRecorder, slots: list[tuple[int, callable]], *, budget: int, 
 
 # -- the drive ------------------------------------------------------------------------------------
 
-def core_registers(dev, apart_s: float = 5.0) -> dict:
+def core_registers(dev, ftl_offset: int, apart_s: float = 5.0) -> dict:
     """What the core shows through the host link while the drive hangs (the firmware may answer
-    nothing): every readable FTL register and every queue pair's indices, read twice ``apart_s``
-    wall seconds apart -- the NAND counters tell a drive that is busy (a GC that gains nothing)
-    from one where nothing moves (a wait no one will end)."""
-    ftl_base = dev.layout.ctrl_base + 0x100     # soc/ftl_bridge.py FTL_OFFSET (a register window map)
+    nothing): every readable FTL register (at ``ftl_offset`` in the controller window: the build's
+    ``AFCTRL_FTL_OFFSET``) and every queue pair's indices, read twice ``apart_s`` wall seconds apart --
+    the NAND counters tell a drive that is busy (a GC that gains nothing) from one where nothing
+    moves (a wait no one will end)."""
     names = [r for r in spec.FTL_REGS.registers if r.access in ("ro", "rw")]
     queue_regs = ("size", "sq_tail", "sq_head", "cq_tail", "cq_head")
 
     def read() -> dict:
-        out = {}
-        for r in names:
-            out[r.name] = dev.t.read(ftl_base + r.offset, 1)[0]
-        queues = dev.t.read(dev.layout.ctrl_base + spec.HOST_REGS["queues"].offset, 1)[0]
-        for q in range(min(queues, spec.HOST_QUEUE_PAIRS)):
-            out[f"q{q}"] = {n: dev.t.read(dev.layout.ctrl_base + spec.HOST_REGS[n].offset
-                                          + spec.HOST_REGS[n].stride * q, 1)[0] for n in queue_regs}
+        out = {r.name: dev.t.read(dev.layout.ctrl_base + ftl_offset + r.offset, 1)[0] for r in names}
+        for q in range(min(dev.rd("queues"), spec.HOST_QUEUE_PAIRS)):
+            out[f"q{q}"] = {n: dev.rd(n, q) for n in queue_regs}
         return out
 
     try:
@@ -545,6 +541,10 @@ class Level:
         self.epochs: list[dict] = self.read_ledger()
         self.tids = TidSource()
         self.counts_now = (0, 0)
+
+    def ftl_offset(self) -> int:
+        """The FTL registers' offset in the controller window, from the build's csr.csv."""
+        return CsrMap.read(self.gw.parent / "csr.csv").constants["afctrl_ftl_offset"]
 
     def read_ledger(self) -> list[dict]:
         epochs = []
@@ -746,7 +746,7 @@ class Level:
             e.cut = "host (after a hang)"
             e.hang = str(err)
             e.hang_console = {"console": ask_console(self.run, "stats", "gc"), "console_tail": console_tail(self.run),
-                              "registers": core_registers(devs[0])}
+                              "registers": core_registers(devs[0], self.ftl_offset())}
         except Exception as err:  # noqa: BLE001 -- recorded; the epoch ends with a cut
             e.cut = "host (after an error)"
             e.error = f"{type(err).__name__}: {err}\n{traceback.format_exc()[-1200:]}"

@@ -115,15 +115,16 @@ CONFIG_ERROR = next(b.mask for b in HQ["status"].bits if b.name == "config_error
 @dataclass(frozen=True)
 class CsrMap:
     """A LiteX build's ``csr.csv``: its CSRs (name -> byte address, 32-bit
-    words, most significant word first) and memory regions (name -> base,
-    size)."""
+    words, most significant word first), memory regions (name -> base,
+    size) and integer constants (``soc.h``'s, lower case)."""
 
     registers: dict[str, tuple[int, int]]
     regions: dict[str, tuple[int, int]]
+    constants: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def read(cls, path: Path | str) -> "CsrMap":
-        registers, regions = {}, {}
+        registers, regions, constants = {}, {}, {}
         with open(path, newline="") as f:
             for row in csv.reader(f):
                 if not row or row[0].startswith("#"):
@@ -132,7 +133,12 @@ class CsrMap:
                     registers[row[1]] = (int(row[2], 0), int(row[3]))
                 elif row[0] == "memory_region":
                     regions[row[1]] = (int(row[2], 0), int(row[3], 0))
-        return cls(registers, regions)
+                elif row[0] == "constant":
+                    try:
+                        constants[row[1]] = int(row[2], 0)
+                    except ValueError:
+                        pass   # a string constant (the CPU's name, ...)
+        return cls(registers, regions, constants)
 
     def group(self, prefix: str) -> dict[str, tuple[int, int]]:
         """The registers of one CSR block (``prefix`` + ``_``), named without it."""

@@ -118,3 +118,21 @@ def test_no_device():
         port = s.getsockname()[1]
     with pytest.raises(TransportError, match="no device"):
         UartBoneTransport(port, connect_timeout=0.5)
+
+
+def test_csr_csv_gives_registers_regions_and_integer_constants(tmp_path):
+    from atomflash.device import CsrMap, Layout
+
+    path = tmp_path / "csr.csv"
+    path.write_text("#--------\n# Auto-generated\n"
+                    "csr_base,ctrl,0xf0000000,,\n"
+                    "csr_register,ctrl_reset,0xf0000000,1,rw\n"
+                    "constant,config_cpu_type_vexriscv,None,,\n"
+                    "constant,config_cpu_name,vexriscv,,\n"
+                    "constant,afctrl_ftl_offset,256,,\n"
+                    "memory_region,afctrl,0x90000000,262144,io\n"
+                    "memory_region,hostmem,0xa0000000,524288,io\n")
+    m = CsrMap.read(path)
+    assert m.registers == {"ctrl_reset": (0xF000_0000, 1)}
+    assert m.constants == {"afctrl_ftl_offset": 256}     # string constants are not integers: left out
+    assert Layout.from_csr_csv(path) == Layout(0x9000_0000, 0xA000_0000, 524288)

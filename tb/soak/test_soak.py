@@ -115,12 +115,12 @@ def test_a_hang_records_the_core_registers_and_what_moved():
     t = UartBoneTransport(fake.port, timeout=10)
     try:
         dev = Device(t, LAYOUT, timeout=30)
-        regs = soak.core_registers(dev, apart_s=0.0)
+        regs = soak.core_registers(dev, 0x100, apart_s=0.0)
         assert {"status", "seq_next_lo", "nand_programs", "reloc_lba", "q0", "q1"} <= set(regs["first"])
         assert "ctrl" not in regs["first"] and "free" not in regs["first"]   # write-only: never read
         assert regs["changed"] == {}
         dev.write(3, bytes(dev.lba_size))
-        moved = soak.core_registers(dev, apart_s=0.0)["first"]["q0"]
+        moved = soak.core_registers(dev, 0x100, apart_s=0.0)["first"]["q0"]
         assert moved["sq_tail"] == regs["first"]["q0"]["sq_tail"] + 1
     finally:
         t.close()
