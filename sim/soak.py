@@ -79,7 +79,7 @@ BOOT_CUT_SHARE = 1 / 3        # boots that are cut while they recover
 BOOT_CUT_NS = (300_000, 10_000_000)
 STATS_EVERY = 40              # commands between GET_LOG samples (GC copies, NO_SPACE reason)
 PROGRESS_EVERY = 200          # commands between progress lines
-CMD_TIMEOUT = 240.0           # wall seconds without a completion: a hang (a simulated drive runs ~1,000x slow)
+CMD_TIMEOUT = 240.0           # the simulator's CPU seconds without a completion: a hang (it runs ~1,000x slow)
 STUCK_EPOCHS = 3              # a level stops after this many epochs in a row ended in NO_SPACE
 SITES = ("host", "program", "kind:commit", "kind:remap", "kind:gc", "kind:trim", "erase", "kind:checkpoint",
          "instant")
