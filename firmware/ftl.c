@@ -642,6 +642,8 @@ int af_ftl_start(void)
 		return -1;
 	}
 	af_ftl_hooks.upkeep = reap_upkeep;
+	/* the host held until the boot's GC is done (af_gc_boot): no command of its in the core meanwhile */
+	af_ftl.host_held = 1;
 	af_ftl.running = 1;
 	af_plan_boot(); /* the anchor's record of what this boot may hand out, before it does */
 	af_ftl_refill_all();

@@ -108,7 +108,10 @@ uint64_t af_ftl_tx_floor(void)
 
 void af_ftl_host_ctrl(void)
 {
-	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE | (af_ftl.gc_active ? AF_FTL_HOST_ENABLE_HOLD : 0) |
+	int held = af_ftl.gc_active || af_ftl.host_held;
+	if (!held)
+		af_ftl.host_admitted = 1;
+	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE | (held ? AF_FTL_HOST_ENABLE_HOLD : 0) |
 					   (af_ftl.no_space ? AF_FTL_HOST_ENABLE_NO_SPACE : 0) |
 					   (af_ftl.no_blocks ? AF_FTL_HOST_ENABLE_NO_BLOCKS : 0));
 }

@@ -45,6 +45,9 @@ typedef struct {
 	int failed_lost_seen;       /* ftl.status.failed_lost was reported */
 	uint32_t retiring;          /* blocks waiting for GC to move their data before they retire */
 	int gc_active;              /* GC relocates with the host held: the reserve may be handed out */
+	int host_held;              /* the host's pairs held beyond GC's victims: from boot to the end of the boot's GC
+	                             * (gc.c af_gc_boot), and between a foreground episode's victims (af_gc_poll) */
+	int host_admitted;          /* the host's pairs were fetched since boot (0: no host command in the core) */
 	int fw_waiting;             /* the firmware waits for its own command behind a starved core: so may it */
 	int gc_stuck;               /* GC found nothing to collect with the erased blocks down to its reserve (gc.c
 				     * sets it whatever no_space says, FULL included): the reserve goes to the core */
@@ -105,7 +108,7 @@ uint64_t af_ftl_seq_next(void);
  * (ftl.tx_floor; UINT64_MAX: none), as of when it is called (it waits two passes of the core's append
  * scanner): a checkpoint's floor must not be above it, or recovery would miss those pages. */
 uint64_t af_ftl_tx_floor(void);
-/* Write ftl.host_enable from af_ftl (enable, gc_active -> hold, no_space, no_blocks). */
+/* Write ftl.host_enable from af_ftl (enable, gc_active or host_held -> hold, no_space, no_blocks). */
 void af_ftl_host_ctrl(void);
 
 /* The firmware's queue pair (the core's last): set up before the host comes on.  0, or -1 when refused. */

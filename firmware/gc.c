@@ -30,8 +30,11 @@
  *    (ftl.host_enable.hold) and may use the reserve, so relocation always
  *    finds pages (thresholds count erased blocks: the pool's and those queued
  *    in the core behind each die's open one); the spec's over-provisioning guarantees a victim that frees
- *    more than it copies.  The hold is lifted for the read fence and the erase
- *    (they go through the firmware's queue pair, which the hold stops too).
+ *    more than it copies.  The host stays held until the erasures are done: from the
+ *    first victim of a foreground episode to the last one's erase (the hold leaves the
+ *    firmware's own queue pair served, for the read fence, the erase and checkpoints), and at
+ *    boot until GC is back at `low` (af_gc_boot; nothing of the host's in the core, so GC
+ *    may spend the block otherwise kept for it).
  *  - the last block is not GC's: a copy is made only while the log writer keeps
  *    one block of pages (keep_pages()) beyond it for the commands already in the
  *    core, and a victim is picked only if its pages fit the rest.  Erase
@@ -67,10 +70,11 @@ af_gc_t af_gc = { .policy = AF_GC_GREEDY };
 #define RELOC_SPIN 4000000u
 
 
-/* Pages GC leaves to the commands in the core: one block (see the header). */
+/* Pages GC leaves to the commands in the core: one block (see the header); none while the host has been
+ * held since boot (af_gc_boot), when the core holds no host command to need one. */
 static uint64_t keep_pages(void)
 {
-	return af_nand.pages_per_block;
+	return af_ftl.host_admitted ? af_nand.pages_per_block : 0;
 }
 
 /* Pages the next victim may need copied: what the log writer can take beyond keep_pages(). */
@@ -225,16 +229,10 @@ static int move_remapped(uint32_t g)
 	return 0;
 }
 
-/* Move every bound page out of global block g, then erase it (`erase`) or retire it. */
-static int collect(uint32_t g, int foreground, int erase)
+/* Move every bound page out of global block g: 0, or -1 (some are still there). */
+static int move_all(uint32_t g)
 {
-	if (af_ftl.trace)
-		printf("gc: victim %lu (%lu valid), %lu free blocks\n", (unsigned long)g, (unsigned long)af_ftl_valid_of(g),
-		       (unsigned long)af_ftl.free_blocks);
 	uint32_t ppa0 = af_nand_block_ppa(g);
-	af_flash.blocks[g].state = AF_BSTATE_GC;
-	if (foreground)
-		hold(1);
 	/* the block table counts every page bound or staged in g: once it reads 0 (at the start, after a
 	 * copy) the pages left are garbage, and their OOB reads (~3 k cycles each) are skipped */
 	flush_cpu_dcache();
@@ -261,47 +259,62 @@ static int collect(uint32_t g, int foreground, int erase)
 		 * moves the binding if one names it, else answers RACED (the copy is garbage) */
 		if (bound != ppa && (!(oob.flags & (AF_OOB_FLAGS_TX_MASK | AF_OOB_FLAGS_APPEND_MASK)) || af_ftl_valid_of(g) == 0))
 			continue; /* superseded */
-		if (!room_for_copies(g) || move_page(g, ppa, 0) < 0) {
-			af_flash.blocks[g].state = AF_BSTATE_DATA;
-			if (foreground)
-				hold(0);
+		if (!room_for_copies(g) || move_page(g, ppa, 0) < 0)
 			return -1;
-		}
 		flush_cpu_dcache(); /* the core's count of g, for the loop's test */
 	}
 	/* what is still bound was named by no OOB: remapped append pages */
 	flush_cpu_dcache();
-	if (af_ftl_valid_of(g) != 0 && move_remapped(g) < 0) {
-		af_flash.blocks[g].state = AF_BSTATE_DATA;
-		if (foreground)
-			hold(0);
+	if (af_ftl_valid_of(g) != 0 && move_remapped(g) < 0)
 		return -1;
-	}
-	/* the fence and the erase need the firmware's own queue: the host may go on meanwhile */
-	if (foreground)
-		hold(0);
 	flush_cpu_dcache();
 	if (af_ftl_valid_of(g) != 0) {
 		af_gc.failed++;
 		printf("warning: gc: block %lu still holds %lu bound pages after relocation: kept\n", (unsigned long)g,
 		       (unsigned long)af_ftl_valid_of(g));
-		af_flash.blocks[g].state = AF_BSTATE_DATA;
 		return -1;
 	}
-	if (!erase) {
+	return 0;
+}
+
+/* Move every bound page out of global block g, then erase it (`erase`) or retire it.  Foreground: the host
+ * is held from the first copy to the erase, so its commands cannot take the pages just copied into before
+ * the victim's come back (step after step, until no victim's copies fit); the fence and the erase go
+ * through the firmware's own queue pair, which the hold leaves served.  GC's reserve goes to the core for
+ * the copies only: back in the pool, a checkpoint can replace an area with it. */
+static int collect(uint32_t g, int foreground, int erase)
+{
+	if (af_ftl.trace)
+		printf("gc: victim %lu (%lu valid), %lu free blocks\n", (unsigned long)g, (unsigned long)af_ftl_valid_of(g),
+		       (unsigned long)af_ftl.free_blocks);
+	uint32_t ppa0 = af_nand_block_ppa(g);
+	af_flash.blocks[g].state = AF_BSTATE_GC;
+	int outer = af_ftl.host_held; /* a foreground episode's or the boot's hold goes on after us */
+	if (foreground) {
+		af_ftl.host_held = 1;
+		hold(1);
+	}
+	int r = move_all(g);
+	if (foreground)
+		hold(0);
+	if (r == 0 && !erase) {
 		/* a grown bad block: nothing bound in it any more; never erased or used again */
 		af_flash.blocks[g].state = AF_BSTATE_RETIRED;
 		af_flash.blocks[g].retire = 0;
 		af_ftl.retiring--;
 		af_anchor_retired();
 		af_gc.retired++;
-		return 0;
+	} else if (r == 0) {
+		r = read_fence() < 0 ? -1
+			: af_ftl_block_erased(g, af_nand_erase(ppa0, NULL) == AF_NANDRESULT_OK) < 0 ? AF_GC_RETIRED : 0;
 	}
-	if (read_fence() < 0) {
+	if (r < 0)
 		af_flash.blocks[g].state = AF_BSTATE_DATA;
-		return -1;
+	if (foreground) {
+		af_ftl.host_held = outer;
+		af_ftl_host_ctrl();
 	}
-	return af_ftl_block_erased(g, af_nand_erase(ppa0, NULL) == AF_NANDRESULT_OK) < 0 ? AF_GC_RETIRED : 0;
+	return r;
 }
 
 /* the floor of the durable checkpoint: blocks closed at or below it may be erased */
@@ -355,6 +368,22 @@ int af_gc_step(int foreground)
 	return r;
 }
 
+void af_gc_boot(void)
+{
+	if (!af_ftl.running || !af_ftl.host_held)
+		return;
+	uint32_t low = af_gc.low ? af_gc.low : af_ftl.dies;
+	uint32_t victims = af_gc.victims, copies = af_gc.copies;
+	while (!af_gc.off && af_ftl_erased_blocks() < low && af_gc_step(1) >= 0)
+		af_ftl_poll();
+	if (af_gc.victims != victims)
+		printf("gc: boot: %lu blocks collected (%lu copies) before the host came in: %lu erased\n",
+		       (unsigned long)(af_gc.victims - victims), (unsigned long)(af_gc.copies - copies),
+		       (unsigned long)af_ftl_erased_blocks());
+	af_ftl.host_held = 0;
+	af_ftl_host_ctrl();
+}
+
 /* Static wear levelling: the block wear.c picks, moved through GC's path.  1 when it moved one, 0 when
  * there is nothing to do, -1 on failure. */
 static int wear_move(void)
@@ -401,9 +430,13 @@ void af_gc_poll(void)
 		}
 	int r = 0;
 	if (af_ftl_erased_blocks() < low) {
-		/* foreground: relocate with the host held, until back above the threshold */
+		/* foreground: relocate with the host held (from the first victim's copies), until back above the
+		 * threshold */
+		af_ftl.host_held = 1;
 		while (af_ftl_erased_blocks() < low && (r = af_gc_step(1)) >= 0)
 			af_ftl_poll(); /* a victim retired for a failed erase: the next one (each step retires or frees one) */
+		af_ftl.host_held = 0;
+		af_ftl_host_ctrl();
 	} else if (af_ftl_erased_blocks() < high && quiet) {
 		r = af_gc_step(0);
 	}

@@ -35,6 +35,11 @@ int af_gc_step(int foreground);
 /* Relocate every bound page of global block g and erase it (static wear
  * levelling; a checkpoint is taken first when none covers it).  0, AF_GC_RETIRED or -1. */
 int af_gc_collect_block(uint32_t g);
+/* At boot, before the host's first command (af_ftl_start leaves its pairs held): collect below `low` erased
+ * blocks with every page GC's, since nothing of the host's is in the core -- a power cut during heavy GC
+ * can leave only the block the core writes, too few pages for any victim beside the block kept for the
+ * core's commands -- then let the host in. */
+void af_gc_boot(void);
 /* From the idle loop: foreground below `low` free blocks (host held), background below `high` when quiet. */
 void af_gc_poll(void);
 

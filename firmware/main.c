@@ -137,8 +137,8 @@ int main(void)
 	boot_report();
 	if (!main_ram_ok)
 		printf("main RAM (SDRAM) failed its test: the flash stays down (its tables live there)\n");
-	else if (af_mount() == 0 && af_ftl.present)
-		af_ftl_start();
+	else if (af_mount() == 0 && af_ftl.present && af_ftl_start() == 0)
+		af_gc_boot();
 	af_boot_cycles = af_uptime_cycles();
 	uint64_t us = af_cycles_to_us(af_boot_cycles);
 	printf("boot: ");

@@ -48,5 +48,6 @@ void af_ftl_count_erase(uint32_t g)
 }
 void af_ckpt_poll(void) {}
 void af_gc_poll(void) {}
+void af_gc_boot(void) {}
 
 #endif /* AFCTRL_FTL */

@@ -1319,7 +1319,8 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 512
     Register("host_enable", 0x88, "rw", "the host queue registers answer (until then they read 0 and ignore "
                                         "writes: a host waits for hostq.id); the firmware sets it after recovery",
              (Bits("enable", 0, 1, "host interface on"),
-              Bits("hold", 1, 1, "fetch no new host command (foreground GC short of erased blocks); "
+              Bits("hold", 1, 1, "fetch no new command from the host's queue pairs (GC short of erased "
+                                 "blocks, and the boot's); the firmware's, the last, is still served; "
                                  "commands in flight finish"),
               Bits("no_space", 2, 1, "out of space (NoSpace): WRITE, ATOMIC_WRITE, TX_WRITE and APPEND complete "
                                      "with NO_SPACE and change nothing; reads, FLUSH, DEALLOCATE, TX_COMMIT, "

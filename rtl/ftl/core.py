@@ -17,8 +17,8 @@
 Everything the firmware owns enters as plain ports: erased blocks (``free``)
 and the log's next seq (``seq_load``) after recovery, full blocks out on
 ``closed``, pages whose program failed on ``failed`` (the block is to be
-retired; the data was re-issued on a fresh page), relocation requests (``reloc``), ``hold`` (no new host command
-enters while it is up: GC short of erased blocks), its own map-cache port
+retired; the data was re-issued on a fresh page), relocation requests (``reloc``), ``hold`` (no new command
+from the host's queue pairs while it is up, the firmware's last pair still served: GC short of erased blocks), its own map-cache port
 (``map_fw``: FLUSH before a checkpoint reads the table, INVALIDATE after it
 rebuilt the table -- and at every boot, since block RAM keeps its contents
 across a reset), the memory layout (L2P table, block table, scratch pages,
@@ -210,10 +210,10 @@ class FtlCore(wiring.Component):
 
         # host side
         wiring.connect(m, wiring.flipped(self.regs), queues.bus)
-        # `hold` (the firmware's GC short of blocks): no new host command enters the core
-        m.d.comb += [validator.cmd.payload.eq(queues.cmd.payload),
-                     validator.cmd.valid.eq(queues.cmd.valid & ~self.hold),
-                     queues.cmd.ready.eq(validator.cmd.ready & ~self.hold)]
+        # `hold` (the firmware's GC short of blocks): no new command from the host's pairs; the
+        # firmware's (the last) goes on, so GC can fence, erase and checkpoint with the host held
+        m.d.comb += queues.hold.eq(self.hold)
+        wiring.connect(m, queues.cmd, validator.cmd)
         wiring.connect(m, validator.accepted, executor.cmd)
         wiring.connect(m, executor.read, reader.cmd)
         wiring.connect(m, validator.rejected, cplmerge.inputs[0])

@@ -78,6 +78,11 @@ class HostQueues(wiring.Component):
         Completions from the core, any order.
     irq : Out(1)
         ``int_status & int_enable`` is non-zero.
+    hold : In(1)
+        Fetch from the last pair only (in the SoC the firmware's own: its
+        GC holds the host's pairs while it needs every erased page, and
+        still reads, erases and checkpoints through its pair).  A command
+        already fetched still goes to the core.
     """
 
     def __init__(self, *, queue_pairs: int = spec.HOST_QUEUE_PAIRS,
@@ -95,6 +100,7 @@ class HostQueues(wiring.Component):
             "cmd": Out(stream.Signature(command_layout(queue_pairs))),
             "cpl": In(stream.Signature(completion_layout(queue_pairs))),
             "irq": Out(1),
+            "hold": In(1),
         })
 
     def elaborate(self, platform):
@@ -227,7 +233,8 @@ class HostQueues(wiring.Component):
         # Which queue has a command waiting (and is allowed to fetch)?
         pending = Signal(n)
         for q in range(n):
-            m.d.comb += pending[q].eq((size[q] != 0) & (sq_head[q] != sq_tail[q]))
+            held = self.hold if q < n - 1 else Const(0, 1)
+            m.d.comb += pending[q].eq((size[q] != 0) & (sq_head[q] != sq_tail[q]) & ~held)
         pick = Signal(qbits)
         pick_valid = Signal()
         pow2 = n & (n - 1) == 0

@@ -40,6 +40,7 @@ class HostQueuesTB:
         d.rst.value = 1
         d.cpl__valid.value = 0
         d.cmd__ready.value = 0
+        d.hold.value = 0
         await ClockCycles(d.clk, 3)
         d.rst.value = 0
         self.memory.start()
@@ -215,6 +216,32 @@ async def queues_are_served_round_robin(dut):
         cpls = tb.poll_completions(q)
         assert [c.cid for c in cpls] == [c["cid"] for c in sent[q]]
         assert all(c.sqid == q for c in cpls)
+
+
+@cocotb.test()
+async def hold_fetches_from_the_last_pair_only(dut):
+    """With ``hold`` up (the firmware's GC holding the host) only the last pair (the firmware's) is
+    fetched; the others' commands wait in their SQs and come, in order, once it drops."""
+    tb = HostQueuesTB(dut, seed=7)
+    await tb.reset()
+    dut.hold.value = 1
+    for q in range(NQ):
+        await tb.setup_queue(q, 16)
+    sent = {q: [random_command(tb.rng, cid=q * 100 + i) for i in range(3)] for q in range(NQ)}
+    for q in range(NQ):
+        for cmd in sent[q]:
+            tb.put_command(q, cmd)
+        await tb.ring(q)
+    await tb.reg_write("ctrl", 1)
+    await tb.wait_commands(3)
+    await ClockCycles(dut.clk, 200)
+    assert tb.commands == [(NQ - 1, c) for c in sent[NQ - 1]], f"fetched while held: {tb.commands}"
+    for q in range(NQ - 1):
+        assert await tb.reg_read("sq_head", q) == 0
+    dut.hold.value = 0
+    await tb.wait_commands(3 * NQ)
+    for q in range(NQ):
+        assert [c for s, c in tb.commands if s == q] == sent[q]
 
 
 @cocotb.test()
