@@ -86,7 +86,7 @@ SITES = ("host", "program", "kind:commit", "kind:remap", "kind:gc", "kind:trim",
 KINDS = {"commit": Kind.COMMIT, "remap": Kind.REMAP, "checkpoint": Kind.CHECKPOINT, "gc": Kind.GC_COPY,
          "trim": Kind.TRIM}
 DEFAULTS = {"levels": "50,90", "ops": 20_000, "seed": 1}
-QUICK = {"levels": "90", "ops": 160, "epoch": (70, 100), "sites": ("kind:commit", "host"), "blocks_per_lun": 8}
+QUICK = {"levels": "90", "ops": 160, "epoch": (70, 100), "sites": ("kind:commit", "host"), "blocks_per_lun": 4}
 FIGURES_BEGIN = "<!-- soak figures: written by sim/soak.py, do not edit by hand -->"
 FIGURES_END = "<!-- end of soak figures -->"
 
@@ -955,8 +955,8 @@ def main(argv=None) -> int:
                         f"{', '.join(QUICK['sites'])}, {QUICK['blocks_per_lun']} blocks per LUN")
     p.add_argument("--fresh", action="store_true", help="forget earlier epochs in --dir and start on fresh drives")
     p.add_argument("--blocks-per-lun", type=int, default=8,
-                   help="the drive's blocks per LUN (8: the default drive, atomflash sim start's, which "
-                        "--quick uses too)")
+                   help="the drive's blocks per LUN (8: the default drive, atomflash sim start's; --quick "
+                        "uses 4: 320 LBAs, one block of over-provisioning, GC at work from the first epoch)")
     p.add_argument("--gateware", type=Path, default=None, help="a built simulation (default: build it now)")
     p.add_argument("--jobs", type=int, default=1,
                    help="levels soaked at once, each by a process of its own (one simulator each)")

@@ -1,7 +1,7 @@
 """The liveness soak (`sim/soak.py`, `make soak`).
 
-* The short version on the simulated SoC (``--quick``, in `make test`): a fresh default drive (8 blocks
-  per LUN, 1,239 LBAs) filled to 90 % of its capacity, then the mixed workload -- the ledger's atomic writes and transactions on host queue 0,
+* The short version on the simulated SoC (``--quick``, in `make test`): a fresh drive of 4 blocks per
+  LUN (320 LBAs, one block of over-provisioning: the smallest, where GC is hardest) filled to 90 % of its capacity, then the mixed workload -- the ledger's atomic writes and transactions on host queue 0,
   the key-value store's appends, remaps, releases and trims on queue 1, filler writes on both, several
   commands in flight -- cut by NAND cuts inside COMMIT-record programs and by the host, each epoch
   judged by the model's oracle after the recovering boot: no violation, no NO_SPACE, GC at work.
