@@ -137,16 +137,21 @@ static int relocate(uint32_t ppa, uint16_t tag, uint32_t lba_word)
 	ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_RELOCATE);
 	for (unsigned spin = 0; spin < RELOC_SPIN; spin++) {
 		if (!(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_RELOC_DONE_VALID)) {
+			/* the copy may need a fresh block, and a core starved meanwhile GC's reserve: the upkeep the
+			 * firmware's own commands get (a background step holds nothing; without it a copy waited for
+			 * a page no one would hand over, and the console went silent: the soak's hang at 90 %) */
 			if ((spin & 255) == 255)
-				af_ftl_poll(); /* the copy may need a fresh block */
+				af_ftl_hooks.upkeep ? af_ftl_hooks.upkeep() : af_ftl_poll();
 			continue;
 		}
+		af_ftl.fw_waiting = 0;
 		uint32_t d = ftl_rd(AF_FTL_RELOC_DONE);
 		ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_POP_RELOC_DONE);
 		if (((d & AF_FTL_RELOC_DONE_TAG) >> AF_FTL_RELOC_DONE_TAG_SHIFT) != tag)
 			return -1;
 		return (int)((d & AF_FTL_RELOC_DONE_RESULT) >> AF_FTL_RELOC_DONE_RESULT_SHIFT);
 	}
+	af_ftl.fw_waiting = 0;
 	return -1;
 }
 
