@@ -373,14 +373,23 @@ int af_gc_step(int foreground)
 	return r;
 }
 
+/* Foreground steps until `low` erased blocks (or nothing to collect): the last step's result. */
+static int collect_until(uint32_t low)
+{
+	int r = 0;
+	while (af_ftl_erased_blocks() < low && (r = af_gc_step(1)) >= 0)
+		af_ftl_poll(); /* a victim retired for a failed erase: the next one (each step retires or frees one) */
+	return r;
+}
+
 void af_gc_boot(void)
 {
 	if (!af_ftl.running || !af_ftl.host_held)
 		return;
 	uint32_t low = af_gc.low ? af_gc.low : af_ftl.dies;
 	uint32_t victims = af_gc.victims, copies = af_gc.copies;
-	while (!af_gc.off && af_ftl_erased_blocks() < low && af_gc_step(1) >= 0)
-		af_ftl_poll();
+	if (!af_gc.off)
+		collect_until(low);
 	if (af_gc.victims != victims)
 		printf("gc: boot: %lu blocks collected (%lu copies) before the host came in: %lu erased\n",
 		       (unsigned long)(af_gc.victims - victims), (unsigned long)(af_gc.copies - copies),
@@ -435,11 +444,9 @@ void af_gc_poll(void)
 		}
 	int r = 0;
 	if (af_ftl_erased_blocks() < low) {
-		/* foreground: relocate with the host held (from the first victim's copies), until back above the
-		 * threshold */
+		/* foreground: the host held for the whole episode, until back above the threshold */
 		af_ftl.host_held = 1;
-		while (af_ftl_erased_blocks() < low && (r = af_gc_step(1)) >= 0)
-			af_ftl_poll(); /* a victim retired for a failed erase: the next one (each step retires or frees one) */
+		r = collect_until(low);
 		af_ftl.host_held = 0;
 		af_ftl_host_ctrl();
 	} else if (af_ftl_erased_blocks() < high && quiet) {
