@@ -34,7 +34,9 @@
  *    first victim of a foreground episode to the last one's erase (the hold leaves the
  *    firmware's own queue pair served, for the read fence, the erase and checkpoints), and at
  *    boot until GC is back at `low` (af_gc_boot; nothing of the host's in the core, so GC
- *    may spend the block otherwise kept for it).
+ *    may spend the block otherwise kept for it).  A background step whose victim is still
+ *    moving when the host's writes take the drive below `low` goes on holding the host
+ *    (room_for_copies).
  *  - the last block is not GC's: a copy is made only while the log writer keeps
  *    one block of pages (keep_pages()) beyond it for the commands already in the
  *    core, and a victim is picked only if its pages fit the rest.  Erase
@@ -169,6 +171,11 @@ static int read_fence(void)
 	return af_ftl_io(&cmd, NULL) == AF_STATUS_SUCCESS ? 0 : -1;
 }
 
+static uint32_t low_threshold(void)
+{
+	return af_gc.low ? af_gc.low : af_ftl.dies;
+}
+
 static void hold(int on)
 {
 	/* the host waits; GC may use the reserve (ftl.c refill) */
@@ -200,11 +207,30 @@ static int move_page(uint32_t g, uint32_t ppa, uint32_t lba_word)
 	return -1;
 }
 
+/* This victim's copies run with the host held (collect: foreground, or a background step escalated). */
+static int holding;
+
+static void hold_host(void)
+{
+	if (holding)
+		return;
+	holding = 1;
+	af_ftl.host_held = 1;
+	hold(1);
+}
+
 static int room_for_copies(uint32_t g)
 {
+	/* a background step lets the host write beside its copies; once the host's writes bring the drive
+	 * below `low` the rest of the victim goes on as foreground, or they would take the pages its copies
+	 * need and leave a half-moved victim with no room for any other (the soak's GC_STUCK at 89 %) */
+	if (!holding && af_ftl_erased_blocks() < low_threshold()) {
+		af_gc.escalated++;
+		hold_host();
+	}
 	if (af_ftl_room_pages() > keep_pages())
 		return 1;
-	/* the host or records took the room while we copied (a background step): stop here */
+	/* records or erase failures took the room while we copied: stop here */
 	af_gc.no_room++;
 	printf("warning: gc: block %lu: no erased page left for its copies beyond the block kept for "
 	       "the core's commands: kept\n", (unsigned long)g);
@@ -295,12 +321,12 @@ static int collect(uint32_t g, int foreground, int erase)
 	uint32_t ppa0 = af_nand_block_ppa(g);
 	af_flash.blocks[g].state = AF_BSTATE_GC;
 	int outer = af_ftl.host_held; /* a foreground episode's or the boot's hold goes on after us */
-	if (foreground) {
-		af_ftl.host_held = 1;
-		hold(1);
-	}
-	int r = move_all(g);
+	holding = 0;
 	if (foreground)
+		hold_host();
+	int r = move_all(g);
+	int held = holding;
+	if (held)
 		hold(0);
 	if (r == 0 && !erase) {
 		/* a grown bad block: nothing bound in it any more; never erased or used again */
@@ -315,7 +341,8 @@ static int collect(uint32_t g, int foreground, int erase)
 	}
 	if (r < 0)
 		af_flash.blocks[g].state = AF_BSTATE_DATA;
-	if (foreground) {
+	if (held) {
+		holding = 0;
 		af_ftl.host_held = outer;
 		af_ftl_host_ctrl();
 	}
@@ -386,7 +413,7 @@ void af_gc_boot(void)
 {
 	if (!af_ftl.running || !af_ftl.host_held)
 		return;
-	uint32_t low = af_gc.low ? af_gc.low : af_ftl.dies;
+	uint32_t low = low_threshold();
 	uint32_t victims = af_gc.victims, copies = af_gc.copies;
 	if (!af_gc.off)
 		collect_until(low);
@@ -419,7 +446,7 @@ void af_gc_poll(void)
 {
 	if (!af_ftl.running || af_gc.off)
 		return;
-	uint32_t low = af_gc.low ? af_gc.low : af_ftl.dies, high = af_gc.high ? af_gc.high : 2 * af_ftl.dies;
+	uint32_t low = low_threshold(), high = af_gc.high ? af_gc.high : 2 * af_ftl.dies;
 	uint64_t now = af_ftl_seq_next();
 	int quiet = now == af_gc.last_seq;
 	af_gc.last_seq = now;
@@ -559,7 +586,7 @@ static int cmd_gc(int argc, char **argv)
 	printf("gc policy %s, automatic %s; thresholds: foreground below %lu, background below %lu erased blocks "
 	       "(the pool and those queued in the core: %lu; pages for copies: %lu)\n",
 	       af_gc.policy == AF_GC_GREEDY ? "greedy" : "cost-benefit", af_gc.off ? "off" : "on",
-	       (unsigned long)(af_gc.low ? af_gc.low : af_ftl.dies), (unsigned long)(af_gc.high ? af_gc.high : 2 * af_ftl.dies),
+	       (unsigned long)low_threshold(), (unsigned long)(af_gc.high ? af_gc.high : 2 * af_ftl.dies),
 	       (unsigned long)af_ftl_erased_blocks(), (unsigned long)copy_budget());
 	printf("victims %lu (%lu foreground), copies %lu (%lu found through the map), raced %lu, failed %lu, "
 	       "host holds %lu, retired %lu, ",
@@ -568,6 +595,9 @@ static int cmd_gc(int argc, char **argv)
 	       (unsigned long)af_gc.holds, (unsigned long)af_gc.retired);
 	af_print_u64(af_gc.cycles);
 	printf(" cycles\n");
+	if (af_gc.escalated)
+		printf("background steps gone foreground %lu times: the host's writes brought the drive below the "
+		       "foreground threshold\n", (unsigned long)af_gc.escalated);
 	if (af_gc.no_room)
 		printf("stopped %lu times for room: copies would have taken the block kept for the core's commands\n",
 		       (unsigned long)af_gc.no_room);

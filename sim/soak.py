@@ -17,8 +17,9 @@ both, on a drive whose live data is held at a fixed share of its capacity
 
 Every command is mirrored in the semantic model (``atomflash.workload.Recorder``).
 The run is cut into *epochs*; each ends in a power cut -- the host's (the
-simulator killed with commands in flight), or a NAND cut armed through the
-SoC's NAND model control port (``simctl.NandControl``): the k-th program
+simulator killed with commands in flight), or a NAND cut armed, a quarter
+to half way into the epoch's commands, through the SoC's NAND model control
+port (``simctl.NandControl``): the k-th program
 of a target, a program of a COMMIT, REMAP, TRIM record, a checkpoint page
 or a GC copy, an erase, an instant; a third of the boots that recover are
 cut too (an instant, an erase or the first program of the boot).  After the
@@ -74,6 +75,8 @@ KEYS = 48                     # the key-value store's keys, a slot of KEY_SLOT L
 KEY_SLOT = 2                  # a value is 1 or 2 blocks
 QD = 4                        # commands in flight per queue at most
 EPOCH_COMMANDS = (300, 1500)  # an epoch's commands at most (its armed cut usually comes first)
+ARM_AFTER = (1 / 4, 1 / 2)    # shares of the budget run before a NAND cut is armed: epochs long enough that the
+                              # boot and the read-back of every LBA do not dominate the soak's time
 NS_PER_COMMAND = 150_000      # simulated time a command takes, about: the instant cut's window
 BOOT_CUT_SHARE = 1 / 3        # boots that are cut while they recover
 BOOT_CUT_NS = (300_000, 10_000_000)
@@ -467,7 +470,8 @@ class Epoch:
     n: int
     site: str
     budget: int
-    arm: dict = field(default_factory=dict)        # the NAND cut armed when the workload starts
+    arm: dict = field(default_factory=dict)        # the NAND cut, armed after arm_after commands
+    arm_after: int = 0                             # commands before the cut is armed (0: when the workload starts)
     host_cut_at: int = 0                           # site host: the command after which the host cuts
     boot_cut: dict = field(default_factory=dict)   # NAND keys for a cut in the boot that follows
     # what happened
@@ -501,15 +505,18 @@ class Epoch:
         budget = rnd.randint(*epoch)
         e = cls(n, site, budget)
         progress = round(rnd.uniform(0.05, 0.95), 3)
+        if site not in ("host", "fill") and not first:
+            e.arm_after = rnd.randint(int(budget * ARM_AFTER[0]), int(budget * ARM_AFTER[1]))
+        left = budget - e.arm_after
         if site in ("host", "fill"):
             e.host_cut_at = budget if site == "fill" else rnd.randint(budget // 4, budget)
         elif site == "program":
-            # about 1.3 programs a command, over 4 targets: within the first half of the budget
-            e.arm = {"when": "PROGRAM", "targets": [rnd.randrange(4)], "k": rnd.randint(1, max(budget // 6, 1))}
+            # about 1.3 programs a command, over 4 targets: within the first half of what is left
+            e.arm = {"when": "PROGRAM", "targets": [rnd.randrange(4)], "k": rnd.randint(1, max(left // 6, 1))}
         elif site == "erase":
             e.arm = {"when": "ERASE", "targets": [0, 1, 2, 3], "k": rnd.randint(1, 2)}
         elif site == "instant":
-            e.arm = {"when": "AT_TIME", "targets": [0, 1, 2, 3], "ns": rnd.randint(1, budget * NS_PER_COMMAND // 2)}
+            e.arm = {"when": "AT_TIME", "targets": [0, 1, 2, 3], "ns": rnd.randint(1, left * NS_PER_COMMAND // 2)}
         elif site.startswith("kind:"):
             # every target counts its own; the first to reach its k-th cuts (a TX_COMMIT writes a COMMIT
             # record, a REMAP a REMAP record, a delete a TRIM record: a few per target in an epoch)
@@ -702,8 +709,17 @@ class Level:
             except (TransportError, OSError):
                 pass
 
+        ctl = simctl.NandControl.attach(devs[0].t, self.run) if e.arm else None
+
+        def arm():
+            a = e.arm
+            ctl.schedule_cut(a["targets"], NandCutWhen[a["when"]], a.get("k", 0), ns=a.get("ns", 0),
+                             kind=a.get("kind", 0), progress=a.get("progress"), clk_hz=simctl.status(self.run)["clk_hz"])
+
         def on_command(n):
             e.commands = n
+            if ctl is not None and e.arm_after and n == e.arm_after:
+                arm()
             if n % STATS_EVERY == 0:
                 sample()
             if n % PROGRESS_EVERY == 0:
@@ -723,12 +739,8 @@ class Level:
             slots = [(0, app.ledger), (0, app.ledger), (1, app.kv), (1, app.kv), (0, app.filler), (1, app.filler)]
             budget = e.budget
         try:
-            if e.arm:
-                arm = e.arm
-                ctl = simctl.NandControl.attach(devs[0].t, self.run)
-                ctl.schedule_cut(arm["targets"], NandCutWhen[arm["when"]], arm.get("k", 0), ns=arm.get("ns", 0),
-                                 kind=arm.get("kind", 0), progress=arm.get("progress"),
-                                 clk_hz=simctl.status(self.run)["clk_hz"])
+            if ctl is not None and not e.arm_after:
+                arm()
             drive(rec, slots, budget=budget, on_command=on_command, on_program=on_program)
             sample()
             e.cut = "host" if e.site in ("host", "fill") else "host (the armed cut did not come)"

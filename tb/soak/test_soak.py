@@ -96,6 +96,13 @@ def test_layout_holds_the_fill_level_and_the_cut_plan_is_fixed_by_the_seed():
     assert a == b and a[0].site == "fill" and {e.site for e in a[1:]} == set(soak.SITES)
     assert all(e.arm or e.host_cut_at for e in a)        # every epoch ends in a cut
     assert any(e.boot_cut for e in a)
+    # a NAND cut is armed part way into its epoch, leaving the rest of the budget for it to come in
+    for e in a[1:]:
+        if e.arm:
+            assert e.budget // 4 <= e.arm_after <= e.budget // 2, e
+        else:
+            assert e.arm_after == 0
+    assert all(e.arm_after == 0 for e in (soak.Epoch.draw(n, 1, "90", first=True) for n in range(12)))
 
 
 def test_the_tool_imports_nothing_from_tb():
