@@ -17,8 +17,8 @@ both, on a drive whose live data is held at a fixed share of its capacity
 
 Every command is mirrored in the semantic model (``atomflash.workload.Recorder``).
 The run is cut into *epochs*; each ends in a power cut -- the host's (the
-simulator killed with commands in flight), or a NAND cut armed, a quarter
-to half way into the epoch's commands, through the SoC's NAND model control
+simulator killed with commands in flight), or a NAND cut armed, two fifths
+to four fifths of the way into the epoch's commands, through the SoC's NAND model control
 port (``simctl.NandControl``): the k-th program
 of a target, a program of a COMMIT, REMAP, TRIM record, a checkpoint page
 or a GC copy, an erase, an instant; a third of the boots that recover are
@@ -74,8 +74,8 @@ ACCOUNTS = 32                 # the ledger's accounts: LBAs 0 .. 31
 KEYS = 48                     # the key-value store's keys, a slot of KEY_SLOT LBAs each, after the accounts
 KEY_SLOT = 2                  # a value is 1 or 2 blocks
 QD = 4                        # commands in flight per queue at most
-EPOCH_COMMANDS = (300, 1500)  # an epoch's commands at most (its armed cut usually comes first)
-ARM_AFTER = (1 / 4, 1 / 2)    # shares of the budget run before a NAND cut is armed: epochs long enough that the
+EPOCH_COMMANDS = (400, 1600)  # an epoch's commands at most (its armed cut usually comes first)
+ARM_AFTER = (2 / 5, 4 / 5)    # shares of the budget run before a NAND cut is armed: epochs long enough that the
                               # boot and the read-back of every LBA do not dominate the soak's time
 NS_PER_COMMAND = 150_000      # simulated time a command takes, about: the instant cut's window
 BOOT_CUT_SHARE = 1 / 3        # boots that are cut while they recover
