@@ -152,3 +152,22 @@ def test_a_broken_recovery_is_caught():
         c.close()
         v.unregister()
         assert (found == 1) if good else (found is None and "no prefix" in detail), detail
+
+
+def test_the_ratio_to_the_paper_is_split_into_factors_whose_product_is_the_ratio():
+    """docs/sqlite.md reads the gap to the paper's Table 1 as SQLite's writes x the file system's x the FTL's;
+    the factors must multiply back to each side's ratio of flash writes."""
+    rows = {"rollback": dict(db=600, journal=700, fs=200, programs=2950),
+            "wal": dict(db=470, journal=600, fs=20, programs=1560),
+            "atomic": dict(db=600, journal=0, fs=0, programs=945)}
+    text = sb.factors_table(rows)
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ") and "x |" in ln]
+    cells = [[c.strip() for c in ln.strip("|").split("|")[1:]] for ln in lines]
+
+    def ratio(c):
+        return float(c.rsplit("=", 1)[-1].strip().rstrip("x"))
+    for col in range(4):
+        fs, per, product = ratio(cells[1][col]), ratio(cells[2][col]), ratio(cells[3][col])
+        assert abs(fs * per - product) < 0.06, (col, fs, per, product)
+    assert cells[3][2] == "3.1x" and cells[3][3] == "1.7x"
+    assert cells[3][0] == "7.3x" and cells[3][1] == "2.8x"     # the paper's own ratios
