@@ -484,6 +484,7 @@ class Epoch:
     hang: str = ""
     hang_console: dict = field(default_factory=dict)
     mismatch: str = ""
+    mismatch_state: dict = field(default_factory=dict)
     error: str = ""
     in_flight_at_cut: int = 0
     overlapped: int = 0
@@ -754,6 +755,7 @@ class Level:
         except Mismatch as err:
             e.cut = "host (after a mismatch)"
             e.mismatch = str(err)
+            e.mismatch_state = self._mismatch_state(rec, devs)
         except TimeoutError as err:
             e.cut = "host (after a hang)"
             e.hang = str(err)
@@ -763,6 +765,21 @@ class Level:
             e.cut = "host (after an error)"
             e.error = f"{type(err).__name__}: {err}\n{traceback.format_exc()[-1200:]}"
         return last
+
+    def _mismatch_state(self, rec: SoakRecorder, devs) -> dict:
+        """What the device and the model held when an answer differed: the transactions and appends the
+        device lists open (GET_LOG OPEN), the device tokens the epoch's appends returned, the commands in
+        flight, the console's tail."""
+        out = {"tokens": [f"0x{t:016x}" for t in rec.tokens], "model_appends": len(rec.model.appends),
+               "in_flight": [p.what for p in rec.pending if not p.settled][:16]}
+        try:
+            ol = devs[0].open_list()
+            out["device_open_appends"] = [f"0x{tok:016x} x {n}" for tok, n in ol.appends]
+            out["device_open_tx"] = [list(t) for t in ol.transactions]
+        except Exception as err:  # noqa: BLE001 -- recorded
+            out["device_open"] = f"no answer: {type(err).__name__}: {err}"
+        out["console_tail"] = console_tail(self.run)
+        return out
 
     def _no_space(self, what: str, rec: SoakRecorder, devs, lay: Layout) -> dict:
         """What a NO_SPACE episode looked like: the refused command, the fill, GET_LOG, the console."""

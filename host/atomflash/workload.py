@@ -360,13 +360,14 @@ class Recorder:
 
         def then(p):
             self.counts.remaps += p.cmd.ok
-        return self.model.remap(model_triples), lambda d: d.submit_remap(triples), "remap", then
+        what = "remap " + ", ".join(f"{lba} <- 0x{tok:016x} x {n}" for lba, tok, n in triples)
+        return self.model.remap(model_triples), lambda d: d.submit_remap(triples), what, then
 
     def _plan_release(self, token: int):
         def then(p):
             self.counts.releases += p.cmd.ok
         return (self.model.release(self.tokens.get(token, token ^ 0xDEAD)), lambda d: d.submit_release(token),
-                "release", then)
+                f"release 0x{token:016x}", then)
 
     # -- blocking verbs (one queue, one command at a time; writes may stay in flight) ----
     def _sync(self, q: int, verb: str, *args, **kw):
