@@ -428,14 +428,20 @@ class Executor(wiring.Component):
             destage_nopage = Signal()  # ... for want of a page: NO_SPACE
 
         # -- completions: published groups and immediate ones ----------------------
+        # A published group's completion goes first, but an immediate one already offered stays on the
+        # output until taken: the host queues write a completion's words over several cycles, and a
+        # payload that changed under them posted one command's result (an APPEND's token) under
+        # another's cid, or split an entry across two queues' rings.
         imm = Signal.like(self.cpl.payload)
         imm_valid = Signal()
+        imm_offered = Signal()       # an immediate completion was on the output, not yet taken
         pub = self.pub_published.payload
         pub_destage = slot_kind[pub.slot] == K.DESTAGE
-        with m.If(self.pub_published.valid & pub_destage):
+        show_pub = self.pub_published.valid & ~imm_offered
+        with m.If(show_pub & pub_destage):
             # a destage group: no host command to complete
             m.d.comb += self.pub_published.ready.eq(1)
-        with m.Elif(self.pub_published.valid):
+        with m.Elif(show_pub):
             status = Signal(15)
             with m.If(pub.dropped):
                 m.d.comb += status.eq(Mux(slot_xfer.bit_select(pub.slot, 1), Status.DATA_TRANSFER_ERROR,
@@ -454,7 +460,8 @@ class Executor(wiring.Component):
                 m.d.comb += self.cpl.payload.result.eq(slot_result[pub.slot])     # the token
         with m.Else():
             m.d.comb += [self.cpl.valid.eq(imm_valid), self.cpl.payload.eq(imm)]
-        imm_taken = imm_valid & ~self.pub_published.valid & self.cpl.ready
+        imm_taken = imm_valid & ~show_pub & self.cpl.ready
+        m.d.sync += imm_offered.eq(imm_valid & ~show_pub & ~self.cpl.ready)
         slot_freed = Signal(S)
         with m.If(self.pub_published.valid & self.pub_published.ready):
             m.d.comb += slot_freed.bit_select(pub.slot, 1).eq(1)

@@ -1044,6 +1044,57 @@ async def transactions(dut):
 
 
 @cocotb.test()
+async def completions_hold_while_posted(dut):
+    """A completion stays on the host queues' input until they take it: a flood of immediate completions
+    (RELEASEs of a forged token, INVALID_TOKEN at once) posted while APPENDs publish never lends an APPEND
+    its result words.  The host queues write an entry's four words over several cycles; an executor that
+    let a published group's completion take over its output mid-entry posted the APPEND's cid and status
+    with the RELEASE's result (0): a token that was never live."""
+    tb = await make_tb(dut, name="cplhold")
+    host = Host(tb)
+    blocks = Blocks(tb.page, 40000)
+    forged = int.from_bytes(spec.TOKEN.pack(handle=0xFFFF, gen=1, check=0x5EED), "little")
+    appends, tokens, releases = 48, [], []
+    done = False
+
+    async def flood():
+        while not done:
+            if tb.outstanding < 24:
+                releases.append(await tb.submit(opcode=Opcode.RELEASE, token=forged))
+            else:
+                await tb.cycles(16)
+
+    async def settle(cid):
+        """The append's token is one the core issues, live, and its own: its RELEASE succeeds."""
+        cpl = await tb.wait(cid)
+        expect(cpl, Status.SUCCESS)
+        token = cpl["result"]
+        f = spec.split_token(token)
+        assert 0 <= f.handle < MAX_APPENDS and f.gen >= 1, f"0x{token:016x}: not a token the core issues"
+        assert token not in tokens, "a token was issued twice"
+        tokens.append(token)
+        expect(await tb.do(opcode=Opcode.RELEASE, token=token), Status.SUCCESS)
+
+    flooding = cocotb.start_soon(flood())
+    in_flight = []
+    for i in range(appends):
+        buf = host.buffer()
+        tb.write_bytes(buf, blocks(1))
+        in_flight.append(await tb.submit(opcode=Opcode.APPEND, nlb=1, buf=buf))
+        if len(in_flight) >= 4:
+            await settle(in_flight.pop(0))
+    for cid in in_flight:
+        await settle(cid)
+    done = True
+    await flooding
+    for cid in releases:
+        cpl = await tb.wait(cid)
+        expect(cpl, Status.INVALID_TOKEN)
+        assert cpl["result"] == 0, cpl
+    assert len(releases) > 4 * appends, "the flood was too thin to overlap the appends' publications"
+
+
+@cocotb.test()
 async def appends_and_remaps(dut):
     """Append-then-remap on the core, each step against ``atomflash.model``
     (device and model tokens differ: the test maps one to the other): APPEND

@@ -32,7 +32,8 @@ def _run(tmp_path, testcase=None, cache_pages=0, **env):
 
 @pytest.mark.long
 def test_ftl_core_verbs(tmp_path):
-    _run(tmp_path, testcase=["every_verb", "transactions", "appends_and_remaps", "program_failures_are_retried",
+    _run(tmp_path, testcase=["every_verb", "transactions", "appends_and_remaps", "completions_hold_while_posted",
+                             "program_failures_are_retried",
                              "program_failures_under_load", "gc_relocation", "mlc_paired_pages"])
 
 
@@ -56,7 +57,8 @@ def test_every_cocotb_test_is_run():
     tree = ast.parse((Path(__file__).parent / "cocotb_ftl_core.py").read_text())
     tests = {f.name for f in tree.body if isinstance(f, ast.AsyncFunctionDef)
              and any(getattr(d, "func", d).attr == "test" for d in f.decorator_list if hasattr(getattr(d, "func", d), "attr"))}
-    assert tests == {"every_verb", "transactions", "appends_and_remaps", "program_failures_are_retried",
+    assert tests == {"every_verb", "transactions", "appends_and_remaps", "completions_hold_while_posted",
+                     "program_failures_are_retried",
                      "program_failures_under_load", "gc_relocation", "random_scoreboard", "power_cut_0",
                      "power_cut_1", "power_cut_2", "write_cache", "mlc_paired_pages",
                      "no_page_completes_no_space"}, tests
