@@ -141,7 +141,7 @@ static int relocate(uint32_t ppa, uint16_t tag, uint32_t lba_word)
 		if (!(ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_RELOC_DONE_VALID)) {
 			/* the copy may need a fresh block, and a core starved meanwhile GC's reserve: the upkeep the
 			 * firmware's own commands get (a background step holds nothing; without it a copy waited for
-			 * a page no one would hand over, and the console went silent: the soak's hang at 90 %) */
+			 * a page no one would hand over, and the console went silent) */
 			if ((spin & 255) == 255)
 				af_ftl_hooks.upkeep ? af_ftl_hooks.upkeep() : af_ftl_poll();
 			continue;
@@ -223,7 +223,7 @@ static int room_for_copies(uint32_t g)
 {
 	/* a background step lets the host write beside its copies; once the host's writes bring the drive
 	 * below `low` the rest of the victim goes on as foreground, or they would take the pages its copies
-	 * need and leave a half-moved victim with no room for any other (the soak's GC_STUCK at 89 %) */
+	 * need and leave a half-moved victim with no room for any other (GC_STUCK far below the capacity) */
 	if (!holding && af_ftl_erased_blocks() < low_threshold()) {
 		af_gc.escalated++;
 		hold_host();
