@@ -325,8 +325,7 @@ static int collect(uint32_t g, int foreground, int erase)
 	if (foreground)
 		hold_host();
 	int r = move_all(g);
-	int held = holding;
-	if (held)
+	if (holding)
 		hold(0);
 	if (r == 0 && !erase) {
 		/* a grown bad block: nothing bound in it any more; never erased or used again */
@@ -341,7 +340,7 @@ static int collect(uint32_t g, int foreground, int erase)
 	}
 	if (r < 0)
 		af_flash.blocks[g].state = AF_BSTATE_DATA;
-	if (held) {
+	if (holding) {
 		holding = 0;
 		af_ftl.host_held = outer;
 		af_ftl_host_ctrl();

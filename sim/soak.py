@@ -710,7 +710,7 @@ class Level:
             except (TransportError, OSError):
                 pass
 
-        ctl = simctl.NandControl.attach(devs[0].t, self.run) if e.arm else None
+        ctl = None    # the NAND models' control port, once the epoch's cut is to be armed
 
         def arm():
             a = e.arm
@@ -740,8 +740,10 @@ class Level:
             slots = [(0, app.ledger), (0, app.ledger), (1, app.kv), (1, app.kv), (0, app.filler), (1, app.filler)]
             budget = e.budget
         try:
-            if ctl is not None and not e.arm_after:
-                arm()
+            if e.arm:
+                ctl = simctl.NandControl.attach(devs[0].t, self.run)
+                if not e.arm_after:
+                    arm()
             drive(rec, slots, budget=budget, on_command=on_command, on_program=on_program)
             sample()
             e.cut = "host" if e.site in ("host", "fill") else "host (the armed cut did not come)"

@@ -502,16 +502,15 @@ def factors_table(rows: dict) -> str:
     out = ["| factor (k = 5, validity 50 %) | paper: rollback / X-FTL | paper: WAL / X-FTL | "
            "here: rollback / atomic | here: WAL / atomic |",
            "| --- | ---: | ---: | ---: | ---: |"]
-    lines = {"SQLite's writes (database + journal or WAL)": [], "... with the file system's metadata writes": [],
-             "flash writes per host write, relative": [], "flash writes (the product)": []}
-    for src in (PAPER, rows):
-        for mode in ("rollback", "wal"):
-            per = [flash(x, src) / host(x, src) for x in (mode, "atomic")]
-            vals = list(lines.values())
-            vals[0].append(cell(sqlite_only(mode, src), sqlite_only("atomic", src)))
-            vals[1].append(cell(host(mode, src), host("atomic", src)))
-            vals[2].append(cell(per[0], per[1], "{:.2f}"))
-            vals[3].append(f"{flash(mode, src) / flash('atomic', src):.1f}x")
+    pairs = [(src, mode) for src in (PAPER, rows) for mode in ("rollback", "wal")]
+    lines = {
+        "SQLite's writes (database + journal or WAL)":
+            [cell(sqlite_only(m, s), sqlite_only("atomic", s)) for s, m in pairs],
+        "... with the file system's metadata writes": [cell(host(m, s), host("atomic", s)) for s, m in pairs],
+        "flash writes per host write, relative":
+            [cell(flash(m, s) / host(m, s), flash("atomic", s) / host("atomic", s), "{:.2f}") for s, m in pairs],
+        "flash writes (the product)": [f"{flash(m, s) / flash('atomic', s):.1f}x" for s, m in pairs],
+    }
     out += [f"| {name} | " + " | ".join(v) + " |" for name, v in lines.items()]
     return "\nThe same ratios as three factors, of which only the first is SQLite's own:\n\n" + "\n".join(out) + "\n"
 

@@ -120,12 +120,16 @@ class SipHash(wiring.Component):
 
         step_a, step_b = half_round(True), half_round(False)
 
-        def step():
-            with m.If(half[0]):
-                m.d.sync += [v[i].eq(step_b[i]) for i in range(4)]
-            with m.Else():
-                m.d.sync += [v[i].eq(step_a[i]) for i in range(4)]
-            m.d.sync += half.eq(half + 1)
+        def rounds(state, n, then):
+            """``state``: ``n`` SipRounds, a half-round a cycle, then ``then``."""
+            with m.State(state):
+                with m.If(half[0]):
+                    m.d.sync += [v[i].eq(step_b[i]) for i in range(4)]
+                with m.Else():
+                    m.d.sync += [v[i].eq(step_a[i]) for i in range(4)]
+                m.d.sync += half.eq(half + 1)
+                with m.If(half == 2 * n - 1):
+                    m.next = then
 
         with m.FSM():
             with m.State("IDLE"):
@@ -136,10 +140,7 @@ class SipHash(wiring.Component):
                                  v[3].eq(init[3] ^ self.message.payload), block.eq(self.message.payload),
                                  word.eq(1), half.eq(0)]
                     m.next = "COMPRESS"
-            with m.State("COMPRESS"):
-                step()
-                with m.If(half == 2 * self.c - 1):
-                    m.next = "ABSORBED"
+            rounds("COMPRESS", self.c, "ABSORBED")
             with m.State("ABSORBED"):
                 # v0 ^= the block just compressed; then the next word, the length block, or finalization
                 with m.If(word == self.words + 1):
@@ -156,10 +157,7 @@ class SipHash(wiring.Component):
                         m.d.sync += [v[0].eq(v[0] ^ block), v[3].eq(v[3] ^ self.message.payload),
                                      block.eq(self.message.payload), word.eq(word + 1), half.eq(0)]
                         m.next = "COMPRESS"
-            with m.State("FINALIZE"):
-                step()
-                with m.If(half == 2 * self.d - 1):
-                    m.next = "DIGEST"
+            rounds("FINALIZE", self.d, "DIGEST")
             with m.State("DIGEST"):
                 m.d.comb += [self.digest.valid.eq(1), self.digest.payload.eq(v[0] ^ v[1] ^ v[2] ^ v[3])]
                 with m.If(self.digest.ready):
