@@ -37,8 +37,8 @@ campaign-mlc: deps ## 200 power-fault trials on an MLC device (paired-page damag
 campaign-long: deps ## the long power-fault campaign: 10,000 trials on both cores, faults mixed in, 8 blocks per LUN -> docs/campaign_long.md (resumable: run it again to go on)
 	@$(PY) -m sim.campaign --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/campaign_long.md --ledger docs/campaign_long.jsonl --pgo --draw-v1-below 6800 $(CAMPAIGN_ARGS)
 
-soak: deps ## liveness soak: the mixed workload (ledger on queue 0, key-value store on queue 1, filler) on a drive kept at 50% and at 90% of its capacity, 20,000 commands each, power cuts every few hundred, judged by the oracle; zero NO_SPACE below capacity -> docs/soak.md (resumable: build/soak; SOAK_ARGS="--fresh")
-	@$(PY) sim/soak.py --levels 50,90 --ops 20000 --seed 1 --jobs 2 --report docs/soak.md $(SOAK_ARGS)
+soak: deps ## liveness soak: the mixed workload (ledger on queue 0, key-value store on queue 1, filler) on a drive kept at 50% and at 90% of its capacity, 10,000 commands each (20,000 in all), power cuts every few hundred, judged by the oracle; zero NO_SPACE below capacity -> docs/soak.md (resumable: build/soak; SOAK_ARGS="--fresh")
+	@$(PY) sim/soak.py --levels 50,90 --ops 10000 --seed 1 --jobs 2 --report docs/soak.md $(SOAK_ARGS)
 
 demo-log: deps ## the earlier demo: the commit-flag log alone through the RTL NAND controller (no FTL, no SoC)
 	@$(PY) sim/demo_log.py

@@ -48,6 +48,9 @@ typedef struct {
 	int host_held;              /* the host's pairs held beyond GC's victims: from boot to the end of the boot's GC
 	                             * (gc.c af_gc_boot), and between a foreground episode's victims (af_gc_poll) */
 	int host_admitted;          /* the host's pairs were fetched since boot (0: no host command in the core) */
+	int hold_written;           /* ftl.host_enable.hold as last written: the core fetches nothing of the host's */
+	int host_drained;           /* held, and none of the host's commands left in the core (gc.c drain_host);
+				     * cleared when the hold ends */
 	int fw_waiting;             /* the firmware waits for its own command behind a starved core: so may it */
 	int gc_stuck;               /* GC found nothing to collect with the erased blocks down to its reserve (gc.c
 				     * sets it whatever no_space says, FULL included): the reserve goes to the core */
@@ -110,6 +113,10 @@ uint64_t af_ftl_seq_next(void);
 uint64_t af_ftl_tx_floor(void);
 /* Write ftl.host_enable from af_ftl (enable, gc_active or host_held -> hold, no_space, no_blocks). */
 void af_ftl_host_ctrl(void);
+/* Commands that may still take pages: those the core fetched from the host's pairs and has not completed
+ * (SQ head minus CQ tail; the core holds fewer commands than a queue has entries, so it does not wrap),
+ * and those the firmware submitted on its own pair and the core has not completed. */
+uint32_t af_ftl_in_core(void);
 
 /* The firmware's queue pair (the core's last): set up before the host comes on.  0, or -1 when refused. */
 int af_ftl_queue_setup(void);

@@ -70,13 +70,15 @@ af_gc_t af_gc = { .policy = AF_GC_GREEDY };
 #ifdef AFCTRL_FTL
 
 #define RELOC_SPIN 4000000u
+#define DRAIN_QUIET_CYCLES 2000u  /* far longer than a command fetch (16 bus words) */
+#define DRAIN_WAIT_CYCLES 20000000u /* commands in the core finish in far less (a few ms of NAND time each) */
 
 
-/* Pages GC leaves to the commands in the core: one block (see the header); none while the host has been
- * held since boot (af_gc_boot), when the core holds no host command to need one. */
+/* Pages GC leaves to the commands in the core: one block (see the header); none while the core holds no
+ * host command to need one: the host held since boot (af_gc_boot), or held and drained (drain_host). */
 static uint64_t keep_pages(void)
 {
-	return af_ftl.host_admitted ? af_nand.pages_per_block : 0;
+	return af_ftl.host_admitted && !af_ftl.host_drained ? af_nand.pages_per_block : 0;
 }
 
 /* Pages the next victim may need copied: what the log writer can take beyond keep_pages(). */
@@ -94,10 +96,9 @@ static int candidate(uint32_t g)
 }
 
 /* The best victim under the policy, among blocks a checkpoint with this floor covers (every page in
- * them older than it: close_seq <= floor) whose valid pages fit copy_budget(). */
-static int pick(uint64_t floor, uint32_t *victim)
+ * them older than it: close_seq <= floor) whose valid pages fit budget (copy_budget()). */
+static int pick_within(uint64_t floor, uint32_t budget, uint32_t *victim)
 {
-	uint32_t budget = copy_budget();
 	uint64_t now = af_ftl_seq_next(), best_score = 0;
 	int found = 0;
 	flush_cpu_dcache(); /* the block table is written by the core */
@@ -125,6 +126,11 @@ static int pick(uint64_t floor, uint32_t *victim)
 		}
 	}
 	return found;
+}
+
+static int pick(uint64_t floor, uint32_t *victim)
+{
+	return pick_within(floor, copy_budget(), victim);
 }
 
 /* lba_word: 0 (the OOB names the LBA) or lba | AF_FTL_RELOC_LBA_GIVEN (a remapped append page) */
@@ -207,6 +213,40 @@ static int move_page(uint32_t g, uint32_t ppa, uint32_t lba_word)
 	return -1;
 }
 
+/* With the host held, wait until the core has finished every command that may take pages (they may take
+ * the reserve meanwhile: gc_active), so GC may spend the block keep_pages() leaves them.  A command caught
+ * mid-fetch when the hold was written shows up within a few bus cycles: the count must stay 0 a while.
+ * Not drained: a command of the firmware's own in the core (GC runs inside its wait, which would never
+ * end), a dirty write cache (its pages go to flash later), or commands still there after the wait.
+ * 1 when drained. */
+static int drain_host(void)
+{
+	if (af_ftl.host_drained)
+		return 1;
+	if (!af_ftl.gc_active || !af_ftl.hold_written || !af_ftl.host_admitted ||
+	    ((af_ftl.sq_tail - hostq_rd(AF_HOSTQ_CQ_TAIL(af_ftl.qid))) & (af_ftl.qsize - 1)))
+		return 0;
+	uint64_t start = af_uptime_cycles(), quiet_since = 0;
+	for (unsigned spin = 0;; spin++) {
+		uint64_t now = af_uptime_cycles();
+		if (af_ftl_in_core() || ftl_rd(AF_FTL_CACHE_DIRTY)) {
+			if (now - start > DRAIN_WAIT_CYCLES)
+				return 0;
+			quiet_since = 0;
+			if ((spin & 63) == 63)
+				af_ftl_hooks.upkeep ? af_ftl_hooks.upkeep() : af_ftl_poll();
+			continue;
+		}
+		if (!quiet_since) {
+			quiet_since = now;
+		} else if (now - quiet_since > DRAIN_QUIET_CYCLES) {
+			af_ftl.host_drained = 1;
+			af_gc.drained++;
+			return 1;
+		}
+	}
+}
+
 /* This victim's copies run with the host held (collect: foreground, or a background step escalated). */
 static int holding;
 
@@ -228,7 +268,7 @@ static int room_for_copies(uint32_t g)
 		af_gc.escalated++;
 		hold_host();
 	}
-	if (af_ftl_room_pages() > keep_pages())
+	if (af_ftl_room_pages() > keep_pages() || (holding && drain_host() && af_ftl_room_pages() > 0))
 		return 1;
 	/* records or erase failures took the room while we copied: stop here */
 	af_gc.no_room++;
@@ -376,18 +416,43 @@ int af_gc_collect_block(uint32_t g)
 	return r;
 }
 
+/* The best victim a durable checkpoint covers, taking a checkpoint if its floor would cover one: 1, or 0. */
+static int pick_covered(uint32_t *g)
+{
+	if (pick(covered_floor(), g))
+		return 1;
+	if (!pick(af_ckpt_next_floor(), g) && !pick(UINT64_MAX, g))
+		return 0; /* nothing to collect at all */
+	return checkpoint_covering(af_flash.blocks[*g].close_seq) && pick(covered_floor(), g);
+}
+
+/* No victim fits copy_budget(), but one would fit every page left, the block kept for the host's
+ * commands included (not a checkpoint that could not be taken, not nothing to collect). */
+static int only_the_kept_block_is_missing(void)
+{
+	uint32_t g;
+	uint64_t room = af_ftl_room_pages();
+	return keep_pages() && !pick(UINT64_MAX, &g) &&
+	       pick_within(UINT64_MAX, room < UINT32_MAX ? (uint32_t)room : UINT32_MAX, &g);
+}
+
 int af_gc_step(int foreground)
 {
 	uint32_t g;
 	if (!af_ftl.running)
 		return -1;
-	if (!pick(covered_floor(), &g)) {
-		/* nothing the checkpoint covers: take one if its floor would cover a victim */
-		if (!pick(af_ckpt_next_floor(), &g) && !pick(UINT64_MAX, &g))
-			return -1; /* nothing to collect at all */
-		if (!checkpoint_covering(af_flash.blocks[g].close_seq) || !pick(covered_floor(), &g))
-			return -1;
+	int found = pick_covered(&g);
+	if (!found && foreground && only_the_kept_block_is_missing()) {
+		/* no victim's copies fit beside the block kept for the host's commands: hold the host until the
+		 * core has finished them, then the kept block is GC's too (otherwise GC_STUCK at any fill, once
+		 * the host's writes and GC's copies had brought the erased blocks down to GC's reserve) */
+		hold(1);
+		if (drain_host())
+			found = pick_covered(&g);
+		hold(0);
 	}
+	if (!found)
+		return -1;
 	uint64_t t0 = af_uptime_cycles();
 	int r = collect(g, foreground, 1);
 	af_gc.cycles += af_uptime_cycles() - t0;
@@ -441,6 +506,20 @@ static int wear_move(void)
 	return 1;
 }
 
+/* Why GC found no victim: the room for copies against the fewest valid pages of any candidate. */
+static void print_stuck(void)
+{
+	uint32_t fewest = UINT32_MAX;
+	flush_cpu_dcache();
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		if (candidate(g) && af_ftl_valid_of(g) < fewest)
+			fewest = af_ftl_valid_of(g);
+	printf("gc: stuck: %lu pages for copies (%lu erased pages, %lu kept for the host's %lu commands in the "
+	       "core), the fewest valid pages in a victim %lu\n",
+	       (unsigned long)copy_budget(), (unsigned long)af_ftl_room_pages(), (unsigned long)keep_pages(),
+	       (unsigned long)af_ftl_in_core(), (unsigned long)(fewest == UINT32_MAX ? 0 : fewest));
+}
+
 void af_gc_poll(void)
 {
 	if (!af_ftl.running || af_gc.off)
@@ -485,6 +564,8 @@ void af_gc_poll(void)
 	if (r < 0 && af_ftl_erased_blocks() <= AF_FTL_GC_RESERVE) {
 		int was_stuck = af_ftl.gc_stuck;
 		af_ftl.gc_stuck = 1;
+		if (!was_stuck)
+			print_stuck();
 		if (af_ftl.no_space == AF_NOSPACE_NONE)
 			af_ftl_set_no_space(AF_NOSPACE_GC_STUCK);
 		if (!was_stuck)
@@ -597,6 +678,9 @@ static int cmd_gc(int argc, char **argv)
 	if (af_gc.escalated)
 		printf("background steps gone foreground %lu times: the host's writes brought the drive below the "
 		       "foreground threshold\n", (unsigned long)af_gc.escalated);
+	if (af_gc.drained)
+		printf("waited %lu times for the host's commands to leave the core, to copy into the block kept for them\n",
+		       (unsigned long)af_gc.drained);
 	if (af_gc.no_room)
 		printf("stopped %lu times for room: copies would have taken the block kept for the core's commands\n",
 		       (unsigned long)af_gc.no_room);

@@ -14,6 +14,7 @@ typedef struct {
 	uint32_t victims, foreground, copies, raced, failed, holds, oob_reads;
 	uint32_t retired;        /* grown bad blocks whose data GC moved out */
 	uint32_t escalated;      /* background steps that went on with the host held: the host's writes took the drive below low */
+	uint32_t drained;        /* times GC waited for the host's commands to leave the core, to spend the block kept for them */
 	uint32_t no_room;        /* victims left mid-way: their copies would have taken the block kept for the core */
 	uint32_t map_passes;     /* passes over the L2P table for pages bound under an LBA their OOB does not name */
 	uint32_t by_map;         /* copies of such pages (remapped appends) */

@@ -37,7 +37,7 @@ the GET_LOG page, the console's ``stats`` and ``gc`` and the console's
 tail, cuts the power and goes on; a level whose drive refuses writes in
 ``--stuck-epochs`` epochs in a row stops there.
 
-    python sim/soak.py [--levels 50,90] [--ops 20000] [--seed 1] [--report docs/soak.md]
+    python sim/soak.py [--levels 50,90] [--ops 10000] [--seed 1] [--report docs/soak.md]
     python sim/soak.py --quick --dir /tmp/s      # the short version (tb/soak)
 
 Figures are in simulated time and device counters: commands, power cuts,
@@ -88,7 +88,7 @@ SITES = ("host", "program", "kind:commit", "kind:remap", "kind:gc", "kind:trim",
          "instant")
 KINDS = {"commit": Kind.COMMIT, "remap": Kind.REMAP, "checkpoint": Kind.CHECKPOINT, "gc": Kind.GC_COPY,
          "trim": Kind.TRIM}
-DEFAULTS = {"levels": "50,90", "ops": 20_000, "seed": 1}
+DEFAULTS = {"levels": "50,90", "ops": 10_000, "seed": 1}
 QUICK = {"levels": "90", "ops": 160, "epoch": (70, 100), "sites": ("kind:commit", "host"), "blocks_per_lun": 4}
 FIGURES_BEGIN = "<!-- soak figures: written by sim/soak.py, do not edit by hand -->"
 FIGURES_END = "<!-- end of soak figures -->"
