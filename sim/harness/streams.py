@@ -1,12 +1,20 @@
 """cocotb drivers for amaranth.lib.stream ports flattened into harness signals
 ``<name>_valid``, ``<name>_ready``, ``<name>_payload`` (or the top-level port
 names ``<name>__valid`` ...).  Python wakes only on handshakes, never per idle
-cycle."""
+cycle.
+
+Like Forencich's benches, a source can insert idle cycles before a payload
+(``idle``: the share of payloads that wait 1-``max_gap`` cycles first) and a
+sink can hold ``ready`` low (``backpressure``: the share of payloads it
+takes only after 1-``max_gap`` cycles), from a seeded generator, so a design
+that loses or reorders data under stalls fails the bench that uses them."""
 
 from __future__ import annotations
 
+import random
+
 import cocotb
-from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly, RisingEdge
 
 
 def _sig(dut, name, part):
@@ -16,15 +24,26 @@ def _sig(dut, name, part):
     raise AttributeError(f"{dut._name} has no {name}_{part}")
 
 
-class StreamSource:
-    """Drives a stream into the design, one payload (an int) at a time."""
+def _check_share(name: str, share: float) -> None:
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"{name} {share} is not a share in [0, 1)")
 
-    def __init__(self, dut, name: str, clk):
+
+class StreamSource:
+    """Drives a stream into the design, one payload (an int) at a time; ``idle`` of them after a gap."""
+
+    def __init__(self, dut, name: str, clk, *, idle: float = 0.0, max_gap: int = 4, seed: int = 0):
+        _check_share("idle", idle)
         self.valid, self.ready, self.payload = (_sig(dut, name, p) for p in ("valid", "ready", "payload"))
         self.clk = clk
+        self.idle, self.max_gap, self.rng = idle, max_gap, random.Random(seed)
+        self.gaps = 0                           # payloads sent after an idle gap
         self.valid.value = 0
 
     async def send(self, payload: int) -> None:
+        if self.idle and self.rng.random() < self.idle:
+            self.gaps += 1
+            await ClockCycles(self.clk, self.rng.randint(1, self.max_gap), rising=False)
         self.payload.value = payload
         self.valid.value = 1
         while True:
@@ -38,11 +57,15 @@ class StreamSource:
 
 
 class StreamSink:
-    """Always ready; collects every payload (an int) in ``items``."""
+    """Ready a cycle after valid (``backpressure`` of the payloads a gap later); collects every payload
+    (an int) in ``items``."""
 
-    def __init__(self, dut, name: str, clk):
+    def __init__(self, dut, name: str, clk, *, backpressure: float = 0.0, max_gap: int = 4, seed: int = 0):
+        _check_share("backpressure", backpressure)
         self.valid, self.ready, self.payload = (_sig(dut, name, p) for p in ("valid", "ready", "payload"))
         self.clk = clk
+        self.backpressure, self.max_gap, self.rng = backpressure, max_gap, random.Random(seed)
+        self.stalls = 0                         # payloads taken after holding ready low
         self.items: list[int] = []
         self.event = Event()
         self.ready.value = 0
@@ -53,6 +76,9 @@ class StreamSink:
             if not int(self.valid.value):
                 await RisingEdge(self.valid)
             await FallingEdge(self.clk)
+            if self.backpressure and self.rng.random() < self.backpressure:
+                self.stalls += 1
+                await ClockCycles(self.clk, self.rng.randint(1, self.max_gap), rising=False)
             payload = int(self.payload.value)
             self.ready.value = 1
             await RisingEdge(self.clk)

@@ -48,10 +48,11 @@ async def log_of_writes_and_a_group(dut):
     tb = await ChannelTB.create(dut, channels=CHANNELS, ways=WAYS, profile="small",
                                 slot_words=int(os.environ["NANDTB_SLOT_WORDS"]), name="lw", mode=5)
     lay, prof = tb.layout, tb.profile
-    req = StreamSource(dut, "req", tb.clk)
-    free = StreamSource(dut, "free", tb.clk)
+    # requests with idle gaps, completions taken late: nothing may be lost, reordered or stamped twice
+    req = StreamSource(dut, "req", tb.clk, idle=0.4, seed=1)
+    free = StreamSource(dut, "free", tb.clk, idle=0.4, seed=2)
     seq_load = StreamSource(dut, "seq_load", tb.clk)
-    done = StreamSink(dut, "done", tb.clk)
+    done = StreamSink(dut, "done", tb.clk, backpressure=0.5, max_gap=8, seed=3)
 
     # what the firmware does at boot: reset, erase, hand blocks and the seq over
     for die in range(DIES):
@@ -78,6 +79,7 @@ async def log_of_writes_and_a_group(dut):
     for tag, (w, addr) in enumerate(zip(writes, mem)):
         await req.send(page_write(tag, addr, **w))
     results = sorted((page_done(x) for x in await done.wait_for(len(writes))), key=lambda d: d["tag"])
+    assert req.gaps and done.stalls, "the stalls did not happen"
 
     # every page programmed, seqs consecutive in request order, pages distinct and in order per die
     assert [r["result"] for r in results] == [NandResult.OK] * len(writes), results
