@@ -260,7 +260,7 @@ async def random_scoreboard(dut):
     tokens = {}                     # live appends: model token -> device token
     appended = []                   # (cid, model token) of this batch's appends
 
-    for batch in range(int(os.environ.get("FTL_BATCHES", "12"))):
+    for batch in range(int(os.environ.get("FTL_BATCHES", "8"))):
         # up to 8 commands in flight; completion order = command order for the ones that change the map
         cmds = []                   # (cid, the model's status)
         for _ in range(rng.randrange(1, 9)):
@@ -610,7 +610,7 @@ async def program_failures_under_load(dut):
                 raise AssertionError(f"{where}: READ lba {lba} nlb {nlb} matches no state in {lo}..{hi} "
                                      f"(per LBA, the states it matches: {detail})")
 
-    rounds = int(os.environ.get("FTL_ROUNDS", "6"))
+    rounds = int(os.environ.get("FTL_ROUNDS", "3"))
     for rnd in range(rounds):
         # a few multi-page writes and atomic groups first, so the dies are busy when the failures are armed
         cids, reads = [], []

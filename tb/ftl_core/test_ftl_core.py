@@ -1,7 +1,7 @@
 """The FTL core against four NAND models in Verilator (cocotb_ftl_core.py).
 
 ``test_ftl_core_verbs`` and ``test_ftl_core_random_and_cuts`` are in ``make test`` at the cocotb
-tests' own sizes (12 scoreboard batches, 6 rounds of program failures under load); ``make test-slow`` adds ``test_ftl_core_write_cache`` (a build with the write cache, a
+tests' own sizes (8 scoreboard batches, 3 rounds of program failures under load); ``make test-slow`` adds ``test_ftl_core_write_cache`` (a build with the write cache, a
 build option) and ``test_ftl_core_long``: the scoreboarded random workload for thousands of commands,
 more power cuts, twelve rounds of program failures under load."""
 
