@@ -89,7 +89,7 @@ SITES = ("host", "program", "kind:commit", "kind:remap", "kind:gc", "kind:trim",
 KINDS = {"commit": Kind.COMMIT, "remap": Kind.REMAP, "checkpoint": Kind.CHECKPOINT, "gc": Kind.GC_COPY,
          "trim": Kind.TRIM}
 DEFAULTS = {"levels": "50,90", "ops": 10_000, "seed": 1}
-QUICK = {"levels": "90", "ops": 160, "epoch": (70, 100), "sites": ("kind:commit", "host"), "blocks_per_lun": 4}
+QUICK = {"levels": "90", "ops": 100, "epoch": (70, 100), "sites": ("kind:commit", "host"), "blocks_per_lun": 4}
 FIGURES_BEGIN = "<!-- soak figures: written by sim/soak.py, do not edit by hand -->"
 FIGURES_END = "<!-- end of soak figures -->"
 

@@ -61,10 +61,13 @@ class FtlCoreTB:
         self.spare_blocks: dict[int, list[int]] = {}
         self.blocks_used: dict[int, list[int]] = {d: [] for d in range(self.dies)}
         self.pool_may_run_dry = False    # a test that starves the core on purpose
+        self.stalls = 0.0
 
     @classmethod
     async def create(cls, dut, *, channels, ways, slots, slot_words, capacity, blocks_per_die=24,
-                     profile="small", name="ftl", **model_cfg):
+                     profile="small", name="ftl", stalls=0.0, **model_cfg):
+        """``stalls``: the share of the firmware streams' payloads (free blocks, seq, relocation requests
+        in; closed blocks, failed pages, relocation results out) sent after an idle gap or taken late."""
         # a previous test may have left the core mid-operation (a power cut): hold it in reset
         # before the models power on again, so they see no half-finished bus cycle
         dut.rst.value = 1
@@ -72,6 +75,7 @@ class FtlCoreTB:
         chan = await ChannelTB.create(dut, channels=channels, ways=ways, profile=profile, slot_words=slot_words,
                                       name=name, mode=5, **model_cfg)
         tb = cls(dut, chan, channels=channels, ways=ways, slots=slots, capacity=capacity)
+        tb.stalls = stalls
         await tb.boot(blocks_per_die)
         return tb
 
@@ -111,12 +115,14 @@ class FtlCoreTB:
         # an empty L2P table, and the map cache told so: its block RAM survives a reset
         self.write_words(self.l2p, [spec.PPA_UNMAPPED] * self.capacity)
         await self.map_op(MapOp.INVALIDATE)
-        self.free = StreamSource(d, "free", self.clk)
-        self.seq_load = StreamSource(d, "seq_load", self.clk)
-        self.closed = StreamSink(d, "closed", self.clk)
-        self.failed = StreamSink(d, "failed", self.clk)   # pages whose program failed
-        self.reloc = StreamSource(d, "reloc", self.clk)
-        self.reloc_done = StreamSink(d, "reloc_done", self.clk)
+        src = dict(idle=self.stalls, max_gap=16)
+        sink = dict(backpressure=self.stalls, max_gap=16)
+        self.free = StreamSource(d, "free", self.clk, seed=1, **src)
+        self.seq_load = StreamSource(d, "seq_load", self.clk, seed=2, **src)
+        self.closed = StreamSink(d, "closed", self.clk, seed=3, **sink)
+        self.failed = StreamSink(d, "failed", self.clk, seed=4, **sink)   # pages whose program failed
+        self.reloc = StreamSource(d, "reloc", self.clk, seed=5, **src)
+        self.reloc_done = StreamSink(d, "reloc_done", self.clk, seed=6, **sink)
         await self.seq_load.send(SEQ0)
         for _ in range(min(4, blocks_per_die)):
             for die in range(self.dies):

@@ -246,7 +246,7 @@ async def every_verb(dut):
 
 @cocotb.test()
 async def random_scoreboard(dut):
-    tb = await make_tb(dut, name="random", blocks_per_die=int(os.environ.get("FTL_BLOCKS", "24")))
+    tb = await make_tb(dut, name="random", blocks_per_die=int(os.environ.get("FTL_BLOCKS", "24")), stalls=0.3)
     rng = random.Random(int(os.environ.get("FTL_SEED", "1")))
     host = Host(tb)
     page = tb.page
@@ -795,7 +795,7 @@ async def gc_relocation(dut):
     keeping their data and versions; a host write that rebound the LBA wins
     (RACED); an erased page cannot be relocated; the flash with its GC copies
     recovers to the host's view."""
-    tb = await make_tb(dut, name="gc")
+    tb = await make_tb(dut, name="gc", stalls=0.7)      # the firmware's streams stall: relocation must not care
     host = Host(tb)
     page = tb.page
     model = Model(Limits(capacity=CAPACITY, lba_size=page))
@@ -840,6 +840,7 @@ async def gc_relocation(dut):
     # an erased page: nothing to move
     r = await tb.relocate(spec.pack_ppa(0, 0, 0, 1, tb.profile.pages_per_block - 1), tag=9)
     assert RelocResult(r["result"]) == RelocResult.READ_FAILED, r
+    assert tb.reloc.gaps and tb.reloc_done.stalls, "the stalls did not happen"
 
     assert recover(tb.flash_pages()).contents() == model.contents()
     await tb.chan.expect_clean()
