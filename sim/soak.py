@@ -65,6 +65,7 @@ sys.path.insert(0, str(ROOT / "host"))
 
 from atomflash import nandsim, simctl, spec  # noqa: E402
 from atomflash.device import CsrMap, Device  # noqa: E402
+from atomflash.errors import DeviceError  # noqa: E402
 from atomflash.nandsim import NandCutWhen  # noqa: E402
 from atomflash.spec import Hint, Kind, Opcode, Status  # noqa: E402
 from atomflash.transport import TransportError  # noqa: E402
@@ -671,8 +672,10 @@ class Level:
                 self.boot(nxt)
                 devs = self.attach()
                 initial = self.judge(done, rec, devs, lay)
-            except (simctl.SimError, TransportError, TimeoutError) as err:
-                done["error"] = f"the recovering boot: {type(err).__name__}: {str(err)[-600:]}"
+            except (simctl.SimError, TransportError, TimeoutError, DeviceError) as err:
+                # a boot that does not come up, or a read-back the drive answers with an error (an LBA
+                # bound to a page that cannot be read): the epoch fails with what the drive said
+                done["error"] = f"the recovering boot or its read-back: {type(err).__name__}: {str(err)[-600:]}"
                 done["console_tail"] = console_tail(self.run)
                 done["wall_s"] = round(time.monotonic() - t0, 1)
                 self.record(done)
