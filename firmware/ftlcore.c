@@ -113,7 +113,6 @@ void af_ftl_host_ctrl(void)
 		af_ftl.host_admitted = 1;
 		af_ftl.host_drained = 0;
 	}
-	af_ftl.hold_written = held;
 	ftl_wr(AF_FTL_HOST_ENABLE, AF_FTL_HOST_ENABLE_ENABLE | (held ? AF_FTL_HOST_ENABLE_HOLD : 0) |
 					   (af_ftl.no_space ? AF_FTL_HOST_ENABLE_NO_SPACE : 0) |
 					   (af_ftl.no_blocks ? AF_FTL_HOST_ENABLE_NO_BLOCKS : 0));
@@ -127,8 +126,12 @@ uint32_t af_ftl_in_core(void)
 		if (size)
 			n += (hostq_rd(AF_HOSTQ_SQ_HEAD(q)) - hostq_rd(AF_HOSTQ_CQ_TAIL(q))) & (size - 1);
 	}
-	/* the firmware's own pair is never held: what it submitted, fetched or not */
-	return n + ((af_ftl.sq_tail - hostq_rd(AF_HOSTQ_CQ_TAIL(af_ftl.qid))) & (af_ftl.qsize - 1));
+	return n + af_ftl_fw_in_core();
+}
+
+uint32_t af_ftl_fw_in_core(void)
+{
+	return (af_ftl.sq_tail - hostq_rd(AF_HOSTQ_CQ_TAIL(af_ftl.qid))) & (af_ftl.qsize - 1);
 }
 
 /* --- the firmware's queue pair ---------------------------------------------------------- */

@@ -48,7 +48,6 @@ typedef struct {
 	int host_held;              /* the host's pairs held beyond GC's victims: from boot to the end of the boot's GC
 	                             * (gc.c af_gc_boot), and between a foreground episode's victims (af_gc_poll) */
 	int host_admitted;          /* the host's pairs were fetched since boot (0: no host command in the core) */
-	int hold_written;           /* ftl.host_enable.hold as last written: the core fetches nothing of the host's */
 	int host_drained;           /* held, and none of the host's commands left in the core (gc.c drain_host);
 				     * cleared when the hold ends */
 	int fw_waiting;             /* the firmware waits for its own command behind a starved core: so may it */
@@ -117,6 +116,8 @@ void af_ftl_host_ctrl(void);
  * (SQ head minus CQ tail; the core holds fewer commands than a queue has entries, so it does not wrap),
  * and those the firmware submitted on its own pair and the core has not completed. */
 uint32_t af_ftl_in_core(void);
+/* Of them, the firmware's own: submitted on its pair (never held) and not completed yet. */
+uint32_t af_ftl_fw_in_core(void);
 
 /* The firmware's queue pair (the core's last): set up before the host comes on.  0, or -1 when refused. */
 int af_ftl_queue_setup(void);

@@ -223,9 +223,8 @@ static int drain_host(void)
 {
 	if (af_ftl.host_drained)
 		return 1;
-	if (!af_ftl.gc_active || !af_ftl.hold_written || !af_ftl.host_admitted ||
-	    ((af_ftl.sq_tail - hostq_rd(AF_HOSTQ_CQ_TAIL(af_ftl.qid))) & (af_ftl.qsize - 1)))
-		return 0;
+	if (!af_ftl.gc_active || !af_ftl.host_admitted || af_ftl_fw_in_core())
+		return 0; /* gc_active is set by hold(), which writes the hold to the core */
 	uint64_t start = af_uptime_cycles(), quiet_since = 0;
 	for (unsigned spin = 0;; spin++) {
 		uint64_t now = af_uptime_cycles();

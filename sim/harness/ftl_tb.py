@@ -32,7 +32,7 @@ SEQ0 = 1 << 20
 
 
 class FtlCoreTB:
-    def __init__(self, dut, chan: ChannelTB, *, channels, ways, slots, capacity):
+    def __init__(self, dut, chan: ChannelTB, *, channels, ways, slots, capacity, stalls=0.0):
         self.dut, self.chan = dut, chan
         self.clk = dut.clk
         self.channels, self.ways, self.slots = channels, ways, slots
@@ -61,7 +61,7 @@ class FtlCoreTB:
         self.spare_blocks: dict[int, list[int]] = {}
         self.blocks_used: dict[int, list[int]] = {d: [] for d in range(self.dies)}
         self.pool_may_run_dry = False    # a test that starves the core on purpose
-        self.stalls = 0.0
+        self.stalls = stalls
 
     @classmethod
     async def create(cls, dut, *, channels, ways, slots, slot_words, capacity, blocks_per_die=24,
@@ -74,8 +74,7 @@ class FtlCoreTB:
         await ClockCycles(dut.clk, 8)
         chan = await ChannelTB.create(dut, channels=channels, ways=ways, profile=profile, slot_words=slot_words,
                                       name=name, mode=5, **model_cfg)
-        tb = cls(dut, chan, channels=channels, ways=ways, slots=slots, capacity=capacity)
-        tb.stalls = stalls
+        tb = cls(dut, chan, channels=channels, ways=ways, slots=slots, capacity=capacity, stalls=stalls)
         await tb.boot(blocks_per_die)
         return tb
 

@@ -7,6 +7,7 @@ import random
 import warnings
 
 import pytest
+from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 
 from rtl.lib.siphash import SipHash, siphash
@@ -92,7 +93,6 @@ def test_idle_words_and_a_slow_reader_change_no_digest():
 
 
 def test_a_core_without_words_or_rounds_is_refused():
-    from amaranth.hdl import UnusedElaboratable
     with warnings.catch_warnings():
         # the refused object was made before its __init__ raised: amaranth warns when it is collected
         warnings.simplefilter("ignore", UnusedElaboratable)
