@@ -390,6 +390,8 @@ static int map_load(int argc, char **argv)
 		else
 			return AF_EUSAGE;
 	}
+	printf("map: the table at 0x%08lx, %lu entries of 4 bytes\n", (unsigned long)(uintptr_t)af_flash.map.ppa,
+	       (unsigned long)af_flash.map.nlba);
 	if (!af_ckpt.loaded || !ml->nseg) {
 		printf("map: loaded whole at boot (%s)\n", af_ckpt.loaded ? "the checkpoint's format needs it" : "no checkpoint");
 		return AF_OK;
@@ -399,6 +401,9 @@ static int map_load(int argc, char **argv)
 	       (unsigned long)(ml->nseg - ml->left), (unsigned long)ml->nseg, (unsigned long)(1u << ml->seg_shift),
 	       ml->left ? "" : " (done)", (unsigned long)ml->at_boot, (unsigned long)ml->on_demand,
 	       ml->paused ? " (paused)" : "", (unsigned long)ml->page_errors);
+	if (ml->kept)
+		printf("map: %lu entries were written before their segment loaded (kept; the gate should have held "
+		       "their writers)\n", (unsigned long)ml->kept);
 #ifdef AFCTRL_FTL
 	if (af_ftl.running)
 		printf("map: %lu host or firmware requests waited for a segment\n",

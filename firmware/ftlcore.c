@@ -201,9 +201,14 @@ int af_ftl_reap(unsigned opcode, uint16_t *cid, uint64_t *result)
 
 int af_ftl_wait(const af_cmd_t *cmd, uint64_t *result)
 {
-	uint16_t cid;
-	int st = af_ftl_reap(cmd->opcode, &cid, result);
-	return st >= 0 && cid == cmd->cid ? st : -1;
+	for (;;) {
+		uint16_t cid;
+		int st = af_ftl_reap(cmd->opcode, &cid, result);
+		if (st < 0 || cid == cmd->cid)
+			return st;
+		/* the answer to an earlier command whose wait gave up: ours comes after it */
+		af_ftl.late_completions++;
+	}
 }
 
 int af_ftl_io(af_cmd_t *cmd, uint64_t *result)

@@ -51,6 +51,7 @@ typedef struct {
 	int host_drained;           /* held, and none of the host's commands left in the core (gc.c drain_host);
 				     * cleared when the hold ends */
 	int fw_waiting;             /* the firmware waits for its own command behind a starved core: so may it */
+	uint32_t late_completions; /* answers to firmware commands whose wait had given up, discarded */
 	int gc_stuck;               /* GC found nothing to collect with the erased blocks down to its reserve (gc.c
 				     * sets it whatever no_space says, FULL included): the reserve goes to the core */
 	uint32_t no_space;          /* AF_NOSPACE_*: why writes complete with NO_SPACE (ftl.host_enable.no_space) */

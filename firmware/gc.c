@@ -152,15 +152,17 @@ static int relocate(uint32_t ppa, uint16_t tag, uint32_t lba_word)
 				af_ftl_hooks.upkeep ? af_ftl_hooks.upkeep() : af_ftl_poll();
 			continue;
 		}
-		af_ftl.fw_waiting = 0;
 		uint32_t d = ftl_rd(AF_FTL_RELOC_DONE);
 		ftl_wr(AF_FTL_CTRL, AF_FTL_CTRL_POP_RELOC_DONE);
-		if (((d & AF_FTL_RELOC_DONE_TAG) >> AF_FTL_RELOC_DONE_TAG_SHIFT) != tag)
-			return -1;
+		if (((d & AF_FTL_RELOC_DONE_TAG) >> AF_FTL_RELOC_DONE_TAG_SHIFT) != tag) {
+			af_gc.late++; /* an earlier relocation we stopped waiting for: ours comes after it */
+			continue;
+		}
+		af_ftl.fw_waiting = 0;
 		return (int)((d & AF_FTL_RELOC_DONE_RESULT) >> AF_FTL_RELOC_DONE_RESULT_SHIFT);
 	}
 	af_ftl.fw_waiting = 0;
-	return -1;
+	return -1; /* still in the core: its answer, when it comes, is discarded by the next wait (tags differ) */
 }
 
 /* Every read fetched so far has finished (see the header).  Its page lands in gc_buf, the relocator's,
@@ -196,7 +198,7 @@ static void hold(int on)
 /* One relocation and its counters; 0 when it moved or raced, -1 (said on the console) otherwise. */
 static int move_page(uint32_t g, uint32_t ppa, uint32_t lba_word)
 {
-	int res = relocate(ppa, (uint16_t)(af_gc.copies & 0x7fff), lba_word);
+	int res = relocate(ppa, (uint16_t)(af_gc.requests++ & 0x7fff), lba_word);
 	if (res == AF_RELOCRESULT_MOVED) {
 		af_gc.copies++;
 		if (lba_word)
@@ -683,6 +685,9 @@ static int cmd_gc(int argc, char **argv)
 	if (af_gc.no_room)
 		printf("stopped %lu times for room: copies would have taken the block kept for the core's commands\n",
 		       (unsigned long)af_gc.no_room);
+	if (af_gc.late || af_ftl.late_completions)
+		printf("late answers discarded: %lu to relocations, %lu to firmware commands (their waits had given up)\n",
+		       (unsigned long)af_gc.late, (unsigned long)af_ftl.late_completions);
 	return AF_OK;
 }
 AF_COMMAND(gc, "gc [now | block <n> | policy greedy|cost-benefit | thresholds <low> <high> | on | off | trace]",

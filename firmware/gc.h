@@ -18,6 +18,8 @@ typedef struct {
 	uint32_t no_room;        /* victims left mid-way: their copies would have taken the block kept for the core */
 	uint32_t map_passes;     /* passes over the L2P table for pages bound under an LBA their OOB does not name */
 	uint32_t by_map;         /* copies of such pages (remapped appends) */
+	uint32_t requests;       /* relocations asked for: the next one's tag */
+	uint32_t late;           /* answers to relocations GC had stopped waiting for, discarded */
 	uint64_t cycles;         /* spent collecting */
 	uint64_t last_seq;       /* the log's seq at the last poll (quiet host: unchanged) */
 	uint64_t idle_seq;       /* 1 + the seq when a step last found nothing to do (0: none) */

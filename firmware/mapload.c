@@ -36,6 +36,22 @@ void af_map_take_page(uint32_t q, uint32_t nlba, const volatile uint32_t *w)
 	}
 }
 
+/* Lazily: entry lba becomes the checkpoint's (vseq, ppa) unless something wrote it while its segment was not
+ * loaded (it no longer holds AF_PPA_NOT_LOADED): that value is newer than the checkpoint's and stays (1).
+ * The checkpointer's view gets the checkpoint's page either way, so the next checkpoint reads the version
+ * of whatever the table holds. */
+static int take_entry(uint32_t lba, uint64_t vseq, uint32_t ppa)
+{
+	int kept = af_flash.map.ppa[lba] != AF_PPA_NOT_LOADED;
+	if (!kept)
+		af_flash.map.ppa[lba] = ppa;
+	af_flash.map.vseq[lba] = vseq;
+	af_flash.map.cseq[lba] = 0;
+	if (af_mapload.shadow && lba < af_ftl.capacity)
+		af_mapload.shadow[lba] = ppa;
+	return kept;
+}
+
 /* --- the map, loaded lazily (format 3) ---------------------------------------------------- */
 
 /* While segments remain to load, the firmware's waits on the core load them too (ftlcore.h). */
@@ -68,6 +84,9 @@ int af_map_lazy_begin(const uint32_t *area_blocks, uint32_t map_pages, const uin
 			return -1;
 	}
 	memset(ml->loaded, 0, nseg);
+	/* what no load has written yet reads as such (a load keeps anything else: take_entry) */
+	for (uint32_t lba = 0; lba < af_flash.map.nlba; lba++)
+		af_flash.map.ppa[lba] = AF_PPA_NOT_LOADED;
 	set_active(1);
 	ml->area_blocks = area_blocks;
 	ml->map_pages = map_pages;
@@ -77,7 +96,7 @@ int af_map_lazy_begin(const uint32_t *area_blocks, uint32_t map_pages, const uin
 	ml->seg_shift = shift;
 	ml->nseg = ml->left = nseg;
 	ml->cursor = 0;
-	ml->at_boot = ml->on_demand = ml->page_errors = 0;
+	ml->at_boot = ml->on_demand = ml->page_errors = ml->kept = 0;
 	ml->paused = 0;
 	return 0;
 }
@@ -101,7 +120,7 @@ static uint32_t map_page_ppa(uint32_t q)
 static void load_segment(uint32_t s)
 {
 	af_mapload_t *ml = &af_mapload;
-	uint32_t first = s << ml->seg_shift, end = first + (1u << ml->seg_shift);
+	uint32_t first = s << ml->seg_shift, end = first + (1u << ml->seg_shift), kept = 0, first_kept = 0;
 	if (end > af_flash.map.nlba || end < first)
 		end = af_flash.map.nlba;
 	for (uint32_t lba = first; lba < end;) {
@@ -113,9 +132,7 @@ static void load_segment(uint32_t s)
 		if (lba < ml->ck_nlba) {
 			ok = af_nand_read(map_page_ppa(q), 0, af_nand.page_data, NULL, 0, &c) == AF_NANDRESULT_OK &&
 			     c.crc == ml->crc[q];
-			if (ok) {
-				af_map_take_page(q, ml->ck_nlba, af_nand_buf_words(c.channel, af_nand_sync_slot()));
-			} else {
+			if (!ok) {
 				ml->page_errors++;
 				printf("error: ckpt: map page %lu of checkpoint %lu does not %s: LBAs %lu..%lu lost\n",
 				       (unsigned long)(1 + q), (unsigned long)ml->number,
@@ -123,15 +140,28 @@ static void load_segment(uint32_t s)
 				       (unsigned long)(next - 1));
 			}
 		}
-		for (uint32_t l = ok ? (next < ml->ck_nlba ? next : ml->ck_nlba) : lba; l < next; l++) {
-			af_flash.map.ppa[l] = AF_REC_PPA_NONE;
-			af_flash.map.vseq[l] = AF_REC_VSEQ_NONE;
-			af_flash.map.cseq[l] = 0;
+		const volatile uint32_t *w = ok ? af_nand_buf_words(c.channel, af_nand_sync_slot()) : NULL;
+		uint32_t ck_end = next < ml->ck_nlba ? next : ml->ck_nlba;
+		for (uint32_t l = lba; l < next; l++) {
+			uint64_t vseq = AF_REC_VSEQ_NONE;
+			uint32_t ppa = AF_REC_PPA_NONE;
+			if (w && l < ck_end) {
+				const volatile uint32_t *e = w + (l - q * ENTRIES_PER_PAGE) * ENTRY_WORDS;
+				uint32_t lo = e[ENTRY_VSEQ], hi = e[ENTRY_VSEQ + 1];
+				vseq = (uint64_t)hi << 32 | lo;
+				ppa = (lo & hi) == UINT32_MAX ? AF_REC_PPA_NONE : e[ENTRY_PPA]; /* vseq NONE: unbound */
+			}
+			if (take_entry(l, vseq, ppa) && kept++ == 0)
+				first_kept = l;
 		}
-		if (ml->shadow) /* the checkpointer's view: what the checkpoint said */
-			for (uint32_t l = lba; l < next && l < af_ftl.capacity; l++)
-				ml->shadow[l] = af_flash.map.ppa[l];
 		lba = next;
+	}
+	if (kept) {
+		/* the gate should have held whatever wrote them until now: said, and the newer values kept */
+		ml->kept += kept;
+		printf("error: map: segment %lu: %lu entries written before it was loaded (LBA %lu: 0x%08lx), kept\n",
+		       (unsigned long)s, (unsigned long)kept, (unsigned long)first_kept,
+		       (unsigned long)af_flash.map.ppa[first_kept]);
 	}
 	ml->loaded[s] = 1;
 	ml->left--;

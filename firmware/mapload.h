@@ -51,6 +51,7 @@ typedef struct {
 	uint32_t at_boot;    /* segments recovery needed before the host came on */
 	uint32_t on_demand;  /* segments a waiting host request asked for */
 	uint32_t page_errors; /* map pages that did not read or check (their LBAs lost) */
+	uint32_t kept;       /* entries written before their segment loaded (a defect: the gate let them by) */
 	int paused;          /* the idle loop loads none (`map load pause`): only what is needed */
 	uint64_t t_done;     /* uptime when the last one loaded */
 } af_mapload_t;

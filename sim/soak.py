@@ -592,6 +592,17 @@ class Level:
             simctl.wait_exit(self.run, timeout=120)
         simctl.start(self.run, self._cfg({}), fresh=fresh, gateware=self.gw, boot_timeout=600)
 
+    def keep_images(self, n: int) -> None:
+        """The NAND images as the cut after epoch ``n`` left them (before the recovering boot), in
+        images/after-<n>; the two newest sets are kept."""
+        keep = self.dir / "images"
+        dst = keep / f"after-{n}"
+        dst.mkdir(parents=True, exist_ok=True)
+        for path in self.run.glob("nand*.img"):
+            shutil.copyfile(path, dst / path.name)
+        for old in sorted(keep.glob("after-*"), key=lambda d: int(d.name.split("-")[1]))[:-2]:
+            shutil.rmtree(old)
+
     def attach(self):
         return Device.attach_sim_all(self.run, timeout=CMD_TIMEOUT)
 
@@ -668,6 +679,8 @@ class Level:
             done = asdict(e)
             done["build"] = self.gw.parent.name
             nxt = Epoch.draw(e.n + 1, args.seed, self.name, args.sites, args.epoch, args.quick)
+            if args.keep_images:
+                self.keep_images(e.n)
             try:
                 self.boot(nxt)
                 devs = self.attach()
@@ -991,6 +1004,9 @@ def main(argv=None) -> int:
     p.add_argument("--blocks-per-lun", type=int, default=8,
                    help="the drive's blocks per LUN (8: the default drive, atomflash sim start's; --quick "
                         "uses 4: 320 LBAs, one block of over-provisioning, GC at work from the first epoch)")
+    p.add_argument("--keep-images", action="store_true",
+                   help="for debugging: copy the NAND images before each recovering boot to <dir>/<level>/images "
+                        "(the two newest)")
     p.add_argument("--gateware", type=Path, default=None, help="a built simulation (default: build it now)")
     p.add_argument("--jobs", type=int, default=1,
                    help="levels soaked at once, each by a process of its own (one simulator each)")

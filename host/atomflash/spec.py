@@ -210,12 +210,15 @@ PPA = Record(
     size=4,
 )
 PPA_UNMAPPED = 0xFFFF_FFFF  # erased-memory value; no real page has every field at its maximum
+# An L2P entry of a segment the firmware has not loaded yet (firmware/mapload.c): never a real page either
+# (channel, way, LUN and block at their maximum), so a load can tell it from anything written meanwhile.
+PPA_NOT_LOADED = 0xFFFF_FFFE
 
 
 def pack_ppa(channel: int, way: int, lun: int, block: int, page: int) -> int:
     value = PPA.compose("ppa", channel=channel, way=way, lun=lun, block=block, page=page)
-    if value == PPA_UNMAPPED:
-        raise ValueError("that address is reserved as PPA_UNMAPPED")
+    if value in (PPA_UNMAPPED, PPA_NOT_LOADED):
+        raise ValueError("that address is reserved (PPA_UNMAPPED, PPA_NOT_LOADED)")
     return value
 
 
@@ -1408,6 +1411,7 @@ SCALARS = {
     "IDENTIFY_MAGIC": (IDENTIFY_MAGIC, "IDENTIFY.magic"),
     "NAND_CLK_HZ": (NAND_CLK_HZ, "nominal controller clock the ONFI cycle tables are built for"),
     "PPA_UNMAPPED": (PPA_UNMAPPED, "L2P entry of an unmapped LBA"),
+    "PPA_NOT_LOADED": (PPA_NOT_LOADED, "L2P entry of a segment the lazy map loader has not loaded yet"),
     "NAND_BBM_BYTES": (NAND_BBM_BYTES, "spare bytes before the OOB record kept for the bad-block marker (FFh)"),
     "HOST_QUEUE_PAIRS": (HOST_QUEUE_PAIRS, "host queue pairs implemented by default"),
     "HOST_REGS_ID": (HOST_REGS_ID, "hostq.id register value"),
