@@ -22,6 +22,14 @@ _Static_assert(sizeof(af_ckpt_entry_t) % 4 == 0 && offsetof(af_ckpt_entry_t, vse
 		       offsetof(af_ckpt_entry_t, ppa) % 4 == 0,
 	       "checkpoint entries are read from the page buffer as words");
 
+/* One entry read from a page buffer: its vseq into *vseq, its PPA returned (none for an unbound LBA). */
+static uint32_t decode_entry(const volatile uint32_t *e, uint64_t *vseq)
+{
+	uint32_t lo = e[ENTRY_VSEQ], hi = e[ENTRY_VSEQ + 1];
+	*vseq = (uint64_t)hi << 32 | lo;
+	return (lo & hi) == UINT32_MAX ? AF_REC_PPA_NONE : e[ENTRY_PPA]; /* vseq NONE: unbound */
+}
+
 void af_map_take_page(uint32_t q, uint32_t nlba, const volatile uint32_t *w)
 {
 	uint32_t *map_ppa = af_flash.map.ppa;
@@ -29,9 +37,7 @@ void af_map_take_page(uint32_t q, uint32_t nlba, const volatile uint32_t *w)
 	uint32_t lba = q * ENTRIES_PER_PAGE;
 	uint32_t end = nlba - lba < ENTRIES_PER_PAGE ? nlba : lba + ENTRIES_PER_PAGE;
 	for (; lba < end; lba++, w += ENTRY_WORDS) {
-		uint32_t lo = w[ENTRY_VSEQ], hi = w[ENTRY_VSEQ + 1];
-		map_vseq[lba] = (uint64_t)hi << 32 | lo;
-		map_ppa[lba] = (lo & hi) == UINT32_MAX ? AF_REC_PPA_NONE : w[ENTRY_PPA]; /* vseq NONE: unbound */
+		map_ppa[lba] = decode_entry(w, &map_vseq[lba]);
 		map_cseq[lba] = 0;
 	}
 }
@@ -145,12 +151,8 @@ static void load_segment(uint32_t s)
 		for (uint32_t l = lba; l < next; l++) {
 			uint64_t vseq = AF_REC_VSEQ_NONE;
 			uint32_t ppa = AF_REC_PPA_NONE;
-			if (w && l < ck_end) {
-				const volatile uint32_t *e = w + (l - q * ENTRIES_PER_PAGE) * ENTRY_WORDS;
-				uint32_t lo = e[ENTRY_VSEQ], hi = e[ENTRY_VSEQ + 1];
-				vseq = (uint64_t)hi << 32 | lo;
-				ppa = (lo & hi) == UINT32_MAX ? AF_REC_PPA_NONE : e[ENTRY_PPA]; /* vseq NONE: unbound */
-			}
+			if (w && l < ck_end)
+				ppa = decode_entry(w + (l - q * ENTRIES_PER_PAGE) * ENTRY_WORDS, &vseq);
 			if (take_entry(l, vseq, ppa) && kept++ == 0)
 				first_kept = l;
 		}

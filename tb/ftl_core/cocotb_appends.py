@@ -3,6 +3,8 @@ against ``atomflash.model``, a token surviving GC (``appends_and_remaps``); an A
 never taking another command's result words while immediate completions flood the host queues
 (``completions_hold_while_posted``)."""
 
+import functools
+
 import cocotb
 
 from atomflash import spec
@@ -11,7 +13,7 @@ from atomflash.spec import Kind, Opcode, Status
 from rtl.ftl.mapcache import MapOp
 from rtl.ftl.relocate import RelocResult
 from sim.harness.ftl_core import MAX_APPENDS, MAX_OPEN_TX, MAX_PENDING
-from ftl_core_tb import CAPACITY, Blocks, Host, check_valid_counts, expect, make_tb
+from ftl_core_tb import CAPACITY, Blocks, Host, check_valid_counts, expect, make_tb, read_and_compare
 
 
 @cocotb.test()
@@ -117,13 +119,7 @@ async def appends_and_remaps(dut):
                want.status)
         return want.status
 
-    async def check(lba, nlb):
-        buf = host.buffer(nlb)
-        tb.write_bytes(buf, b"\xa5" * (nlb * page))
-        expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=nlb, buf=buf), Status.SUCCESS)
-        got, want = tb.read_bytes(buf, nlb * page), model.read(lba, nlb).data
-        for i in range(nlb):
-            assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"lba {lba + i}"
+    check = functools.partial(read_and_compare, tb, host, model)
 
     # old data, then appends: nothing visible until the remap
     data = blocks(8)

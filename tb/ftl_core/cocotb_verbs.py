@@ -2,13 +2,15 @@
 (``every_verb``), that a rejected command changes nothing, the activity counters, and what
 ``no_space`` refuses and what it lets through."""
 
+import functools
+
 import cocotb
 
 from atomflash import spec
 from atomflash.model import Limits, Model, recover
 from atomflash.spec import Hint, Opcode, Status
 from sim.harness.ftl_tb import IDENTIFY
-from ftl_core_tb import CAPACITY, MEM_END, Host, block, expect, make_tb
+from ftl_core_tb import CAPACITY, MEM_END, Host, block, expect, make_tb, read_and_compare
 
 
 @cocotb.test()
@@ -24,14 +26,7 @@ async def every_verb(dut):
         model.write(lba, b"".join(blocks))
         return await tb.do(opcode=Opcode.WRITE, lba=lba, nlb=len(blocks), buf=buf)
 
-    async def read_check(lba, nlb):
-        buf = host.buffer(nlb)
-        tb.write_bytes(buf, b"\xa5" * (nlb * page))
-        expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=nlb, buf=buf), Status.SUCCESS)
-        got = tb.read_bytes(buf, nlb * page)
-        want = model.read(lba, nlb).data
-        for i in range(nlb):
-            assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"lba {lba + i}"
+    read_check = functools.partial(read_and_compare, tb, host, model)
 
     async def atomic(pairs, status=Status.SUCCESS, list_addr=None, bufs=None):
         entries = []

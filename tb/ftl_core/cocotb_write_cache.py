@@ -2,6 +2,8 @@
 ``FTL_CACHE_PAGES`` pages): coalescing, reads from the cache, stripe destage, the drains and fences,
 and a power cut losing exactly the writes still buffered."""
 
+import functools
+
 import cocotb
 
 from atomflash import spec
@@ -10,7 +12,8 @@ from atomflash.nandsim import NandCtl
 from atomflash.spec import Hint, Opcode, Status
 from sim.harness.ftl_core import MAX_OPEN_TX, MAX_PENDING
 from sim.harness.ftl_tb import IDENTIFY
-from ftl_core_tb import CACHE_BASE, CACHE_PAGES, CAPACITY, CHANNELS, WAYS, Blocks, Host, expect, make_tb
+from ftl_core_tb import (CACHE_BASE, CACHE_PAGES, CAPACITY, CHANNELS, WAYS, Blocks, Host, expect, make_tb,
+                         read_and_compare)
 
 
 @cocotb.test()
@@ -43,13 +46,7 @@ async def write_cache(dut):
         expect(await tb.do(opcode=Opcode.WRITE, lba=lba, nlb=nlb, buf=buf,
                            flags=spec.CMD.compose("flags", fua=int(fua))), Status.SUCCESS)
 
-    async def read_check(lba, nlb):
-        buf = host.buffer(nlb)
-        tb.write_bytes(buf, b"\xa5" * (nlb * page))
-        expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=nlb, buf=buf), Status.SUCCESS)
-        got, want = tb.read_bytes(buf, nlb * page), model.read(lba, nlb).data
-        for i in range(nlb):
-            assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"lba {lba + i}"
+    read_check = functools.partial(read_and_compare, tb, host, model)
 
     async def programs():
         return sum([await tb.chan.stat(i, "PROGRAMS") for i in range(tb.dies)])

@@ -10,7 +10,7 @@ import os
 import random
 
 from atomflash import spec
-from atomflash.spec import Status
+from atomflash.spec import Opcode, Status
 from rtl.ftl.mapcache import MapOp
 from sim.harness.ftl_tb import FtlCoreTB
 
@@ -96,3 +96,14 @@ async def check_valid_counts(tb, model):
         for blk in tb.blocks_used[die]:
             got = tb.mem_read(tb.block_table // 4 + (die << tb.block_shift) + blk)
             assert got == want.get((die, blk), 0), (die, blk, got, want.get((die, blk), 0))
+
+
+async def read_and_compare(tb, host, model, lba, nlb=1):
+    """READ lba..lba+nlb-1 into a buffer filled with a pattern first; each block must be the model's."""
+    page = tb.page
+    buf = host.buffer(nlb)
+    tb.write_bytes(buf, b"\xa5" * (nlb * page))
+    expect(await tb.do(opcode=Opcode.READ, lba=lba, nlb=nlb, buf=buf), Status.SUCCESS)
+    got, want = tb.read_bytes(buf, nlb * page), model.read(lba, nlb).data
+    for i in range(nlb):
+        assert got[i * page:(i + 1) * page] == want[i * page:(i + 1) * page], f"lba {lba + i}"
