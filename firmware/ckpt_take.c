@@ -195,7 +195,7 @@ int af_ckpt_take(void)
 	int r = af_ftl_map(AF_MAPFWOP_FLUSH, 0, 0, 0, NULL);
 	if (r < 0 || (r & AF_FTL_MAP_RESULT_ERROR))
 		return fail("map-cache flush failed");
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 
 	/* 4, pass 1: bring the shadow up to date, each map page's CRC, the valid counts of these entries */
 	uint32_t pcrc = AF_CRC32_INIT, bound = 0, *counts = af_flash.counts;

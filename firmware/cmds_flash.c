@@ -466,7 +466,7 @@ static int cmd_block(int argc, char **argv)
 	/* valid pages: the core's count once it runs (recovery's before) */
 	uint32_t valid = x->valid;
 	if (af_ftl.running && AF_PPA_PPA_LUN_GET(af_nand_block_ppa(b)) == 0) {
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		valid = af_ftl_valid_of(b);
 	}
 	printf("block %lu (", (unsigned long)b);

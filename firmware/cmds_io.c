@@ -173,7 +173,7 @@ static int random_writes(uint32_t seed, uint32_t writes, uint32_t range)
 		uint32_t n = 0, first = i;
 		for (int clash = 0; n < IO_DEPTH && i < writes && !clash; ) {
 			block_cmd(&cmd[n], AF_OPCODE_WRITE, lba, page[i % (IO_DEPTH + 1)]);
-			flush_cpu_dcache();
+			af_dcache_invalidate();
 			if (af_ftl_submit(&cmd[n]) < 0)
 				break;
 			n++;
@@ -269,7 +269,7 @@ static int io_random(int argc, char **argv, int verify)
 			return AF_EFAIL;
 		live[k] = 0;
 		inflight--;
-		flush_cpu_dcache(); /* the page came in behind the cache */
+		af_dcache_invalidate(); /* the page came in behind the cache */
 		const uint32_t *got = (const uint32_t *)(uintptr_t)cmd[k].buf;
 		uint32_t lba = (uint32_t)cmd[k].lba, want;
 		int w = compare(got, tags[lba], lba, &want);
@@ -324,7 +324,7 @@ static int io_tx(int argc, char **argv)
 	if (op[0] != 'c') {
 		for (uint32_t i = 0; i < n; i++)
 			fill(buf + i * words, seed, lba + i);
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		cmd.opcode = AF_OPCODE_TX_WRITE;
 		if (op[0] == 'f')
 			cmd.flags = AF_CMD_FLAGS_TX_FINAL_MASK;
@@ -335,11 +335,11 @@ static int io_tx(int argc, char **argv)
 		return AF_OK;
 	}
 	memset(buf, 0xa5, n * af_nand.page_data);
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	cmd.opcode = AF_OPCODE_TX_READ;
 	if (run(&cmd, "tx read"))
 		return AF_EFAIL;
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	uint32_t bad = 0, want;
 	for (uint32_t i = 0; i < n; i++)
 		if (compare(buf + i * words, seed, lba + i, &want) >= 0)
@@ -366,7 +366,7 @@ static int io_append(int argc, char **argv)
 		/* the data is (seed, lba + i): after a remap to lba, `io check <seed> <lba> <count>` passes */
 		for (uint32_t i = 0; i < n; i++)
 			fill(buf + i * words, seed, lba + i);
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		cmd.opcode = AF_OPCODE_APPEND;
 		cmd.nlb = n;
 		cmd.buf = (uint32_t)(uintptr_t)buf;
@@ -416,7 +416,7 @@ static int io_append(int argc, char **argv)
 		list[i].token = token;
 		list[i].nlb = nlb;
 	}
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	cmd.opcode = AF_OPCODE_REMAP;
 	cmd.list = (uint32_t)(uintptr_t)list;
 	cmd.nlist = n;
@@ -454,7 +454,7 @@ static int cmd_io(int argc, char **argv)
 		if (op[0] == 'w') {
 			for (uint32_t i = 0; i < n; i++)
 				fill(buf + i * words, seed, lba + i);
-			flush_cpu_dcache();
+			af_dcache_invalidate();
 			cmd.opcode = AF_OPCODE_WRITE;
 			if (run(&cmd, "write"))
 				return AF_EFAIL;
@@ -463,11 +463,11 @@ static int cmd_io(int argc, char **argv)
 			return AF_OK;
 		}
 		memset(buf, 0xa5, n * af_nand.page_data);
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		cmd.opcode = AF_OPCODE_READ;
 		if (run(&cmd, "read"))
 			return AF_EFAIL;
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		uint32_t bad = 0, want;
 		for (uint32_t i = 0; i < n; i++) {
 			int w = compare(buf + i * words, seed, lba + i, &want);
@@ -485,7 +485,7 @@ static int cmd_io(int argc, char **argv)
 			return AF_EUSAGE;
 		if (one_block(AF_OPCODE_READ, lba, buf, "read"))
 			return AF_EFAIL;
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		printf("lba %lu:", (unsigned long)lba);
 		for (unsigned w = 0; w < 8; w++)
 			printf(" %08lx", (unsigned long)buf[w]);
@@ -509,7 +509,7 @@ static int cmd_io(int argc, char **argv)
 			list[i].lba = lba;
 			list[i].buf = (uint32_t)(uintptr_t)(buf + i * words);
 		}
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		cmd.opcode = AF_OPCODE_ATOMIC_WRITE;
 		cmd.list = (uint32_t)(uintptr_t)list;
 		cmd.nlist = n;

@@ -183,7 +183,7 @@ static int ram_test(uint32_t *base, unsigned words)
 {
 	for (unsigned i = 0; i < words; i++)
 		base[i] = 0x9e3779b9u * (i + 1) ^ (uint32_t)(uintptr_t)&base[i];
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	for (unsigned i = 0; i < words; i++)
 		if (base[i] != (0x9e3779b9u * (i + 1) ^ (uint32_t)(uintptr_t)&base[i]))
 			return -1;
@@ -237,13 +237,13 @@ static int cmd_selftest(int argc, char **argv)
 	if (af_ftl.running) {
 		af_identify_t *dst = (af_identify_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - 8192);
 		memset(dst, 0, sizeof(*dst));
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		af_cmd_t cmd;
 		memset(&cmd, 0, sizeof(cmd));
 		cmd.opcode = AF_OPCODE_IDENTIFY;
 		cmd.buf = (uint32_t)(uintptr_t)dst;
 		int st = af_ftl_io(&cmd, NULL);
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		int ok = st == AF_STATUS_SUCCESS && memcmp(dst, af_ftl.identify, sizeof(*dst)) == 0;
 		printf("ctrl identify  %s (IDENTIFY command: status %d, %u bytes to 0x%08lx)\n", ok ? "pass" : "FAIL", st,
 		       (unsigned)sizeof(*dst), (unsigned long)(uintptr_t)dst);
@@ -252,7 +252,7 @@ static int cmd_selftest(int argc, char **argv)
 		uint32_t old = 0;
 		int r = af_ftl_map(AF_MAPFWOP_READ, 0, 0, 0, &old);
 		int f = af_ftl_map(AF_MAPFWOP_FLUSH, 0, 0, 0, NULL);
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		ok = r >= 0 && f >= 0 && !(r & AF_FTL_MAP_RESULT_ERROR) && old == af_flash.map.ppa[0];
 		printf("ctrl map port  %s (lba 0 -> 0x%08lx)\n", ok ? "pass" : "FAIL", (unsigned long)old);
 		fails += !ok;
@@ -267,7 +267,7 @@ static int cmd_selftest(int argc, char **argv)
 		af_identify_t mmio;
 		af_identify_t *dst = (af_identify_t *)(MAIN_RAM_BASE + MAIN_RAM_SIZE - 8192);
 		memset(dst, 0, sizeof(*dst));
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 		afctrl_identify_mmio(&mmio);
 		int r = afctrl_identify_dma(dst);
 		int ok = r == 0 && memcmp(&mmio, dst, sizeof(mmio)) == 0 && dst->magic == AF_IDENTIFY_MAGIC;

@@ -325,7 +325,7 @@ void af_ftl_set_no_space(uint32_t why)
 		/* GET_LOG says why before the first refusal (the idle refresh may come later) */
 		af_ftl.log->no_space = why;
 		af_ftl.log->spare_blocks = af_ftl.spare_blocks;
-		flush_cpu_dcache();
+		af_dcache_invalidate();
 	}
 	if (af_ftl.running)
 		af_ftl_host_ctrl();
@@ -366,7 +366,7 @@ void af_ftl_space_check(void)
 		for (uint32_t k = 0; k < af_nand.blocks_per_lun; k++)
 			good += !b[k].flags;
 	}
-	flush_cpu_dcache(); /* the block table is written by the core */
+	af_dcache_invalidate(); /* the block table is written by the core */
 	for (uint32_t i = 0; i < (af_ftl.dies << af_ftl.block_shift); i++)
 		live += af_ftl.bt[i];
 	space_apply(good, live);
@@ -602,7 +602,7 @@ int af_ftl_start(void)
 
 	fill_identify(af_ftl.identify);
 	memset(af_ftl.log, 0, sizeof(af_log_page_t));
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 
 	ftl_wr(AF_FTL_PAGES_PER_BLOCK, af_nand.pages_per_block);
 	/* MLC (DESIGN.md trap 4): lower-page completions wait for their word line's upper page */

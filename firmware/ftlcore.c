@@ -180,7 +180,7 @@ int af_ftl_reap(unsigned opcode, uint16_t *cid, uint64_t *result)
 			printf("warning: ftl: opcode 0x%02x waits long: core status 0x%02lx, %lu free blocks, hold %lu\n",
 			       opcode, (unsigned long)ftl_rd(AF_FTL_STATUS), (unsigned long)af_ftl.free_blocks,
 			       (unsigned long)af_ftl.gc_active);
-		flush_cpu_dcache(); /* the completion is written behind the cache */
+		af_dcache_invalidate(); /* the completion is written behind the cache */
 		volatile af_cpl_t *c = &af_ftl.cq[af_ftl.cq_head];
 		uint16_t sf = c->sf;
 		if (AF_CPL_SF_PHASE_GET(sf) != af_ftl.phase)

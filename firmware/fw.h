@@ -10,6 +10,18 @@
 
 #include "atomflash_spec.h"
 
+#include <system.h>
+
+/* Before reading what another bus master (the FTL core, a NAND DMA) wrote to main RAM: the data cache
+ * is invalidated, and the compiler keeps loads and stores on their side of it (LiteX's
+ * flush_cpu_dcache() has no memory clobber). */
+static inline void af_dcache_invalidate(void)
+{
+	__asm__ volatile("" ::: "memory");
+	flush_cpu_dcache();
+	__asm__ volatile("" ::: "memory");
+}
+
 /* The FTL core's window holds the NAND window too (soc/ftl_bridge.py). */
 #if defined(AFCTRL_FTL) && !defined(AFNAND_BASE)
 #define AFNAND_BASE (AFCTRL_BASE + AFCTRL_NAND_OFFSET)

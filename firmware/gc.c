@@ -101,7 +101,7 @@ static int pick_within(uint64_t floor, uint32_t budget, uint32_t *victim)
 {
 	uint64_t now = af_ftl_seq_next(), best_score = 0;
 	int found = 0;
-	flush_cpu_dcache(); /* the block table is written by the core */
+	af_dcache_invalidate(); /* the block table is written by the core */
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 		if (!candidate(g))
 			continue;
@@ -287,7 +287,7 @@ static int move_remapped(uint32_t g)
 	int r = af_ftl_map(AF_MAPFWOP_FLUSH, 0, 0, 0, NULL);
 	if (r < 0 || (r & AF_FTL_MAP_RESULT_ERROR))
 		return -1;
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	af_gc.map_passes++;
 	const volatile uint32_t *table = af_flash.map.ppa;
 	for (uint32_t lba = 0; lba < af_flash.nlba && af_ftl_valid_of(g); lba++) {
@@ -296,7 +296,7 @@ static int move_remapped(uint32_t g)
 			continue;
 		if (!room_for_copies(g) || move_page(g, ppa, lba | AF_FTL_RELOC_LBA_GIVEN) < 0)
 			return -1;
-		flush_cpu_dcache(); /* the core's count of g, for the loop's test */
+		af_dcache_invalidate(); /* the core's count of g, for the loop's test */
 	}
 	return 0;
 }
@@ -307,7 +307,7 @@ static int move_all(uint32_t g)
 	uint32_t ppa0 = af_nand_block_ppa(g);
 	/* the block table counts every page bound or staged in g: once it reads 0 (at the start, after a
 	 * copy) the pages left are garbage, and their OOB reads (~3 k cycles each) are skipped */
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	for (uint32_t pg = 0; pg < af_nand.pages_per_block && af_ftl_valid_of(g); pg++) {
 		uint32_t ppa = AF_PPA_PPA_PAGE_SET(ppa0, pg);
 		uint8_t buf[AF_NAND_BBM_BYTES + AF_OOB_SIZE] __attribute__((aligned(4)));
@@ -333,13 +333,13 @@ static int move_all(uint32_t g)
 			continue; /* superseded */
 		if (!room_for_copies(g) || move_page(g, ppa, 0) < 0)
 			return -1;
-		flush_cpu_dcache(); /* the core's count of g, for the loop's test */
+		af_dcache_invalidate(); /* the core's count of g, for the loop's test */
 	}
 	/* what is still bound was named by no OOB: remapped append pages */
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	if (af_ftl_valid_of(g) != 0 && move_remapped(g) < 0)
 		return -1;
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	if (af_ftl_valid_of(g) != 0) {
 		af_gc.failed++;
 		printf("warning: gc: block %lu still holds %lu bound pages after relocation: kept\n", (unsigned long)g,
@@ -511,7 +511,7 @@ static int wear_move(void)
 static void print_stuck(void)
 {
 	uint32_t fewest = UINT32_MAX;
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	for (uint32_t g = 0; g < af_flash.nblocks; g++)
 		if (candidate(g) && af_ftl_valid_of(g) < fewest)
 			fewest = af_ftl_valid_of(g);

@@ -83,7 +83,7 @@ int afctrl_identify_dma(void *dst)
 			return -1;
 		if (s & (1u << AFCTRL_DMA_DONE)) {
 			/* The DMA wrote main RAM behind the data cache. */
-			flush_cpu_dcache();
+			af_dcache_invalidate();
 			flush_l2_cache();
 			return 0;
 		}

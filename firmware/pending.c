@@ -102,7 +102,7 @@ int af_pend_snapshot(uint64_t *floor, const char **why)
 		*why = "GET_LOG SNAPSHOT through the firmware's queue failed";
 		return -1;
 	}
-	flush_cpu_dcache();
+	af_dcache_invalidate();
 	af_snap_hdr_t h;
 	memcpy(&h, snap, sizeof(h));
 	if (h.tx_slots != T || h.append_slots != A || h.entries != E) {
