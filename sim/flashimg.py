@@ -24,7 +24,10 @@ And the way back, to judge what the firmware left on flash (after a power cut):
   ``Page.data_ok`` false), by PPA, for ``atomflash.model.recover``.
 * :func:`read_checkpoint`: the newest intact firmware checkpoint
   (``spec.CKPT_HDR`` + ``spec.CKPT_ENTRY`` pages, decoded here independently
-  of firmware/ckpt_take.c, read back by ckpt.c) as an ``atomflash.model.Checkpoint``.
+  of firmware/ckpt_take.c, read back by ckpt.c) as an ``atomflash.model.Checkpoint``
+  (:func:`read_checkpoints`: every intact one).
+* :func:`stale_entries`: a checkpoint's entries older than a version of
+  their LBA it must have seen (the soak's check of every checkpoint).
 """
 
 from __future__ import annotations
@@ -422,18 +425,59 @@ def anchor_uncovered(pages: list[Page], ck: FirmwareCheckpoint, rec: AnchorRecor
     return sorted(out)
 
 
-def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> FirmwareCheckpoint | None:
-    """The newest intact firmware checkpoint among ``pages`` (:func:`read_log`), or None."""
+def read_checkpoints(pages: list[Page], pages_per_block: int, page_data: int) -> list[FirmwareCheckpoint]:
+    """Every intact firmware checkpoint among ``pages`` (:func:`read_log`), oldest first."""
     by_ppa = {p.addr: p for p in pages}
-    best = None
+    found = []
     for p in pages:
         rec = spec.unpack_oob(p.oob)
         if rec is None or rec.kind != spec.Kind.CHECKPOINT or rec.group_idx != 0:
             continue
         c = _checkpoint_at(by_ppa, p.addr, pages_per_block, page_data)
-        if c is not None and (best is None or c.header.number > best.header.number):
-            best = c
-    return best
+        if c is not None:
+            found.append(c)
+    return sorted(found, key=lambda c: c.header.number)
+
+
+def read_checkpoint(pages: list[Page], pages_per_block: int, page_data: int) -> FirmwareCheckpoint | None:
+    """The newest intact firmware checkpoint among ``pages`` (:func:`read_log`), or None."""
+    found = read_checkpoints(pages, pages_per_block, page_data)
+    return found[-1] if found else None
+
+
+@dataclass(frozen=True)
+class StaleEntry:
+    """A checkpoint entry older than a version of its LBA that was on flash below the checkpoint's floor."""
+    checkpoint: int                # its number
+    lba: int
+    entry: tuple[int, int] | None  # the checkpoint's (vseq, ppa); None: unbound
+    newer: tuple[int, int]         # (vseq, ppa) of the newest page of the LBA below the floor
+
+    def __str__(self):
+        have = "unbound" if self.entry is None else f"vseq {self.entry[0]} at PPA 0x{self.entry[1]:08x}"
+        return (f"checkpoint {self.checkpoint} names LBA {self.lba} {have}, but vseq {self.newer[0]} "
+                f"(PPA 0x{self.newer[1]:08x}) is older than its floor")
+
+
+def stale_entries(pages: list[Page], ck: FirmwareCheckpoint, lbas) -> list[StaleEntry]:
+    """Entries of ``ck`` that name an older version of an LBA than a page on flash below its floor.
+
+    Only for ``lbas`` that nothing but plain WRITEs ever wrote (no TRIM, atomic group, transaction or
+    remap): each such page is its own commit point, published before any checkpoint whose floor is above
+    its vseq, so every later checkpoint must name it or a newer version.  Pages whose data did not decode
+    are left out (recovery may not bind a torn page)."""
+    lbas = set(lbas)
+    floor = ck.header.seq
+    newest: dict[int, tuple[int, int]] = {}
+    for p in pages:
+        rec = spec.unpack_oob(p.oob)
+        if (rec is None or not p.data_ok or rec.kind not in (spec.Kind.DATA, spec.Kind.GC_COPY)
+                or rec.lba not in lbas or rec.vseq >= floor):
+            continue
+        if rec.vseq > newest.get(rec.lba, (-1, 0))[0]:
+            newest[rec.lba] = (rec.vseq, p.addr)
+    return [StaleEntry(ck.header.number, lba, ck.entries.get(lba), v) for lba, v in sorted(newest.items())
+            if ck.entries.get(lba, (-1, 0))[0] < v[0]]
 
 
 def newest_checkpoint_of(cfgs: list[dict], profile, ways: int) -> FirmwareCheckpoint | None:

@@ -29,7 +29,9 @@ every group, transaction and remap all-or-nothing, nothing foreign.  The
 next epoch starts from what was read.
 
 The soak fails on: an oracle violation; a device answer the model does not
-give (``Mismatch``); any NO_SPACE while the host's data is below the
+give (``Mismatch``); a checkpoint on flash (read from the images after each
+cut) whose entry for a filler LBA is older than a version published before
+its floor (``flashimg.stale_entries``); any NO_SPACE while the host's data is below the
 capacity (the model's live LBAs; the soak never goes above 90 %); a
 command with no completion (a hang); a boot that does not come up.  A
 NO_SPACE ends its epoch: the tool records the refused command, the fill,
@@ -61,7 +63,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "host"))
+sys.path[:0] = [str(ROOT), str(ROOT / "host")]
 
 from atomflash import nandsim, simctl, spec  # noqa: E402
 from atomflash.device import CsrMap, Device  # noqa: E402
@@ -70,6 +72,7 @@ from atomflash.nandsim import NandCutWhen  # noqa: E402
 from atomflash.spec import Hint, Kind, Opcode, Status  # noqa: E402
 from atomflash.transport import TransportError  # noqa: E402
 from atomflash.workload import Mismatch, OutOfSpace, Recorder, read_span, verify  # noqa: E402
+from sim import flashimg  # noqa: E402
 
 ACCOUNTS = 32                 # the ledger's accounts: LBAs 0 .. 31
 KEYS = 48                     # the key-value store's keys, a slot of KEY_SLOT LBAs each, after the accounts
@@ -496,6 +499,7 @@ class Epoch:
     host_pages: int = 0
     sim_cycles: int = 0
     violations: list = field(default_factory=list)
+    stale_checkpoints: list = field(default_factory=list)   # entries older than what they must name
     judged: bool = False
     wall_s: float = 0.0
 
@@ -603,6 +607,24 @@ class Level:
         for old in sorted(keep.glob("after-*"), key=lambda d: int(d.name.split("-")[1]))[:-2]:
             shutil.rmtree(old)
 
+    def stale_checkpoints(self, lay: Layout) -> list[str]:
+        """Every intact checkpoint on flash (after the cut) against the filler's pages below its floor: a
+        checkpoint that names an older version than one published before it loses that LBA once GC erases
+        the newer one's block (:func:`flashimg.stale_entries`)."""
+        cfg = self._cfg({})
+        profile = spec.NAND_PROFILES[cfg.profile]
+        paths = sorted(self.run.glob("nand*.img"), key=lambda p: int(p.stem[len("nand"):]))
+        images = [nandsim.Image(p) for p in paths]
+        try:
+            pages = flashimg.read_log(images, spec.nand_page_layout(profile), cfg.ways)
+        finally:
+            for img in images:
+                img.close()
+        filler = range(lay.filler_start, lay.end)
+        stale = [str(x) for ck in flashimg.read_checkpoints(pages, profile.pages_per_block, profile.page_data)
+                 for x in flashimg.stale_entries(pages, ck, filler)]
+        return stale[:20] + ([f"... {len(stale) - 20} more"] if len(stale) > 20 else [])
+
     def attach(self):
         return Device.attach_sim_all(self.run, timeout=CMD_TIMEOUT)
 
@@ -676,6 +698,7 @@ class Level:
             e.overlapped = rec.counts.overlapped
             e.live_lbas = len(rec.model.map)
             e.acknowledged = rec.counts.issued - len(rec.pending)
+            e.stale_checkpoints = self.stale_checkpoints(lay)
             done = asdict(e)
             done["build"] = self.gw.parent.name
             nxt = Epoch.draw(e.n + 1, args.seed, self.name, args.sites, args.epoch, args.quick)
@@ -827,6 +850,8 @@ def failure(d: dict) -> str:
     """Why an epoch failed the soak ('' when it passed)."""
     if d.get("violations"):
         return f"oracle: {len(d['violations'])} violations: " + "; ".join(d["violations"][:3])
+    if d.get("stale_checkpoints"):
+        return "stale checkpoint: " + "; ".join(d["stale_checkpoints"][:3])
     if d.get("mismatch"):
         return f"mismatch: {d['mismatch']}"
     if d.get("no_space"):

@@ -58,6 +58,8 @@ def test_an_epoch_fails_on_each_broken_promise():
     assert soak.failure(epoch()) == ""
     assert "oracle: 1 violations" in soak.failure(epoch(violations=["lost: lba 3 op 9: ..."]))
     assert "mismatch" in soak.failure(epoch(mismatch="read 4: the device's data differ"))
+    assert soak.failure(epoch(stale_checkpoints=["checkpoint 38 names LBA 363 vseq 1 at PPA 0x0400142a, ..."])) \
+        .startswith("stale checkpoint: checkpoint 38 names LBA 363")
     ns = {"command": "append (queue 1): the device is out of space", "fill": 0.07, "live_lbas": 83,
           "capacity": 1239, "get_log": {"no_space": "GC_STUCK"}}
     assert soak.failure(epoch(no_space=ns)).startswith("NO_SPACE (GC_STUCK) at 7% of the capacity (83 of 1239")
