@@ -978,6 +978,14 @@ def write_report(path: Path, text: str) -> None:
     path.write_text(new)
 
 
+def child_args(level: str, args, gw: Path) -> list[str]:
+    """The command line of the child that soaks ``level`` for a ``--jobs`` run: every option of the
+    parent's but the levels, the jobs, the report and --fresh (the parent's own), on the frozen ``gw``."""
+    return ["--levels", level, "--ops", str(args.ops), "--seed", str(args.seed), "--dir", str(args.dir),
+            "--gateware", str(gw), "--blocks-per-lun", str(args.blocks_per_lun),
+            *(["--quick"] if args.quick else []), *(["--keep-images"] if args.keep_images else [])]
+
+
 def soak_in_children(levels: list[str], args, gw: Path, figures) -> None:
     """``--jobs``: each level soaked by a child ``sim/soak.py --levels <one>`` on the same frozen
     simulation and ``--dir``, ``--jobs`` at a time; their lines go to our output prefixed by the level.
@@ -986,15 +994,10 @@ def soak_in_children(levels: list[str], args, gw: Path, figures) -> None:
     import subprocess
     import threading
 
-    def child(lv: str) -> list[str]:
-        return [sys.executable, str(Path(__file__).resolve()), "--levels", lv, "--ops", str(args.ops),
-                "--seed", str(args.seed), "--dir", str(args.dir), "--gateware", str(gw),
-                "--blocks-per-lun", str(args.blocks_per_lun), *(["--quick"] if args.quick else [])]
-
     lock = threading.Lock()
 
     def run(lv: str) -> None:
-        with subprocess.Popen(child(lv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        with subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *child_args(lv, args, gw)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
             for line in proc.stdout:
                 with lock:
                     print(f"[{lv}%] {line}", end="", flush=True)
@@ -1013,7 +1016,7 @@ def soak_in_children(levels: list[str], args, gw: Path, figures) -> None:
 
 # -- main ------------------------------------------------------------------------------------------------
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--levels", default=DEFAULTS["levels"],
                    help="fill levels in percent of the capacity, comma-separated (a fresh drive each)")
@@ -1035,6 +1038,11 @@ def main(argv=None) -> int:
     p.add_argument("--gateware", type=Path, default=None, help="a built simulation (default: build it now)")
     p.add_argument("--jobs", type=int, default=1,
                    help="levels soaked at once, each by a process of its own (one simulator each)")
+    return p
+
+
+def main(argv=None) -> int:
+    p = parser()
     args = p.parse_args(argv)
     args.sites, args.epoch = SITES, EPOCH_COMMANDS
     if args.quick:

@@ -133,3 +133,14 @@ def test_a_hang_records_the_core_registers_and_what_moved():
         assert moved["sq_tail"] == regs["first"]["q0"]["sq_tail"] + 1
     finally:
         t.close()
+
+
+def test_a_level_soaked_by_a_child_gets_every_option_of_the_parents():
+    parent = soak.parser().parse_args(["--levels", "50,90", "--ops", "123", "--seed", "7", "--dir", "/x",
+                                       "--blocks-per-lun", "6", "--keep-images", "--jobs", "2"])
+    child = soak.parser().parse_args(soak.child_args("90", parent, Path("/gw")))
+    assert child.levels == "90" and child.gateware == Path("/gw")
+    own = {"levels", "jobs", "report", "fresh", "gateware"}      # the parent's own, or set per child
+    differ = {k for k, v in vars(parent).items() if k not in own and getattr(child, k) != v}
+    assert not differ, differ
+    assert set(vars(parent)) - own == {"ops", "seed", "dir", "blocks_per_lun", "keep_images", "quick"}
