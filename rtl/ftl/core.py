@@ -7,10 +7,11 @@
                  └──── StreamMerge ◄─┴────────── cpl ─────────┘  ▼               │ NAND READ, copy out
                                                            Publisher ─► MapPortArbiter ─► MapCache
                                                               ▲  │ rebinds ─► BlockTable
-                  PageAllocator ─alloc─► LogWriter ─done──────┘  (member completions)
+                  PageAllocator ─alloc─► LogWriter ─done──────┘  (member completions, by tag)
                                             │ PROGRAM        Reader │ READ      firmware (desc/cpl)
                                             ▼                       ▼               ▼
                                          NandPortMux ──────────────────────► NandController ─► NAND pins
+                     log pages: LogPortArbiter (Executor's groups, Relocator's copies, PAD pages)
                      page buffers: BufferPortArbiter per channel (LogWriter, Reader, Relocator, firmware)
     mem ◄── Wishbone Arbiter (HostQueues, MapCache, BlockTable, LogWriter, Reader, Executor)
 
@@ -50,11 +51,12 @@ from .logwriter import LogWriter
 from .mapcache import MapCache, seg_set_layout
 from .mapport import MapPortArbiter, MapPortSignature
 from .nandport import NandPortMux
-from .pairing import PAD_TAG, PairedPages
+from .logport import HOST_TAG_BITS, PAD_TAG, LogPortArbiter
+from .pairing import PairedPages
 from .pending import PendingTable
 from .publisher import Publisher
 from .reader import Reader
-from .relocate import RELOC_TAG, Relocator
+from .relocate import Relocator
 from .validate import CommandValidator
 
 __all__ = ["FtlCore"]
@@ -263,49 +265,31 @@ class FtlCore(wiring.Component):
                      self.cache_dirty.eq(executor.cache_dirty)]
         # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating;
         # PAD pages for an exposed MLC lower page when both have been idle a while (rtl/ftl/pairing.py)
-        assert executor.idx_bits + executor.slot_bits <= 14, "executor tags must stay below PAD_TAG"
+        assert executor.idx_bits + executor.slot_bits <= HOST_TAG_BITS, "executor tags must stay below PAD_TAG"
         m.submodules.pairing = pairing = PairedPages(channels=C, ways=self.ways, pad_tag=PAD_TAG,
                                                      pad_idle=self.pad_idle)
-        prefer_reloc = Signal()
-        to_reloc, to_pad = Signal(), Signal()
-        m.d.comb += [to_reloc.eq(relocator.page.valid & ~executor.page_lock & (~executor.page.valid | prefer_reloc)),
-                     to_pad.eq(pairing.pad.valid & ~relocator.page.valid & ~executor.page.valid & ~executor.page_lock),
-                     pairing.writer_idle.eq(~relocator.page.valid & ~executor.page.valid),
-                     pairing.mlc.eq(self.mlc), pairing.pages_per_block.eq(self.pages_per_block),
-                     pairing.open.eq(alloc.open)]
-        with m.If(to_pad):
-            pad = writer.req.payload
-            m.d.comb += [writer.req.valid.eq(1), pad.tag.eq(PAD_TAG), pad.no_data.eq(1),
-                         pad.oob.kind.eq(spec.Kind.PAD), alloc.force.eq(1), alloc.force_die.eq(pairing.pad.payload.die),
-                         pairing.pad.ready.eq(writer.req.ready)]
-        with m.Elif(to_reloc):
-            wiring.connect(m, relocator.page, writer.req)
-        with m.Else():
-            wiring.connect(m, executor.page, writer.req)
-        m.d.comb += writer.give_up.eq(self.no_blocks & alloc.starved)
-        with m.If(writer.req.valid & writer.req.ready):
-            m.d.sync += prefer_reloc.eq(~to_reloc)
-            with m.If(~writer.alloc.valid):
-                pass                  # no page (give_up): nothing goes to flash
-            with m.Elif(to_pad):
-                m.d.sync += self.pad_pages.eq(self.pad_pages + 1)
-            with m.Elif(~to_reloc & writer.req.payload.record):
-                m.d.sync += self.record_pages.eq(self.record_pages + 1)
-            with m.Elif(~to_reloc):
-                m.d.sync += self.host_write_pages.eq(self.host_write_pages + 1)
-        m.d.comb += [pairing.issued.valid.eq(writer.alloc.valid & writer.alloc.ready),
-                     pairing.issued.payload.ppa.eq(writer.alloc.payload.ppa), pairing.issued.payload.pad.eq(to_pad)]
-        m.d.comb += self.host_read_pages.eq(reader.pages)
+        m.submodules.logport = logport = LogPortArbiter(die_bits=alloc.die_bits)
+        wiring.connect(m, executor.page, logport.host)
+        wiring.connect(m, logport.host_done, executor.page_done)
+        wiring.connect(m, relocator.page, logport.reloc)
+        wiring.connect(m, logport.reloc_done, relocator.page_done)
+        wiring.connect(m, pairing.pad, logport.pad)
+        wiring.connect(m, logport.req, writer.req)
         wiring.connect(m, writer.done, pairing.done_in)
+        wiring.connect(m, pairing.done_out, logport.done)
+        m.d.comb += [logport.host_lock.eq(executor.page_lock), logport.allocated.eq(writer.alloc.valid),
+                     alloc.force.eq(logport.force), alloc.force_die.eq(logport.force_die),
+                     pairing.writer_idle.eq(logport.idle),
+                     pairing.mlc.eq(self.mlc), pairing.pages_per_block.eq(self.pages_per_block),
+                     pairing.open.eq(alloc.open),
+                     pairing.issued.valid.eq(writer.alloc.valid & writer.alloc.ready),
+                     pairing.issued.payload.ppa.eq(writer.alloc.payload.ppa),
+                     pairing.issued.payload.pad.eq(logport.pad_now),
+                     self.pad_pages.eq(logport.pad_pages), self.record_pages.eq(logport.record_pages),
+                     self.host_write_pages.eq(logport.host_write_pages),
+                     self.host_read_pages.eq(reader.pages),
+                     writer.give_up.eq(self.no_blocks & alloc.starved)]
         done = pairing.done_out
-        reloc_done = (done.payload.tag & RELOC_TAG) != 0
-        pad_done = (done.payload.tag & PAD_TAG) != 0
-        m.d.comb += [executor.page_done.payload.eq(done.payload),
-                     relocator.page_done.payload.eq(done.payload),
-                     executor.page_done.valid.eq(done.valid & ~reloc_done & ~pad_done),
-                     relocator.page_done.valid.eq(done.valid & reloc_done),
-                     done.ready.eq(Mux(pad_done, 1, Mux(reloc_done, relocator.page_done.ready,
-                                                        executor.page_done.ready)))]
         wiring.connect(m, wiring.flipped(self.reloc), relocator.req)
         wiring.connect(m, relocator.done, wiring.flipped(self.reloc_done))
         m.d.comb += relocator.gc_buf.eq(self.gc_buf)

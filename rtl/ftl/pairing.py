@@ -68,9 +68,7 @@ from rtl import spec as layouts
 from .allocator import PAGE_BITS
 from .logwriter import PAGE_DONE
 
-__all__ = ["PairedPages", "PAD_TAG", "upper_of", "paired_lower"]
-
-PAD_TAG = 0x4000        # log writer tags with this bit are PAD pages (the relocator's have 0x8000)
+__all__ = ["PairedPages", "upper_of", "paired_lower"]
 
 
 def paired_lower(page, pages_per_block):
@@ -95,7 +93,7 @@ class PairedPages(wiring.Component):
     channels, ways, luns : int
         The allocator's dies: die ``(lun * ways + way) * channels + channel``.
     pad_tag : int
-        The tag bit the core gives PAD pages (their completions are never held).
+        The tag bit PAD pages carry (:data:`rtl.ftl.logport.PAD_TAG`; their completions are never held).
     pad_idle : int
         Cycles the writer must have been idle before a PAD page is asked for.
 

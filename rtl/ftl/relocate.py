@@ -51,9 +51,7 @@ from .mapport import MapPortSignature
 from .nandport import page_desc
 from .pending import PendingOp, PendingUserSignature
 
-__all__ = ["Relocator", "RelocResult", "RELOC_TAG"]
-
-RELOC_TAG = 0x8000      # log writer tags with this bit are the relocator's
+__all__ = ["Relocator", "RelocResult"]
 
 
 RelocResult = layouts.hw_enum(spec.RelocResult, 2)  # firmware reads it in ftl.reloc_done
@@ -75,7 +73,8 @@ class Relocator(wiring.Component):
     buf : Out(ArbitratedBufferSignature).array(channels)
     bus : Out(wishbone.Signature)
     page : Out(stream of PAGE_WRITE) / page_done : In(stream of PAGE_DONE)
-        The log writer (tag ``RELOC_TAG``).
+        The log writer, through :class:`~rtl.ftl.logport.LogPortArbiter` (which tags the pages as the
+        relocator's).
     pending : Out(PendingUserSignature)
         CAS of a transaction's staged page.
     """
@@ -237,7 +236,7 @@ class Relocator(wiring.Component):
                         m.next = "DONE"
             with m.State("PROGRAM"):
                 pw = self.page.payload
-                m.d.comb += [pw.tag.eq(RELOC_TAG), pw.mem_addr.eq(self.gc_buf), pw.keep_vseq.eq(1),
+                m.d.comb += [pw.mem_addr.eq(self.gc_buf), pw.keep_vseq.eq(1),
                              pw.oob.eq(oob), pw.oob.kind.eq(Kind.GC_COPY), self.page.valid.eq(1)]
                 with m.If(by_lba):
                     m.d.comb += pw.oob.lba.eq(given_lba)

@@ -17,8 +17,9 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from atomflash import spec
 from atomflash.spec import NandResult
+from rtl.ftl.logport import PAD_TAG
 from rtl.ftl.logwriter import PAGE_DONE
-from rtl.ftl.pairing import PAD_TAG, PairedPages
+from rtl.ftl.pairing import PairedPages
 from sim.harness.layouts import pack, unpack
 
 CHANNELS, WAYS, PAD_IDLE = (int(os.environ[k]) for k in ("CHANNELS", "WAYS", "PAD_IDLE"))

@@ -3,7 +3,8 @@ gate against a Python reference model of the rule, and the PAD requests."""
 
 from pathlib import Path
 
-from rtl.ftl.pairing import PAD_TAG, PairedPages
+from rtl.ftl.logport import PAD_TAG
+from rtl.ftl.pairing import PairedPages
 from sim.harness import runner
 
 HERE = Path(__file__).parent

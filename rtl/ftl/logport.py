@@ -1,0 +1,134 @@
+"""The log writer's request port, shared: whose page goes next, and whose completion is whose.
+
+Three requesters write log pages:
+
+* the **executor** (host data and record pages).  It issues a group's members back to back and
+  raises ``host_lock`` meanwhile: nobody else's page may come between them (an atomic group's vseqs
+  are consecutive because its pages take consecutive seqs);
+* the **relocator** (GC copies);
+* **PAD** pages (:mod:`rtl.ftl.pairing`): filler for an MLC lower page left exposed, only when
+  neither of the others wants the writer.  A PAD page names its die (``force``), carries no data and
+  only an OOB record of kind PAD.
+
+When the executor and the relocator both want the writer and the executor holds no lock, they take
+turns page by page, so neither starves the other.
+
+A requester is known by its completion's tag: the executor's tags stay below :data:`PAD_TAG`
+(``HOST_TAG_BITS`` bits); the arbiter sets :data:`RELOC_TAG` on the relocator's pages and stamps PAD
+pages with :data:`PAD_TAG`.  Completions go back by those bits: the executor's and the relocator's to
+them, PAD pages' nowhere (:class:`~rtl.ftl.pairing.PairedPages`, between the writer and this port,
+has already taken what it needed from them).
+
+The counters count pages the writer found a page for (``allocated`` while it takes the request).
+"""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from atomflash import spec
+
+from .logwriter import PAGE_DONE, PAGE_WRITE
+
+__all__ = ["LogPortArbiter", "HOST_TAG_BITS", "PAD_TAG", "RELOC_TAG"]
+
+HOST_TAG_BITS = 14       # the executor's tags: 0 .. 2**14 - 1
+PAD_TAG = 1 << 14        # PAD pages
+RELOC_TAG = 1 << 15      # the relocator's GC copies
+
+
+class LogPortArbiter(wiring.Component):
+    """The executor, the relocator and PAD pages onto one log writer; see the module docstring.
+
+    Parameters
+    ----------
+    die_bits : int
+        Bits of a die's number (:class:`~rtl.ftl.allocator.PageAllocator`'s).
+
+    Ports
+    -----
+    host : In(stream of PAGE_WRITE) / host_lock : In(1) / host_done : Out(stream of PAGE_DONE)
+        The executor: its pages (tags below ``PAD_TAG``), the lock it holds while it issues a group,
+        its completions.
+    reloc : In(stream of PAGE_WRITE) / reloc_done : Out(stream of PAGE_DONE)
+        The relocator (its tag's ``RELOC_TAG`` bit is set here).
+    pad : In(stream of {die}) / idle : Out(1)
+        A PAD page wanted on a die; ``idle``: neither the executor nor the relocator wants the writer.
+    req : Out(stream of PAGE_WRITE) / force : Out(1) / force_die : Out(die_bits)
+        The log writer's request port; ``force``: the page must come from ``force_die`` (a PAD page).
+    allocated : In(1)
+        The writer found a page for the request it takes now (its allocation is valid).
+    pad_now : Out(1)
+        The request on ``req`` is a PAD page.
+    done : In(stream of PAGE_DONE)
+        Completions from the writer (through :class:`~rtl.ftl.pairing.PairedPages`).
+    host_write_pages, record_pages, pad_pages : Out(32)
+        The executor's data pages and record pages, and PAD pages, that got a page since reset.
+    """
+
+    def __init__(self, *, die_bits: int):
+        self.die_bits = die_bits
+        super().__init__({
+            "host": In(stream.Signature(PAGE_WRITE)),
+            "host_lock": In(1),
+            "host_done": Out(stream.Signature(PAGE_DONE)),
+            "reloc": In(stream.Signature(PAGE_WRITE)),
+            "reloc_done": Out(stream.Signature(PAGE_DONE)),
+            "pad": In(stream.Signature(data.StructLayout({"die": die_bits}))),
+            "idle": Out(1),
+            "req": Out(stream.Signature(PAGE_WRITE)),
+            "force": Out(1),
+            "force_die": Out(die_bits),
+            "allocated": In(1),
+            "pad_now": Out(1),
+            "done": In(stream.Signature(PAGE_DONE)),
+            "host_write_pages": Out(32),
+            "record_pages": Out(32),
+            "pad_pages": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        host, reloc = self.host, self.reloc
+
+        # who goes: the relocator when the executor holds no lock and does not want the writer, or
+        # it is the relocator's turn; PAD pages when neither wants it
+        prefer_reloc = Signal()
+        to_reloc, to_pad = Signal(), Signal()
+        m.d.comb += [to_reloc.eq(reloc.valid & ~self.host_lock & (~host.valid | prefer_reloc)),
+                     to_pad.eq(self.pad.valid & ~reloc.valid & ~host.valid & ~self.host_lock),
+                     self.idle.eq(~reloc.valid & ~host.valid),
+                     self.pad_now.eq(to_pad)]
+        with m.If(to_pad):
+            pad = self.req.payload
+            m.d.comb += [self.req.valid.eq(1), pad.tag.eq(PAD_TAG), pad.no_data.eq(1),
+                         pad.oob.kind.eq(spec.Kind.PAD), self.force.eq(1), self.force_die.eq(self.pad.payload.die),
+                         self.pad.ready.eq(self.req.ready)]
+        with m.Elif(to_reloc):
+            m.d.comb += [self.req.valid.eq(1), self.req.payload.eq(reloc.payload),
+                         self.req.payload.tag.eq(reloc.payload.tag | RELOC_TAG), reloc.ready.eq(self.req.ready)]
+        with m.Else():
+            wiring.connect(m, wiring.flipped(host), wiring.flipped(self.req))
+
+        # turns, and the counters
+        with m.If(self.req.valid & self.req.ready):
+            m.d.sync += prefer_reloc.eq(~to_reloc)
+            with m.If(~self.allocated):
+                pass                  # no page (the writer gave up): nothing goes to flash
+            with m.Elif(to_pad):
+                m.d.sync += self.pad_pages.eq(self.pad_pages + 1)
+            with m.Elif(~to_reloc & self.req.payload.record):
+                m.d.sync += self.record_pages.eq(self.record_pages + 1)
+            with m.Elif(~to_reloc):
+                m.d.sync += self.host_write_pages.eq(self.host_write_pages + 1)
+
+        # completions, by the tag's requester bits
+        done = self.done
+        reloc_done = (done.payload.tag & RELOC_TAG) != 0
+        pad_done = (done.payload.tag & PAD_TAG) != 0
+        m.d.comb += [self.host_done.payload.eq(done.payload),
+                     self.reloc_done.payload.eq(done.payload),
+                     self.host_done.valid.eq(done.valid & ~reloc_done & ~pad_done),
+                     self.reloc_done.valid.eq(done.valid & reloc_done),
+                     done.ready.eq(Mux(pad_done, 1, Mux(reloc_done, self.reloc_done.ready, self.host_done.ready)))]
+        return m
