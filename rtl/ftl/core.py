@@ -27,13 +27,12 @@ IDENTIFY and log records) and the capacity.  The SoC wraps these in registers
 (``soc/ftl_bridge.py``); the cocotb system test (``tb/ftl_core``) drives them directly.
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module
 from amaranth.utils import exact_log2
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash import command, spec
-from atomflash.spec import NandOp, NandResult
 from rtl import spec as layouts
 from rtl.host.queues import HostQueues, completion_layout
 from rtl.lib import wishbone
@@ -240,14 +239,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, relocator.pending, pending.users[1])
         wiring.connect(m, executor.pending, pending.users[2])
         wiring.connect(m, publisher.freed, executor.pub_freed)
-        # the firmware's budget (0: the whole table) bounds what TX_WRITE and APPEND may stage: staged pages are
-        # live, so more of them than the over-provisioning holds would leave GC nothing to free
-        used = Signal(range(self.max_pending + 1))
-        budget_room = Signal(range(self.max_pending + 1))
-        m.d.comb += [used.eq(self.max_pending - pending.free),
-                     budget_room.eq(Mux(self.pending_budget == 0, pending.free,
-                                        Mux(self.pending_budget > used, self.pending_budget - used, 0)))]
-        m.d.comb += [executor.pending_free.eq(Mux(budget_room < pending.free, budget_room, pending.free)),
+        # the firmware's budget bounds what TX_WRITE and APPEND may stage
+        m.d.comb += [pending.budget.eq(self.pending_budget), executor.pending_free.eq(pending.room),
                      publisher.doomed.eq(executor.tx_doomed),
                      executor.page_seq.eq(alloc.alloc.payload.seq),
                      reader.ovr_claim.eq(executor.ovr_claim), executor.ovr_busy.eq(reader.ovr_busy),
@@ -289,7 +282,6 @@ class FtlCore(wiring.Component):
                      self.host_write_pages.eq(logport.host_write_pages),
                      self.host_read_pages.eq(reader.pages),
                      writer.give_up.eq(self.no_blocks & alloc.starved)]
-        done = pairing.done_out
         wiring.connect(m, wiring.flipped(self.reloc), relocator.req)
         wiring.connect(m, relocator.done, wiring.flipped(self.reloc_done))
         m.d.comb += relocator.gc_buf.eq(self.gc_buf)
@@ -298,14 +290,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.seq_load), alloc.seq_load)
         wiring.connect(m, alloc.closed, wiring.flipped(self.closed))
         # program failures (the data itself is re-issued by the executor/relocator): the page, for the firmware
-        m.submodules.failed = failed = fifo.SyncFIFOBuffered(width=32, depth=8)
-        prog_failed = (done.valid & done.ready & (done.payload.result != NandResult.OK) & ~done.payload.dma_error
-                       & ~done.payload.no_page)
-        m.d.comb += [failed.w_data.eq(done.payload.ppa.as_value()), failed.w_en.eq(prog_failed),
-                     self.failed.valid.eq(failed.r_rdy), self.failed.payload.eq(failed.r_data),
-                     failed.r_en.eq(self.failed.ready)]
-        with m.If(prog_failed & ~failed.w_rdy):
-            m.d.sync += self.failed_lost.eq(1)
+        wiring.connect(m, logport.failed, wiring.flipped(self.failed))
+        m.d.comb += self.failed_lost.eq(logport.failed_lost)
         m.d.comb += [alloc.pages_per_block.eq(self.pages_per_block), self.starved.eq(alloc.starved),
                      self.seq_next.eq(alloc.seq_next)]
 
@@ -340,14 +326,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.desc), nandport.desc_in[3])
         wiring.connect(m, nandport.cpl_out[3], wiring.flipped(self.cpl))
         wiring.connect(m, nandport.desc, ctrl.desc)
-        with m.If(ctrl.desc.valid & ctrl.desc.ready):
-            with m.Switch(ctrl.desc.payload.opcode):
-                with m.Case(NandOp.READ):
-                    m.d.sync += self.nand_reads.eq(self.nand_reads + 1)
-                with m.Case(NandOp.PROGRAM):
-                    m.d.sync += self.nand_programs.eq(self.nand_programs + 1)
-                with m.Case(NandOp.ERASE):
-                    m.d.sync += self.nand_erases.eq(self.nand_erases + 1)
+        m.d.comb += [self.nand_reads.eq(nandport.reads), self.nand_programs.eq(nandport.programs),
+                     self.nand_erases.eq(nandport.erases)]
         wiring.connect(m, ctrl.cpl, nandport.cpl)
         m.d.comb += [ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
         for c in range(C):

@@ -19,14 +19,18 @@ pages with :data:`PAD_TAG`.  Completions go back by those bits: the executor's a
 them, PAD pages' nowhere (:class:`~rtl.ftl.pairing.PairedPages`, between the writer and this port,
 has already taken what it needed from them).
 
-The counters count pages the writer found a page for (``allocated`` while it takes the request).
+A program that failed (not a bus error on the page's data, not a page never found) is also the
+firmware's business: its page goes out on ``failed`` (the block is to be retired; the requester
+re-issues the data itself).  The counters count pages the writer found a page for (``allocated``
+while it takes the request).
 """
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash import spec
+from atomflash.spec import NandResult
 
 from .logwriter import PAGE_DONE, PAGE_WRITE
 
@@ -35,6 +39,7 @@ __all__ = ["LogPortArbiter", "HOST_TAG_BITS", "PAD_TAG", "RELOC_TAG"]
 HOST_TAG_BITS = 14       # the executor's tags: 0 .. 2**14 - 1
 PAD_TAG = 1 << 14        # PAD pages
 RELOC_TAG = 1 << 15      # the relocator's GC copies
+FAILED_DEPTH = 8         # failed programs buffered for the firmware
 
 
 class LogPortArbiter(wiring.Component):
@@ -62,6 +67,9 @@ class LogPortArbiter(wiring.Component):
         The request on ``req`` is a PAD page.
     done : In(stream of PAGE_DONE)
         Completions from the writer (through :class:`~rtl.ftl.pairing.PairedPages`).
+    failed : Out(stream of 32) / failed_lost : Out(1)
+        The PPAs of failed programs, for the firmware (``FAILED_DEPTH`` of them buffered); ``failed_lost``:
+        one found the buffer full (sticky).
     host_write_pages, record_pages, pad_pages : Out(32)
         The executor's data pages and record pages, and PAD pages, that got a page since reset.
     """
@@ -82,6 +90,8 @@ class LogPortArbiter(wiring.Component):
             "allocated": In(1),
             "pad_now": Out(1),
             "done": In(stream.Signature(PAGE_DONE)),
+            "failed": Out(stream.Signature(32)),
+            "failed_lost": Out(1),
             "host_write_pages": Out(32),
             "record_pages": Out(32),
             "pad_pages": Out(32),
@@ -131,4 +141,14 @@ class LogPortArbiter(wiring.Component):
                      self.host_done.valid.eq(done.valid & ~reloc_done & ~pad_done),
                      self.reloc_done.valid.eq(done.valid & reloc_done),
                      done.ready.eq(Mux(pad_done, 1, Mux(reloc_done, self.reloc_done.ready, self.host_done.ready)))]
+
+        # failed programs, for the firmware
+        m.submodules.failed = failed = fifo.SyncFIFOBuffered(width=32, depth=FAILED_DEPTH)
+        prog_failed = (done.valid & done.ready & (done.payload.result != NandResult.OK) & ~done.payload.dma_error
+                       & ~done.payload.no_page)
+        m.d.comb += [failed.w_data.eq(done.payload.ppa.as_value()), failed.w_en.eq(prog_failed),
+                     self.failed.valid.eq(failed.r_rdy), self.failed.payload.eq(failed.r_data),
+                     failed.r_en.eq(self.failed.ready)]
+        with m.If(prog_failed & ~failed.w_rdy):
+            m.d.sync += self.failed_lost.eq(1)
         return m

@@ -15,6 +15,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from atomflash.spec import NandOp
 from rtl import spec as layouts
 from rtl.lib.roundrobin import round_robin
 
@@ -42,6 +43,8 @@ class NandPortMux(wiring.Component):
         To and from the controller.
     tag_error : Out(16)
         Descriptors whose tag did not fit ``TAG_BITS - k`` bits.
+    reads, programs, erases : Out(32)
+        Page reads, page programs and block erases sent to the controller since reset, whoever asked.
     """
 
     def __init__(self, n: int):
@@ -55,6 +58,9 @@ class NandPortMux(wiring.Component):
             "desc": Out(stream.Signature(layouts.NAND_DESC)),
             "cpl": In(stream.Signature(layouts.NAND_CPL)),
             "tag_error": Out(16),
+            "reads": Out(32),
+            "programs": Out(32),
+            "erases": Out(32),
         })
 
     def elaborate(self, platform):
@@ -75,6 +81,13 @@ class NandPortMux(wiring.Component):
         m.d.comb += self.desc.valid.eq(any_valid)
         with m.If(any_valid & self.desc.ready):
             m.d.sync += last.eq(grant)
+            with m.Switch(self.desc.payload.opcode):
+                with m.Case(NandOp.READ):
+                    m.d.sync += self.reads.eq(self.reads + 1)
+                with m.Case(NandOp.PROGRAM):
+                    m.d.sync += self.programs.eq(self.programs + 1)
+                with m.Case(NandOp.ERASE):
+                    m.d.sync += self.erases.eq(self.erases + 1)
 
         # completions: back to the requester named by the tag's top bits, tag restored
         owner = self.cpl.payload.tag[low:]

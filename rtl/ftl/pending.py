@@ -93,6 +93,10 @@ class PendingTable(wiring.Component):
         Served one request at a time, user 0 first.
     free : Out(range(entries + 1))
         Entries free now.
+    budget : In(range(entries + 1)) / room : Out(range(entries + 1))
+        The firmware's budget of entries in use (0: the whole table), and the entries a new TX_WRITE
+        or APPEND may still take: the free ones, but no more than the budget leaves (staged pages are
+        live, so more of them than the over-provisioning holds would leave GC nothing to free).
     ready : Out(1)
         The reset-time clearing pass is done.
     """
@@ -105,6 +109,8 @@ class PendingTable(wiring.Component):
         super().__init__({
             "users": In(PendingUserSignature(entries, owners)).array(users),
             "free": Out(range(entries + 1)),
+            "budget": In(range(entries + 1)),
+            "room": Out(range(entries + 1)),
             "ready": Out(1),
         })
 
@@ -117,6 +123,12 @@ class PendingTable(wiring.Component):
         r = table.read_port()
         m.submodules.free_list = free_list = fifo.SyncFIFOBuffered(width=ceil_log2(E), depth=E)
         m.d.comb += self.free.eq(free_list.level)
+        used = Signal(range(E + 1))
+        budget_room = Signal(range(E + 1))
+        m.d.comb += [used.eq(E - free_list.level),
+                     budget_room.eq(Mux(self.budget == 0, free_list.level,
+                                        Mux(self.budget > used, self.budget - used, 0))),
+                     self.room.eq(Mux(budget_room < free_list.level, budget_room, free_list.level))]
 
         req = Signal(pending_request(E, self.owners))
         user = Signal(range(max(self.nusers, 2)))

@@ -3,7 +3,8 @@ requests share one log writer that takes requests and finds pages at random, and
 come back in random order.  Every page reaches the writer once, as its requester sent it (the
 relocator's tagged as such, PAD pages stamped), no other page comes inside a locked group, PAD pages
 only when the others are idle, the executor and the relocator take turns, every completion reaches
-its own requester, and the counters count what got a page."""
+its own requester, failed programs reach the firmware's stream in order, and the counters count
+what got a page."""
 
 import random
 
@@ -11,6 +12,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from atomflash import spec
+from atomflash.spec import NandResult
 from rtl.ftl.logport import HOST_TAG_BITS, PAD_TAG, RELOC_TAG, LogPortArbiter
 
 DIE_BITS = 2
@@ -52,6 +54,7 @@ class LogPortTB:
         self.outstanding = []      # completions the writer owes: tags
         self.done_offer = None
         self.host_done, self.reloc_done = [], []
+        self.failed_sent, self.failed_got = [], []    # PPAs of failed programs (not bus errors, not no-page)
         self.turns = []            # (winner, last winner) whenever the executor and the relocator both wanted it
         self.pad_while_busy = 0
         self.in_group = []         # pages of the group being issued
@@ -70,7 +73,7 @@ class LogPortTB:
         last = None
         total = sum(len(g) for g in self.groups) + len(self.copies) + len(self.pads)
         group_left = 0
-        for _ in range(200_000):
+        for self.cycles in range(5_000):
             # the executor raises its lock with a group's first page and drops it after the last
             if not self.lock and self.host.offer is None and self.host.items:
                 group_left = len(next(g for g in self.groups if g[0] == self.host.items[0]))
@@ -82,18 +85,26 @@ class LogPortTB:
             ctx.set(d.req.ready, rng.random() >= self.backpressure)
             ctx.set(d.allocated, rng.random() < 0.9)
             if self.done_offer is None and self.outstanding and rng.random() < 0.5:
-                self.done_offer = self.outstanding.pop(rng.randrange(len(self.outstanding)))
+                tag = self.outstanding.pop(rng.randrange(len(self.outstanding)))
+                fail = rng.random() < 0.15
+                how = rng.choice(("program", "dma_error", "no_page")) if fail else "ok"
+                self.done_offer = {"tag": tag, "vseq": tag,
+                                   "result": NandResult.OK if not fail else NandResult.FAIL,
+                                   "dma_error": how == "dma_error", "no_page": how == "no_page"}
             ctx.set(d.done.valid, self.done_offer is not None)
             if self.done_offer is not None:
-                ctx.set(d.done.payload, {"tag": self.done_offer, "vseq": self.done_offer})
+                ctx.set(d.done.payload, self.done_offer)
+                ctx.set(d.done.payload.ppa.as_value(), self.done_offer["tag"])     # a PPA to tell failures apart
+            ctx.set(d.failed.ready, rng.random() >= self.backpressure)
             ctx.set(d.host_done.ready, rng.random() >= self.backpressure)
             ctx.set(d.reloc_done.ready, rng.random() >= self.backpressure)
             (_, _, hv, rv, pv, lock, idle, qv, qr, q, alloc, force, die, pad_now,
-             dv, dr, hdv, hdr, hd, rdv, rdr, rd) = await ctx.tick().sample(
+             dv, dr, hdv, hdr, hd, rdv, rdr, rd, fv, fr, f) = await ctx.tick().sample(
                 d.host.valid, d.reloc.valid, d.pad.valid, d.host_lock, d.idle, d.req.valid, d.req.ready,
                 d.req.payload, d.allocated, d.force, d.force_die, d.pad_now, d.done.valid, d.done.ready,
                 d.host_done.valid, d.host_done.ready, d.host_done.payload,
-                d.reloc_done.valid, d.reloc_done.ready, d.reloc_done.payload)
+                d.reloc_done.valid, d.reloc_done.ready, d.reloc_done.payload,
+                d.failed.valid, d.failed.ready, d.failed.payload)
             assert idle == (not hv and not rv)
             if qv and qr:
                 if q.tag & PAD_TAG:
@@ -121,14 +132,22 @@ class LogPortTB:
             if self.lock and group_left == 0:
                 self.lock = False
             if dv and dr:
+                o = self.done_offer
+                if o["result"] != NandResult.OK and not o["dma_error"] and not o["no_page"]:
+                    self.failed_sent.append(o["tag"])
                 self.done_offer = None
+            if fv and fr:
+                self.failed_got.append(f)
             if hdv and hdr:
                 self.host_done.append(hd.tag)
             if rdv and rdr:
                 self.reloc_done.append(rd.tag)
-            if len(self.taken) == total and not self.outstanding and self.done_offer is None:
+            if (len(self.taken) == total and not self.outstanding and self.done_offer is None
+                    and len(self.failed_got) == len(self.failed_sent)):
                 break
         self.counters = {name: ctx.get(getattr(d, name)) for name in ("host_write_pages", "record_pages", "pad_pages")}
+        self.failed_lost = ctx.get(d.failed_lost)
+        assert self.cycles < 4_999, "the run did not finish"
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -151,3 +170,4 @@ def test_every_page_once_groups_whole_turns_and_completions_home(seed):
         elif alloc and who == "host":
             counts["record_pages" if item[1] else "host_write_pages"] += 1
     assert tb.counters == counts
+    assert tb.failed_got == tb.failed_sent and len(tb.failed_sent) >= 5 and not tb.failed_lost

@@ -1,6 +1,7 @@
 """rtl/ftl/nandport.py in amaranth.sim: three requesters share a fake
 controller that completes out of order; each gets exactly its own
-completions back with its own tags, and nobody starves."""
+completions back with its own tags, nobody starves, and the mux counts the
+reads, programs and erases it sent."""
 
 import random
 
@@ -19,9 +20,12 @@ class PortTB:
         self.sent = {i: [] for i in range(N)}     # (tag, block)
         self.got = {i: [] for i in range(N)}      # (tag, result)
         self.seen_tags = []                       # tags as the controller saw them
+        self.ops = {op: 0 for op in (spec.NandOp.READ, spec.NandOp.PROGRAM, spec.NandOp.ERASE)}
+        self.counted = {}
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-8)
         self.sim.add_testbench(self.controller, background=True)
+        self.sim.add_testbench(self.counters, background=True)
         for i in range(N):
             self.sim.add_testbench(self.requester(i))
             self.sim.add_testbench(self.receiver(i), background=True)
@@ -50,11 +54,19 @@ class PortTB:
             for _ in range(M):
                 tag, block = rng.randrange(1 << 14), rng.randrange(1 << 20)
                 self.sent[i].append((tag, block))
-                ctx.set(src.payload, {"opcode": spec.NandOp.READ, "tag": tag, "block": block})
+                op = rng.choice([spec.NandOp.READ, spec.NandOp.PROGRAM, spec.NandOp.ERASE])
+                self.ops[op] += 1
+                ctx.set(src.payload, {"opcode": op, "tag": tag, "block": block})
                 ctx.set(src.valid, 1)
                 await ctx.tick().until(src.ready)
                 ctx.set(src.valid, 0)
         return run
+
+    async def counters(self, ctx):
+        while True:
+            await ctx.tick()
+            self.counted = {spec.NandOp.READ: ctx.get(self.dut.reads), spec.NandOp.PROGRAM: ctx.get(self.dut.programs),
+                            spec.NandOp.ERASE: ctx.get(self.dut.erases)}
 
     def receiver(self, i):
         async def run(ctx):
@@ -75,3 +87,4 @@ def test_each_requester_gets_its_own_completions():
         assert sorted(tb.got[i]) == want, f"requester {i}"
     assert len(tb.seen_tags) == N * M
     assert {t >> 14 for t in tb.seen_tags} == set(range(N))   # the requester rides in the tag's top bits
+    assert tb.counted == tb.ops and min(tb.ops.values()) > 0    # reads, programs, erases sent, whoever sent them

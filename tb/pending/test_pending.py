@@ -1,7 +1,8 @@
 """rtl/ftl/pending.py in amaranth.sim against a Python dict: random RESERVE /
 STAGE / SCAN / WALK / CAS requests from three users at once (lowest user
 first), answers checked one by one against the order the table took them;
-the free count follows; a full table answers RESERVE with no hit."""
+the free count follows; a full table answers RESERVE with no hit; the room
+left for staging follows the firmware's budget."""
 
 import random
 
@@ -129,6 +130,12 @@ def test_pending_table(seed):
             await ctx.tick()
         await ctx.tick().repeat(3)
         assert ctx.get(dut.free) == ENTRIES - len(ref.entries)
+        # the room a new TX_WRITE or APPEND has: the free entries, no more than the budget leaves
+        free, used = ENTRIES - len(ref.entries), len(ref.entries)
+        assert used > 1, "the run should leave entries in use"
+        for budget, room in ((0, free), (used, 0), (used - 1, 0), (used + 2, min(2, free)), (ENTRIES, free)):
+            ctx.set(dut.budget, budget)
+            assert ctx.get(dut.room) == room, (budget, used)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
