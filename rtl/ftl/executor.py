@@ -112,9 +112,10 @@ lowest free slot (PENDING_FULL when none is free or the pages do not fit;
 both wait while anything is in flight, which may free room); a token is
 consumed when the REMAP or RELEASE naming it is accepted, the slot is reused
 once the publisher says its entries are freed (``pub_freed``).  The oldest
-held append's first vseq also bounds ``tx_floor``: a scanner reads every
-slot in turn (``floor_passes`` counts its passes; the firmware reads
-``seq_next``, waits two passes, then reads the floor).
+held append's first vseq also bounds ``tx_floor``: an
+:class:`~rtl.ftl.appfloor.AppendFloorScanner` reads every slot in turn
+(``floor_passes`` counts its passes; the firmware reads ``seq_next``, waits
+two passes, then reads the floor).
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
@@ -128,6 +129,7 @@ from rtl import spec as layouts
 from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
 
+from .appfloor import AppendFloorScanner
 from .logwriter import PAGE_DONE, PAGE_WRITE
 from .pending import PendingOp, PendingUserSignature
 from .publisher import MemberMode, Publisher, Walk
@@ -328,21 +330,11 @@ class Executor(wiring.Component):
         m.submodules.app_meta = app_meta = memory.Memory(shape=app_meta_shape, depth=A, init=[])
         meta_w = app_meta.write_port()
         meta_r = app_meta.read_port()
-        # the floor: every slot in turn, the oldest held append's first vseq per pass
-        scan_h = Signal(range(A))
-        scan_prev = Signal(range(A))
-        scan_valid = Signal()
-        run_min = Signal(64, init=2**64 - 1)
-        app_floor = Signal(64, init=2**64 - 1)
-        m.d.comb += first_scan.addr.eq(scan_h)
-        m.d.sync += [scan_h.eq(Mux(scan_h == A - 1, 0, scan_h + 1)), scan_prev.eq(scan_h), scan_valid.eq(1)]
-        cand = Mux(scan_valid & app_hold.bit_select(scan_prev, 1) & (first_scan.data < run_min),
-                   first_scan.data, run_min)
-        with m.If(scan_valid & (scan_prev == A - 1)):
-            m.d.sync += [app_floor.eq(cand), run_min.eq(2**64 - 1), self.floor_passes.eq(self.floor_passes + 1)]
-        with m.Else():
-            m.d.sync += run_min.eq(cand)
-        m.d.comb += self.tx_floor.eq(Mux(app_floor < floor, app_floor, floor))
+        # the floor: the oldest held append's first vseq, and the oldest unpublished transaction's
+        m.submodules.app_floor = app_floor = AppendFloorScanner(A)
+        m.d.comb += [first_scan.addr.eq(app_floor.addr), app_floor.data.eq(first_scan.data),
+                     app_floor.hold.eq(app_hold), self.floor_passes.eq(app_floor.passes),
+                     self.tx_floor.eq(Mux(app_floor.floor < floor, app_floor.floor, floor))]
         # the publisher freed an owner's entries: an append slot may be taken again
         m.d.comb += self.pub_freed.ready.eq(1)
         freed_owner = self.pub_freed.payload.owner
