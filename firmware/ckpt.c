@@ -313,4 +313,10 @@ torn:
 	return -1;
 }
 
+void af_ckpt_shadow_erases(void)
+{
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		af_ckpt.shadow_erases[g] = af_flash.blocks[g].erases;
+}
+
 #endif /* AFCTRL_FTL */

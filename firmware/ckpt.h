@@ -42,6 +42,8 @@ typedef struct {
 	uint64_t t_last;           /* cycles the last one took */
 	int from_console;          /* the running one was asked for (errors, not warnings) */
 	uint32_t *shadow_ppa;      /* per LBA: the page whose vseq af_flash.map.vseq holds */
+	uint32_t *shadow_erases;   /* per block: its erase count when shadow_ppa was brought up to date (an entry
+				    * whose block was erased since may name the same PPA for a newer version) */
 	uint32_t *map_crc;         /* per map page: its CRC (format 3; the loaded checkpoint's, then the take's) */
 	uint8_t *page;             /* one page of data */
 	/* boot */
@@ -100,5 +102,9 @@ int af_ckpt_load(uint32_t g, const af_ckpt_where_t *where);
 int af_ckpt_program_page(uint32_t ppa, const void *data, const af_oob_t *oob);
 /* An OOB record for a checkpoint page. */
 void af_ckpt_oob(af_oob_t *oob, uint32_t index, uint32_t total, uint64_t seq, uint64_t number);
+/* The shadow (shadow_ppa) is up to date: note every block's erase count with it.  A take reads an
+ * entry's vseq again when its PPA changed or its block was erased since: after an erase the same PPA
+ * may hold a newer version of the same LBA. */
+void af_ckpt_shadow_erases(void);
 
 #endif

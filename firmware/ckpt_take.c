@@ -212,7 +212,10 @@ int af_ckpt_take(void)
 				continue;
 			}
 			uint32_t ppa = table[lba];
-			if (ppa != af_ckpt.shadow_ppa[lba]) {
+			uint32_t g = ppa == AF_PPA_UNMAPPED ? af_flash.nblocks : af_nand_block_of(ppa);
+			/* a page of a block erased since the shadow was taken may be a newer version at the same PPA */
+			if (ppa != af_ckpt.shadow_ppa[lba] ||
+			    (g < af_flash.nblocks && af_flash.blocks[g].erases != af_ckpt.shadow_erases[g])) {
 				af_flash.map.vseq[lba] = ppa == AF_PPA_UNMAPPED ? AF_REC_VSEQ_NONE : vseq_of(ppa, (uint32_t)lba);
 				af_ckpt.shadow_ppa[lba] = ppa;
 			}
@@ -226,6 +229,7 @@ int af_ckpt_take(void)
 		}
 		map_crc[p] = af_crc32(af_ckpt.page, af_nand.page_data);
 	}
+	af_ckpt_shadow_erases();
 
 	/* 5: the other area, erased, header first */
 	uint32_t area = af_ckpt.valid ? 1 - af_ckpt.area : 0;

@@ -520,11 +520,12 @@ int af_ftl_start(void)
 	af_ftl.pool = af_ram_alloc(2 * af_ftl.dies * bpl, 4);
 	af_ftl.pool_wear = af_ram_alloc(4 * af_ftl.dies * bpl, 4);
 	af_ckpt.shadow_ppa = af_ram_alloc(4 * (uint32_t)af_ftl.capacity, 8);
+	af_ckpt.shadow_erases = af_ram_alloc(4 * af_flash.nblocks, 4);
 	/* the write cache, when the core has one (soc/sim.py --cache-pages): main RAM the core alone uses */
 	af_ftl.cache_pages = ftl_rd(AF_FTL_CACHE_PAGES);
 	af_ftl.cache = af_ftl.cache_pages ? af_ram_alloc(af_ftl.cache_pages * af_nand.page_data, 64) : NULL;
 	if (!af_ftl.bt || !af_ftl.scratch || !af_ftl.gc_buf || !af_ftl.identify || !af_ftl.log || !af_ftl.pool || !af_ftl.pool_wear ||
-	    !af_ckpt.shadow_ppa || (af_ftl.cache_pages && !af_ftl.cache)) {
+	    !af_ckpt.shadow_ppa || !af_ckpt.shadow_erases || (af_ftl.cache_pages && !af_ftl.cache)) {
 		printf("error: ftl: main RAM too small for the core's tables\n");
 		return -1;
 	}
@@ -586,6 +587,7 @@ int af_ftl_start(void)
 	/* the checkpoint's view of the map so far: what recovery left (vseq in af_flash.map.vseq), for
 	 * the segments in memory (a lazily loaded one sets its own); libc's word copy */
 	af_map_copy_shadow(af_ckpt.shadow_ppa);
+	af_ckpt_shadow_erases();
 	/* the pool is a stack: hand out low block numbers first */
 	for (uint32_t d = 0; d < af_ftl.dies; d++) {
 		uint16_t *p = &af_ftl.pool[d * bpl];
