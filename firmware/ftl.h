@@ -11,10 +11,9 @@
  *   af_ftl_poll()   from the console's idle loop: full blocks come back on
  *                   `closed`, each die gets another erased block.
  *
- * Blocks the firmware gives the core are only ever erased ones.  With no GC
- * yet, blocks written before this boot stay as they are (their pages hold
- * the recovered data and the proofs recovery needs), so a device fills up:
- * when no erased block is left the core raises `starved` and writes wait. */
+ * Blocks the firmware gives the core are only ever erased ones; GC (gc.c)
+ * makes more.  When no erased block is left the core raises `starved` and
+ * writes wait until GC hands it one. */
 #ifndef AF_FTL_H
 #define AF_FTL_H
 

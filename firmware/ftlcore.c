@@ -234,7 +234,7 @@ void af_ftl_print(const char *prefix)
 	af_print_u64(af_ftl.capacity);
 	printf(" LBAs; blocks: %lu free, %lu handed to the core, %lu came back full%s\n",
 	       (unsigned long)af_ftl.free_blocks, (unsigned long)af_ftl.pushed, (unsigned long)af_ftl.closed,
-	       (st & AF_FTL_STATUS_STARVED) ? "; STARVED: no erased block left (no GC yet)" : "");
+	       (st & AF_FTL_STATUS_STARVED) ? "; STARVED: no erased block left" : "");
 	printf("%smap cache: %lu hits, %lu misses", prefix, (unsigned long)hits, (unsigned long)misses);
 	if (hits + misses)
 		printf(" (%lu%% hits)", (unsigned long)((uint64_t)hits * 100 / (hits + misses)));

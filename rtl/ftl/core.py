@@ -243,16 +243,13 @@ class FtlCore(wiring.Component):
         m.d.comb += [pending.budget.eq(self.pending_budget), executor.pending_free.eq(pending.room),
                      publisher.doomed.eq(executor.tx_doomed),
                      executor.page_seq.eq(alloc.alloc.payload.seq),
-                     reader.ovr_claim.eq(executor.ovr_claim), executor.ovr_busy.eq(reader.ovr_busy),
-                     reader.ovr_we.eq(executor.ovr_we), reader.ovr_idx.eq(executor.ovr_idx),
-                     reader.ovr_ppa.eq(executor.ovr_ppa),
                      self.tx_floor.eq(executor.tx_floor), self.tx_open.eq(executor.tx_open),
                      self.floor_passes.eq(executor.floor_passes),
                      self.pending_free.eq(pending.free)]
+        wiring.connect(m, executor.overrides, reader.overrides)
         # the write cache: the reader's lookups and lock, the counters
-        m.d.comb += [executor.cache_base.eq(self.cache_base), executor.crd_req.eq(reader.crd_req),
-                     reader.crd_grant.eq(executor.crd_grant), executor.crd_lba.eq(reader.crd_lba),
-                     reader.crd_hit.eq(executor.crd_hit), reader.crd_addr.eq(executor.crd_addr),
+        wiring.connect(m, reader.cache_lookup, executor.cache_lookup)
+        m.d.comb += [executor.cache_base.eq(self.cache_base),
                      self.cache_in.eq(executor.cache_in), self.cache_coalesced.eq(executor.cache_coalesced),
                      self.cache_destaged.eq(executor.cache_destaged), self.cache_stripes.eq(executor.cache_stripes),
                      self.cache_dirty.eq(executor.cache_dirty)]

@@ -42,7 +42,8 @@ RELEASE        an empty group whose publication drops the append's entries
 =============  ===============================================================
 
 **Transactions** live in ``max_open_tx`` transaction slots (state FREE / OPEN /
-CLOSING, host tid, first vseq, pages written, doomed).
+CLOSING, host tid, first vseq, pages written, doomed), a
+:class:`~rtl.ftl.txtable.TransactionTable`.
 The first TX_WRITE of an unknown tid opens one (TOO_MANY_OPEN_TX when every
 slot is open; it waits while one is closing).  Before anything is
 programmed a TX_WRITE finds the entries its transaction already holds for the
@@ -103,16 +104,18 @@ cache pages, no host completion); its entries are freed when it is
 published.  FLUSH, HINT(CHECKPOINT), ATOMIC_WRITE, DEALLOCATE, TX_COMMIT, a
 final TX_WRITE, REMAP and FUA writes first destage every DIRTY entry (the
 fence), so ring order binds buffered data before them.  The reader looks
-LBAs up in the table (``crd_*``) under the cache-page lock.
+LBAs up in the table (``cache_lookup``, a :class:`~rtl.ftl.writecache.WriteCacheTable`)
+under the cache-page lock.
 
-**Appends** live in ``max_appends`` slots (``app_live``: its token is valid;
-``app_hold``: its pages may still be needed -- from the first page's
+**Appends** live in ``max_appends`` slots of an
+:class:`~rtl.ftl.appendtable.AppendTable` (*live*: its token is valid;
+*held*: its pages may still be needed -- from the first page's
 acceptance until the publisher frees its entries).  An APPEND takes the
 lowest free slot (PENDING_FULL when none is free or the pages do not fit;
 both wait while anything is in flight, which may free room); a token is
 consumed when the REMAP or RELEASE naming it is accepted, the slot is reused
 once the publisher says its entries are freed (``pub_freed``).  The oldest
-held append's first vseq also bounds ``tx_floor``: an
+held append's first vseq also bounds ``tx_floor``: the table's
 :class:`~rtl.ftl.appfloor.AppendFloorScanner` reads every slot in turn
 (``floor_passes`` counts its passes; the firmware reads ``seq_next``, waits
 two passes, then reads the floor).
@@ -124,16 +127,18 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
 from atomflash import spec
-from atomflash.spec import Hint, Kind, LogPage, NandResult, Opcode, Status
+from atomflash.spec import Hint, Kind, LogPage, Opcode, Status
 from rtl import spec as layouts
 from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
 
-from .appfloor import AppendFloorScanner
+from .appendtable import AppendTable
 from .logwriter import PAGE_DONE, PAGE_WRITE
 from .pending import PendingOp, PendingUserSignature
 from .publisher import MemberMode, Publisher, Walk
-from .reader import read_layout
+from .reader import OverrideSignature, read_layout
+from .txtable import TransactionTable, TxState
+from .writecache import CacheLookupSignature, WriteCacheTable
 
 __all__ = ["Executor"]
 
@@ -142,10 +147,6 @@ TX_PAGE = spec.OOB.compose("flags", tx=1)
 TX_FINAL_PAGE = spec.OOB.compose("flags", tx=1, tx_final=1, commit=1)
 APPEND_PAGE = spec.OOB.compose("flags", append=1)
 VOLATILE_CACHE_WORD = [f for f in spec.IDENTIFY.fields if f.name == "volatile_cache"][0].offset // 4
-
-
-class TxState:
-    FREE, OPEN, CLOSING = range(3)
 
 
 class Executor(wiring.Component):
@@ -188,7 +189,7 @@ class Executor(wiring.Component):
         The seq the log writer gives the page it takes this cycle.
     tx_doomed : Out(max_open_tx)
         To the publisher.
-    ovr_claim, ovr_we, ovr_idx, ovr_ppa : Out / ovr_busy : In
+    overrides : Out(OverrideSignature)
         The reader's TX_READ override table.
     tx_floor : Out(64), tx_open : Out
         First vseq of the oldest unpublished transaction or held append; transactions open.
@@ -256,21 +257,12 @@ class Executor(wiring.Component):
             "tx_doomed": Out(self.owners),
             "pub_freed": In(stream.Signature(data.StructLayout({"owner": self.owner_bits}))),
             "floor_passes": Out(32),
-            "ovr_claim": Out(1),
-            "ovr_busy": In(1),
-            "ovr_we": Out(1),
-            "ovr_idx": Out(range(max_transfer)),
-            "ovr_ppa": Out(32),
+            "overrides": Out(OverrideSignature(max_transfer)),
             "tx_floor": Out(64),
             "tx_open": Out(range(max_open_tx + 1)),
-            # the write cache (``cache_pages`` pages at ``cache_base``): the reader's lookup port and lock,
-            # the counters
+            # the write cache (``cache_pages`` pages at ``cache_base``): the reader's lookups, the counters
             "cache_base": In(32),
-            "crd_req": In(1),
-            "crd_grant": Out(1),
-            "crd_lba": In(lba_bits),
-            "crd_hit": Out(1),
-            "crd_addr": Out(32),
+            "cache_lookup": In(CacheLookupSignature(lba_bits)),
             "cache_in": Out(32),
             "cache_coalesced": Out(32),
             "cache_destaged": Out(32),
@@ -299,47 +291,20 @@ class Executor(wiring.Component):
 
         # -- transaction slots ----------------------------------------------------------
         T = self.max_open_tx
-        tx_state = Array(Signal(2, name=f"tx_state{t}") for t in range(T))
-        tx_tid = Array(Signal(32, name=f"tx_tid{t}") for t in range(T))
-        tx_first = Array(Signal(64, name=f"tx_first{t}") for t in range(T))
-        tx_have_first = Signal(T)
-        tx_npages = Array(Signal(32, name=f"tx_npages{t}") for t in range(T))
-        doomed = self.tx_doomed
-        doomed_nopage = Signal(T)    # ... and a write of it was dropped for want of a page: its commit says NO_SPACE
-        # the oldest unpublished transaction's first vseq, and how many are open
-        floor = Const(2**64 - 1, 64)
-        n_open = 0
-        for t in range(T):
-            live = (tx_state[t] != TxState.FREE) & tx_have_first[t]
-            floor_t = Signal(64, name=f"floor{t}")
-            m.d.comb += floor_t.eq(Mux(live & (tx_first[t] < floor), tx_first[t], floor))
-            floor = floor_t
-            n_open = n_open + (tx_state[t] == TxState.OPEN)
-        m.d.comb += self.tx_open.eq(n_open)
+        m.submodules.txs = txs = TransactionTable(T)
+        m.d.comb += [self.tx_doomed.eq(txs.doomed), self.tx_open.eq(txs.open_count)]
 
         # -- append slots -----------------------------------------------------------------
         A, R = self.max_appends, self.max_remap_triples
         hbits = max(1, ceil_log2(A))
-        app_live = Signal(A)          # the token is valid
-        app_hold = Signal(A)          # the pages may be needed (first page taken .. entries freed)
-        m.submodules.app_first = app_first = memory.Memory(shape=64, depth=A, init=[])
-        first_w = app_first.write_port()
-        first_r = app_first.read_port()
-        first_scan = app_first.read_port()
-        app_meta_shape = data.StructLayout({"gen": 16, "nlb": 32, "check": 32})
-        m.submodules.app_meta = app_meta = memory.Memory(shape=app_meta_shape, depth=A, init=[])
-        meta_w = app_meta.write_port()
-        meta_r = app_meta.read_port()
+        m.submodules.apps = apps = AppendTable(A)
         # the floor: the oldest held append's first vseq, and the oldest unpublished transaction's
-        m.submodules.app_floor = app_floor = AppendFloorScanner(A)
-        m.d.comb += [first_scan.addr.eq(app_floor.addr), app_floor.data.eq(first_scan.data),
-                     app_floor.hold.eq(app_hold), self.floor_passes.eq(app_floor.passes),
-                     self.tx_floor.eq(Mux(app_floor.floor < floor, app_floor.floor, floor))]
+        m.d.comb += [self.floor_passes.eq(apps.floor_passes),
+                     self.tx_floor.eq(Mux(apps.floor < txs.floor, apps.floor, txs.floor))]
         # the publisher freed an owner's entries: an append slot may be taken again
         m.d.comb += self.pub_freed.ready.eq(1)
         freed_owner = self.pub_freed.payload.owner
-        with m.If(self.pub_freed.valid & (freed_owner >= T)):
-            m.d.sync += app_hold.bit_select((freed_owner - T)[:hbits], 1).eq(0)
+        m.d.comb += [apps.freed.eq(self.pub_freed.valid & (freed_owner >= T)), apps.freed_slot.eq(freed_owner - T)]
         # REMAP triples as read from the list
         trip_shape = data.StructLayout({"lba": 32, "nlb": 32, "handle": 16, "gen": 16, "check": 32})
         m.submodules.trips = trips = memory.Memory(shape=trip_shape, depth=max(R, 2), init=[])
@@ -361,63 +326,16 @@ class Executor(wiring.Component):
         def maddr(slot, idx):
             return Cat(idx[:self.idx_bits], slot[:self.slot_bits])
 
-        # -- the write cache ------------------------------------------------------------
-        # W entries, one SoC-memory page each (cache_base + e * page_data): FREE, FILL (a WRITE is copying
-        # the host's page in), DIRTY (the newest data of its LBA, not yet on flash), DESTAGING (in a destage
-        # group not yet published: still the LBA's newest data, its page must not change).  At most one
-        # DIRTY or DESTAGING entry per LBA: a WRITE to a DESTAGING LBA waits for the publication.
+        # -- the write cache (rtl/ftl/writecache.py): its table; the dispatcher fills and destages it ----
         W = self.cache_pages
-        FREE, FILL, DIRTY, DESTAGING = range(4)
         if W:
-            ce_state = [Signal(2, name=f"ce_state{i}") for i in range(W)]
-            ce_lba = [Signal(self.lba_bits, name=f"ce_lba{i}") for i in range(W)]
-            ce_stamp = [Signal(32, name=f"ce_stamp{i}") for i in range(W)]   # write order: LRU destage
-            ce_slot = [Signal(self.slot_bits, name=f"ce_slot{i}") for i in range(W)]
-            CE_STATE, CE_LBA, CE_STAMP, CE_SLOT = Array(ce_state), Array(ce_lba), Array(ce_stamp), Array(ce_slot)
-            n_free, n_dirty, n_destaging = Signal(range(W + 1)), Signal(range(W + 1)), Signal(range(W + 1))
-            m.d.comb += [n_free.eq(sum(st == FREE for st in ce_state)),
-                         n_dirty.eq(sum(st == DIRTY for st in ce_state)),
-                         n_destaging.eq(sum(st == DESTAGING for st in ce_state)), self.cache_dirty.eq(n_dirty)]
-            # destage the oldest stripe when fewer than two stripes of pages are free or about to be (two
-            # stripes in flight keep every die busy); the rest stays resident, to be coalesced
-            watermark = Signal()
-            m.d.comb += watermark.eq((n_free + n_destaging < 2 * self.stripe) & (n_dirty >= self.stripe))
-            free_e, has_free = Signal(range(W)), Signal()
-            for i in reversed(range(W)):
-                with m.If(ce_state[i] == FREE):
-                    m.d.comb += [free_e.eq(i), has_free.eq(1)]
-
-            def cam(lba, hit, e):
-                for i in reversed(range(W)):
-                    with m.If(((ce_state[i] == DIRTY) | (ce_state[i] == DESTAGING)) & (ce_lba[i] == lba)):
-                        m.d.comb += [hit.eq(1), e.eq(i)]
-
-            def cache_addr(e):
-                return self.cache_base + e * page_data
-
-            # the reader's lookup port
-            crd_e = Signal(range(W))
-            cam(self.crd_lba, self.crd_hit, crd_e)
-            m.d.comb += self.crd_addr.eq(cache_addr(crd_e))
-            # the cache-page lock: the reader (from its lookups to the end of a command that hit) or the
-            # dispatcher (copying into a FREE page); a page freed under a reader is not refilled meanwhile
-            lock = Signal(2)          # 0 free, 1 reader, 2 dispatcher
-            exec_req = Signal()
-            with m.Switch(lock):
-                with m.Case(0):
-                    with m.If(self.crd_req):
-                        m.d.sync += lock.eq(1)
-                    with m.Elif(exec_req):
-                        m.d.sync += lock.eq(2)
-                with m.Case(1):
-                    with m.If(~self.crd_req):
-                        m.d.sync += lock.eq(0)
-                with m.Case(2):
-                    with m.If(~exec_req):
-                        m.d.sync += lock.eq(0)
-            m.d.comb += self.crd_grant.eq(lock == 1)
-            destage_bad = Signal()     # a destage group was dropped: the next FLUSH reports MEDIA_ERROR
-            destage_nopage = Signal()  # ... for want of a page: NO_SPACE
+            m.submodules.cache = cache = WriteCacheTable(entries=W, lba_bits=self.lba_bits, slot_bits=self.slot_bits,
+                                                         page_data=page_data, stripe=self.stripe)
+            wiring.connect(m, wiring.flipped(self.cache_lookup), cache.lookup)
+            m.d.comb += [cache.base.eq(self.cache_base), self.cache_dirty.eq(cache.dirty),
+                         self.cache_in.eq(cache.filled), self.cache_coalesced.eq(cache.coalesced),
+                         self.cache_destaged.eq(cache.destaged), self.cache_stripes.eq(cache.stripes)]
+            watermark = cache.watermark
 
         # -- completions: published groups and immediate ones ----------------------
         # A published group's completion goes first, but an immediate one already offered stays on the
@@ -441,8 +359,8 @@ class Executor(wiring.Component):
                                               Status.MEDIA_ERROR)))
             with m.Elif(pub.bus_error):
                 m.d.comb += status.eq(Status.INTERNAL_ERROR)
-            with m.Elif((slot_kind[pub.slot] == K.FLUSH) & (destage_bad if W else 0)):
-                m.d.comb += status.eq(Mux(destage_nopage if W else 0, Status.NO_SPACE, Status.MEDIA_ERROR))
+            with m.Elif((slot_kind[pub.slot] == K.FLUSH) & (cache.failed if W else 0)):
+                m.d.comb += status.eq(Mux(cache.failed_no_page if W else 0, Status.NO_SPACE, Status.MEDIA_ERROR))
             with m.Else():
                 m.d.comb += status.eq(Status.SUCCESS)
             m.d.comb += [self.cpl.valid.eq(1), self.cpl.payload.sqid.eq(slot_sqid[pub.slot]),
@@ -458,16 +376,14 @@ class Executor(wiring.Component):
         with m.If(self.pub_published.valid & self.pub_published.ready):
             m.d.comb += slot_freed.bit_select(pub.slot, 1).eq(1)
             pk, pt = slot_kind[pub.slot], slot_tx[pub.slot]
+            m.d.comb += [txs.free_which.eq(pt), txs.doom_which.eq(pt),
+                         txs.doom_no_page.eq(slot_nopage.bit_select(pub.slot, 1))]
             with m.If((pk == K.COMMIT) | (pk == K.ABORT) | ((pk == K.TX) & slot_final.bit_select(pub.slot, 1))):
-                m.d.sync += tx_state[pt].eq(TxState.FREE)
+                m.d.comb += txs.free.eq(1)
             with m.Elif((pk == K.TX) & pub.dropped):
-                m.d.sync += doomed.bit_select(pt, 1).eq(1)
-                with m.If(slot_nopage.bit_select(pub.slot, 1)):
-                    m.d.sync += doomed_nopage.bit_select(pt, 1).eq(1)
-            with m.If(pk == K.APPEND):
-                with m.If(pub.dropped):     # the publisher frees its entries (and then the slot)
-                    m.d.sync += app_live.bit_select((pt - T)[:hbits], 1).eq(0)
-
+                m.d.comb += txs.doom.eq(1)
+            # a dropped append: the publisher frees its entries (and then the slot)
+            m.d.comb += [apps.dropped.eq((pk == K.APPEND) & pub.dropped), apps.dropped_slot.eq(pt - T)]
 
         # -- log writer completions go to the publisher; note buffer bus errors ------
         done = self.page_done.payload
@@ -551,6 +467,7 @@ class Executor(wiring.Component):
                     | slot_nopage.bit_select(slot, 1))
 
         retry_idle = Signal()
+        m.d.comb += txs.peek.eq(slot_tx[rt.slot])
         with m.FSM(name="retry"):
             with m.State("IDLE"):
                 m.d.comb += retry_idle.eq(1)
@@ -568,7 +485,7 @@ class Executor(wiring.Component):
             with m.State("SEND"):
                 member_page(retry_page, rt.slot, rt.idx, slot_kind[rt.slot], slot_lba[rt.slot], slot_buf[rt.slot],
                             slot_n[rt.slot], mem_r2.data.lba, mem_r2.data.buf,
-                            Mux(slot_kind[rt.slot] == K.APPEND, slot_tag[rt.slot], tx_first[slot_tx[rt.slot]][:32]),
+                            Mux(slot_kind[rt.slot] == K.APPEND, slot_tag[rt.slot], txs.peek_first[:32]),
                             slot_lba[rt.slot])
                 m.d.comb += [retry_page.keep_vseq.eq(1), retry_page.oob.vseq.eq(rt.vseq), retry_valid.eq(1)]
                 with m.If(self.page.ready & ~issuing):
@@ -591,6 +508,8 @@ class Executor(wiring.Component):
         h = Signal(hbits)                    # the command's append slot
         app_gen = Signal(16)
         app_first_v = Signal(64)
+        m.d.comb += [txs.tid.eq(c.tid), txs.slot.eq(t), apps.mint_slot.eq(h), apps.mint_gen.eq(app_gen),
+                     apps.mint_first.eq(app_first_v), apps.mint_nlb.eq(n)]
         ntrip = Signal(range(R + 1))         # REMAP triples
         ti = Signal(range(R + 1))            # the triple being read / checked
         tj = Signal(range(R + 1))
@@ -613,13 +532,7 @@ class Executor(wiring.Component):
         m.d.comb += [mem_r.addr.eq(maddr(tail, idx))]
         resume = Signal()                    # a destage made room for / drained ahead of the command in c
         if W:
-            cw_e, cw_old = Signal(range(W)), Signal(range(W))
-            cw_hit = Signal()
             cw_word = Signal(range(page_data // 4))
-            stamp = Signal(32)
-            ds_e, ds_best = Signal(range(W)), Signal(range(W))
-            ds_ok = Signal()
-            ds_stamp = Signal(32)
             cw_resume = Signal()
             cw_idx = Signal.like(idx)
 
@@ -647,7 +560,6 @@ class Executor(wiring.Component):
         s_ew = Signal(2)                           # ... its word
         s_seq = Signal(64)
         s_entry = Signal(data.StructLayout({"valid": 1, "owner": 8, "lba": 32, "ppa": 32}))
-        m.submodules.app_crc = app_crc = layouts.OOB_CRC(data_width=32).create()
 
         with m.FSM(name="dispatch"):
             with m.State("IDLE"):
@@ -670,7 +582,7 @@ class Executor(wiring.Component):
                              (op == Opcode.TX_COMMIT) | (op == Opcode.REMAP) |
                              ((op == Opcode.HINT) & (c.hint == Hint.CHECKPOINT)) |
                              ((op == Opcode.TX_WRITE) & c.flags.tx_final) | ((op == Opcode.WRITE) & c.flags.fua))
-                    with m.If(fence & (n_dirty != 0)):
+                    with m.If(fence & (cache.dirty != 0)):
                         m.d.sync += resume.eq(1)
                         m.next = "DS_SLOT"
                     with m.Else():
@@ -686,37 +598,36 @@ class Executor(wiring.Component):
                 # WRITE into the cache, page by page: a fresh page is filled from the host's buffer, then it
                 # becomes the LBA's entry and the DIRTY one it replaces (if any) is freed -- coalesced
                 with m.State("CW_LOOK"):
-                    hit, he = Signal(), Signal(range(W))
-                    cam(c.lba + idx, hit, he)
+                    m.d.comb += cache.find_lba.eq(c.lba + idx)
                     with m.If(watermark):
                         m.d.sync += [resume.eq(1), cw_resume.eq(1), cw_idx.eq(idx)]
                         m.next = "DS_SLOT"
-                    with m.Elif(hit & (CE_STATE[he] == DESTAGING)):
+                    with m.Elif(cache.found_destaging):
                         pass                       # its destage is in flight: wait for the publication
-                    with m.Elif(~has_free):
+                    with m.Elif(~cache.has_free):
                         pass                       # stripes in flight will free pages (else the watermark)
                     with m.Else():
-                        m.d.sync += [cw_e.eq(free_e), cw_hit.eq(hit), cw_old.eq(he), cw_word.eq(0),
-                                     CE_STATE[free_e].eq(FILL)]
+                        m.d.comb += cache.claim.eq(1)
+                        m.d.sync += cw_word.eq(0)
                         m.next = "CW_LOCK"
                 with m.State("CW_LOCK"):
-                    m.d.comb += exec_req.eq(1)
-                    with m.If(lock == 2):
+                    m.d.comb += cache.lock_req.eq(1)
+                    with m.If(cache.lock_granted):
                         m.next = "CW_RD"
                 with m.State("CW_RD"):
-                    m.d.comb += [exec_req.eq(1), bus.adr.eq(((c.buf[:32] + idx * page_data) >> 2) + cw_word),
+                    m.d.comb += [cache.lock_req.eq(1), bus.adr.eq(((c.buf[:32] + idx * page_data) >> 2) + cw_word),
                                  bus.cyc.eq(1), bus.stb.eq(1)]
                     with m.If(bus.err):
-                        m.d.sync += CE_STATE[cw_e].eq(FREE)
+                        m.d.comb += cache.fill_abort.eq(1)
                         finish(Status.DATA_TRANSFER_ERROR)
                     with m.Elif(bus.ack):
                         m.d.sync += copy_word.eq(bus.dat_r)
                         m.next = "CW_WR"
                 with m.State("CW_WR"):
-                    m.d.comb += [exec_req.eq(1), bus.adr.eq((cache_addr(cw_e) >> 2) + cw_word),
+                    m.d.comb += [cache.lock_req.eq(1), bus.adr.eq((cache.fill_addr >> 2) + cw_word),
                                  bus.dat_w.eq(copy_word), bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
                     with m.If(bus.err):
-                        m.d.sync += CE_STATE[cw_e].eq(FREE)
+                        m.d.comb += cache.fill_abort.eq(1)
                         finish(Status.INTERNAL_ERROR)
                     with m.Elif(bus.ack):
                         m.d.sync += cw_word.eq(cw_word + 1)
@@ -725,10 +636,8 @@ class Executor(wiring.Component):
                         with m.Else():
                             m.next = "CW_RD"
                 with m.State("CW_DONE"):
-                    m.d.sync += [CE_STATE[cw_e].eq(DIRTY), CE_LBA[cw_e].eq(c.lba + idx), CE_STAMP[cw_e].eq(stamp),
-                                 stamp.eq(stamp + 1), self.cache_in.eq(self.cache_in + 1), idx.eq(idx + 1)]
-                    with m.If(cw_hit):
-                        m.d.sync += [CE_STATE[cw_old].eq(FREE), self.cache_coalesced.eq(self.cache_coalesced + 1)]
+                    m.d.comb += cache.fill_done.eq(1)
+                    m.d.sync += idx.eq(idx + 1)
                     with m.If(idx + 1 == n):
                         finish(Status.SUCCESS)
                     with m.Else():
@@ -738,21 +647,18 @@ class Executor(wiring.Component):
                 with m.State("DS_SLOT"):
                     with m.If(~busy.bit_select(tail, 1)):
                         m.d.sync += [slot_kind[tail].eq(K.DESTAGE), slot_fails[tail].eq(0), slot_tx[tail].eq(0),
-                                     slot_final.bit_select(tail, 1).eq(0), kind.eq(K.DESTAGE), idx.eq(0),
-                                     ds_e.eq(0), ds_ok.eq(0)]
+                                     slot_final.bit_select(tail, 1).eq(0), kind.eq(K.DESTAGE), idx.eq(0)]
                         m.next = "DS_SCAN"
                 with m.State("DS_SCAN"):
-                    with m.If((CE_STATE[ds_e] == DIRTY) & (~ds_ok | (CE_STAMP[ds_e] < ds_stamp))):
-                        m.d.sync += [ds_best.eq(ds_e), ds_stamp.eq(CE_STAMP[ds_e]), ds_ok.eq(1)]
-                    m.d.sync += ds_e.eq(ds_e + 1)
-                    with m.If(ds_e == W - 1):
+                    m.d.comb += cache.scan.eq(1)
+                    with m.If(cache.scan_last):
                         m.next = "DS_TAKE"
                 with m.State("DS_TAKE"):
-                    with m.If(ds_ok):
-                        m.d.comb += [mem_w.addr.eq(maddr(tail, idx)), mem_w.data.lba.eq(CE_LBA[ds_best]),
-                                     mem_w.data.buf.eq(cache_addr(ds_best)), mem_w.en.eq(1)]
-                        m.d.sync += [CE_STATE[ds_best].eq(DESTAGING), CE_SLOT[ds_best].eq(tail), idx.eq(idx + 1),
-                                     ds_e.eq(0), ds_ok.eq(0)]
+                    with m.If(cache.oldest_found):
+                        m.d.comb += [mem_w.addr.eq(maddr(tail, idx)), mem_w.data.lba.eq(cache.oldest_lba),
+                                     mem_w.data.buf.eq(cache.oldest_addr), mem_w.en.eq(1),
+                                     cache.take.eq(1), cache.take_slot.eq(tail)]
+                        m.d.sync += idx.eq(idx + 1)
                         with m.If(idx + 1 == self.stripe):
                             m.next = "DS_END"
                         with m.Else():
@@ -760,10 +666,8 @@ class Executor(wiring.Component):
                     with m.Else():
                         m.next = "DS_END"
                 with m.State("DS_END"):
-                    m.d.sync += [n.eq(idx), slot_n[tail].eq(idx), idx.eq(0),
-                                 self.cache_destaged.eq(self.cache_destaged + idx)]
-                    with m.If(idx == self.stripe):
-                        m.d.sync += self.cache_stripes.eq(self.cache_stripes + 1)
+                    m.d.comb += [cache.group_done.eq(1), cache.group_pages.eq(idx)]
+                    m.d.sync += [n.eq(idx), slot_n[tail].eq(idx), idx.eq(0)]
                     with m.If(idx == 0):
                         m.next = "RESUME"      # nothing dirty after all (not reached: callers check)
                     with m.Else():
@@ -880,7 +784,7 @@ class Executor(wiring.Component):
                     m.d.sync += [sw.eq(0), s_seq.eq(self.page_seq)]
                     m.next = "SNAPSHOT_WRITE_SLOTS"
             with m.State("SNAPSHOT_READ_APPEND_SLOT"):     # its memories' words appear a cycle later
-                m.d.comb += [meta_r.addr.eq(s_h), first_r.addr.eq(s_h)]
+                m.d.comb += apps.read_addr.eq(s_h)
                 m.next = "SNAPSHOT_WRITE_SLOTS"
             with m.State("SNAPSHOT_WRITE_SLOTS"):
                 s_word = Signal(32)
@@ -889,14 +793,14 @@ class Executor(wiring.Component):
                 txr = Signal(layouts.SNAP_TX)
                 apr = Signal(layouts.SNAP_APPEND)
                 m.d.comb += [hdr.seq.eq(s_seq), hdr.tx_slots.eq(T), hdr.append_slots.eq(A), hdr.entries.eq(E),
-                             txr.first_vseq.eq(tx_first[s_t]), txr.npages.eq(tx_npages[s_t]),
-                             txr.flags.open.eq(tx_state[s_t] == TxState.OPEN),
-                             txr.flags.started.eq(tx_have_first.bit_select(s_t, 1)),
-                             txr.flags.doomed.eq(doomed.bit_select(s_t, 1)),
-                             apr.first_vseq.eq(first_r.data), apr.nlb.eq(meta_r.data.nlb),
-                             apr.flags.live.eq(app_live.bit_select(s_h, 1)),
-                             apr.flags.held.eq(app_hold.bit_select(s_h, 1)),
-                             meta_r.addr.eq(s_h), first_r.addr.eq(s_h)]
+                             txs.view.eq(s_t), txr.first_vseq.eq(txs.view_first), txr.npages.eq(txs.view_npages),
+                             txr.flags.open.eq(txs.view_state == TxState.OPEN),
+                             txr.flags.started.eq(txs.view_started),
+                             txr.flags.doomed.eq(txs.doomed.bit_select(s_t, 1)),
+                             apr.first_vseq.eq(apps.read_first), apr.nlb.eq(apps.read_meta.nlb),
+                             apr.flags.live.eq(apps.live.bit_select(s_h, 1)),
+                             apr.flags.held.eq(apps.held.bit_select(s_h, 1)),
+                             apps.read_addr.eq(s_h)]
                 with m.If(sw < 4):
                     m.d.comb += s_word.eq(hdr.as_value().word_select(s_field, 32))
                 with m.Elif(sw < 4 + 4 * T):
@@ -942,30 +846,31 @@ class Executor(wiring.Component):
                         with m.Else():
                             m.next = "SNAPSHOT_READ_ENTRY"
             with m.State("OPEN_META"):
-                m.d.comb += meta_r.addr.eq(o_h)
+                m.d.comb += apps.read_addr.eq(o_h)
                 m.next = "OPEN_WRITE"
             with m.State("OPEN_WRITE"):
                 o_word = Signal(32)
                 o_field = ow[:2]
-                tx_open_o = tx_state[o_t] == TxState.OPEN
-                app_live_o = app_live.bit_select(o_h, 1)
+                m.d.comb += txs.view.eq(o_t)
+                tx_open_o = txs.view_state == TxState.OPEN
+                app_live_o = apps.live.bit_select(o_h, 1)
                 with m.If(ow < 4 * T):
                     with m.Switch(o_field):
                         with m.Case(0):
-                            m.d.comb += o_word.eq(Mux(tx_open_o, tx_tid[o_t], 0))
+                            m.d.comb += o_word.eq(Mux(tx_open_o, txs.view_tid, 0))
                         with m.Case(1):
-                            m.d.comb += o_word.eq(Mux(tx_open_o, tx_npages[o_t], 0))
+                            m.d.comb += o_word.eq(Mux(tx_open_o, txs.view_npages, 0))
                         with m.Case(2):
-                            m.d.comb += o_word.eq(Mux(tx_open_o, doomed.bit_select(o_t, 1), 0))
+                            m.d.comb += o_word.eq(Mux(tx_open_o, txs.doomed.bit_select(o_t, 1), 0))
                 with m.Else():
                     with m.Switch(o_field):
                         with m.Case(0):
-                            m.d.comb += o_word.eq(Mux(app_live_o, Cat(o_h, Const(0, 16 - hbits), meta_r.data.gen), 0))
+                            m.d.comb += o_word.eq(Mux(app_live_o, Cat(o_h, Const(0, 16 - hbits), apps.read_meta.gen), 0))
                         with m.Case(1):
-                            m.d.comb += o_word.eq(Mux(app_live_o, meta_r.data.check, 0))
+                            m.d.comb += o_word.eq(Mux(app_live_o, apps.read_meta.check, 0))
                         with m.Case(2):
-                            m.d.comb += o_word.eq(Mux(app_live_o, meta_r.data.nlb, 0))
-                m.d.comb += [meta_r.addr.eq(o_h), bus.adr.eq((c.buf[:32] >> 2) + ow), bus.dat_w.eq(o_word),
+                            m.d.comb += o_word.eq(Mux(app_live_o, apps.read_meta.nlb, 0))
+                m.d.comb += [apps.read_addr.eq(o_h), bus.adr.eq((c.buf[:32] >> 2) + ow), bus.dat_w.eq(o_word),
                              bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
@@ -978,46 +883,38 @@ class Executor(wiring.Component):
 
             # transactions: find the tid's slot (or a free one for a first TX_WRITE)
             with m.State("TX_FIND"):
-                found, ft = Signal(), Signal(self.owner_bits)
-                has_free, free_t, closing = Signal(), Signal(self.owner_bits), Signal()
-                for i in reversed(range(T)):
-                    with m.If((tx_state[i] == TxState.OPEN) & (tx_tid[i] == c.tid)):
-                        m.d.comb += [found.eq(1), ft.eq(i)]
-                    with m.If(tx_state[i] == TxState.FREE):
-                        m.d.comb += [has_free.eq(1), free_t.eq(i)]
-                    with m.If(tx_state[i] == TxState.CLOSING):
-                        m.d.comb += closing.eq(1)
+                found, ft = txs.found, txs.found_slot
                 with m.If(found & (c.opcode == Opcode.TX_WRITE) & c.flags.tx_new):
                     finish(Status.TID_IN_USE)        # someone else's transaction: nothing changes
                 with m.Elif(found):
                     m.d.sync += [t.eq(ft), new_tx.eq(0)]
                     with m.Switch(c.opcode):
                         with m.Case(Opcode.TX_WRITE):
-                            with m.If(c.flags.tx_final & (tx_npages[ft] + c.nlb > spec.LOG.TX_FINAL_MAX_PAGES)):
+                            with m.If(c.flags.tx_final & (txs.found_npages + c.nlb > spec.LOG.TX_FINAL_MAX_PAGES)):
                                 finish(Status.INVALID_FIELD)
                             with m.Else():
                                 m.next = "SLOT"
                         with m.Case(Opcode.TX_READ):
                             m.next = "TX_READ_CLAIM"
                         with m.Case(Opcode.TX_COMMIT):
-                            with m.If(doomed.bit_select(ft, 1)):
+                            with m.If(txs.doomed.bit_select(ft, 1)):
                                 m.d.sync += n.eq(0)      # no record: the publisher aborts it (MEDIA_ERROR/NO_SPACE)
                             m.next = "SLOT"
                         with m.Default():
                             m.next = "SLOT"
                 with m.Elif(c.opcode != Opcode.TX_WRITE):
                     finish(Status.UNKNOWN_TX)
-                with m.Elif(has_free):
-                    m.d.sync += [t.eq(free_t), new_tx.eq(1)]
+                with m.Elif(txs.has_free):
+                    m.d.sync += [t.eq(txs.free_slot), new_tx.eq(1)]
                     m.next = "SLOT"
-                with m.Elif(~closing):
+                with m.Elif(~txs.closing):
                     finish(Status.TOO_MANY_OPEN_TX)
                 # else: wait for a closing transaction to free its slot
 
             # TX_READ: the transaction's staged pages into the reader's override table, then the READ
             with m.State("TX_READ_CLAIM"):
-                with m.If(~self.ovr_busy):
-                    m.d.comb += self.ovr_claim.eq(1)
+                with m.If(~self.overrides.busy):
+                    m.d.comb += self.overrides.claim.eq(1)
                     m.next = "TX_READ_SCAN"
             with m.State("TX_READ_SCAN"):
                 m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.SCAN), preq.payload.owner.eq(t),
@@ -1025,57 +922,41 @@ class Executor(wiring.Component):
                 with m.If(preq.ready):
                     m.next = "TX_READ_RESP"
             with m.State("TX_READ_RESP"):
-                m.d.comb += [presp.ready.eq(1), self.ovr_idx.eq(presp.payload.idx),
-                             self.ovr_ppa.eq(presp.payload.ppa)]
+                m.d.comb += [presp.ready.eq(1), self.overrides.idx.eq(presp.payload.idx),
+                             self.overrides.ppa.eq(presp.payload.ppa)]
                 with m.If(presp.valid):
                     with m.If(presp.payload.last):
                         m.next = "READ"
                     with m.Elif(presp.payload.ppa != spec.PPA_UNMAPPED):
-                        m.d.comb += self.ovr_we.eq(1)
+                        m.d.comb += self.overrides.we.eq(1)
 
             # APPEND: the lowest free append slot, room for its pages (waiting while work in flight may free some)
             with m.State("APP_FIND"):
-                has_free, free_h = Signal(), Signal(hbits)
-                for i in reversed(range(A)):
-                    with m.If(~app_hold[i]):
-                        m.d.comb += [has_free.eq(1), free_h.eq(i)]
-                with m.If(has_free & (self.pending_free >= n)):
-                    m.d.sync += [h.eq(free_h), t.eq(T + free_h)]
+                with m.If(apps.has_free & (self.pending_free >= n)):
+                    m.d.sync += [h.eq(apps.free_slot), t.eq(T + apps.free_slot)]
                     m.next = "SLOT"
                 with m.Elif(busy == 0):
                     finish(Status.PENDING_FULL)
             with m.State("APP_GEN"):
-                m.d.comb += meta_r.addr.eq(h)
+                m.d.comb += apps.read_addr.eq(h)
                 m.next = "APP_GEN2"
             with m.State("APP_GEN2"):
-                m.d.sync += [app_gen.eq(Mux(meta_r.data.gen >= 0xFFFF, 1, meta_r.data.gen + 1)), idx.eq(0),
+                m.d.sync += [app_gen.eq(apps.next_gen), idx.eq(0),
                              have.eq(0), existing.eq(0)]
                 m.next = "TX_RESERVE"
             # after the pages: the token (check = OOB_CRC of TOKEN_CHECK_IN) and the slot's state
             with m.State("APP_TOKEN"):
-                m.d.comb += app_crc.start.eq(1)
-                m.d.sync += word.eq(0)
-                m.next = "APP_TOKEN_FEED"
-            with m.State("APP_TOKEN_FEED"):
-                check_in = Signal(layouts.TOKEN_CHECK_IN)
-                m.d.comb += [check_in.first_vseq.eq(app_first_v), check_in.handle.eq(h), check_in.gen.eq(app_gen),
-                             app_crc.data.eq(check_in.as_value().word_select(word[:2], 32)), app_crc.valid.eq(1)]
-                m.d.sync += word.eq(word + 1)
-                with m.If(word == spec.TOKEN_CHECK_IN.size // 4 - 1):
-                    m.next = "APP_TOKEN_DONE"
-            with m.State("APP_TOKEN_DONE"):
-                token = Signal(layouts.TOKEN)
-                m.d.comb += [token.handle.eq(h), token.gen.eq(app_gen), token.check.eq(app_crc.crc),
-                             meta_w.addr.eq(h), meta_w.data.gen.eq(app_gen), meta_w.data.nlb.eq(n),
-                             meta_w.data.check.eq(app_crc.crc), meta_w.en.eq(1)]
-                m.d.sync += [slot_result[tail].eq(token.as_value()), app_live.bit_select(h, 1).eq(1),
-                             tail.eq(tail + 1)]
-                m.next = "IDLE"
+                m.d.comb += apps.mint.eq(1)
+                m.next = "APP_TOKEN_WAIT"
+            with m.State("APP_TOKEN_WAIT"):
+                with m.If(apps.minted):
+                    m.d.sync += [slot_result[tail].eq(apps.token), tail.eq(tail + 1)]
+                    m.next = "IDLE"
 
             # RELEASE: the token must name a live append
             with m.State("REL_CHECK"):
                 tok = Signal(layouts.TOKEN)
-                m.d.comb += [tok.eq(c.token), meta_r.addr.eq(tok.handle[:hbits])]
+                m.d.comb += [tok.eq(c.token), apps.read_addr.eq(tok.handle[:hbits])]
                 m.d.sync += [h.eq(tok.handle[:hbits]), t.eq(T + tok.handle[:hbits])]
                 with m.If(tok.handle >= A):
                     finish(Status.INVALID_TOKEN)
@@ -1084,7 +965,7 @@ class Executor(wiring.Component):
             with m.State("REL_CHECK2"):
                 tok = Signal(layouts.TOKEN)
                 m.d.comb += tok.eq(c.token)
-                with m.If(app_live.bit_select(h, 1) & (meta_r.data.gen == tok.gen) & (meta_r.data.check == tok.check)):
+                with m.If(apps.live.bit_select(h, 1) & (apps.read_meta.gen == tok.gen) & (apps.read_meta.check == tok.check)):
                     m.next = "SLOT"
                 with m.Else():
                     finish(Status.INVALID_TOKEN)
@@ -1158,16 +1039,16 @@ class Executor(wiring.Component):
                 with m.Else():
                     m.next = "RTOK_META"
             with m.State("RTOK_META"):
-                m.d.comb += [trip_r.addr.eq(ti), meta_r.addr.eq(trip_r.data.handle[:hbits])]
+                m.d.comb += [trip_r.addr.eq(ti), apps.read_addr.eq(trip_r.data.handle[:hbits])]
                 m.d.sync += trip_a.eq(trip_r.data)
                 m.next = "RTOK_CMP"
             with m.State("RTOK_CMP"):
                 hh = trip_a.handle[:hbits]
-                good = ((trip_a.handle < A) & app_live.bit_select(hh, 1) & ~seen.bit_select(hh, 1) &
-                        (meta_r.data.gen == trip_a.gen) & (meta_r.data.check == trip_a.check))
+                good = ((trip_a.handle < A) & apps.live.bit_select(hh, 1) & ~seen.bit_select(hh, 1) &
+                        (apps.read_meta.gen == trip_a.gen) & (apps.read_meta.check == trip_a.check))
                 with m.If(~good):
                     m.d.sync += tok_bad.eq(1)
-                with m.Elif(meta_r.data.nlb != trip_a.nlb):
+                with m.Elif(apps.read_meta.nlb != trip_a.nlb):
                     m.d.sync += len_bad.eq(1)
                 with m.If(trip_a.handle < A):
                     m.d.sync += seen.bit_select(hh, 1).eq(1)
@@ -1200,12 +1081,12 @@ class Executor(wiring.Component):
                         m.d.sync += word.eq(0)
                         m.next = "COMMIT_BODY"
                     with m.Elif((kind == K.COMMIT) | (kind == K.ABORT)):
-                        m.d.sync += tx_state[t].eq(TxState.CLOSING)
+                        m.d.comb += txs.close.eq(1)
                         m.next = "LBAS"
                     with m.Elif(kind == K.APPEND):
                         m.next = "APP_GEN"
                     with m.Elif(kind == K.RELEASE):
-                        m.d.sync += app_live.bit_select(h, 1).eq(0)
+                        m.d.comb += [apps.consume.eq(1), apps.consume_slot.eq(h)]
                         m.next = "LBAS"
                     with m.Elif(kind == K.REMAP):
                         m.d.sync += [slot_lba[tail].eq(ntrip), ti.eq(0), word.eq(0)]
@@ -1222,13 +1103,13 @@ class Executor(wiring.Component):
                 with m.Else():
                     m.next = "RSCR_META"
             with m.State("RSCR_META"):
-                m.d.comb += [trip_r.addr.eq(ti), first_r.addr.eq(trip_r.data.handle[:hbits])]
+                m.d.comb += [trip_r.addr.eq(ti), apps.read_addr.eq(trip_r.data.handle[:hbits])]
                 m.d.sync += trip_a.eq(trip_r.data)
                 m.next = "RSCR_WRITE"
             with m.State("RSCR_WRITE"):
                 rec = Signal(layouts.REMAP_REC_ENTRY)
-                m.d.comb += [rec.lba.eq(trip_a.lba), rec.first_vseq.eq(first_r.data), rec.nlb.eq(trip_a.nlb),
-                             first_r.addr.eq(trip_a.handle[:hbits])]
+                m.d.comb += [rec.lba.eq(trip_a.lba), rec.first_vseq.eq(apps.read_first), rec.nlb.eq(trip_a.nlb),
+                             apps.read_addr.eq(trip_a.handle[:hbits])]
                 entry_words = spec.REMAP_REC_ENTRY.size // 4
                 m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2)
                                         + ti * entry_words + word),
@@ -1239,7 +1120,8 @@ class Executor(wiring.Component):
                 with m.Elif(bus.ack):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == entry_words - 1):
-                        m.d.sync += [word.eq(0), app_live.bit_select(trip_a.handle[:hbits], 1).eq(0)]
+                        m.d.sync += word.eq(0)
+                        m.d.comb += [apps.consume.eq(1), apps.consume_slot.eq(trip_a.handle[:hbits])]
                         m.next = "RSCR_PUB"
             with m.State("RSCR_PUB"):
                 p = self.pub_member_lba.payload
@@ -1267,27 +1149,20 @@ class Executor(wiring.Component):
                                      existing.eq(existing + 1)]
             # ...whether the new ones fit (waiting while a closing transaction will free some)...
             with m.State("TX_CHECK"):
-                closing = Signal()
-                for i in range(T):
-                    with m.If(tx_state[i] == TxState.CLOSING):
-                        m.d.comb += closing.eq(1)
                 with m.If(self.pending_free >= n - existing):
                     with m.If(new_tx):
-                        m.d.sync += [tx_state[t].eq(TxState.OPEN), tx_tid[t].eq(c.tid), tx_npages[t].eq(0),
-                                     tx_have_first.bit_select(t, 1).eq(0), doomed.bit_select(t, 1).eq(0),
-                                     doomed_nopage.bit_select(t, 1).eq(0)]
+                        m.d.comb += txs.open.eq(1)
                     m.d.sync += idx.eq(0)
                     m.next = "TX_RESERVE"
-                with m.Elif(~closing):
+                with m.Elif(~txs.closing):
                     finish(Status.PENDING_FULL)
             # ...and the new entries reserved
             with m.State("TX_RESERVE"):
                 with m.If(idx == n):
                     m.d.sync += idx.eq(0)
                     with m.If(kind == K.TX):
-                        m.d.sync += [slot_npages[tail].eq(tx_npages[t] + n), tx_npages[t].eq(tx_npages[t] + n)]
-                        with m.If(final):
-                            m.d.sync += tx_state[t].eq(TxState.CLOSING)
+                        m.d.sync += slot_npages[tail].eq(txs.npages + n)
+                        m.d.comb += [txs.add_pages.eq(1), txs.pages.eq(n), txs.close.eq(final)]
                     m.next = "LBAS"
                 with m.Elif(have.bit_select(idx[:self.idx_bits], 1)):
                     m.d.sync += idx.eq(idx + 1)
@@ -1307,7 +1182,7 @@ class Executor(wiring.Component):
             # TX_COMMIT: the COMMIT_BODY into the slot's scratch page after the header
             with m.State("COMMIT_BODY"):
                 body = Signal(layouts.COMMIT_BODY)
-                m.d.comb += [body.first_vseq.eq(tx_first[t]), body.npages.eq(tx_npages[t]), body.tid.eq(c.tid)]
+                m.d.comb += [body.first_vseq.eq(txs.first), body.npages.eq(txs.npages), body.tid.eq(c.tid)]
                 m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2) + word),
                              bus.dat_w.eq(body.as_value().word_select(word[:2], 32)), bus.we.eq(1),
                              bus.cyc.eq(1), bus.stb.eq(1)]
@@ -1316,7 +1191,7 @@ class Executor(wiring.Component):
                 with m.Elif(bus.ack):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == spec.COMMIT_BODY.size // 4 - 1):
-                        m.d.sync += tx_state[t].eq(TxState.CLOSING)
+                        m.d.comb += txs.close.eq(1)
                         m.next = "LBAS"
 
             # ATOMIC_WRITE: read the list (4 words per entry), check each entry
@@ -1437,18 +1312,18 @@ class Executor(wiring.Component):
                     m.next = "ISSUE"
             with m.State("ISSUE"):
                 m.d.comb += issuing.eq(1)
-                first_page = Mux(kind == K.APPEND, idx == 0, ~tx_have_first.bit_select(t, 1))
+                first_page = Mux(kind == K.APPEND, idx == 0, ~txs.started)
                 member_page(disp_page, tail, idx, kind, c.lba, c.buf, n, mem_r.data.lba, mem_r.data.buf,
                             Mux(first_page, self.page_seq[:32],
-                                Mux(kind == K.APPEND, app_first_v[:32], tx_first[t][:32])), ntrip)
+                                Mux(kind == K.APPEND, app_first_v[:32], txs.first[:32])), ntrip)
                 m.d.comb += disp_valid.eq(1)
                 with m.If(self.page.ready):
                     with m.If((kind == K.TX) & first_page):
-                        m.d.sync += [tx_first[t].eq(self.page_seq), tx_have_first.bit_select(t, 1).eq(1)]
+                        m.d.comb += [txs.start.eq(1), txs.first_vseq.eq(self.page_seq)]
                     with m.If((kind == K.APPEND) & first_page):
                         # held from now on: a checkpoint's floor must stay at or below this page
-                        m.d.comb += [first_w.addr.eq(h), first_w.data.eq(self.page_seq), first_w.en.eq(1)]
-                        m.d.sync += [app_first_v.eq(self.page_seq), app_hold.bit_select(h, 1).eq(1),
+                        m.d.comb += [apps.hold.eq(1), apps.hold_slot.eq(h), apps.hold_first.eq(self.page_seq)]
+                        m.d.sync += [app_first_v.eq(self.page_seq),
                                      slot_tag[tail].eq(self.page_seq[:32])]
                     m.d.sync += idx.eq(idx + 1)
                     with m.If((idx + 1 == n) & (kind == K.APPEND)):
@@ -1477,18 +1352,12 @@ class Executor(wiring.Component):
                 m.d.sync += slot_nopage[s].eq(1)
         with m.If(self.pub_open.valid & self.pub_open.ready):
             # a doomed transaction's commit (no record, so no member to find no page) answers as its write did
-            doomed_commit_nopage = (kind == K.COMMIT) & (n == 0) & doomed_nopage.bit_select(t, 1)
+            doomed_commit_nopage = (kind == K.COMMIT) & (n == 0) & txs.doomed_no_page
             m.d.sync += [slot_xfer.bit_select(tail, 1).eq(0), slot_nopage.bit_select(tail, 1).eq(doomed_commit_nopage)]
         if W:
-            # a destage group published: its pages are on flash and bound, the entries free (dropped: DIRTY
-            # again, destaged later; a FLUSH then answers MEDIA_ERROR once)
-            with m.If(self.pub_published.valid & self.pub_published.ready):
-                with m.If(pub_destage):
-                    for i in range(W):
-                        with m.If((ce_state[i] == DESTAGING) & (ce_slot[i] == pub.slot)):
-                            m.d.sync += ce_state[i].eq(Mux(pub.dropped, DIRTY, FREE))
-                    with m.If(pub.dropped):
-                        m.d.sync += [destage_bad.eq(1), destage_nopage.eq(slot_nopage.bit_select(pub.slot, 1))]
-                with m.Elif(slot_kind[pub.slot] == K.FLUSH):
-                    m.d.sync += [destage_bad.eq(0), destage_nopage.eq(0)]
+            fired = self.pub_published.valid & self.pub_published.ready
+            m.d.comb += [cache.published.eq(fired & pub_destage), cache.published_slot.eq(pub.slot),
+                         cache.published_dropped.eq(pub.dropped),
+                         cache.published_no_page.eq(slot_nopage.bit_select(pub.slot, 1)),
+                         cache.failure_reported.eq(fired & (slot_kind[pub.slot] == K.FLUSH))]
         return m

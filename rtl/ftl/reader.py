@@ -13,15 +13,15 @@ never wrong data with success.
 
 **TX_READ** (``tx`` set in the command) reads what its transaction sees:
 before handing it over, the executor claims the *override* table
-(``ovr_claim``) and writes the pages the transaction staged for the range
-(``ovr_we``, by index in the command); a lookup whose index has an override
+(``overrides.claim``) and writes the pages the transaction staged for the range
+(``overrides.we``, by index in the command); a lookup whose index has an override
 uses that page instead of the map's.  The table is released
-(``ovr_busy`` falls) when the command completes.
+(``overrides.busy`` falls) when the command completes.
 
 **The write cache** (``cache``): the executor holds LBAs whose newest data
 is still in a SoC-memory cache page.  The reader takes the cache lock
-(``crd_req`` / ``crd_grant``) before the map port and looks every LBA up in
-the cache too (``crd_lba`` -> ``crd_hit``, ``crd_addr``) while it holds the
+(``cache_lookup.req`` / ``.grant``) before the map port and looks every LBA up in
+the cache too (``.lba`` -> ``.hit``, ``.addr``) while it holds the
 map port: a cache entry is freed only after its destage group is published,
 so a miss means the map already has the data.  A hit is copied word by word
 from the cache page (priority: a TX_READ override, then the cache, then the
@@ -50,14 +50,31 @@ from .dma import BufferDMA, Direction
 from .mapcache import MapOp
 from .mapport import MapPortSignature
 from .nandport import page_desc
+from .writecache import CacheLookupSignature
 
-__all__ = ["Reader", "read_layout"]
+__all__ = ["OverrideSignature", "Reader", "read_layout"]
 
 
 def read_layout(queue_pairs: int, max_transfer: int) -> data.StructLayout:
     q = completion_layout(queue_pairs)
     return data.StructLayout({"sqid": q["sqid"].shape, "cid": 16, "lba": 32,
                               "nlb": range(max_transfer + 1), "buf": 32, "tx": 1})
+
+
+class OverrideSignature(wiring.Signature):
+    """The reader's TX_READ override table, from the side that fills it.
+
+    Members
+    -------
+    claim : Out(1) / busy : In(1)
+        Claim the table for the next TX_READ (a pulse); busy until that command completes.
+    we : Out(1), idx : Out(range(max_transfer)), ppa : Out(32)
+        Index ``idx`` of that TX_READ reads page ``ppa`` instead of the map's.
+    """
+
+    def __init__(self, max_transfer: int):
+        super().__init__({"claim": Out(1), "busy": In(1), "we": Out(1), "idx": Out(range(max_transfer)),
+                          "ppa": Out(32)})
 
 
 class Reader(wiring.Component):
@@ -71,10 +88,10 @@ class Reader(wiring.Component):
     desc : Out(stream of NAND_DESC) / ncpl : In(stream of NAND_CPL)
     buf : Out(ArbitratedBufferSignature).array(channels)
     bus : Out(wishbone.Signature)
-    ovr_claim : In(1) / ovr_busy : Out(1)
-        Claim the override table for a TX_READ (pulse); busy until that command completes.
-    ovr_we : In(1), ovr_idx : In(range(max_transfer)), ovr_ppa : In(32)
-        Index ``ovr_idx`` of the next TX_READ reads page ``ovr_ppa``.
+    overrides : In(OverrideSignature)
+        The TX_READ override table (the executor fills it).
+    cache_lookup : Out(CacheLookupSignature)
+        The write cache's lookups and lock (``cache``).
     pages : Out(32)
         Pages returned to a host buffer since reset.
     """
@@ -94,16 +111,8 @@ class Reader(wiring.Component):
             "ncpl": In(stream.Signature(layouts.NAND_CPL)),
             "buf": Out(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
             "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
-            "ovr_claim": In(1),
-            "ovr_busy": Out(1),
-            "ovr_we": In(1),
-            "ovr_idx": In(range(max_transfer)),
-            "ovr_ppa": In(32),
-            "crd_req": Out(1),
-            "crd_grant": In(1),
-            "crd_lba": Out(lba_bits),
-            "crd_hit": In(1),
-            "crd_addr": In(32),
+            "overrides": In(OverrideSignature(max_transfer)),
+            "cache_lookup": Out(CacheLookupSignature(lba_bits)),
             "pages": Out(32),
         })
 
@@ -120,14 +129,14 @@ class Reader(wiring.Component):
         m.submodules.ovr = ovr = memory.Memory(shape=32, depth=self.max_transfer, init=[])
         ovr_w, ovr_r = ovr.write_port(), ovr.read_port(domain="comb")
         ovr_mask = Signal(self.max_transfer)
-        m.d.comb += [ovr_w.addr.eq(self.ovr_idx), ovr_w.data.eq(self.ovr_ppa), ovr_w.en.eq(self.ovr_we)]
+        m.d.comb += [ovr_w.addr.eq(self.overrides.idx), ovr_w.data.eq(self.overrides.ppa), ovr_w.en.eq(self.overrides.we)]
         ovr_done = Signal()
-        with m.If(self.ovr_claim):
-            m.d.sync += [self.ovr_busy.eq(1), ovr_mask.eq(0)]
-        with m.If(self.ovr_we):
-            m.d.sync += ovr_mask.bit_select(self.ovr_idx, 1).eq(1)
+        with m.If(self.overrides.claim):
+            m.d.sync += [self.overrides.busy.eq(1), ovr_mask.eq(0)]
+        with m.If(self.overrides.we):
+            m.d.sync += ovr_mask.bit_select(self.overrides.idx, 1).eq(1)
         with m.If(ovr_done):
-            m.d.sync += self.ovr_busy.eq(0)
+            m.d.sync += self.overrides.busy.eq(0)
 
         # cache hits: the cache page's address by index
         m.submodules.caddrs = caddrs = memory.Memory(shape=32, depth=self.max_transfer, init=[])
@@ -137,7 +146,7 @@ class Reader(wiring.Component):
         copying = Signal()
         copy_word = Signal(32)
         if self.cache:
-            m.d.comb += self.crd_req.eq(cache_held)
+            m.d.comb += self.cache_lookup.req.eq(cache_held)
 
         cmd = Signal.like(self.cmd.payload)
         idx = Signal(range(self.max_transfer + 1))
@@ -181,7 +190,7 @@ class Reader(wiring.Component):
                     else:
                         m.next = "LOCK"
             with m.State("CACHE_LOCK"):
-                with m.If(self.crd_grant):
+                with m.If(self.cache_lookup.grant):
                     m.next = "LOCK"
             with m.State("LOCK"):
                 m.d.comb += self.map.lock.eq(1)
@@ -202,9 +211,9 @@ class Reader(wiring.Component):
                                  ppa_w.en.eq(1)]
                     last = (idx + 1 == cmd.nlb) | self.map.resp.payload.error
                     if self.cache:
-                        hit = self.crd_hit & ~use_ovr
-                        m.d.comb += [self.crd_lba.eq(cmd.lba + idx), caddr_w.addr.eq(idx),
-                                     caddr_w.data.eq(self.crd_addr), caddr_w.en.eq(hit)]
+                        hit = self.cache_lookup.hit & ~use_ovr
+                        m.d.comb += [self.cache_lookup.lba.eq(cmd.lba + idx), caddr_w.addr.eq(idx),
+                                     caddr_w.data.eq(self.cache_lookup.addr), caddr_w.en.eq(hit)]
                         with m.If(hit):
                             m.d.sync += hits.bit_select(idx, 1).eq(1)
                         with m.If(last & ~hit & (hits == 0)):

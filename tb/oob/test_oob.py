@@ -9,7 +9,7 @@ from sim.harness import runner
 HERE = Path(__file__).parent
 
 
-def test_oob_packer():
+def test_oob():
     verilog = runner.amaranth_verilog(OOBPacker(), "oob_packer")
-    runner.run(toplevel="oob_packer", sources=[verilog], test_module="cocotb_oob_packer",
+    runner.run(toplevel="oob_packer", sources=[verilog], test_module="cocotb_oob",
                build_name="oob_packer", test_dir=HERE)

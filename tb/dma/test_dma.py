@@ -35,8 +35,8 @@ class DMAWithBuffer(wiring.Component):
         return m
 
 
-def test_buffer_dma():
+def test_dma():
     verilog = runner.amaranth_verilog(DMAWithBuffer(), "buffer_dma")
-    runner.run(toplevel="buffer_dma", sources=[verilog], test_module="cocotb_buffer_dma",
+    runner.run(toplevel="buffer_dma", sources=[verilog], test_module="cocotb_dma",
                build_name="buffer_dma", test_dir=HERE,
                extra_env={"SLOT_BYTES": str(SLOT_BYTES)})

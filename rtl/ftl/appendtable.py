@@ -1,0 +1,137 @@
+"""The append table: the appends whose pages the log holds, and the tokens that name them.
+
+``slots`` append slots.  A slot is *held* from its append's first page until the publisher frees its
+pending entries (``freed``): its pages may still be needed, so the slot is not reused and a map
+checkpoint's floor stays at or below its first vseq (``floor``, from an
+:class:`~rtl.ftl.appfloor.AppendFloorScanner`).  A slot is *live* while its token is valid: from the
+token's minting until a REMAP or RELEASE naming it is accepted (``consume``) or the publisher drops
+the append (``dropped``).
+
+A token (``spec.TOKEN``) is (slot, generation, check).  The generation moves on each time the slot
+is reused (1 after 0xFFFF, never 0), so a spent token does not name the slot's next append.  The check
+is ``OOB_CRC`` of ``spec.TOKEN_CHECK_IN`` (first vseq, slot, generation), fed a word a cycle; the
+table keeps (generation, pages, check) per slot, and a token is valid when its slot is live and both
+its generation and check match.
+
+Per slot the table keeps the first vseq and the meta (generation, pages, check) in memories, read
+through one synchronous port (``read_addr``: the words appear the next cycle).
+"""
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from atomflash import spec
+from rtl import spec as layouts
+
+from .appfloor import AppendFloorScanner
+
+__all__ = ["AppendTable"]
+
+META = data.StructLayout({"gen": 16, "nlb": 32, "check": 32})
+
+
+class AppendTable(wiring.Component):
+    """The append slots and their tokens; see the module docstring.
+
+    Parameters
+    ----------
+    slots : int
+        Appends open at once.
+
+    Ports
+    -----
+    has_free : Out(1), free_slot : Out(range(slots))
+        The lowest slot not held.
+    live, held : Out(slots)
+        The slots whose token is valid / whose pages may still be needed.
+    read_addr : In(range(slots)) / read_first : Out(64), read_meta : Out(META)
+        A slot's first vseq and meta, the cycle after its address.
+    next_gen : Out(16)
+        The generation the read slot's next token gets.
+    hold : In(1), hold_slot : In(range(slots)), hold_first : In(64)
+        The append in that slot took its first page, with this vseq: held.
+    mint : In(1), mint_slot : In(range(slots)), mint_gen : In(16), mint_first : In(64), mint_nlb : In(32)
+        Make the token of an append (the inputs hold until ``minted``).
+    minted : Out(1), token : Out(spec.TOKEN)
+        The token is ready (one cycle): the slot is live from the next.
+    consume : In(1), consume_slot : In(range(slots))
+        A REMAP or RELEASE naming the slot's token was accepted: not live.
+    dropped : In(1), dropped_slot : In(range(slots))
+        The publisher dropped the slot's append: not live.
+    freed : In(1), freed_slot : In(range(slots))
+        The publisher freed the slot's entries: not held.
+    floor : Out(64), floor_passes : Out(32)
+        The oldest held slot's first vseq (all ones: none) and the scanner's passes.
+    """
+
+    def __init__(self, slots: int):
+        self.slots = slots
+        S = range(slots)
+        super().__init__({
+            "has_free": Out(1), "free_slot": Out(S), "live": Out(slots), "held": Out(slots),
+            "read_addr": In(S), "read_first": Out(64), "read_meta": Out(META), "next_gen": Out(16),
+            "hold": In(1), "hold_slot": In(S), "hold_first": In(64),
+            "mint": In(1), "mint_slot": In(S), "mint_gen": In(16), "mint_first": In(64), "mint_nlb": In(32),
+            "minted": Out(1), "token": Out(layouts.TOKEN),
+            "consume": In(1), "consume_slot": In(S),
+            "dropped": In(1), "dropped_slot": In(S),
+            "freed": In(1), "freed_slot": In(S),
+            "floor": Out(64), "floor_passes": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        A = self.slots
+        m.submodules.first = first = memory.Memory(shape=64, depth=A, init=[])
+        first_w, first_r, first_scan = first.write_port(), first.read_port(), first.read_port()
+        m.submodules.meta = meta = memory.Memory(shape=META, depth=A, init=[])
+        meta_w, meta_r = meta.write_port(), meta.read_port()
+        m.d.comb += [first_r.addr.eq(self.read_addr), meta_r.addr.eq(self.read_addr),
+                     self.read_first.eq(first_r.data), self.read_meta.eq(meta_r.data),
+                     self.next_gen.eq(Mux(meta_r.data.gen >= 0xFFFF, 1, meta_r.data.gen + 1))]
+        for i in reversed(range(A)):
+            with m.If(~self.held[i]):
+                m.d.comb += [self.has_free.eq(1), self.free_slot.eq(i)]
+
+        m.submodules.scanner = scanner = AppendFloorScanner(A)
+        m.d.comb += [first_scan.addr.eq(scanner.addr), scanner.data.eq(first_scan.data), scanner.hold.eq(self.held),
+                     self.floor.eq(scanner.floor), self.floor_passes.eq(scanner.passes)]
+
+        # the publisher's changes first: the executor's of the same cycle name other slots
+        with m.If(self.freed):
+            m.d.sync += self.held.bit_select(self.freed_slot, 1).eq(0)
+        with m.If(self.dropped):
+            m.d.sync += self.live.bit_select(self.dropped_slot, 1).eq(0)
+        with m.If(self.consume):
+            m.d.sync += self.live.bit_select(self.consume_slot, 1).eq(0)
+        with m.If(self.hold):
+            m.d.comb += [first_w.addr.eq(self.hold_slot), first_w.data.eq(self.hold_first), first_w.en.eq(1)]
+            m.d.sync += self.held.bit_select(self.hold_slot, 1).eq(1)
+
+        # minting: TOKEN_CHECK_IN through the CRC a word a cycle, then the token and the slot's meta
+        m.submodules.crc = crc = layouts.OOB_CRC(data_width=32).create()
+        check_in = Signal(layouts.TOKEN_CHECK_IN)
+        m.d.comb += [check_in.first_vseq.eq(self.mint_first), check_in.handle.eq(self.mint_slot),
+                     check_in.gen.eq(self.mint_gen)]
+        words = spec.TOKEN_CHECK_IN.size // 4
+        word = Signal(range(words))
+        with m.FSM(name="mint"):
+            with m.State("IDLE"):
+                with m.If(self.mint):
+                    m.d.comb += crc.start.eq(1)
+                    m.d.sync += word.eq(0)
+                    m.next = "FEED"
+            with m.State("FEED"):
+                m.d.comb += [crc.data.eq(check_in.as_value().word_select(word, 32)), crc.valid.eq(1)]
+                m.d.sync += word.eq(word + 1)
+                with m.If(word == words - 1):
+                    m.next = "DONE"
+            with m.State("DONE"):
+                m.d.comb += [self.minted.eq(1), self.token.handle.eq(self.mint_slot), self.token.gen.eq(self.mint_gen),
+                             self.token.check.eq(crc.crc),
+                             meta_w.addr.eq(self.mint_slot), meta_w.data.gen.eq(self.mint_gen),
+                             meta_w.data.nlb.eq(self.mint_nlb), meta_w.data.check.eq(crc.crc), meta_w.en.eq(1)]
+                m.d.sync += self.live.bit_select(self.mint_slot, 1).eq(1)
+                m.next = "IDLE"
+        return m

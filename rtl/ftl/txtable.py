@@ -1,0 +1,138 @@
+"""The transaction table: which host transactions are open, and what the log holds of each.
+
+``slots`` transaction slots, each FREE, OPEN or CLOSING, with the host's tid, the pages written, the
+first page's vseq (the transaction's tag, once its first page is taken) and whether it is *doomed* (a
+write of it was dropped, so its commit must abort; ``doomed_no_page``: for want of a page).
+
+The executor finds a command's transaction by tid among the OPEN slots (``found``), opens the lowest
+FREE slot for the first TX_WRITE of an unknown tid, and closes a slot (CLOSING) when it accepts the
+TX_COMMIT, TX_ABORT or final TX_WRITE; the tid may then be reused at once.  The slot is FREE again
+when that group is published (``free``).
+
+``floor`` is the first vseq of the oldest transaction not yet published that has a page (all ones:
+none): a map checkpoint must not claim a floor above it, or recovery would not see its pages.
+"""
+
+from amaranth import Array, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["TransactionTable", "TxState", "NONE"]
+
+NONE = 2**64 - 1
+
+
+class TxState:
+    FREE, OPEN, CLOSING = range(3)
+
+
+class TransactionTable(wiring.Component):
+    """The open transactions; see the module docstring.
+
+    Parameters
+    ----------
+    slots : int
+        Transactions open at once.
+
+    Ports
+    -----
+    tid : In(32) / found : Out(1), found_slot : Out(range(slots))
+        The OPEN slot whose tid is ``tid`` (combinational).
+    has_free : Out(1), free_slot : Out(range(slots)) / closing : Out(1)
+        The lowest FREE slot / some slot is CLOSING (it will be FREE once published).
+    slot : In(range(slots))
+        The slot the operations below act on, and whose fields ``npages``, ``first``, ``started``,
+        ``doomed_no_page`` show (combinational).
+    open : In(1)
+        ``slot`` becomes OPEN for ``tid``, with no pages and not doomed.
+    add_pages : In(1), pages : In(32)
+        ``pages`` more pages of ``slot`` were reserved.
+    close : In(1)
+        ``slot`` is CLOSING.
+    start : In(1), first_vseq : In(64)
+        ``slot``'s first page was taken with vseq ``first_vseq``.
+    free : In(1), free_which : In(range(slots))
+        A CLOSING slot's closing group was published: FREE.
+    doom : In(1), doom_which : In(range(slots)), doom_no_page : In(1)
+        A write of that slot was dropped (for want of a page).
+    view : In(range(slots)) / view_state : Out(2), view_tid : Out(32), view_npages : Out(32),
+    view_first : Out(64), view_started : Out(1)
+        Another slot's fields (combinational): the GET_LOG records.
+    peek : In(range(slots)) / peek_first : Out(64)
+        Yet another slot's first vseq (combinational): a retried page's tag.
+    found_npages : Out(32)
+        ``found_slot``'s pages.
+    doomed : Out(slots)
+        The doomed slots (to the publisher, which aborts their commits).
+    floor : Out(64) / open_count : Out(range(slots + 1))
+        The oldest unpublished transaction's first vseq (all ones: none) / OPEN slots.
+    """
+
+    def __init__(self, slots: int):
+        self.slots = slots
+        S = range(slots)
+        super().__init__({
+            "tid": In(32), "found": Out(1), "found_slot": Out(S), "found_npages": Out(32),
+            "has_free": Out(1), "free_slot": Out(S), "closing": Out(1),
+            "slot": In(S), "npages": Out(32), "first": Out(64), "started": Out(1), "doomed_no_page": Out(1),
+            "open": In(1), "add_pages": In(1), "pages": In(32), "close": In(1),
+            "start": In(1), "first_vseq": In(64),
+            "free": In(1), "free_which": In(S),
+            "doom": In(1), "doom_which": In(S), "doom_no_page": In(1),
+            "view": In(S), "view_state": Out(2), "view_tid": Out(32), "view_npages": Out(32), "view_first": Out(64),
+            "view_started": Out(1), "peek": In(S), "peek_first": Out(64),
+            "doomed": Out(slots),
+            "floor": Out(64), "open_count": Out(range(slots + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        T = self.slots
+        state = Array(Signal(2, name=f"state{t}") for t in range(T))
+        tid = Array(Signal(32, name=f"tid{t}") for t in range(T))
+        first = Array(Signal(64, name=f"first{t}") for t in range(T))
+        npages = Array(Signal(32, name=f"npages{t}") for t in range(T))
+        started = Signal(T)
+        no_page = Signal(T)
+
+        for i in reversed(range(T)):
+            with m.If((state[i] == TxState.OPEN) & (tid[i] == self.tid)):
+                m.d.comb += [self.found.eq(1), self.found_slot.eq(i)]
+            with m.If(state[i] == TxState.FREE):
+                m.d.comb += [self.has_free.eq(1), self.free_slot.eq(i)]
+            with m.If(state[i] == TxState.CLOSING):
+                m.d.comb += self.closing.eq(1)
+        s, v = self.slot, self.view
+        m.d.comb += [self.found_npages.eq(npages[self.found_slot]),
+                     self.npages.eq(npages[s]), self.first.eq(first[s]), self.started.eq(started.bit_select(s, 1)),
+                     self.doomed_no_page.eq(no_page.bit_select(s, 1)),
+                     self.view_state.eq(state[v]), self.view_tid.eq(tid[v]), self.view_npages.eq(npages[v]),
+                     self.view_first.eq(first[v]), self.view_started.eq(started.bit_select(v, 1)),
+                     self.peek_first.eq(first[self.peek])]
+
+        floor, n_open = Const(NONE, 64), 0
+        for t in range(T):
+            live = (state[t] != TxState.FREE) & started[t]
+            floor_t = Signal(64, name=f"floor{t}")
+            m.d.comb += floor_t.eq(Mux(live & (first[t] < floor), first[t], floor))
+            floor, n_open = floor_t, n_open + (state[t] == TxState.OPEN)
+        m.d.comb += [self.floor.eq(floor), self.open_count.eq(n_open)]
+
+        # publications first: the executor's own changes of the same cycle win
+        with m.If(self.free):
+            m.d.sync += state[self.free_which].eq(TxState.FREE)
+        with m.If(self.doom):
+            m.d.sync += self.doomed.bit_select(self.doom_which, 1).eq(1)
+            with m.If(self.doom_no_page):
+                m.d.sync += no_page.bit_select(self.doom_which, 1).eq(1)
+        with m.If(self.open):
+            m.d.sync += [state[s].eq(TxState.OPEN), tid[s].eq(self.tid), npages[s].eq(0),
+                         started.bit_select(s, 1).eq(0), self.doomed.bit_select(s, 1).eq(0),
+                         no_page.bit_select(s, 1).eq(0)]
+        with m.If(self.add_pages):
+            m.d.sync += npages[s].eq(npages[s] + self.pages)
+        with m.If(self.close):
+            m.d.sync += state[s].eq(TxState.CLOSING)
+        with m.If(self.start):
+            m.d.sync += [first[s].eq(self.first_vseq), started.bit_select(s, 1).eq(1)]
+        return m

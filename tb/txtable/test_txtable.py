@@ -1,0 +1,151 @@
+"""rtl/ftl/txtable.py in amaranth.sim: a TB class plays the executor (open, pages, first page, close)
+and the publisher (free, doom) at random, and checks every output against a reference model of the
+table after each operation."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from rtl.ftl.txtable import NONE, TransactionTable, TxState
+
+
+class TxModel:
+    def __init__(self, slots: int):
+        self.state = [TxState.FREE] * slots
+        self.tid = [0] * slots
+        self.first = [0] * slots
+        self.npages = [0] * slots
+        self.started = [0] * slots
+        self.doomed = [0] * slots
+        self.no_page = [0] * slots
+
+    def find(self, tid):
+        for t, (s, x) in enumerate(zip(self.state, self.tid)):
+            if s == TxState.OPEN and x == tid:
+                return t
+        return None
+
+    @property
+    def floor(self):
+        live = [f for s, f, st in zip(self.state, self.first, self.started) if s != TxState.FREE and st]
+        return min(live, default=NONE)
+
+
+class TxTableTB:
+    def __init__(self, slots: int, seed: int, operations: int = 400):
+        self.dut = TransactionTable(slots)
+        self.model = TxModel(slots)
+        self.slots, self.rng, self.operations = slots, random.Random(seed), operations
+        self.seen = {"opened": 0, "full": 0, "closing": 0, "doomed": 0, "no_page": 0, "freed": 0, "started": 0}
+        self.sim = Simulator(self.dut)
+        self.sim.add_clock(1e-8)
+        self.sim.add_testbench(self.run)
+
+    def check(self, ctx):
+        d, md = self.dut, self.model
+        assert ctx.get(d.floor) == md.floor
+        assert ctx.get(d.open_count) == md.state.count(TxState.OPEN)
+        assert ctx.get(d.doomed) == sum(b << t for t, b in enumerate(md.doomed))
+        assert ctx.get(d.has_free) == (TxState.FREE in md.state)
+        if TxState.FREE in md.state:
+            assert ctx.get(d.free_slot) == md.state.index(TxState.FREE)
+        assert ctx.get(d.closing) == (TxState.CLOSING in md.state)
+        for tid in range(6):
+            ctx.set(d.tid, tid)
+            t = md.find(tid)
+            assert ctx.get(d.found) == (t is not None)
+            if t is not None:
+                assert ctx.get(d.found_slot) == t and ctx.get(d.found_npages) == md.npages[t]
+        for t in range(self.slots):
+            ctx.set(d.slot, t)
+            ctx.set(d.view, self.slots - 1 - t)
+            ctx.set(d.peek, t)
+            v = self.slots - 1 - t
+            assert (ctx.get(d.npages), ctx.get(d.first), ctx.get(d.started), ctx.get(d.doomed_no_page)) == \
+                (md.npages[t], md.first[t], md.started[t], md.no_page[t])
+            assert (ctx.get(d.view_state), ctx.get(d.view_tid), ctx.get(d.view_npages), ctx.get(d.view_first),
+                    ctx.get(d.view_started)) == (md.state[v], md.tid[v], md.npages[v], md.first[v], md.started[v])
+            assert ctx.get(d.peek_first) == md.first[t]
+
+    async def pulse(self, ctx, **values):
+        for name, v in values.items():
+            ctx.set(getattr(self.dut, name), v)
+        await ctx.tick()
+        for name in values:
+            if name in ("open", "add_pages", "close", "start", "free", "doom"):
+                ctx.set(getattr(self.dut, name), 0)
+
+    async def run(self, ctx):
+        d, md, rng = self.dut, self.model, self.rng
+        vseq = 100
+        self.check(ctx)
+        for _ in range(self.operations):
+            op = rng.choice(["open", "open", "pages", "pages", "start", "close", "publish", "publish", "doom"])
+            opened = [t for t in range(self.slots) if md.state[t] == TxState.OPEN]
+            closing = [t for t in range(self.slots) if md.state[t] == TxState.CLOSING]
+            if op == "open":
+                tid = rng.choice([x for x in range(6) if md.find(x) is None])
+                if TxState.FREE not in md.state:
+                    self.seen["full"] += 1
+                    continue
+                t = md.state.index(TxState.FREE)
+                await self.pulse(ctx, open=1, slot=t, tid=tid)
+                md.state[t], md.tid[t], md.npages[t], md.started[t], md.doomed[t], md.no_page[t] = \
+                    TxState.OPEN, tid, 0, 0, 0, 0
+                self.seen["opened"] += 1
+            elif op == "pages" and opened:
+                t, n = rng.choice(opened), rng.randrange(1, 9)
+                await self.pulse(ctx, add_pages=1, slot=t, pages=n)
+                md.npages[t] += n
+            elif op == "start" and opened:
+                t = rng.choice([t for t in opened if not md.started[t]] or opened)
+                vseq += rng.randrange(1, 50)
+                await self.pulse(ctx, start=1, slot=t, first_vseq=vseq)
+                md.first[t], md.started[t] = vseq, 1
+                self.seen["started"] += 1
+            elif op == "close" and opened:
+                t = rng.choice(opened)
+                await self.pulse(ctx, close=1, slot=t)
+                md.state[t] = TxState.CLOSING
+                self.seen["closing"] += 1
+            elif op == "publish" and closing:
+                t = rng.choice(closing)
+                await self.pulse(ctx, free=1, free_which=t)
+                md.state[t] = TxState.FREE
+                self.seen["freed"] += 1
+            elif op == "doom" and (opened or closing):
+                t, no_page = rng.choice(opened + closing), rng.randrange(2)
+                await self.pulse(ctx, doom=1, doom_which=t, doom_no_page=no_page)
+                md.doomed[t] = 1
+                md.no_page[t] |= no_page
+                self.seen["doomed"] += 1
+                self.seen["no_page"] += no_page
+            self.check(ctx)
+
+
+@pytest.mark.parametrize("slots", [1, 4, 5])
+def test_the_table_follows_the_model_under_random_opens_closes_and_publications(slots):
+    tb = TxTableTB(slots, seed=slots)
+    tb.sim.run()
+    assert all(tb.seen[k] > 0 for k in ("opened", "full", "closing", "doomed", "no_page", "freed", "started")), tb.seen
+
+
+def test_a_freeing_publication_and_an_open_of_the_same_cycle_leave_the_open():
+    """The executor's change wins over a publication's in the same cycle (it acts on what it saw)."""
+    dut = TransactionTable(2)
+
+    async def run(ctx):
+        ctx.set(dut.tid, 7)
+        ctx.set(dut.open, 1)
+        ctx.set(dut.free, 1)
+        await ctx.tick()
+        ctx.set(dut.open, 0)
+        ctx.set(dut.free, 0)
+        ctx.set(dut.view, 0)
+        assert ctx.get(dut.view_state) == TxState.OPEN and ctx.get(dut.view_tid) == 7
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(run)
+    sim.run()
