@@ -31,16 +31,16 @@ demo: deps ## the main job: a host drives the simulated SSD (SoC + firmware + FT
 campaign: deps ## power-fault campaign on the full simulated system, judged by the model's oracle (CAMPAIGN_ARGS="--count 20 --jobs 2 --faults --report build/campaign/report.md"; resumable, build/campaign)
 	@$(PY) -m sim.campaign $(CAMPAIGN_ARGS)
 
-campaign-mlc: deps ## 200 power-fault trials on an MLC device (paired-page damage at every cut, bit errors, program and erase failures), 8 blocks per LUN -> docs/campaign_mlc.md (resumable; CAMPAIGN_ARGS="--count N")
-	@$(PY) -m sim.campaign --dir build/campaign-mlc --count 200 --jobs 2 --faults bits,program,erase,mlc --blocks-per-lun 8 --commands 40 --report docs/campaign_mlc.md --ledger docs/campaign_mlc.jsonl --pgo $(CAMPAIGN_ARGS)
+campaign-mlc: deps ## 200 power-fault trials on an MLC device (paired-page damage at every cut, bit errors, program and erase failures), 8 blocks per LUN -> docs/results/campaign_mlc.md (resumable; CAMPAIGN_ARGS="--count N")
+	@$(PY) -m sim.campaign --dir build/campaign-mlc --count 200 --jobs 2 --faults bits,program,erase,mlc --blocks-per-lun 8 --commands 40 --report docs/results/campaign_mlc.md --ledger docs/results/campaign_mlc.jsonl --pgo $(CAMPAIGN_ARGS)
 
-campaign-long: deps ## the long power-fault campaign: 10,000 trials on both cores, faults mixed in, 8 blocks per LUN -> docs/campaign_long.md (resumable: run it again to go on)
-	@$(PY) -m sim.campaign --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/campaign_long.md --ledger docs/campaign_long.jsonl --pgo --draw-v1-below 6800 $(CAMPAIGN_ARGS)
+campaign-long: deps ## the long power-fault campaign: 10,000 trials on both cores, faults mixed in, 8 blocks per LUN -> docs/results/campaign_long.md (resumable: run it again to go on)
+	@$(PY) -m sim.campaign --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/results/campaign_long.md --ledger docs/results/campaign_long.jsonl --pgo --draw-v1-below 6800 $(CAMPAIGN_ARGS)
 
 soak: deps ## liveness soak: the mixed workload (ledger on queue 0, key-value store on queue 1, filler) on a drive kept at 50% and at 90% of its capacity, 10,000 commands each (20,000 in all), power cuts every few hundred, judged by the oracle; zero NO_SPACE below capacity -> docs/soak.md (resumable: build/soak; SOAK_ARGS="--fresh")
 	@$(PY) sim/soak.py --levels 50,90 --ops 10000 --seed 1 --jobs 2 --report docs/soak.md $(SOAK_ARGS)
 
-demo-log: deps ## the earlier demo: the commit-flag log alone through the RTL NAND controller (no FTL, no SoC)
+demo-log: deps ## the commit-flag log alone through the RTL NAND controller (no FTL, no SoC)
 	@$(PY) sim/demo_log.py
 
 test: deps ## the whole suite (cocotb on Verilator, C/Python spec identity), as CI runs it
@@ -58,34 +58,34 @@ sim: deps ## build (cached) and run the full SoC in Verilator, firmware console 
 firmware: deps ## build the SoC headers and the firmware (build/soc/sim/software/firmware/firmware.bin)
 	@$(PY) soc/sim.py --firmware-only -q $(SIM_ARGS)
 
-bench-nand: deps ## NAND model throughput (simulated cycles per wall second) -> docs/nand_model_bench.md
+bench-nand: deps ## NAND model throughput (simulated cycles per wall second) -> docs/results/nand_model_bench.md
 	@$(PY) sim/nand_model/bench.py
 
-bench-ecc: deps ## BCH decoder latency/throughput in simulated cycles + ECP5 resources -> docs/ecc_bench.md
+bench-ecc: deps ## BCH decoder latency/throughput in simulated cycles + ECP5 resources -> docs/results/ecc_bench.md
 	@$(PY) sim/bench_ecc.py
 
-bench-channel: deps ## NAND channel bus efficiency per mode and program throughput over ways/channels -> docs/nand_channel_bench.md
+bench-channel: deps ## NAND channel bus efficiency per mode and program throughput over ways/channels -> docs/results/nand_channel_bench.md
 	@$(PY) sim/bench_channel.py
 
-bench-ftl: deps ## FTL core: 4 KiB random writes at QD 16 and atomic groups vs the NAND limit, map-cache hit rate, read latency -> docs/ftl_bench.md
+bench-ftl: deps ## FTL core: 4 KiB random writes at QD 16 and atomic groups vs the NAND limit, map-cache hit rate, read latency -> docs/results/ftl_bench.md
 	@$(PY) sim/bench_ftl.py
 
-bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs device size, GC write amplification vs over-provisioning (100% fill included), simulation speed -> docs/soc_bench.md (~1 h)
+bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs device size, GC write amplification vs over-provisioning (100% fill included), simulation speed -> docs/results/soc_bench.md (~1 h)
 	@$(PY) sim/bench_soc.py $(BENCH_ARGS)
 
-bench-sqlite: deps ## real SQLite (APSW, batch atomic writes) on atomflash: the X-FTL experiment, rollback / WAL / atomic, full table on the reference model + reduced on the simulated SoC -> docs/sqlite.md, plots (BENCH_ARGS="--no-soc ...")
+bench-sqlite: deps ## real SQLite (APSW, batch atomic writes) on atomflash: the X-FTL experiment, rollback / WAL / atomic, full table on the reference model + reduced on the simulated SoC -> docs/sqlite.md, docs/results/sqlite_bench.json and plots (BENCH_ARGS="--no-soc ...")
 	@$(PY) -m atomflash.sqlbench bench $(BENCH_ARGS)
 
-crash-sqlite: deps ## power cuts at random points of the SQLite workload in every mode (300 on the model, 6 on the simulated SoC), each judged by SQLite after the restart -> docs/sqlite.md (CRASH_ARGS="--cuts 100 --soc-cuts 2")
+crash-sqlite: deps ## power cuts at random points of the SQLite workload in every mode (300 on the model, 6 on the simulated SoC), each judged by SQLite after the restart -> docs/sqlite.md, docs/results/sqlite_crash.json (CRASH_ARGS="--cuts 100 --soc-cuts 2")
 	@$(PY) -m atomflash.sqlbench crash $(CRASH_ARGS)
 
-synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/nand_channel_synth.md
+synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/results/nand_channel_synth.md
 	@$(PY) -m rtl.nand.synth
 
 bitstream: deps ## bitstream for an ECP5 board with open tools: BOARD=colorlight_i5|ulx3s [BOARD_ARGS="--sys-clk-freq 60e6 --channels 2 --ways 2"] -> build/boards/
 	@$(PY) boards/$(BOARD).py --build $(BOARD_ARGS)
 
-board-report: deps ## board bitstreams + controller core alone: resources, Fmax, timing margins -> docs/boards.md (~1 h on 2 cores)
+board-report: deps ## board bitstreams + controller core alone: resources, Fmax, timing margins -> docs/results/boards.md (~1 h on 2 cores)
 	@$(PY) boards/report.py $(REPORT_ARGS)
 
 clean: ## remove build outputs (keeps .venv)

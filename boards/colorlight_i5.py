@@ -11,7 +11,7 @@ litex-boards' ``colorlight_i5`` target supplies the CRG (25 MHz oscillator ->
 ECP5 PLL), the 8 MiB SDR SDRAM (main RAM at 0x4000_0000, through LiteX's
 L2 cache) and the SPI flash; atomflash adds the firmware ROM, the controller
 windows, the NAND channels on the extension board's Pmod connectors and the
-LED (see docs/boards.md for the pin table).
+LED (see docs/results/boards.md for the pin table).
 
 UART console: the extension board's USB-UART pins (J17 TX / H18 RX, 115200 8N1),
 as the litex-boards target uses.  LED: the module's only user LED (active

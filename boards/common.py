@@ -14,9 +14,9 @@ its board (CRG/PLL, SDRAM as main RAM, SPI flash) and adds, through
   each) at ``AFNAND_BASE`` with its register map in ``soc.h``;
 * its ONFI pins on the board's headers (:class:`PinPlan`: one list of header
   pins per channel, allocated in a fixed order so the table in
-  ``docs/boards.md`` is generated from the same data), DQ through ECP5
+  ``docs/results/boards.md`` is generated from the same data), DQ through ECP5
   tristate buffers, R/B# with the FPGA's internal pull-up (weak: fit an
-  external one, see docs/boards.md);
+  external one, see docs/results/boards.md);
 * LEDs: activity and fault (boards with one LED show both on it).
 
 Argument habits follow LiteX board targets: ``--build``, ``--load``,
@@ -176,7 +176,7 @@ def base_soc_kwargs(core: str = "nand") -> dict:
 
 
 # ECP5 devices: (LUT4s, DP16KD block RAMs).  The whole controller (--core ftl)
-# on the ULX3S-85F, 2 x 2 (docs/boards.md): ~60 k LUT4 and 157 DP16KD, so the
+# on the ULX3S-85F, 2 x 2 (docs/results/boards.md): ~60 k LUT4 and 157 DP16KD, so the
 # 85F is the only ECP5 it fits.
 ECP5_CAPACITY = {"LFE5U-12F": (12_000, 32), "LFE5U-25F": (24_000, 56), "LFE5U-45F": (44_000, 108),
                  "LFE5U-85F": (84_000, 208)}

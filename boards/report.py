@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Resource and timing report for the board targets -> docs/boards.md.
+"""Resource and timing report for the board targets -> docs/results/boards.md.
 
     python boards/report.py                       # everything (tens of minutes on 2 cores)
     python boards/report.py --boards colorlight_i5 --no-core
-    python boards/report.py --render-only         # rewrite docs/boards.md from build/boards/report.json
+    python boards/report.py --render-only         # rewrite docs/results/boards.md from build/boards/report.json
 
 ``make board-report`` runs it.  Two parts:
 
@@ -18,7 +18,7 @@
   constrained frequency, and the critical path.
 
 Results accumulate in ``build/boards/report.json`` (one entry per part), so
-parts can be rerun alone; docs/boards.md is rendered from it and from the
+parts can be rerun alone; docs/results/boards.md is rendered from it and from the
 boards' pin plans, so the pin tables and the figures cannot drift apart.
 """
 
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from boards.common import BUILD, SIGNALS_SHARED  # noqa: E402
 from boards.synth import nextpnr_ooc, parse_nextpnr, resources, synth  # noqa: E402
 
-DOC = ROOT / "docs" / "boards.md"
+DOC = ROOT / "docs" / "results" / "boards.md"
 STORE = BUILD / "report.json"
 
 # (key, board module, extra args, build dir name, FPGA)
@@ -398,7 +398,7 @@ def main(argv=None):
     ap.add_argument("--boards", default=DEFAULT_BOARDS, help=f"comma list of {', '.join(BOARDS)}")
     ap.add_argument("--no-core", action="store_true", help="skip the controller-core-alone part")
     ap.add_argument("--no-boards", action="store_true", help="skip the board builds")
-    ap.add_argument("--render-only", action="store_true", help="only rewrite docs/boards.md from report.json")
+    ap.add_argument("--render-only", action="store_true", help="only rewrite docs/results/boards.md from report.json")
     ap.add_argument("--collect-only", action="store_true",
                     help="re-read existing board build logs instead of building")
     ap.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")

@@ -9,7 +9,7 @@
 litex-boards' ``radiona_ulx3s`` target supplies the CRG (25 MHz -> ECP5 PLL)
 and the 32 MiB SDR SDRAM (main RAM); atomflash adds the firmware ROM, the
 controller windows, the NAND channels on the GP/GN header pins (channel 0 on
-J1, channel 1 on J2; see docs/boards.md) and the LEDs.
+J1, channel 1 on J2; see docs/results/boards.md) and the LEDs.
 
 ``--core ftl`` (the default; LFE5U-85F only): the whole SSD, the simulated
 SoC's FTL core with host memory in the SDRAM; the FT231X USB-UART (FPGA L4

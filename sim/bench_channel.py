@@ -1,4 +1,4 @@
-"""NAND channel benchmarks in simulated cycles -> docs/nand_channel_bench.md.
+"""NAND channel benchmarks in simulated cycles -> docs/results/nand_channel_bench.md.
 
     python sim/bench_channel.py          # make bench-channel
 
@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
-DOC = ROOT / "docs" / "nand_channel_bench.md"
+DOC = ROOT / "docs" / "results" / "nand_channel_bench.md"
 
 
 def run_bench(channels=2, ways=4, profile="realistic", pages=8) -> list[dict]:

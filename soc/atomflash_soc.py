@@ -13,7 +13,7 @@ fixed (not fitted to the image), so the generated Verilog does not change when
 only the firmware does: the simulator reads the ROM from ``sim_rom.init`` at
 start-up and a firmware change needs no Verilator rebuild.
 
-Board targets (``boards/``, docs/boards.md) subclass or reuse :func:`add_atomflash` with their
+Board targets (``boards/``, docs/results/boards.md) subclass or reuse :func:`add_atomflash` with their
 own platform, CRG and (SDRAM) main RAM.
 """
 

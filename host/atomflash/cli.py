@@ -439,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     qid_help = "the host queue pair to use (0 .. host queues - 1; default 0)"
     top.add_argument("--qid", type=_nonneg, default=0, help=qid_help)
     board_help = ("a board instead of the simulation: its build's csr.csv (build/boards/<board>/csr.csv); "
-                  "litex_server must own its serial port (docs/boards.md)")
+                  "litex_server must own its serial port (docs/results/boards.md)")
     server_help = "litex_server's host:port for --board-csr (default 127.0.0.1:1234)"
     top.add_argument("--board-csr", type=Path, default=None, help=board_help)
     top.add_argument("--server", default="127.0.0.1:1234", help=server_help)

@@ -408,7 +408,7 @@ class Device:
         behind ``litex_server --uart --uart-port <tty>`` at ``server``
         (``host:port``): ``csr_csv`` is the board build's ``csr.csv``
         (``build/boards/<board>/csr.csv``), where the controller window and
-        host memory are found.  See docs/boards.md, "Attaching a host"."""
+        host memory are found.  See docs/results/boards.md, "Attaching a host"."""
         from .transport import LitexServerTransport
 
         host, _, port = server.rpartition(":")

@@ -11,9 +11,10 @@ memory and the VFS sends each commit as one atomic group).
 ``python -m atomflash.sqlbench bench`` (``make bench-sqlite``): the full table
 on the reference model (:class:`atomflash.modeldrive.ModelDrive`), aged so GC
 carries about 30 % and 50 % valid pages, a reduced table on the simulated SoC,
-and both written to docs/sqlite.md with plots.  ``crash`` (``make
-crash-sqlite``): power cuts at random points of the workload in every mode,
-each judged by SQLite after the restart.
+and both written to docs/sqlite.md (between its markers), the raw figures
+and the plots to docs/results/.  ``crash`` (``make crash-sqlite``): power
+cuts at random points of the workload in every mode, each judged by SQLite
+after the restart.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .modeldrive import ModelDrive
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
+RESULTS_DIR = DOCS / "results"   # the raw figures and the plots; docs/sqlite.md embeds the tables
 DB = "partsupp.db"
 MODES = afsql.MODES
 KS = (1, 5, 10, 20)
@@ -433,8 +435,8 @@ def crash_soc(mode: str, cuts: int, *, tuples: int = 150, k: int = 5, seed: int 
 
 
 # -- the report ---------------------------------------------------------------------------------------------
-RESULTS = DOCS / "sqlite_bench.json"
-CRASH = DOCS / "sqlite_crash.json"
+RESULTS = RESULTS_DIR / "sqlite_bench.json"
+CRASH = RESULTS_DIR / "sqlite_crash.json"
 
 
 def _load(path: Path) -> dict:
@@ -477,7 +479,7 @@ def plots(rows: list[dict]) -> list[str]:
             ax.grid(alpha=0.3)
             ax.legend()
         fig.tight_layout()
-        fig.savefig(DOCS / fname, dpi=90)
+        fig.savefig(RESULTS_DIR / fname, dpi=90)
         plt.close(fig)
         names.append(fname)
     return names
@@ -638,14 +640,14 @@ def write_docs() -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m atomflash.sqlbench", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("bench", help="the X-FTL experiment -> docs/sqlite_bench.json, docs/sqlite.md, plots")
+    b = sub.add_parser("bench", help="the X-FTL experiment -> docs/results/sqlite_bench.json, docs/sqlite.md, plots")
     b.add_argument("--tuples", type=int, default=60_000)
     b.add_argument("--txns", type=int, default=1000)
     b.add_argument("--soc-tuples", type=int, default=1500)
     b.add_argument("--soc-txns", type=int, default=40)
     b.add_argument("--no-model", action="store_true", help="keep the model's results, run the SoC part")
     b.add_argument("--no-soc", action="store_true", help="keep the SoC's results, run the model part")
-    c = sub.add_parser("crash", help="power cuts judged by SQLite -> docs/sqlite_crash.json, docs/sqlite.md")
+    c = sub.add_parser("crash", help="power cuts judged by SQLite -> docs/results/sqlite_crash.json, docs/sqlite.md")
     c.add_argument("--cuts", type=int, default=100, help="cuts per mode on the model")
     c.add_argument("--soc-cuts", type=int, default=2, help="cuts per mode on the simulated SoC")
     c.add_argument("--seed", type=int, default=1)

@@ -9,7 +9,7 @@ device's address space.  The protocol (queues, commands, data buffers) is in
   The same protocol reaches a board's UART bridge through a serial port.
 * :class:`LitexServerTransport` -- Etherbone over TCP to LiteX's
   ``litex_server``, which owns a board's serial port (``litex_server --uart
-  --uart-port /dev/ttyUSB0``; docs/boards.md).  The board's UARTBone is the
+  --uart-port /dev/ttyUSB0``; docs/results/boards.md).  The board's UARTBone is the
   host port and its console a crossover UART behind it, so the console
   (``litex_term crossover``) and the host library share the one cable.
 * A board on PCIe (LitePCIe) would be a third class with the same two

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     p.add_argument("--ledger", type=Path, default=None,
                    help="a committed record of the results (JSON lines, a few fields per trial): trials in it "
                         "count as done and every new result is added, so the campaign resumes on another machine "
-                        "whose --dir is empty (make campaign-long: docs/campaign_long.jsonl)")
+                        "whose --dir is empty (make campaign-long: docs/results/campaign_long.jsonl)")
     p.add_argument("--replay", type=Path, default=None, help="run this trial.json again")
     p.add_argument("--ids", default="",
                    help="run only trials A-B (inclusive) of the campaign the other options describe: a failure's "

@@ -98,7 +98,7 @@ def archived_ids(archived: list[dict]) -> set[int]:
 
 def resolved_path(ledger: Path) -> Path:
     """Where a ledger's resolved notes live: ``<ledger>.resolved.json`` beside it (make
-    campaign-long's: docs/campaign_long.resolved.json)."""
+    campaign-long's: docs/results/campaign_long.resolved.json)."""
     return ledger.with_name(ledger.name.removesuffix(".jsonl") + ".resolved.json")
 
 

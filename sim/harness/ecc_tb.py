@@ -175,7 +175,7 @@ def inject(rng, code: BchCode, cw: bytes, nerr: int, where: str) -> bytes:
 
 
 async def measure(dut) -> dict:
-    """Latency and throughput in cycles per code (the figures of docs/ecc_bench.md); asserts the
+    """Latency and throughput in cycles per code (the figures of docs/results/ecc_bench.md); asserts the
     pipeline keeps streaming (the encoder never stalls, the decoder takes clean data back to back)."""
     tb = TB(dut, seed=SEED + 3)
     await tb.reset()

@@ -1,13 +1,13 @@
 """Throughput benchmark of the NAND model: simulated cycles per wall second.
 
-    python sim/nand_model/bench.py [--pages N] [--out docs/nand_model_bench.md]
+    python sim/nand_model/bench.py [--pages N] [--out docs/results/nand_model_bench.md]
 
 Builds a plain Verilator simulation (no cocotb, no Python in the loop) of
 bench/bench_top.sv -- an ONFI host FSM in SystemVerilog running a whole-page
 program / status / read loop at ONFI timing mode 0 on a 100 MHz clock -- and
 runs it on both NAND profiles.  A run counts only if the host read back
 exactly what it programmed and the model reported no timing violation and no
-protocol error.  Results go to docs/nand_model_bench.md.
+protocol error.  Results go to docs/results/nand_model_bench.md.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def run(exe: Path, profile: str, pages: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pages", type=int, default=256, help="program+read pairs per profile")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "nand_model_bench.md")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "nand_model_bench.md")
     args = ap.parse_args(argv)
     exe = build()
     rows = [run(exe, p, args.pages) for p in ("small", "realistic")]

@@ -13,6 +13,7 @@ from pathlib import Path
 from sim.campaign import cli, draw, ledger, report
 
 ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
 
 # a seasoned base's calibration: its boot programs a checkpoint page on target 0 and erases a few blocks
 CAL = {"programs": [1, 0, 0, 0], "erases": [2, 3, 3, 3],
@@ -27,7 +28,7 @@ def draws(site: str, version: int, n: int = 400) -> list[draw.Trial]:
 def test_version_1_draws_what_the_long_campaign_ran():
     # the ledger's faults are the last thing a draw takes from its random source: one more or one fewer
     # draw before them (a changed rule) changes them.  Trials 5000-6758 ran on bases calibrated as CAL.
-    ledger = [json.loads(line) for line in (ROOT / "docs" / "campaign_long.jsonl").read_text().splitlines()]
+    ledger = [json.loads(line) for line in (RESULTS / "campaign_long.jsonl").read_text().splitlines()]
     ran = [r for r in ledger if 5000 <= r.get("id", -1) <= 6758]
     assert len(ran) > 1500
     for r in ran:
