@@ -133,6 +133,7 @@ from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
 
 from .appendtable import AppendTable
+from .listcheck import RangeOverlapChecker
 from .logwriter import PAGE_DONE, PAGE_WRITE
 from .pending import PendingOp, PendingUserSignature
 from .publisher import MemberMode, Publisher, Walk
@@ -469,33 +470,33 @@ class Executor(wiring.Component):
         retry_idle = Signal()
         m.d.comb += txs.peek.eq(slot_tx[rt.slot])
         with m.FSM(name="retry"):
-            with m.State("IDLE"):
+            with m.State("WAIT_FOR_A_RETRY"):
                 m.d.comb += retry_idle.eq(1)
                 with m.If(retries.r_rdy & (~issuing | gives_up(retry_head.slot))):
                     m.d.comb += retries.r_en.eq(1)
                     m.d.sync += rt.eq(retries.r_data)
-                    m.next = "DECIDE"
-            with m.State("DECIDE"):
+                    m.next = "RETRY_OR_GIVE_UP"
+            with m.State("RETRY_OR_GIVE_UP"):
                 fails = slot_fails[rt.slot]
                 with m.If(gives_up(rt.slot)):
-                    m.next = "GIVE_UP"
+                    m.next = "GIVE_THE_MEMBER_UP"
                 with m.Else():
                     m.d.sync += fails.eq(fails + 1)
-                    m.next = "SEND"
-            with m.State("SEND"):
+                    m.next = "ISSUE_THE_PAGE_AGAIN"
+            with m.State("ISSUE_THE_PAGE_AGAIN"):
                 member_page(retry_page, rt.slot, rt.idx, slot_kind[rt.slot], slot_lba[rt.slot], slot_buf[rt.slot],
                             slot_n[rt.slot], mem_r2.data.lba, mem_r2.data.buf,
                             Mux(slot_kind[rt.slot] == K.APPEND, slot_tag[rt.slot], txs.peek_first[:32]),
                             slot_lba[rt.slot])
                 m.d.comb += [retry_page.keep_vseq.eq(1), retry_page.oob.vseq.eq(rt.vseq), retry_valid.eq(1)]
                 with m.If(self.page.ready & ~issuing):
-                    m.next = "IDLE"
-            with m.State("GIVE_UP"):
+                    m.next = "WAIT_FOR_A_RETRY"
+            with m.State("GIVE_THE_MEMBER_UP"):
                 m.d.comb += [self.pub_give_up.valid.eq(1), self.pub_give_up.payload.slot.eq(rt.slot),
                              self.pub_give_up.payload.idx.eq(rt.idx)]
                 with m.If(self.pub_give_up.ready):
                     m.d.sync += slot_fails[rt.slot].eq(self.max_retries)
-                    m.next = "IDLE"
+                    m.next = "WAIT_FOR_A_RETRY"
 
         # -- the dispatcher ----------------------------------------------------------
         c = Signal(layouts.CMD)
@@ -512,7 +513,6 @@ class Executor(wiring.Component):
                      apps.mint_first.eq(app_first_v), apps.mint_nlb.eq(n)]
         ntrip = Signal(range(R + 1))         # REMAP triples
         ti = Signal(range(R + 1))            # the triple being read / checked
-        tj = Signal(range(R + 1))
         zero_bad, range_bad, tok_bad, len_bad = Signal(), Signal(), Signal(), Signal()
         seen = Signal(A)                     # append slots a REMAP names
         trip_a = Signal(trip_shape)          # the triple compared against
@@ -526,8 +526,7 @@ class Executor(wiring.Component):
         status = Signal(15)
         lo = Signal(32)              # the list entry's words as they arrive
         hi_bad = Signal()
-        cmp_idx = Signal(self.idx_bits + 1)
-        dup_lba = Signal(32)
+        m.submodules.overlaps = overlaps = RangeOverlapChecker(max(M, R))   # duplicate LBAs, overlapping triples
         copy_word = Signal(32)
         m.d.comb += [mem_r.addr.eq(maddr(tail, idx))]
         resume = Signal()                    # a destage made room for / drained ahead of the command in c
@@ -539,7 +538,7 @@ class Executor(wiring.Component):
         def finish(code):
             m.d.sync += [imm.sqid.eq(sqid), imm.cid.eq(c.cid), imm.status.eq(code), imm.result.eq(0),
                          imm_valid.eq(1)]
-            m.next = "IMMEDIATE"
+            m.next = "POST_THE_IMMEDIATE_COMPLETION"
 
         bus = self.bus
         m.d.comb += bus.sel.eq(0xF)
@@ -562,21 +561,21 @@ class Executor(wiring.Component):
         s_entry = Signal(data.StructLayout({"valid": 1, "owner": 8, "lba": 32, "ppa": 32}))
 
         with m.FSM(name="dispatch"):
-            with m.State("IDLE"):
+            with m.State("WAIT_FOR_A_COMMAND"):
                 # the cache short of free pages with a stripe's worth dirty: destage the oldest stripe first
                 m.d.comb += self.cmd.ready.eq(~watermark if W else 1)
                 if W:
                     with m.If(watermark):
                         m.d.sync += resume.eq(0)
-                        m.next = "DS_SLOT"
+                        m.next = "TAKE_A_SLOT_FOR_A_DESTAGE"
                 with m.If(self.cmd.valid & (~watermark if W else 1)):
                     m.d.sync += [c.eq(self.cmd.payload.cmd), sqid.eq(self.cmd.payload.sqid), idx.eq(0),
                                  word.eq(0), status.eq(Status.SUCCESS), hi_bad.eq(0), final.eq(0)]
-                    m.next = "FENCE" if W else "DECODE"
+                    m.next = "DRAIN_THE_CACHE_BEFORE_A_BINDING_COMMAND" if W else "DECODE"
             if W:
                 # a command that binds the map (or a FUA write) first drains the cache: every DIRTY entry
                 # into destage groups ahead of its own slot, so ring order puts buffered data before it
-                with m.State("FENCE"):
+                with m.State("DRAIN_THE_CACHE_BEFORE_A_BINDING_COMMAND"):
                     op = c.opcode
                     fence = ((op == Opcode.FLUSH) | (op == Opcode.ATOMIC_WRITE) | (op == Opcode.DEALLOCATE) |
                              (op == Opcode.TX_COMMIT) | (op == Opcode.REMAP) |
@@ -584,24 +583,24 @@ class Executor(wiring.Component):
                              ((op == Opcode.TX_WRITE) & c.flags.tx_final) | ((op == Opcode.WRITE) & c.flags.fua))
                     with m.If(fence & (cache.dirty != 0)):
                         m.d.sync += resume.eq(1)
-                        m.next = "DS_SLOT"
+                        m.next = "TAKE_A_SLOT_FOR_A_DESTAGE"
                     with m.Else():
                         m.next = "DECODE"
-                with m.State("RESUME"):
+                with m.State("RESUME_THE_COMMAND_AFTER_A_DESTAGE"):
                     with m.If(cw_resume):          # a WRITE in the middle of its pages
                         m.d.sync += [idx.eq(cw_idx), n.eq(c.nlb), cw_resume.eq(0)]
-                        m.next = "CW_LOOK"
+                        m.next = "FIND_A_CACHE_PAGE"
                     with m.Else():
                         m.d.sync += [idx.eq(0), word.eq(0), status.eq(Status.SUCCESS), hi_bad.eq(0), final.eq(0)]
-                        m.next = "FENCE"
+                        m.next = "DRAIN_THE_CACHE_BEFORE_A_BINDING_COMMAND"
 
                 # WRITE into the cache, page by page: a fresh page is filled from the host's buffer, then it
                 # becomes the LBA's entry and the DIRTY one it replaces (if any) is freed -- coalesced
-                with m.State("CW_LOOK"):
+                with m.State("FIND_A_CACHE_PAGE"):
                     m.d.comb += cache.find_lba.eq(c.lba + idx)
                     with m.If(watermark):
                         m.d.sync += [resume.eq(1), cw_resume.eq(1), cw_idx.eq(idx)]
-                        m.next = "DS_SLOT"
+                        m.next = "TAKE_A_SLOT_FOR_A_DESTAGE"
                     with m.Elif(cache.found_destaging):
                         pass                       # its destage is in flight: wait for the publication
                     with m.Elif(~cache.has_free):
@@ -609,12 +608,12 @@ class Executor(wiring.Component):
                     with m.Else():
                         m.d.comb += cache.claim.eq(1)
                         m.d.sync += cw_word.eq(0)
-                        m.next = "CW_LOCK"
-                with m.State("CW_LOCK"):
+                        m.next = "LOCK_THE_CACHE_PAGES"
+                with m.State("LOCK_THE_CACHE_PAGES"):
                     m.d.comb += cache.lock_req.eq(1)
                     with m.If(cache.lock_granted):
-                        m.next = "CW_RD"
-                with m.State("CW_RD"):
+                        m.next = "READ_A_WORD_OF_THE_HOST_PAGE"
+                with m.State("READ_A_WORD_OF_THE_HOST_PAGE"):
                     m.d.comb += [cache.lock_req.eq(1), bus.adr.eq(((c.buf[:32] + idx * page_data) >> 2) + cw_word),
                                  bus.cyc.eq(1), bus.stb.eq(1)]
                     with m.If(bus.err):
@@ -622,8 +621,8 @@ class Executor(wiring.Component):
                         finish(Status.DATA_TRANSFER_ERROR)
                     with m.Elif(bus.ack):
                         m.d.sync += copy_word.eq(bus.dat_r)
-                        m.next = "CW_WR"
-                with m.State("CW_WR"):
+                        m.next = "WRITE_IT_INTO_THE_CACHE_PAGE"
+                with m.State("WRITE_IT_INTO_THE_CACHE_PAGE"):
                     m.d.comb += [cache.lock_req.eq(1), bus.adr.eq((cache.fill_addr >> 2) + cw_word),
                                  bus.dat_w.eq(copy_word), bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
                     with m.If(bus.err):
@@ -632,46 +631,46 @@ class Executor(wiring.Component):
                     with m.Elif(bus.ack):
                         m.d.sync += cw_word.eq(cw_word + 1)
                         with m.If(cw_word == page_data // 4 - 1):
-                            m.next = "CW_DONE"
+                            m.next = "MAKE_THE_CACHE_PAGE_DIRTY"
                         with m.Else():
-                            m.next = "CW_RD"
-                with m.State("CW_DONE"):
+                            m.next = "READ_A_WORD_OF_THE_HOST_PAGE"
+                with m.State("MAKE_THE_CACHE_PAGE_DIRTY"):
                     m.d.comb += cache.fill_done.eq(1)
                     m.d.sync += idx.eq(idx + 1)
                     with m.If(idx + 1 == n):
                         finish(Status.SUCCESS)
                     with m.Else():
-                        m.next = "CW_LOOK"
+                        m.next = "FIND_A_CACHE_PAGE"
 
                 # a destage group: up to a stripe of the oldest DIRTY entries as plain-write members (lba, page)
-                with m.State("DS_SLOT"):
+                with m.State("TAKE_A_SLOT_FOR_A_DESTAGE"):
                     with m.If(~busy.bit_select(tail, 1)):
                         m.d.sync += [slot_kind[tail].eq(K.DESTAGE), slot_fails[tail].eq(0), slot_tx[tail].eq(0),
                                      slot_final.bit_select(tail, 1).eq(0), kind.eq(K.DESTAGE), idx.eq(0)]
-                        m.next = "DS_SCAN"
-                with m.State("DS_SCAN"):
+                        m.next = "FIND_THE_OLDEST_DIRTY_PAGE"
+                with m.State("FIND_THE_OLDEST_DIRTY_PAGE"):
                     m.d.comb += cache.scan.eq(1)
                     with m.If(cache.scan_last):
-                        m.next = "DS_TAKE"
-                with m.State("DS_TAKE"):
+                        m.next = "ADD_IT_TO_THE_DESTAGE"
+                with m.State("ADD_IT_TO_THE_DESTAGE"):
                     with m.If(cache.oldest_found):
                         m.d.comb += [mem_w.addr.eq(maddr(tail, idx)), mem_w.data.lba.eq(cache.oldest_lba),
                                      mem_w.data.buf.eq(cache.oldest_addr), mem_w.en.eq(1),
                                      cache.take.eq(1), cache.take_slot.eq(tail)]
                         m.d.sync += idx.eq(idx + 1)
                         with m.If(idx + 1 == self.stripe):
-                            m.next = "DS_END"
+                            m.next = "CLOSE_THE_DESTAGE_GROUP"
                         with m.Else():
-                            m.next = "DS_SCAN"
+                            m.next = "FIND_THE_OLDEST_DIRTY_PAGE"
                     with m.Else():
-                        m.next = "DS_END"
-                with m.State("DS_END"):
+                        m.next = "CLOSE_THE_DESTAGE_GROUP"
+                with m.State("CLOSE_THE_DESTAGE_GROUP"):
                     m.d.comb += [cache.group_done.eq(1), cache.group_pages.eq(idx)]
                     m.d.sync += [n.eq(idx), slot_n[tail].eq(idx), idx.eq(0)]
                     with m.If(idx == 0):
-                        m.next = "RESUME"      # nothing dirty after all (not reached: callers check)
+                        m.next = "RESUME_THE_COMMAND_AFTER_A_DESTAGE"      # nothing dirty after all (not reached: callers check)
                     with m.Else():
-                        m.next = "LBAS"
+                        m.next = "NEXT_MEMBER_LBA"
             with m.State("DECODE"):
                 new_data = ((c.opcode == Opcode.WRITE) | (c.opcode == Opcode.ATOMIC_WRITE) |
                             (c.opcode == Opcode.TX_WRITE) | (c.opcode == Opcode.APPEND))
@@ -681,86 +680,86 @@ class Executor(wiring.Component):
                     with m.Switch(c.opcode):
                         with m.Case(Opcode.WRITE):
                             m.d.sync += [kind.eq(K.WRITE), n.eq(c.nlb)]
-                            m.next = "SLOT"
+                            m.next = "WAIT_FOR_THE_NEXT_SLOT"
                             if W:
                                 with m.If(~c.flags.fua):        # FUA writes through (after the drain)
-                                    m.next = "CW_LOOK"
+                                    m.next = "FIND_A_CACHE_PAGE"
                         with m.Case(Opcode.ATOMIC_WRITE):
                             m.d.sync += [kind.eq(K.ATOMIC), n.eq(c.nlist)]
-                            m.next = "SLOT"
+                            m.next = "WAIT_FOR_THE_NEXT_SLOT"
                         with m.Case(Opcode.DEALLOCATE):
                             m.d.sync += [kind.eq(K.TRIM), n.eq(1)]
-                            m.next = "SLOT"
+                            m.next = "WAIT_FOR_THE_NEXT_SLOT"
                         with m.Case(Opcode.FLUSH):
                             m.d.sync += [kind.eq(K.FLUSH), n.eq(0)]
-                            m.next = "SLOT"
+                            m.next = "WAIT_FOR_THE_NEXT_SLOT"
                         with m.Case(Opcode.HINT):
                             with m.If(c.hint == Hint.CHECKPOINT):
                                 m.d.sync += [kind.eq(K.FLUSH), n.eq(0)]
-                                m.next = "SLOT"
+                                m.next = "WAIT_FOR_THE_NEXT_SLOT"
                             with m.Else():
                                 finish(Status.SUCCESS)
                         with m.Case(Opcode.READ):
-                            m.next = "READ"
+                            m.next = "HAND_THE_READ_TO_THE_READER"
                         with m.Case(Opcode.IDENTIFY):
                             m.d.sync += copy_src.eq(self.identify_base)
-                            m.next = "COPY_READ"
+                            m.next = "READ_A_WORD_OF_THE_RECORD"
                         with m.Case(Opcode.GET_LOG):
                             m.d.sync += [copy_src.eq(self.log_base), ow.eq(0)]
                             with m.If(c.log_page == LogPage.OPEN):
-                                m.next = "OPEN_WRITE"
+                                m.next = "WRITE_A_WORD_OF_THE_OPEN_LOG"
                             with m.Elif(c.log_page == LogPage.SNAPSHOT):
                                 with m.If(sqid == self.queue_pairs - 1):
                                     m.next = "SNAPSHOT_WAIT_FOR_EARLIER_GROUPS"
                                 with m.Else():
                                     finish(Status.INVALID_FIELD)   # a host may not see other queues' state
                             with m.Else():
-                                m.next = "COPY_READ"
+                                m.next = "READ_A_WORD_OF_THE_RECORD"
                         with m.Case(Opcode.TX_WRITE):
                             m.d.sync += [kind.eq(K.TX), n.eq(c.nlb), final.eq(c.flags.tx_final)]
-                            m.next = "TX_FIND"
+                            m.next = "FIND_THE_TRANSACTION"
                         with m.Case(Opcode.TX_READ):
-                            m.next = "TX_FIND"
+                            m.next = "FIND_THE_TRANSACTION"
                         with m.Case(Opcode.TX_COMMIT):
                             m.d.sync += [kind.eq(K.COMMIT), n.eq(1), final.eq(0)]
-                            m.next = "TX_FIND"
+                            m.next = "FIND_THE_TRANSACTION"
                         with m.Case(Opcode.TX_ABORT):
                             m.d.sync += [kind.eq(K.ABORT), n.eq(0), final.eq(0)]
-                            m.next = "TX_FIND"
+                            m.next = "FIND_THE_TRANSACTION"
                         with m.Case(Opcode.APPEND):
                             m.d.sync += [kind.eq(K.APPEND), n.eq(c.nlb)]
-                            m.next = "APP_FIND"
+                            m.next = "FIND_A_FREE_APPEND_SLOT"
                         with m.Case(Opcode.RELEASE):
                             m.d.sync += [kind.eq(K.RELEASE), n.eq(0)]
-                            m.next = "REL_CHECK"
+                            m.next = "READ_THE_RELEASED_TOKENS_SLOT"
                         with m.Case(Opcode.REMAP):
                             m.d.sync += [kind.eq(K.REMAP), n.eq(1), ntrip.eq(c.nlist), ti.eq(0), zero_bad.eq(0),
                                          range_bad.eq(0), tok_bad.eq(0), len_bad.eq(0), seen.eq(0)]
-                            m.next = "RLIST"
+                            m.next = "READ_THE_REMAP_TRIPLES"
                         with m.Default():
                             finish(Status.INVALID_OPCODE)
-            with m.State("IMMEDIATE"):
+            with m.State("POST_THE_IMMEDIATE_COMPLETION"):
                 with m.If(imm_taken):
                     m.d.sync += imm_valid.eq(0)
-                    m.next = "IDLE"
+                    m.next = "WAIT_FOR_A_COMMAND"
 
             # READ: to the reader's queue
-            with m.State("READ"):
+            with m.State("HAND_THE_READ_TO_THE_READER"):
                 r = self.read.payload
                 m.d.comb += [r.sqid.eq(sqid), r.cid.eq(c.cid), r.lba.eq(c.lba), r.nlb.eq(c.nlb),
                              r.buf.eq(c.buf), r.tx.eq(c.opcode == Opcode.TX_READ), self.read.valid.eq(1)]
                 with m.If(self.read.ready):
-                    m.next = "IDLE"
+                    m.next = "WAIT_FOR_A_COMMAND"
 
             # IDENTIFY / GET_LOG: word copy from firmware memory to the host buffer
-            with m.State("COPY_READ"):
+            with m.State("READ_A_WORD_OF_THE_RECORD"):
                 m.d.comb += [bus.adr.eq((copy_src >> 2) + word), bus.cyc.eq(1), bus.stb.eq(1)]
                 with m.If(bus.err):
                     finish(Status.INTERNAL_ERROR)
                 with m.Elif(bus.ack):
                     m.d.sync += copy_word.eq(bus.dat_r)
-                    m.next = "COPY_WRITE"
-            with m.State("COPY_WRITE"):
+                    m.next = "WRITE_IT_TO_THE_HOST_BUFFER"
+            with m.State("WRITE_IT_TO_THE_HOST_BUFFER"):
                 m.d.comb += [bus.adr.eq((c.buf[:32] >> 2) + word), bus.dat_w.eq(copy_word), bus.we.eq(1),
                              bus.cyc.eq(1), bus.stb.eq(1)]
                 if W:       # IDENTIFY.volatile_cache: the cache's bytes, whatever the firmware's record says
@@ -773,10 +772,10 @@ class Executor(wiring.Component):
                     with m.If(word == spec.IDENTIFY.size // 4 - 1):
                         finish(Status.SUCCESS)
                     with m.Else():
-                        m.next = "COPY_READ"
+                        m.next = "READ_A_WORD_OF_THE_RECORD"
 
             # GET_LOG OPEN: OPEN_TX per transaction slot, then OPEN_APPEND per append slot (4 words each);
-            # an append slot's meta is read in OPEN_META, one cycle ahead of its words
+            # an append slot's meta is read in READ_AN_APPEND_SLOT_FOR_THE_OPEN_LOG, one cycle ahead of its words
             # GET_LOG SNAPSHOT: once every earlier group is published nothing is in flight, so the tables and the
             # log's next seq agree (a checkpoint records them: firmware/pending.h)
             with m.State("SNAPSHOT_WAIT_FOR_EARLIER_GROUPS"):
@@ -845,10 +844,10 @@ class Executor(wiring.Component):
                             finish(Status.SUCCESS)
                         with m.Else():
                             m.next = "SNAPSHOT_READ_ENTRY"
-            with m.State("OPEN_META"):
+            with m.State("READ_AN_APPEND_SLOT_FOR_THE_OPEN_LOG"):
                 m.d.comb += apps.read_addr.eq(o_h)
-                m.next = "OPEN_WRITE"
-            with m.State("OPEN_WRITE"):
+                m.next = "WRITE_A_WORD_OF_THE_OPEN_LOG"
+            with m.State("WRITE_A_WORD_OF_THE_OPEN_LOG"):
                 o_word = Signal(32)
                 o_field = ow[:2]
                 m.d.comb += txs.view.eq(o_t)
@@ -879,10 +878,10 @@ class Executor(wiring.Component):
                     with m.If(ow == 4 * (T + A) - 1):
                         finish(Status.SUCCESS)
                     with m.Elif((ow >= 4 * T - 1) & (o_field == 3)):
-                        m.next = "OPEN_META"
+                        m.next = "READ_AN_APPEND_SLOT_FOR_THE_OPEN_LOG"
 
             # transactions: find the tid's slot (or a free one for a first TX_WRITE)
-            with m.State("TX_FIND"):
+            with m.State("FIND_THE_TRANSACTION"):
                 found, ft = txs.found, txs.found_slot
                 with m.If(found & (c.opcode == Opcode.TX_WRITE) & c.flags.tx_new):
                     finish(Status.TID_IN_USE)        # someone else's transaction: nothing changes
@@ -893,85 +892,85 @@ class Executor(wiring.Component):
                             with m.If(c.flags.tx_final & (txs.found_npages + c.nlb > spec.LOG.TX_FINAL_MAX_PAGES)):
                                 finish(Status.INVALID_FIELD)
                             with m.Else():
-                                m.next = "SLOT"
+                                m.next = "WAIT_FOR_THE_NEXT_SLOT"
                         with m.Case(Opcode.TX_READ):
-                            m.next = "TX_READ_CLAIM"
+                            m.next = "CLAIM_THE_OVERRIDE_TABLE"
                         with m.Case(Opcode.TX_COMMIT):
                             with m.If(txs.doomed.bit_select(ft, 1)):
                                 m.d.sync += n.eq(0)      # no record: the publisher aborts it (MEDIA_ERROR/NO_SPACE)
-                            m.next = "SLOT"
+                            m.next = "WAIT_FOR_THE_NEXT_SLOT"
                         with m.Default():
-                            m.next = "SLOT"
+                            m.next = "WAIT_FOR_THE_NEXT_SLOT"
                 with m.Elif(c.opcode != Opcode.TX_WRITE):
                     finish(Status.UNKNOWN_TX)
                 with m.Elif(txs.has_free):
                     m.d.sync += [t.eq(txs.free_slot), new_tx.eq(1)]
-                    m.next = "SLOT"
+                    m.next = "WAIT_FOR_THE_NEXT_SLOT"
                 with m.Elif(~txs.closing):
                     finish(Status.TOO_MANY_OPEN_TX)
                 # else: wait for a closing transaction to free its slot
 
             # TX_READ: the transaction's staged pages into the reader's override table, then the READ
-            with m.State("TX_READ_CLAIM"):
+            with m.State("CLAIM_THE_OVERRIDE_TABLE"):
                 with m.If(~self.overrides.busy):
                     m.d.comb += self.overrides.claim.eq(1)
-                    m.next = "TX_READ_SCAN"
-            with m.State("TX_READ_SCAN"):
+                    m.next = "ASK_FOR_THE_STAGED_PAGES"
+            with m.State("ASK_FOR_THE_STAGED_PAGES"):
                 m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.SCAN), preq.payload.owner.eq(t),
                              preq.payload.lba.eq(c.lba), preq.payload.nlb.eq(c.nlb)]
                 with m.If(preq.ready):
-                    m.next = "TX_READ_RESP"
-            with m.State("TX_READ_RESP"):
+                    m.next = "FILL_THE_OVERRIDE_TABLE"
+            with m.State("FILL_THE_OVERRIDE_TABLE"):
                 m.d.comb += [presp.ready.eq(1), self.overrides.idx.eq(presp.payload.idx),
                              self.overrides.ppa.eq(presp.payload.ppa)]
                 with m.If(presp.valid):
                     with m.If(presp.payload.last):
-                        m.next = "READ"
+                        m.next = "HAND_THE_READ_TO_THE_READER"
                     with m.Elif(presp.payload.ppa != spec.PPA_UNMAPPED):
                         m.d.comb += self.overrides.we.eq(1)
 
             # APPEND: the lowest free append slot, room for its pages (waiting while work in flight may free some)
-            with m.State("APP_FIND"):
+            with m.State("FIND_A_FREE_APPEND_SLOT"):
                 with m.If(apps.has_free & (self.pending_free >= n)):
                     m.d.sync += [h.eq(apps.free_slot), t.eq(T + apps.free_slot)]
-                    m.next = "SLOT"
+                    m.next = "WAIT_FOR_THE_NEXT_SLOT"
                 with m.Elif(busy == 0):
                     finish(Status.PENDING_FULL)
-            with m.State("APP_GEN"):
+            with m.State("READ_THE_SLOTS_GENERATION"):
                 m.d.comb += apps.read_addr.eq(h)
-                m.next = "APP_GEN2"
-            with m.State("APP_GEN2"):
+                m.next = "TAKE_THE_NEXT_GENERATION"
+            with m.State("TAKE_THE_NEXT_GENERATION"):
                 m.d.sync += [app_gen.eq(apps.next_gen), idx.eq(0),
                              have.eq(0), existing.eq(0)]
-                m.next = "TX_RESERVE"
+                m.next = "RESERVE_THE_NEW_ENTRIES"
             # after the pages: the token (check = OOB_CRC of TOKEN_CHECK_IN) and the slot's state
-            with m.State("APP_TOKEN"):
+            with m.State("MINT_THE_TOKEN"):
                 m.d.comb += apps.mint.eq(1)
-                m.next = "APP_TOKEN_WAIT"
-            with m.State("APP_TOKEN_WAIT"):
+                m.next = "WAIT_FOR_THE_TOKEN"
+            with m.State("WAIT_FOR_THE_TOKEN"):
                 with m.If(apps.minted):
                     m.d.sync += [slot_result[tail].eq(apps.token), tail.eq(tail + 1)]
-                    m.next = "IDLE"
+                    m.next = "WAIT_FOR_A_COMMAND"
 
             # RELEASE: the token must name a live append
-            with m.State("REL_CHECK"):
+            with m.State("READ_THE_RELEASED_TOKENS_SLOT"):
                 tok = Signal(layouts.TOKEN)
                 m.d.comb += [tok.eq(c.token), apps.read_addr.eq(tok.handle[:hbits])]
                 m.d.sync += [h.eq(tok.handle[:hbits]), t.eq(T + tok.handle[:hbits])]
                 with m.If(tok.handle >= A):
                     finish(Status.INVALID_TOKEN)
                 with m.Else():
-                    m.next = "REL_CHECK2"
-            with m.State("REL_CHECK2"):
+                    m.next = "CHECK_THE_RELEASED_TOKEN"
+            with m.State("CHECK_THE_RELEASED_TOKEN"):
                 tok = Signal(layouts.TOKEN)
                 m.d.comb += tok.eq(c.token)
                 with m.If(apps.live.bit_select(h, 1) & (apps.read_meta.gen == tok.gen) & (apps.read_meta.check == tok.check)):
-                    m.next = "SLOT"
+                    m.next = "WAIT_FOR_THE_NEXT_SLOT"
                 with m.Else():
                     finish(Status.INVALID_TOKEN)
 
             # REMAP: read the triples (6 words each), then check them all, in the model's order
-            with m.State("RLIST"):
+            with m.State("READ_THE_REMAP_TRIPLES"):
                 m.d.comb += [bus.adr.eq((c.list[:32] >> 2) + ti * (spec.REMAP_ENTRY.size // 4) + word),
                              bus.cyc.eq(1), bus.stb.eq(1)]
                 with m.If(bus.err):
@@ -998,51 +997,35 @@ class Executor(wiring.Component):
                             m.d.comb += [trip_w.addr.eq(ti), trip_w.data.eq(trip_a), trip_w.en.eq(1)]
                             m.d.sync += [word.eq(0), ti.eq(ti + 1)]
                             with m.If(ti + 1 == ntrip):
-                                m.next = "RLIST_CHECK"
-            with m.State("RLIST_CHECK"):
+                                m.next = "CHECK_THE_TRIPLES_LENGTHS_AND_RANGES"
+            with m.State("CHECK_THE_TRIPLES_LENGTHS_AND_RANGES"):
                 with m.If(zero_bad):
                     finish(Status.ZERO_LENGTH)
                 with m.Elif(range_bad):
                     finish(Status.LBA_OUT_OF_RANGE)
                 with m.Else():
-                    m.d.sync += [ti.eq(1), tj.eq(0)]
-                    m.next = "RDUP_A"
-            # overlapping ranges: triple ti against every earlier one
-            with m.State("RDUP_A"):
-                m.d.comb += trip_r.addr.eq(ti)
-                with m.If(ti >= ntrip):
+                    m.d.comb += overlaps.start.eq(1)
                     m.d.sync += ti.eq(0)
-                    m.next = "RTOK_A"
-                with m.Else():
-                    m.next = "RDUP_LOAD"
-            with m.State("RDUP_LOAD"):
-                m.d.comb += trip_r.addr.eq(tj)
-                m.d.sync += trip_a.eq(trip_r.data)
-                m.next = "RDUP_CMP"
-            with m.State("RDUP_CMP"):
-                b = trip_r.data
-                overlap = ((Cat(trip_a.lba, Const(0, 1)) < Cat(b.lba, Const(0, 33)) + b.nlb) &
-                           (Cat(b.lba, Const(0, 1)) < Cat(trip_a.lba, Const(0, 33)) + trip_a.nlb))
-                with m.If(overlap):
+                    m.next = "CHECK_THE_TRIPLES_FOR_OVERLAPS"
+            with m.State("CHECK_THE_TRIPLES_FOR_OVERLAPS"):
+                m.d.comb += [overlaps.count.eq(ntrip), trip_r.addr.eq(overlaps.addr),
+                             overlaps.lba.eq(trip_r.data.lba), overlaps.nlb.eq(trip_r.data.nlb)]
+                with m.If(overlaps.done & overlaps.overlap):
                     finish(Status.DUPLICATE_LBA)
-                with m.Elif(tj + 1 == ti):
-                    m.d.sync += [ti.eq(ti + 1), tj.eq(0)]
-                    m.next = "RDUP_A"
-                with m.Else():
-                    m.d.comb += trip_r.addr.eq(tj + 1)
-                    m.d.sync += tj.eq(tj + 1)
+                with m.Elif(overlaps.done):
+                    m.next = "ADDRESS_THE_NEXT_TRIPLES_TOKEN"
             # tokens: live, named once, the append's length
-            with m.State("RTOK_A"):
+            with m.State("ADDRESS_THE_NEXT_TRIPLES_TOKEN"):
                 m.d.comb += trip_r.addr.eq(ti)
                 with m.If(ti == ntrip):
-                    m.next = "RTOK_END"
+                    m.next = "ANSWER_THE_TOKEN_CHECKS"
                 with m.Else():
-                    m.next = "RTOK_META"
-            with m.State("RTOK_META"):
+                    m.next = "READ_ITS_APPEND_SLOT"
+            with m.State("READ_ITS_APPEND_SLOT"):
                 m.d.comb += [trip_r.addr.eq(ti), apps.read_addr.eq(trip_r.data.handle[:hbits])]
                 m.d.sync += trip_a.eq(trip_r.data)
-                m.next = "RTOK_CMP"
-            with m.State("RTOK_CMP"):
+                m.next = "CHECK_ITS_TOKEN_AND_LENGTH"
+            with m.State("CHECK_ITS_TOKEN_AND_LENGTH"):
                 hh = trip_a.handle[:hbits]
                 good = ((trip_a.handle < A) & apps.live.bit_select(hh, 1) & ~seen.bit_select(hh, 1) &
                         (apps.read_meta.gen == trip_a.gen) & (apps.read_meta.check == trip_a.check))
@@ -1053,60 +1036,60 @@ class Executor(wiring.Component):
                 with m.If(trip_a.handle < A):
                     m.d.sync += seen.bit_select(hh, 1).eq(1)
                 m.d.sync += ti.eq(ti + 1)
-                m.next = "RTOK_A"
-            with m.State("RTOK_END"):
+                m.next = "ADDRESS_THE_NEXT_TRIPLES_TOKEN"
+            with m.State("ANSWER_THE_TOKEN_CHECKS"):
                 with m.If(tok_bad):
                     finish(Status.INVALID_TOKEN)
                 with m.Elif(len_bad):
                     finish(Status.REMAP_LENGTH)
                 with m.Else():
-                    m.next = "SLOT"
+                    m.next = "WAIT_FOR_THE_NEXT_SLOT"
 
             # a group: wait for the next slot in ring order
-            with m.State("SLOT"):
+            with m.State("WAIT_FOR_THE_NEXT_SLOT"):
                 with m.If(~busy.bit_select(tail, 1)):
                     m.d.sync += [slot_sqid[tail].eq(sqid), slot_cid[tail].eq(c.cid), slot_kind[tail].eq(kind),
                                  slot_lba[tail].eq(c.lba), slot_buf[tail].eq(c.buf), slot_n[tail].eq(n),
                                  slot_fails[tail].eq(0), slot_tx[tail].eq(t),
                                  slot_final.bit_select(tail, 1).eq(final), have.eq(0), existing.eq(0)]
                     with m.If(kind == K.ATOMIC):
-                        m.next = "LIST"
+                        m.next = "READ_THE_ATOMIC_LIST"
                     with m.Elif(kind == K.TRIM):
-                        m.next = "SCRATCH"
+                        m.next = "WRITE_THE_TRIM_RECORD_ENTRY"
                     with m.Elif((kind == K.TX) & new_tx):
-                        m.next = "TX_CHECK"
+                        m.next = "CHECK_THE_NEW_ENTRIES_FIT"
                     with m.Elif(kind == K.TX):
-                        m.next = "TX_SCAN"
+                        m.next = "ASK_FOR_THE_ENTRIES_THE_TRANSACTION_HOLDS"
                     with m.Elif((kind == K.COMMIT) & (n != 0)):
                         m.d.sync += word.eq(0)
-                        m.next = "COMMIT_BODY"
+                        m.next = "WRITE_THE_COMMIT_RECORD_BODY"
                     with m.Elif((kind == K.COMMIT) | (kind == K.ABORT)):
                         m.d.comb += txs.close.eq(1)
-                        m.next = "LBAS"
+                        m.next = "NEXT_MEMBER_LBA"
                     with m.Elif(kind == K.APPEND):
-                        m.next = "APP_GEN"
+                        m.next = "READ_THE_SLOTS_GENERATION"
                     with m.Elif(kind == K.RELEASE):
                         m.d.comb += [apps.consume.eq(1), apps.consume_slot.eq(h)]
-                        m.next = "LBAS"
+                        m.next = "NEXT_MEMBER_LBA"
                     with m.Elif(kind == K.REMAP):
                         m.d.sync += [slot_lba[tail].eq(ntrip), ti.eq(0), word.eq(0)]
-                        m.next = "RSCR_A"
+                        m.next = "ADDRESS_THE_NEXT_TRIPLE_FOR_THE_RECORD"
                     with m.Else():
-                        m.next = "LBAS"
+                        m.next = "NEXT_MEMBER_LBA"
 
             # REMAP accepted: the tokens are spent; each triple into the record (REMAP_REC_ENTRY after the header)
             # and to the publisher (lba, owner)
-            with m.State("RSCR_A"):
+            with m.State("ADDRESS_THE_NEXT_TRIPLE_FOR_THE_RECORD"):
                 m.d.comb += trip_r.addr.eq(ti)
                 with m.If(ti == ntrip):
-                    m.next = "OPEN"
+                    m.next = "OPEN_THE_GROUP"
                 with m.Else():
-                    m.next = "RSCR_META"
-            with m.State("RSCR_META"):
+                    m.next = "READ_ITS_FIRST_VSEQ"
+            with m.State("READ_ITS_FIRST_VSEQ"):
                 m.d.comb += [trip_r.addr.eq(ti), apps.read_addr.eq(trip_r.data.handle[:hbits])]
                 m.d.sync += trip_a.eq(trip_r.data)
-                m.next = "RSCR_WRITE"
-            with m.State("RSCR_WRITE"):
+                m.next = "WRITE_ITS_RECORD_ENTRY"
+            with m.State("WRITE_ITS_RECORD_ENTRY"):
                 rec = Signal(layouts.REMAP_REC_ENTRY)
                 m.d.comb += [rec.lba.eq(trip_a.lba), rec.first_vseq.eq(apps.read_first), rec.nlb.eq(trip_a.nlb),
                              apps.read_addr.eq(trip_a.handle[:hbits])]
@@ -1122,65 +1105,65 @@ class Executor(wiring.Component):
                     with m.If(word == entry_words - 1):
                         m.d.sync += word.eq(0)
                         m.d.comb += [apps.consume.eq(1), apps.consume_slot.eq(trip_a.handle[:hbits])]
-                        m.next = "RSCR_PUB"
-            with m.State("RSCR_PUB"):
+                        m.next = "DECLARE_ITS_LBA_TO_THE_PUBLISHER"
+            with m.State("DECLARE_ITS_LBA_TO_THE_PUBLISHER"):
                 p = self.pub_member_lba.payload
                 m.d.comb += [p.slot.eq(tail), p.idx.eq(ti), p.lba.eq(trip_a.lba), p.owner.eq(T + trip_a.handle[:hbits]),
                              self.pub_member_lba.valid.eq(1)]
                 with m.If(self.pub_member_lba.ready):
                     m.d.sync += ti.eq(ti + 1)
-                    m.next = "RSCR_A"
+                    m.next = "ADDRESS_THE_NEXT_TRIPLE_FOR_THE_RECORD"
 
             # TX_WRITE: the entries the transaction already holds for the range...
-            with m.State("TX_SCAN"):
+            with m.State("ASK_FOR_THE_ENTRIES_THE_TRANSACTION_HOLDS"):
                 m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.SCAN), preq.payload.owner.eq(t),
                              preq.payload.lba.eq(c.lba), preq.payload.nlb.eq(c.nlb)]
                 with m.If(preq.ready):
-                    m.next = "TX_SCAN_RESP"
-            with m.State("TX_SCAN_RESP"):
+                    m.next = "NOTE_THE_ENTRIES_IT_HOLDS"
+            with m.State("NOTE_THE_ENTRIES_IT_HOLDS"):
                 m.d.comb += presp.ready.eq(1)
                 with m.If(presp.valid):
                     with m.If(presp.payload.last):
-                        m.next = "TX_CHECK"
+                        m.next = "CHECK_THE_NEW_ENTRIES_FIT"
                     with m.Else():
                         m.d.comb += [mem_w.addr.eq(maddr(tail, presp.payload.idx)),
                                      mem_w.data.lba.eq(presp.payload.entry), mem_w.en.eq(1)]
                         m.d.sync += [have.bit_select(presp.payload.idx[:self.idx_bits], 1).eq(1),
                                      existing.eq(existing + 1)]
             # ...whether the new ones fit (waiting while a closing transaction will free some)...
-            with m.State("TX_CHECK"):
+            with m.State("CHECK_THE_NEW_ENTRIES_FIT"):
                 with m.If(self.pending_free >= n - existing):
                     with m.If(new_tx):
                         m.d.comb += txs.open.eq(1)
                     m.d.sync += idx.eq(0)
-                    m.next = "TX_RESERVE"
+                    m.next = "RESERVE_THE_NEW_ENTRIES"
                 with m.Elif(~txs.closing):
                     finish(Status.PENDING_FULL)
             # ...and the new entries reserved
-            with m.State("TX_RESERVE"):
+            with m.State("RESERVE_THE_NEW_ENTRIES"):
                 with m.If(idx == n):
                     m.d.sync += idx.eq(0)
                     with m.If(kind == K.TX):
                         m.d.sync += slot_npages[tail].eq(txs.npages + n)
                         m.d.comb += [txs.add_pages.eq(1), txs.pages.eq(n), txs.close.eq(final)]
-                    m.next = "LBAS"
+                    m.next = "NEXT_MEMBER_LBA"
                 with m.Elif(have.bit_select(idx[:self.idx_bits], 1)):
                     m.d.sync += idx.eq(idx + 1)
                 with m.Else():
                     m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.RESERVE), preq.payload.owner.eq(t),
                                  preq.payload.lba.eq(c.lba + idx)]
                     with m.If(preq.ready):
-                        m.next = "TX_RESERVE_RESP"
-            with m.State("TX_RESERVE_RESP"):
+                        m.next = "NOTE_THE_RESERVED_ENTRY"
+            with m.State("NOTE_THE_RESERVED_ENTRY"):
                 m.d.comb += presp.ready.eq(1)
                 with m.If(presp.valid):
                     m.d.comb += [mem_w.addr.eq(maddr(tail, idx)), mem_w.data.lba.eq(presp.payload.entry),
                                  mem_w.en.eq(1)]
                     m.d.sync += idx.eq(idx + 1)
-                    m.next = "TX_RESERVE"
+                    m.next = "RESERVE_THE_NEW_ENTRIES"
 
             # TX_COMMIT: the COMMIT_BODY into the slot's scratch page after the header
-            with m.State("COMMIT_BODY"):
+            with m.State("WRITE_THE_COMMIT_RECORD_BODY"):
                 body = Signal(layouts.COMMIT_BODY)
                 m.d.comb += [body.first_vseq.eq(txs.first), body.npages.eq(txs.npages), body.tid.eq(c.tid)]
                 m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2) + word),
@@ -1192,10 +1175,10 @@ class Executor(wiring.Component):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == spec.COMMIT_BODY.size // 4 - 1):
                         m.d.comb += txs.close.eq(1)
-                        m.next = "LBAS"
+                        m.next = "NEXT_MEMBER_LBA"
 
             # ATOMIC_WRITE: read the list (4 words per entry), check each entry
-            with m.State("LIST"):
+            with m.State("READ_THE_ATOMIC_LIST"):
                 m.d.comb += [bus.adr.eq((c.list[:32] >> 2) + Cat(word[:2], idx[:self.idx_bits])),
                              bus.cyc.eq(1), bus.stb.eq(1)]
                 with m.If(bus.err):
@@ -1219,41 +1202,26 @@ class Executor(wiring.Component):
                                          mem_w.data.buf.eq(lo), mem_w.en.eq(1)]
                             m.d.sync += idx.eq(idx + 1)
                             with m.If(idx + 1 == n):
-                                m.next = "LIST_CHECK"
-            with m.State("LIST_CHECK"):
+                                m.next = "CHECK_THE_LISTS_RANGES_AND_BUFFERS"
+            with m.State("CHECK_THE_LISTS_RANGES_AND_BUFFERS"):
                 with m.If(status != Status.SUCCESS):
                     finish(status)
                 with m.Elif(hi_bad):
                     finish(Status.MISALIGNED_BUFFER)
                 with m.Else():
-                    m.d.sync += [idx.eq(1), cmp_idx.eq(0)]
-                    m.next = "DUP_READ"
-            # duplicates: entry idx against every earlier one, two cycles per compare
-            with m.State("DUP_READ"):
-                with m.If(idx == n):
+                    m.d.comb += overlaps.start.eq(1)
                     m.d.sync += idx.eq(0)
-                    m.next = "LBAS"
-                with m.Else():
-                    m.next = "DUP_LOAD"      # mem_r shows entry idx next cycle
-            with m.State("DUP_LOAD"):
-                m.d.sync += [dup_lba.eq(mem_r.data.lba), cmp_idx.eq(0)]
-                m.next = "DUP_ADDR"
-            with m.State("DUP_ADDR"):
-                m.d.comb += mem_r.addr.eq(maddr(tail, cmp_idx))
-                m.next = "DUP_CMP"
-            with m.State("DUP_CMP"):
-                m.d.comb += mem_r.addr.eq(maddr(tail, cmp_idx))
-                with m.If(mem_r.data.lba == dup_lba):
+                    m.next = "CHECK_THE_ENTRIES_FOR_DUPLICATES"
+            with m.State("CHECK_THE_ENTRIES_FOR_DUPLICATES"):
+                m.d.comb += [overlaps.count.eq(n), mem_r.addr.eq(maddr(tail, overlaps.addr)),
+                             overlaps.lba.eq(mem_r.data.lba), overlaps.nlb.eq(1)]
+                with m.If(overlaps.done & overlaps.overlap):
                     finish(Status.DUPLICATE_LBA)
-                with m.Elif(cmp_idx + 1 == idx):
-                    m.d.sync += idx.eq(idx + 1)
-                    m.next = "DUP_READ"
-                with m.Else():
-                    m.d.sync += cmp_idx.eq(cmp_idx + 1)
-                    m.next = "DUP_ADDR"
+                with m.Elif(overlaps.done):
+                    m.next = "NEXT_MEMBER_LBA"
 
             # DEALLOCATE: the TRIM entry into the slot's scratch page after the header
-            with m.State("SCRATCH"):
+            with m.State("WRITE_THE_TRIM_RECORD_ENTRY"):
                 entry = Signal(layouts.TRIM_REC_ENTRY)
                 m.d.comb += [entry.lba.eq(c.lba), entry.nlb.eq(c.nlb)]
                 m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2) + word),
@@ -1264,15 +1232,15 @@ class Executor(wiring.Component):
                 with m.Elif(bus.ack):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == spec.TRIM_REC_ENTRY.size // 4 - 1):
-                        m.next = "LBAS"
+                        m.next = "NEXT_MEMBER_LBA"
 
             # the group's member LBAs, then its open
-            with m.State("LBAS"):
+            with m.State("NEXT_MEMBER_LBA"):
                 with m.If(idx == n):
-                    m.next = "OPEN"
+                    m.next = "OPEN_THE_GROUP"
                 with m.Else():
-                    m.next = "LBA"
-            with m.State("LBA"):
+                    m.next = "DECLARE_A_MEMBER_LBA"
+            with m.State("DECLARE_A_MEMBER_LBA"):
                 # mem_r shows member idx of the tail slot (atomic)
                 p = self.pub_member_lba.payload
                 m.d.comb += [p.slot.eq(tail), p.idx.eq(idx), self.pub_member_lba.valid.eq(1),
@@ -1281,8 +1249,8 @@ class Executor(wiring.Component):
                                           c.lba + idx))]
                 with m.If(self.pub_member_lba.ready):
                     m.d.sync += idx.eq(idx + 1)
-                    m.next = "LBAS"
-            with m.State("OPEN"):
+                    m.next = "NEXT_MEMBER_LBA"
+            with m.State("OPEN_THE_GROUP"):
                 o = self.pub_open.payload
                 m.d.comb += [o.slot.eq(tail), o.count.eq(n), o.trim_nlb.eq(Mux(kind == K.TRIM, c.nlb, 0)),
                              o.owner.eq(t), self.pub_open.valid.eq(1)]
@@ -1299,18 +1267,18 @@ class Executor(wiring.Component):
                         m.d.comb += [o.mode.eq(MemberMode.NONE), o.walk.eq(Walk.REMAP), o.trim_nlb.eq(ntrip)]
                 with m.If(self.pub_open.ready):
                     m.d.sync += [busy.bit_select(tail, 1).eq(1), idx.eq(0)]
-                    m.next = "ISSUE_WAIT"
+                    m.next = "WAIT_FOR_THE_RETRIES_TO_DRAIN"
             # members to the log writer back to back (the retry path waits meanwhile)
-            with m.State("ISSUE_WAIT"):
+            with m.State("WAIT_FOR_THE_RETRIES_TO_DRAIN"):
                 with m.If(idx == n):
                     m.d.sync += tail.eq(tail + 1)
-                    m.next = "IDLE"
+                    m.next = "WAIT_FOR_A_COMMAND"
                     if W:
                         with m.If((kind == K.DESTAGE) & resume):
-                            m.next = "RESUME"
+                            m.next = "RESUME_THE_COMMAND_AFTER_A_DESTAGE"
                 with m.Elif(retry_idle & ~retries.r_rdy):
-                    m.next = "ISSUE"
-            with m.State("ISSUE"):
+                    m.next = "ISSUE_A_MEMBER_PAGE"
+            with m.State("ISSUE_A_MEMBER_PAGE"):
                 m.d.comb += issuing.eq(1)
                 first_page = Mux(kind == K.APPEND, idx == 0, ~txs.started)
                 member_page(disp_page, tail, idx, kind, c.lba, c.buf, n, mem_r.data.lba, mem_r.data.buf,
@@ -1327,19 +1295,19 @@ class Executor(wiring.Component):
                                      slot_tag[tail].eq(self.page_seq[:32])]
                     m.d.sync += idx.eq(idx + 1)
                     with m.If((idx + 1 == n) & (kind == K.APPEND)):
-                        m.next = "APP_TOKEN"
+                        m.next = "MINT_THE_TOKEN"
                     with m.Elif(idx + 1 == n):
                         m.d.sync += tail.eq(tail + 1)
-                        m.next = "IDLE"
+                        m.next = "WAIT_FOR_A_COMMAND"
                         if W:
                             with m.If((kind == K.DESTAGE) & resume):
-                                m.next = "RESUME"      # back to the command the destage made room for
+                                m.next = "RESUME_THE_COMMAND_AFTER_A_DESTAGE"      # back to the command the destage made room for
                     with m.Else():
-                        m.next = "ISSUE_NEXT"
-            with m.State("ISSUE_NEXT"):
+                        m.next = "READ_THE_NEXT_MEMBER"
+            with m.State("READ_THE_NEXT_MEMBER"):
                 # one cycle for mem_r to show the next member
                 m.d.comb += issuing.eq(1)
-                m.next = "ISSUE"
+                m.next = "ISSUE_A_MEMBER_PAGE"
 
         # slot bookkeeping (after the FSMs: a slot freed and retaken in one cycle cannot happen,
         # the dispatcher waits for ~busy first)
