@@ -1,7 +1,7 @@
 # Repository-root conftest: makes `tb.common` importable from every test, and orders `make test`.
 #
 # Scheduling (`make test`: pytest-xdist, `--dist loadgroup`, two workers).  xdist hands out work units
-# (an xdist_group, or one test) biggest group first, so both workers used to start on SoC tests and
+# (an xdist_group, or one test) biggest group first, so both workers would start on SoC tests and
 # wait for the SoC simulation's build (about four minutes, most of it on one core).  Instead:
 #
 # * the controller starts that build in the background as the run begins (`soc/sim.py --build-only`;

@@ -99,7 +99,8 @@ def test_the_library_is_atomflash_device():
 
 
 def test_refused_reads_keep_no_host_memory(ssd):
-    """Three READs of LBA -1 then a valid 64-block READ: it used to fail with HostMemoryFull."""
+    """Three READs of LBA -1 then a valid 64-block READ: the refused READs leave no host memory taken, so
+    the last one does not fail with HostMemoryFull."""
     fake, dev = ssd
     n = dev.heap_bytes // 3 // LBA          # three leaks of this size would fill the queue's share
     assert n >= BIG
