@@ -15,6 +15,7 @@ import random
 
 import cocotb
 from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly, RisingEdge
+from cocotb.utils import get_sim_time
 
 
 def _sig(dut, name, part):
@@ -58,7 +59,8 @@ class StreamSource:
 
 class StreamSink:
     """Ready a cycle after valid (``backpressure`` of the payloads a gap later); collects every payload
-    (an int) in ``items``."""
+    (an int) in ``items``, and in ``times`` the simulation time (in steps) of the clock edge that took
+    it, so a bench can order what several sinks took."""
 
     def __init__(self, dut, name: str, clk, *, backpressure: float = 0.0, max_gap: int = 4, seed: int = 0):
         _check_share("backpressure", backpressure)
@@ -67,6 +69,7 @@ class StreamSink:
         self.backpressure, self.max_gap, self.rng = backpressure, max_gap, random.Random(seed)
         self.stalls = 0                         # payloads taken after holding ready low
         self.items: list[int] = []
+        self.times: list[int] = []
         self.event = Event()
         self.ready.value = 0
         cocotb.start_soon(self._run())
@@ -82,9 +85,11 @@ class StreamSink:
             payload = int(self.payload.value)
             self.ready.value = 1
             await RisingEdge(self.clk)
+            taken = get_sim_time()
             await FallingEdge(self.clk)
             self.ready.value = 0
             self.items.append(payload)
+            self.times.append(taken)
             self.event.set()
 
     async def wait_for(self, n: int) -> list[int]:

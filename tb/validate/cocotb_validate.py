@@ -1,16 +1,26 @@
-"""cocotb: the RTL validator decides as atomflash.command.static_status does."""
+"""cocotb: the RTL validator decides as atomflash.command.static_status does.
 
+``ValidateTB`` owns the validator, its clock, the command source (idle gaps) and the two verdict
+sinks (backpressure), the reference (``static_status``) and the scoreboard: every command leaves
+exactly once, on the stream its status names, in command order, the cycle after it was taken."""
+
+import os
 import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
 from atomflash import spec
 from atomflash.command import StaticLimits, static_status
 from atomflash.spec import Hint, Opcode, Status
+from rtl.host.queues import command_layout, completion_layout
+from sim.harness.layouts import pack, unpack
+from sim.harness.streams import StreamSink, StreamSource
 
 CAPACITY = 5000
+QUEUE_PAIRS = int(os.environ.get("VALIDATE_QUEUE_PAIRS", "4"))
+CMD_LAYOUT, CPL_LAYOUT = command_layout(QUEUE_PAIRS), completion_layout(QUEUE_PAIRS)
 
 
 def interesting_command(rng: random.Random) -> dict:
@@ -37,59 +47,113 @@ def interesting_command(rng: random.Random) -> dict:
     return c
 
 
+def entry_bits(c: dict) -> int:
+    """The submission entry as the host writes it (the spec record's bytes, little-endian)."""
+    return int.from_bytes(spec.CMD.pack(c), "little")
+
+
+class ValidateTB:
+    def __init__(self, dut, seed: int = 7):
+        self.dut, self.clk = dut, dut.clk
+        self.rng = random.Random(seed)
+        self.expected = []          # per command sent: ("accepted", payload fields) or ("rejected", ...)
+        self.statuses = {}          # how many commands the reference gave each status
+        self.taken = 0              # commands the validator took (the monitor's count)
+        self.cmd = self.accepted = self.rejected = None
+        cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
+
+    async def reset(self, *, idle=0.0, backpressure=0.0, drivers=True):
+        """Reset; with ``drivers`` the source and sinks take the streams (else the test drives them)."""
+        d = self.dut
+        d.rst.value = 1
+        d.cmd__valid.value = 0
+        d.capacity.value = CAPACITY
+        d.accepted__ready.value = 0
+        d.rejected__ready.value = 0
+        await ClockCycles(self.clk, 2)
+        d.rst.value = 0
+        if drivers:
+            seed = self.rng.getrandbits(32)
+            self.cmd = StreamSource(d, "cmd", self.clk, idle=idle, max_gap=3, seed=seed)
+            self.accepted = StreamSink(d, "accepted", self.clk, backpressure=backpressure, max_gap=3, seed=seed + 1)
+            self.rejected = StreamSink(d, "rejected", self.clk, backpressure=backpressure, max_gap=3, seed=seed + 2)
+            cocotb.start_soon(self._monitor())
+
+    async def _monitor(self):
+        """A command taken on a clock edge has its verdict out right after it, on one stream only."""
+        d = self.dut
+        while True:
+            await FallingEdge(self.clk)
+            await ReadOnly()                # the drivers change their signals on falling edges only
+            if d.cmd__valid.value and d.cmd__ready.value:
+                await RisingEdge(self.clk)
+                await ReadOnly()
+                self.taken += 1
+                assert int(d.accepted__valid.value) + int(d.rejected__valid.value) == 1, \
+                    f"command #{self.taken}: accepted {d.accepted__valid.value}, rejected {d.rejected__valid.value}"
+
+    def expect(self, c: dict, sqid: int) -> Status:
+        """The reference's verdict on (entry, queue), queued for the scoreboard."""
+        want = static_status(c, CAPACITY)
+        self.statuses[want] = self.statuses.get(want, 0) + 1
+        if want == Status.SUCCESS:
+            self.expected.append(("accepted", {"sqid": sqid, "cmd": entry_bits(c)}))
+        else:
+            self.expected.append(("rejected", {"sqid": sqid, "cid": c["cid"], "status": int(want), "result": 0}))
+        return want
+
+    async def send(self, c: dict, sqid: int):
+        self.expect(c, sqid)
+        await self.cmd.send(pack(CMD_LAYOUT, sqid=sqid, cmd=c))
+
+    async def verdicts(self) -> list:
+        """Every verdict so far, as (stream, payload fields), in the order the validator gave them."""
+        n = len(self.expected)
+        for _ in range(100 * n + 100):
+            if len(self.accepted.items) + len(self.rejected.items) >= n:
+                break
+            await RisingEdge(self.clk)
+        await ClockCycles(self.clk, 10)     # and nothing more comes
+        out = [(t, "accepted", unpack(CMD_LAYOUT, v, raw=("cmd",)))
+               for t, v in zip(self.accepted.times, self.accepted.items)]
+        out += [(t, "rejected", unpack(CPL_LAYOUT, v)) for t, v in zip(self.rejected.times, self.rejected.items)]
+        out.sort(key=lambda x: x[0])
+        assert len({t for t, _, _ in out}) == len(out), "two verdicts taken on one edge"
+        return [(stream, fields) for _, stream, fields in out]
+
+
 @cocotb.test()
 async def random_entries_match_python(dut):
-    rng = random.Random(7)
-    cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
-    dut.rst.value = 1
-    dut.cmd__valid.value = 0
-    dut.capacity.value = CAPACITY
-    dut.accepted__ready.value = 1
-    dut.rejected__ready.value = 1
-    await ClockCycles(dut.clk, 2)
-    dut.rst.value = 0
-    seen = {}
-    for n in range(1500):
-        c = interesting_command(rng)
-        sqid = rng.randrange(4)
-        want = static_status(c, CAPACITY)
-        seen[want] = seen.get(want, 0) + 1
-        dut.cmd__payload.value = sqid | (int.from_bytes(spec.CMD.pack(c), "little") << 2)
-        dut.cmd__valid.value = 1
-        await RisingEdge(dut.clk)
-        dut.cmd__valid.value = 0
-        await ReadOnly()
-        if want == Status.SUCCESS:
-            assert dut.accepted__valid.value == 1 and dut.rejected__valid.value == 0, f"#{n} {c} should pass"
-            assert int(dut.accepted__payload.value) >> 2 == int.from_bytes(spec.CMD.pack(c), "little")
-        else:
-            assert dut.rejected__valid.value == 1 and dut.accepted__valid.value == 0, f"#{n} {c} should fail"
-            payload = int(dut.rejected__payload.value)
-            got_status = payload >> 18 & 0x7FFF
-            assert got_status == want, f"#{n} {c}: RTL {Status(got_status).name} != {want.name}"
-            assert payload & 3 == sqid and payload >> 2 & 0xFFFF == c["cid"]
-        await RisingEdge(dut.clk)
-    assert len(seen) >= 10, f"the random entries exercised too few rules: {seen}"
+    tb = ValidateTB(dut, seed=7)
+    await tb.reset(idle=0.3, backpressure=0.3)
+    for _ in range(1500):
+        await tb.send(interesting_command(tb.rng), tb.rng.randrange(QUEUE_PAIRS))
+    got = await tb.verdicts()
+    assert len(got) == len(tb.expected) == tb.taken == 1500, (len(got), len(tb.expected), tb.taken)
+    for n, (g, want) in enumerate(zip(got, tb.expected)):
+        if g != want:
+            status = lambda v: Status(v[1]["status"]).name if v[0] == "rejected" else "SUCCESS"  # noqa: E731
+            assert g == want, f"#{n}: RTL {status(g)} {g} != Python {status(want)} {want}"
+    assert len(tb.statuses) >= 10, f"the random entries exercised too few rules: {tb.statuses}"
+    # the run proves it exercised them: commands after idle gaps, verdicts held on both streams
+    assert tb.cmd.gaps > 50 and tb.accepted.stalls > 20 and tb.rejected.stalls > 20, \
+        (tb.cmd.gaps, tb.accepted.stalls, tb.rejected.stalls)
 
 
 @cocotb.test()
 async def backpressure_holds_the_verdict(dut):
-    cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
-    dut.rst.value = 1
-    dut.capacity.value = CAPACITY
-    await ClockCycles(dut.clk, 2)
-    dut.rst.value = 0
-    dut.accepted__ready.value = 0
-    dut.rejected__ready.value = 0
+    tb = ValidateTB(dut)
+    await tb.reset(drivers=False)
     good = {f.name: 0 for f in spec.CMD.fields} | dict(opcode=Opcode.FLUSH, nsid=1, cid=1)
     bad = dict(good, opcode=0x7F, cid=2)
     for entry in (good, bad):
-        dut.cmd__payload.value = int.from_bytes(spec.CMD.pack(entry), "little") << 2
+        dut.cmd__payload.value = pack(CMD_LAYOUT, sqid=0, cmd=entry)
         dut.cmd__valid.value = 1
         await RisingEdge(dut.clk)
     await ReadOnly()
     assert dut.cmd__ready.value == 0, "a second entry must wait while the first is held"
     assert dut.accepted__valid.value == 1
+    assert unpack(CMD_LAYOUT, dut.accepted__payload.value, raw=("cmd",))["cmd"] == entry_bits(good)
     await RisingEdge(dut.clk)
     dut.accepted__ready.value = 1
     await RisingEdge(dut.clk)
@@ -97,4 +161,5 @@ async def backpressure_holds_the_verdict(dut):
     dut.accepted__ready.value = 0
     await ReadOnly()
     assert dut.rejected__valid.value == 1
-    assert int(dut.rejected__payload.value) >> 2 & 0xFFFF == 2
+    rejected = unpack(CPL_LAYOUT, dut.rejected__payload.value)
+    assert rejected["cid"] == 2 and rejected["status"] == Status.INVALID_OPCODE, rejected
