@@ -101,7 +101,7 @@ Input bytes pass one register before stage 1 (the source is usually a
 FIFO or a mux).  Latency, in cycles after the last byte is accepted: clean
 codeword 4; codeword with errors about ``4t + K + 16`` (K = codeword bytes;
 573 for the default code), dominated by the Chien scan.  Throughput: one byte per cycle in, one
-codeword per ``max(K, Chien)`` cycles; see docs/ecc.md and docs/ecc_bench.md.
+codeword per ``max(K, Chien)`` cycles; see docs/ecc.md and docs/results/ecc_bench.md.
 """
 
 from __future__ import annotations

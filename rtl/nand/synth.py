@@ -5,8 +5,8 @@
 Elaborates ``NandChannel`` with Amaranth and runs the checked Yosys
 ``synth_ecp5`` flow of :mod:`boards.synth` (YoWASP; fails on latches,
 combinational loops, unmapped memories; the page buffer maps to DP16KD), then
-writes docs/nand_channel_synth.md.  Place and route and Fmax of the
-controller core are in docs/boards.md (``make board-report``).
+writes docs/results/nand_channel_synth.md.  Place and route and Fmax of the
+controller core are in docs/results/boards.md (``make board-report``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "nand_channel_synth.md"
+DOC = ROOT / "docs" / "results" / "nand_channel_synth.md"
 
 
 def run(profile: str, ways: int, slots: int, ecc: bool = True) -> dict:
