@@ -97,3 +97,32 @@ class StreamSink:
             self.event.clear()
             await self.event.wait()
         return self.items
+
+
+class SettledStreamSink(StreamSink):
+    """A :class:`StreamSink` for an output whose ``valid`` follows an input combinationally (a
+    pass-through fed by a :class:`StreamSource`).  That source writes ``valid`` on the same falling
+    edge where a sink decides, and a write shows only once the edge's writes settle, so a plain sink
+    can read the stale ``valid`` of the payload it just took and take it again; this one raises
+    ``ready``, reads ``valid`` and the payload settled (ReadOnly), and takes nothing when ``valid`` is
+    low then."""
+
+    async def _run(self):
+        while True:
+            if not int(self.valid.value):
+                await RisingEdge(self.valid)
+            await FallingEdge(self.clk)
+            if self.backpressure and self.rng.random() < self.backpressure:
+                self.stalls += 1
+                await ClockCycles(self.clk, self.rng.randint(1, self.max_gap), rising=False)
+            self.ready.value = 1
+            await ReadOnly()
+            took, payload = int(self.valid.value), int(self.payload.value)
+            await RisingEdge(self.clk)
+            taken = get_sim_time()
+            await FallingEdge(self.clk)
+            self.ready.value = 0
+            if took:
+                self.items.append(payload)
+                self.times.append(taken)
+                self.event.set()
