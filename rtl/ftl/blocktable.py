@@ -72,9 +72,8 @@ class BlockTable(wiring.Component):
         m.d.comb += [
             target.eq(Mux(second, held.old, held.new)),
             index.eq(self.index_of(target)),
-            self.dma.adr.eq((self.table_base >> 2) + index),
-            self.dma.sel.eq(0xF),
         ]
+        counter = (self.table_base >> 2) + index
 
         def unmapped(p):
             return p.as_value() == spec.PPA_UNMAPPED
@@ -95,7 +94,7 @@ class BlockTable(wiring.Component):
                 with m.Else():
                     m.next = "READ"
             with m.State("READ"):
-                m.d.comb += [self.dma.cyc.eq(1), self.dma.stb.eq(1)]
+                wishbone.word_access(m, self.dma, counter)
                 with m.If(self.dma.err):
                     m.d.sync += self.errors.eq(self.errors + 1)
                     m.next = "STEP"
@@ -103,7 +102,7 @@ class BlockTable(wiring.Component):
                     m.d.sync += word.eq(Mux(second, self.dma.dat_r - 1, self.dma.dat_r + 1))
                     m.next = "WRITE"
             with m.State("WRITE"):
-                m.d.comb += [self.dma.cyc.eq(1), self.dma.stb.eq(1), self.dma.we.eq(1), self.dma.dat_w.eq(word)]
+                wishbone.word_access(m, self.dma, counter, word)
                 with m.If(self.dma.err):
                     m.d.sync += self.errors.eq(self.errors + 1)
                     m.next = "STEP"

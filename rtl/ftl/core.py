@@ -229,7 +229,8 @@ class FtlCore(wiring.Component):
         # executor <-> publisher <-> log writer
         wiring.connect(m, executor.pub_member_lba, publisher.member_lba)
         wiring.connect(m, executor.pub_open, publisher.open)
-        wiring.connect(m, executor.pub_member, publisher.member)
+        m.d.comb += [executor.pub_transfer_error.eq(publisher.transfer_error),
+                     executor.pub_no_page.eq(publisher.no_page)]
         wiring.connect(m, executor.pub_give_up, publisher.give_up)
         wiring.connect(m, publisher.retry, executor.pub_retry)
         wiring.connect(m, publisher.published, executor.pub_published)
@@ -256,11 +257,13 @@ class FtlCore(wiring.Component):
         # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating;
         # PAD pages for an exposed MLC lower page when both have been idle a while (rtl/ftl/pairing.py)
         assert executor.idx_bits + executor.slot_bits <= HOST_TAG_BITS, "executor tags must stay below PAD_TAG"
+        assert (executor.idx_bits, executor.slot_bits) == (publisher.idx_bits, publisher.slot_bits), \
+            "the executor tags its pages as the publisher reads them"
         m.submodules.pairing = pairing = PairedPages(channels=C, ways=self.ways, pad_tag=PAD_TAG,
                                                      pad_idle=self.pad_idle)
         m.submodules.logport = logport = LogPortArbiter(die_bits=alloc.die_bits)
         wiring.connect(m, executor.page, logport.host)
-        wiring.connect(m, logport.host_done, executor.page_done)
+        wiring.connect(m, logport.host_done, publisher.member)     # the executor's pages, tagged Publisher.member_tag
         wiring.connect(m, relocator.page, logport.reloc)
         wiring.connect(m, logport.reloc_done, relocator.page_done)
         wiring.connect(m, pairing.pad, logport.pad)

@@ -59,9 +59,6 @@ class BufferDMA(wiring.Component):
         error = Signal()
 
         m.d.comb += [
-            self.bus.adr.eq(mem_word),
-            self.bus.sel.eq(0xF),
-            self.bus.dat_w.eq(self.buf.r_data),
             self.buf.addr.eq(buf_addr),
             self.buf.w_data.eq(self.bus.dat_r),
             self.done.payload.error.eq(error),
@@ -87,7 +84,7 @@ class BufferDMA(wiring.Component):
                         m.next = "READ_BUFFER"
 
             with m.State("READ_MEMORY"):
-                m.d.comb += [self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+                wishbone.word_access(m, self.bus, mem_word)
                 with m.If(self.bus.err):
                     m.d.sync += error.eq(1)
                     m.next = "DONE"
@@ -100,7 +97,7 @@ class BufferDMA(wiring.Component):
             with m.State("READ_BUFFER"):
                 m.next = "WRITE_MEMORY"  # buffer data arrives one cycle after its address
             with m.State("WRITE_MEMORY"):
-                m.d.comb += [self.bus.cyc.eq(1), self.bus.stb.eq(1), self.bus.we.eq(1)]
+                wishbone.word_access(m, self.bus, mem_word, self.buf.r_data)
                 with m.If(self.bus.err):
                     m.d.sync += error.eq(1)
                     m.next = "DONE"

@@ -134,7 +134,7 @@ from rtl.lib import wishbone
 
 from .appendtable import AppendTable
 from .listcheck import RangeOverlapChecker
-from .logwriter import PAGE_DONE, PAGE_WRITE
+from .logwriter import PAGE_WRITE
 from .pending import PendingOp, PendingUserSignature
 from .publisher import MemberMode, Publisher, Walk
 from .reader import OverrideSignature, read_layout
@@ -168,12 +168,14 @@ class Executor(wiring.Component):
     Ports
     -----
     cmd : In(stream of command_layout) / cpl : Out(stream of completion_layout)
-    page : Out(stream of PAGE_WRITE) / page_done : In(stream of PAGE_DONE)
-        The log writer.
+    page : Out(stream of PAGE_WRITE)
+        The log writer (its completions go to the publisher; a page's tag is ``Publisher.member_tag``).
     page_lock : Out(1)
         A group is being issued: nobody else may take the log writer until it drops.
-    pub_member_lba, pub_open, pub_member, pub_give_up : Out(streams) / pub_retry, pub_published : In(streams)
+    pub_member_lba, pub_open, pub_give_up : Out(streams) / pub_retry, pub_published : In(streams)
         The publisher (same payloads as its ports).
+    pub_transfer_error, pub_no_page : In(slots)
+        The publisher's notes on each slot's members: a bus error on the host buffer, no page found.
     read : Out(stream of read_layout)
         READ commands for the Reader.
     bus : Out(wishbone.Signature)
@@ -234,13 +236,12 @@ class Executor(wiring.Component):
             "cpl": Out(stream.Signature(completion_layout(queue_pairs))),
             "page": Out(stream.Signature(PAGE_WRITE)),
             "page_lock": Out(1),
-            "page_done": In(stream.Signature(PAGE_DONE)),
             "pub_member_lba": Out(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits,
                                                                                  "owner": self.owner_bits}))),
             "pub_open": Out(stream.Signature(Publisher.open_layout(self.slot_bits, self.idx_bits,
                                                                    self.owner_bits))),
-            "pub_member": Out(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32,
-                                                                             "vseq": 64}))),
+            "pub_transfer_error": In(slots),
+            "pub_no_page": In(slots),
             "pub_give_up": Out(stream.Signature(data.StructLayout(slot_idx))),
             "pub_retry": In(stream.Signature(data.StructLayout(slot_idx | {"vseq": 64}))),
             "pub_published": In(stream.Signature(data.StructLayout({"slot": self.slot_bits, "bus_error": 1,
@@ -315,8 +316,8 @@ class Executor(wiring.Component):
         slot_buf = Array(Signal(32, name=f"buf{s}") for s in range(S))
         slot_n = Array(Signal(self.idx_bits + 1, name=f"n{s}") for s in range(S))
         slot_fails = Array(Signal(range(self.max_retries + 2), name=f"fails{s}") for s in range(S))
-        slot_xfer = Signal(S)        # a bus error on the slot's host buffer
-        slot_nopage = Signal(S)      # a member found no page (log writer give_up): NO_SPACE
+        slot_xfer = self.pub_transfer_error     # a bus error on the slot's host buffer
+        slot_nopage = self.pub_no_page          # a member found no page (log writer give_up): NO_SPACE
         # atomic members' (lba, buf), per slot and member
         member_shape = data.StructLayout({"lba": 32, "buf": 32})
         m.submodules.members = members = memory.Memory(shape=member_shape, depth=S * M, init=[])
@@ -386,19 +387,6 @@ class Executor(wiring.Component):
             # a dropped append: the publisher frees its entries (and then the slot)
             m.d.comb += [apps.dropped.eq((pk == K.APPEND) & pub.dropped), apps.dropped_slot.eq(pt - T)]
 
-        # -- log writer completions go to the publisher; note buffer bus errors ------
-        done = self.page_done.payload
-        done_slot = done.tag[self.idx_bits:self.idx_bits + self.slot_bits]
-        m.d.comb += [self.pub_member.valid.eq(self.page_done.valid), self.page_done.ready.eq(self.pub_member.ready),
-                     self.pub_member.payload.slot.eq(done_slot),
-                     self.pub_member.payload.idx.eq(done.tag[:self.idx_bits]),
-                     self.pub_member.payload.result.eq(done.result), self.pub_member.payload.ppa.eq(done.ppa),
-                     self.pub_member.payload.vseq.eq(done.vseq)]
-        xfer_set, nopage_set = Signal(S), Signal(S)
-        with m.If(self.page_done.valid & self.page_done.ready & done.dma_error):
-            m.d.comb += xfer_set.bit_select(done_slot, 1).eq(1)
-        with m.If(self.page_done.valid & self.page_done.ready & done.no_page):
-            m.d.comb += nopage_set.bit_select(done_slot, 1).eq(1)
 
         # -- the page port: the dispatcher (a whole group at a time) or the retry path
         issuing = Signal()
@@ -415,7 +403,8 @@ class Executor(wiring.Component):
         def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf, tag, triples):
             """PAGE_WRITE of member ``idx`` of ``slot`` (comb)."""
             o = pg.oob
-            m.d.comb += [pg.tag.eq(Cat(idx[:self.idx_bits], slot[:self.slot_bits])), o.kind.eq(Kind.DATA)]
+            tag = Signal(Publisher.member_tag(self.slot_bits, self.idx_bits))
+            m.d.comb += [tag.idx.eq(idx), tag.slot.eq(slot), pg.tag.eq(tag), o.kind.eq(Kind.DATA)]
             with m.Switch(kind):
                 with m.Case(K.WRITE):
                     m.d.comb += [pg.mem_addr.eq(buf_base + idx * page_data), o.lba.eq(lba_base + idx),
@@ -541,7 +530,7 @@ class Executor(wiring.Component):
             m.next = "POST_THE_IMMEDIATE_COMPLETION"
 
         bus = self.bus
-        m.d.comb += bus.sel.eq(0xF)
+        record_body = (self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2   # the tail slot's record, after its header
         copy_src = Signal(32)
         ow = Signal(range(4 * (T + A) + 1))  # GET_LOG OPEN: the word being written
         o_t = Signal(range(T))               # ... its transaction slot (words 0 .. 4T - 1)
@@ -614,8 +603,8 @@ class Executor(wiring.Component):
                     with m.If(cache.lock_granted):
                         m.next = "READ_A_WORD_OF_THE_HOST_PAGE"
                 with m.State("READ_A_WORD_OF_THE_HOST_PAGE"):
-                    m.d.comb += [cache.lock_req.eq(1), bus.adr.eq(((c.buf[:32] + idx * page_data) >> 2) + cw_word),
-                                 bus.cyc.eq(1), bus.stb.eq(1)]
+                    m.d.comb += [cache.lock_req.eq(1)]
+                    wishbone.word_access(m, bus, ((c.buf[:32] + idx * page_data) >> 2) + cw_word)
                     with m.If(bus.err):
                         m.d.comb += cache.fill_abort.eq(1)
                         finish(Status.DATA_TRANSFER_ERROR)
@@ -623,8 +612,8 @@ class Executor(wiring.Component):
                         m.d.sync += copy_word.eq(bus.dat_r)
                         m.next = "WRITE_IT_INTO_THE_CACHE_PAGE"
                 with m.State("WRITE_IT_INTO_THE_CACHE_PAGE"):
-                    m.d.comb += [cache.lock_req.eq(1), bus.adr.eq((cache.fill_addr >> 2) + cw_word),
-                                 bus.dat_w.eq(copy_word), bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
+                    m.d.comb += [cache.lock_req.eq(1)]
+                    wishbone.word_access(m, bus, (cache.fill_addr >> 2) + cw_word, copy_word)
                     with m.If(bus.err):
                         m.d.comb += cache.fill_abort.eq(1)
                         finish(Status.INTERNAL_ERROR)
@@ -753,15 +742,14 @@ class Executor(wiring.Component):
 
             # IDENTIFY / GET_LOG: word copy from firmware memory to the host buffer
             with m.State("READ_A_WORD_OF_THE_RECORD"):
-                m.d.comb += [bus.adr.eq((copy_src >> 2) + word), bus.cyc.eq(1), bus.stb.eq(1)]
+                wishbone.word_access(m, bus, (copy_src >> 2) + word)
                 with m.If(bus.err):
                     finish(Status.INTERNAL_ERROR)
                 with m.Elif(bus.ack):
                     m.d.sync += copy_word.eq(bus.dat_r)
                     m.next = "WRITE_IT_TO_THE_HOST_BUFFER"
             with m.State("WRITE_IT_TO_THE_HOST_BUFFER"):
-                m.d.comb += [bus.adr.eq((c.buf[:32] >> 2) + word), bus.dat_w.eq(copy_word), bus.we.eq(1),
-                             bus.cyc.eq(1), bus.stb.eq(1)]
+                wishbone.word_access(m, bus, (c.buf[:32] >> 2) + word, copy_word)
                 if W:       # IDENTIFY.volatile_cache: the cache's bytes, whatever the firmware's record says
                     with m.If((c.opcode == Opcode.IDENTIFY) & (word == VOLATILE_CACHE_WORD)):
                         m.d.comb += bus.dat_w.eq(W * page_data)
@@ -806,8 +794,7 @@ class Executor(wiring.Component):
                     m.d.comb += s_word.eq(txr.as_value().word_select(s_field, 32))
                 with m.Else():
                     m.d.comb += s_word.eq(apr.as_value().word_select(s_field, 32))
-                m.d.comb += [bus.adr.eq((c.buf[:32] >> 2) + sw), bus.dat_w.eq(s_word),
-                             bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
+                wishbone.word_access(m, bus, (c.buf[:32] >> 2) + sw, s_word)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
@@ -830,10 +817,9 @@ class Executor(wiring.Component):
             with m.State("SNAPSHOT_WRITE_ENTRY"):
                 er = Signal(layouts.SNAP_ENTRY)
                 m.d.comb += [er.flags.valid.eq(s_entry.valid), er.flags.owner.eq(s_entry.owner), er.lba.eq(s_entry.lba),
-                             er.ppa.eq(s_entry.ppa),
-                             bus.adr.eq((c.buf[:32] >> 2) + snap_slot_words + Cat(s_ew, s_e)),
-                             bus.dat_w.eq(er.as_value().word_select(s_ew, 32)),
-                             bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
+                             er.ppa.eq(s_entry.ppa)]
+                wishbone.word_access(m, bus, (c.buf[:32] >> 2) + snap_slot_words + Cat(s_ew, s_e),
+                                     er.as_value().word_select(s_ew, 32))
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
@@ -869,8 +855,8 @@ class Executor(wiring.Component):
                             m.d.comb += o_word.eq(Mux(app_live_o, apps.read_meta.check, 0))
                         with m.Case(2):
                             m.d.comb += o_word.eq(Mux(app_live_o, apps.read_meta.nlb, 0))
-                m.d.comb += [apps.read_addr.eq(o_h), bus.adr.eq((c.buf[:32] >> 2) + ow), bus.dat_w.eq(o_word),
-                             bus.we.eq(1), bus.cyc.eq(1), bus.stb.eq(1)]
+                m.d.comb += [apps.read_addr.eq(o_h)]
+                wishbone.word_access(m, bus, (c.buf[:32] >> 2) + ow, o_word)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
@@ -971,8 +957,7 @@ class Executor(wiring.Component):
 
             # REMAP: read the triples (6 words each), then check them all, in the model's order
             with m.State("READ_THE_REMAP_TRIPLES"):
-                m.d.comb += [bus.adr.eq((c.list[:32] >> 2) + ti * (spec.REMAP_ENTRY.size // 4) + word),
-                             bus.cyc.eq(1), bus.stb.eq(1)]
+                wishbone.word_access(m, bus, (c.list[:32] >> 2) + ti * (spec.REMAP_ENTRY.size // 4) + word)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
@@ -1094,10 +1079,7 @@ class Executor(wiring.Component):
                 m.d.comb += [rec.lba.eq(trip_a.lba), rec.first_vseq.eq(apps.read_first), rec.nlb.eq(trip_a.nlb),
                              apps.read_addr.eq(trip_a.handle[:hbits])]
                 entry_words = spec.REMAP_REC_ENTRY.size // 4
-                m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2)
-                                        + ti * entry_words + word),
-                             bus.dat_w.eq(rec.as_value().word_select(word[:3], 32)), bus.we.eq(1),
-                             bus.cyc.eq(1), bus.stb.eq(1)]
+                wishbone.word_access(m, bus, record_body + ti * entry_words + word, rec.as_value().word_select(word[:3], 32))
                 with m.If(bus.err):
                     finish(Status.INTERNAL_ERROR)
                 with m.Elif(bus.ack):
@@ -1166,9 +1148,7 @@ class Executor(wiring.Component):
             with m.State("WRITE_THE_COMMIT_RECORD_BODY"):
                 body = Signal(layouts.COMMIT_BODY)
                 m.d.comb += [body.first_vseq.eq(txs.first), body.npages.eq(txs.npages), body.tid.eq(c.tid)]
-                m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2) + word),
-                             bus.dat_w.eq(body.as_value().word_select(word[:2], 32)), bus.we.eq(1),
-                             bus.cyc.eq(1), bus.stb.eq(1)]
+                wishbone.word_access(m, bus, record_body + word, body.as_value().word_select(word[:2], 32))
                 with m.If(bus.err):
                     finish(Status.INTERNAL_ERROR)
                 with m.Elif(bus.ack):
@@ -1179,8 +1159,7 @@ class Executor(wiring.Component):
 
             # ATOMIC_WRITE: read the list (4 words per entry), check each entry
             with m.State("READ_THE_ATOMIC_LIST"):
-                m.d.comb += [bus.adr.eq((c.list[:32] >> 2) + Cat(word[:2], idx[:self.idx_bits])),
-                             bus.cyc.eq(1), bus.stb.eq(1)]
+                wishbone.word_access(m, bus, (c.list[:32] >> 2) + Cat(word[:2], idx[:self.idx_bits]))
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
@@ -1224,9 +1203,7 @@ class Executor(wiring.Component):
             with m.State("WRITE_THE_TRIM_RECORD_ENTRY"):
                 entry = Signal(layouts.TRIM_REC_ENTRY)
                 m.d.comb += [entry.lba.eq(c.lba), entry.nlb.eq(c.nlb)]
-                m.d.comb += [bus.adr.eq(((self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2) + word),
-                             bus.dat_w.eq(entry.as_value().word_select(word[:2], 32)), bus.we.eq(1),
-                             bus.cyc.eq(1), bus.stb.eq(1)]
+                wishbone.word_access(m, bus, record_body + word, entry.as_value().word_select(word[:2], 32))
                 with m.If(bus.err):
                     finish(Status.INTERNAL_ERROR)
                 with m.Elif(bus.ack):
@@ -1252,8 +1229,10 @@ class Executor(wiring.Component):
                     m.next = "NEXT_MEMBER_LBA"
             with m.State("OPEN_THE_GROUP"):
                 o = self.pub_open.payload
+                # a doomed transaction's commit (no record, so no member to find no page) answers as its write did
                 m.d.comb += [o.slot.eq(tail), o.count.eq(n), o.trim_nlb.eq(Mux(kind == K.TRIM, c.nlb, 0)),
-                             o.owner.eq(t), self.pub_open.valid.eq(1)]
+                             o.owner.eq(t), o.no_page.eq((kind == K.COMMIT) & (n == 0) & txs.doomed_no_page),
+                             self.pub_open.valid.eq(1)]
                 with m.Switch(kind):
                     with m.Case(K.TX):
                         m.d.comb += [o.mode.eq(MemberMode.STAGE), o.walk.eq(Mux(final, Walk.COMMIT, Walk.NONE))]
@@ -1314,14 +1293,6 @@ class Executor(wiring.Component):
         for s in range(S):
             with m.If(slot_freed[s]):
                 m.d.sync += busy[s].eq(0)
-            with m.If(xfer_set[s]):
-                m.d.sync += slot_xfer[s].eq(1)
-            with m.If(nopage_set[s]):
-                m.d.sync += slot_nopage[s].eq(1)
-        with m.If(self.pub_open.valid & self.pub_open.ready):
-            # a doomed transaction's commit (no record, so no member to find no page) answers as its write did
-            doomed_commit_nopage = (kind == K.COMMIT) & (n == 0) & txs.doomed_no_page
-            m.d.sync += [slot_xfer.bit_select(tail, 1).eq(0), slot_nopage.bit_select(tail, 1).eq(doomed_commit_nopage)]
         if W:
             fired = self.pub_published.valid & self.pub_published.ready
             m.d.comb += [cache.published.eq(fired & pub_destage), cache.published_slot.eq(pub.slot),

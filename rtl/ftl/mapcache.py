@@ -254,14 +254,8 @@ class MapCache(wiring.Component):
                         m.d.sync += [waited.eq(1), self.faults.eq(self.faults + 1)]
 
             with m.State("FILL"):
-                m.d.comb += [
-                    self.dma.adr.eq(table_word(tag, set_index, word)),
-                    self.dma.sel.eq(0xF),
-                    self.dma.cyc.eq(1),
-                    self.dma.stb.eq(1),
-                    line_wr.addr.eq(line_addr(way, word)),
-                    line_wr.data.eq(self.dma.dat_r),
-                ]
+                wishbone.word_access(m, self.dma, table_word(tag, set_index, word))
+                m.d.comb += [line_wr.addr.eq(line_addr(way, word)), line_wr.data.eq(self.dma.dat_r)]
                 with m.If(self.dma.err):
                     m.d.sync += error.eq(1)
                     m.next = "RESPOND"
@@ -301,15 +295,8 @@ class MapCache(wiring.Component):
                 m.d.comb += line_rd.addr.eq(line_addr(way, word))
                 m.next = "WRITEBACK_WRITE"
             with m.State("WRITEBACK_WRITE"):
-                m.d.comb += [
-                    line_rd.addr.eq(line_addr(way, word)),  # hold the read data
-                    self.dma.adr.eq(table_word(victim.tag, set_index, word)),
-                    self.dma.dat_w.eq(line_rd.data),
-                    self.dma.sel.eq(0xF),
-                    self.dma.we.eq(1),
-                    self.dma.cyc.eq(1),
-                    self.dma.stb.eq(1),
-                ]
+                m.d.comb += line_rd.addr.eq(line_addr(way, word))  # hold the read data
+                wishbone.word_access(m, self.dma, table_word(victim.tag, set_index, word), line_rd.data)
                 with m.If(self.dma.err):
                     m.d.sync += error.eq(1)
                     m.next = "RESPOND"

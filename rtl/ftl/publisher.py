@@ -10,8 +10,13 @@ nothing half-visible (recovery proves the group complete from the OOB
 records, ``atomflash.model.recover``).
 
 For each command slot the executor declares the member LBAs
-(``member_lba``) and the group size (``open``), then hands the log writer's
-completions in as ``member``.  A member that failed to program is sent back on
+(``member_lba``) and the group size (``open``); the log writer's completions
+of its pages come in as ``member``, straight from the log port (the page's
+tag is ``member_tag``: slot and index).  The publisher notes, per slot,
+whether a member's host buffer gave a bus error (``transfer_error``) or the
+log writer found no page for it (``no_page``): the executor gives such a group
+up rather than retry it, and answers DATA_TRANSFER_ERROR or NO_SPACE.  A
+member that failed to program is sent back on
 ``retry`` with the version it was stamped with (the executor re-issues it on a
 fresh page keeping that vseq, so the group's versions stay first..first+N-1);
 a member the executor stops retrying comes back as ``give_up`` and the group
@@ -73,6 +78,7 @@ from atomflash import spec
 from atomflash.spec import NandResult
 
 from .blocktable import REBIND
+from .logwriter import PAGE_DONE
 from .mapcache import RESPONSE, MapOp, request_layout
 from .pending import PendingOp, PendingUserSignature
 
@@ -104,13 +110,17 @@ class Publisher(wiring.Component):
     -----
     member_lba : In(stream {slot, idx, lba, owner})
         Member ``idx`` of the slot's group binds ``lba`` (a REMAP's triple ``idx``: ``owner``'s pages at ``lba``).
-    open : In(stream {slot, count, trim_nlb, mode, walk, owner})
+    open : In(stream {slot, count, trim_nlb, mode, walk, owner, no_page})
         The slot's group has ``count`` (0..max_members) members; send it
         after its member LBAs and before its first ``member``, slots in ring
         order.  ``trim_nlb`` != 0: a trim; ``mode`` (``MemberMode``),
-        ``walk`` (``Walk``), ``owner``: transactions (see above).
-    member : In(stream {slot, idx, result, ppa, vseq})
-        The log writer's completion for a member (``NandResult``).
+        ``walk`` (``Walk``), ``owner``: transactions (see above);
+        ``no_page``: the slot's ``no_page`` starts set.
+    member : In(stream of PAGE_DONE)
+        The log writer's completion for a member (tag ``member_tag``; ``NandResult``).
+    transfer_error, no_page : Out(slots)
+        Per slot since its ``open``: a member's host buffer gave a bus error / the log
+        writer found no page for a member.
     give_up : In(stream {slot, idx})
         The executor will not retry this failed member: the group is dropped.
     retry : Out(stream {slot, idx, vseq})
@@ -145,7 +155,9 @@ class Publisher(wiring.Component):
             "member_lba": In(stream.Signature(data.StructLayout(slot_idx | {"lba": lba_bits,
                                                                              "owner": self.owner_bits}))),
             "open": In(stream.Signature(self.open_layout(self.slot_bits, self.idx_bits, self.owner_bits))),
-            "member": In(stream.Signature(data.StructLayout(slot_idx | {"result": 8, "ppa": 32, "vseq": 64}))),
+            "member": In(stream.Signature(PAGE_DONE)),
+            "transfer_error": Out(slots),
+            "no_page": Out(slots),
             "give_up": In(stream.Signature(data.StructLayout(slot_idx))),
             "retry": Out(stream.Signature(data.StructLayout(slot_idx | {"vseq": 64}))),
             "map_lock": Out(1),
@@ -163,7 +175,12 @@ class Publisher(wiring.Component):
     @staticmethod
     def open_layout(slot_bits, idx_bits, owner_bits):
         return data.StructLayout({"slot": slot_bits, "count": idx_bits + 1, "trim_nlb": 32,
-                                  "mode": 2, "walk": 3, "owner": owner_bits})
+                                  "mode": 2, "walk": 3, "owner": owner_bits, "no_page": 1})
+
+    @staticmethod
+    def member_tag(slot_bits, idx_bits):
+        """A member page's log-writer tag: its index in the group, then its slot."""
+        return data.StructLayout({"idx": idx_bits, "slot": slot_bits})
 
     def elaborate(self, platform):
         m = Module()
@@ -193,27 +210,35 @@ class Publisher(wiring.Component):
                      lba_w.data.lba.eq(ml.payload.lba), lba_w.data.owner.eq(ml.payload.owner), lba_w.en.eq(ml.valid)]
         # members: OK ones are counted and their page kept, failed ones go back
         mb = self.member
+        mtag = Signal(self.member_tag(self.slot_bits, self.idx_bits))
+        m.d.comb += mtag.eq(mb.payload.tag)
         ok = mb.payload.result == NandResult.OK
-        m.d.comb += [self.retry.payload.slot.eq(mb.payload.slot), self.retry.payload.idx.eq(mb.payload.idx),
+        m.d.comb += [self.retry.payload.slot.eq(mtag.slot), self.retry.payload.idx.eq(mtag.idx),
                      self.retry.payload.vseq.eq(mb.payload.vseq),
                      self.retry.valid.eq(mb.valid & ~ok),
                      mb.ready.eq(ok | self.retry.ready),
-                     ppa_w.addr.eq(addr(mb.payload.slot, mb.payload.idx)), ppa_w.data.eq(mb.payload.ppa),
+                     ppa_w.addr.eq(addr(mtag.slot, mtag.idx)), ppa_w.data.eq(mb.payload.ppa),
                      ppa_w.en.eq(mb.valid & ok)]
+        taken = mb.valid & mb.ready
         # give_up and open are always accepted; a member and a give_up in one cycle both count
         gu = self.give_up
         m.d.comb += [self.open.ready.eq(1), gu.ready.eq(1)]
         head = Signal(self.slot_bits)
         retire = Signal()
         for s in range(S):
-            counted = (mb.valid & ok & (mb.payload.slot == s)) + (gu.valid & (gu.payload.slot == s))
+            counted = (mb.valid & ok & (mtag.slot == s)) + (gu.valid & (gu.payload.slot == s))
             with m.If(self.open.valid & (self.open.payload.slot == s)):
                 op = self.open.payload
                 m.d.sync += [expected[s].eq(op.count), resolved[s].eq(0),
                              opened[s].eq(1), dropped[s].eq(0), trim_nlb[s].eq(op.trim_nlb),
-                             slot_mode[s].eq(op.mode), slot_walk[s].eq(op.walk), slot_owner[s].eq(op.owner)]
+                             slot_mode[s].eq(op.mode), slot_walk[s].eq(op.walk), slot_owner[s].eq(op.owner),
+                             self.transfer_error[s].eq(0), self.no_page[s].eq(op.no_page)]
             with m.Else():
                 m.d.sync += resolved[s].eq(resolved[s] + counted)
+                with m.If(taken & (mtag.slot == s) & mb.payload.dma_error):
+                    m.d.sync += self.transfer_error[s].eq(1)
+                with m.If(taken & (mtag.slot == s) & mb.payload.no_page):
+                    m.d.sync += self.no_page[s].eq(1)
                 with m.If(gu.valid & (gu.payload.slot == s)):
                     m.d.sync += dropped[s].eq(1)
                 with m.If(retire & (head == s)):

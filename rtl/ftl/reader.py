@@ -163,8 +163,7 @@ class Reader(wiring.Component):
         # the host bus: the DMA, the zero filler or the cache copier
         m.d.comb += caddr_r.addr.eq(idx)
         with m.If(zeroing):
-            m.d.comb += [self.bus.adr.eq((mem_addr >> 2) + word), self.bus.dat_w.eq(0), self.bus.sel.eq(0xF),
-                         self.bus.we.eq(1), self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+            wishbone.word_access(m, self.bus, (mem_addr >> 2) + word, 0)
         with m.Elif(copying):
             pass        # driven by the CACHE states
         with m.Else():
@@ -251,8 +250,8 @@ class Reader(wiring.Component):
                         m.next = "NEXT"
             # a cache hit: word by word from the cache page to the host buffer
             with m.State("CACHE_RD"):
-                m.d.comb += [copying.eq(1), self.bus.adr.eq((caddr_r.data >> 2) + word), self.bus.sel.eq(0xF),
-                             self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+                m.d.comb += copying.eq(1)
+                wishbone.word_access(m, self.bus, (caddr_r.data >> 2) + word)
                 with m.If(self.bus.err):
                     m.d.sync += status.eq(Status.INTERNAL_ERROR)
                     m.next = "DONE"
@@ -260,8 +259,8 @@ class Reader(wiring.Component):
                     m.d.sync += copy_word.eq(self.bus.dat_r)
                     m.next = "CACHE_WR"
             with m.State("CACHE_WR"):
-                m.d.comb += [copying.eq(1), self.bus.adr.eq((mem_addr >> 2) + word), self.bus.dat_w.eq(copy_word),
-                             self.bus.sel.eq(0xF), self.bus.we.eq(1), self.bus.cyc.eq(1), self.bus.stb.eq(1)]
+                m.d.comb += copying.eq(1)
+                wishbone.word_access(m, self.bus, (mem_addr >> 2) + word, copy_word)
                 with m.If(self.bus.err):
                     m.d.sync += status.eq(Status.DATA_TRANSFER_ERROR)
                     m.next = "DONE"

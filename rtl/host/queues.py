@@ -269,12 +269,7 @@ class HostQueues(wiring.Component):
                     m.next = "FETCH"
             with m.State("FETCH"):
                 base = sq_base[fetch_q] + (sq_head[fetch_q] << 6)
-                m.d.comb += [
-                    self.dma.adr.eq((base >> 2) + word),
-                    self.dma.sel.eq(0xF),
-                    self.dma.cyc.eq(1),
-                    self.dma.stb.eq(1),
-                ]
+                wishbone.word_access(m, self.dma, (base >> 2) + word)
                 with m.If(self.dma.err):
                     error(bus_error)
                     m.next = "IDLE"
@@ -290,14 +285,7 @@ class HostQueues(wiring.Component):
             with m.State("POST"):
                 # Words 0..3, phase-bearing word 3 last.
                 base = cq_base[cpl_q] + (cq_tail[cpl_q] << 4)
-                m.d.comb += [
-                    self.dma.adr.eq((base >> 2) + word[:2]),
-                    self.dma.dat_w.eq(cpl_words[word[:2]]),
-                    self.dma.sel.eq(0xF),
-                    self.dma.we.eq(1),
-                    self.dma.cyc.eq(1),
-                    self.dma.stb.eq(1),
-                ]
+                wishbone.word_access(m, self.dma, (base >> 2) + word[:2], cpl_words[word[:2]])
                 with m.If(self.dma.err):
                     error(bus_error)
                     m.next = "IDLE"

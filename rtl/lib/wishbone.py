@@ -91,3 +91,13 @@ class Arbiter(wiring.Component):
         with m.If(~busy & any_):
             m.d.sync += grant.eq(following)
         return m
+
+
+def word_access(m, bus, adr, dat_w=None):
+    """One classic-Wishbone word access on the initiator ``bus``: every lane, ``adr`` a word address; a
+    write of ``dat_w`` when it is given, else a read.  Driven combinationally, so call it in each FSM
+    state (or branch) that holds the access: the cycle lasts while the state does, and ends when the
+    state moves on at ``bus.ack`` (``bus.dat_r`` then holds a read's word) or ``bus.err``."""
+    m.d.comb += [bus.adr.eq(adr), bus.sel.eq((1 << len(bus.sel)) - 1), bus.cyc.eq(1), bus.stb.eq(1)]
+    if dat_w is not None:
+        m.d.comb += [bus.we.eq(1), bus.dat_w.eq(dat_w)]

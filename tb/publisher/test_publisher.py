@@ -1,7 +1,10 @@
 """rtl/ftl/publisher.py in amaranth.sim against a Python executor, log writer
 and map: groups in several slots with overlapping LBAs (and trims, which unbind a
 range once their record is programmed), members completing in random order with injected program failures (retried on new pages, keeping
-their vseq), some groups given up and some empty (FLUSH).  No map write of a
+their vseq), some groups given up (some of those because a member's host buffer gave a
+bus error or the log writer found it no page, which the publisher notes per
+slot) and some empty (FLUSH).  Members come in as the log writer's
+completions (PAGE_DONE, tagged with slot and index).  No map write of a
 group happens before every member is programmed or while the map port is not
 granted; groups are published in open order, so the map ends with the
 bindings of the last-opened group per LBA; dropped groups bind nothing;
@@ -13,6 +16,7 @@ from amaranth.sim import Simulator
 
 from atomflash.spec import NandResult
 from rtl.ftl.mapcache import MapOp
+from rtl.spec import PPA
 from rtl.ftl.publisher import Publisher
 
 SLOTS, MAXM = 4, 8
@@ -23,6 +27,7 @@ class PublisherTB:
     def __init__(self, seed):
         self.dut = Publisher(slots=SLOTS, max_members=MAXM, lba_bits=16)
         self.rng = random.Random(seed)
+        self.note_rng = random.Random(seed + 1000)   # the per-slot notes' draws, apart from the groups'
         self.map = {}                         # the "MapCache"
         self.map_log = []                     # (lba, ppa) in the order written
         self.rebinds = []
@@ -32,6 +37,8 @@ class PublisherTB:
         self.next_ppa = 1
         self.retries = 0
         self.violations = []
+        self.notes = [[0, 0] for _ in range(SLOTS)]   # per slot: transfer_error, no_page
+        self.noted = {"dma_error": 0, "no_page": 0, "open_no_page": 0}
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-8)
         self.sim.add_testbench(self.executor)
@@ -59,12 +66,12 @@ class PublisherTB:
                     first, nlb = rng.randrange(10), rng.randrange(1, 4)
                     lbas, n = list(range(first, first + nlb)), 1
                     await self.send(ctx, d.member_lba, {"slot": s, "idx": 0, "lba": first})
-                    await self.send(ctx, d.open, {"slot": s, "count": 1, "trim_nlb": nlb})
+                    await self.open(ctx, {"slot": s, "count": 1, "trim_nlb": nlb})
                 else:
                     lbas = rng.sample(range(12), n)
                     for i, lba in enumerate(lbas):
                         await self.send(ctx, d.member_lba, {"slot": s, "idx": i, "lba": lba})
-                    await self.send(ctx, d.open, {"slot": s, "count": n, "trim_nlb": 0})
+                    await self.open(ctx, {"slot": s, "count": n, "trim_nlb": 0})
                 give_up = n > 0 and (rng.random() < 0.2 or (round_, s) == (2, 1))
                 self.groups.append((s, lbas, give_up, trim))
                 batch += [(s, i, give_up and i == 0, 100 * s + i) for i in range(n)]
@@ -78,14 +85,20 @@ class PublisherTB:
                     self.retries += 1
                 else:
                     self.programmed[(s, i)] = ppa
-                member = {"slot": s, "idx": i, "ppa": ppa, "vseq": vseq,
+                member = {"tag": s << self.dut.idx_bits | i, "ppa": PPA.from_bits(ppa), "vseq": vseq,
                           "result": NandResult.FAIL if fail else NandResult.OK}
+                why = self.note_rng.choice([None, "dma_error", "no_page"]) if give_up else None
+                if why:             # the reason the executor gives this member up
+                    member[why] = 1
+                    self.notes[s][why == "no_page"] = 1
+                    self.noted[why] += 1
                 if fail:
                     # the publisher sends it back with its vseq, in the cycle it takes the member
                     r = await self.retried(ctx, member)
                     assert (r.slot, r.idx, r.vseq) == (s, i, vseq)
                 else:
                     await self.send(ctx, d.member, member)
+                self.check_notes(ctx)
                 if fail:
                     if give_up:
                         await self.send(ctx, d.give_up, {"slot": s, "idx": i})
@@ -94,6 +107,20 @@ class PublisherTB:
             # wait for this round's groups to be published
             while len(self.published) < (round_ + 1) * SLOTS:
                 await ctx.tick()
+
+    async def open(self, ctx, payload):
+        """Open a group; some start with ``no_page`` set (a doomed transaction's commit)."""
+        no_page = int(self.note_rng.random() < 0.15)
+        await self.send(ctx, self.dut.open, payload | {"no_page": no_page})
+        self.notes[payload["slot"]] = [0, no_page]
+        self.noted["open_no_page"] += no_page
+        self.check_notes(ctx)
+
+    def check_notes(self, ctx):
+        for k, port in enumerate((self.dut.transfer_error, self.dut.no_page)):
+            want = sum(n[k] << s for s, n in enumerate(self.notes))
+            if ctx.get(port) != want:
+                self.violations.append(("per-slot notes", port.name, ctx.get(port), want))
 
     async def retried(self, ctx, member):
         """Send a failing member with ``retry.ready`` up; the retry it causes."""
@@ -158,6 +185,7 @@ class PublisherTB:
 
 
 def test_groups_bind_only_when_complete():
+    noted = {}
     for seed in range(3):
         tb = PublisherTB(seed)
         tb.sim.run()
@@ -165,6 +193,7 @@ def test_groups_bind_only_when_complete():
         assert len(tb.published) == 6 * SLOTS and all(e == 0 for _, e, _ in tb.published)
         assert tb.retries > 0 and any(g for _, _, g, _ in tb.groups) and any(not l for _, l, _, _ in tb.groups)
         assert any(t and not g for _, _, g, t in tb.groups)
+        noted = {k: noted.get(k, 0) + v for k, v in tb.noted.items()}
         # the map holds, per LBA, the member written last; every rebind's old is what the map held
         want, held = {}, {}
         for lba, ppa in tb.map_log:
@@ -176,3 +205,4 @@ def test_groups_bind_only_when_complete():
             assert new == ppa and old == held.get(lba, UNMAPPED)
             held[lba] = ppa
         assert len(tb.rebinds) == len(tb.map_log) == len(bound)
+    assert all(noted.values()), noted     # bus errors and missing pages noted, and opens with no_page
