@@ -400,11 +400,11 @@ class Executor(wiring.Component):
         with m.Else():
             m.d.comb += [self.page.payload.eq(retry_page), self.page.valid.eq(retry_valid)]
 
-        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf, tag, triples):
-            """PAGE_WRITE of member ``idx`` of ``slot`` (comb)."""
+        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf, tid, triples):
+            """PAGE_WRITE of member ``idx`` of ``slot`` (comb); ``tid``: the OOB tid of a transaction's or an append's page."""
             o = pg.oob
-            tag = Signal(Publisher.member_tag(self.slot_bits, self.idx_bits))
-            m.d.comb += [tag.idx.eq(idx), tag.slot.eq(slot), pg.tag.eq(tag), o.kind.eq(Kind.DATA)]
+            member_tag = Signal(Publisher.member_tag(self.slot_bits, self.idx_bits))
+            m.d.comb += [member_tag.idx.eq(idx), member_tag.slot.eq(slot), pg.tag.eq(member_tag), o.kind.eq(Kind.DATA)]
             with m.Switch(kind):
                 with m.Case(K.WRITE):
                     m.d.comb += [pg.mem_addr.eq(buf_base + idx * page_data), o.lba.eq(lba_base + idx),
@@ -422,15 +422,15 @@ class Executor(wiring.Component):
                 with m.Case(K.TX):
                     rides = slot_final.bit_select(slot, 1) & (idx == n - 1)
                     m.d.comb += [pg.mem_addr.eq(buf_base + idx * page_data), o.lba.eq(lba_base + idx),
-                                 o.tid.eq(tag), o.flags.eq(Mux(rides, TX_FINAL_PAGE, TX_PAGE)),
+                                 o.tid.eq(tid), o.flags.eq(Mux(rides, TX_FINAL_PAGE, TX_PAGE)),
                                  o.group_len.eq(Mux(rides, slot_npages[slot], 0))]
                 with m.Case(K.COMMIT):
                     m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.COMMIT),
-                                 o.group_len.eq(1), o.flags.eq(COMMIT), o.tid.eq(tag), pg.record.eq(1),
+                                 o.group_len.eq(1), o.flags.eq(COMMIT), o.tid.eq(tid), pg.record.eq(1),
                                  pg.rec_count.eq(1), pg.rec_total.eq(1)]
                 with m.Case(K.APPEND):
                     m.d.comb += [pg.mem_addr.eq(buf_base + idx * page_data), o.kind.eq(Kind.APPEND),
-                                 o.tid.eq(tag), o.flags.eq(APPEND_PAGE), o.group_len.eq(n), o.group_idx.eq(idx)]
+                                 o.tid.eq(tid), o.flags.eq(APPEND_PAGE), o.group_len.eq(n), o.group_idx.eq(idx)]
                 with m.Case(K.REMAP):
                     m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.REMAP),
                                  o.group_len.eq(1), o.flags.eq(COMMIT), pg.record.eq(1),
@@ -603,7 +603,7 @@ class Executor(wiring.Component):
                     with m.If(cache.lock_granted):
                         m.next = "READ_A_WORD_OF_THE_HOST_PAGE"
                 with m.State("READ_A_WORD_OF_THE_HOST_PAGE"):
-                    m.d.comb += [cache.lock_req.eq(1)]
+                    m.d.comb += cache.lock_req.eq(1)
                     wishbone.word_access(m, bus, ((c.buf[:32] + idx * page_data) >> 2) + cw_word)
                     with m.If(bus.err):
                         m.d.comb += cache.fill_abort.eq(1)
@@ -612,7 +612,7 @@ class Executor(wiring.Component):
                         m.d.sync += copy_word.eq(bus.dat_r)
                         m.next = "WRITE_IT_INTO_THE_CACHE_PAGE"
                 with m.State("WRITE_IT_INTO_THE_CACHE_PAGE"):
-                    m.d.comb += [cache.lock_req.eq(1)]
+                    m.d.comb += cache.lock_req.eq(1)
                     wishbone.word_access(m, bus, (cache.fill_addr >> 2) + cw_word, copy_word)
                     with m.If(bus.err):
                         m.d.comb += cache.fill_abort.eq(1)
@@ -855,7 +855,7 @@ class Executor(wiring.Component):
                             m.d.comb += o_word.eq(Mux(app_live_o, apps.read_meta.check, 0))
                         with m.Case(2):
                             m.d.comb += o_word.eq(Mux(app_live_o, apps.read_meta.nlb, 0))
-                m.d.comb += [apps.read_addr.eq(o_h)]
+                m.d.comb += apps.read_addr.eq(o_h)
                 wishbone.word_access(m, bus, (c.buf[:32] >> 2) + ow, o_word)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
