@@ -126,3 +126,71 @@ class SettledStreamSink(StreamSink):
                 self.items.append(payload)
                 self.times.append(taken)
                 self.event.set()
+
+
+class FullRateStreamSink(StreamSink):
+    """A :class:`StreamSink` that keeps ``ready`` high through a burst, so it takes payloads on
+    consecutive clock edges, the design's full rate (a plain sink takes at most one payload every other
+    cycle).  ``backpressure`` of its attempts first hold ``ready`` low for 1-``max_gap`` cycles; ``stalls``
+    counts those that held back a valid payload.  Like :class:`SettledStreamSink` it raises ``ready`` on
+    a falling edge and reads ``valid`` and the payload settled (ReadOnly), so it also suits an output that
+    follows an input combinationally.
+
+    With ``credit`` (an int) it takes only that many payloads, and as many more as :meth:`grant` adds: for
+    a stream the design offers before anyone asks (an allocator's next page, a request for a PAD page),
+    the bench decides how many it takes.  Lowering ``credit`` stops it from the next falling edge on."""
+
+    def __init__(self, dut, name: str, clk, *, credit: int | None = None, **kw):
+        self.credit = credit
+        self._granted = Event()
+        super().__init__(dut, name, clk, **kw)
+
+    def grant(self, n: int = 1) -> None:
+        """``n`` more payloads to take (a sink made with ``credit``)."""
+        if self.credit is None:
+            raise ValueError("grant() on a sink without credit")
+        self.credit += n
+        self._granted.set()
+
+    def _may_take(self) -> bool:
+        return self.credit is None or self.credit > 0
+
+    async def _run(self):
+        await FallingEdge(self.clk)
+        while True:                             # on a falling edge, ready low
+            if not self._may_take():
+                self._granted.clear()
+                await self._granted.wait()
+                await FallingEdge(self.clk)
+            elif not int(self.valid.value):
+                await RisingEdge(self.valid)
+                await FallingEdge(self.clk)
+            else:
+                await self._burst()
+
+    async def _burst(self):
+        """From a falling edge: take payloads while they come back to back (and credit lasts); returns on
+        the falling edge after the first attempt that took none, ``ready`` low again."""
+        while self._may_take():
+            if self.backpressure and self.rng.random() < self.backpressure:
+                self.ready.value = 0
+                held = False
+                for _ in range(self.rng.randint(1, self.max_gap)):
+                    await ReadOnly()
+                    held |= bool(int(self.valid.value))
+                    await FallingEdge(self.clk)
+                self.stalls += held
+            self.ready.value = 1
+            await ReadOnly()
+            took, payload = int(self.valid.value), int(self.payload.value)
+            await RisingEdge(self.clk)
+            if took:
+                self.items.append(payload)
+                self.times.append(get_sim_time())
+                if self.credit is not None:
+                    self.credit -= 1
+                self.event.set()
+            await FallingEdge(self.clk)
+            if not took:
+                break
+        self.ready.value = 0
