@@ -39,4 +39,4 @@ def test_dma():
     verilog = runner.amaranth_verilog(DMAWithBuffer(), "buffer_dma")
     runner.run(toplevel="buffer_dma", sources=[verilog], test_module="cocotb_dma",
                build_name="buffer_dma", test_dir=HERE,
-               extra_env={"SLOT_BYTES": str(SLOT_BYTES)})
+               extra_env={"SLOTS": str(SLOTS), "SLOT_BYTES": str(SLOT_BYTES)})
