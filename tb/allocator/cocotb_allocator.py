@@ -3,8 +3,8 @@
 ``AllocatorTB`` owns the allocator, its clock, the drivers (free blocks and seq loads from
 :class:`~sim.harness.streams.StreamSource` with seeded idle gaps; pages taken by a credit
 :class:`~sim.harness.streams.FullRateStreamSink` under backpressure, one per :meth:`AllocatorTB.take`,
-back to back when taken in a row; closed blocks by a :class:`~sim.harness.streams.StreamSink` under
-backpressure), the reference (:class:`AllocatorModel`, the rule in plain Python) and the scoreboard:
+back to back when taken in a row; closed blocks by a :class:`~sim.harness.streams.SettledStreamSink`
+under backpressure), the reference (:class:`AllocatorModel`, the rule in plain Python) and the scoreboard:
 every page taken and every block closed is the model's.  Payloads go through the allocator's port
 layouts (``free``/``closed``: die and block; ``alloc``: ``spec.PPA`` and seq)."""
 
@@ -19,7 +19,7 @@ from cocotb.utils import get_sim_steps
 
 from rtl.ftl.allocator import PageAllocator
 from sim.harness.layouts import pack, unpack
-from sim.harness.streams import FullRateStreamSink, StreamSink, StreamSource
+from sim.harness.streams import FullRateStreamSink, SettledStreamSink, StreamSource
 
 CHANNELS, WAYS, LUNS = (int(os.environ[k]) for k in ("CHANNELS", "WAYS", "LUNS"))
 DIES = CHANNELS * WAYS * LUNS
@@ -115,8 +115,9 @@ class AllocatorTB:
         self.seq_load = StreamSource(d, "seq_load", self.clk, idle=self.idle, max_gap=3, seed=s + 1)
         self.alloc = FullRateStreamSink(d, "alloc", self.clk, credit=0, backpressure=self.backpressure, max_gap=3,
                                         seed=s + 2)
-        # a closed block may wait long (the firmware collects it): the allocator must hold pages meanwhile
-        self.closed = StreamSink(d, "closed", self.clk, backpressure=self.backpressure, max_gap=8, seed=s + 3)
+        # a closed block may wait long (the firmware collects it): the allocator must hold pages meanwhile; settled:
+        # a plain StreamSink records a payload even when valid fell before its ready (a report withdrawn)
+        self.closed = SettledStreamSink(d, "closed", self.clk, backpressure=self.backpressure, max_gap=8, seed=s + 3)
 
     # -- the drivers -------------------------------------------------------------------------------------
     async def give(self, die, block):

@@ -1,10 +1,10 @@
 """cocotb: valid-page counts follow random rebinds exactly.
 
 ``BlockTableTB`` owns the block table, its clock, the rebind source
-(:class:`~sim.harness.streams.StreamSource`, seeded idle gaps, some longer than a rebind), the SoC memory the table lives in
-(:class:`~sim.harness.wishbone.WishboneMemory`, random wait states), the reference (where each LBA is
-bound and the valid count of every block, in plain Python) and the scoreboard: the memory holds the
-reference's counts and nothing else.  Rebinds go through the block table's ``REBIND`` layout, PPAs
+(:class:`~sim.harness.streams.StreamSource`, seeded idle gaps, some longer than a rebind), the SoC
+memory the table lives in (:class:`~sim.harness.wishbone.WishboneMemory`, random wait states), the
+reference (where each LBA is bound and the valid count of every block, in plain Python) and the
+scoreboard: the memory holds the reference's counts and nothing else.  Rebinds go through the block table's ``REBIND`` layout, PPAs
 through ``spec.pack_ppa``."""
 
 import random

@@ -87,7 +87,8 @@ class BufferDMATB:
     async def check_buffer(self, byte_addr, length):
         """The buffer bytes the channel reads are the reference's."""
         got = await self.read_buffer_bytes(byte_addr, length)
-        want = b"".join(self.buffer[w].to_bytes(4, "little") for w in range(byte_addr // 4, (byte_addr + length + 3) // 4))
+        words = range(byte_addr // 4, (byte_addr + length + 3) // 4)
+        want = b"".join(self.buffer[w].to_bytes(4, "little") for w in words)
         assert got == want[byte_addr % 4:][:length], "the page buffer differs from the reference"
         return got
 
