@@ -1,9 +1,14 @@
 """cocotb tests for the host queue front-end.
 
-``HostQueuesTB`` plays three parts around the DUT: the host (register writes,
-queue memory, doorbells), the memory the DMA port reaches (a word dict with
-random wait states and injectable bus errors), and a stand-in FTL core that
-takes commands and answers them out of order.
+``HostQueuesTB`` owns the DUT, its clock and the parts around it: the host (register writes through a
+:class:`~sim.harness.wishbone.WishboneInitiator`, queue memory, doorbells, the phase-tag protocol), the
+memory the DMA port reaches (:class:`~sim.harness.wishbone.WishboneMemory`: random wait states,
+injectable bus errors), and a stand-in FTL core that takes commands through a
+:class:`~sim.harness.streams.SettledStreamSink` (seeded backpressure) and answers them, out of order,
+through a :class:`~sim.harness.streams.StreamSource` (seeded idle gaps).  The reference is what the
+host wrote (every command, per queue, in order); the scoreboard: commands arrive byte-exact and in
+order, completions land in the host's CQ as the core gave them.  The core's streams go through
+``command_layout``/``completion_layout``, queue entries through the spec's CMD and CPL records.
 """
 
 import os
@@ -11,9 +16,13 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.result import SimTimeoutError
+from cocotb.triggers import ClockCycles, with_timeout
 
 from atomflash import spec
+from rtl.host.queues import command_layout, completion_layout
+from sim.harness.layouts import pack, unpack
+from sim.harness.streams import SettledStreamSink, StreamSource
 from sim.harness.wishbone import WishboneInitiator, WishboneMemory
 
 REGS = spec.HOST_REGS
@@ -21,42 +30,41 @@ SQ_BASE = 0x1000_0000
 CQ_BASE = 0x2000_0000
 QUEUE_STRIDE = 0x1_0000
 NQ = int(os.environ.get("AF_QUEUE_PAIRS", "4"))  # queue pairs the DUT was elaborated with
+CMD_LAYOUT, CPL_LAYOUT = command_layout(NQ), completion_layout(NQ)
 
 
 class HostQueuesTB:
-    def __init__(self, dut, seed):
-        self.dut = dut
+    def __init__(self, dut, seed, *, idle=0.3, backpressure=0.3):
+        self.dut, self.clk = dut, dut.clk
         self.rng = random.Random(seed)
         self.memory = WishboneMemory(dut, "dma", dut.clk, max_wait=2, seed=seed)
         self.mem = self.memory.words      # word address -> 32-bit word
         self.bus_error_at = self.memory.error_at
         self.regs = WishboneInitiator(dut, "bus", dut.clk)
-        self.commands = []          # (sqid, CMD dict) as the core received them
+        self.cmd = self.cpl = None
+        self.idle, self.backpressure, self.seed = idle, backpressure, seed
+        self.host_tail, self.host_head, self.host_phase, self.sizes = {}, {}, {}, {}
         cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
 
     # -- plumbing ------------------------------------------------------------
     async def reset(self):
         d = self.dut
         d.rst.value = 1
-        d.cpl__valid.value = 0
-        d.cmd__ready.value = 0
         d.hold.value = 0
         await ClockCycles(d.clk, 3)
         d.rst.value = 0
         self.memory.start()
-        cocotb.start_soon(self._core_intake())
+        self.cmd = SettledStreamSink(d, "cmd", self.clk, backpressure=self.backpressure, seed=self.seed + 1)
+        self.cpl = StreamSource(d, "cpl", self.clk, idle=self.idle, seed=self.seed + 2)
 
-    async def _core_intake(self):
-        d = self.dut
-        while True:
-            d.cmd__ready.value = int(self.rng.random() < 0.7)
-            await ReadOnly()
-            if d.cmd__valid.value and d.cmd__ready.value:
-                payload = int(d.cmd__payload.value)
-                sqid = payload & 0x3
-                raw = (payload >> 2).to_bytes(spec.CMD.size, "little")
-                self.commands.append((sqid, spec.CMD.unpack(raw)))
-            await RisingEdge(d.clk)
+    @property
+    def commands(self):
+        """(sqid, CMD record) of every command the core took, in order."""
+        out = []
+        for v in self.cmd.items:
+            f = unpack(CMD_LAYOUT, v, raw=("cmd",))
+            out.append((f["sqid"], spec.CMD.unpack(f["cmd"].to_bytes(spec.CMD.size, "little"))))
+        return out
 
     async def reg_write(self, name, value, index=0):
         await self.regs.write(REGS[name].address(index), value)
@@ -69,10 +77,6 @@ class HostQueuesTB:
         await self.reg_write("sq_base", SQ_BASE + q * QUEUE_STRIDE, q)
         await self.reg_write("cq_base", CQ_BASE + q * QUEUE_STRIDE, q)
         await self.reg_write("size", size, q)
-        self.host_tail = getattr(self, "host_tail", {})
-        self.host_head = getattr(self, "host_head", {})
-        self.host_phase = getattr(self, "host_phase", {})
-        self.sizes = getattr(self, "sizes", {})
         self.host_tail[q], self.host_head[q], self.host_phase[q], self.sizes[q] = 0, 0, 1, size
 
     def put_command(self, q, fields):
@@ -104,20 +108,13 @@ class HostQueuesTB:
 
     # -- core side -----------------------------------------------------------
     async def complete(self, sqid, cid, status, result):
-        d = self.dut
-        d.cpl__payload.value = sqid | (cid << 2) | (int(status) << 18) | (result << 33)
-        d.cpl__valid.value = 1
-        await RisingEdge(d.clk)
-        while not d.cpl__ready.value:
-            await RisingEdge(d.clk)
-        d.cpl__valid.value = 0
+        await self.cpl.send(pack(CPL_LAYOUT, sqid=sqid, cid=cid, status=int(status), result=result))
 
     async def wait_commands(self, count, limit=20000):
-        for _ in range(limit):
-            if len(self.commands) >= count:
-                return
-            await RisingEdge(self.dut.clk)
-        raise AssertionError(f"only {len(self.commands)} of {count} commands arrived")
+        try:
+            await with_timeout(self.cmd.wait_for(count), 10 * limit, "ns")
+        except SimTimeoutError:
+            raise AssertionError(f"only {len(self.cmd.items)} of {count} commands arrived") from None
 
 
 def random_command(rng, cid):
@@ -188,6 +185,8 @@ async def commands_fetched_in_order_and_completions_posted(dut):
         assert dut.irq.value == 0
     assert await tb.reg_read("sq_head", 0) == len(sent) % 4
     assert len(done) == len(sent)
+    # the run exercised them: commands held by the core, completions after idle gaps
+    assert tb.cmd.stalls and tb.cpl.gaps, (tb.cmd.stalls, tb.cpl.gaps)
 
 
 @cocotb.test()
@@ -216,6 +215,7 @@ async def queues_are_served_round_robin(dut):
         cpls = tb.poll_completions(q)
         assert [c.cid for c in cpls] == [c["cid"] for c in sent[q]]
         assert all(c.sqid == q for c in cpls)
+    assert tb.cmd.stalls and tb.cpl.gaps, (tb.cmd.stalls, tb.cpl.gaps)
 
 
 @cocotb.test()
