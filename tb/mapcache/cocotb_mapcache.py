@@ -1,74 +1,99 @@
-"""cocotb tests for the mapping-table cache, scoreboarded against a dict."""
+"""cocotb tests for the mapping-table cache, scoreboarded against a dict.
+
+``MapCacheTB`` owns the cache, its clock, the request source and the segment-gate source
+(:class:`~sim.harness.streams.StreamSource`, seeded idle gaps), the response sink
+(:class:`~sim.harness.streams.SettledStreamSink`, seeded backpressure), the SoC memory holding the table
+(:class:`~sim.harness.wishbone.WishboneMemory`: random wait states, injectable bus errors), the
+reference (``model``: every LBA's entry as the cache must answer it) and the scoreboard (each response's
+old entry and updated flag, the table in memory after a FLUSH).  Requests, responses and segment marks
+go through the cache's port layouts (``request_layout``, ``RESPONSE``, ``seg_set_layout``)."""
 
 import os
 import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 
 from atomflash import spec
-from rtl.ftl.mapcache import MapOp
+from rtl.ftl.mapcache import MapCache, MapOp
+from sim.harness.layouts import pack, unpack
+from sim.harness.streams import SettledStreamSink, StreamSource
 from sim.harness.wishbone import WishboneMemory
 
 TABLE_BASE = 0x4000_0000
 LBA_BITS = int(os.environ["LBA_BITS"])
 CACHED = int(os.environ["SETS"]) * int(os.environ["WAYS"]) * int(os.environ["LINE"])
 SEGMENTS = int(os.environ["SEGMENTS"])
+_PORTS = MapCache(**{k: int(os.environ[k.upper()]) for k in ("lba_bits", "sets", "ways", "line", "segments")})
+REQUEST, RESPONSE, SEG_SET = (p.payload.shape() for p in (_PORTS.req, _PORTS.resp, _PORTS.seg_set))
 
 
 class MapCacheTB:
-    def __init__(self, dut, seed, lbas=256):
-        self.dut = dut
+    def __init__(self, dut, seed, lbas=256, *, idle=0.3, backpressure=0.3):
+        self.dut, self.clk = dut, dut.clk
         self.rng = random.Random(seed)
         self.memory = WishboneMemory(dut, "dma", dut.clk, max_wait=1, seed=seed)
         self.lbas = lbas
         self.model = {lba: spec.PPA_UNMAPPED for lba in range(lbas)}
         self.memory.write_bytes(TABLE_BASE, b"\xff" * 4 * lbas)  # firmware's "all unmapped"
+        self.req = StreamSource(dut, "req", dut.clk, idle=idle, seed=seed + 1)
+        self.seg_set = StreamSource(dut, "seg_set", dut.clk, idle=idle, seed=seed + 2)
+        self.resp = None
+        self.backpressure, self.seed = backpressure, seed
+        self.sent = 0               # requests sent (response n answers request n)
         cocotb.start_soon(Clock(dut.clk, 10, "ns").start())
 
     async def reset(self):
         d = self.dut
         d.rst.value = 1
-        d.req__valid.value = 0
-        d.resp__ready.value = 0
         d.table_base.value = TABLE_BASE
         d.lazy.value = 0
         d.seg_shift.value = 0
-        d.seg_set__valid.value = 0
         await ClockCycles(d.clk, 3)
         d.rst.value = 0
         self.memory.start()
+        self.resp = SettledStreamSink(d, "resp", self.clk, backpressure=self.backpressure, seed=self.seed + 3)
 
-    async def request(self, op, lba=0, value=0, expected=0):
-        d = self.dut
-        d.req__payload.value = (int(op.value) | (lba << 3) | (value << (3 + LBA_BITS))
-                                | (expected << (35 + LBA_BITS)))
-        d.req__valid.value = 1
-        while True:
-            await RisingEdge(d.clk)
-            if d.req__ready.value:
-                break
-        d.req__valid.value = 0
-        d.resp__ready.value = 1
-        while True:
-            await ReadOnly()
-            if d.resp__valid.value:
-                payload = int(d.resp__payload.value)
-                break
-            await RisingEdge(d.clk)
-        await RisingEdge(d.clk)
-        d.resp__ready.value = 0
-        return dict(old=payload & 0xFFFFFFFF, updated=payload >> 32 & 1,
-                    hit=payload >> 33 & 1, error=payload >> 34 & 1)
+    # -- the drivers -------------------------------------------------------------------------------------
+    async def send(self, op, lba=0, value=0, expected=0) -> int:
+        """Send one request; returns its number (from 1), for :meth:`response`."""
+        self.sent += 1
+        n = self.sent
+        await self.req.send(pack(REQUEST, op=op.value, lba=lba, value=value, expected=expected))
+        return n
+
+    async def response(self, n) -> dict:
+        """The response to request ``n``."""
+        await with_timeout(self.resp.wait_for(n), 200, "us")
+        return unpack(RESPONSE, self.resp.items[n - 1])
+
+    async def request(self, op, lba=0, value=0, expected=0) -> dict:
+        return await self.response(await self.send(op, lba, value, expected))
 
     async def mark_segment(self, index, loaded=1):
-        """The firmware's write of ftl.map_seg: one cycle of seg_set."""
-        d = self.dut
-        d.seg_set__payload.value = index | loaded << max(1, (SEGMENTS - 1).bit_length())
-        d.seg_set__valid.value = 1
-        await RisingEdge(d.clk)
-        d.seg_set__valid.value = 0
+        """The firmware's write of ftl.map_seg: one seg_set transfer."""
+        await self.seg_set.send(pack(SEG_SET, index=index, loaded=loaded))
+
+    # -- the reference and the scoreboard --------------------------------------------------------------------
+    def expect(self, op, lba, value=0, expected=0) -> dict:
+        """What the cache must answer (old, updated) and, in the reference, the request's effect."""
+        old = self.model[lba]
+        updated = op == MapOp.WRITE or (op == MapOp.CAS and expected == old)
+        if updated:
+            self.model[lba] = value
+        return dict(old=old, updated=int(updated), error=0)
+
+    def check(self, r: dict, want: dict, what=""):
+        got = {k: r[k] for k in want}
+        assert got == want, f"{what}: RTL {got} != reference {want}"
+
+    async def access(self, op, lba, value=0, expected=0) -> dict:
+        """One request, checked against the reference."""
+        want = self.expect(op, lba, value, expected)
+        r = await self.request(op, lba, value, expected)
+        self.check(r, want, f"{op.name} lba {lba}")
+        return r
 
     def table_in_memory(self):
         raw = self.memory.read_bytes(TABLE_BASE, 4 * self.lbas)
@@ -77,26 +102,26 @@ class MapCacheTB:
 
 @cocotb.test()
 async def random_operations_match_a_dict(dut):
+    """600 random requests, sent back to back while responses wait under backpressure."""
     tb = MapCacheTB(dut, seed=11)
     await tb.reset()
-    hits = 0
+    wants = []
     for n in range(600):
         lba = tb.rng.randrange(tb.lbas) if n % 3 else tb.rng.randrange(16)  # some locality
         kind = tb.rng.choice([MapOp.READ, MapOp.WRITE, MapOp.WRITE, MapOp.CAS])
         value = tb.rng.getrandbits(32)
-        want_old = tb.model[lba]
-        expected = want_old if tb.rng.random() < 0.5 else tb.rng.getrandbits(32)
-        r = await tb.request(kind, lba, value, expected)
-        assert not r["error"]
-        assert r["old"] == want_old, f"#{n} {kind.name} lba {lba}: old {r['old']:#x} != {want_old:#x}"
-        should_update = kind == MapOp.WRITE or (kind == MapOp.CAS and expected == want_old)
-        assert r["updated"] == should_update, f"#{n} {kind.name}: updated flag wrong"
-        if should_update:
-            tb.model[lba] = value
+        expected = tb.model[lba] if tb.rng.random() < 0.5 else tb.rng.getrandbits(32)
+        wants.append((kind, lba, tb.expect(kind, lba, value, expected)))
+        await tb.send(kind, lba, value, expected)
+    hits = 0
+    for n, (kind, lba, want) in enumerate(wants):
+        r = await tb.response(n + 1)
+        tb.check(r, want, f"#{n} {kind.name} lba {lba}")
         hits += r["hit"]
     assert int(dut.hits.value) == hits
     assert int(dut.hits.value) + int(dut.misses.value) == 600
     assert int(dut.writebacks.value) > 0, "the working set should have forced write-backs"
+    assert tb.req.gaps > 50 and tb.resp.stalls > 50, (tb.req.gaps, tb.resp.stalls)
     # FLUSH makes SoC memory hold exactly the table.
     await tb.request(MapOp.FLUSH)
     assert tb.table_in_memory() == tb.model
@@ -132,14 +157,14 @@ async def cas_loses_to_a_racing_write(dut):
     tb = MapCacheTB(dut, seed=13)
     await tb.reset()
     old_page, gc_copy, host_page = 0x1000, 0x2000, 0x3000
-    await tb.request(MapOp.WRITE, 42, old_page)
-    await tb.request(MapOp.WRITE, 42, host_page)  # host rewrote LBA 42 meanwhile
-    r = await tb.request(MapOp.CAS, 42, gc_copy, expected=old_page)
+    await tb.access(MapOp.WRITE, 42, old_page)
+    await tb.access(MapOp.WRITE, 42, host_page)  # host rewrote LBA 42 meanwhile
+    r = await tb.access(MapOp.CAS, 42, gc_copy, expected=old_page)
     assert r["old"] == host_page and not r["updated"]
-    assert (await tb.request(MapOp.READ, 42))["old"] == host_page
-    r = await tb.request(MapOp.CAS, 42, gc_copy, expected=host_page)
+    assert (await tb.access(MapOp.READ, 42))["old"] == host_page
+    r = await tb.access(MapOp.CAS, 42, gc_copy, expected=host_page)
     assert r["updated"]
-    assert (await tb.request(MapOp.READ, 42))["old"] == gc_copy
+    assert (await tb.access(MapOp.READ, 42))["old"] == gc_copy
 
 
 @cocotb.test()
