@@ -194,3 +194,30 @@ class FullRateStreamSink(StreamSink):
             if not took:
                 break
         self.ready.value = 0
+
+
+class SettledStreamSource(StreamSource):
+    """A :class:`StreamSource` that decides each transfer on ``ready`` as it stands after the falling edge
+    before the clock edge that would take the payload.  A plain source that sees ``ready`` rise on a rising
+    edge (from the design's state) counts the transfer at the next edge without looking again, so when a
+    sink lowers ``ready`` on the falling edge in between (a pass-through, whose ``ready`` is its output
+    sink's, under backpressure) it counts a transfer that did not happen and moves on to its next
+    payload; for such a pass-through, use this one."""
+
+    async def send(self, payload: int) -> None:
+        if self.idle and self.rng.random() < self.idle:
+            self.gaps += 1
+            await ClockCycles(self.clk, self.rng.randint(1, self.max_gap), rising=False)
+        self.payload.value = payload
+        self.valid.value = 1
+        while True:
+            await ReadOnly()
+            if int(self.clk.value):             # before the falling edge: ready may still change
+                await FallingEdge(self.clk)
+            elif int(self.ready.value):
+                await RisingEdge(self.clk)      # the handshake happens on this edge
+                break
+            else:
+                await RisingEdge(self.ready)
+        await FallingEdge(self.clk)
+        self.valid.value = 0
