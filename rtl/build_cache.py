@@ -2,8 +2,8 @@
 ccache for the C++ that Verilator generates.
 
 Converting the FTL core (or the SoC's controller, which carries it) takes
-20-30 s of Python, and every test, SoC build and campaign worker used to pay
-it again for the same text.  :func:`write_verilog` keeps the Verilog in
+20-30 s of Python, which every test, SoC build and campaign worker would
+otherwise pay again for the same text.  :func:`write_verilog` keeps the Verilog in
 ``out_dir/<name>.v`` and, beside it, ``<name>.v.key``: a fingerprint of what
 produced it (the caller's ``key``, which must name every constructor
 argument, the Amaranth version, and the text of every Python file under the
