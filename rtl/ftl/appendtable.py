@@ -26,9 +26,18 @@ from rtl import spec as layouts
 
 from .appfloor import AppendFloorScanner
 
-__all__ = ["AppendTable"]
+__all__ = ["AppendTable", "AppendViewSignature"]
 
 META = data.StructLayout({"gen": 16, "nlb": 32, "check": 32})
+
+
+class AppendViewSignature(wiring.Signature):
+    """A look at one append slot (from the viewer's side): ``first`` and ``meta`` of ``slot`` the cycle
+    after it is presented, ``live`` and ``held`` of it at once: what GET_LOG writes."""
+
+    def __init__(self, slots: int):
+        super().__init__({"slot": Out(range(slots)), "first": In(64), "meta": In(META), "live": In(1),
+                          "held": In(1)})
 
 
 class AppendTable(wiring.Component):
@@ -47,6 +56,8 @@ class AppendTable(wiring.Component):
         The slots whose token is valid / whose pages may still be needed.
     read_addr : In(range(slots)) / read_first : Out(64), read_meta : Out(META)
         A slot's first vseq and meta, the cycle after its address.
+    view : In(AppendViewSignature(slots))
+        A second read port, for GET_LOG.
     next_gen : Out(16)
         The generation the read slot's next token gets.
     hold : In(1), hold_slot : In(range(slots)), hold_first : In(64)
@@ -70,7 +81,8 @@ class AppendTable(wiring.Component):
         S = range(slots)
         super().__init__({
             "has_free": Out(1), "free_slot": Out(S), "live": Out(slots), "held": Out(slots),
-            "read_addr": In(S), "read_first": Out(64), "read_meta": Out(META), "next_gen": Out(16),
+            "read_addr": In(S), "read_first": Out(64), "read_meta": Out(META),
+            "view": In(AppendViewSignature(slots)), "next_gen": Out(16),
             "hold": In(1), "hold_slot": In(S), "hold_first": In(64),
             "mint": In(1), "mint_slot": In(S), "mint_gen": In(16), "mint_first": In(64), "mint_nlb": In(32),
             "minted": Out(1), "token": Out(layouts.TOKEN),
@@ -85,8 +97,13 @@ class AppendTable(wiring.Component):
         A = self.slots
         m.submodules.first = first = memory.Memory(shape=64, depth=A, init=[])
         first_w, first_r, first_scan = first.write_port(), first.read_port(), first.read_port()
+        first_view = first.read_port()
         m.submodules.meta = meta = memory.Memory(shape=META, depth=A, init=[])
-        meta_w, meta_r = meta.write_port(), meta.read_port()
+        meta_w, meta_r, meta_view = meta.write_port(), meta.read_port(), meta.read_port()
+        view = self.view
+        m.d.comb += [first_view.addr.eq(view.slot), meta_view.addr.eq(view.slot), view.first.eq(first_view.data),
+                     view.meta.eq(meta_view.data), view.live.eq(self.live.bit_select(view.slot, 1)),
+                     view.held.eq(self.held.bit_select(view.slot, 1))]
         m.d.comb += [first_r.addr.eq(self.read_addr), meta_r.addr.eq(self.read_addr),
                      self.read_first.eq(first_r.data), self.read_meta.eq(meta_r.data),
                      self.next_gen.eq(Mux(meta_r.data.gen >= 0xFFFF, 1, meta_r.data.gen + 1))]

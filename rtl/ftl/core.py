@@ -13,7 +13,9 @@
                                          NandPortMux ──────────────────────► NandController ─► NAND pins
                      log pages: LogPortArbiter (Executor's groups, Relocator's copies, PAD pages)
                      page buffers: BufferPortArbiter per channel (LogWriter, Reader, Relocator, firmware)
-    mem ◄── Wishbone Arbiter (HostQueues, MapCache, BlockTable, LogWriter, Reader, Executor)
+                     IDENTIFY, GET_LOG: Executor ─info_job─► InfoPageWriter (reads the executor's tables)
+    mem ◄── Wishbone Arbiter (HostQueues, MapCache, BlockTable, LogWriter, Reader, Executor, Relocator,
+                              InfoPageWriter)
 
 Everything the firmware owns enters as plain ports: erased blocks (``free``)
 and the log's next seq (``seq_load``) after recovery, full blocks out on
@@ -46,6 +48,7 @@ from .allocator import PAGE_BITS, PageAllocator
 from .blocktable import REBIND, BlockTable
 from .bufport import ArbitratedBufferSignature, BufferPortArbiter
 from .executor import Executor
+from .infopages import InfoPageWriter
 from .logwriter import LogWriter
 from .mapcache import MapCache, seg_set_layout
 from .mapport import MapPortArbiter, MapPortSignature
@@ -192,7 +195,10 @@ class FtlCore(wiring.Component):
                                                     max_remap_triples=lim.max_remap_triples,
                                                     cache_pages=self.cache_pages, stripe=C * self.ways)
         owners = executor.owners       # transactions, then append slots
-        m.submodules.pending = pending = PendingTable(entries=E, owners=owners, users=3)
+        m.submodules.pending = pending = PendingTable(entries=E, owners=owners, users=4)
+        m.submodules.infopages = infopages = InfoPageWriter(tx_slots=T, append_slots=A, pending_entries=E,
+                                                            owners=owners,
+                                                            volatile_cache=self.cache_pages * self.profile.page_data)
         m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
                                               max_transfer=lim.max_transfer, cache=self.cache_pages > 0)
         m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members,
@@ -206,7 +212,7 @@ class FtlCore(wiring.Component):
         m.submodules.blocktable = blocktable = BlockTable(channels=C, ways=self.ways)
         m.submodules.nandport = nandport = NandPortMux(4)
         m.submodules.cplmerge = cplmerge = StreamMerge(completion_layout(Q), 3)
-        m.submodules.membus = membus = wishbone.Arbiter(7, addr_width=30)
+        m.submodules.membus = membus = wishbone.Arbiter(8, addr_width=30)
         m.submodules.rebinds = rebinds = StreamMerge(REBIND, 2)
 
         # host side
@@ -223,8 +229,13 @@ class FtlCore(wiring.Component):
         wiring.connect(m, cplmerge.output, queues.cpl)
         m.d.comb += [self.irq.eq(queues.irq), validator.capacity.eq(self.capacity),
                      executor.capacity.eq(self.capacity), executor.scratch_base.eq(self.scratch_base),
-                     executor.identify_base.eq(self.identify_base), executor.log_base.eq(self.log_base),
+                     infopages.identify_base.eq(self.identify_base), infopages.log_base.eq(self.log_base),
                      executor.no_space.eq(self.no_space)]
+        # IDENTIFY and GET_LOG: the executor hands the page over and waits; the writer reads its tables
+        wiring.connect(m, executor.info_job, infopages.job)
+        wiring.connect(m, infopages.done, executor.info_done)
+        wiring.connect(m, infopages.tx_view, executor.tx_view)
+        wiring.connect(m, infopages.append_view, executor.append_view)
 
         # executor <-> publisher <-> log writer
         wiring.connect(m, executor.pub_member_lba, publisher.member_lba)
@@ -239,6 +250,7 @@ class FtlCore(wiring.Component):
         wiring.connect(m, publisher.pending, pending.users[0])
         wiring.connect(m, relocator.pending, pending.users[1])
         wiring.connect(m, executor.pending, pending.users[2])
+        wiring.connect(m, infopages.pending, pending.users[3])
         wiring.connect(m, publisher.freed, executor.pub_freed)
         # the firmware's budget bounds what TX_WRITE and APPEND may stage
         m.d.comb += [pending.budget.eq(self.pending_budget), executor.pending_free.eq(pending.room),
@@ -342,7 +354,7 @@ class FtlCore(wiring.Component):
 
         # SoC memory
         for i, initiator in enumerate((queues.dma, mapcache.dma, blocktable.dma, writer.bus, reader.bus,
-                                       executor.bus, relocator.bus)):
+                                       executor.bus, relocator.bus, infopages.bus)):
             wiring.connect(m, initiator, membus.initiators[i])
         wiring.connect(m, membus.bus, wiring.flipped(self.mem))
         return m

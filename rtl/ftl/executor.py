@@ -84,13 +84,10 @@ what is open or free space (DEALLOCATE, TX_COMMIT, TX_ABORT, REMAP, RELEASE;
 one record page at most each).
 
 READ goes to the :class:`~rtl.ftl.reader.Reader` (its own queue, so reads do
-not wait for programs); IDENTIFY and GET_LOG copy a record the firmware keeps
-in SoC memory (``identify_base``, ``log_base``; ``spec.IDENTIFY.size`` bytes)
-to the host buffer (IDENTIFY.volatile_cache replaced by the write cache's
-size); HINT NONE / FLUSH_GROUP complete at once.  GET_LOG of
-``LogPage.OPEN`` writes the executor's own tables instead, in command order:
-a ``spec.OPEN_TX`` per transaction slot (tid, pages, doomed; zeros unless
-OPEN), then a ``spec.OPEN_APPEND`` per append slot (its token while live).
+not wait for programs); IDENTIFY and GET_LOG to the
+:class:`~rtl.ftl.infopages.InfoPageWriter`, which writes the page into the
+host buffer while the dispatcher waits (GET_LOG SNAPSHOT once nothing is in
+flight); HINT NONE / FLUSH_GROUP complete at once.
 A TX_WRITE flagged ``tx_new`` whose tid is open already completes
 TID_IN_USE and changes nothing.
 
@@ -132,13 +129,16 @@ from rtl import spec as layouts
 from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
 
-from .appendtable import AppendTable
+from .appendtable import AppendTable, AppendViewSignature
+from .infopages import DONE as INFO_DONE
+from .infopages import JOB as INFO_JOB
+from .infopages import InfoPage
 from .listcheck import RangeOverlapChecker
 from .logwriter import PAGE_WRITE
 from .pending import PendingOp, PendingUserSignature
 from .publisher import MemberMode, Publisher, Walk
 from .reader import OverrideSignature, read_layout
-from .txtable import TransactionTable, TxState
+from .txtable import TransactionTable, TxViewSignature
 from .writecache import CacheLookupSignature, WriteCacheTable
 
 __all__ = ["Executor"]
@@ -147,7 +147,6 @@ COMMIT = spec.OOB.compose("flags", commit=1)
 TX_PAGE = spec.OOB.compose("flags", tx=1)
 TX_FINAL_PAGE = spec.OOB.compose("flags", tx=1, tx_final=1, commit=1)
 APPEND_PAGE = spec.OOB.compose("flags", append=1)
-VOLATILE_CACHE_WORD = [f for f in spec.IDENTIFY.fields if f.name == "volatile_cache"][0].offset // 4
 
 
 class Executor(wiring.Component):
@@ -179,13 +178,17 @@ class Executor(wiring.Component):
     read : Out(stream of read_layout)
         READ commands for the Reader.
     bus : Out(wishbone.Signature)
-        List reads, scratch-page writes, IDENTIFY/GET_LOG copies.
+        List reads, scratch-page writes, write-cache fills.
     no_space : In(1)
         The firmware is out of space (``ftl.host_enable.no_space``): commands that
         bring new data (WRITE, ATOMIC_WRITE, TX_WRITE, APPEND) complete with
         NO_SPACE before anything is taken or programmed; the rest go on.
-    capacity : In(64), scratch_base, identify_base, log_base : In(32)
+    capacity : In(64), scratch_base : In(32)
         Set by the firmware; ``scratch_base`` holds ``slots`` pages.
+    info_job : Out(stream of infopages.JOB) / info_done : In(stream of infopages.DONE)
+        IDENTIFY and GET_LOG, to the :class:`~rtl.ftl.infopages.InfoPageWriter`.
+    tx_view : In(TxViewSignature) / append_view : In(AppendViewSignature)
+        The transaction and append tables' view ports, for the info-page writer.
     pending : Out(PendingUserSignature) / pending_free : In
         The pending-bindings table (SCAN, RESERVE) and its free entries.
     page_seq : In(64)
@@ -251,8 +254,10 @@ class Executor(wiring.Component):
             "capacity": In(64),
             "no_space": In(1),
             "scratch_base": In(32),
-            "identify_base": In(32),
-            "log_base": In(32),
+            "info_job": Out(stream.Signature(INFO_JOB)),
+            "info_done": In(stream.Signature(INFO_DONE)),
+            "tx_view": In(TxViewSignature(max_open_tx)),
+            "append_view": In(AppendViewSignature(max_appends)),
             "pending": Out(PendingUserSignature(pending_entries, self.owners)),
             "pending_free": In(range(pending_entries + 1)),
             "page_seq": In(64),
@@ -295,11 +300,13 @@ class Executor(wiring.Component):
         T = self.max_open_tx
         m.submodules.txs = txs = TransactionTable(T)
         m.d.comb += [self.tx_doomed.eq(txs.doomed), self.tx_open.eq(txs.open_count)]
+        wiring.connect(m, wiring.flipped(self.tx_view), txs.view)
 
         # -- append slots -----------------------------------------------------------------
         A, R = self.max_appends, self.max_remap_triples
         hbits = max(1, ceil_log2(A))
         m.submodules.apps = apps = AppendTable(A)
+        wiring.connect(m, wiring.flipped(self.append_view), apps.view)
         # the floor: the oldest held append's first vseq, and the oldest unpublished transaction's
         m.d.comb += [self.floor_passes.eq(apps.floor_passes),
                      self.tx_floor.eq(Mux(apps.floor < txs.floor, apps.floor, txs.floor))]
@@ -531,23 +538,13 @@ class Executor(wiring.Component):
 
         bus = self.bus
         record_body = (self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2   # the tail slot's record, after its header
-        copy_src = Signal(32)
-        ow = Signal(range(4 * (T + A) + 1))  # GET_LOG OPEN: the word being written
-        o_t = Signal(range(T))               # ... its transaction slot (words 0 .. 4T - 1)
-        o_h = Signal(hbits)                  # ... its append slot (words 4T ..)
-        m.d.comb += [o_t.eq(ow[2:]), o_h.eq((ow - 4 * T)[2:])]
-        # GET_LOG SNAPSHOT (the firmware's queue pair): SNAP_HDR, SNAP_TX per slot, SNAP_APPEND per slot, then a
-        # SNAP_ENTRY per pending-table entry; every record is four words
-        E = self.pending_entries
-        snap_slot_words = 4 * (1 + T + A)
-        sw = Signal(range(snap_slot_words + 1))   # the header's or a slot record's word being written
-        s_t = Signal(range(T))
-        s_h = Signal(hbits)
-        m.d.comb += [s_t.eq((sw - 4)[2:]), s_h.eq((sw - 4 - 4 * T)[2:])]
-        s_e = Signal(range(E + 1))                 # the entry being written
-        s_ew = Signal(2)                           # ... its word
-        s_seq = Signal(64)
-        s_entry = Signal(data.StructLayout({"valid": 1, "owner": 8, "lba": 32, "ppa": 32}))
+
+        def write_info_page(page):
+            """Hand the page to the info-page writer (idle while the dispatcher waits for it)."""
+            m.d.comb += [self.info_job.valid.eq(1), self.info_job.payload.page.eq(page),
+                         self.info_job.payload.buf.eq(c.buf[:32]), self.info_job.payload.seq.eq(self.page_seq)]
+            with m.If(self.info_job.ready):
+                m.next = "WAIT_FOR_THE_INFO_PAGE"
 
         with m.FSM(name="dispatch"):
             with m.State("WAIT_FOR_A_COMMAND"):
@@ -691,19 +688,17 @@ class Executor(wiring.Component):
                         with m.Case(Opcode.READ):
                             m.next = "HAND_THE_READ_TO_THE_READER"
                         with m.Case(Opcode.IDENTIFY):
-                            m.d.sync += copy_src.eq(self.identify_base)
-                            m.next = "READ_A_WORD_OF_THE_RECORD"
+                            write_info_page(InfoPage.IDENTIFY)
                         with m.Case(Opcode.GET_LOG):
-                            m.d.sync += [copy_src.eq(self.log_base), ow.eq(0)]
                             with m.If(c.log_page == LogPage.OPEN):
-                                m.next = "WRITE_A_WORD_OF_THE_OPEN_LOG"
+                                write_info_page(InfoPage.OPEN)
                             with m.Elif(c.log_page == LogPage.SNAPSHOT):
                                 with m.If(sqid == self.queue_pairs - 1):
                                     m.next = "SNAPSHOT_WAIT_FOR_EARLIER_GROUPS"
                                 with m.Else():
                                     finish(Status.INVALID_FIELD)   # a host may not see other queues' state
                             with m.Else():
-                                m.next = "READ_A_WORD_OF_THE_RECORD"
+                                write_info_page(InfoPage.RECORD)
                         with m.Case(Opcode.TX_WRITE):
                             m.d.sync += [kind.eq(K.TX), n.eq(c.nlb), final.eq(c.flags.tx_final)]
                             m.next = "FIND_THE_TRANSACTION"
@@ -740,131 +735,16 @@ class Executor(wiring.Component):
                 with m.If(self.read.ready):
                     m.next = "WAIT_FOR_A_COMMAND"
 
-            # IDENTIFY / GET_LOG: word copy from firmware memory to the host buffer
-            with m.State("READ_A_WORD_OF_THE_RECORD"):
-                wishbone.word_access(m, bus, (copy_src >> 2) + word)
-                with m.If(bus.err):
-                    finish(Status.INTERNAL_ERROR)
-                with m.Elif(bus.ack):
-                    m.d.sync += copy_word.eq(bus.dat_r)
-                    m.next = "WRITE_IT_TO_THE_HOST_BUFFER"
-            with m.State("WRITE_IT_TO_THE_HOST_BUFFER"):
-                wishbone.word_access(m, bus, (c.buf[:32] >> 2) + word, copy_word)
-                if W:       # IDENTIFY.volatile_cache: the cache's bytes, whatever the firmware's record says
-                    with m.If((c.opcode == Opcode.IDENTIFY) & (word == VOLATILE_CACHE_WORD)):
-                        m.d.comb += bus.dat_w.eq(W * page_data)
-                with m.If(bus.err):
-                    finish(Status.DATA_TRANSFER_ERROR)
-                with m.Elif(bus.ack):
-                    m.d.sync += word.eq(word + 1)
-                    with m.If(word == spec.IDENTIFY.size // 4 - 1):
-                        finish(Status.SUCCESS)
-                    with m.Else():
-                        m.next = "READ_A_WORD_OF_THE_RECORD"
-
-            # GET_LOG OPEN: OPEN_TX per transaction slot, then OPEN_APPEND per append slot (4 words each);
-            # an append slot's meta is read in READ_AN_APPEND_SLOT_FOR_THE_OPEN_LOG, one cycle ahead of its words
-            # GET_LOG SNAPSHOT: once every earlier group is published nothing is in flight, so the tables and the
-            # log's next seq agree (a checkpoint records them: firmware/pending.h)
+            # IDENTIFY / GET_LOG: the info-page writer writes the page; the tables it reads hold still
+            # meanwhile.  SNAPSHOT first waits until every earlier group is published: nothing is then in
+            # flight, so the tables and the log's next seq agree (a checkpoint records them: firmware/pending.h)
             with m.State("SNAPSHOT_WAIT_FOR_EARLIER_GROUPS"):
                 with m.If(busy == 0):
-                    m.d.sync += [sw.eq(0), s_seq.eq(self.page_seq)]
-                    m.next = "SNAPSHOT_WRITE_SLOTS"
-            with m.State("SNAPSHOT_READ_APPEND_SLOT"):     # its memories' words appear a cycle later
-                m.d.comb += apps.read_addr.eq(s_h)
-                m.next = "SNAPSHOT_WRITE_SLOTS"
-            with m.State("SNAPSHOT_WRITE_SLOTS"):
-                s_word = Signal(32)
-                s_field = sw[:2]
-                hdr = Signal(layouts.SNAP_HDR)
-                txr = Signal(layouts.SNAP_TX)
-                apr = Signal(layouts.SNAP_APPEND)
-                m.d.comb += [hdr.seq.eq(s_seq), hdr.tx_slots.eq(T), hdr.append_slots.eq(A), hdr.entries.eq(E),
-                             txs.view.eq(s_t), txr.first_vseq.eq(txs.view_first), txr.npages.eq(txs.view_npages),
-                             txr.flags.open.eq(txs.view_state == TxState.OPEN),
-                             txr.flags.started.eq(txs.view_started),
-                             txr.flags.doomed.eq(txs.doomed.bit_select(s_t, 1)),
-                             apr.first_vseq.eq(apps.read_first), apr.nlb.eq(apps.read_meta.nlb),
-                             apr.flags.live.eq(apps.live.bit_select(s_h, 1)),
-                             apr.flags.held.eq(apps.held.bit_select(s_h, 1)),
-                             apps.read_addr.eq(s_h)]
-                with m.If(sw < 4):
-                    m.d.comb += s_word.eq(hdr.as_value().word_select(s_field, 32))
-                with m.Elif(sw < 4 + 4 * T):
-                    m.d.comb += s_word.eq(txr.as_value().word_select(s_field, 32))
-                with m.Else():
-                    m.d.comb += s_word.eq(apr.as_value().word_select(s_field, 32))
-                wishbone.word_access(m, bus, (c.buf[:32] >> 2) + sw, s_word)
-                with m.If(bus.err):
-                    finish(Status.DATA_TRANSFER_ERROR)
-                with m.Elif(bus.ack):
-                    m.d.sync += sw.eq(sw + 1)
-                    with m.If(sw == snap_slot_words - 1):
-                        m.d.sync += s_e.eq(0)
-                        m.next = "SNAPSHOT_READ_ENTRY"
-                    with m.Elif((sw >= 4 + 4 * T - 1) & (s_field == 3)):
-                        m.next = "SNAPSHOT_READ_APPEND_SLOT"
-            with m.State("SNAPSHOT_READ_ENTRY"):
-                m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.READ), preq.payload.entry.eq(s_e)]
-                with m.If(preq.ready):
-                    m.next = "SNAPSHOT_ENTRY_READ"
-            with m.State("SNAPSHOT_ENTRY_READ"):
-                m.d.comb += presp.ready.eq(1)
-                with m.If(presp.valid):
-                    m.d.sync += [s_entry.valid.eq(presp.payload.hit), s_entry.owner.eq(presp.payload.idx),
-                                 s_entry.lba.eq(presp.payload.lba), s_entry.ppa.eq(presp.payload.ppa), s_ew.eq(0)]
-                    m.next = "SNAPSHOT_WRITE_ENTRY"
-            with m.State("SNAPSHOT_WRITE_ENTRY"):
-                er = Signal(layouts.SNAP_ENTRY)
-                m.d.comb += [er.flags.valid.eq(s_entry.valid), er.flags.owner.eq(s_entry.owner), er.lba.eq(s_entry.lba),
-                             er.ppa.eq(s_entry.ppa)]
-                wishbone.word_access(m, bus, (c.buf[:32] >> 2) + snap_slot_words + Cat(s_ew, s_e),
-                                     er.as_value().word_select(s_ew, 32))
-                with m.If(bus.err):
-                    finish(Status.DATA_TRANSFER_ERROR)
-                with m.Elif(bus.ack):
-                    m.d.sync += s_ew.eq(s_ew + 1)
-                    with m.If(s_ew == 3):
-                        m.d.sync += s_e.eq(s_e + 1)
-                        with m.If(s_e == E - 1):
-                            finish(Status.SUCCESS)
-                        with m.Else():
-                            m.next = "SNAPSHOT_READ_ENTRY"
-            with m.State("READ_AN_APPEND_SLOT_FOR_THE_OPEN_LOG"):
-                m.d.comb += apps.read_addr.eq(o_h)
-                m.next = "WRITE_A_WORD_OF_THE_OPEN_LOG"
-            with m.State("WRITE_A_WORD_OF_THE_OPEN_LOG"):
-                o_word = Signal(32)
-                o_field = ow[:2]
-                m.d.comb += txs.view.eq(o_t)
-                tx_open_o = txs.view_state == TxState.OPEN
-                app_live_o = apps.live.bit_select(o_h, 1)
-                with m.If(ow < 4 * T):
-                    with m.Switch(o_field):
-                        with m.Case(0):
-                            m.d.comb += o_word.eq(Mux(tx_open_o, txs.view_tid, 0))
-                        with m.Case(1):
-                            m.d.comb += o_word.eq(Mux(tx_open_o, txs.view_npages, 0))
-                        with m.Case(2):
-                            m.d.comb += o_word.eq(Mux(tx_open_o, txs.doomed.bit_select(o_t, 1), 0))
-                with m.Else():
-                    with m.Switch(o_field):
-                        with m.Case(0):
-                            m.d.comb += o_word.eq(Mux(app_live_o, Cat(o_h, Const(0, 16 - hbits), apps.read_meta.gen), 0))
-                        with m.Case(1):
-                            m.d.comb += o_word.eq(Mux(app_live_o, apps.read_meta.check, 0))
-                        with m.Case(2):
-                            m.d.comb += o_word.eq(Mux(app_live_o, apps.read_meta.nlb, 0))
-                m.d.comb += apps.read_addr.eq(o_h)
-                wishbone.word_access(m, bus, (c.buf[:32] >> 2) + ow, o_word)
-                with m.If(bus.err):
-                    finish(Status.DATA_TRANSFER_ERROR)
-                with m.Elif(bus.ack):
-                    m.d.sync += ow.eq(ow + 1)
-                    with m.If(ow == 4 * (T + A) - 1):
-                        finish(Status.SUCCESS)
-                    with m.Elif((ow >= 4 * T - 1) & (o_field == 3)):
-                        m.next = "READ_AN_APPEND_SLOT_FOR_THE_OPEN_LOG"
+                    write_info_page(InfoPage.SNAPSHOT)
+            with m.State("WAIT_FOR_THE_INFO_PAGE"):
+                m.d.comb += self.info_done.ready.eq(1)
+                with m.If(self.info_done.valid):
+                    finish(self.info_done.payload.status)
 
             # transactions: find the tid's slot (or a free one for a first TX_WRITE)
             with m.State("FIND_THE_TRANSACTION"):

@@ -17,13 +17,22 @@ from amaranth import Array, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["TransactionTable", "TxState", "NONE"]
+__all__ = ["TransactionTable", "TxState", "TxViewSignature", "NONE"]
 
 NONE = 2**64 - 1
 
 
 class TxState:
     FREE, OPEN, CLOSING = range(3)
+
+
+class TxViewSignature(wiring.Signature):
+    """A look at one transaction slot's fields (from the viewer's side; combinational): what GET_LOG
+    writes.  ``slot`` out; ``state``, ``tid``, ``npages``, ``first``, ``started``, ``doomed`` in."""
+
+    def __init__(self, slots: int):
+        super().__init__({"slot": Out(range(slots)), "state": In(2), "tid": In(32), "npages": In(32),
+                          "first": In(64), "started": In(1), "doomed": In(1)})
 
 
 class TransactionTable(wiring.Component):
@@ -55,9 +64,8 @@ class TransactionTable(wiring.Component):
         A CLOSING slot's closing group was published: FREE.
     doom : In(1), doom_which : In(range(slots)), doom_no_page : In(1)
         A write of that slot was dropped (for want of a page).
-    view : In(range(slots)) / view_state : Out(2), view_tid : Out(32), view_npages : Out(32),
-    view_first : Out(64), view_started : Out(1)
-        Another slot's fields (combinational): the GET_LOG records.
+    view : In(TxViewSignature(slots))
+        Another slot's fields: the GET_LOG records.
     peek : In(range(slots)) / peek_first : Out(64)
         Yet another slot's first vseq (combinational): a retried page's tag.
     found_npages : Out(32)
@@ -79,8 +87,7 @@ class TransactionTable(wiring.Component):
             "start": In(1), "first_vseq": In(64),
             "free": In(1), "free_which": In(S),
             "doom": In(1), "doom_which": In(S), "doom_no_page": In(1),
-            "view": In(S), "view_state": Out(2), "view_tid": Out(32), "view_npages": Out(32), "view_first": Out(64),
-            "view_started": Out(1), "peek": In(S), "peek_first": Out(64),
+            "view": In(TxViewSignature(slots)), "peek": In(S), "peek_first": Out(64),
             "doomed": Out(slots),
             "floor": Out(64), "open_count": Out(range(slots + 1)),
         })
@@ -102,12 +109,14 @@ class TransactionTable(wiring.Component):
                 m.d.comb += [self.has_free.eq(1), self.free_slot.eq(i)]
             with m.If(state[i] == TxState.CLOSING):
                 m.d.comb += self.closing.eq(1)
-        s, v = self.slot, self.view
+        s, view = self.slot, self.view
+        v = view.slot
         m.d.comb += [self.found_npages.eq(npages[self.found_slot]),
                      self.npages.eq(npages[s]), self.first.eq(first[s]), self.started.eq(started.bit_select(s, 1)),
                      self.doomed_no_page.eq(no_page.bit_select(s, 1)),
-                     self.view_state.eq(state[v]), self.view_tid.eq(tid[v]), self.view_npages.eq(npages[v]),
-                     self.view_first.eq(first[v]), self.view_started.eq(started.bit_select(v, 1)),
+                     view.state.eq(state[v]), view.tid.eq(tid[v]), view.npages.eq(npages[v]),
+                     view.first.eq(first[v]), view.started.eq(started.bit_select(v, 1)),
+                     view.doomed.eq(self.doomed.bit_select(v, 1)),
                      self.peek_first.eq(first[self.peek])]
 
         floor, n_open = Const(NONE, 64), 0

@@ -35,10 +35,16 @@ class AppendTableTB:
         self.sim.add_testbench(self.run)
 
     async def read(self, ctx, slot):
-        ctx.set(self.dut.read_addr, slot)
+        """Slot ``slot`` through the read port; the view port, looking at the same slot, must agree."""
+        d = self.dut
+        ctx.set(d.read_addr, slot)
+        ctx.set(d.view.slot, slot)
+        assert (ctx.get(d.view.live), ctx.get(d.view.held)) == (self.model.live[slot], self.model.held[slot])
         await ctx.tick()
-        meta = ctx.get(self.dut.read_meta)
-        return ctx.get(self.dut.read_first), (meta.gen, meta.nlb, meta.check), ctx.get(self.dut.next_gen)
+        meta, seen = ctx.get(d.read_meta), ctx.get(d.view.meta)
+        assert (ctx.get(d.view.first), seen.gen, seen.nlb, seen.check) == \
+            (ctx.get(d.read_first), meta.gen, meta.nlb, meta.check)
+        return ctx.get(d.read_first), (meta.gen, meta.nlb, meta.check), ctx.get(d.next_gen)
 
     async def check(self, ctx):
         d, md = self.dut, self.model

@@ -59,13 +59,14 @@ class TxTableTB:
                 assert ctx.get(d.found_slot) == t and ctx.get(d.found_npages) == md.npages[t]
         for t in range(self.slots):
             ctx.set(d.slot, t)
-            ctx.set(d.view, self.slots - 1 - t)
+            ctx.set(d.view.slot, self.slots - 1 - t)
             ctx.set(d.peek, t)
             v = self.slots - 1 - t
             assert (ctx.get(d.npages), ctx.get(d.first), ctx.get(d.started), ctx.get(d.doomed_no_page)) == \
                 (md.npages[t], md.first[t], md.started[t], md.no_page[t])
-            assert (ctx.get(d.view_state), ctx.get(d.view_tid), ctx.get(d.view_npages), ctx.get(d.view_first),
-                    ctx.get(d.view_started)) == (md.state[v], md.tid[v], md.npages[v], md.first[v], md.started[v])
+            assert (ctx.get(d.view.state), ctx.get(d.view.tid), ctx.get(d.view.npages), ctx.get(d.view.first),
+                    ctx.get(d.view.started), ctx.get(d.view.doomed)) == \
+                (md.state[v], md.tid[v], md.npages[v], md.first[v], md.started[v], md.doomed[v])
             assert ctx.get(d.peek_first) == md.first[t]
 
     async def pulse(self, ctx, **values):
@@ -142,8 +143,8 @@ def test_a_freeing_publication_and_an_open_of_the_same_cycle_leave_the_open():
         await ctx.tick()
         ctx.set(dut.open, 0)
         ctx.set(dut.free, 0)
-        ctx.set(dut.view, 0)
-        assert ctx.get(dut.view_state) == TxState.OPEN and ctx.get(dut.view_tid) == 7
+        ctx.set(dut.view.slot, 0)
+        assert ctx.get(dut.view.state) == TxState.OPEN and ctx.get(dut.view.tid) == 7
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
