@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from .specdsl import Bits, Constant, ConstantGroup, DocEnum, Record, Register, RegisterMap, u8, u16, u32, u64
+from .specdsl import Bits, Constant, ConstantGroup, DocEnum, Field, Record, Register, RegisterMap, at, u8, u16, u32, u64
 
 SPEC_VERSION = 1
 
@@ -1398,12 +1398,378 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 512
                                             "over-provisioning, and IDENTIFY reports it as max_pending"),
 ])
 
-REGISTER_MAPS = [HOST_REGS, FTL_REGS]
+# -----------------------------------------------------------------------------
+# NVMe (NVM Express Base Specification 2.0, NVM Command Set 1.0): what the drive
+# speaks over PCIe.  The controller registers of BAR0, the 64-byte submission and
+# 16-byte completion entries, the opcodes and status codes, the Identify and log
+# pages atomflash fills, atomflash's verbs as vendor-specific I/O commands, and
+# how each atomflash Status is reported.  Offsets and bits are the standard's.
+# -----------------------------------------------------------------------------
 
-CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS]
+NVME = ConstantGroup("nvme", "NVMe controller constants.", [
+    Constant("VERSION", 0x00020000, "VS: NVMe 2.0.0"),
+    Constant("PCI_CLASS", 0x010802, "PCI class code: mass storage, non-volatile memory, NVM Express"),
+    Constant("DOORBELL_BASE", 0x1000, "first doorbell (SQ0TDBL) in BAR0"),
+    Constant("DSTRD", 0, "doorbell stride: 4 << DSTRD bytes between doorbells"),
+    Constant("IO_QUEUES", 8, "I/O submission/completion queue pairs"),
+    Constant("MQES", 255, "largest queue, 0-based (CAP.MQES): 256 entries"),
+    Constant("TIMEOUT_500MS", 20, "CAP.TO: worst time to ready after CC.EN changes, in 500 ms units"),
+    Constant("PAGE_SHIFT", 12, "memory page size 4 KiB (CC.MPS 0): the only one supported"),
+    Constant("MDTS", 6, "largest data transfer: 2**MDTS memory pages (256 KiB: LIMITS.MAX_TRANSFER 4 KiB blocks)"),
+    Constant("MSIX_VECTORS", 9, "MSI-X vectors: 0 for the admin queue, one per I/O completion queue"),
+    Constant("SQES", 6, "log2 of the submission entry size (64 B)"),
+    Constant("CQES", 4, "log2 of the completion entry size (16 B)"),
+    Constant("NSID", 1, "the one namespace"),
+    Constant("VENDOR_ID", 0x1D1D, "PCI vendor id the simulated function reports"),
+    Constant("DEVICE_ID", 0xAF01, "PCI device id"),
+])
+
+NVME_REGS = RegisterMap("nvme", "NVMe controller registers (BAR0; 64-bit registers as two 32-bit halves).", 0x1000 + 8 * (1 + 8), [
+    Register("cap_lo", 0x00, "ro", "CAP bits 31:0",
+             (Bits("mqes", 0, 16, "largest queue, 0-based"), Bits("cqr", 16, 1, "queues must be contiguous"),
+              Bits("ams", 17, 2, "arbitration mechanisms beyond round robin"),
+              Bits("to", 24, 8, "ready timeout, 500 ms units"))),
+    Register("cap_hi", 0x04, "ro", "CAP bits 63:32",
+             (Bits("dstrd", 0, 4, "doorbell stride"), Bits("nssrs", 4, 1, "NVM subsystem reset"),
+              Bits("css", 5, 8, "command sets: bit 0 the NVM command set"),
+              Bits("bps", 13, 1, "boot partitions"), Bits("mpsmin", 16, 4, "smallest page: 2**(12 + MPSMIN)"),
+              Bits("mpsmax", 20, 4, "largest page: 2**(12 + MPSMAX)"))),
+    Register("vs", 0x08, "ro", "version", (Bits("ter", 0, 8, "tertiary"), Bits("mnr", 8, 8, "minor"),
+                                            Bits("mjr", 16, 16, "major"))),
+    Register("intms", 0x0C, "w1c", "interrupt mask set (pin/MSI only; reads give the mask)"),
+    Register("intmc", 0x10, "w1c", "interrupt mask clear (pin/MSI only; reads give the mask)"),
+    Register("cc", 0x14, "rw", "controller configuration",
+             (Bits("en", 0, 1, "enable: 0 -> 1 starts the controller, 1 -> 0 resets it"),
+              Bits("css", 4, 3, "command set (0: NVM)"), Bits("mps", 7, 4, "page size 2**(12 + MPS)"),
+              Bits("ams", 11, 3, "arbitration (0: round robin)"),
+              Bits("shn", 14, 2, "shutdown notification: 1 normal, 2 abrupt"),
+              Bits("iosqes", 16, 4, "log2 I/O submission entry size"),
+              Bits("iocqes", 20, 4, "log2 I/O completion entry size"))),
+    Register("csts", 0x1C, "ro", "controller status",
+             (Bits("rdy", 0, 1, "ready"), Bits("cfs", 1, 1, "controller fatal status"),
+              Bits("shst", 2, 2, "shutdown status: 0 normal, 1 in progress, 2 complete"),
+              Bits("nssro", 4, 1, "NVM subsystem reset occurred"), Bits("pp", 5, 1, "processing paused"))),
+    Register("aqa", 0x24, "rw", "admin queue attributes",
+             (Bits("asqs", 0, 12, "admin SQ size, 0-based"), Bits("acqs", 16, 12, "admin CQ size, 0-based"))),
+    Register("asq_lo", 0x28, "rw", "admin SQ base, bits 31:0 (4 KiB aligned)"),
+    Register("asq_hi", 0x2C, "rw", "admin SQ base, bits 63:32"),
+    Register("acq_lo", 0x30, "rw", "admin CQ base, bits 31:0 (4 KiB aligned)"),
+    Register("acq_hi", 0x34, "rw", "admin CQ base, bits 63:32"),
+    Register("sq_tail", 0x1000, "wo", "SQyTDBL: submission queue y's new tail (queue 0: admin)",
+             (Bits("tail", 0, 16, "tail"),), count=1 + 8, stride=8),
+    Register("cq_head", 0x1004, "wo", "CQyHDBL: completion queue y's new head",
+             (Bits("head", 0, 16, "head"),), count=1 + 8, stride=8),
+])
+
+
+class NvmeAdminOpcode(DocEnum):
+    DELETE_IO_SQ = 0x00, "delete an I/O submission queue"
+    CREATE_IO_SQ = 0x01, "create an I/O submission queue"
+    GET_LOG_PAGE = 0x02, "get log page"
+    DELETE_IO_CQ = 0x04, "delete an I/O completion queue"
+    CREATE_IO_CQ = 0x05, "create an I/O completion queue"
+    IDENTIFY = 0x06, "identify (CNS in CDW10)"
+    ABORT = 0x08, "abort a command"
+    SET_FEATURES = 0x09, "set features"
+    GET_FEATURES = 0x0A, "get features"
+    ASYNC_EVENT_REQUEST = 0x0C, "asynchronous event request"
+
+
+class NvmeIoOpcode(DocEnum):
+    """NVM command set opcodes; bits 1:0 give the data direction (01 to the controller, 10 from it)."""
+    FLUSH = 0x00, "flush the volatile write cache"
+    WRITE = 0x01, "write"
+    READ = 0x02, "read"
+    WRITE_ZEROES = 0x08, "write zeroes"
+    DATASET_MANAGEMENT = 0x09, "dataset management (deallocate: trim)"
+    ATOMIC_WRITE = 0x81, ("vendor: an atomic group -- NLB + 1 blocks of data (PRPs), LBAs from the list at "
+                          "MPTR (NLB + 1 little-endian u64), all or nothing")
+    TX_WRITE = 0x85, "vendor: stage NLB + 1 blocks at SLBA in transaction TID (CDW13)"
+    TX_READ = 0x86, "vendor: read NLB + 1 blocks at SLBA as transaction TID sees them"
+    TX_COMMIT = 0x88, "vendor: commit transaction TID"
+    TX_ABORT = 0x8C, "vendor: abort transaction TID"
+    APPEND = 0x89, "vendor: stage NLB + 1 blocks with no LBA; completion DW0-DW1 hold the remap token"
+    REMAP = 0x8D, "vendor: bind the (lba, token, nlb) triples of the data buffer (NVME_REMAP_ENTRY), atomically"
+    RELEASE = 0x90, "vendor: discard the staged append of TOKEN (CDW14-15)"
+    HINT = 0x94, "vendor: application hint (CDW13: Hint)"
+
+
+NVME_SQE = Record(
+    "nvme_sqe",
+    "NVMe submission queue entry (64 bytes); CDW10-15 as the I/O commands and atomflash's vendor verbs use them.",
+    [
+        u32("cdw0", "command dword 0", [Bits("opc", 0, 8, "opcode"), Bits("fuse", 8, 2, "fused operation (0)"),
+                                        Bits("psdt", 14, 2, "PRP or SGL (0: PRPs)"),
+                                        Bits("cid", 16, 16, "command identifier")]),
+        u32("nsid", "namespace"),
+        u32("cdw2", "reserved"),
+        u32("cdw3", "reserved"),
+        u64("mptr", "metadata pointer; ATOMIC_WRITE: the LBA list"),
+        u64("prp1", "PRP entry 1: the first data page (may start inside it, dword aligned)"),
+        u64("prp2", "PRP entry 2: the second page, or a PRP list once the data spans more than two"),
+        u64("slba", "CDW10-11: first LBA; RELEASE: 0"),
+        u32("cdw12", "CDW12", [Bits("nlb", 0, 16, "blocks, 0-based; REMAP: triples, 0-based"),
+                               Bits("tx_final", 16, 1, "TX_WRITE: the last write of the transaction, it commits"),
+                               Bits("tx_new", 17, 1, "TX_WRITE: opens the transaction (TID_IN_USE if open)"),
+                               Bits("fua", 30, 1, "force unit access"),
+                               Bits("lr", 31, 1, "limited retry")]),
+        u32("cdw13", "CDW13: TX_*: the transaction id; HINT: the Hint; DSM: attributes (bit 2 deallocate)"),
+        u64("cdw14_15", "CDW14-15: RELEASE: the token"),
+    ],
+    size=64,
+)
+
+NVME_CQE = Record(
+    "nvme_cqe",
+    "NVMe completion queue entry (16 bytes).",
+    [
+        u64("result", "DW0-DW1: command specific (APPEND: the token; Get/Set Features: the value)"),
+        u16("sqhd", "submission queue head"),
+        u16("sqid", "submission queue identifier"),
+        u16("cid", "command identifier"),
+        u16("sf", "phase and status field",
+            [Bits("p", 0, 1, "phase tag"), Bits("sc", 1, 8, "status code"), Bits("sct", 9, 3, "status code type"),
+             Bits("crd", 12, 2, "command retry delay"), Bits("m", 14, 1, "more (error log page)"),
+             Bits("dnr", 15, 1, "do not retry")]),
+    ],
+    size=16,
+)
+
+NVME_REMAP_ENTRY = Record(
+    "nvme_remap_entry",
+    "REMAP's data over NVMe: one (lba, token, nlb) triple (24 bytes), NLB + 1 of them in the data buffer.",
+    [u64("lba", "first LBA to bind"), u64("token", "the append's token"), u32("nlb", "blocks (the append's)"),
+     u32("rsvd", "0")],
+    size=24,
+)
+
+
+class NvmeSct(DocEnum):
+    GENERIC = 0, "generic command status"
+    COMMAND_SPECIFIC = 1, "command specific status"
+    MEDIA = 2, "media and data integrity errors"
+    PATH = 3, "path related status"
+    VENDOR = 7, "vendor specific"
+
+
+class NvmeGenericStatus(DocEnum):
+    SUCCESS = 0x00, "successful completion"
+    INVALID_OPCODE = 0x01, "invalid command opcode"
+    INVALID_FIELD = 0x02, "invalid field in command"
+    CID_CONFLICT = 0x03, "command ID conflict"
+    DATA_TRANSFER_ERROR = 0x04, "data transfer error"
+    POWER_LOSS_ABORT = 0x05, "commands aborted due to power loss notification"
+    INTERNAL_ERROR = 0x06, "internal error"
+    ABORT_REQUESTED = 0x07, "command abort requested"
+    SQ_DELETION_ABORT = 0x08, "command aborted due to SQ deletion"
+    INVALID_NAMESPACE = 0x0B, "invalid namespace or format"
+    COMMAND_SEQUENCE_ERROR = 0x0C, "command sequence error"
+    PRP_OFFSET_INVALID = 0x13, "PRP offset invalid"
+    LBA_OUT_OF_RANGE = 0x80, "LBA out of range"
+    CAPACITY_EXCEEDED = 0x81, "capacity exceeded"
+    NAMESPACE_NOT_READY = 0x82, "namespace not ready"
+
+
+class NvmeCommandStatus(DocEnum):
+    """Command specific status (SCT 1); atomflash's own from 0xC0 (the vendor-specific range)."""
+    INVALID_CQ = 0x00, "completion queue invalid"
+    INVALID_QID = 0x01, "invalid queue identifier"
+    INVALID_QUEUE_SIZE = 0x02, "invalid queue size"
+    ABORT_LIMIT = 0x03, "abort command limit exceeded"
+    AER_LIMIT = 0x05, "asynchronous event request limit exceeded"
+    INVALID_INTERRUPT_VECTOR = 0x08, "invalid interrupt vector"
+    INVALID_LOG_PAGE = 0x09, "invalid log page"
+    INVALID_QUEUE_DELETION = 0x0C, "invalid queue deletion (an SQ still uses the CQ)"
+    FEATURE_NOT_SAVEABLE = 0x0D, "feature identifier not saveable"
+    FEATURE_NOT_CHANGEABLE = 0x0E, "feature not changeable"
+    ATOMFLASH = 0xC0, "atomflash's own statuses: 0xC0 + the Status code (NVME_STATUS_OF)"
+
+
+class NvmeMediaStatus(DocEnum):
+    WRITE_FAULT = 0x80, "write fault"
+    UNRECOVERED_READ_ERROR = 0x81, "unrecovered read error"
+
+
+def nvme_status_of(status: int, *, read: bool = False) -> tuple[int, int]:
+    """The NVMe (SCT, SC) that reports atomflash's ``status`` (``read``: the command read the medium)."""
+    s = Status(status)
+    generic = {Status.SUCCESS: NvmeGenericStatus.SUCCESS, Status.INVALID_OPCODE: NvmeGenericStatus.INVALID_OPCODE,
+               Status.INVALID_FIELD: NvmeGenericStatus.INVALID_FIELD,
+               Status.ZERO_LENGTH: NvmeGenericStatus.INVALID_FIELD,
+               Status.TRANSFER_TOO_LARGE: NvmeGenericStatus.INVALID_FIELD,
+               Status.LBA_OUT_OF_RANGE: NvmeGenericStatus.LBA_OUT_OF_RANGE,
+               Status.MISALIGNED_BUFFER: NvmeGenericStatus.PRP_OFFSET_INVALID,
+               Status.NO_SPACE: NvmeGenericStatus.CAPACITY_EXCEEDED,
+               Status.NOT_READY: NvmeGenericStatus.NAMESPACE_NOT_READY,
+               Status.INTERNAL_ERROR: NvmeGenericStatus.INTERNAL_ERROR,
+               Status.DATA_TRANSFER_ERROR: NvmeGenericStatus.DATA_TRANSFER_ERROR}
+    if s in generic:
+        return NvmeSct.GENERIC, int(generic[s])
+    if s == Status.MEDIA_ERROR:
+        return NvmeSct.MEDIA, int(NvmeMediaStatus.UNRECOVERED_READ_ERROR if read else NvmeMediaStatus.WRITE_FAULT)
+    return NvmeSct.COMMAND_SPECIFIC, NvmeCommandStatus.ATOMFLASH + int(s)
+
+
+def atomflash_status_of(sct: int, sc: int) -> int | None:
+    """The atomflash Status an NVMe (SCT, SC) reports, or None for an NVMe status with no counterpart
+    (queue management, aborts ...): the inverse of :func:`nvme_status_of` where it is one to one."""
+    if sct == NvmeSct.COMMAND_SPECIFIC and sc >= NvmeCommandStatus.ATOMFLASH:
+        return Status(sc - NvmeCommandStatus.ATOMFLASH)
+    if sct == NvmeSct.MEDIA and sc in (NvmeMediaStatus.WRITE_FAULT, NvmeMediaStatus.UNRECOVERED_READ_ERROR):
+        return Status.MEDIA_ERROR
+    if sct == NvmeSct.GENERIC:
+        back = {NvmeGenericStatus.SUCCESS: Status.SUCCESS, NvmeGenericStatus.INVALID_OPCODE: Status.INVALID_OPCODE,
+                NvmeGenericStatus.INVALID_FIELD: Status.INVALID_FIELD,
+                NvmeGenericStatus.LBA_OUT_OF_RANGE: Status.LBA_OUT_OF_RANGE,
+                NvmeGenericStatus.PRP_OFFSET_INVALID: Status.MISALIGNED_BUFFER,
+                NvmeGenericStatus.CAPACITY_EXCEEDED: Status.NO_SPACE,
+                NvmeGenericStatus.NAMESPACE_NOT_READY: Status.NOT_READY,
+                NvmeGenericStatus.INTERNAL_ERROR: Status.INTERNAL_ERROR,
+                NvmeGenericStatus.DATA_TRANSFER_ERROR: Status.DATA_TRANSFER_ERROR}
+        return back.get(sc)
+    return None
+
+
+class NvmeCns(DocEnum):
+    NAMESPACE = 0x00, "Identify Namespace (NSID)"
+    CONTROLLER = 0x01, "Identify Controller"
+    ACTIVE_NAMESPACES = 0x02, "active namespace ID list"
+
+
+class NvmeLogPage(DocEnum):
+    ERROR = 0x01, "error information"
+    SMART = 0x02, "SMART / health information"
+    FIRMWARE = 0x03, "firmware slot information"
+    ATOMFLASH_STATS = 0xC0, "vendor: atomflash's statistics page (LOG_PAGE)"
+    ATOMFLASH_OPEN = 0xC1, "vendor: what is open (OPEN_TX, OPEN_APPEND: LogPage.OPEN)"
+
+
+class NvmeFeature(DocEnum):
+    ARBITRATION = 0x01, "arbitration"
+    POWER_MANAGEMENT = 0x02, "power management"
+    TEMPERATURE_THRESHOLD = 0x04, "temperature threshold"
+    VOLATILE_WRITE_CACHE = 0x06, "volatile write cache (bit 0: enabled)"
+    NUMBER_OF_QUEUES = 0x07, "number of queues (0-based SQ count 15:0, CQ count 31:16)"
+    INTERRUPT_COALESCING = 0x08, "interrupt coalescing (threshold 7:0, time 15:8)"
+    INTERRUPT_VECTOR_CONFIG = 0x09, "interrupt vector configuration"
+    ASYNC_EVENT_CONFIG = 0x0B, "asynchronous event configuration"
+
+
+def _ascii(prefix: str, offset: int, nbytes: int, doc: str) -> list[tuple[int, Field]]:
+    """An ASCII string field of ``nbytes`` (space padded) as u32 pieces ``prefix0`` ..."""
+    return [(offset + 4 * i, u32(f"{prefix}{i}", f"{doc} (bytes {4 * i}..{4 * i + 3})")) for i in range(nbytes // 4)]
+
+
+def ascii_values(prefix: str, text: str, nbytes: int) -> dict[str, int]:
+    """Field values of a string laid out by ``_ascii``: ASCII, left aligned, space padded."""
+    raw = text.encode("ascii")[:nbytes].ljust(nbytes, b" ")
+    return {f"{prefix}{i}": int.from_bytes(raw[4 * i:4 * i + 4], "little") for i in range(nbytes // 4)}
+
+
+NVME_ID_CTRL = Record(
+    "nvme_id_ctrl",
+    "Identify Controller data structure (CNS 01h, 4096 bytes): the fields atomflash fills; atomflash's limits "
+    "in the vendor-specific area from byte 3072.",
+    at(4096, [
+        (0, u16("vid", "PCI vendor id")), (2, u16("ssvid", "PCI subsystem vendor id")),
+        *_ascii("sn", 4, 20, "serial number"), *_ascii("mn", 24, 40, "model number"),
+        *_ascii("fr", 64, 8, "firmware revision"),
+        (72, u8("rab", "recommended arbitration burst")), (77, u8("mdts", "largest transfer: 2**MDTS pages")),
+        (78, u16("cntlid", "controller id")), (80, u32("ver", "version (VS)")),
+        (96, u32("ctratt", "controller attributes")), (111, u8("cntrltype", "1: I/O controller")),
+        (256, u16("oacs", "optional admin commands (0: none)")), (258, u8("acl", "abort command limit, 0-based")),
+        (259, u8("aerl", "asynchronous event request limit, 0-based")),
+        (260, u8("frmw", "firmware updates: bit 0 slot 1 read only, bits 3:1 slots")),
+        (261, u8("lpa", "log page attributes")), (262, u8("elpe", "error log entries, 0-based")),
+        (512, u8("sqes", "submission entry size: 3:0 required, 7:4 largest (log2)")),
+        (513, u8("cqes", "completion entry size: 3:0 required, 7:4 largest (log2)")),
+        (514, u16("maxcmd", "commands outstanding at most")), (516, u32("nn", "namespaces")),
+        (520, u16("oncs", "optional NVM commands", [Bits("write_zeroes", 3, 1, "Write Zeroes"),
+                                                     Bits("dsm", 2, 1, "Dataset Management")])),
+        (522, u16("fuses", "fused operations (0)")), (524, u8("fna", "format NVM attributes")),
+        (525, u8("vwc", "volatile write cache: bit 0 present, 2:1 = 10b flush with NSID all ones supported")),
+        (526, u16("awun", "atomic write unit normal, 0-based blocks")),
+        (528, u16("awupf", "atomic write unit power fail, 0-based blocks")),
+        (530, u8("icsvscc", "I/O command set vendor specific command configuration (1: same format)")),
+        (536, u32("sgls", "SGL support (0: none)")),
+        *_ascii("subnqn", 768, 256, "NVM subsystem NVMe qualified name"),
+        (3072, u64("af_magic", "atomflash: IDENTIFY_MAGIC")),
+        (3080, u32("af_max_atomic_pages", "atomflash: the largest atomic group")),
+        (3084, u32("af_max_open_tx", "atomflash: transactions open at once")),
+        (3088, u32("af_max_pending", "atomflash: pending-bindings entries")),
+        (3092, u32("af_max_remap_triples", "atomflash: the largest REMAP list")),
+        (3096, u32("af_max_appends", "atomflash: appends live at once")),
+        (3100, u32("af_spec_version", "atomflash: SPEC_VERSION")),
+    ]),
+    size=4096,
+)
+
+NVME_ID_NS = Record(
+    "nvme_id_ns",
+    "Identify Namespace data structure (CNS 00h, 4096 bytes).",
+    at(4096, [
+        (0, u64("nsze", "namespace size, blocks")), (8, u64("ncap", "namespace capacity, blocks")),
+        (16, u64("nuse", "namespace utilisation, blocks")),
+        (24, u8("nsfeat", "features: bit 1 NAWUN/NAWUPF/NACWU valid, bit 2 deallocated blocks read zeros")),
+        (25, u8("nlbaf", "LBA formats, 0-based")), (26, u8("flbas", "the format in use (3:0)")),
+        (33, u8("dlfeat", "deallocate: bits 2:0 = 001b reads zeros")),
+        (34, u16("nawun", "namespace atomic write unit normal, 0-based blocks")),
+        (36, u16("nawupf", "namespace atomic write unit power fail, 0-based blocks")),
+        (128, u32("lbaf0", "LBA format 0", [Bits("ms", 0, 16, "metadata bytes"),
+                                            Bits("lbads", 16, 8, "log2 block size"),
+                                            Bits("rp", 24, 2, "relative performance")])),
+    ]),
+    size=4096,
+)
+
+NVME_SMART = Record(
+    "nvme_smart",
+    "SMART / health information log page (02h, 512 bytes); 128-bit counters as low and high halves.",
+    at(512, [
+        (0, u8("critical_warning", "critical warnings", [Bits("spare", 0, 1, "available spare below threshold"),
+                                                          Bits("reliability", 2, 1, "reliability degraded"),
+                                                          Bits("read_only", 3, 1, "media read only")])),
+        (1, u8("temperature_lo", "composite temperature, kelvin: bits 7:0 (the standard places this u16 at byte 1)")),
+        (2, u8("temperature_hi", "composite temperature, kelvin: bits 15:8")),
+        (3, u8("available_spare", "spare left, percent")), (4, u8("spare_threshold", "spare threshold, percent")),
+        (5, u8("percentage_used", "life used, percent (may exceed 100)")),
+        (32, u64("data_units_read", "512,000-byte units read (low half)")), (40, u64("data_units_read_hi", "high half")),
+        (48, u64("data_units_written", "512,000-byte units written (low half)")),
+        (56, u64("data_units_written_hi", "high half")),
+        (64, u64("host_reads", "read commands completed (low half)")), (72, u64("host_reads_hi", "high half")),
+        (80, u64("host_writes", "write commands completed (low half)")), (88, u64("host_writes_hi", "high half")),
+        (112, u64("power_cycles", "power cycles (low half)")), (120, u64("power_cycles_hi", "high half")),
+        (144, u64("unsafe_shutdowns", "power losses without a shutdown notification (low half)")),
+        (152, u64("unsafe_shutdowns_hi", "high half")),
+        (160, u64("media_errors", "unrecovered data integrity errors (low half)")),
+        (168, u64("media_errors_hi", "high half")),
+        (176, u64("error_log_entries", "error log entries over the life (low half)")),
+        (184, u64("error_log_entries_hi", "high half")),
+    ]),
+    size=512,
+)
+
+NVME_ERROR_LOG = Record(
+    "nvme_error_log",
+    "Error information log entry (64 bytes).",
+    at(64, [
+        (0, u64("error_count", "this error's number, from 1 (0: the entry is empty)")),
+        (8, u16("sqid", "submission queue")), (10, u16("cid", "command")),
+        (12, u16("status", "the completion's status field (15:1), phase 0")),
+        (14, u16("param", "byte (7:0) and bit (10:8) of the field in error; 0xFFFF: not given")),
+        (16, u64("lba", "first LBA of the failed command")), (24, u32("nsid", "namespace")),
+    ]),
+    size=64,
+)
+
+REGISTER_MAPS = [HOST_REGS, FTL_REGS, NVME_REGS]
+
+CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS, NVME]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
-         RelocResult, NoSpace, LogPage]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT]
+         RelocResult, NoSpace, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
+         NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature]
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,
+           NVME_SQE, NVME_CQE, NVME_REMAP_ENTRY, NVME_ID_CTRL, NVME_ID_NS, NVME_SMART, NVME_ERROR_LOG]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),

@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-__all__ = ["Bits", "Field", "Record", "RecordValue", "DocEnum", "SpecError"]
+__all__ = ["Bits", "Field", "Record", "RecordValue", "DocEnum", "SpecError", "at", "reserved"]
 
 
 class SpecError(ValueError):
@@ -90,6 +90,30 @@ def u32(name, doc, bits=()):
 
 def u64(name, doc, bits=()):
     return Field(name, 8, doc, tuple(bits))
+
+
+def reserved(start: int, end: int, prefix: str = "rsvd") -> list[Field]:
+    """Reserved bytes ``[start, end)`` as naturally aligned fields, widest first (for formats another
+    standard lays out, whose reserved spans fall anywhere)."""
+    out = []
+    while start < end:
+        size = next(n for n in (8, 4, 2, 1) if start % n == 0 and start + n <= end)
+        out.append(Field(f"{prefix}{start}", size, "reserved"))
+        start += size
+    return out
+
+
+def at(size: int, placed: Iterable[tuple[int, Field]]) -> list[Field]:
+    """Fields at the byte offsets a standard gives them (``(offset, field)`` in order), the gaps and the
+    tail up to ``size`` filled with :func:`reserved`."""
+    out, offset = [], 0
+    for where, f in placed:
+        if where < offset:
+            raise SpecError(f"{f.name}: offset {where} overlaps the field before it")
+        out += reserved(offset, where)
+        out.append(f)
+        offset = where + f.size
+    return out + reserved(offset, size)
 
 
 class RecordValue(dict):

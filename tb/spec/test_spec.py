@@ -156,7 +156,7 @@ static void dump(const void *p, size_t n) {{
 int main(void) {{
     char name[64]; unsigned count;
     while (scanf("%63s %u", name, &count) == 2) {{
-        uint64_t v[64];
+        uint64_t v[1024];  /* values of one record: Identify Controller has hundreds of fields */
         for (unsigned i = 0; i < count; i++) scanf("%" SCNu64, &v[i]);
         if (!strcmp(name, "oobcrc")) {{  /* v[0..] are bytes: print af_crc32 of them */
             uint8_t b[64]; for (unsigned i = 0; i < count; i++) b[i] = (uint8_t)v[i];
