@@ -1544,6 +1544,15 @@ NVME_REMAP_ENTRY = Record(
 )
 
 
+NVME_DSM_RANGE = Record(
+    "nvme_dsm_range",
+    "Dataset Management: one range (16 bytes); NR + 1 of them in the data buffer (CDW10 NR, CDW11 bit 2 AD: "
+    "deallocate).",
+    [u32("attributes", "context attributes (ignored)"), u32("nlb", "blocks (1-based)"), u64("slba", "first LBA")],
+    size=16,
+)
+
+
 class NvmeSct(DocEnum):
     GENERIC = 0, "generic command status"
     COMMAND_SPECIFIC = 1, "command specific status"
@@ -1769,7 +1778,7 @@ ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, On
          RelocResult, NoSpace, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
          NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,
-           NVME_SQE, NVME_CQE, NVME_REMAP_ENTRY, NVME_ID_CTRL, NVME_ID_NS, NVME_SMART, NVME_ERROR_LOG]
+           NVME_SQE, NVME_CQE, NVME_REMAP_ENTRY, NVME_DSM_RANGE, NVME_ID_CTRL, NVME_ID_NS, NVME_SMART, NVME_ERROR_LOG]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),
     "OOB_FORMAT": (OOB_FORMAT, "OOB format version stamped in every record"),
