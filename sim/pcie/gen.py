@@ -1,0 +1,80 @@
+"""Write the Verilator top of the simulated PCIe endpoint into build/.
+
+The top (:data:`TOPLEVEL`) is ``soc.pcie.PcieEndpoint`` on
+:class:`sim.pcie.support.SimUSPPCIEPHY`; its ports are exactly the hard
+block's side of LitePCIe's adapters (:class:`sim.pcie.support.HardBlockPorts`),
+which the cocotb testbench hands to cocotbext-pcie's
+``UltraScalePlusPcieDevice``.  ``sys`` is the model's ``user_clk``.
+
+    .venv/bin/python -m sim.pcie.gen [--out build/pcie]
+
+prints the Verilog sources of the top (the generated file, LitePCIe's adapter
+files).  The generated text is only rewritten when it changes, so Verilator
+rebuilds only when the design does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from migen import ClockDomain, ClockSignal, ResetSignal   # noqa: E402
+
+from litex.gen import LiteXModule                          # noqa: E402
+
+from rtl.build_cache import write_if_changed               # noqa: E402
+from sim.pcie.support import SimUSPPCIEPHY, adapter_sources  # noqa: E402
+from soc.pcie import PcieConfig, PcieEndpoint              # noqa: E402
+
+TOPLEVEL = "atomflash_pcie_sim"
+OUT_DIR = ROOT / "build" / "pcie"
+
+
+class PcieSimTop(LiteXModule):
+    """The endpoint on the simulation PHY, ``sys`` = the model's user clock."""
+
+    def __init__(self, config: PcieConfig):
+        phy = SimUSPPCIEPHY(config)            # a submodule of the endpoint (LitePCIeEndpoint keeps it)
+        self.pcie = PcieEndpoint(phy, config)
+        self.cd_sys = ClockDomain()
+        self.comb += [
+            ClockSignal("sys").eq(ClockSignal("pcie")),
+            ResetSignal("sys").eq(ResetSignal("pcie")),
+        ]
+        self.ios = phy.hard.ios()
+
+
+def generate(config: PcieConfig = PcieConfig(), out_dir: Path = OUT_DIR) -> list[Path]:
+    """Convert the top to ``out_dir/<TOPLEVEL>.v`` (memory images beside it);
+    return every Verilog source Verilator needs."""
+    from litex.gen.fhdl.verilog import convert
+
+    out_dir = Path(out_dir).resolve()
+    top = PcieSimTop(config)
+    conv = convert(top, ios=top.ios, name=TOPLEVEL)
+    text = conv.main_source
+    # LiteX stamps the date into the banner and trailer; keep the text stable so make stays cached
+    text = re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", "", text)
+    for name, content in conv.data_files.items():
+        write_if_changed(out_dir / name, content)
+        text = text.replace(f'$readmemh("{name}"', f'$readmemh("{out_dir / name}"')
+    top_v = write_if_changed(out_dir / f"{TOPLEVEL}.v", text)
+    return [top_v, *adapter_sources(config.data_width)]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (default build/pcie)")
+    args = ap.parse_args(argv)
+    for path in generate(out_dir=args.out):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

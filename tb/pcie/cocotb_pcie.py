@@ -1,0 +1,139 @@
+"""The PCIe endpoint (soc/pcie.py on the simulated UltraScale+ PHY) under
+cocotbext-pcie's root complex: enumeration, BAR0, DMA both ways, MSI-X.
+
+Each test builds its own :class:`PcieTB` (a fresh root complex and device
+model, which pulses the endpoint's reset) and brings the link up itself."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import cocotb
+from cocotb.triggers import Timer
+
+from cocotbext.pcie.core.caps import PciCapId
+
+from pcie_tb import PcieTB, RECORDER_BASE, REGS, tlp_split
+from soc.pcie import EXERCISER_BUFFER_OFFSET, EXERCISER_ID
+
+CAP_PM, CAP_MSI, CAP_PCIE, CAP_MSIX = 0x01, 0x05, 0x10, 0x11
+
+
+async def capability_ids(pdev) -> list[tuple[int, int]]:
+    """(id, offset) of the capability list, walked from the pointer at 0x34."""
+    status = await pdev.config_read_word(0x06)
+    assert status & (1 << 4), "status: no capability list"
+    caps, ptr = [], (await pdev.config_read_byte(0x34)) & 0xFC
+    while ptr:
+        assert len(caps) < 48 and ptr >= 0x40, f"capability list loops or points into the header: {caps} -> {ptr:#x}"
+        header = await pdev.config_read_word(ptr)
+        caps.append((header & 0xFF, ptr))
+        ptr = (header >> 8) & 0xFC
+    return caps
+
+
+@cocotb.test()
+async def enumeration(dut):
+    """IDs, class code, BAR0 sizing and assignment, capability list, MSI-X
+    capability, bus mastering and the link parameters as the device sees them."""
+    tb = PcieTB(dut)
+    cfg = tb.config
+    await tb.start(master=False)
+    pdev = tb.pdev
+
+    assert await pdev.config_read_dword(0x00) == cfg.device_id << 16 | cfg.vendor_id
+    class_rev = await pdev.config_read_dword(0x08)
+    assert class_rev >> 8 == 0x010802, f"class code {class_rev >> 8:06x}: not NVM Express"
+    assert class_rev & 0xFF == cfg.revision_id
+    assert await pdev.config_read_dword(0x2C) == cfg.subsystem_id << 16 | cfg.subsystem_vendor_id
+    assert (await pdev.config_read_byte(0x0E)) & 0x7F == 0, "not a type 0 header"
+
+    # BAR0: a 32-bit non-prefetchable memory BAR of bar0_size, assigned inside the root's window
+    assert pdev.bar_size[0] == cfg.bar0_size
+    bar0 = await pdev.config_read_dword(0x10)
+    assert bar0 & 0xF == 0, f"BAR0 flags {bar0 & 0xF:#x}: want 32-bit, non-prefetchable memory"
+    assert bar0 & ~0xF == pdev.bar_addr[0] and pdev.bar_addr[0] % cfg.bar0_size == 0
+    assert tb.rc.mem_base <= pdev.bar_addr[0] < tb.rc.mem_limit
+    await pdev.config_write_dword(0x10, 0xFFFFFFFF)
+    sized = await pdev.config_read_dword(0x10)
+    await pdev.config_write_dword(0x10, bar0)
+    assert sized == (0x1_0000_0000 - cfg.bar0_size) & 0xFFFFFFFF, f"BAR0 sizing reads {sized:#x}"
+    for bar in range(1, 6):
+        assert await pdev.config_read_dword(0x10 + 4 * bar) == 0, f"BAR{bar} implemented"
+    # the assigned address reaches the endpoint's BAR0
+    assert await tb.read32(REGS["ID"]) == EXERCISER_ID
+
+    # capabilities: power management, PCI Express, MSI-X; no MSI
+    caps = await capability_ids(pdev)
+    ids = [c for c, _ in caps]
+    assert {CAP_PM, CAP_PCIE, CAP_MSIX} <= set(ids), f"capabilities {ids}"
+    assert CAP_MSI not in ids
+    msix = dict((c, o) for c, o in caps)[CAP_MSIX]
+    msg_ctrl = await pdev.config_read_word(msix + 2)
+    assert msg_ctrl & 0x7FF == cfg.msix_vectors - 1
+    assert await pdev.config_read_dword(msix + 4) == cfg.msix_table_offset | 0     # BIR 0
+    assert await pdev.config_read_dword(msix + 8) == cfg.msix_pba_offset | 0
+
+    # bus mastering: off after enable_device, on after set_master -- in config space and as the
+    # endpoint's PHY sees it (cfg_function_status)
+    link = await tb.read32(REGS["LINK"])
+    assert link & 1, f"LINK {link:#x}: link down"
+    assert not (await pdev.config_read_word(0x04)) & (1 << 2)
+    assert not link & 2, f"LINK {link:#x}: bus master enabled before set_master"
+    await pdev.set_master()
+    assert (await pdev.config_read_word(0x04)) & (1 << 2)
+    await tb.cycles(8)
+    link = await tb.read32(REGS["LINK"])
+    assert link & 2, f"LINK {link:#x}: bus master enable did not reach the endpoint"
+
+    # link parameters: what the root programmed in Device Control is what LitePCIe splits by
+    devctl = await pdev.capability_read_word(PciCapId.EXP, 0x8)
+    mps, mrrs = 128 << ((devctl >> 5) & 7), 128 << ((devctl >> 12) & 7)
+    assert (mps, mrrs) == (256, 512), f"Device Control {devctl:#x}"
+    assert await tb.read32(REGS["MPS"]) == mps
+    assert await tb.read32(REGS["MRRS"]) == mrrs
+    await pdev.set_readrq(1)                    # 256: the endpoint must follow
+    await tb.cycles(8)
+    assert await tb.read32(REGS["MRRS"]) == 256
+    # the modelled link (the model trains its port, not the Link Status register)
+    port = tb.dev.upstream_port
+    assert (port.cur_link_speed, port.cur_link_width) == (3, cfg.nlanes)
+
+
+@cocotb.test()
+async def bar0_registers(dut):
+    """32-bit BAR0 reads and writes: the read-only ID, a scratch register that holds what is
+    written (and only that), the buffer's dwords, and zero from unmapped offsets."""
+    tb = PcieTB(dut)
+    await tb.start()
+    rng = random.Random(2)
+
+    assert await tb.read32(REGS["ID"]) == EXERCISER_ID
+    assert await tb.read32(REGS["VERSION"]) == 1
+    await tb.write32(REGS["ID"], 0x12345678)
+    assert await tb.read32(REGS["ID"]) == EXERCISER_ID, "ID is writable"
+
+    for value in [0xFFFFFFFF, 0x00000000, 0xA5A5A5A5, 0x5A5A5A5A] + [rng.getrandbits(32) for _ in range(4)]:
+        await tb.write32(REGS["SCRATCH"], value)
+        assert await tb.read32(REGS["SCRATCH"]) == value
+    # a write elsewhere leaves it alone; it is not what the other registers read
+    await tb.write32(REGS["SCRATCH"], 0xC0FFEE01)
+    await tb.write32(REGS["DMA_ADDR_LO"], 0x0BADF00C)
+    assert await tb.read32(REGS["SCRATCH"]) == 0xC0FFEE01
+    assert await tb.read32(REGS["DMA_ADDR_LO"]) == 0x0BADF00C
+    assert await tb.read32(REGS["ID"]) == EXERCISER_ID
+
+    # buffer dwords: word boundaries and both ends, distinct values
+    offsets = [0x000, 0x004, 0x018, 0x01C, 0x020, 0x024, 0x7E0, 0xFFC]
+    values = {o: rng.getrandbits(32) for o in offsets}
+    for o, v in values.items():
+        await tb.write32(EXERCISER_BUFFER_OFFSET + o, v)
+    for o, v in values.items():
+        got = await tb.read32(EXERCISER_BUFFER_OFFSET + o)
+        assert got == v, f"buffer +{o:#x}: {got:#x}, wrote {v:#x}"
+
+    # unmapped BAR0 offsets read zero and complete
+    for offset in (0x0F00, 0x2000 + 16 * tb.config.msix_vectors, 0x3800, tb.config.bar0_size - 4):
+        assert await tb.read32(offset) == 0, f"BAR0 +{offset:#x}"
+    assert await tb.read32(REGS["SCRATCH"]) == 0xC0FFEE01
