@@ -140,6 +140,49 @@ def phy_function_status(phy):
     return phy.pcie_phy_params["o_cfg_function_status"]
 
 
+# Request byte enables -----------------------------------------------------------------------------
+
+class RequestKeep(LiteXModule):
+    """The byte enables (AXI-Stream ``tkeep``) of the requests LitePCIe hands the PHY.
+
+    LitePCIe's packetizer marks every byte of a request's beats valid except
+    for one-dword requests, so a write whose payload does not fill its last
+    beat (a 16-byte completion entry on a 256-bit interface) reaches the hard
+    block with more dwords kept than its length says; the hard block's
+    descriptor format wants exactly the TLP's dwords.  This computes them from
+    each TLP's first dword (format: 3- or 4-dword header, with data or not;
+    length) and a count of the beats since: ``be`` replaces the stream's own.
+    ``stream`` is the PHY's request stream (``dat``, ``valid``, ``ready``,
+    ``last``), DW0 in ``dat[0:32]`` (the PHY's little-endian order)."""
+
+    def __init__(self, stream, data_width):
+        self.be = Signal(data_width // 8)
+
+        # # #
+
+        ndw = data_width // 32
+        in_packet = Signal()
+        left = Signal(11)                  # dwords from the next beat on
+        dw0 = stream.dat[:32]
+        length = Signal(11)
+        total = Signal(11)
+        here = Signal(11)                  # dwords from this beat on
+        self.comb += [
+            length.eq(Mux(dw0[:10] == 0, 1024, dw0[:10])),
+            total.eq(Mux(dw0[29], 4, 3) + Mux(dw0[30], length, 0)),
+            here.eq(Mux(in_packet, left, total)),
+            self.be.eq(Cat(*[Replicate(here > i, 4) for i in range(ndw)])),
+        ]
+        self.sync += If(stream.valid & stream.ready,
+            If(stream.last,
+                in_packet.eq(0),
+            ).Else(
+                in_packet.eq(1),
+                left.eq(here - ndw),
+            )
+        )
+
+
 # Host memory: device-initiated reads and writes ---------------------------------------------------
 
 def dma_command_layout(address_width=64, length_width=24):
@@ -635,6 +678,10 @@ class PcieEndpoint(LiteXModule):
     def __init__(self, phy, config: PcieConfig, user=None):
         # (the PHY becomes a submodule of LitePCIeEndpoint, which keeps it as ``endpoint.phy``)
         self.config = config
+
+        # PHY: requests carry their own byte enables (RequestKeep) -------------------------------------
+        self.request_keep = RequestKeep(phy.s_axis_rq, phy.data_width)
+        phy.pcie_phy_params["i_s_axis_rq_tkeep"] = self.request_keep.be
 
         # TLP core ---------------------------------------------------------------------------------
         self.endpoint = endpoint = LitePCIeEndpoint(phy,

@@ -119,8 +119,7 @@ class SimPcieSupport(LiteXModule):
     configuration management, messages, legacy interrupts, MSI) have no
     counterpart in the model and stay unconnected."""
 
-    def __init__(self, params: dict, data_width: int):
-        self.hard = hard = HardBlockPorts(data_width)
+    def __init__(self, params: dict, hard: HardBlockPorts, data_width: int):
         dw = data_width
         p = params
 
@@ -230,10 +229,11 @@ class SimUSPPCIEPHY(USPPCIEPHY):
         # no GT reference clock: drop its buffer
         self._fragment.specials = {s for s in self._fragment.specials
                                    if not (isinstance(s, _Instance) and s.of == "IBUFDS_GTE4")}
-        self.support = SimPcieSupport(self.pcie_phy_params, config.data_width)
-        self.hard = self.support.hard
+        self.hard = HardBlockPorts(config.data_width)
         self.msix_enable = self.hard.cfg_interrupt_msix_enable[0]
         self.msix_function_mask = self.hard.cfg_interrupt_msix_mask[0]
 
     def do_finalize(self):
-        pass   # no hard block sources, no pcie_support instance: SimPcieSupport stands in
+        # where USPPCIEPHY instantiates pcie_support (and adds the hard block's sources), from the
+        # same parameters: whoever builds on the PHY may still have changed them
+        self.support = SimPcieSupport(self.pcie_phy_params, self.hard, self.data_width)
