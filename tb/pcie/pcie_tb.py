@@ -19,9 +19,10 @@ writes through it are silently lost.  :class:`PcieTB` therefore looks every
 port up by name before the buses are built.
 
 The model owns the clock (``user_clk``, 250 MHz) and reset (``user_reset``,
-pulsed when the device model starts).  :meth:`start` waits for the reset,
-enumerates, and enables memory decoding and, unless told otherwise, bus
-mastering.  BAR0 is reached through ``read32``/``write32`` (offsets from BAR0;
+pulsed when the device model starts).  :meth:`start` resets the DUT on a
+clock of its own first (see :meth:`_quiet_reset`), builds the root complex and
+the model, waits for the model's reset, enumerates, and enables memory
+decoding and, unless told otherwise, bus mastering.  BAR0 is reached through ``read32``/``write32`` (offsets from BAR0;
 :data:`soc.pcie.EXERCISER_REGS` names the registers), DMA through
 :meth:`dma_to_host` / :meth:`dma_from_host` (the exerciser's registers).
 """
@@ -31,7 +32,9 @@ from __future__ import annotations
 import logging
 import struct
 
-from cocotb.triggers import FallingEdge, First, Timer
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
 from cocotbext.axi import AxiStreamBus
 from cocotbext.axi.address_space import Region
@@ -85,9 +88,18 @@ class PcieTB:
         self.config = config
         for name, _, _ in hard_block_ports(config.data_width):
             getattr(dut, name)       # by name, before any discovery (see the module docstring)
+        self.root_mps = root_mps
         self.log = logging.getLogger("cocotb.tb")
         self.log.setLevel(logging.INFO)
+        self.rc = self.dev = None
+        self.host_writes: list[tuple[int, int]] = []
+        self.host_reads: list[tuple[int, int]] = []
+        self.pdev = None          # the root complex's view of the function, after start()
 
+    def _build(self):
+        """The root complex and the device model on the DUT's ports (the model starts clocking
+        and resetting the DUT at once)."""
+        config, dut, root_mps = self.config, self.dut, self.root_mps
         self.rc = RootComplex()
         self.rc.max_payload_size = MPS_CODE[root_mps]     # the root port's: the device gets min(this, its own)
 
@@ -147,16 +159,12 @@ class PcieTB:
         self.rc.make_port().connect(self.dev)
 
         # what the device sends the host
-        self.host_writes: list[tuple[int, int]] = []
-        self.host_reads: list[tuple[int, int]] = []
         for fmt in (TlpType.MEM_WRITE, TlpType.MEM_WRITE_64):
             self._record(fmt, self.host_writes)
         for fmt in (TlpType.MEM_READ, TlpType.MEM_READ_64):
             self._record(fmt, self.host_reads)
         self.recorder = RecordingRegion(RECORDER_SIZE)
         self.rc.mem_address_space.register_region(self.recorder, RECORDER_BASE)
-
-        self.pdev = None          # the root complex's view of the function, after start()
 
     def _record(self, fmt, log):
         serve = self.rc.rx_tlp_handler[fmt]
@@ -169,7 +177,25 @@ class PcieTB:
 
     # Bring-up ---------------------------------------------------------------------------------
 
+    async def _quiet_reset(self, cycles: int = 16):
+        """Reset the DUT with no model attached.  The model clocks the DUT for two cycles before it
+        resets it; whatever an earlier test left in flight (say, a BAR read completion its dead
+        model never took) would otherwise reach this test's root complex and answer one of its
+        requests."""
+        dut = self.dut
+        for name in ("m_axis_cq_tvalid", "m_axis_rc_tvalid", "s_axis_rq_tready", "s_axis_cc_tready"):
+            getattr(dut, name).value = 0
+        dut.user_reset.value = 1
+        clock = cocotb.start_soon(Clock(dut.user_clk, round(1e9 / self.config.user_clk_hz, 3), "ns").start())
+        for _ in range(cycles):
+            await RisingEdge(dut.user_clk)
+        clock.kill()
+        await Timer(1, "ns")
+
     async def start(self, master: bool = True):
+        """Reset, attach the root complex and device model, enumerate, enable."""
+        await self._quiet_reset()
+        self._build()
         await FallingEdge(self.dut.user_reset)
         await Timer(100, "ns")
         await self.rc.enumerate()
