@@ -71,7 +71,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from migen import Array, C, Case, Cat, If, Mux, Replicate, Signal
+from migen import Array, C, Case, Cat, ClockDomainsRenamer, If, Mux, Replicate, Signal
+from migen.genlib.cdc import MultiReg
 from migen.genlib.fsm import FSM, NextState, NextValue
 from migen.fhdl.specials import Memory
 
@@ -133,10 +134,10 @@ def make_phy(config: PcieConfig, platform, pads):
 
 
 def phy_function_status(phy):
-    """The hard block's ``cfg_function_status`` as ``sys`` sees it (bit 2: bus master enable).
+    """The hard block's ``cfg_function_status`` (bit 2: bus master enable), in the ``pcie`` domain.
 
-    ``USPPCIEPHY`` keeps it in its instance parameters and only exports bit 0
-    in a CSR; the parameter is the signal feeding its synchronizer."""
+    ``USPPCIEPHY`` keeps it in its instance parameters and exports only bit 0
+    in a CSR; the parameter is the signal its synchronizer samples."""
     return phy.pcie_phy_params["o_cfg_function_status"]
 
 
@@ -214,8 +215,13 @@ class HostDMA(LiteXModule):
     the last is of the full size.  A transfer that needs more than one TLP
     must start on a ``data_width``-bit word boundary: each TLP's payload starts
     at bit 0 of a word, so a later TLP can only begin at a word boundary of
-    the data stream.  Such a transfer, a misaligned address or length, or a
-    ``wr_data.last`` that disagrees with ``len``, sets the sticky ``error``.
+    the data stream.  A write that breaks this, or whose address or length is
+    not a multiple of 4, is refused: its data words are taken up to
+    ``wr_data.last`` and dropped, nothing reaches the host, and the sticky
+    ``error`` is set.  Such a read is still issued (its data comes out
+    misplaced, still ending with ``last``) and sets ``error``; so does a
+    ``wr_data.last`` that disagrees with ``len``, or a failed completion.
+    ``clear_error`` clears it.
     """
 
     def __init__(self, endpoint, data_width, address_width=64, length_width=24):
@@ -263,8 +269,12 @@ class HostDMA(LiteXModule):
                 NextValue(wr_adr, Cat(C(0, 2), self.wr_cmd.adr[2:])),
                 NextValue(wr_remaining, Cat(C(0, 2), self.wr_cmd.len[2:])),
                 NextValue(wr_first_chunk, 1),
-                If((self.wr_cmd.adr[:2] != 0) | (self.wr_cmd.len[:2] != 0), wr_error.eq(1)),
-                NextState("CHUNK"),
+                If((self.wr_cmd.adr[:2] != 0) | (self.wr_cmd.len[:2] != 0),
+                    wr_error.eq(1),
+                    NextState("REFUSE"),
+                ).Else(
+                    NextState("CHUNK"),
+                )
             )
         )
         wr_fsm.act("CHUNK",
@@ -277,8 +287,19 @@ class HostDMA(LiteXModule):
                 NextValue(wr_beats_m1, (wr_chunk - 1) >> word_shift),
                 NextValue(wr_first_chunk, 0),
                 If(wr_first_chunk & (wr_chunk != wr_remaining) & (wr_adr[:word_shift] != 0),
-                    wr_error.eq(1)),
-                NextState("SEND"),
+                    wr_error.eq(1),
+                    NextState("REFUSE"),
+                ).Else(
+                    NextState("SEND"),
+                )
+            )
+        )
+        # a command that cannot be carried out: its data is taken and dropped, nothing is sent
+        wr_fsm.act("REFUSE",
+            self.wr_data.ready.eq(1),
+            If(self.wr_data.valid & self.wr_data.last,
+                self.wr_cmd.ready.eq(1),
+                NextState("IDLE"),
             )
         )
         wr_last_beat = Signal()
@@ -679,9 +700,18 @@ class PcieEndpoint(LiteXModule):
         # (the PHY becomes a submodule of LitePCIeEndpoint, which keeps it as ``endpoint.phy``)
         self.config = config
 
-        # PHY: requests carry their own byte enables (RequestKeep) -------------------------------------
-        self.request_keep = RequestKeep(phy.s_axis_rq, phy.data_width)
+        # PHY: requests carry their own byte enables (RequestKeep, on the PHY's side of its CDC) -----
+        self.request_keep = ClockDomainsRenamer("pcie")(RequestKeep(phy.s_axis_rq, phy.data_width))
         phy.pcie_phy_params["i_s_axis_rq_tkeep"] = self.request_keep.be
+
+        # hard block status the PHY does not synchronize (or, for MSI-X, does not have on a board)
+        function_status = Signal(16)
+        self.specials += MultiReg(phy_function_status(phy), function_status, "sys")
+        msix_enable = msix_function_mask = None
+        if hasattr(phy, "msix_enable"):
+            msix_enable, msix_function_mask = Signal(), Signal()
+            self.specials += [MultiReg(phy.msix_enable, msix_enable, "sys"),
+                              MultiReg(phy.msix_function_mask, msix_function_mask, "sys")]
 
         # TLP core ---------------------------------------------------------------------------------
         self.endpoint = endpoint = LitePCIeEndpoint(phy,
@@ -692,16 +722,15 @@ class PcieEndpoint(LiteXModule):
         # Frontends --------------------------------------------------------------------------------
         self.dma = HostDMA(endpoint, data_width=phy.data_width)
         self.msix = PcieMSIX(endpoint, config.msix_vectors, config.msix_table_offset, config.msix_pba_offset,
-                             enable=getattr(phy, "msix_enable", None),
-                             function_mask=getattr(phy, "msix_function_mask", None))
+                             enable=msix_enable, function_mask=msix_function_mask)
         if user is None:
             self.user = PcieExerciser(self.dma, self.msix, phy.data_width,
                 link_up=phy._link_status.fields.status,
-                function_status=phy_function_status(phy),
+                function_status=function_status,
                 max_payload_size=phy.max_payload_size,
                 max_request_size=phy.max_request_size,
-                msix_enable=getattr(phy, "msix_enable", 0),
-                msix_function_mask=getattr(phy, "msix_function_mask", 0))
+                msix_enable=0 if msix_enable is None else msix_enable,
+                msix_function_mask=0 if msix_function_mask is None else msix_function_mask)
         else:
             self.user = user(self)
 

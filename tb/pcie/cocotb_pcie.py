@@ -153,7 +153,8 @@ async def dma_to_host(dut):
     """The device writes its buffer into host memory: 4 KiB from 32 bytes below a 4 KiB
     boundary (split at every 256-byte max-payload boundary, so at the 4 KiB one), then a
     16-byte write at an address 16 bytes past a 32-byte boundary (a completion entry's shape);
-    the data lands where it belongs and nothing around it changes."""
+    the data lands where it belongs and nothing around it changes.  A transfer the engine
+    cannot place (two TLPs from an address off the data-path word) is refused and flagged."""
     tb = PcieTB(dut)
     await tb.start()
     rng = random.Random(3)
@@ -187,6 +188,17 @@ async def dma_to_host(dut):
     assert bytes(mem[entry:entry + 16]) == data[:16]
     assert bytes(mem[entry - 16:entry]) == background[entry - 16:entry]
     assert bytes(mem[entry + 16:entry + 64]) == background[entry + 16:entry + 64]
+
+    # a transfer needing two TLPs from an address off the 32-byte data-path word cannot be placed:
+    # refused -- nothing written -- and flagged (sticky until cleared)
+    mark = len(tb.host_writes)
+    status = await tb.dma_to_host(host + 0x30F0, 32)        # 16 bytes each side of a 256-byte boundary
+    assert status & 2, f"DMA_STATUS {status:#x}: misaligned multi-TLP transfer not flagged"
+    await tb.cycles(200)
+    assert tb.host_writes[mark:] == [], f"a refused transfer wrote {tb.host_writes[mark:]}"
+    assert bytes(mem[0x30F0:0x3110]) == background[0x30F0:0x3110]
+    await tb.write32(REGS["DMA_CTRL"], 4)
+    assert not (await tb.read32(REGS["DMA_STATUS"])) & 2, "error not cleared"
 
 
 @cocotb.test()
