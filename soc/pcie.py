@@ -41,14 +41,18 @@ a board would run.  Whoever builds the top chooses the PHY: a board build
 slave side routes the host's requests to BAR0; its master side arbitrates
 the device's own requests (DMA, MSI-X messages) and, through LitePCIe's TLP
 controller, hands out tags, limits outstanding reads and returns read
-completions in request order, reassembled per request.
+completions in request order, reassembled per request.  One correction sits
+between it and the PHY: LitePCIe's packetizer marks every dword of a
+request's last beat valid, which the hard block's interface does not allow
+for a write that ends mid-beat; :class:`RequestKeep` derives the byte
+enables from each TLP's header instead.
 
 **The frontends** are what the device above sees:
 
 * BAR0 (:class:`PcieEndpoint`): ``LitePCIeWishboneMaster`` turns the host's
   BAR0 reads and writes into 32-bit Wishbone cycles.  BAR0 is
   ``config.bar0_size`` bytes: the user region ``[0, msix_table_offset)`` goes
-  to ``user_bus`` (by default the bring-up block, :class:`PcieExerciser`;
+  to ``user.bus`` (by default the bring-up block, :class:`PcieExerciser`;
   later the NVMe controller registers and doorbells), the MSI-X table and
   PBA to :class:`PcieMSIX`, anything else reads as zero.
 * Host memory (:class:`HostDMA`): commands ``(address, length)`` each way
@@ -58,13 +62,22 @@ completions in request order, reassembled per request.
 * Interrupts (:class:`PcieMSIX`): ``LitePCIeMSIX`` sends a vector's message
   (a memory write of the table's data to the table's address) through the
   crossbar; the table and the pending bit array are in BAR0.  A masked
-  vector, or every vector while the function is masked or MSI-X disabled,
-  is held pending and sent when unmasked, as the PCIe specification asks.
+  vector, or every vector while the function is masked or MSI-X disabled
+  (where the PHY reports those bits), is held pending and sent when
+  unmasked, as the PCIe specification asks.
 
-Clocking: everything here runs in ``sys``.  In simulation ``sys`` is the
-hard block's user clock (250 MHz for gen3 x8 at 256 bits), the PHY built
-with ``cd="pcie"`` so its datapaths are plain wires; on a board the PHY
-crosses into ``sys`` itself.
+Clocking: everything here runs in ``sys`` except :class:`RequestKeep`, on
+the PHY's side of its clock-domain crossing (``pcie``); the hard block's
+status bits read here are synchronized into ``sys``.  In simulation ``sys``
+is the hard block's user clock (250 MHz for gen3 x8 at 256 bits) and the PHY
+is built with ``cd="pcie"``, so its datapaths are plain wires; on a board
+the PHY crosses into ``sys`` itself.
+
+The data path is 256 bits wide.  LitePCIe's 128-bit UltraScale+ request
+adapter only forms 3-dword headers (32-bit host addresses); the 256-bit one
+takes the 4-dword headers LitePCIe's packetizer emits for UltraScale+ parts
+at that width, so the device can address all of host memory, as an NVMe
+controller must.
 """
 
 from __future__ import annotations
@@ -206,8 +219,8 @@ class HostDMA(LiteXModule):
       in that order.
     * Read: ``rd_cmd`` is accepted once its read requests are issued (the next
       command's requests may follow at once); its data comes out of
-      ``rd_data`` in order, ``last`` on its final word, ``err`` on the words
-      of a completion the host failed.
+      ``rd_data`` in order, ``last`` on its final word, ``err`` on what a
+      completion the host failed delivers.
 
     Splitting: a transfer is cut at every multiple of the negotiated max
     payload size (writes) or max read request size (reads), so no TLP crosses
@@ -425,7 +438,9 @@ class PcieMSIX(LiteXModule):
     ``cfg_interrupt_msix_enable``/``cfg_interrupt_msix_mask`` where the PHY
     has them; LitePCIe's board ``pcie_support`` does not export them, and
     without them only the per-vector mask is honoured).  Events of one vector
-    while it is pending coalesce into one message.
+    while it is pending coalesce into one message.  ``LitePCIeMSIX`` checks
+    the table's mask again when it sends: a vector the host masks in the few
+    cycles between hand-over and send is dropped, not held.
 
     ``bus`` is a 32-bit Wishbone slave decoding BAR0 word addresses: the
     table at ``table_offset`` (per vector: message address low, high, data,

@@ -14,7 +14,7 @@ from cocotb.triggers import Timer
 
 from cocotbext.pcie.core.caps import PciCapId
 
-from pcie_tb import PcieTB, RECORDER_BASE, REGS, tlp_split
+from pcie_tb import HIGH_BASE, PcieTB, RECORDER_BASE, REGS, tlp_split
 from soc.pcie import EXERCISER_BUFFER_OFFSET, EXERCISER_ID
 
 CAP_PM, CAP_MSI, CAP_PCIE, CAP_MSIX = 0x01, 0x05, 0x10, 0x11
@@ -152,8 +152,8 @@ def check_split(tlps, addr, length, size, what):
 async def dma_to_host(dut):
     """The device writes its buffer into host memory: 4 KiB from 32 bytes below a 4 KiB
     boundary (split at every 256-byte max-payload boundary, so at the 4 KiB one), then a
-    16-byte write at an address 16 bytes past a 32-byte boundary (a completion entry's shape);
-    the data lands where it belongs and nothing around it changes.  A transfer the engine
+    16-byte write at an address 16 bytes past a 32-byte boundary (a completion entry's shape),
+    and 512 bytes above 4 GiB; the data lands where it belongs and nothing around it changes.  A transfer the engine
     cannot place (two TLPs from an address off the data-path word) is refused and flagged."""
     tb = PcieTB(dut)
     await tb.start()
@@ -189,6 +189,18 @@ async def dma_to_host(dut):
     assert bytes(mem[entry - 16:entry]) == background[entry - 16:entry]
     assert bytes(mem[entry + 16:entry + 64]) == background[entry + 16:entry + 64]
 
+    # above 4 GiB: 64-bit addresses reach the host as they are
+    mark = len(tb.host_writes)
+    high = HIGH_BASE + 0x0F00
+    tb.high.mem[:] = background[:len(tb.high.mem)]
+    status = await tb.dma_to_host(high, 512)
+    assert not status & 2, f"DMA_STATUS {status:#x}: error"
+    await tb.wait_host_writes(512, since=mark)
+    assert tb.host_writes[mark:] == [(high, 256), (high + 256, 256)]
+    assert bytes(tb.high.mem[0xF00:0x1100]) == data[:512]
+    assert bytes(tb.high.mem[:0xF00]) == background[:0xF00]
+    assert bytes(tb.high.mem[0x1100:]) == background[0x1100:len(tb.high.mem)]
+
     # a transfer needing two TLPs from an address off the 32-byte data-path word cannot be placed:
     # refused -- nothing written -- and flagged (sticky until cleared)
     mark = len(tb.host_writes)
@@ -205,7 +217,8 @@ async def dma_to_host(dut):
 async def dma_from_host(dut):
     """The device reads host memory into its buffer: 4 KiB from 32 bytes below a 4 KiB boundary
     (read requests cut at every 512-byte max-read-request boundary), checked dword by dword
-    through BAR0; then 8 bytes from an address 8 bytes past a 32-byte boundary (a PRP entry)."""
+    through BAR0; 128 bytes across a 4 KiB boundary above 4 GiB; then 8 bytes from an address
+    8 bytes past a 32-byte boundary (a PRP entry)."""
     tb = PcieTB(dut)
     await tb.start()
     rng = random.Random(4)
@@ -223,6 +236,15 @@ async def dma_from_host(dut):
     got = await tb.read_buffer(4096)
     want = bytes(mem[start:start + 4096])
     assert got == want, f"buffer differs from host memory at byte {next(i for i in range(4096) if got[i] != want[i])}"
+
+    # above 4 GiB
+    mark = len(tb.host_reads)
+    high = HIGH_BASE + 0x0FC0
+    tb.high.mem[:] = rng.randbytes(len(tb.high.mem))
+    status = await tb.dma_from_host(high, 128)
+    assert not status & 2, f"DMA_STATUS {status:#x}: error"
+    assert tb.host_reads[mark:] == [(high, 64), (high + 64, 64)]
+    assert await tb.read_buffer(128) == bytes(tb.high.mem[0xFC0:0x1040])
 
     mark = len(tb.host_reads)
     entry = 0x3008

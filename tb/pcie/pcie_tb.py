@@ -10,7 +10,8 @@ records what the device sends the host:
   / read request TLP the device issued, in arrival order (the handlers wrap
   the root complex's own, which still serve them);
 * a :class:`RecordingRegion` at :data:`RECORDER_BASE` for MSI-X messages sent
-  to an address the test chose.
+  to an address the test chose;
+* host memory above 4 GiB, ``high`` at :data:`HIGH_BASE`.
 
 Port handles: cocotb caches one handle per signal, and a handle first made
 while discovering the hierarchy (``dir(dut)``, which cocotb-bus runs for a
@@ -37,7 +38,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
 from cocotbext.axi import AxiStreamBus
-from cocotbext.axi.address_space import Region
+from cocotbext.axi.address_space import MemoryRegion, Region
 from cocotbext.pcie.core import RootComplex
 from cocotbext.pcie.core.tlp import TlpType
 from cocotbext.pcie.xilinx.us import UltraScalePlusPcieDevice
@@ -48,6 +49,8 @@ from soc.pcie import EXERCISER_BUFFER_OFFSET, EXERCISER_REGS, PcieConfig
 REGS = EXERCISER_REGS
 RECORDER_BASE = 0x8001_0000     # outside the root complex's memory pool and its MSI region
 RECORDER_SIZE = 0x1000
+HIGH_BASE = 0x1_2345_0000       # host memory above 4 GiB (64-bit addressing)
+HIGH_SIZE = 0x2000
 MPS_CODE = {128: 0, 256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 
 
@@ -165,6 +168,8 @@ class PcieTB:
             self._record(fmt, self.host_reads)
         self.recorder = RecordingRegion(RECORDER_SIZE)
         self.rc.mem_address_space.register_region(self.recorder, RECORDER_BASE)
+        self.high = MemoryRegion(HIGH_SIZE)
+        self.rc.mem_address_space.register_region(self.high, HIGH_BASE)
 
     def _record(self, fmt, log):
         serve = self.rc.rx_tlp_handler[fmt]
