@@ -29,7 +29,7 @@ from migen import ClockDomain, ClockSignal, ResetSignal   # noqa: E402
 from litex.gen import LiteXModule                          # noqa: E402
 
 from rtl.build_cache import write_if_changed               # noqa: E402
-from sim.pcie.support import SimUSPPCIEPHY, adapter_sources  # noqa: E402
+from sim.pcie.support import SimUSPPCIEPHY, adapter_sources, ultrascale_plus_context  # noqa: E402
 from soc.pcie import PcieConfig, PcieEndpoint              # noqa: E402
 
 TOPLEVEL = "atomflash_pcie_sim"
@@ -56,8 +56,9 @@ def generate(config: PcieConfig = PcieConfig(), out_dir: Path = OUT_DIR) -> list
     from litex.gen.fhdl.verilog import convert
 
     out_dir = Path(out_dir).resolve()
-    top = PcieSimTop(config)
-    conv = convert(top, ios=top.ios, name=TOPLEVEL)
+    with ultrascale_plus_context():
+        top = PcieSimTop(config)
+        conv = convert(top, ios=top.ios, name=TOPLEVEL)
     text = conv.main_source
     # LiteX stamps the date into the banner and trailer; keep the text stable so make stays cached
     text = re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", "", text)

@@ -31,6 +31,7 @@ only bit 0 carries meaning; the ports are one bit.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from migen import Instance, Record, Replicate, Signal
@@ -201,7 +202,8 @@ def _tready4(sig):
 
 
 class _StandInPlatform:
-    """What ``USPPCIEPHY.__init__`` asks of a platform: a timing constraint on the reference clock."""
+    """What ``USPPCIEPHY.__init__`` asks of a platform (a timing constraint on the reference clock)
+    and LitePCIe's packetizer of ``LiteXContext.platform`` (the part's name)."""
 
     device = SIM_DEVICE
 
@@ -209,19 +211,31 @@ class _StandInPlatform:
         pass
 
 
+@contextmanager
+def ultrascale_plus_context():
+    """Build the endpoint inside this: ``LiteXContext.platform`` names an UltraScale+ part (LitePCIe
+    reads it when building the packetizer) and is put back afterwards."""
+    saved = LiteXContext.platform
+    LiteXContext.platform = _StandInPlatform()
+    try:
+        yield
+    finally:
+        LiteXContext.platform = saved
+
+
 class SimUSPPCIEPHY(USPPCIEPHY):
     """``USPPCIEPHY`` with ``pcie_support`` replaced by :class:`SimPcieSupport`.
 
+    Build it, and the endpoint on it, inside :func:`ultrascale_plus_context`.
     Built with ``cd="pcie"``: the TLP core runs on the model's user clock
     (the simulation top drives ``sys`` from it), so LitePCIe's datapaths are
     direct connections.  ``hard`` holds the ports for the model."""
 
     def __init__(self, config: PcieConfig):
-        if LiteXContext.platform is None:
-            LiteXContext.platform = _StandInPlatform()
         device = getattr(LiteXContext.platform, "device", "") or ""
         assert device[:4] in ("xcku", "xcvu", "xczu", "xcau"), \
-            f"LiteXContext.platform is {device!r}: the 256-bit UltraScale+ RQ adapter needs 4-DW headers"
+            f"LiteXContext.platform is {device!r}: build inside ultrascale_plus_context() " \
+            "(the 256-bit UltraScale+ request adapter needs LitePCIe's 4-dword headers)"
         n = config.nlanes
         pads = Record([("clk_p", 1), ("clk_n", 1), ("tx_p", n), ("tx_n", n), ("rx_p", n), ("rx_n", n)])
         USPPCIEPHY.__init__(self, _StandInPlatform(), pads, speed=config.speed, data_width=config.data_width,
