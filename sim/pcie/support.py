@@ -22,10 +22,11 @@ function-mask bits (``msix_enable``, ``msix_function_mask``), which
 
 Width notes (256-bit interface): the adapters' tuser buses are 60 (RQ), 85
 (CQ, RC) and 33 (CC) bits; the UltraScale+ hard block's are 62, 88, 75 and
-33.  The extra RQ/CQ bits are zero/unused; the RC adapter reads only bits
-[42:0] (byte enables and discontinue), so the 75-bit port feeds it
-zero-extended.  The hard block's tready inputs are 22 bits wide, of which
-only bit 0 carries meaning; the ports are one bit.
+33.  The two extra RQ bits are zero and the CQ adapter takes the low 85; the
+RC adapter reads only byte enables and discontinue (bits 31:0 and 42), so
+the 75-bit port feeds it zero-extended.  The hard block's CQ/RC tready
+inputs are 22 bits wide with only bit 0 meaningful, and the adapters' four;
+the ports are one bit, as the model drives and reads them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from migen import Instance, Record, Replicate, Signal
-from migen.fhdl.specials import Instance as _Instance
 
 from litex.gen import LiteXModule
 from litex.gen.context import LiteXContext
@@ -242,7 +242,7 @@ class SimUSPPCIEPHY(USPPCIEPHY):
                             cd="pcie", bar0_size=config.bar0_size)
         # no GT reference clock: drop its buffer
         self._fragment.specials = {s for s in self._fragment.specials
-                                   if not (isinstance(s, _Instance) and s.of == "IBUFDS_GTE4")}
+                                   if not (isinstance(s, Instance) and s.of == "IBUFDS_GTE4")}
         self.hard = HardBlockPorts(config.data_width)
         self.msix_enable = self.hard.cfg_interrupt_msix_enable[0]
         self.msix_function_mask = self.hard.cfg_interrupt_msix_mask[0]
