@@ -239,7 +239,7 @@ def host():
     return h
 
 
-# == registers and the init sequence ===================================================================================
+# == registers and the init sequence ===============================================================================
 def test_init_sequence_registers_and_fatal_configurations():
     h = Host()
     cap_lo, cap_hi = h.read("cap_lo"), h.read("cap_hi")
@@ -267,6 +267,9 @@ def test_init_sequence_registers_and_fatal_configurations():
         h.write("cc", 0)
         assert h.read("csts") == 0
     h = Host()
+    h.enable(entries=1)  # an admin queue of one entry cannot work
+    assert bits("csts", h.read("csts"), "cfs") == 1
+    h = Host()
     h.write("asq_lo", h.mem.alloc(PAGE) + 64)  # misaligned admin SQ
     h.write("acq_lo", h.mem.alloc(PAGE))
     h.write("aqa", regval("aqa", asqs=3, acqs=3))
@@ -276,7 +279,7 @@ def test_init_sequence_registers_and_fatal_configurations():
         h.ctrl.mmio_read(2)
 
 
-# == Identify ============================================================================================================
+# == Identify ======================================================================================================
 def test_identify_controller_namespace_and_list():
     h = Host(serial="SN42", volatile_cache=True)
     h.enable()
@@ -314,7 +317,7 @@ def test_identify_controller_namespace_and_list():
     assert status(h.identify(0x10)[0]) == generic(Gs.INVALID_FIELD)
 
 
-# == queues ==============================================================================================================
+# == queues ========================================================================================================
 def test_create_and_delete_queues_with_every_error():
     h = Host(io_queues=4, mqes=31)
     h.enable()
@@ -406,7 +409,7 @@ def test_delete_sq_aborts_commands_not_fetched():
     assert state(h.ctrl.model) == before
 
 
-# == I/O against the plain model ==========================================================================================
+# == I/O against the plain model ===================================================================================
 def test_random_io_on_several_queues_matches_the_model():
     rng = random.Random(1234)
     h = Host(io_queues=4)
@@ -506,7 +509,7 @@ def test_random_io_on_several_queues_matches_the_model():
             Status.REMAP_LENGTH, Status.PENDING_FULL, Status.INVALID_FIELD} <= seen, seen
 
 
-# == PRPs ===================================================================================================================
+# == PRPs ==========================================================================================================
 def test_prp_lists_cross_pages_and_chain():
     h = Host(limits=BIG)
     h.enable()
@@ -550,7 +553,7 @@ def test_prp_lists_cross_pages_and_chain():
     assert state(h.ctrl.model) == before
 
 
-# == bad inputs ================================================================================================================
+# == bad inputs ====================================================================================================
 def test_each_bad_input_gets_its_status_and_changes_nothing(host):
     h = host
     N = LIM.lba_size
@@ -593,10 +596,14 @@ def test_each_bad_input_gets_its_status_and_changes_nothing(host):
         ("unknown I/O opcode", dict(opc=0x7D), generic(Gs.INVALID_OPCODE)),
         ("admin opcode on an I/O queue", dict(opc=Adm.IDENTIFY), generic(Gs.INVALID_OPCODE)),
         ("SGL", dict(opc=Io.WRITE, cdw0_psdt=1, prp1=two, prp2=two + N, cdw12=1), generic(Gs.INVALID_FIELD)),
-        ("NLB + 1 above max_transfer", dict(opc=Io.WRITE, prp1=two, prp2=two + N, cdw12=LIM.max_transfer),
+        # too large to transfer: judged without fetching anything (the refused page is never touched)
+        ("NLB + 1 above max_transfer", dict(opc=Io.WRITE, prp1=refused, prp2=refused + N, cdw12=LIM.max_transfer),
          generic(Gs.INVALID_FIELD)),
-        ("read above max_transfer", dict(opc=Io.READ, prp1=two, prp2=two + N, cdw12=0xFFFF),
+        ("read above max_transfer", dict(opc=Io.READ, prp1=refused, prp2=refused + N, cdw12=0xFFFF),
          generic(Gs.INVALID_FIELD)),
+        ("group above max_atomic_pages", dict(opc=Io.ATOMIC_WRITE, prp1=refused, prp2=refused + N,
+                                              mptr=refused_lbas, cdw12=LIM.max_atomic_pages),
+         nv(Status.GROUP_TOO_LARGE)),
         ("LBA out of range", dict(opc=Io.WRITE, prp1=two, prp2=two + N, slba=LIM.capacity - 1, cdw12=1),
          generic(Gs.LBA_OUT_OF_RANGE)),
         ("write zeroes out of range", dict(opc=Io.WRITE_ZEROES, slba=LIM.capacity, cdw12=0),
@@ -604,8 +611,8 @@ def test_each_bad_input_gets_its_status_and_changes_nothing(host):
         ("DSM range out of range", dict(opc=Io.DATASET_MANAGEMENT, prp1=dsm, slba=1 | 4 << 32),
          generic(Gs.LBA_OUT_OF_RANGE)),
         ("unknown transaction", dict(opc=Io.TX_COMMIT, cdw13=99), nv(Status.UNKNOWN_TX)),
-        ("transaction 0", dict(opc=Io.TX_WRITE, prp1=two, prp2=two + N, cdw12=0xFFFF, cdw13=0),
-         nv(Status.INVALID_TID)),
+        ("transaction 0", dict(opc=Io.TX_WRITE, prp1=refused, prp2=refused + N, cdw12=0xFFFF, cdw13=0),
+         nv(Status.INVALID_TID)),  # the model's first check, though the blocks are too many
         ("open transaction as new", dict(opc=Io.TX_WRITE, prp1=two, cdw12=1 << 17, cdw13=7), nv(Status.TID_IN_USE)),
         ("stale token", dict(opc=Io.RELEASE, cdw14_15=tok ^ 1 << 40), nv(Status.INVALID_TOKEN)),
         ("unknown hint", dict(opc=Io.HINT, cdw13=77), nv(Status.INVALID_FIELD)),
@@ -638,7 +645,7 @@ def test_each_bad_input_gets_its_status_and_changes_nothing(host):
     assert status(h.admin(0x7F)) == generic(Gs.INVALID_OPCODE)
 
 
-# == completion queue mechanics ============================================================================================
+# == completion queue mechanics ====================================================================================
 def test_full_cq_holds_completions_until_the_head_doorbell_and_phase_flips(host):
     h = host
     cq = h.mem.alloc(4 * 16)
@@ -704,7 +711,9 @@ def test_round_robin_across_queues_that_fill_together():
     h.submit(1, Io.FLUSH, nsid=1)
     written = [op.writes[0][:2] for op in h.ctrl.model.history]
     assert written == [b"1a", b"2a", b"1b", b"2b", b"1c"]  # one from each queue in turn
-    assert len(h.reap(1)) == 4 and len(h.reap(2)) == 2
+    # SQHD: the queue's head after fetching each command (one doorbell submitted three)
+    assert [(e.sqid, e.sqhd) for e in h.reap(1)] == [(1, 1), (1, 2), (1, 3), (1, 4)]
+    assert [(e.sqid, e.sqhd) for e in h.reap(2)] == [(2, 1), (2, 2)]
 
 
 def test_interrupt_vectors_and_masks():
@@ -725,7 +734,7 @@ def test_interrupt_vectors_and_masks():
     assert h.vectors == [0, 3, 3] and h.read("intms") == 0
 
 
-# == asynchronous events ===================================================================================================
+# == asynchronous events ===========================================================================================
 def test_async_event_request_completes_on_invalid_doorbells():
     h = Host()
     h.enable(entries=8)
@@ -758,7 +767,7 @@ def test_async_event_request_completes_on_invalid_doorbells():
     assert status(h.cmd(1, Io.FLUSH, nsid=1)) == OK
 
 
-# == admin: features, abort, logs ==========================================================================================
+# == admin: features, abort, logs ==================================================================================
 def test_features_abort_and_log_pages(host):
     h = host
     nq = h.admin(Adm.SET_FEATURES, cdw10=NvmeFeature.NUMBER_OF_QUEUES, cdw11=63 | 2 << 16)
@@ -800,7 +809,9 @@ def test_features_abort_and_log_pages(host):
     e, raw = h.log(NvmeLogPage.ATOMFLASH_OPEN, 16, cdw12=spec.OPEN_TX.size * LIM.max_open_tx)
     assert status(e) == OK and spec.OPEN_APPEND.unpack(raw).token == tok
     assert status(h.log(0x55, 64)[0]) == specific(Cs.INVALID_LOG_PAGE)
-    assert status(h.log(NvmeLogPage.SMART, 64, cdw12=4096)[0]) == generic(Gs.INVALID_FIELD)
+    assert status(h.log(NvmeLogPage.SMART, 64, cdw12=4096)[0]) == generic(Gs.INVALID_FIELD)  # beyond the page
+    assert status(h.log(NvmeLogPage.SMART, 64, cdw12=2)[0]) == generic(Gs.INVALID_FIELD)  # not a dword
+    assert status(h.log(NvmeLogPage.ERROR, 4 * PAGE)[0]) == generic(Gs.INVALID_FIELD)  # above MDTS (2 pages)
 
 
 def test_smart_counters():
@@ -827,7 +838,7 @@ def test_smart_counters():
     assert h.smart().error_log_entries == 1
 
 
-# == power ===================================================================================================================
+# == power =========================================================================================================
 def test_shutdown_then_power_cycle_is_safe_and_power_cycle_alone_is_not(host):
     h = host
     assert status(h.io(1, Io.WRITE, data=block("durable", 2), slba=7, cdw12=1)[0]) == OK
@@ -898,6 +909,7 @@ def test_disabled_controller_ignores_doorbells():
     h = Host()
     h.enable()
     h.create_pair(1)
+    errors = h.smart().error_log_entries
     h.write("cc", 0)
     assert bits("csts", h.read("csts"), "rdy") == 0
     writes, vectors = h.mem.writes, list(h.vectors)
@@ -905,8 +917,8 @@ def test_disabled_controller_ignores_doorbells():
     h.ring(1)
     h.write("cq_head", 1, 1)
     assert h.ctrl.model.contents() == {} and h.vectors == vectors and h.mem.writes == writes + 512 + 64
-    # enabled again: the admin queue starts afresh, the old I/O queue does not exist
+    # enabled again: the admin queue starts afresh; the doorbells above raised no event either
     h.enable()
-    h.write("sq_tail", 1, 1)
-    assert h.ctrl.model.contents() == {}
-    assert status(h.identify(1)[0]) == OK
+    assert h.smart().error_log_entries == errors
+    h.write("sq_tail", 1, 1)  # the old I/O queue does not exist now
+    assert h.ctrl.model.contents() == {} and h.smart().error_log_entries == errors + 1

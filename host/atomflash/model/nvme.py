@@ -28,13 +28,19 @@ What it models
 * Registers (``spec.NVME_REGS``): CAP, VS, INTMS/INTMC, CC, CSTS, AQA, ASQ, ACQ and the doorbells.
   CC.EN 0 -> 1 creates the admin queues from AQA/ASQ/ACQ and sets CSTS.RDY at once, or sets
   CSTS.CFS when the configuration cannot work (a page size or command set other than the one
-  supported, admin queues not page aligned or of one entry, entry sizes other than 64/16 bytes).
-  CC.EN 1 -> 0 is a controller reset: every queue, held completion and outstanding Asynchronous
-  Event Request is dropped, features return to their defaults and what was acknowledged is made
-  durable (``Model.flush``).  CC.SHN (normal or abrupt) flushes and reports CSTS.SHST complete; a
-  power cycle after that, with no storage command since, is not an unsafe shutdown.
+  supported, admin queues not page aligned or of one entry, I/O entry sizes other than 64/16
+  bytes; 0 means "not set yet" and is checked again when an I/O queue is created).  CC.EN 1 -> 0
+  is a controller reset: every queue, held completion and outstanding Asynchronous Event Request
+  is dropped, features return to their defaults and what was acknowledged is made durable
+  (``Model.flush``).  CC.SHN (normal or abrupt) flushes and reports CSTS.SHST complete; a power
+  cycle after that is not an unsafe shutdown, unless the controller was enabled again or ran a
+  command that changes storage in between.  A controller that is not ready (disabled, or CFS)
+  ignores every doorbell.
 * Queues: Create/Delete I/O SQ/CQ with the checks and statuses of the NVMe base specification;
-  doorbell writes to queues that do not exist or outside a queue raise an asynchronous event.
+  doorbell writes to queues that do not exist or outside a queue, and head doorbells releasing
+  entries never posted, change nothing and raise an asynchronous event (error status, reported on
+  an outstanding Asynchronous Event Request, masked until the host reads the error log).  Queue
+  memory the host refuses is a fatal error (CSTS.CFS): no completion could say so.
 * Data pointers: PRP1, PRP2 and PRP lists (chained through the last entry of a list page), checked
   before any data moves; SGLs are not supported.
 * Admin commands: Identify, Get Log Page (error, SMART, firmware slot, atomflash's statistics and
@@ -42,8 +48,9 @@ What it models
 * I/O commands: Read, Write, Flush, Write Zeroes, Dataset Management and atomflash's vendor verbs
   (docs/nvme.md's table), each a call of the model.  A command whose input cannot be fetched
   changes nothing: all input is read before the model is called.
-* Every failed command enters the error information log; SMART counts data and commands, power
-  cycles, unsafe shutdowns, media errors and error log entries over the drive's life.
+* Every failed command enters the error information log (so does every asynchronous error event,
+  with SQID and CID FFFFh); SMART counts data and commands, power cycles, unsafe shutdowns, media
+  errors and error log entries over the drive's life (they survive resets and power cycles).
 
 What it does not model
 ----------------------
@@ -343,6 +350,8 @@ class NvmeController:
         self._sqs[0] = _SQ(0, self._base["asq"], asqs + 1, cqid=0)
         self._rdy, self._shst, self._clean = 1, 0, False
 
+    # CHOICE: error log, SMART counters and the model's open transactions and appends outlive a
+    # controller reset (they belong to the drive, not to the controller's session).
     def _reset(self) -> None:
         """CC.EN 1 -> 0: a controller reset.  What was acknowledged is durable, as after any reset."""
         self.model.flush()
@@ -533,7 +542,7 @@ class NvmeController:
     # == asynchronous events and the error log ======================================================================
     def _event(self, etype: int, info: int, lid: int) -> None:
         """An asynchronous event: logged, then reported on an outstanding request when one is."""
-        if etype == AE_TYPE_ERROR:
+        if etype == AE_TYPE_ERROR:  # CHOICE: logged, so the log page the event names says something
             self._log_error(NOT_GIVEN, NOT_GIVEN, SUCCESS, lba=0, nsid=0)
         event = _Event(etype, info, int(lid))
         if event not in self._events:  # CHOICE: the same event twice before it is reported is reported once
@@ -640,7 +649,7 @@ class NvmeController:
         ien, iv = bool(take(IEN, cdw11)), take(IV, cdw11)
         if ien and not 1 <= iv <= self.io_queues:  # one MSI-X vector per I/O completion queue
             return _Outcome(_specific(NvmeCommandStatus.INVALID_INTERRUPT_VECTOR))
-        if reg_field("cc", "iocqes", self._cc) != NVME.CQES:
+        if reg_field("cc", "iocqes", self._cc) != NVME.CQES:  # CHOICE: docs/nvme.md's CFS, checked here
             self._fatal()
             return None
         self._cqs[qid] = _CQ(qid, cmd.prp1, qsize + 1, ien, iv)
@@ -819,8 +828,8 @@ class NvmeController:
     def _set_features(self, cmd) -> _Outcome:
         cdw10, value = self._admin_dwords(cmd)
         fid = take(FID, cdw10)
-        if fid == NvmeFeature.NUMBER_OF_QUEUES:
-            return _Outcome(result=self._number_of_queues())  # what is allocated, whatever was asked
+        if fid == NvmeFeature.NUMBER_OF_QUEUES:  # CHOICE: what is allocated, whatever was asked (FFFFh too)
+            return _Outcome(result=self._number_of_queues())
         if fid not in self._features:
             return _Outcome(INVALID_FIELD)
         if fid == NvmeFeature.VOLATILE_WRITE_CACHE:
@@ -865,6 +874,9 @@ class NvmeController:
         status is the one it would give the whole command."""
         return bytes((self.limits.max_transfer + 1) * self.limits.lba_size)
 
+    # CHOICE: SMART and the C0h page count commands that succeeded -- host reads: READ and TX_READ;
+    # host writes: WRITE, TX_WRITE, ATOMIC_WRITE and APPEND (the commands that carry blocks from the
+    # host).  Write Zeroes, Dataset Management and REMAP carry none.
     def _count_written(self, c: Completion, blocks: int) -> None:
         if c.ok:
             self.smart["host_writes"] += 1
@@ -919,7 +931,8 @@ class NvmeController:
         return self._judge(self.model.flush())
 
     def _write_zeroes(self, cmd) -> _Outcome:
-        """The blocks read zeros, durable like a write: the model's deallocate (DLFEAT: reads zeros)."""
+        """The blocks read zeros, durable like a write: the model's deallocate (DLFEAT: reads zeros).
+        CHOICE: like the model's trim, not limited to max_transfer blocks (no data moves)."""
         return self._judge(self.model.trim(cmd.slba, self._blocks(cmd), fua=self._fua(cmd)))
 
     def _dsm(self, cmd) -> _Outcome:
