@@ -1416,6 +1416,7 @@ NVME = ConstantGroup("nvme", "NVMe controller constants.", [
     Constant("TIMEOUT_500MS", 20, "CAP.TO: worst time to ready after CC.EN changes, in 500 ms units"),
     Constant("PAGE_SHIFT", 12, "memory page size 4 KiB (CC.MPS 0): the only one supported"),
     Constant("MDTS", 6, "largest data transfer: 2**MDTS memory pages (256 KiB: LIMITS.MAX_TRANSFER 4 KiB blocks)"),
+    Constant("CSS_NVM", 1 << 0, "CAP.CSS: the NVM command set (bit 0)"),
     Constant("MSIX_VECTORS", 9, "MSI-X vectors: 0 for the admin queue, one per I/O completion queue"),
     Constant("SQES", 6, "log2 of the submission entry size (64 B)"),
     Constant("CQES", 4, "log2 of the completion entry size (16 B)"),
@@ -1424,7 +1425,8 @@ NVME = ConstantGroup("nvme", "NVMe controller constants.", [
     Constant("DEVICE_ID", 0xAF01, "PCI device id"),
 ])
 
-NVME_REGS = RegisterMap("nvme", "NVMe controller registers (BAR0; 64-bit registers as two 32-bit halves).", 0x1000 + 8 * (1 + 8), [
+NVME_REGS = RegisterMap("nvme", "NVMe controller registers (BAR0; 64-bit registers as two 32-bit halves).",
+                        NVME.DOORBELL_BASE + 2 * (4 << NVME.DSTRD) * (1 + NVME.IO_QUEUES), [
     Register("cap_lo", 0x00, "ro", "CAP bits 31:0",
              (Bits("mqes", 0, 16, "largest queue, 0-based"), Bits("cqr", 16, 1, "queues must be contiguous"),
               Bits("ams", 17, 2, "arbitration mechanisms beyond round robin"),
@@ -1436,7 +1438,7 @@ NVME_REGS = RegisterMap("nvme", "NVMe controller registers (BAR0; 64-bit registe
               Bits("mpsmax", 20, 4, "largest page: 2**(12 + MPSMAX)"))),
     Register("vs", 0x08, "ro", "version", (Bits("ter", 0, 8, "tertiary"), Bits("mnr", 8, 8, "minor"),
                                             Bits("mjr", 16, 16, "major"))),
-    Register("intms", 0x0C, "w1c", "interrupt mask set (pin/MSI only; reads give the mask)"),
+    Register("intms", 0x0C, "w1s", "interrupt mask set (pin/MSI only; reads give the mask)"),
     Register("intmc", 0x10, "w1c", "interrupt mask clear (pin/MSI only; reads give the mask)"),
     Register("cc", 0x14, "rw", "controller configuration",
              (Bits("en", 0, 1, "enable: 0 -> 1 starts the controller, 1 -> 0 resets it"),
@@ -1455,10 +1457,10 @@ NVME_REGS = RegisterMap("nvme", "NVMe controller registers (BAR0; 64-bit registe
     Register("asq_hi", 0x2C, "rw", "admin SQ base, bits 63:32"),
     Register("acq_lo", 0x30, "rw", "admin CQ base, bits 31:0 (4 KiB aligned)"),
     Register("acq_hi", 0x34, "rw", "admin CQ base, bits 63:32"),
-    Register("sq_tail", 0x1000, "wo", "SQyTDBL: submission queue y's new tail (queue 0: admin)",
-             (Bits("tail", 0, 16, "tail"),), count=1 + 8, stride=8),
-    Register("cq_head", 0x1004, "wo", "CQyHDBL: completion queue y's new head",
-             (Bits("head", 0, 16, "head"),), count=1 + 8, stride=8),
+    Register("sq_tail", NVME.DOORBELL_BASE, "wo", "SQyTDBL: submission queue y's new tail (queue 0: admin)",
+             (Bits("tail", 0, 16, "tail"),), count=1 + NVME.IO_QUEUES, stride=2 * (4 << NVME.DSTRD)),
+    Register("cq_head", NVME.DOORBELL_BASE + (4 << NVME.DSTRD), "wo", "CQyHDBL: completion queue y's new head",
+             (Bits("head", 0, 16, "head"),), count=1 + NVME.IO_QUEUES, stride=2 * (4 << NVME.DSTRD)),
 ])
 
 

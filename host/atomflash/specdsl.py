@@ -237,7 +237,7 @@ class ConstantGroup:
 class Register:
     """One 32-bit register of a register map.
 
-    ``access``: "ro" (read only), "rw" (read/write), "w1c" (write 1 to clear),
+    ``access``: "ro" (read only), "rw" (read/write), "w1c" (write 1 to clear), "w1s" (write 1 to set),
     "wo" (write only: the write is an action, reads return 0).
     ``stride``/``count`` describe a per-queue (or per-anything) array: register
     ``i`` of the array sits at ``offset + i * stride``.
@@ -252,8 +252,8 @@ class Register:
     stride: int = 0
 
     def __post_init__(self):
-        if self.access not in ("ro", "rw", "w1c", "wo"):
-            raise SpecError(f"register {self.name}: access {self.access!r} is not ro, rw, w1c or wo")
+        if self.access not in ("ro", "rw", "w1c", "w1s", "wo"):
+            raise SpecError(f"register {self.name}: access {self.access!r} is not ro, rw, w1c, w1s or wo")
         if self.offset % 4 or (self.count > 1 and self.stride % 4):
             raise SpecError(f"register {self.name}: offset/stride must be multiples of 4")
         Field(self.name, 4, self.doc, self.bits)  # validates the bit ranges

@@ -38,7 +38,7 @@ __all__ = ["NvmeRegisters", "register_layout", "doorbell_layout", "compose", "CS
 REGS = spec.NVME_REGS
 
 #: CAP.CSS bit 0: the NVM command set
-CSS_NVM = 1 << 0
+CSS_NVM = spec.NVME.CSS_NVM
 #: CAP.MPSMIN = CAP.MPSMAX: the one memory page size, 2**(12 + MPS) bytes
 MPS = spec.NVME.PAGE_SHIFT - 12
 
@@ -188,9 +188,9 @@ class NvmeRegisters(wiring.Component):
             with m.Switch(bar.adr):
                 for r in registers:
                     with m.Case(r.offset // 4):
-                        if r.name == "intms":
+                        if r.access == "w1s":
                             m.d.sync += self.int_mask.eq(self.int_mask | written)
-                        elif r.name == "intmc":
+                        elif r.access == "w1c":
                             m.d.sync += self.int_mask.eq(self.int_mask & ~written)
                         elif r.access == "rw":
                             keep = ~lanes | ~Const(_writable(r), 32)

@@ -23,8 +23,8 @@ from rtl.nvme.regs import NvmeRegisters
 
 REGS = spec.NVME_REGS
 DOORBELL_NAMES = ("sq_tail", "cq_head")
-# INTMS: writing 1s sets bits of the mask (the spec gives INTMS access "w1c", as INTMC, for want of a w1s)
-SETS_MASK = {"intms"}
+# INTMS: writing 1s sets bits of the mask
+SETS_MASK = {r.name for r in REGS if r.access == "w1s"}
 
 
 def bits(register: str, name: str):
@@ -68,7 +68,7 @@ class BarModel:
             return 0
         if r.access == "ro":
             return value_of("csts", **self.csts_inputs) if r.name == "csts" else self.fixed[r.name]
-        if r.access == "w1c":
+        if r.access in ("w1s", "w1c"):
             return self.int_mask
         return self.stored[r.name]
 
@@ -81,7 +81,7 @@ class BarModel:
             value = r.bits[0]
             if lanes(sel) & value.mask:
                 self.doorbells.append((i, DOORBELL_NAMES.index(r.name), enabled >> value.lsb & (1 << value.width) - 1))
-        elif r.access == "w1c":
+        elif r.access in ("w1s", "w1c"):
             self.int_mask = self.int_mask | enabled if r.name in SETS_MASK else self.int_mask & ~enabled
         else:
             writable = sum(b.mask for b in r.bits) if r.bits else 0xFFFF_FFFF
