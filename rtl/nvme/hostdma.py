@@ -12,6 +12,11 @@ returns them on ``rdata`` (``last`` on the final one, and ``error`` on it when t
 read: the words before it are not to be trusted).  Every request ends with one ``done`` (``error``:
 the host refused it, e.g. an IOMMU fault or a completion timeout), after its last word.  Words are
 little-endian: the byte at ``addr`` is bits 7:0 of the first word.
+
+One request is outstanding at a time: the next ``req`` is taken only after the previous ``done``.
+An initiator takes ``rdata`` as it comes (holding it back holds the link); ``wdata.error`` carries
+nothing (0).  A refused read's words are not to be trusted, so an initiator acts on what it read
+only after a ``done`` without ``error``.
 """
 
 from amaranth.lib import data, stream, wiring
