@@ -52,6 +52,7 @@ from atomflash import spec
 from rtl import spec as layouts
 
 from .hostdma import HostDmaSignature
+from .regs import doorbell_layout
 
 __all__ = ["NvmeQueueEngine", "QueueOp", "DOORBELL_INVALID_REGISTER", "DOORBELL_INVALID_VALUE",
            "SQE", "CQE"]
@@ -115,7 +116,7 @@ class NvmeQueueEngine(wiring.Component):
         self.queues = queues
         qid = range(queues + 1)
         super().__init__({
-            "doorbell": In(stream.Signature(data.StructLayout({"queue": qid, "cq": 1, "value": 16}))),
+            "doorbell": In(stream.Signature(doorbell_layout(queues))),
             "doorbell_error": Out(stream.Signature(data.StructLayout({"queue": qid, "cq": 1, "kind": 1}))),
             "config": In(stream.Signature(data.StructLayout({
                 "op": QueueOp, "qid": qid, "base": 64, "size": 16, "cqid": qid, "ien": 1, "iv": qid}))),

@@ -21,19 +21,22 @@ import random
 from collections import deque
 
 import pytest
+from amaranth import Module
+from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from atomflash import spec
 from atomflash.hostmem import HostMemory
-from sim.harness.hostdma import HostDmaModel
 from rtl.nvme.queues import (CQE_BYTES, DOORBELL_INVALID_REGISTER, DOORBELL_INVALID_VALUE, SQE_BYTES,
                              NvmeQueueEngine, QueueOp)
+from rtl.nvme.regs import NvmeRegisters
+from sim.harness.hostdma import HostDmaModel
 
 CQE_REC, SQE_REC = spec.NVME_CQE, spec.NVME_SQE
 
 
 class NvmeQueueEngineTB:
-    def __init__(self, *, seed=0, queues=4, commands=240, sizes=None, shared=True, burst=6):
+    def __init__(self, *, seed=0, queues=4, commands=240, sizes=None, shared=True, burst=6, refuse=None):
         self.rng = random.Random(seed)
         self.n = queues + 1
         self.dut = NvmeQueueEngine(queues=queues)
@@ -76,7 +79,8 @@ class NvmeQueueEngineTB:
         self.sim.add_process(self.doorbell_driver)
         self.sim.add_process(self.downstream)
         self.sim.add_process(self.events)
-        self.sim.add_testbench(self.run)
+        self.refuse = refuse
+        self.sim.add_testbench(self.run if refuse is None else self.run_refused)
 
     # -- what the host memory sees ---------------------------------------------------------------
     def queue_of(self, addr, queues, entry):
@@ -373,6 +377,30 @@ class NvmeQueueEngineTB:
         assert self.dma.requests == requests
 
 
+    async def run_refused(self, ctx):
+        """The host refuses the SQ (``refuse`` "sq") or CQ ("cq") page: fatal, nothing more until RESET."""
+        queue = self.refuse
+        self.submitted = self.completed = 0
+        await self.create_all(ctx)
+        sq = self.sqs[1]
+        self.submit(1, 1)
+        self.memory.refuse(sq["base"] if queue == "sq" else self.cqs[sq["cq"]]["base"])
+        for _ in range(500):
+            if ctx.get(self.dut.fatal):
+                break
+            await ctx.tick()
+        assert ctx.get(self.dut.fatal), "a refused DMA did not raise fatal"
+        requests = self.dma.requests
+        other = next(q for q in self.sqs if self.sqs[q]["cq"] != sq["cq"])
+        self.submit(other, 2)
+        for _ in range(300):
+            await ctx.tick()
+        assert self.dma.requests == requests, "DMA after fatal"
+        assert sq["taken"] == (queue == "cq"), "a refused entry was handed on"
+        await self.configure(ctx, QueueOp.RESET)
+        assert not ctx.get(self.dut.fatal)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_queues_against_the_host(seed):
     tb = NvmeQueueEngineTB(seed=seed)
@@ -387,3 +415,17 @@ def test_every_queue_of_the_default_build():
                            commands=200)
     tb.sim.run()
     assert tb.seen["full"] and tb.seen["wraps"], tb.seen
+
+
+@pytest.mark.parametrize("queue", ["sq", "cq"])
+def test_refused_queue_memory_is_fatal(queue):
+    tb = NvmeQueueEngineTB(seed=11, refuse=queue)
+    tb.sim.run()
+
+
+def test_doorbells_connect_to_the_register_block():
+    regs, engine = NvmeRegisters(queues=3), NvmeQueueEngine(queues=3)
+    m = Module()
+    m.submodules.regs, m.submodules.engine = regs, engine
+    wiring.connect(m, regs.doorbell, engine.doorbell)
+    Simulator(m)                             # elaborates both
