@@ -44,7 +44,7 @@ How the pieces fit:
 
 import enum
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
