@@ -20,8 +20,9 @@ How the pieces fit:
 * ``config`` is how the firmware creates, deletes and resets queues, after it has validated the
   admin command (the engine trusts the values; CREATE of queue 0 is how it sets up the admin pair
   from AQA/ASQ/ACQ).  A CREATE starts the queue empty (CQ phase 1); DELETE and RESET only mark queues
-  gone, so entries not yet fetched are never fetched.  Each op is applied while no DMA is under way
-  and answered on ``config_done``.
+  gone, so entries not yet fetched are never fetched (one already in the ``command`` buffer is still
+  handed on; a completion whose CQ is gone is taken and dropped).  Each op is applied while no DMA is
+  under way and answered on ``config_done``.
 * ``doorbell`` (from :class:`rtl.nvme.regs.NvmeRegisters`) is judged as NVMe asks: a doorbell of a
   queue that does not exist is an invalid register; a value beyond the queue, or a CQ head that
   releases entries not yet posted, an invalid value.  Such a write changes nothing and goes out on
@@ -37,7 +38,8 @@ How the pieces fit:
   may see the entry and ring its head before the write's ``done`` comes back), then, once ``done``
   comes, raises ``irq`` when the CQ has interrupts enabled (the interrupt follows the entry).
 * A CQ is full when its tail is one behind its head (n entries hold n - 1).  A completion for a full
-  CQ stays on ``completion`` (ready low) until a head doorbell makes room; the other work goes on.
+  CQ stays on ``completion`` (ready low) until a head doorbell makes room; completions behind it on the stream
+  wait with it, fetching goes on.
 * A DMA the host refuses (``done.error`` or a word's ``error``) cannot be reported in any CQE: the
   engine raises ``fatal`` (the controller's CSTS.CFS) and does nothing more until RESET.
 """
