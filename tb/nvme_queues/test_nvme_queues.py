@@ -37,7 +37,9 @@ CQE_REC, SQE_REC = spec.NVME_CQE, spec.NVME_SQE
 
 class NvmeQueueEngineTB:
     def __init__(self, *, seed=0, queues=4, commands=240, sizes=None, shared=True, burst=6, refuse=None):
+        # a generator per process: pysim's order of processes within a cycle must not change the draws
         self.rng = random.Random(seed)
+        self.doorbell_rng, self.sink_rng, self.event_rng = (random.Random(seed * 10 + k) for k in range(1, 4))
         self.n = queues + 1
         self.dut = NvmeQueueEngine(queues=queues)
         self.memory = HostMemory()
@@ -45,7 +47,8 @@ class NvmeQueueEngineTB:
         r = self.rng
         if sizes is None:
             sizes = [r.choice([2, 3, 4, 8, 16, 32]) for _ in range(self.n)]
-            sizes[1] = r.choice([2, 3])         # the shared CQ, read slowly: its SQs hold enough to fill it
+            sizes[1] = r.choice([2, 3])         # the shared CQ, read slowly ...
+            sizes[-2] = 8                       # ... and SQ 1 on it holds enough to fill it
         # the admin pair; each I/O SQ on its own CQ, or (shared) even SQs on the CQ below them
         self.sqs, self.cqs = {}, {}
         self.idle_cq = None                  # a CQ no SQ posts on: any head it is rung to is invalid
@@ -136,7 +139,7 @@ class NvmeQueueEngineTB:
                         self.sqs[queue]["rung"] += valid_write
                 ctx.set(db.valid, 0)
                 continue
-            if valid or not self.doorbells or self.rng.random() < 0.3:
+            if valid or not self.doorbells or self.doorbell_rng.random() < 0.3:
                 continue
             queue, is_cq, value, _ = self.doorbells[0]
             ctx.set(db.payload, {"queue": queue, "cq": is_cq, "value": value})
@@ -177,15 +180,15 @@ class NvmeQueueEngineTB:
                 assert got == want, f"SQ {csq}: entry {sq['taken']} differs"
                 sq["taken"] += 1
                 cid = SQE_REC.decompose("cdw0", SQE_REC.unpack(got).cdw0).cid
-                r = self.rng
+                r = self.sink_rng
                 self.pending.append([self.now + r.randrange(60), csq, cid, r.randrange(8), r.randrange(256),
                                      r.getrandbits(1), r.getrandbits(64)])
             self.seen["sink_stalls"] += cv and not cr
-            ctx.set(cmd.ready, not self.hold_sink and self.rng.random() < 0.6)
-            if offered is None and self.pending and self.rng.random() < 0.5:
+            ctx.set(cmd.ready, not self.hold_sink and self.sink_rng.random() < 0.6)
+            if offered is None and self.pending and self.sink_rng.random() < 0.5:
                 ready = [p for p in self.pending if p[0] <= self.now]
                 if ready:
-                    self.offered = offered = self.rng.choice(ready)
+                    self.offered = offered = self.sink_rng.choice(ready)
                     self.seen["out_of_order"] += offered is not self.pending[0]
                     self.pending.remove(offered)
                     _, sqid, cid, sct, sc, dnr, result = offered
@@ -207,8 +210,8 @@ class NvmeQueueEngineTB:
                 assert self.expected_errors, f"doorbell error {(eq, ecq, kind)} with none expected"
                 want = self.expected_errors.popleft()
                 assert (eq, ecq, kind) == want, f"doorbell error {(eq, ecq, kind)}, expected {want}"
-            ctx.set(d.irq.ready, self.rng.random() < 0.7)
-            ctx.set(d.doorbell_error.ready, self.rng.random() < 0.7)
+            ctx.set(d.irq.ready, self.event_rng.random() < 0.7)
+            ctx.set(d.doorbell_error.ready, self.event_rng.random() < 0.7)
 
     # -- the firmware's config ----------------------------------------------------------------------
     async def configure(self, ctx, op, qid=0, *, base=0, size=0, cqid=0, ien=0, iv=0):
@@ -410,8 +413,8 @@ def test_queues_against_the_host(seed):
 
 
 def test_every_queue_of_the_default_build():
-    """spec.NVME.IO_QUEUES I/O queues, each on its own CQ, all small: wraps and full CQs everywhere."""
-    tb = NvmeQueueEngineTB(seed=7, queues=spec.NVME.IO_QUEUES, shared=False, sizes=[2, 3, 4, 2, 3, 4, 5, 2, 3],
+    """spec.NVME.IO_QUEUES I/O queues, each on its own CQ, all small (CQ 1 holds one entry, SQ 1 seven)."""
+    tb = NvmeQueueEngineTB(seed=7, queues=spec.NVME.IO_QUEUES, shared=False, sizes=[2, 2, 4, 2, 3, 4, 5, 8, 3],
                            commands=200)
     tb.sim.run()
     assert tb.seen["full"] and tb.seen["wraps"], tb.seen
