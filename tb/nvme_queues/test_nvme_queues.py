@@ -36,6 +36,13 @@ CQE_REC, SQE_REC = spec.NVME_CQE, spec.NVME_SQE
 
 
 class NvmeQueueEngineTB:
+    """The engine, its host and its neighbours; see the module docstring.
+
+    ``queues`` I/O pairs, ``sizes`` per queue id (drawn from ``seed`` when omitted), ``shared``: even
+    I/O SQs post on the CQ below them, and the last CQ has no SQ; ``commands`` submitted in bursts of
+    up to ``burst``; ``refuse`` ("sq" or "cq"): run the refused-memory scenario instead.
+    """
+
     def __init__(self, *, seed=0, queues=4, commands=240, sizes=None, shared=True, burst=6, refuse=None):
         # a generator per process: pysim's order of processes within a cycle must not change the draws
         self.rng = random.Random(seed)
@@ -54,7 +61,7 @@ class NvmeQueueEngineTB:
         self.idle_cq = None                  # a CQ no SQ posts on: any head it is rung to is invalid
         for q in range(self.n):
             if q == 0 or not shared or q % 2:
-                self.cqs[q] = dict(size=sizes[q], ien=q != 3, iv=(q * 5 + 1) % self.n)
+                self.cqs[q] = dict(size=sizes[q], ien=q != 3, iv=(q * 5 + 1) % self.n if q else 0)
         if shared and self.n > 2 and self.n % 2:
             self.idle_cq = self.n - 1
             self.cqs[self.idle_cq] = dict(size=sizes[self.idle_cq], ien=1, iv=0)
