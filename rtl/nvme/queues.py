@@ -67,6 +67,8 @@ DOORBELL_INVALID_VALUE = 1
 SQE = layouts.layout_of(spec.NVME_SQE)
 CQE = layouts.layout_of(spec.NVME_CQE)
 SQE_BYTES, CQE_BYTES = spec.NVME_SQE.size, spec.NVME_CQE.size
+#: queues start on a memory page (CAP.CQR, and ASQ/ACQ's reserved low bits): only the page number is kept
+PAGE_SHIFT = spec.NVME.PAGE_SHIFT
 SQE_WORDS, CQE_WORDS = SQE_BYTES // 4, CQE_BYTES // 4
 assert 1 << spec.NVME.SQES == SQE_BYTES and 1 << spec.NVME.CQES == CQE_BYTES
 
@@ -96,8 +98,9 @@ class NvmeQueueEngine(wiring.Component):
     doorbell_error : Out(stream {queue, cq, kind})
         A doorbell write ignored; ``kind``: DOORBELL_INVALID_REGISTER or DOORBELL_INVALID_VALUE.
     config : In(stream {op: QueueOp, qid, base: 64, size: 16, cqid, ien, iv})
-        The firmware's queue operations; ``size`` 0-based; CREATE_SQ uses ``cqid``, CREATE_CQ ``ien``
-        and ``iv``; RESET deletes every queue and clears ``fatal``.
+        The firmware's queue operations; ``base`` page aligned (its low bits are ignored), ``size``
+        0-based; CREATE_SQ uses ``cqid``, CREATE_CQ ``ien`` and ``iv``; RESET deletes every queue and
+        clears ``fatal``.
     config_done : Out(stream)
         One transfer per op, once applied.
     dma : Out(HostDmaSignature())
@@ -139,9 +142,9 @@ class NvmeQueueEngine(wiring.Component):
         def array(name, width, reset=0):
             return Array(Signal(width, name=f"{name}{i}", init=reset) for i in range(n))
 
-        sq_en, sq_base, sq_last = array("sq_en", 1), array("sq_base", 64), array("sq_last", 16)
+        sq_en, sq_base, sq_last = array("sq_en", 1), array("sq_base", 64 - PAGE_SHIFT), array("sq_last", 16)
         sq_head, sq_tail, sq_cq = array("sq_head", 16), array("sq_tail", 16), array("sq_cq", range(n))
-        cq_en, cq_base, cq_last = array("cq_en", 1), array("cq_base", 64), array("cq_last", 16)
+        cq_en, cq_base, cq_last = array("cq_en", 1), array("cq_base", 64 - PAGE_SHIFT), array("cq_last", 16)
         cq_head, cq_tail, cq_phase = array("cq_head", 16), array("cq_tail", 16), array("cq_phase", 1)
         cq_ien, cq_iv = array("cq_ien", 1), array("cq_iv", range(n))
 
@@ -213,11 +216,13 @@ class NvmeQueueEngine(wiring.Component):
                     c = cfg.payload
                     with m.Switch(c.op):
                         with m.Case(QueueOp.CREATE_CQ):
-                            m.d.sync += [cq_en[c.qid].eq(1), cq_base[c.qid].eq(c.base), cq_last[c.qid].eq(c.size),
+                            m.d.sync += [cq_en[c.qid].eq(1), cq_base[c.qid].eq(c.base[PAGE_SHIFT:]),
+                                         cq_last[c.qid].eq(c.size),
                                          cq_head[c.qid].eq(0), cq_tail[c.qid].eq(0), cq_phase[c.qid].eq(1),
                                          cq_ien[c.qid].eq(c.ien), cq_iv[c.qid].eq(c.iv)]
                         with m.Case(QueueOp.CREATE_SQ):
-                            m.d.sync += [sq_en[c.qid].eq(1), sq_base[c.qid].eq(c.base), sq_last[c.qid].eq(c.size),
+                            m.d.sync += [sq_en[c.qid].eq(1), sq_base[c.qid].eq(c.base[PAGE_SHIFT:]),
+                                         sq_last[c.qid].eq(c.size),
                                          sq_head[c.qid].eq(0), sq_tail[c.qid].eq(0), sq_cq[c.qid].eq(c.cqid)]
                         with m.Case(QueueOp.DELETE_SQ):
                             m.d.sync += sq_en[c.qid].eq(0)
@@ -246,7 +251,7 @@ class NvmeQueueEngine(wiring.Component):
 
             with m.State("FETCH_REQ"):
                 m.d.comb += [dma.req.valid.eq(1), dma.req.payload.write.eq(0), dma.req.payload.bytes.eq(SQE_BYTES),
-                             dma.req.payload.addr.eq(sq_base[qsel] + (sq_head[qsel] << spec.NVME.SQES))]
+                             dma.req.payload.addr.eq((sq_base[qsel] << PAGE_SHIFT) + (sq_head[qsel] << spec.NVME.SQES))]
                 with m.If(dma.req.ready):
                     m.next = "FETCH_DATA"
             with m.State("FETCH_DATA"):
@@ -269,7 +274,7 @@ class NvmeQueueEngine(wiring.Component):
 
             with m.State("POST_REQ"):
                 m.d.comb += [dma.req.valid.eq(1), dma.req.payload.write.eq(1), dma.req.payload.bytes.eq(CQE_BYTES),
-                             dma.req.payload.addr.eq(cq_base[qsel] + (cq_tail[qsel] << spec.NVME.CQES))]
+                             dma.req.payload.addr.eq((cq_base[qsel] << PAGE_SHIFT) + (cq_tail[qsel] << spec.NVME.CQES))]
                 with m.If(dma.req.ready):
                     # posted from here: the host may read the entry and ring its head before our done
                     m.d.sync += cq_tail[qsel].eq(_wrap(cq_tail[qsel], cq_last[qsel]))
