@@ -139,8 +139,8 @@ class NvmeQueueEngine(wiring.Component):
         n = self.queues + 1
         dma, db, cfg = self.dma, self.doorbell, self.config
 
-        def array(name, width, reset=0):
-            return Array(Signal(width, name=f"{name}{i}", init=reset) for i in range(n))
+        def array(name, width):
+            return Array(Signal(width, name=f"{name}{i}") for i in range(n))
 
         sq_en, sq_base, sq_last = array("sq_en", 1), array("sq_base", 64 - PAGE_SHIFT), array("sq_last", 16)
         sq_head, sq_tail, sq_cq = array("sq_head", 16), array("sq_tail", 16), array("sq_cq", range(n))
