@@ -1655,6 +1655,12 @@ class NvmeLogPage(DocEnum):
     ATOMFLASH_OPEN = 0xC1, "vendor: what is open (OPEN_TX, OPEN_APPEND: LogPage.OPEN)"
 
 
+class NvmeAsyncErrorInfo(DocEnum):
+    """Asynchronous event information of the error status type (completion DW0 bits 15:8)."""
+    INVALID_DOORBELL_REGISTER = 0x00, "a write to a doorbell register that does not exist"
+    INVALID_DOORBELL_VALUE = 0x01, "a doorbell written with a value the queue cannot take"
+
+
 class NvmeFeature(DocEnum):
     ARBITRATION = 0x01, "arbitration"
     POWER_MANAGEMENT = 0x02, "power management"
@@ -1778,7 +1784,7 @@ REGISTER_MAPS = [HOST_REGS, FTL_REGS, NVME_REGS]
 CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS, NVME]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult, NoSpace, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
-         NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature]
+         NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature, NvmeAsyncErrorInfo]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,
            NVME_SQE, NVME_CQE, NVME_REMAP_ENTRY, NVME_DSM_RANGE, NVME_ID_CTRL, NVME_ID_NS, NVME_SMART, NVME_ERROR_LOG]
 SCALARS = {

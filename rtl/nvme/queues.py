@@ -59,10 +59,8 @@ from .regs import doorbell_layout
 __all__ = ["NvmeQueueEngine", "QueueOp", "DOORBELL_INVALID_REGISTER", "DOORBELL_INVALID_VALUE",
            "SQE", "CQE"]
 
-#: asynchronous event information (error status): write to an invalid doorbell register
-DOORBELL_INVALID_REGISTER = 0
-#: asynchronous event information (error status): invalid doorbell write value
-DOORBELL_INVALID_VALUE = 1
+DOORBELL_INVALID_REGISTER = spec.NvmeAsyncErrorInfo.INVALID_DOORBELL_REGISTER
+DOORBELL_INVALID_VALUE = spec.NvmeAsyncErrorInfo.INVALID_DOORBELL_VALUE
 
 SQE = layouts.layout_of(spec.NVME_SQE)
 CQE = layouts.layout_of(spec.NVME_CQE)

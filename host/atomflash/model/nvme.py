@@ -120,8 +120,8 @@ CNTRLTYPE_IO = 1           # Identify CNTRLTYPE: an I/O controller
 SHN_NONE = 0               # CC.SHN: no notification (1 normal, 2 abrupt)
 SHST_COMPLETE = 2          # CSTS.SHST: shutdown processing complete
 AE_TYPE_ERROR = 0          # asynchronous event type: error status
-AE_INVALID_DB_REGISTER = 0  # error status information: write to an invalid doorbell register
-AE_INVALID_DB_VALUE = 1     # error status information: invalid doorbell write value
+AE_INVALID_DB_REGISTER = spec.NvmeAsyncErrorInfo.INVALID_DOORBELL_REGISTER
+AE_INVALID_DB_VALUE = spec.NvmeAsyncErrorInfo.INVALID_DOORBELL_VALUE
 NSID_ALL = 0xFFFF_FFFF     # the broadcast namespace identifier
 NOT_GIVEN = 0xFFFF         # error log entry SQID, CID, parameter location: not specific to a command
 
