@@ -127,6 +127,10 @@ class NvmeHost:
     def read_reg(self, name: str) -> int:
         return self.link.mmio_read(REGS[name].offset)
 
+    def reg(self, name: str):
+        """A register read and split into its named bits (``host.reg("csts").rdy``)."""
+        return REGS[name].decompose(self.read_reg(name))
+
     def write_reg(self, name: str, value: int, index: int = 0) -> None:
         self.link.mmio_write(REGS[name].address(index), value)
 
@@ -142,31 +146,29 @@ class NvmeHost:
     # -- bring-up ------------------------------------------------------------------------------------
     def initialize(self) -> "NvmeHost":
         """The initialisation sequence of NVMe 2.0 section 3.5.1; returns self."""
-        cap_lo = self.read_reg("cap_lo")
-        mqes = bits_of("cap_lo", "mqes", cap_lo)
-        to_s = max(1, bits_of("cap_lo", "to", cap_lo)) * 0.5
-        if bits_of("cap_hi", "mpsmin", self.read_reg("cap_hi")) != 0:
+        cap = self.reg("cap_lo")
+        mqes, to_s = cap.mqes, max(1, cap.to) * 0.5
+        if self.reg("cap_hi").mpsmin != 0:
             raise errors.DeviceError("the controller does not take 4 KiB memory pages")
         self.timeout = max(self.timeout, to_s)
-        if bits_of("cc", "en", self.read_reg("cc")):
+        if self.reg("cc").en:
             self.write_reg("cc", 0)
-        self._wait("clear CSTS.RDY", lambda: not bits_of("csts", "rdy", self.read_reg("csts")))
+        self._wait("clear CSTS.RDY", lambda: not self.reg("csts").rdy)
         self._free_queues()
         admin = self._new_queue(0, min(self.admin_entries, mqes + 1))
-        self.write_reg("aqa", compose_reg("aqa", asqs=admin.entries - 1, acqs=admin.entries - 1))
+        self.write_reg("aqa", REGS["aqa"].compose(asqs=admin.entries - 1, acqs=admin.entries - 1))
         self.write_reg("asq_lo", admin.sq & 0xFFFF_FFFF)
         self.write_reg("asq_hi", admin.sq >> 32)
         self.write_reg("acq_lo", admin.cq & 0xFFFF_FFFF)
         self.write_reg("acq_hi", admin.cq >> 32)
-        self.write_reg("cc", compose_reg("cc", en=1, css=0, mps=0, ams=0, iosqes=spec.NVME.SQES,
-                                          iocqes=spec.NVME.CQES))
-        self._wait("set CSTS.RDY", lambda: bits_of("csts", "rdy", self.read_reg("csts"))
-                   or bits_of("csts", "cfs", self.read_reg("csts")))
-        if bits_of("csts", "cfs", self.read_reg("csts")):
+        self.write_reg("cc", REGS["cc"].compose(en=1, css=0, mps=0, ams=0, iosqes=spec.NVME.SQES,
+                                                iocqes=spec.NVME.CQES))
+        self._wait("set CSTS.RDY", lambda: self.reg("csts").rdy or self.reg("csts").cfs)
+        if self.reg("csts").cfs:
             raise errors.DeviceError("the controller reports a fatal status (CSTS.CFS) on enable")
         self.controller = spec.NVME_ID_CTRL.unpack(self.identify(NvmeCns.CONTROLLER))
         self.namespace = spec.NVME_ID_NS.unpack(self.identify(NvmeCns.NAMESPACE, nsid=spec.NVME.NSID))
-        self.block = 1 << bits_of_record(spec.NVME_ID_NS, "lbaf0", "lbads", self.namespace["lbaf0"])
+        self.block = 1 << spec.NVME_ID_NS.decompose("lbaf0", self.namespace["lbaf0"]).lbads
         granted = self.set_features(NvmeFeature.NUMBER_OF_QUEUES,
                                     (self.want_queues - 1) | (self.want_queues - 1) << 16)
         n = min(self.want_queues, (granted & 0xFFFF) + 1, (granted >> 16) + 1)
@@ -180,8 +182,8 @@ class NvmeHost:
 
     def shutdown(self) -> None:
         """A normal shutdown (CC.SHN = 1) and the wait for CSTS.SHST = complete."""
-        self.write_reg("cc", self.read_reg("cc") | compose_reg("cc", shn=1))
-        self._wait("finish its shutdown", lambda: bits_of("csts", "shst", self.read_reg("csts")) == 2)
+        self.write_reg("cc", self.read_reg("cc") | REGS["cc"].compose(shn=1))
+        self._wait("finish its shutdown", lambda: self.reg("csts").shst == 2)
 
     def _new_queue(self, qid: int, entries: int) -> _Queue:
         q = _Queue(qid, entries, sq=self.memory.alloc(entries * spec.NVME_SQE.size),
@@ -402,24 +404,4 @@ def cdw10_11(cdw10: int, cdw11: int = 0) -> int:
     return cdw10 | cdw11 << 32
 
 
-def bits_of(register: str, name: str, value: int) -> int:
-    """Bits ``name`` of a value of NVME_REGS register ``register``."""
-    b = {b.name: b for b in REGS[register].bits}[name]
-    return value >> b.lsb & ((1 << b.width) - 1)
-
-
-def bits_of_record(record, field_name: str, name: str, value: int) -> int:
-    return record.decompose(field_name, value)[name]
-
-
-def compose_reg(register: str, **values: int) -> int:
-    """A value of NVME_REGS register ``register`` from its named bits."""
-    by = {b.name: b for b in REGS[register].bits}
-    out = 0
-    for k, v in values.items():
-        b = by[k]
-        if v >> b.width:
-            raise ValueError(f"{register}.{k}={v} does not fit {b.width} bits")
-        out |= v << b.lsb
-    return out
 

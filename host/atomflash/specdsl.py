@@ -71,6 +71,23 @@ class Field:
     def width(self) -> int:
         return 8 * self.size
 
+    def compose(self, **bit_values: int) -> int:
+        """The field's value from its named bit ranges (unnamed bits 0)."""
+        by = {b.name: b for b in self.bits}
+        value = 0
+        for k, v in bit_values.items():
+            if k not in by:
+                raise SpecError(f"{self.name} has no bit range {k!r}")
+            b, v = by[k], int(v)
+            if v < 0 or v >> b.width:
+                raise SpecError(f"{self.name}.{k}={v} does not fit {b.width} bits")
+            value |= v << b.lsb
+        return value
+
+    def decompose(self, value: int) -> "RecordValue":
+        """Each named bit range of the field's ``value``."""
+        return RecordValue({b.name: (value >> b.lsb) & ((1 << b.width) - 1) for b in self.bits})
+
     @property
     def ctype(self) -> str:
         return f"uint{self.width}_t"
@@ -161,22 +178,13 @@ class Record:
     # -- values ---------------------------------------------------------------
     def compose(self, field_name: str, **bit_values: int) -> int:
         """Build an integer field's value from its named bit ranges."""
-        f = self._by_name[field_name]
-        by = {b.name: b for b in f.bits}
-        value = 0
-        for k, v in bit_values.items():
-            if k not in by:
-                raise SpecError(f"{self.name}.{field_name} has no bit range {k!r}")
-            b = by[k]
-            v = int(v)
-            if v < 0 or v >> b.width:
-                raise SpecError(f"{self.name}.{field_name}.{k}={v} does not fit {b.width} bits")
-            value |= v << b.lsb
-        return value
+        try:
+            return self._by_name[field_name].compose(**bit_values)
+        except SpecError as e:
+            raise SpecError(f"{self.name}.{e}") from None
 
     def decompose(self, field_name: str, value: int) -> RecordValue:
-        f = self._by_name[field_name]
-        return RecordValue({b.name: (value >> b.lsb) & ((1 << b.width) - 1) for b in f.bits})
+        return self._by_name[field_name].decompose(value)
 
     def pack(self, values: Mapping[str, int] | None = None, **kw: int) -> bytes:
         """Pack field values (missing fields are 0) into ``size`` bytes."""
@@ -257,6 +265,14 @@ class Register:
         if self.offset % 4 or (self.count > 1 and self.stride % 4):
             raise SpecError(f"register {self.name}: offset/stride must be multiples of 4")
         Field(self.name, 4, self.doc, self.bits)  # validates the bit ranges
+
+    def compose(self, **bit_values: int) -> int:
+        """The register's value from its named bit ranges."""
+        return Field(self.name, 4, self.doc, self.bits).compose(**bit_values)
+
+    def decompose(self, value: int) -> "RecordValue":
+        """Each named bit range of a value of the register."""
+        return Field(self.name, 4, self.doc, self.bits).decompose(value)
 
     def address(self, index: int = 0) -> int:
         if not 0 <= index < self.count:

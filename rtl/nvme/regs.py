@@ -46,19 +46,9 @@ MPS = spec.NVME.PAGE_SHIFT - 12
 DOORBELLS = (("sq_tail", 0), ("cq_head", 1))
 
 
-def _bits(register: str, name: str):
-    return next(b for b in REGS[register].bits if b.name == name)
-
-
 def compose(register: str, **fields: int) -> int:
     """A value of ``register`` from its named bits; a value too wide for its bits is an error."""
-    value = 0
-    for name, v in fields.items():
-        b = _bits(register, name)
-        if not 0 <= v < 1 << b.width:
-            raise ValueError(f"{register}.{name} = {v} does not fit its {b.width} bits")
-        value |= v << b.lsb
-    return value
+    return REGS[register].compose(**fields)
 
 
 def register_layout(register: str) -> data.StructLayout | int:

@@ -11,7 +11,7 @@ from atomflash import errors, spec
 from atomflash.hostmem import PAGE, HostMemory
 from atomflash.model import Limits, Model
 from atomflash.model.nvme import NvmeController
-from atomflash.nvme import NvmeError, NvmeHost, bits_of, cdw10_11
+from atomflash.nvme import NvmeError, NvmeHost, cdw10_11
 from atomflash.spec import NvmeAdminOpcode, NvmeCommandStatus, NvmeSct, Status
 
 LIMITS = Limits(capacity=512, lba_size=512, max_transfer=16, max_atomic_pages=8, max_open_tx=4,
@@ -28,7 +28,7 @@ def bring_up(io_queues=4, **kw):
 def test_bring_up_follows_the_standard_and_identifies_the_drive():
     ctrl, host = bring_up()
     assert host.io_queues == [1, 2, 3, 4]
-    assert bits_of("csts", "rdy", host.read_reg("csts")) == 1
+    assert host.reg("csts").rdy == 1
     assert host.controller["nn"] == 1 and host.controller["sqes"] == 0x66 and host.controller["cqes"] == 0x44
     assert host.controller["vid"] == spec.NVME.VENDOR_ID and host.controller["ver"] == spec.NVME.VERSION
     assert host.controller["af_max_atomic_pages"] == LIMITS.max_atomic_pages
@@ -160,7 +160,7 @@ def test_shutdown_reports_complete_and_a_statuses_without_a_name_raise_nvme_erro
     assert (e.value.sct, e.value.sc) == (NvmeSct.COMMAND_SPECIFIC, NvmeCommandStatus.INVALID_QID)
     host.write(3, bytes(range(256)) * 2)
     host.shutdown()
-    assert bits_of("csts", "shst", host.read_reg("csts")) == 2
+    assert host.reg("csts").shst == 2
     ctrl.power_cycle()
     host.initialize()
     assert host.read(3) == bytes(range(256)) * 2

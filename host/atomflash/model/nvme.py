@@ -173,18 +173,14 @@ def put(bits: Bits, value: int) -> int:
     return value << bits.lsb
 
 
-def _reg_bits(register: str, name: str) -> Bits:
-    return next(b for b in NVME_REGS[register].bits if b.name == name)
-
-
 def reg_field(register: str, name: str, value: int) -> int:
     """Field ``name`` of a register value (``spec.NVME_REGS``)."""
-    return take(_reg_bits(register, name), value)
+    return NVME_REGS[register].decompose(value)[name]
 
 
 def reg_value(register: str, **fields: int) -> int:
     """A register value from its named fields."""
-    return sum(put(_reg_bits(register, k), v) for k, v in fields.items())
+    return NVME_REGS[register].compose(**fields)
 
 
 def _reg_mask(register: str) -> int:
@@ -266,7 +262,7 @@ class NvmeController:
             raise ValueError("limits differ from the model's")
         if not 1 <= io_queues < NVME_REGS["sq_tail"].count:
             raise ValueError(f"io_queues must be 1..{NVME_REGS['sq_tail'].count - 1} (the doorbells BAR0 has)")
-        if not 1 <= mqes <= _reg_bits("cap_lo", "mqes").mask:
+        if not 1 <= mqes <= NVME_REGS["cap_lo"].compose(mqes=0xFFFF):
             raise ValueError("mqes must allow queues of two entries or more")
         self.memory = memory
         self.model = model if model is not None else Model(limits, cache=volatile_cache)
@@ -351,7 +347,7 @@ class NvmeController:
         self._rdy, self._shst, self._clean = 1, 0, False
 
     # CHOICE: error log, SMART counters and the model's open transactions and appends outlive a
-    # controller reset (they belong to the drive, not to the controller's session).
+    # controller reset (they belong to the drive, not to one enable of the controller).
     def _reset(self) -> None:
         """CC.EN 1 -> 0: a controller reset.  What was acknowledged is durable, as after any reset."""
         self.model.flush()
