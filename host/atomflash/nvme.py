@@ -28,6 +28,7 @@ from . import errors, spec
 from .hostmem import PAGE, HostMemory
 from .spec import NvmeAdminOpcode as Admin
 from .spec import NvmeCns, NvmeFeature, NvmeIoOpcode as Io, NvmeLogPage
+from .spec import NvmeField as F
 
 __all__ = ["NvmeHost", "NvmeError", "NvmeLink", "Completion"]
 
@@ -175,9 +176,10 @@ class NvmeHost:
         entries = min(self.queue_entries, mqes + 1)
         for qid in range(1, n + 1):
             q = self._new_queue(qid, entries)
-            # CDW10: QSIZE (0-based) and QID; CDW11: PC (contiguous), IEN and IV = qid / PC and CQID = qid
-            self.admin(Admin.CREATE_IO_CQ, prp1=q.cq, slba=cdw10_11((entries - 1) << 16 | qid, 1 | 1 << 1 | qid << 16))
-            self.admin(Admin.CREATE_IO_SQ, prp1=q.sq, slba=cdw10_11((entries - 1) << 16 | qid, 1 | qid << 16))
+            self.admin(Admin.CREATE_IO_CQ, prp1=q.cq, slba=cdw10_11(F.QSIZE.put(entries - 1) | F.QID.put(qid),
+                                                                    F.PC.put(1) | F.IEN.put(1) | F.IV.put(qid)))
+            self.admin(Admin.CREATE_IO_SQ, prp1=q.sq, slba=cdw10_11(F.QSIZE.put(entries - 1) | F.QID.put(qid),
+                                                                    F.PC.put(1) | F.CQID.put(qid)))
         return self
 
     def shutdown(self) -> None:
@@ -307,9 +309,10 @@ class NvmeHost:
     def get_features(self, fid: NvmeFeature) -> int:
         return self.admin(Admin.GET_FEATURES, slba=int(fid))[0].result & 0xFFFF_FFFF
 
-    def log_page(self, lid: int, nbytes: int, nsid: int = 0xFFFF_FFFF) -> bytes:
+    def log_page(self, lid: int, nbytes: int, nsid: int = F.NSID_ALL) -> bytes:
         numd = nbytes // 4 - 1
-        return self.admin(Admin.GET_LOG_PAGE, nsid=nsid, slba=cdw10_11(int(lid) | (numd & 0xFFFF) << 16, numd >> 16),
+        cdw10 = F.LID.put(int(lid)) | F.NUMDL.put(numd & 0xFFFF)
+        return self.admin(Admin.GET_LOG_PAGE, nsid=nsid, slba=cdw10_11(cdw10, F.NUMDU.put(numd >> 16)),
                           data_in=nbytes)[1]
 
     def smart(self):
@@ -347,7 +350,7 @@ class NvmeHost:
         """Deallocate (lba, nlb) ranges (Dataset Management, AD)."""
         body = b"".join(spec.NVME_DSM_RANGE.pack(slba=lba, nlb=nlb) for lba, nlb in ranges)
         n = len(body) // spec.NVME_DSM_RANGE.size
-        self.run(self._qid(qid), Io.DATASET_MANAGEMENT, slba=cdw10_11(n - 1, 1 << 2), data_out=body)   # NR; AD
+        self.run(self._qid(qid), Io.DATASET_MANAGEMENT, slba=cdw10_11(F.NR.put(n - 1), F.AD.put(1)), data_out=body)
 
     def atomic_write(self, entries: Iterable[tuple[int, bytes]], *, qid: int | None = None) -> None:
         entries = list(entries)

@@ -1800,3 +1800,53 @@ SCALARS = {
     "HOST_REGS_ID": (HOST_REGS_ID, "hostq.id register value"),
     "FTL_REGS_ID": (FTL_REGS_ID, "ftl.id register value"),
 }
+
+
+class NvmeField:
+    """NVMe 2.0 fields inside command dwords, completion DW0 and registers that the records above keep whole
+    (``NVME_SQE`` names CDW10-11 ``slba`` and CDW14-15 ``cdw14_15``, the I/O commands' view), and the
+    values of them this controller uses."""
+    QID = Bits("qid", 0, 16, "Create/Delete I/O SQ/CQ CDW10: queue identifier")
+    QSIZE = Bits("qsize", 16, 16, "Create I/O SQ/CQ CDW10: entries, 0-based")
+    PC = Bits("pc", 0, 1, "Create I/O SQ/CQ CDW11: physically contiguous")
+    IEN = Bits("ien", 1, 1, "Create I/O CQ CDW11: interrupts enabled")
+    IV = Bits("iv", 16, 16, "Create I/O CQ CDW11: interrupt vector")
+    CQID = Bits("cqid", 16, 16, "Create I/O SQ CDW11: the completion queue")
+    CNS = Bits("cns", 0, 8, "Identify CDW10: which data structure")
+    LID = Bits("lid", 0, 8, "Get Log Page CDW10: log page identifier")
+    RAE = Bits("rae", 15, 1, "Get Log Page CDW10: retain asynchronous event")
+    NUMDL = Bits("numdl", 16, 16, "Get Log Page CDW10: dwords, 0-based, bits 15:0")
+    NUMDU = Bits("numdu", 0, 16, "Get Log Page CDW11: dwords, bits 31:16")
+    FID = Bits("fid", 0, 8, "Get/Set Features CDW10: feature identifier")
+    NR = Bits("nr", 0, 8, "Dataset Management CDW10: ranges, 0-based")
+    AD = Bits("ad", 2, 1, "Dataset Management CDW11: deallocate")
+    NSQ = Bits("nsq", 0, 16, "Number of Queues: I/O submission queues, 0-based")
+    NCQ = Bits("ncq", 16, 16, "Number of Queues: I/O completion queues, 0-based")
+    WCE = Bits("wce", 0, 1, "Volatile Write Cache: enabled")
+    NOT_ABORTED = Bits("not_aborted", 0, 1, "Abort completion DW0: the command was not aborted")
+    AE_TYPE = Bits("type", 0, 3, "Asynchronous Event Request completion DW0: event type")
+    AE_INFO = Bits("info", 8, 8, "Asynchronous Event Request completion DW0: event information")
+    AE_LID = Bits("lid", 16, 8, "Asynchronous Event Request completion DW0: the log page to read")
+    CAP_CSS_NVM = Bits("nvm", (NVME.CSS_NVM).bit_length() - 1, 1, "CAP.CSS: the NVM command set")
+    LPA_EXTENDED = Bits("extended", 2, 1, "Identify LPA: Get Log Page takes NUMDU and an offset")
+    FRMW_SLOT1_RO = Bits("slot1_ro", 0, 1, "Identify FRMW: slot 1 is read only")
+    FRMW_SLOTS = Bits("slots", 1, 3, "Identify FRMW: firmware slots")
+    NSFEAT_NSABP = Bits("nsabp", 1, 1, "Identify Namespace NSFEAT: NAWUN/NAWUPF/NACWU are valid")
+    DLFEAT_READ = Bits("read", 0, 3, "Identify Namespace DLFEAT: what a deallocated block reads (001b: zeros)")
+    DLFEAT_ZEROS = 1
+    CNTRLTYPE_IO = 1           # Identify CNTRLTYPE: an I/O controller
+    SHN_NONE = 0               # CC.SHN: no notification (1 normal, 2 abrupt)
+    SHST_COMPLETE = 2          # CSTS.SHST: shutdown processing complete
+    AE_TYPE_ERROR = 0          # asynchronous event type: error status
+    AE_INVALID_DB_REGISTER = NvmeAsyncErrorInfo.INVALID_DOORBELL_REGISTER
+    AE_INVALID_DB_VALUE = NvmeAsyncErrorInfo.INVALID_DOORBELL_VALUE
+    NSID_ALL = 0xFFFF_FFFF     # the broadcast namespace identifier
+    NOT_GIVEN = 0xFFFF         # error log entry SQID, CID, parameter location: not specific to a command
+
+
+NVME_FW_SLOT = Record(
+    "nvme_fw_slot", "Firmware slot information log page (LID 03h, 512 bytes): the fields this controller fills.",
+    at(512, [(0, u8("afi", "active firmware info: bits 2:0 the running slot")),
+             (8, u32("frs1_0", "slot 1 firmware revision, bytes 0..3")),
+             (12, u32("frs1_1", "slot 1 firmware revision, bytes 4..7"))]),
+    size=512)

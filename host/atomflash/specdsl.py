@@ -45,6 +45,16 @@ class Bits:
     def mask(self) -> int:
         return ((1 << self.width) - 1) << self.lsb
 
+    def take(self, word: int) -> int:
+        """The value of these bits inside ``word``."""
+        return (word >> self.lsb) & ((1 << self.width) - 1)
+
+    def put(self, value: int) -> int:
+        """``value`` placed at these bits (ValueError when it does not fit)."""
+        if value >> self.width:
+            raise ValueError(f"{self.name}={value} does not fit {self.width} bits")
+        return value << self.lsb
+
 
 @dataclass(frozen=True)
 class Field:

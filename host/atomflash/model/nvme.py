@@ -74,7 +74,8 @@ from typing import Callable
 
 from .. import spec
 from ..hostmem import HostMemory, HostMemoryError
-from ..spec import (NVME, NVME_CQE, NVME_DSM_RANGE, NVME_ERROR_LOG, NVME_ID_CTRL, NVME_ID_NS, NVME_REGS,
+from ..spec import NvmeField as F
+from ..spec import (NVME, NVME_CQE, NVME_FW_SLOT, NVME_DSM_RANGE, NVME_ERROR_LOG, NVME_ID_CTRL, NVME_ID_NS, NVME_REGS,
                     NVME_REMAP_ENTRY, NVME_SMART, NVME_SQE, NvmeAdminOpcode, NvmeCns, NvmeCommandStatus,
                     NvmeFeature, NvmeGenericStatus, NvmeIoOpcode, NvmeLogPage, NvmeSct, Status)
 from ..specdsl import Bits, Record, at, u8, u32
@@ -85,52 +86,6 @@ __all__ = ["NvmeController"]
 PAGE = 1 << NVME.PAGE_SHIFT  # the one memory page size (CC.MPS 0)
 SQE_BYTES = 1 << NVME.SQES
 CQE_BYTES = 1 << NVME.CQES
-
-# -- NVMe fields spec.py does not lay out (NVMe 2.0 base specification) -----------------------------------------
-# Admin command dwords.  spec.NVME_SQE names CDW10-11 "slba" and CDW14-15 "cdw14_15" (the I/O view).
-QID = Bits("qid", 0, 16, "Create/Delete I/O SQ/CQ CDW10: queue identifier")
-QSIZE = Bits("qsize", 16, 16, "Create I/O SQ/CQ CDW10: entries, 0-based")
-PC = Bits("pc", 0, 1, "Create I/O SQ/CQ CDW11: physically contiguous")
-IEN = Bits("ien", 1, 1, "Create I/O CQ CDW11: interrupts enabled")
-IV = Bits("iv", 16, 16, "Create I/O CQ CDW11: interrupt vector")
-CQID = Bits("cqid", 16, 16, "Create I/O SQ CDW11: the completion queue")
-CNS = Bits("cns", 0, 8, "Identify CDW10: which data structure")
-LID = Bits("lid", 0, 8, "Get Log Page CDW10: log page identifier")
-RAE = Bits("rae", 15, 1, "Get Log Page CDW10: retain asynchronous event")
-NUMDL = Bits("numdl", 16, 16, "Get Log Page CDW10: dwords, 0-based, bits 15:0")
-NUMDU = Bits("numdu", 0, 16, "Get Log Page CDW11: dwords, bits 31:16")
-FID = Bits("fid", 0, 8, "Get/Set Features CDW10: feature identifier")
-NR = Bits("nr", 0, 8, "Dataset Management CDW10: ranges, 0-based")
-AD = Bits("ad", 2, 1, "Dataset Management CDW11: deallocate")
-NSQ = Bits("nsq", 0, 16, "Number of Queues: I/O submission queues, 0-based")
-NCQ = Bits("ncq", 16, 16, "Number of Queues: I/O completion queues, 0-based")
-WCE = Bits("wce", 0, 1, "Volatile Write Cache: enabled")
-NOT_ABORTED = Bits("not_aborted", 0, 1, "Abort completion DW0: the command was not aborted")
-AE_TYPE = Bits("type", 0, 3, "Asynchronous Event Request completion DW0: event type")
-AE_INFO = Bits("info", 8, 8, "Asynchronous Event Request completion DW0: event information")
-AE_LID = Bits("lid", 16, 8, "Asynchronous Event Request completion DW0: the log page to read")
-CAP_CSS_NVM = Bits("nvm", (NVME.CSS_NVM).bit_length() - 1, 1, "CAP.CSS: the NVM command set")
-LPA_EXTENDED = Bits("extended", 2, 1, "Identify LPA: Get Log Page takes NUMDU and an offset")
-FRMW_SLOT1_RO = Bits("slot1_ro", 0, 1, "Identify FRMW: slot 1 is read only")
-FRMW_SLOTS = Bits("slots", 1, 3, "Identify FRMW: firmware slots")
-NSFEAT_NSABP = Bits("nsabp", 1, 1, "Identify Namespace NSFEAT: NAWUN/NAWUPF/NACWU are valid")
-DLFEAT_READ = Bits("read", 0, 3, "Identify Namespace DLFEAT: what a deallocated block reads (001b: zeros)")
-DLFEAT_ZEROS = 1
-CNTRLTYPE_IO = 1           # Identify CNTRLTYPE: an I/O controller
-SHN_NONE = 0               # CC.SHN: no notification (1 normal, 2 abrupt)
-SHST_COMPLETE = 2          # CSTS.SHST: shutdown processing complete
-AE_TYPE_ERROR = 0          # asynchronous event type: error status
-AE_INVALID_DB_REGISTER = spec.NvmeAsyncErrorInfo.INVALID_DOORBELL_REGISTER
-AE_INVALID_DB_VALUE = spec.NvmeAsyncErrorInfo.INVALID_DOORBELL_VALUE
-NSID_ALL = 0xFFFF_FFFF     # the broadcast namespace identifier
-NOT_GIVEN = 0xFFFF         # error log entry SQID, CID, parameter location: not specific to a command
-
-FW_SLOT = Record(
-    "nvme_fw_slot", "Firmware slot information log page (LID 03h, 512 bytes): the fields this controller fills.",
-    at(512, [(0, u8("afi", "active firmware info: bits 2:0 the running slot")),
-             (8, u32("frs1_0", "slot 1 firmware revision, bytes 0..3")),
-             (12, u32("frs1_1", "slot 1 firmware revision, bytes 4..7"))]),
-    size=512)
 
 # -- this controller's own parameters --------------------------------------------------------------------------
 MODEL_NUMBER = "atomflash"
@@ -163,14 +118,12 @@ DATA_TRANSFER_ERROR = _generic(NvmeGenericStatus.DATA_TRANSFER_ERROR)
 
 def take(bits: Bits, value: int) -> int:
     """The value of ``bits`` inside ``value``."""
-    return (value >> bits.lsb) & ((1 << bits.width) - 1)
+    return bits.take(value)
 
 
 def put(bits: Bits, value: int) -> int:
     """``value`` placed at ``bits``."""
-    if value >> bits.width:
-        raise ValueError(f"{bits.name}={value} does not fit {bits.width} bits")
-    return value << bits.lsb
+    return bits.put(value)
 
 
 def reg_field(register: str, name: str, value: int) -> int:
@@ -316,7 +269,7 @@ class NvmeController:
         self._busy = False
 
     def _default_features(self) -> dict[int, int]:
-        return {NvmeFeature.ARBITRATION: 0, NvmeFeature.VOLATILE_WRITE_CACHE: put(WCE, int(self.volatile_cache)),
+        return {NvmeFeature.ARBITRATION: 0, NvmeFeature.VOLATILE_WRITE_CACHE: put(F.WCE, int(self.volatile_cache)),
                 NvmeFeature.INTERRUPT_COALESCING: 0, NvmeFeature.ASYNC_EVENT_CONFIG: 0}
 
     def power_cycle(self) -> None:
@@ -358,7 +311,7 @@ class NvmeController:
     def _shutdown(self) -> None:
         """CC.SHN normal or abrupt: flush (the drive also writes a checkpoint) and report complete."""
         self.model.flush()
-        self._shst, self._clean = SHST_COMPLETE, True
+        self._shst, self._clean = F.SHST_COMPLETE, True
 
     def _fatal(self) -> None:
         """A failure no completion can report (queue memory refused): CSTS.CFS, until a reset."""
@@ -370,7 +323,7 @@ class NvmeController:
         self._check_offset(offset)
         regs = {
             "cap_lo": lambda: reg_value("cap_lo", mqes=self.mqes, cqr=1, to=NVME.TIMEOUT_500MS),
-            "cap_hi": lambda: reg_value("cap_hi", dstrd=NVME.DSTRD, css=put(CAP_CSS_NVM, 1), mpsmin=0, mpsmax=0),
+            "cap_hi": lambda: reg_value("cap_hi", dstrd=NVME.DSTRD, css=put(F.CAP_CSS_NVM, 1), mpsmin=0, mpsmax=0),
             "vs": lambda: NVME.VERSION,
             "intms": lambda: self._intm, "intmc": lambda: self._intm,
             "cc": lambda: self._cc,
@@ -423,7 +376,7 @@ class NvmeController:
             self._reset()
         elif now and not was:
             self._enable()
-        if reg_field("cc", "shn", value) != SHN_NONE and reg_field("cc", "shn", old) == SHN_NONE:
+        if reg_field("cc", "shn", value) != F.SHN_NONE and reg_field("cc", "shn", old) == F.SHN_NONE:
             self._shutdown()
 
     def _unmask(self, value: int) -> None:
@@ -439,9 +392,9 @@ class NvmeController:
             return  # CHOICE: a controller not ready ignores doorbells, raising no event either
         queue = (self._sqs if name == "sq_tail" else self._cqs).get(qid)
         if queue is None:
-            self._event(AE_TYPE_ERROR, AE_INVALID_DB_REGISTER, NvmeLogPage.ERROR)
+            self._event(F.AE_TYPE_ERROR, F.AE_INVALID_DB_REGISTER, NvmeLogPage.ERROR)
         elif value >= queue.size:
-            self._event(AE_TYPE_ERROR, AE_INVALID_DB_VALUE, NvmeLogPage.ERROR)
+            self._event(F.AE_TYPE_ERROR, F.AE_INVALID_DB_VALUE, NvmeLogPage.ERROR)
         elif name == "sq_tail":
             queue.tail = value
             self._service()
@@ -452,7 +405,7 @@ class NvmeController:
         """CQyHDBL: the host consumed the entries up to ``head``; post completions held for room."""
         released = (head - cq.head) % cq.size
         if released > cq.posted:  # removing entries from an empty queue
-            self._event(AE_TYPE_ERROR, AE_INVALID_DB_VALUE, NvmeLogPage.ERROR)
+            self._event(F.AE_TYPE_ERROR, F.AE_INVALID_DB_VALUE, NvmeLogPage.ERROR)
             return
         cq.head, cq.posted = head, cq.posted - released
         self._drain(cq)
@@ -538,8 +491,8 @@ class NvmeController:
     # == asynchronous events and the error log ======================================================================
     def _event(self, etype: int, info: int, lid: int) -> None:
         """An asynchronous event: logged, then reported on an outstanding request when one is."""
-        if etype == AE_TYPE_ERROR:  # CHOICE: logged, so the log page the event names says something
-            self._log_error(NOT_GIVEN, NOT_GIVEN, SUCCESS, lba=0, nsid=0)
+        if etype == F.AE_TYPE_ERROR:  # CHOICE: logged, so the log page the event names says something
+            self._log_error(F.NOT_GIVEN, F.NOT_GIVEN, SUCCESS, lba=0, nsid=0)
         event = _Event(etype, info, int(lid))
         if event not in self._events:  # CHOICE: the same event twice before it is reported is reported once
             self._events.append(event)
@@ -552,7 +505,7 @@ class NvmeController:
                 return
             self._events.remove(event)
             self._masked.add(event.type)  # until the host reads the event's log page
-            result = put(AE_TYPE, event.type) | put(AE_INFO, event.info) | put(AE_LID, event.lid)
+            result = put(F.AE_TYPE, event.type) | put(F.AE_INFO, event.info) | put(F.AE_LID, event.lid)
             admin = self._sqs[0]
             self._post(self._cqs[0], _Outcome(SUCCESS, result), sqhd=admin.head, sqid=0, cid=self._aers.popleft())
 
@@ -561,7 +514,7 @@ class NvmeController:
         sct, sc = status
         self._errors.appendleft(NVME_ERROR_LOG.pack(
             error_count=self._error_count, sqid=sqid, cid=cid, status=NVME_CQE.compose("sf", sc=sc, sct=sct),
-            param=NOT_GIVEN, lba=lba, nsid=nsid))
+            param=F.NOT_GIVEN, lba=lba, nsid=nsid))
 
     # == data pointers ==============================================================================================
     def _prps(self, cmd, length: int) -> list[tuple[int, int]]:
@@ -640,9 +593,9 @@ class NvmeController:
 
     def _create_cq(self, cmd) -> _Outcome | None:
         cdw10, cdw11 = self._admin_dwords(cmd)
-        qid, qsize = take(QID, cdw10), take(QSIZE, cdw10)
+        qid, qsize = take(F.QID, cdw10), take(F.QSIZE, cdw10)
         self._check_new_queue(qid, qsize, self._cqs, cdw11, cmd.prp1)
-        ien, iv = bool(take(IEN, cdw11)), take(IV, cdw11)
+        ien, iv = bool(take(F.IEN, cdw11)), take(F.IV, cdw11)
         if ien and not 1 <= iv <= self.io_queues:  # one MSI-X vector per I/O completion queue
             return _Outcome(_specific(NvmeCommandStatus.INVALID_INTERRUPT_VECTOR))
         if reg_field("cc", "iocqes", self._cc) != NVME.CQES:  # CHOICE: docs/nvme.md's CFS, checked here
@@ -653,9 +606,9 @@ class NvmeController:
 
     def _create_sq(self, cmd) -> _Outcome | None:
         cdw10, cdw11 = self._admin_dwords(cmd)
-        qid, qsize = take(QID, cdw10), take(QSIZE, cdw10)
+        qid, qsize = take(F.QID, cdw10), take(F.QSIZE, cdw10)
         self._check_new_queue(qid, qsize, self._sqs, cdw11, cmd.prp1)
-        cqid = take(CQID, cdw11)
+        cqid = take(F.CQID, cdw11)
         if cqid == 0 or cqid not in self._cqs:
             return _Outcome(_specific(NvmeCommandStatus.INVALID_CQ))
         if reg_field("cc", "iosqes", self._cc) != NVME.SQES:
@@ -669,11 +622,11 @@ class NvmeController:
             raise _Fail(_specific(NvmeCommandStatus.INVALID_QID))
         if not 1 <= qsize <= self.mqes:  # two entries at least, MQES + 1 at most
             raise _Fail(_specific(NvmeCommandStatus.INVALID_QUEUE_SIZE))
-        if not take(PC, cdw11) or base % PAGE:  # CAP.CQR: contiguous queues, on a page
+        if not take(F.PC, cdw11) or base % PAGE:  # CAP.CQR: contiguous queues, on a page
             raise _Fail(INVALID_FIELD)
 
     def _delete_sq(self, cmd) -> _Outcome:
-        qid = take(QID, self._admin_dwords(cmd)[0])
+        qid = take(F.QID, self._admin_dwords(cmd)[0])
         sq = self._sqs.get(qid) if qid else None
         if sq is None:
             return _Outcome(_specific(NvmeCommandStatus.INVALID_QID))
@@ -688,7 +641,7 @@ class NvmeController:
         return _Outcome()
 
     def _delete_cq(self, cmd) -> _Outcome:
-        qid = take(QID, self._admin_dwords(cmd)[0])
+        qid = take(F.QID, self._admin_dwords(cmd)[0])
         if not qid or qid not in self._cqs:
             return _Outcome(_specific(NvmeCommandStatus.INVALID_QID))
         if any(sq.cqid == qid for sq in self._sqs.values()):
@@ -697,7 +650,7 @@ class NvmeController:
         return _Outcome()
 
     def _abort(self, cmd) -> _Outcome:
-        return _Outcome(result=put(NOT_ABORTED, 1))  # nothing is ever in flight to abort
+        return _Outcome(result=put(F.NOT_ABORTED, 1))  # nothing is ever in flight to abort
 
     def _async_event_request(self, cmd) -> _Outcome | None:
         if len(self._aers) > AERL:
@@ -707,7 +660,7 @@ class NvmeController:
 
     # -- Identify -------------------------------------------------------------------------------------------------
     def _identify(self, cmd) -> _Outcome:
-        cns = take(CNS, self._admin_dwords(cmd)[0])
+        cns = take(F.CNS, self._admin_dwords(cmd)[0])
         if cns == NvmeCns.CONTROLLER:
             data = self.identify_controller()
         elif cns == NvmeCns.NAMESPACE:
@@ -715,7 +668,7 @@ class NvmeController:
                 return _Outcome(INVALID_NAMESPACE)
             data = self.identify_namespace()
         elif cns == NvmeCns.ACTIVE_NAMESPACES:
-            if cmd.nsid >= NSID_ALL - 1:
+            if cmd.nsid >= F.NSID_ALL - 1:
                 return _Outcome(INVALID_NAMESPACE)
             active = [NVME.NSID] if cmd.nsid < NVME.NSID else []
             data = b"".join(n.to_bytes(4, "little") for n in active).ljust(NVME_ID_CTRL.size, b"\0")
@@ -725,14 +678,14 @@ class NvmeController:
         return _Outcome()
 
     def identify_controller(self) -> bytes:
-        """The Identify Controller data structure (CNS 01h)."""
+        """The Identify Controller data structure (F.CNS 01h)."""
         L = self.limits
         return NVME_ID_CTRL.pack(
             vid=NVME.VENDOR_ID, ssvid=NVME.VENDOR_ID,
             **spec.ascii_values("sn", self.serial, 20), **spec.ascii_values("mn", MODEL_NUMBER, 40),
             **spec.ascii_values("fr", FIRMWARE_REVISION, 8),
-            mdts=self._mdts(), ver=NVME.VERSION, cntrltype=CNTRLTYPE_IO, acl=ACL, aerl=AERL,
-            frmw=put(FRMW_SLOT1_RO, 1) | put(FRMW_SLOTS, 1), lpa=put(LPA_EXTENDED, 1), elpe=ERROR_LOG_ENTRIES - 1,
+            mdts=self._mdts(), ver=NVME.VERSION, cntrltype=F.CNTRLTYPE_IO, acl=ACL, aerl=AERL,
+            frmw=put(F.FRMW_SLOT1_RO, 1) | put(F.FRMW_SLOTS, 1), lpa=put(F.LPA_EXTENDED, 1), elpe=ERROR_LOG_ENTRIES - 1,
             sqes=NVME.SQES | NVME.SQES << 4, cqes=NVME.CQES | NVME.CQES << 4, nn=1,
             oncs=NVME_ID_CTRL.compose("oncs", write_zeroes=1, dsm=1),
             vwc=int(self.volatile_cache),  # bits 2:1 00b: Flush with the broadcast NSID not indicated
@@ -742,19 +695,19 @@ class NvmeController:
             af_max_appends=L.max_appends, af_spec_version=spec.SPEC_VERSION)
 
     def identify_namespace(self) -> bytes:
-        """The Identify Namespace data structure (CNS 00h) of namespace 1."""
+        """The Identify Namespace data structure (F.CNS 00h) of namespace 1."""
         L = self.limits
         return NVME_ID_NS.pack(
             nsze=L.capacity, ncap=L.capacity, nuse=len(self.model.contents()),
-            nsfeat=put(NSFEAT_NSABP, 1), nlbaf=0, flbas=0, dlfeat=put(DLFEAT_READ, DLFEAT_ZEROS),
+            nsfeat=put(F.NSFEAT_NSABP, 1), nlbaf=0, flbas=0, dlfeat=put(F.DLFEAT_READ, F.DLFEAT_ZEROS),
             nawun=L.max_transfer - 1, nawupf=0,
             lbaf0=NVME_ID_NS.compose("lbaf0", lbads=L.lba_size.bit_length() - 1))
 
     # -- Get Log Page ---------------------------------------------------------------------------------------------
     def _get_log_page(self, cmd) -> _Outcome:
         cdw10, cdw11 = self._admin_dwords(cmd)
-        lid = take(LID, cdw10)
-        length = ((take(NUMDU, cdw11) << 16 | take(NUMDL, cdw10)) + 1) * 4
+        lid = take(F.LID, cdw10)
+        length = ((take(F.NUMDU, cdw11) << 16 | take(F.NUMDL, cdw10)) + 1) * 4
         offset = cmd.cdw12 | cmd.cdw13 << 32
         pages = {NvmeLogPage.ERROR: self.error_log, NvmeLogPage.SMART: self.smart_log,
                  NvmeLogPage.FIRMWARE: self.firmware_log, NvmeLogPage.ATOMFLASH_STATS: self.stats_log,
@@ -765,8 +718,8 @@ class NvmeController:
         if offset % 4 or offset > len(page) or length > self._max_data():
             return _Outcome(INVALID_FIELD)
         self._send(cmd, page[offset:offset + length].ljust(length, b"\0"))
-        if lid == NvmeLogPage.ERROR and not take(RAE, cdw10):
-            self._masked.discard(AE_TYPE_ERROR)  # reading the log clears the error event
+        if lid == NvmeLogPage.ERROR and not take(F.RAE, cdw10):
+            self._masked.discard(F.AE_TYPE_ERROR)  # reading the log clears the error event
         return _Outcome()
 
     def error_log(self) -> bytes:
@@ -789,7 +742,7 @@ class NvmeController:
 
     def firmware_log(self) -> bytes:
         """Log page 03h: one read-only slot, running."""
-        return FW_SLOT.pack(afi=1, **spec.ascii_values("frs1_", FIRMWARE_REVISION, 8))
+        return NVME_FW_SLOT.pack(afi=1, **spec.ascii_values("frs1_", FIRMWARE_REVISION, 8))
 
     def stats_log(self) -> bytes:
         """Log page C0h: ``spec.LOG_PAGE`` with the counters the model can give (since power on); the
@@ -811,10 +764,10 @@ class NvmeController:
 
     # -- Features -------------------------------------------------------------------------------------------------
     def _number_of_queues(self) -> int:
-        return put(NSQ, self.io_queues - 1) | put(NCQ, self.io_queues - 1)
+        return put(F.NSQ, self.io_queues - 1) | put(F.NCQ, self.io_queues - 1)
 
     def _get_features(self, cmd) -> _Outcome:
-        fid = take(FID, self._admin_dwords(cmd)[0])
+        fid = take(F.FID, self._admin_dwords(cmd)[0])
         if fid == NvmeFeature.NUMBER_OF_QUEUES:
             return _Outcome(result=self._number_of_queues())
         if fid not in self._features:
@@ -823,28 +776,28 @@ class NvmeController:
 
     def _set_features(self, cmd) -> _Outcome:
         cdw10, value = self._admin_dwords(cmd)
-        fid = take(FID, cdw10)
+        fid = take(F.FID, cdw10)
         if fid == NvmeFeature.NUMBER_OF_QUEUES:  # CHOICE: what is allocated, whatever was asked (FFFFh too)
             return _Outcome(result=self._number_of_queues())
         if fid not in self._features:
             return _Outcome(INVALID_FIELD)
         if fid == NvmeFeature.VOLATILE_WRITE_CACHE:
-            enable = take(WCE, value)
+            enable = take(F.WCE, value)
             if enable and not self.volatile_cache:
                 return _Outcome(INVALID_FIELD)
             if not enable:
                 self.model.flush()  # what the cache held is durable before writes go through it no more
-            value = put(WCE, enable)
+            value = put(F.WCE, enable)
         self._features[fid] = value
         return _Outcome()
 
     def _write_cache_on(self) -> bool:
-        return bool(take(WCE, self._features[NvmeFeature.VOLATILE_WRITE_CACHE]))
+        return bool(take(F.WCE, self._features[NvmeFeature.VOLATILE_WRITE_CACHE]))
 
     # == I/O commands ===============================================================================================
     def _check_io(self, opcode: int, cmd) -> None:
         """What every I/O command must satisfy: the namespace (Flush may also name all of them)."""
-        allowed = (NVME.NSID, NSID_ALL) if opcode == NvmeIoOpcode.FLUSH else (NVME.NSID,)
+        allowed = (NVME.NSID, F.NSID_ALL) if opcode == NvmeIoOpcode.FLUSH else (NVME.NSID,)
         if cmd.nsid not in allowed:
             raise _Fail(INVALID_NAMESPACE)
         if opcode not in (NvmeIoOpcode.READ, NvmeIoOpcode.TX_READ, NvmeIoOpcode.FLUSH):
@@ -932,12 +885,12 @@ class NvmeController:
         return self._judge(self.model.trim(cmd.slba, self._blocks(cmd), fua=self._fua(cmd)))
 
     def _dsm(self, cmd) -> _Outcome:
-        """Dataset Management: with AD, deallocate every range; a range beyond the namespace fails the
+        """Dataset Management: with F.AD, deallocate every range; a range beyond the namespace fails the
         command before any is deallocated.  CHOICE: a range of 0 blocks deallocates nothing."""
         cdw10, cdw11 = self._admin_dwords(cmd)
-        count = take(NR, cdw10) + 1
+        count = take(F.NR, cdw10) + 1
         raw = self._gather(cmd, count * NVME_DSM_RANGE.size)
-        if not take(AD, cdw11):
+        if not take(F.AD, cdw11):
             return _Outcome()
         ranges = [NVME_DSM_RANGE.unpack(raw[i:i + NVME_DSM_RANGE.size])
                   for i in range(0, len(raw), NVME_DSM_RANGE.size)]
