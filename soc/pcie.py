@@ -58,7 +58,9 @@ enables from each TLP's header instead.
 * Host memory (:class:`HostDMA`): commands ``(address, length)`` each way
   with a data stream, split into memory read and write TLPs that never cross
   a 4 KiB boundary and never exceed the negotiated max payload size (writes)
-  or max read request size (reads).
+  or max read request size (reads).  :class:`HostDmaPort` puts the NVMe
+  controller's protocol on it: one request at a time, 32-bit words, any
+  dword address (realigned onto HostDMA's data-path words).
 * Interrupts (:class:`PcieMSIX`): ``LitePCIeMSIX`` sends a vector's message
   (a memory write of the table's data to the table's address) through the
   crossbar; the table and the pending bit array are in BAR0.  A masked
@@ -166,6 +168,8 @@ class RequestKeep(LiteXModule):
     descriptor format wants exactly the TLP's dwords.  This computes them from
     each TLP's first dword (format: 3- or 4-dword header, with data or not;
     length) and a count of the beats since: ``be`` replaces the stream's own.
+    When the payload ends within the first four dwords of a beat, LitePCIe's
+    header inserter still sends one more beat; it keeps no dword.
     ``stream`` is the PHY's request stream (``dat``, ``valid``, ``ready``,
     ``last``), DW0 in ``dat[0:32]`` (the PHY's little-endian order)."""
 
@@ -192,7 +196,9 @@ class RequestKeep(LiteXModule):
                 in_packet.eq(0),
             ).Else(
                 in_packet.eq(1),
-                left.eq(here - ndw),
+                # the packetizer ends a TLP with a beat of no payload when the last data word
+                # fits the beat before: that beat keeps no dword
+                left.eq(Mux(here > ndw, here - ndw, 0)),
             )
         )
 
@@ -423,6 +429,343 @@ class HostDMA(LiteXModule):
         # Sticky error -----------------------------------------------------------------------------
         self.sync += If(self.clear_error, self.error.eq(0)).Elif(
             Reduce("OR", errors), self.error.eq(1))
+
+
+# Host memory for the NVMe controller: one request at a time, 32-bit words ---------------------------
+
+def host_dma_request_layout(address_width=64):
+    """``rtl.nvme.hostdma.REQUEST``: ``write``, ``addr`` (bytes), ``bytes``."""
+    return [("write", 1), ("addr", address_width), ("bytes", 13)]
+
+
+#: ``rtl.nvme.hostdma.WORD`` without ``last``, which the stream endpoint carries itself
+host_dma_word_layout = [("data", 32), ("error", 1)]
+#: ``rtl.nvme.hostdma.DONE``
+host_dma_done_layout = [("error", 1)]
+
+
+class HostDmaPort(LiteXModule):
+    """The target side of the NVMe controller's ``HostDmaSignature`` (``rtl/nvme/hostdma.py``),
+    on :class:`HostDMA`: one request at a time, data as 32-bit words, any dword address.
+
+    The controller is Amaranth; converted to Verilog and instantiated in a Migen top, its
+    initiator port is wired to this one field by field:
+
+    ==========================  ================================  ==========
+    ``HostDmaSignature``        here                              direction
+    ==========================  ================================  ==========
+    ``req.valid/ready``         ``req.valid/ready``               in / out
+    ``req.payload.write``       ``req.write``                     in
+    ``req.payload.addr``        ``req.addr`` (64)                 in
+    ``req.payload.bytes``       ``req.bytes`` (13)                in
+    ``wdata.valid/ready``       ``wdata.valid/ready``             in / out
+    ``wdata.payload.data``      ``wdata.data`` (32)               in
+    ``wdata.payload.last``      ``wdata.last``                    in
+    ``wdata.payload.error``     ``wdata.error`` (ignored)         in
+    ``rdata.valid/ready``       ``rdata.valid/ready``             out / in
+    ``rdata.payload.data``      ``rdata.data`` (32)               out
+    ``rdata.payload.last``      ``rdata.last``                    out
+    ``rdata.payload.error``     ``rdata.error``                   out
+    ``done.valid/ready``        ``done.valid/ready``              out / in
+    ``done.payload.error``      ``done.error``                    out
+    ==========================  ================================  ==========
+
+    (the endpoints' ``first`` and ``done.last`` are unused.)  The byte at ``addr`` is bits 7:0 of
+    the first word.  A request is taken only in the idle state, so the next one waits for the
+    previous ``done`` to be taken; a write's words are taken only after its request.
+
+    **Realignment.**  :class:`HostDMA` places dword ``i`` of a transfer in lane ``i % 8`` of word
+    ``i // 8`` and needs a transfer of more than one TLP to start on a 32-byte boundary.  A request
+    is therefore cut in up to three commands, the empty ones left out: a head from ``addr`` to the
+    next 32-byte boundary (fewer than 32 bytes: one TLP), a body of whole 32-byte words, which
+    starts aligned, and a tail of the last fewer than 32 bytes (one TLP).  The 32-bit words are
+    packed into (writes) or unpacked from (reads) 256-bit words relative to each command's start.
+    The tail is its own command because LitePCIe's completion path loses the last beat of a
+    completion longer than one beat whose final beat holds at most five dwords (its header
+    extractor ends the packet one beat early); a completion of whole beats, or of one beat, comes
+    through whole.
+
+    **Writes** are posted: ``done`` (``error`` 0) comes once HostDMA accepted the last command,
+    which it does after that command's last TLP is in the TLP core -- so a later request's TLPs,
+    and an MSI-X message raised after ``done``, follow it on the link.
+
+    **Reads**: the request's ``bytes / 4`` words come on ``rdata`` in order, ``last`` on the final
+    one, then ``done``.  A completion with an error status (unsupported request, completer abort:
+    host memory the root does not map, an IOMMU fault) sets ``error`` on the final word and on
+    ``done``; from that completion on the words are zeros (what HostDMA still delivers for the
+    request is taken and dropped), so the count stays ``bytes / 4``.
+
+    **Refused requests** reach no TLP and end with ``done.error``: every request while
+    ``bus_master`` (the function's Bus Master Enable, sampled when the request is taken) is low --
+    the PCIe specification forbids the function to issue memory requests then, and the hard block
+    (and cocotbext-pcie's model) would drop a read silently and wait for its completion forever --
+    a request of fewer than 4 bytes and one of more than 4096.  A refused write's words are taken up to ``wdata.last``
+    (none for fewer than 4 bytes); a refused read returns ``bytes / 4`` zero words, ``error`` on
+    the last.  The low two bits of ``addr`` and ``bytes`` are ignored (the protocol keeps them
+    zero).  Bus mastering turned off while a read is in flight: its requests are out, and the
+    completions come as usual.
+
+    **Not handled: a read the host never completes.**  No completion timeout exists anywhere in
+    the endpoint yet: such a read holds ``rdata`` (and HostDMA's read channel, and its tag) until
+    reset.  A timer here would need HostDMA and LitePCIe's TLP controller to retire the request's
+    tags too.
+
+    **Throughput.**  With nothing stalling, one 32-bit word moves every cycle each way.  Write
+    words are packed into a 4 KiB buffer and a command's words go to HostDMA once its last one is
+    in, so each TLP's beats reach the hard block back to back however slowly the initiator writes;
+    a 4 KiB write costs its 1024 word cycles plus 128 beats (about 1170 cycles from request to
+    ``done`` in simulation).  Read words are given while the next 256-bit word is loaded in the
+    cycle the current one runs out: a 4 KiB read is about 1060 cycles.  Requests of more than
+    4096 bytes (the buffer) are refused.
+    """
+
+    def __init__(self, dma: HostDMA, bus_master=None):
+        self.req = stream.Endpoint(host_dma_request_layout())
+        self.wdata = stream.Endpoint(host_dma_word_layout)
+        self.rdata = stream.Endpoint(host_dma_word_layout)
+        self.done = stream.Endpoint(host_dma_done_layout)
+        self.bus_master = Signal(reset=1) if bus_master is None else bus_master
+
+        # # #
+
+        data_width = len(dma.wr_data.data)
+        lanes = data_width // 32
+        lane_bits = (lanes - 1).bit_length()
+        length_bits = len(self.req.bytes) - 2           # dwords of a request
+        max_words = 4096 // (data_width // 8)            # data-path words of the largest request
+
+        # The request: its pieces (head up to the next data-path word boundary, then the rest) ------
+        req = self.req
+        req_dwords = Signal(length_bits)
+        req_lane = Signal(lane_bits)
+        head = Signal(lane_bits + 1)                     # dwords before the boundary, 0 when aligned
+        after_head = Signal(length_bits)
+        body = Signal(length_bits)                       # whole data-path words
+        tail = Signal(lane_bits)                         # dwords after the last whole word
+        refuse = Signal()
+        self.comb += [
+            req_dwords.eq(req.bytes[2:]),
+            req_lane.eq(req.addr[2:2 + lane_bits]),
+            If(req_lane != 0,
+                head.eq(Mux(req_dwords < lanes - req_lane, req_dwords, lanes - req_lane))),
+            after_head.eq(req_dwords - head),
+            body.eq(Cat(C(0, lane_bits), after_head[lane_bits:])),
+            tail.eq(after_head[:lane_bits]),
+            refuse.eq(~self.bus_master | (req_dwords == 0) | (req_dwords > 1024)),
+        ]
+        # the pieces that are not empty, in order: dwords of the first, second and third
+        piece = [Signal(length_bits, name=f"piece{i}") for i in range(3)]
+        self.comb += If(head != 0,
+            piece[0].eq(head),
+            If(body != 0,
+                piece[1].eq(body),
+                piece[2].eq(tail),
+            ).Else(
+                piece[1].eq(tail),
+            )
+        ).Elif(body != 0,
+            piece[0].eq(body),
+            piece[1].eq(tail),
+        ).Else(
+            piece[0].eq(tail),
+        )
+        error = Signal()                                 # the request's: reported on done
+        cmd_adr = Signal(64)                             # the command HostDMA gets next
+        cmd_dwords = Signal(length_bits)
+        next_dwords = [Signal(length_bits, name=f"next_dwords{i}") for i in range(2)]   # the pieces after it, 0 if none
+        self.comb += [
+            dma.wr_cmd.adr.eq(cmd_adr),
+            dma.wr_cmd.len.eq(cmd_dwords << 2),
+            dma.rd_cmd.adr.eq(cmd_adr),
+            dma.rd_cmd.len.eq(cmd_dwords << 2),
+        ]
+        start = Signal()                                 # a request is taken this cycle
+
+        # Writes: pack words into data-path words, each piece from lane 0 ---------------------------
+        pk_lane = Signal(lane_bits)
+        pk_left = Signal(length_bits)                    # dwords left in the current piece
+        pk_next = [Signal(length_bits, name=f"pk_next{i}") for i in range(2)]   # the pieces after it
+        pk_acc = [Signal(32, name=f"pk_acc{i}") for i in range(lanes)]
+        # whole pieces go to HostDMA: a piece's words wait here until its last one is in
+        self.write_buffer = buf = stream.SyncFIFO([("data", data_width)], max_words, buffered=True)
+        out = buf.sink
+        pieces_buffered = Signal(2)
+        self.comb += [
+            dma.wr_data.valid.eq(buf.source.valid & (pieces_buffered != 0)),
+            dma.wr_data.data.eq(buf.source.data),
+            dma.wr_data.last.eq(buf.source.last),
+            buf.source.ready.eq(dma.wr_data.ready & (pieces_buffered != 0)),
+        ]
+        self.sync += pieces_buffered.eq(pieces_buffered
+            + (out.valid & out.ready & out.last)
+            - (buf.source.valid & buf.source.ready & buf.source.last))
+        pk_take = Signal()
+        pk_complete = Signal()                           # the word taken now ends a data-path word
+        pk_active = Signal()
+        pk_drop = Signal()
+        self.comb += [
+            pk_complete.eq((pk_lane == lanes - 1) | (pk_left == 1)),
+            If(pk_drop,
+                self.wdata.ready.eq(1),
+            ).Elif(pk_active,
+                self.wdata.ready.eq((pk_left != 0) & (~pk_complete | out.ready)),
+            ),
+            pk_take.eq(pk_active & self.wdata.valid & self.wdata.ready),
+        ]
+        self.comb += [
+            out.valid.eq(pk_take & pk_complete),
+            out.last.eq(pk_left == 1),
+            out.data.eq(Cat(*[Mux(pk_lane == i, self.wdata.data, pk_acc[i]) for i in range(lanes)])),
+        ]
+        self.sync += [
+            If(start,
+                pk_lane.eq(0),
+                pk_left.eq(piece[0]),
+                pk_next[0].eq(piece[1]),
+                pk_next[1].eq(piece[2]),
+            ).Elif(pk_take,
+                Case(pk_lane, {i: pk_acc[i].eq(self.wdata.data) for i in range(lanes)}),
+                If(pk_complete,
+                    pk_lane.eq(0),
+                ).Else(
+                    pk_lane.eq(pk_lane + 1),
+                ),
+                If(pk_left == 1,
+                    pk_left.eq(pk_next[0]),
+                    pk_next[0].eq(pk_next[1]),
+                    pk_next[1].eq(0),
+                ).Else(
+                    pk_left.eq(pk_left - 1),
+                ),
+            ),
+        ]
+
+        # Reads: unpack data-path words, each piece from lane 0 -------------------------------------
+        up_buf = Signal(data_width)
+        up_valid = Signal()
+        up_lane = Signal(lane_bits)
+        up_count = Signal(lane_bits + 1)                 # dwords of up_buf that belong to the request
+        up_left = Signal(length_bits)                    # dwords the current piece still has to deliver
+        up_next = [Signal(length_bits, name=f"up_next{i}") for i in range(2)]
+        rd_left = Signal(length_bits)                    # words still to give on rdata
+        pieces_left = Signal(2)                          # HostDMA commands whose last word is still to come
+        zeros = Signal()                                 # after an error: give zeros, drop HostDMA's words
+        up_active = Signal()
+        src = dma.rd_data
+        up_give = Signal()
+        up_finish = Signal()                             # the word given now is up_buf's last
+        up_load = Signal()
+        up_words = Signal(lane_bits + 1)
+        self.comb += [
+            self.rdata.valid.eq(up_active & Mux(zeros, rd_left != 0, up_valid)),
+            self.rdata.data.eq(Mux(zeros, 0, Array([up_buf[32 * i:32 * (i + 1)] for i in range(lanes)])[up_lane])),
+            self.rdata.last.eq(rd_left == 1),
+            self.rdata.error.eq((rd_left == 1) & error),
+            up_give.eq(self.rdata.valid & self.rdata.ready),
+            up_finish.eq(up_lane == up_count - 1),
+            If(up_active,
+                src.ready.eq(Mux(zeros, pieces_left != 0, ~up_valid | (up_give & up_finish))),
+            ),
+            up_load.eq(src.valid & src.ready),
+            up_words.eq(Mux(up_left < lanes, up_left, lanes)),
+        ]
+        self.sync += [
+            If(up_give,
+                rd_left.eq(rd_left - 1),
+                up_lane.eq(up_lane + 1),
+                If(up_finish, up_valid.eq(0)),
+            ),
+            If(up_load,
+                If(src.last, pieces_left.eq(pieces_left - 1)),
+                If(src.err,
+                    zeros.eq(1),
+                    up_valid.eq(0),
+                ).Elif(~zeros,
+                    up_buf.eq(src.data),
+                    up_valid.eq(1),
+                    up_lane.eq(0),
+                    up_count.eq(up_words),
+                    If(up_left <= lanes,
+                        up_left.eq(up_next[0]),
+                        up_next[0].eq(up_next[1]),
+                        up_next[1].eq(0),
+                    ).Else(
+                        up_left.eq(up_left - lanes),
+                    ),
+                ),
+            ),
+            If(start,
+                up_valid.eq(0),
+                up_left.eq(piece[0]),
+                up_next[0].eq(piece[1]),
+                up_next[1].eq(piece[2]),
+                rd_left.eq(req_dwords),
+                pieces_left.eq(Mux(refuse, 0, (piece[0] != 0) + (piece[1] != 0) + (piece[2] != 0))),
+                zeros.eq(refuse),
+            ),
+        ]
+
+        # Sequencing ---------------------------------------------------------------------------------
+        self.fsm = fsm = FSM(reset_state="IDLE")
+        self.comb += [
+            pk_active.eq(fsm.ongoing("WRITE")),
+            pk_drop.eq(fsm.ongoing("WRITE-DROP")),
+            up_active.eq(fsm.ongoing("READ") | fsm.ongoing("READ-DATA")),
+        ]
+        fsm.act("IDLE",
+            req.ready.eq(1),
+            If(req.valid,
+                start.eq(1),
+                NextValue(error, refuse),
+                NextValue(cmd_adr, Cat(C(0, 2), req.addr[2:])),
+                NextValue(cmd_dwords, piece[0]),
+                NextValue(next_dwords[0], piece[1]),
+                NextValue(next_dwords[1], piece[2]),
+                If(req.write,
+                    If(req_dwords == 0,
+                        NextState("DONE"),
+                    ).Elif(refuse,
+                        NextState("WRITE-DROP"),
+                    ).Else(
+                        NextState("WRITE"),
+                    )
+                ).Else(
+                    If(refuse, NextState("READ-DATA")).Else(NextState("READ")),
+                )
+            )
+        )
+        next_piece = [
+            NextValue(cmd_adr, cmd_adr + (cmd_dwords << 2)),
+            NextValue(cmd_dwords, next_dwords[0]),
+            NextValue(next_dwords[0], next_dwords[1]),
+            NextValue(next_dwords[1], 0),
+        ]
+        fsm.act("WRITE",
+            dma.wr_cmd.valid.eq(1),
+            If(dma.wr_cmd.ready,
+                *next_piece,
+                If(next_dwords[0] == 0, NextState("DONE")),
+            )
+        )
+        fsm.act("WRITE-DROP",
+            If(self.wdata.valid & self.wdata.last, NextState("DONE")),
+        )
+        fsm.act("READ",
+            dma.rd_cmd.valid.eq(1),
+            If(dma.rd_cmd.ready,
+                *next_piece,
+                If(next_dwords[0] == 0, NextState("READ-DATA")),
+            )
+        )
+        fsm.act("READ-DATA",
+            If((rd_left == 0) & (pieces_left == 0), NextState("DONE")),
+        )
+        self.sync += If(up_active & up_load & src.err, error.eq(1))
+        fsm.act("DONE",
+            self.done.valid.eq(1),
+            self.done.error.eq(error),
+            If(self.done.ready, NextState("IDLE")),
+        )
 
 
 # MSI-X --------------------------------------------------------------------------------------------
@@ -707,9 +1050,11 @@ class PcieEndpoint(LiteXModule):
     32-bit Wishbone ``bus``` serving BAR0 ``[0, config.msix_table_offset)``
     (word addresses from BAR0 offset 0).
 
-    What a controller above uses: ``self.dma`` (:class:`HostDMA`),
-    ``self.msix.irqs`` (:class:`PcieMSIX`), ``self.user``, and the negotiated
-    ``phy.max_payload_size`` / ``phy.max_request_size`` (bytes)."""
+    What a controller above uses: ``self.dma`` (:class:`HostDMA`; an NVMe
+    controller reaches it through :class:`HostDmaPort`, given
+    ``self.bus_master_enable``), ``self.msix.irqs`` (:class:`PcieMSIX`),
+    ``self.user``, and the negotiated ``phy.max_payload_size`` /
+    ``phy.max_request_size`` (bytes)."""
 
     def __init__(self, phy, config: PcieConfig, user=None):
         # (the PHY becomes a submodule of LitePCIeEndpoint, which keeps it as ``endpoint.phy``)
@@ -722,6 +1067,7 @@ class PcieEndpoint(LiteXModule):
         # hard block status the PHY does not synchronize (or, for MSI-X, does not have on a board)
         function_status = Signal(16)
         self.specials += MultiReg(phy_function_status(phy), function_status, "sys")
+        self.bus_master_enable = function_status[2]
         msix_enable = msix_function_mask = None
         if hasattr(phy, "msix_enable"):
             msix_enable, msix_function_mask = Signal(), Signal()

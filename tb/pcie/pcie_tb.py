@@ -25,7 +25,8 @@ clock of its own first (see :meth:`_quiet_reset`), builds the root complex and
 the model, waits for the model's reset, enumerates, and enables memory
 decoding and, unless told otherwise, bus mastering.  BAR0 is reached through ``read32``/``write32`` (offsets from BAR0;
 :data:`soc.pcie.EXERCISER_REGS` names the registers), DMA through
-:meth:`dma_to_host` / :meth:`dma_from_host` (the exerciser's registers).
+:meth:`dma_to_host` / :meth:`dma_from_host` (the exerciser's registers); the
+top's ``HostDmaPort`` (``hdp_*`` ports) through ``hostdma_driver.HostDmaPortDriver``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from cocotbext.pcie.core import RootComplex
 from cocotbext.pcie.core.tlp import TlpType
 from cocotbext.pcie.xilinx.us import UltraScalePlusPcieDevice
 
+from sim.pcie.gen import HOST_DMA_PORT_NAMES
 from sim.pcie.support import hard_block_ports
 from soc.pcie import EXERCISER_BUFFER_OFFSET, EXERCISER_REGS, PcieConfig
 
@@ -89,7 +91,7 @@ class PcieTB:
     def __init__(self, dut, config: PcieConfig = PcieConfig(), root_mps: int = 256):
         self.dut = dut
         self.config = config
-        for name, _, _ in hard_block_ports(config.data_width):
+        for name in [n for n, _, _ in hard_block_ports(config.data_width)] + HOST_DMA_PORT_NAMES:
             getattr(dut, name)       # by name, before any discovery (see the module docstring)
         self.root_mps = root_mps
         self.log = logging.getLogger("cocotb.tb")
@@ -188,7 +190,8 @@ class PcieTB:
         model never took) would otherwise reach this test's root complex and answer one of its
         requests."""
         dut = self.dut
-        for name in ("m_axis_cq_tvalid", "m_axis_rc_tvalid", "s_axis_rq_tready", "s_axis_cc_tready"):
+        for name in ("m_axis_cq_tvalid", "m_axis_rc_tvalid", "s_axis_rq_tready", "s_axis_cc_tready",
+                     "hdp_req_valid", "hdp_wdata_valid", "hdp_rdata_ready", "hdp_done_ready"):
             getattr(dut, name).value = 0
         dut.user_reset.value = 1
         clock = cocotb.start_soon(Clock(dut.user_clk, round(1e9 / self.config.user_clk_hz, 3), "ns").start())
