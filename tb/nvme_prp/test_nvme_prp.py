@@ -22,49 +22,9 @@ from atomflash.spec import NvmeGenericStatus, NvmeSct, Status
 from rtl.nvme.hostdma import HostDmaSignature
 from rtl.nvme.prp import MAX_BYTES, SEGMENT, PrpWalker
 from sim.harness.hostdma import HostDmaModel, HostDmaViolation
+from sim.harness.prp_reference import SLOT, reference_walk
 
 MIB = 1 << 20
-SLOT = 8                                    # bytes per PRP entry
-
-
-# -- the reference: NVMe 2.0's PRP entries and PRP lists, 4 KiB memory pages ----------------------------
-def reference_walk(memory: HostMemory, prp1: int, prp2: int, nbytes: int):
-    """(segments, status, list slots read) of a transfer: segments as (addr, bytes, last); the
-    transfer stops at the first pointer that breaks a rule or list read the host refuses."""
-    segments, slots = [], []
-
-    def result(status):
-        if status == Status.SUCCESS and segments:
-            segments[-1] = segments[-1][:2] + (1,)
-        return segments, status, slots
-
-    if nbytes == 0:
-        return result(Status.SUCCESS)
-    if prp1 % 4:                                    # PRP1: dword aligned offset
-        return result(Status.MISALIGNED_BUFFER)
-    first = min(nbytes, PAGE - prp1 % PAGE)
-    left = nbytes - first
-    pages = -(-left // PAGE)
-    if (pages == 1 and prp2 % PAGE) or (pages > 1 and prp2 % 8):   # a page, or a qword-aligned list pointer
-        return result(Status.MISALIGNED_BUFFER)
-    segments.append((prp1, first, 0))
-    if pages == 1:
-        segments.append((prp2, left, 0))
-    slot = prp2
-    while pages > 1 and left:
-        if slot // PAGE in memory.refused:
-            return result(Status.DATA_TRANSFER_ERROR)
-        slots.append(slot)
-        value = int.from_bytes(memory.read(slot, SLOT), "little")
-        if value % PAGE:                            # every entry in a list has offset 0
-            return result(Status.MISALIGNED_BUFFER)
-        if slot % PAGE == PAGE - SLOT and left > PAGE:   # the page's last entry, more to come: the next list
-            slot = value
-            continue
-        segments.append((value, min(PAGE, left), 0))
-        left -= min(PAGE, left)
-        slot += SLOT
-    return result(Status.SUCCESS)
 
 
 def minimal_reads(slots, batch):
