@@ -36,7 +36,7 @@ from amaranth.lib.wiring import In, Out
 
 from atomflash import command, spec
 from rtl import spec as layouts
-from rtl.host.queues import HostQueues, completion_layout
+from rtl.host.queues import HostQueues, command_layout, completion_layout
 from rtl.lib import wishbone
 from rtl.lib.streams import StreamMerge
 from rtl.nand.channel import ChannelParams
@@ -48,6 +48,7 @@ from .allocator import PAGE_BITS, PageAllocator
 from .blocktable import REBIND, BlockTable
 from .bufport import ArbitratedBufferSignature, BufferPortArbiter
 from .executor import Executor
+from .frontends import FrontEndJoin
 from .infopages import InfoPageWriter
 from .logwriter import LogWriter
 from .mapcache import MapCache, seg_set_layout
@@ -73,6 +74,10 @@ class FtlCore(wiring.Component):
         (per channel: programs, then the firmware's (``fw_slot``), the GC relocator's and the
         read path's, the last; at least 4).
     queue_pairs, queue_depth : host queues.
+    stream_queues : queue ids given to a front end outside the core (the NVMe controller), which hands
+        commands in on ``stream_cmd`` and takes their completions from ``stream_cpl``: ids
+        0..``stream_queues`` - 1 are its, the host queues' pairs follow (the firmware's pair stays the
+        last id).  ``hold`` holds it like the host's pairs.  0: no such port.
     slots : publisher slots (commands changing the map in flight).
     map_sets, map_ways, map_line : MapCache geometry.
     map_segments : segments the MapCache's lazy-load gate tracks (``map_lazy``, ``map_seg``,
@@ -95,7 +100,8 @@ class FtlCore(wiring.Component):
 
     def __init__(self, *, profile: str = "small", channels: int = 2, ways: int = 2,
                  nand_slots: int = spec.NAND_DEFAULTS.SLOTS,
-                 queue_pairs: int = 1, queue_depth: int = spec.LIMITS.QUEUE_DEPTH, slots: int = 16,
+                 queue_pairs: int = 1, queue_depth: int = spec.LIMITS.QUEUE_DEPTH, stream_queues: int = 0,
+                 slots: int = 16,
                  map_sets: int = 64, map_ways: int = 4, map_line: int = 8, map_segments: int = 4096,
                  limits: command.StaticLimits = command.StaticLimits(),
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
@@ -106,6 +112,9 @@ class FtlCore(wiring.Component):
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots, sim_gate_ecc=sim_gate_ecc)
         self.fw_slot = nand_slots - 3  # the firmware's own slot while the core runs
         self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
+        self.stream_queues = stream_queues
+        #: every queue id the core's blocks see: the stream front end's, then the host queues' pairs
+        self.queue_ids = stream_queues + queue_pairs
         self.limits = limits
         self.max_open_tx, self.max_pending, self.max_appends = max_open_tx, max_pending, max_appends
         self.cache_pages = cache_pages
@@ -177,15 +186,19 @@ class FtlCore(wiring.Component):
             "nand_erases": Out(32),
             "mlc": In(1),
             "pad_pages": Out(32),
+            **({"stream_cmd": In(stream.Signature(command_layout(self.queue_ids))),
+                "stream_cpl": Out(stream.Signature(completion_layout(self.queue_ids)))}
+               if stream_queues else {}),
         })
 
     def elaborate(self, platform):
         m = Module()
-        C, Q = self.channels, self.queue_pairs
+        C, S = self.channels, self.stream_queues
+        Q = self.queue_ids
         lim = self.limits
         m.submodules.ctrl = ctrl = self.ctrl
         m.submodules.alloc = alloc = self.alloc
-        m.submodules.queues = queues = HostQueues(queue_pairs=Q)
+        m.submodules.queues = queues = HostQueues(queue_pairs=self.queue_pairs)
         m.submodules.validator = validator = CommandValidator(queue_pairs=Q, limits=lim)
         T, E, A = self.max_open_tx, self.max_pending, self.max_appends
         m.submodules.executor = executor = Executor(queue_pairs=Q, page_data=self.profile.page_data,
@@ -220,13 +233,26 @@ class FtlCore(wiring.Component):
         # `hold` (the firmware's GC short of blocks): no new command from the host's pairs; the
         # firmware's (the last) goes on, so GC can fence, erase and checkpoint with the host held
         m.d.comb += queues.hold.eq(self.hold)
-        wiring.connect(m, queues.cmd, validator.cmd)
+        if S:
+            # the stream front end's ids first, the host queues' after them
+            m.submodules.frontends = frontends = FrontEndJoin(stream_queues=S, queue_pairs=self.queue_pairs)
+            wiring.connect(m, queues.cmd, frontends.queues_cmd)
+            wiring.connect(m, wiring.flipped(self.stream_cmd), frontends.stream_cmd)
+            wiring.connect(m, frontends.cmd, validator.cmd)
+            m.d.comb += frontends.hold.eq(self.hold)
+        else:
+            wiring.connect(m, queues.cmd, validator.cmd)
         wiring.connect(m, validator.accepted, executor.cmd)
         wiring.connect(m, executor.read, reader.cmd)
         wiring.connect(m, validator.rejected, cplmerge.inputs[0])
         wiring.connect(m, executor.cpl, cplmerge.inputs[1])
         wiring.connect(m, reader.cpl, cplmerge.inputs[2])
-        wiring.connect(m, cplmerge.output, queues.cpl)
+        if S:
+            wiring.connect(m, cplmerge.output, frontends.cpl)
+            wiring.connect(m, frontends.queues_cpl, queues.cpl)
+            wiring.connect(m, frontends.stream_cpl, wiring.flipped(self.stream_cpl))
+        else:
+            wiring.connect(m, cplmerge.output, queues.cpl)
         m.d.comb += [self.irq.eq(queues.irq), validator.capacity.eq(self.capacity),
                      executor.capacity.eq(self.capacity), executor.scratch_base.eq(self.scratch_base),
                      infopages.identify_base.eq(self.identify_base), infopages.log_base.eq(self.log_base),
