@@ -1464,6 +1464,78 @@ NVME_REGS = RegisterMap("nvme", "NVMe controller registers (BAR0; 64-bit registe
 ])
 
 
+NVME_FW_REGS_ID = int.from_bytes(b"AFNV", "little")
+
+NVME_FW_REGS = RegisterMap("nvmefw", "NVMe controller: the firmware's window (admin commands, queues, CSTS, logs).",
+                           0x100, [
+    Register("id", 0x00, "ro", "NVME_FW_REGS_ID: identifies the block"),
+    Register("status", 0x04, "ro", "what waits for the firmware",
+             (Bits("cc_changed", 0, 1, "the host wrote CC (acknowledge with ctrl.ack_cc)"),
+              Bits("admin_valid", 1, 1, "admin_sqe holds an admin command (take with ctrl.pop_admin)"),
+              Bits("post_busy", 2, 1, "the last admin completion is not posted yet"),
+              Bits("move_busy", 3, 1, "the data mover runs the firmware's transfer"),
+              Bits("config_busy", 4, 1, "the last queue operation is not applied yet"),
+              Bits("failed_valid", 5, 1, "failed_* hold an I/O command that failed (drop with ctrl.pop_failed)"),
+              Bits("doorbell_error_valid", 6, 1, "doorbell_error holds an ignored doorbell write "
+                                                 "(drop with ctrl.pop_doorbell_error)"),
+              Bits("fatal", 7, 1, "the host refused a queue DMA: the queue engine stopped (CSTS.CFS)"),
+              Bits("io_idle", 8, 1, "no I/O command anywhere in the controller"))),
+    Register("ctrl", 0x08, "wo", "actions (write 1)",
+             (Bits("ack_cc", 0, 1, "clear status.cc_changed"),
+              Bits("pop_admin", 1, 1, "drop the command in admin_sqe"),
+              Bits("post", 2, 1, "post cpl_* on the admin completion queue"),
+              Bits("move", 3, 1, "run move_* on the data mover"),
+              Bits("config", 4, 1, "apply queue_* to the queue engine"),
+              Bits("pop_failed", 5, 1, "drop the failure in failed_*"),
+              Bits("pop_doorbell_error", 6, 1, "drop doorbell_error"))),
+    Register("csts", 0x0C, "rw", "what CSTS reports (CFS is also set by status.fatal)",
+             (Bits("rdy", 0, 1, "ready"), Bits("cfs", 1, 1, "controller fatal status"),
+              Bits("shst", 2, 2, "shutdown status"))),
+    Register("admin_sqe", 0x40, "ro", "the admin command, dword by dword (NVME_SQE)", count=16, stride=4),
+    Register("cpl_result_lo", 0x80, "rw", "the admin completion's DW0"),
+    Register("cpl_result_hi", 0x84, "rw", "the admin completion's DW1"),
+    Register("cpl_status", 0x88, "rw", "the admin completion's command and status",
+             (Bits("cid", 0, 16, "command identifier"), Bits("sc", 16, 8, "status code"),
+              Bits("sct", 24, 3, "status code type"), Bits("dnr", 27, 1, "do not retry"))),
+    Register("queue_op", 0x90, "rw", "a queue operation for the queue engine",
+             (Bits("op", 0, 3, "QueueOp: 0 CREATE_CQ, 1 CREATE_SQ, 2 DELETE_SQ, 3 DELETE_CQ, 4 RESET"),
+              Bits("ien", 3, 1, "CREATE_CQ: interrupts enabled"), Bits("qid", 8, 8, "queue identifier"),
+              Bits("cqid", 16, 8, "CREATE_SQ: its completion queue"), Bits("iv", 24, 8, "CREATE_CQ: MSI-X vector"))),
+    Register("queue_base_lo", 0x94, "rw", "CREATE_*: the queue's base, bits 31:0 (page aligned)"),
+    Register("queue_base_hi", 0x98, "rw", "CREATE_*: the queue's base, bits 63:32"),
+    Register("queue_size", 0x9C, "rw", "CREATE_*: entries, 0-based"),
+    Register("move_prp1_lo", 0xA0, "rw", "the firmware's transfer: PRP1, bits 31:0"),
+    Register("move_prp1_hi", 0xA4, "rw", "PRP1, bits 63:32"),
+    Register("move_prp2_lo", 0xA8, "rw", "PRP2, bits 31:0"),
+    Register("move_prp2_hi", 0xAC, "rw", "PRP2, bits 63:32"),
+    Register("move_bytes", 0xB0, "rw", "the transfer's length and direction",
+             (Bits("bytes", 0, 24, "bytes, a multiple of 4"), Bits("to_host", 31, 1, "1: SoC memory to the host"))),
+    Register("move_local", 0xB4, "rw", "the transfer's SoC memory address"),
+    Register("move_status", 0xB8, "ro", "the last transfer's Status (when status.move_busy is 0)"),
+    Register("failed_command", 0xC0, "ro", "a failed I/O command: its queue and command",
+             (Bits("sqid", 0, 16, "submission queue"), Bits("cid", 16, 16, "command identifier"))),
+    Register("failed_status", 0xC4, "ro", "its status", (Bits("sc", 0, 8, "status code"),
+                                                          Bits("sct", 8, 3, "status code type"))),
+    Register("failed_lba_lo", 0xC8, "ro", "its first LBA, bits 31:0 (0 when the namespace was invalid)"),
+    Register("failed_lba_hi", 0xCC, "ro", "its first LBA, bits 63:32"),
+    Register("failed_nsid", 0xD0, "ro", "its namespace"),
+    Register("doorbell_error", 0xD4, "ro", "an ignored doorbell write",
+             (Bits("queue", 0, 8, "queue identifier"), Bits("cq", 8, 1, "1: a CQ head doorbell, 0: an SQ tail"),
+              Bits("kind", 9, 1, "NvmeAsyncErrorInfo: 0 invalid doorbell register, 1 invalid doorbell write value"))),
+    Register("staging_base", 0xD8, "rw", "where the I/O commands' staging areas start in SoC memory"),
+    Register("features", 0xDC, "rw", "features the gateware acts on", (Bits("write_cache", 0, 1,
+                                                                          "the volatile write cache is on"),)),
+    Register("read_commands", 0xE0, "ro", "READ and TX_READ commands that succeeded"),
+    Register("write_commands", 0xE4, "ro", "WRITE, TX_WRITE, ATOMIC_WRITE and APPEND commands that succeeded"),
+    Register("blocks_read_lo", 0xE8, "ro", "their blocks read, bits 31:0"),
+    Register("blocks_read_hi", 0xEC, "ro", "bits 47:32"),
+    Register("blocks_written_lo", 0xF0, "ro", "their blocks written, bits 31:0"),
+    Register("blocks_written_hi", 0xF4, "ro", "bits 47:32"),
+    Register("failed_lost", 0xF8, "ro", "failures dropped because failed_* was full"),
+    Register("busy_queues", 0xFC, "ro", "bit y: I/O submission queue y has a command in flight"),
+])
+
+
 class NvmeAdminOpcode(DocEnum):
     DELETE_IO_SQ = 0x00, "delete an I/O submission queue"
     CREATE_IO_SQ = 0x01, "create an I/O submission queue"
@@ -1779,7 +1851,7 @@ NVME_ERROR_LOG = Record(
     size=64,
 )
 
-REGISTER_MAPS = [HOST_REGS, FTL_REGS, NVME_REGS]
+REGISTER_MAPS = [HOST_REGS, FTL_REGS, NVME_REGS, NVME_FW_REGS]
 
 CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS, NVME]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
@@ -1799,6 +1871,7 @@ SCALARS = {
     "HOST_QUEUE_PAIRS": (HOST_QUEUE_PAIRS, "host queue pairs implemented by default"),
     "HOST_REGS_ID": (HOST_REGS_ID, "hostq.id register value"),
     "FTL_REGS_ID": (FTL_REGS_ID, "ftl.id register value"),
+    "NVME_FW_REGS_ID": (NVME_FW_REGS_ID, "nvmefw.id register value"),
 }
 
 
