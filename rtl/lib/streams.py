@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .roundrobin import round_robin
 
-__all__ = ["StreamMerge"]
+__all__ = ["StreamMerge", "RequestArbiter"]
 
 
 class StreamMerge(wiring.Component):
@@ -48,4 +48,56 @@ class StreamMerge(wiring.Component):
             m.d.sync += [last.eq(grant), held.eq(0)]
         with m.Elif(self.output.valid):
             m.d.sync += [held.eq(1), held_grant.eq(grant)]
+        return m
+
+
+class RequestArbiter(wiring.Component):
+    """``n`` clients share one server that answers each request with one response, a request at a time.
+
+    A client holds the server from its request's acceptance until its response is taken; between
+    requests the lowest-numbered client offering one wins (a request offered and not yet taken keeps
+    its turn, so its payload never changes while it waits).
+
+    Ports
+    -----
+    clients : array of {request: In(stream request_shape), response: Out(stream response_shape)}
+    request : Out(stream request_shape), response : In(stream response_shape)
+        The server's side.
+    """
+
+    def __init__(self, request_shape, response_shape, n: int):
+        if n < 1:
+            raise ValueError("an arbiter needs a client")
+        self.n = n
+        client = wiring.Signature({"request": In(stream.Signature(request_shape)),
+                                   "response": Out(stream.Signature(response_shape))})
+        super().__init__({"clients": Out(client).array(n),
+                          "request": Out(stream.Signature(request_shape)),
+                          "response": In(stream.Signature(response_shape))})
+
+    def elaborate(self, platform):
+        m = Module()
+        granted, offering = Signal(), Signal()
+        holder = Signal(range(max(2, self.n)))
+        pick = Signal.like(holder)
+        for i in reversed(range(self.n)):
+            with m.If(self.clients[i].request.valid):
+                m.d.comb += pick.eq(i)
+        turn = Signal.like(holder)
+        m.d.comb += turn.eq(holder)
+        with m.If(~granted & ~offering):
+            m.d.comb += turn.eq(pick)
+        for i, c in enumerate(self.clients):
+            m.d.comb += c.response.payload.eq(self.response.payload)
+            with m.If(granted & (holder == i)):
+                m.d.comb += [c.response.valid.eq(self.response.valid), self.response.ready.eq(c.response.ready)]
+            with m.If(~granted & (turn == i)):
+                m.d.comb += [self.request.valid.eq(c.request.valid), self.request.payload.eq(c.request.payload),
+                             c.request.ready.eq(self.request.ready)]
+        with m.If(~granted):
+            m.d.sync += [holder.eq(turn), offering.eq(self.request.valid & ~self.request.ready)]
+            with m.If(self.request.valid & self.request.ready):
+                m.d.sync += [granted.eq(1), offering.eq(0)]
+        with m.Elif(self.response.valid & self.response.ready):
+            m.d.sync += granted.eq(0)
         return m

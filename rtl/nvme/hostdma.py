@@ -19,10 +19,11 @@ nothing (0).  A refused read's words are not to be trusted, so an initiator acts
 only after a ``done`` without ``error``.
 """
 
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["HostDmaSignature", "REQUEST", "WORD", "DONE"]
+__all__ = ["HostDmaSignature", "HostDmaArbiter", "REQUEST", "WORD", "DONE"]
 
 REQUEST = data.StructLayout({"write": 1, "addr": 64, "bytes": 13})
 WORD = data.StructLayout({"data": 32, "last": 1, "error": 1})
@@ -39,3 +40,55 @@ class HostDmaSignature(wiring.Signature):
             "rdata": In(stream.Signature(WORD)),
             "done": In(stream.Signature(DONE)),
         })
+
+
+class HostDmaArbiter(wiring.Component):
+    """``n`` initiators share one host DMA port, a request at a time.
+
+    The port is granted from a request's acceptance to its ``done``'s: its words and its ``done`` go to
+    the initiator that made it.  Between requests the lowest-numbered initiator with a request offered
+    wins, unless one's request was offered and not yet taken (it keeps its turn: a stream's payload must
+    not change while it waits), so give the lowest number to the initiator others wait on.
+
+    Ports
+    -----
+    initiators : In(HostDmaSignature()).array(n)
+    dma : Out(HostDmaSignature())
+    """
+
+    def __init__(self, n: int):
+        if n < 1:
+            raise ValueError("an arbiter needs an initiator")
+        self.n = n
+        super().__init__({"initiators": In(HostDmaSignature()).array(n), "dma": Out(HostDmaSignature())})
+
+    def elaborate(self, platform):
+        m = Module()
+        dma, ins = self.dma, self.initiators
+        granted = Signal()                 # a request holds the port until its done is taken
+        offering = Signal()                # the holder's request is offered and not yet taken
+        holder = Signal(range(max(2, self.n)))
+        pick = Signal.like(holder)
+        for i in reversed(range(self.n)):
+            with m.If(ins[i].req.valid):
+                m.d.comb += pick.eq(i)
+        turn = Mux(granted | offering, holder, pick)
+        for i, port in enumerate(ins):
+            # words and done only flow while granted, to the holder (registered: no path from a
+            # response back to the choice of the next request)
+            m.d.comb += [port.rdata.payload.eq(dma.rdata.payload), port.done.payload.eq(dma.done.payload)]
+            with m.If(granted & (holder == i)):
+                m.d.comb += [port.rdata.valid.eq(dma.rdata.valid), dma.rdata.ready.eq(port.rdata.ready),
+                             port.done.valid.eq(dma.done.valid), dma.done.ready.eq(port.done.ready),
+                             dma.wdata.valid.eq(port.wdata.valid), dma.wdata.payload.eq(port.wdata.payload),
+                             port.wdata.ready.eq(dma.wdata.ready)]
+            with m.If(~granted & (turn == i)):
+                m.d.comb += [dma.req.valid.eq(port.req.valid), dma.req.payload.eq(port.req.payload),
+                             port.req.ready.eq(dma.req.ready)]
+        with m.If(~granted):
+            m.d.sync += [holder.eq(turn), offering.eq(dma.req.valid & ~dma.req.ready)]
+            with m.If(dma.req.valid & dma.req.ready):
+                m.d.sync += granted.eq(1)
+        with m.Elif(dma.done.valid & dma.done.ready):
+            m.d.sync += granted.eq(0)
+        return m

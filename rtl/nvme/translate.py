@@ -77,6 +77,14 @@ BLOCKS_IN = (Io.WRITE, Io.TX_WRITE, Io.APPEND, Io.ATOMIC_WRITE)   # the host sen
 BLOCKS_OUT = (Io.READ, Io.TX_READ)                               # the host receives blocks
 
 
+def _any_of(values):
+    """The bitwise or of ``values``."""
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out
+
+
 def completion_payload(queues: int) -> data.StructLayout:
     return data.StructLayout({"sqid": range(queues + 1), "cid": 16, "sct": 3, "sc": 8, "dnr": 1, "result": 64})
 
@@ -123,6 +131,9 @@ class NvmeCommandTranslator(wiring.Component):
         The volatile write cache is on (Set Features 06h).
     idle : Out(1)
         No command anywhere in the translator.
+    busy_queues : Out(queues + 1)
+        Bit y: a command of I/O queue y is in the translator or the core (the firmware completes a
+        Delete I/O SQ only once its queue's bit is clear).
     read_commands, write_commands : Out(32), blocks_read, blocks_written : Out(48)
         Successful commands that carried blocks, and their blocks (the SMART counters).
     """
@@ -155,6 +166,7 @@ class NvmeCommandTranslator(wiring.Component):
             "capacity": In(64),
             "write_cache": In(1),
             "idle": Out(1),
+            "busy_queues": Out(queues + 1),
             "read_commands": Out(32),
             "write_commands": Out(32),
             "blocks_read": Out(48),
@@ -307,7 +319,11 @@ class NvmeCommandTranslator(wiring.Component):
         sqe = self.command.payload.sqe
         m.d.comb += self.idle.eq(~busy.any() & ~finished.r_rdy)
 
-        with m.FSM():
+        width = self.queues + 1
+        in_flight = [Mux(busy[i], Const(1, width) << ctx_sqid[i], 0) for i in range(K)]
+        with m.FSM() as fsm:
+            current = Mux(fsm.ongoing("IDLE"), 0, Const(1, width) << sqid)
+            m.d.comb += self.busy_queues.eq(_any_of(in_flight + [current]))
             with m.State("IDLE"):
                 m.d.sync += [direct.eq(0), status.eq(Status.SUCCESS), result.eq(0), index.eq(0)]
                 with m.If(finished.r_rdy):
