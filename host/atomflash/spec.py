@@ -1532,7 +1532,8 @@ NVME_FW_REGS = RegisterMap("nvmefw", "NVMe controller: the firmware's window (ad
     Register("blocks_written_lo", 0xF0, "ro", "their blocks written, bits 31:0"),
     Register("blocks_written_hi", 0xF4, "ro", "bits 47:32"),
     Register("failed_lost", 0xF8, "ro", "failures dropped because failed_* was full"),
-    Register("busy_queues", 0xFC, "ro", "bit y: I/O submission queue y has a command in flight"),
+    Register("busy_queues", 0xFC, "ro", "bit y: I/O submission queue y has a command in flight or, being deleted, "
+                                        "entries still to abort"),
 ])
 
 

@@ -124,7 +124,7 @@ class NvmeController(wiring.Component):
         wiring.connect(m, translator.failed, window.failed)
         m.d.comb += [translator.capacity.eq(self.capacity), translator.staging_base.eq(window.staging_base),
                      translator.write_cache.eq(window.write_cache), window.io_idle.eq(translator.idle),
-                     window.busy_queues.eq(translator.busy_queues),
+                     window.busy_queues.eq(translator.busy_queues | engine.draining),
                      window.read_commands.eq(translator.read_commands),
                      window.write_commands.eq(translator.write_commands),
                      window.blocks_read.eq(translator.blocks_read), window.blocks_written.eq(translator.blocks_written),

@@ -19,10 +19,13 @@ How the pieces fit:
 
 * ``config`` is how the firmware creates, deletes and resets queues, after it has validated the
   admin command (the engine trusts the values; CREATE of queue 0 is how it sets up the admin pair
-  from AQA/ASQ/ACQ).  A CREATE starts the queue empty (CQ phase 1); DELETE and RESET only mark queues
-  gone, so entries not yet fetched are never fetched (one already in the ``command`` buffer is still
-  handed on; a completion whose CQ is gone is taken and dropped).  Each op is applied while no DMA is
-  under way and answered on ``config_done``.
+  from AQA/ASQ/ACQ).  A CREATE starts the queue empty (CQ phase 1).  DELETE_SQ of a queue with
+  entries the host submitted and the engine has not fetched keeps fetching them, each handed on with
+  ``abort`` (NVMe completes them as aborted by the deletion), and the queue is gone after the last;
+  meanwhile it is ``draining`` and its doorbell is an invalid register, as for a queue that does not
+  exist.  DELETE_CQ and RESET only mark queues gone (an entry already in the ``command`` buffer is
+  still handed on; a completion whose CQ is gone is taken and dropped).  Each op is applied while no
+  DMA is under way and answered on ``config_done``.
 * ``doorbell`` (from :class:`rtl.nvme.regs.NvmeRegisters`) is judged as NVMe asks: a doorbell of a
   queue that does not exist is an invalid register; a value beyond the queue, or a CQ head that
   releases entries not yet posted, an invalid value.  Such a write changes nothing and goes out on
@@ -56,7 +59,7 @@ from rtl import spec as layouts
 from .hostdma import HostDmaSignature
 from .regs import doorbell_layout
 
-__all__ = ["NvmeQueueEngine", "QueueOp", "DOORBELL_INVALID_REGISTER", "DOORBELL_INVALID_VALUE",
+__all__ = ["NvmeQueueEngine", "QueueOp", "command_layout", "DOORBELL_INVALID_REGISTER", "DOORBELL_INVALID_VALUE",
            "SQE", "CQE"]
 
 DOORBELL_INVALID_REGISTER = spec.NvmeAsyncErrorInfo.INVALID_DOORBELL_REGISTER
@@ -73,6 +76,11 @@ assert 1 << spec.NVME.SQES == SQE_BYTES and 1 << spec.NVME.CQES == CQE_BYTES
 
 class QueueOp(enum.IntEnum):
     CREATE_CQ, CREATE_SQ, DELETE_SQ, DELETE_CQ, RESET = range(5)
+
+
+def command_layout(queues: int) -> data.StructLayout:
+    """A fetched entry: its SQ, the entry, and ``abort`` when its SQ is being deleted."""
+    return data.StructLayout({"sqid": range(queues + 1), "sqe": SQE, "abort": 1})
 
 
 def _wrap(index, last):
@@ -103,14 +111,17 @@ class NvmeQueueEngine(wiring.Component):
         One transfer per op, once applied.
     dma : Out(HostDmaSignature())
         Host memory: SQE reads, CQE writes.
-    command : Out(stream {sqid, sqe: SQE})
-        Each fetched entry, in SQ order per queue, round robin across queues.
+    command : Out(stream {sqid, sqe: SQE, abort})
+        Each fetched entry, in SQ order per queue, round robin across queues; ``abort``: its SQ is
+        being deleted, so the command is to be completed as aborted (SQ_DELETION_ABORT), not run.
     completion : In(stream {sqid, cid, sct: 3, sc: 8, dnr: 1, result: 64})
         A command's outcome, posted on the CQ of SQ ``sqid``; held while that CQ is full.
     irq : Out(stream {vector})
         One per CQE posted on a CQ with interrupts enabled.
     fatal : Out(1)
         The host refused a DMA; the engine has stopped until RESET.
+    draining : Out(queues + 1)
+        Bit y: SQ y is being deleted and still has entries to hand on as aborted.
     """
 
     def __init__(self, *, queues: int = spec.NVME.IO_QUEUES):
@@ -125,11 +136,12 @@ class NvmeQueueEngine(wiring.Component):
                 "op": QueueOp, "qid": qid, "base": 64, "size": 16, "cqid": qid, "ien": 1, "iv": qid}))),
             "config_done": Out(stream.Signature(0)),
             "dma": Out(HostDmaSignature()),
-            "command": Out(stream.Signature(data.StructLayout({"sqid": qid, "sqe": SQE}))),
+            "command": Out(stream.Signature(command_layout(queues))),
             "completion": In(stream.Signature(data.StructLayout({
                 "sqid": qid, "cid": 16, "sct": 3, "sc": 8, "dnr": 1, "result": 64}))),
             "irq": Out(stream.Signature(data.StructLayout({"vector": qid}))),
             "fatal": Out(1),
+            "draining": Out(queues + 1),
         })
 
     def elaborate(self, platform):
@@ -142,6 +154,7 @@ class NvmeQueueEngine(wiring.Component):
 
         sq_en, sq_base, sq_last = array("sq_en", 1), array("sq_base", 64 - PAGE_SHIFT), array("sq_last", 16)
         sq_head, sq_tail, sq_cq = array("sq_head", 16), array("sq_tail", 16), array("sq_cq", range(n))
+        sq_dying = Signal(n)        # DELETE_SQ with entries left: they are fetched and handed on as aborted
         cq_en, cq_base, cq_last = array("cq_en", 1), array("cq_base", 64 - PAGE_SHIFT), array("cq_last", 16)
         cq_head, cq_tail, cq_phase = array("cq_head", 16), array("cq_tail", 16), array("cq_phase", 1)
         cq_ien, cq_iv = array("cq_ien", 1), array("cq_iv", range(n))
@@ -152,7 +165,7 @@ class NvmeQueueEngine(wiring.Component):
         with m.If(self.doorbell_error.ready):
             m.d.sync += self.doorbell_error.valid.eq(0)
         q, value = db.payload.queue, db.payload.value
-        en = Mux(db.payload.cq, cq_en[q], sq_en[q])
+        en = Mux(db.payload.cq, cq_en[q], sq_en[q] & ~sq_dying.bit_select(q, 1))
         last = Mux(db.payload.cq, cq_last[q], sq_last[q])
         # a CQ head may release at most the entries posted: (value - head) mod size <= (tail - head) mod size
         released, posted = Signal(17), Signal(17)
@@ -204,7 +217,7 @@ class NvmeQueueEngine(wiring.Component):
         refused = Signal()
         cqe_words = Array(cqe.as_value()[32 * i:32 * i + 32] for i in range(CQE_WORDS))
 
-        m.d.comb += [self.command.payload.sqe.eq(sqe)]
+        m.d.comb += [self.command.payload.sqe.eq(sqe), self.draining.eq(sq_dying)]
 
         with m.FSM():
             with m.State("IDLE"):
@@ -223,11 +236,14 @@ class NvmeQueueEngine(wiring.Component):
                                          sq_last[c.qid].eq(c.size),
                                          sq_head[c.qid].eq(0), sq_tail[c.qid].eq(0), sq_cq[c.qid].eq(c.cqid)]
                         with m.Case(QueueOp.DELETE_SQ):
-                            m.d.sync += sq_en[c.qid].eq(0)
+                            with m.If(sq_head[c.qid] == sq_tail[c.qid]):
+                                m.d.sync += sq_en[c.qid].eq(0)
+                            with m.Else():
+                                m.d.sync += sq_dying.bit_select(c.qid, 1).eq(1)
                         with m.Case(QueueOp.DELETE_CQ):
                             m.d.sync += cq_en[c.qid].eq(0)
                         with m.Case(QueueOp.RESET):
-                            m.d.sync += [s.eq(0) for s in (*sq_en, *cq_en)]
+                            m.d.sync += [s.eq(0) for s in (*sq_en, *cq_en, sq_dying)]
                             m.d.sync += self.fatal.eq(0)
                 with m.Elif(self.fatal):
                     pass
@@ -266,8 +282,12 @@ class NvmeQueueEngine(wiring.Component):
                     with m.If(refused | dma.done.payload.error | (word != 0)):
                         m.d.sync += self.fatal.eq(1)
                     with m.Else():
+                        next_head = _wrap(sq_head[qsel], sq_last[qsel])
                         m.d.sync += [self.command.valid.eq(1), self.command.payload.sqid.eq(qsel),
-                                     sq_head[qsel].eq(_wrap(sq_head[qsel], sq_last[qsel]))]
+                                     self.command.payload.abort.eq(sq_dying.bit_select(qsel, 1)),
+                                     sq_head[qsel].eq(next_head)]
+                        with m.If(sq_dying.bit_select(qsel, 1) & (next_head == sq_tail[qsel])):
+                            m.d.sync += [sq_en[qsel].eq(0), sq_dying.bit_select(qsel, 1).eq(0)]
                     m.next = "IDLE"
 
             with m.State("POST_REQ"):

@@ -10,7 +10,8 @@ A command's life:
 
 1. **Decode** (``command``, from the queue engine; I/O queues only).  An opcode outside
    ``NvmeIoOpcode`` is INVALID_OPCODE, fused operations and SGLs (``fuse``, ``psdt``) INVALID_FIELD, a
-   namespace other than 1 INVALID_NAMESPACE (Flush may name all namespaces): answered at once, with no
+   namespace other than 1 INVALID_NAMESPACE (Flush may name all namespaces), and a command the queue
+   engine marked ``abort`` (its SQ is being deleted) SQ_DELETION_ABORT: answered at once, with no
    context.  Otherwise the command takes a free context (it waits on the stream while none is free).
 2. **Stage in** what the host sends, through the data mover (``move``/``moved``): the blocks of WRITE,
    TX_WRITE, APPEND and ATOMIC_WRITE (the last also its LBA list from MPTR, first), REMAP's triples,
@@ -56,6 +57,7 @@ from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
 
 from .datamover import DONE as MOVED, JOB as MOVE
+from .queues import command_layout as queue_command_layout
 
 __all__ = ["NvmeCommandTranslator", "LIST_STRIDE", "ENTRIES_AT"]
 
@@ -111,8 +113,8 @@ class NvmeCommandTranslator(wiring.Component):
 
     Ports
     -----
-    command : In(stream {sqid, sqe: NVME_SQE})
-        I/O commands from the queue engine.
+    command : In(stream {sqid, sqe: NVME_SQE, abort})
+        I/O commands from the queue engine (``abort``: completed as SQ_DELETION_ABORT, not run).
     completion : Out(stream {sqid, cid, sct, sc, dnr, result})
         Their outcomes, for the queue engine to post.
     core_cmd : Out(stream {sqid, cmd: CMD}), core_cpl : In(stream {sqid, cid, status, result})
@@ -153,7 +155,7 @@ class NvmeCommandTranslator(wiring.Component):
         self.data_stride = 1 << ceil_log2(largest)
         self.staging_bytes = contexts * (self.data_stride + LIST_STRIDE)
         super().__init__({
-            "command": In(stream.Signature(data.StructLayout({"sqid": range(queues + 1), "sqe": SQE}))),
+            "command": In(stream.Signature(queue_command_layout(queues))),
             "completion": Out(stream.Signature(completion_payload(queues))),
             "core_cmd": Out(stream.Signature(command_layout(core_queue_ids))),
             "core_cpl": In(stream.Signature(completion_layout(core_queue_ids))),
@@ -349,7 +351,12 @@ class NvmeCommandTranslator(wiring.Component):
                         m.d.sync += n.eq(c12.nlb + 1)
                     with m.If((sqe.cdw0.fuse != 0) | (sqe.cdw0.psdt != 0)):
                         m.d.sync += [status.eq(Status.INVALID_FIELD)]
-                    m.next = "DECODE"
+                    with m.If(self.command.payload.abort):
+                        m.d.sync += [direct.eq(1), direct_sct.eq(NvmeSct.GENERIC),
+                                     direct_sc.eq(NvmeGenericStatus.SQ_DELETION_ABORT)]
+                        m.next = "COMPLETE"
+                    with m.Else():
+                        m.next = "DECODE"
 
             with m.State("DECODE"):
                 nsid_ok = (nsid == spec.NVME.NSID) | (is_(Io.FLUSH) & (nsid == NvmeField.NSID_ALL))

@@ -13,8 +13,8 @@ the one built from ``spec.NVME_CQE`` for the completion the engine took (SQHD: t
 from that SQ when it was taken), in the slot after the previous one, with the phase of its pass; no
 CQE is written to a slot the host has not released (a full CQ holds); an irq per CQE with the CQ's
 vector; no SQ with entries waits more than a round of fetches; each invalid doorbell is reported
-once, in order, with its kind; after DELETE_SQ or RESET nothing more is fetched from the queues
-deleted.
+once, in order, with its kind; after DELETE_SQ the entries left are fetched and marked abort, after
+RESET nothing more is fetched from the queues.
 """
 
 import random
@@ -80,7 +80,7 @@ class NvmeQueueEngineTB:
         self.pending = []                    # completions to give: [due, sqid, cid, sct, sc, dnr, result]
         self.hold_sink = False
         self.now = 0
-        self.seen = dict(full=0, sink_stalls=0, invalid=0, irqs=0, wraps=0, out_of_order=0, completions=0)
+        self.seen = dict(full=0, sink_stalls=0, invalid=0, irqs=0, wraps=0, out_of_order=0, completions=0, aborted=0)
         self.dma = HostDmaModel(self.dut.dma, self.memory, seed=seed + 1)
         self.logged = 0                      # requests of dma.log already checked
         self.sim = Simulator(self.dut)
@@ -157,8 +157,9 @@ class NvmeQueueEngineTB:
         d = self.dut
         cmd, cpl = d.command, d.completion
         self.offered = offered = None
-        async for _, _, cv, cr, csq, sqe, pv, pr in ctx.tick().sample(
-                cmd.valid, cmd.ready, cmd.payload.sqid, cmd.payload.sqe.as_value(), cpl.valid, cpl.ready):
+        async for _, _, cv, cr, csq, sqe, abort, pv, pr in ctx.tick().sample(
+                cmd.valid, cmd.ready, cmd.payload.sqid, cmd.payload.sqe.as_value(), cmd.payload.abort,
+                cpl.valid, cpl.ready):
             self.now += 1
             self.check_requests()
             if pv and pr:
@@ -185,6 +186,12 @@ class NvmeQueueEngineTB:
                 want = sq["submitted"].popleft()
                 got = sqe.to_bytes(SQE_BYTES, "little")
                 assert got == want, f"SQ {csq}: entry {sq['taken']} differs"
+                index = sq["taken"]
+                if index < sq.get("live_until", 1 << 62):
+                    assert not abort, f"SQ {csq}: entry {index}, fetched before DELETE_SQ, handed on as aborted"
+                if index >= sq.get("aborted_from", 1 << 62):
+                    assert abort, f"SQ {csq}: entry {index}, fetched after DELETE_SQ, not marked abort"
+                self.seen["aborted"] += abort
                 sq["taken"] += 1
                 cid = SQE_REC.decompose("cdw0", SQE_REC.unpack(got).cdw0).cid
                 r = self.sink_rng
@@ -349,26 +356,27 @@ class NvmeQueueEngineTB:
         await self.traffic(ctx, self.commands)
         assert self.completed == self.submitted
 
-        # DELETE_SQ with entries waiting: what was fetched before the op completes, nothing after
+        # DELETE_SQ with entries waiting: those fetched before the op run, the rest are fetched and handed
+        # on as aborted; the SQ drains, then is gone
         r = self.rng
         victim = r.choice([q for q in range(1, self.n) if self.sqs[q]["size"] > 2])  # more than the buffered one
         self.hold_sink = True
         self.submit(victim, self.sqs[victim]["size"] - 1)
         for _ in range(r.randrange(50, 150)):
             await ctx.tick()
-        await self.configure(ctx, QueueOp.DELETE_SQ, victim)
         sq = self.sqs[victim]
-        sq["en"] = False
-        fetched = sq["reads"]
-        unfetched = len(sq["submitted"]) - (fetched - sq["taken"])
-        assert unfetched > 0, "DELETE_SQ came after every entry was fetched: nothing checked"
-        self.submitted -= unfetched
-        sq["submitted"] = deque(list(sq["submitted"])[:fetched - sq["taken"]])
+        sq["live_until"] = sq["reads"]
+        await self.configure(ctx, QueueOp.DELETE_SQ, victim)
+        sq["aborted_from"] = sq["reads"]
+        assert len(sq["submitted"]) + sq["taken"] > sq["aborted_from"], \
+            "DELETE_SQ came after every entry was fetched: nothing checked"
+        assert ctx.get(self.dut.draining) >> victim & 1, "a deleted SQ with entries left is not draining"
         self.hold_sink = False
-        for _ in range(200):
-            await ctx.tick()
-        assert sq["reads"] == fetched, f"SQ {victim} fetched after DELETE_SQ"
-        await self.settle(ctx, what="the commands fetched before DELETE_SQ")
+        await self.settle(ctx, what="the commands of the deleted SQ, aborted or not")
+        assert not ctx.get(self.dut.draining), "the deleted SQ still drains"
+        assert not sq["submitted"], f"SQ {victim}: entries never handed on"
+        sq["en"] = False
+        assert self.seen["aborted"] > 0
         self.ring(victim, 0, 1, kind=DOORBELL_INVALID_REGISTER)
         await self.traffic(ctx, 30)
         await self.settle(ctx)
@@ -421,7 +429,7 @@ def test_queues_against_the_host(seed):
 
 def test_every_queue_of_the_default_build():
     """spec.NVME.IO_QUEUES I/O queues, each on its own CQ, all small (CQ 1 holds one entry, SQ 1 seven)."""
-    tb = NvmeQueueEngineTB(seed=7, queues=spec.NVME.IO_QUEUES, shared=False, sizes=[2, 2, 4, 2, 3, 4, 5, 8, 3],
+    tb = NvmeQueueEngineTB(seed=8, queues=spec.NVME.IO_QUEUES, shared=False, sizes=[2, 2, 4, 2, 3, 4, 5, 8, 3],
                            commands=200)
     tb.sim.run()
     assert tb.seen["full"] and tb.seen["wraps"], tb.seen

@@ -160,7 +160,7 @@ class TranslatorTB:
                 self.failures.append((payload.sqid, payload.cid, payload.sct, payload.sc, payload.lba, payload.nsid))
 
     # -- commands --------------------------------------------------------------------------------------
-    async def submit(self, ctx, sqid, sqe_fields):
+    async def submit(self, ctx, sqid, sqe_fields, *, abort=False):
         t = self.t
         cid = self.next_cid
         self.next_cid = (cid + 1) & 0xFFFF
@@ -168,6 +168,7 @@ class TranslatorTB:
         raw = spec.NVME_SQE.pack(cdw0=cdw0 | spec.NVME_SQE.compose("cdw0", cid=cid), **sqe_fields)
         ctx.set(t.command.payload.sqid, sqid)
         ctx.set(t.command.payload.sqe.as_value(), int.from_bytes(raw, "little"))
+        ctx.set(t.command.payload.abort, abort)
         ctx.set(t.command.valid, 1)
         for _ in range(20000):
             _, _, ready = await ctx.tick().sample(t.command.ready)
@@ -420,5 +421,20 @@ def test_a_range_beyond_the_end_fails_dataset_management_before_any_range_is_dea
             assert await command(ctx, Io.DATASET_MANAGEMENT, prp1=prp1, prp2=prp2, slba=dsm) == status
             assert tb.core_model.contents() == tb.ref.model.contents()
         assert sorted(tb.core_model.contents()) == [0, 1], "the second DSM deallocates blocks 2 and 3 only"
+
+    tb.simulator(bench).run()
+
+
+def test_a_command_of_a_queue_being_deleted_is_aborted_unrun():
+    tb = TranslatorTB(12)
+
+    async def bench(ctx):
+        prp1, prp2, _ = tb.buffer(bytes(tb.block))
+        cid, _ = await tb.submit(ctx, 2, {"cdw0": spec.NVME_SQE.compose("cdw0", opc=Io.WRITE), "nsid": 1,
+                                          "prp1": prp1, "prp2": prp2, "slba": 3}, abort=True)
+        assert (await tb.wait_for(ctx, cid))[:3] == (2, NvmeSct.GENERIC, NvmeGenericStatus.SQ_DELETION_ABORT)
+        await ctx.tick().repeat(4)
+        assert tb.failures[-1][:4] == (2, cid, NvmeSct.GENERIC, NvmeGenericStatus.SQ_DELETION_ABORT)
+        assert not tb.host.requests and not tb.core_model.contents(), "an aborted command ran"
 
     tb.simulator(bench).run()
