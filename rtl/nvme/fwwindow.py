@@ -127,6 +127,8 @@ class NvmeFirmwareWindow(wiring.Component):
         failed, dberr = self.failed.payload, self.doorbell_error.payload
         readable = {
             "id": Const(spec.NVME_FW_REGS_ID, 32), "status": status,
+            "cc": self.cc.as_value(), "aqa": self.aqa.as_value(), "asq_lo": self.asq[:32], "asq_hi": self.asq[32:],
+            "acq_lo": self.acq[:32], "acq_hi": self.acq[32:],
             "failed_command": failed.sqid | (failed.cid << 16),
             "failed_status": failed.sc | (failed.sct << 8),
             "failed_lba_lo": failed.lba[:32], "failed_lba_hi": failed.lba[32:],
