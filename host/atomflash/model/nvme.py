@@ -187,6 +187,71 @@ class _Event:
     lid: int
 
 
+# == what the controller reports: built here for the reference and for whatever plays the firmware ================
+def mdts_of(limits: Limits) -> int:
+    """MDTS: the largest transfer in pages as a power of two (``NVME.MDTS`` for the default limits).
+    CHOICE: for other limits the largest power of two within max_transfer blocks; NVMe cannot say
+    less than two pages (MDTS 0 means no limit), and AWUN + 1 gives the exact block count."""
+    pages = limits.max_transfer * limits.lba_size // PAGE
+    return max(1, pages.bit_length() - 1)
+
+
+def identify_controller_data(limits: Limits, *, serial: str, volatile_cache: bool) -> bytes:
+    """The Identify Controller data structure (CNS 01h)."""
+    L = limits
+    return NVME_ID_CTRL.pack(
+        vid=NVME.VENDOR_ID, ssvid=NVME.VENDOR_ID,
+        **spec.ascii_values("sn", serial, 20), **spec.ascii_values("mn", MODEL_NUMBER, 40),
+        **spec.ascii_values("fr", FIRMWARE_REVISION, 8),
+        mdts=mdts_of(L), ver=NVME.VERSION, cntrltype=F.CNTRLTYPE_IO, acl=ACL, aerl=AERL,
+        frmw=put(F.FRMW_SLOT1_RO, 1) | put(F.FRMW_SLOTS, 1), lpa=put(F.LPA_EXTENDED, 1), elpe=ERROR_LOG_ENTRIES - 1,
+        sqes=NVME.SQES | NVME.SQES << 4, cqes=NVME.CQES | NVME.CQES << 4, nn=1,
+        oncs=NVME_ID_CTRL.compose("oncs", write_zeroes=1, dsm=1),
+        vwc=int(volatile_cache),  # bits 2:1 00b: Flush with the broadcast NSID not indicated
+        awun=L.max_transfer - 1, awupf=0,
+        af_magic=spec.IDENTIFY_MAGIC, af_max_atomic_pages=L.max_atomic_pages, af_max_open_tx=L.max_open_tx,
+        af_max_pending=L.max_pending, af_max_remap_triples=L.max_remap_triples,
+        af_max_appends=L.max_appends, af_spec_version=spec.SPEC_VERSION)
+
+
+def identify_namespace_data(limits: Limits, *, nuse: int) -> bytes:
+    """The Identify Namespace data structure (CNS 00h) of namespace 1; ``nuse``: blocks allocated."""
+    L = limits
+    return NVME_ID_NS.pack(
+        nsze=L.capacity, ncap=L.capacity, nuse=nuse,
+        nsfeat=put(F.NSFEAT_NSABP, 1), nlbaf=0, flbas=0, dlfeat=put(F.DLFEAT_READ, F.DLFEAT_ZEROS),
+        nawun=L.max_transfer - 1, nawupf=0,
+        lbaf0=NVME_ID_NS.compose("lbaf0", lbads=L.lba_size.bit_length() - 1))
+
+
+def active_namespaces_data(nsid: int) -> bytes | None:
+    """CNS 02h: the active namespace ids above ``nsid``; None for an nsid the list may not start at."""
+    if nsid >= F.NSID_ALL - 1:
+        return None
+    active = [NVME.NSID] if nsid < NVME.NSID else []
+    return b"".join(n.to_bytes(4, "little") for n in active).ljust(NVME_ID_CTRL.size, b"\0")
+
+
+def smart_log_data(counters: dict, *, error_log_entries: int) -> bytes:
+    """Log page 02h from ``counters`` (bytes_read, bytes_written, host_reads, host_writes, power_cycles,
+    unsafe_shutdowns, media_errors)."""
+    def units(nbytes: int) -> int:  # thousands of 512-byte units, rounded up
+        return -(-nbytes // (1000 * 512))
+
+    s = counters
+    return NVME_SMART.pack(
+        available_spare=AVAILABLE_SPARE, spare_threshold=SPARE_THRESHOLD,
+        data_units_read=units(s["bytes_read"]), data_units_written=units(s["bytes_written"]),
+        host_reads=s["host_reads"], host_writes=s["host_writes"], power_cycles=s["power_cycles"],
+        unsafe_shutdowns=s["unsafe_shutdowns"], media_errors=s["media_errors"],
+        error_log_entries=error_log_entries)
+
+
+def firmware_log_data() -> bytes:
+    """Log page 03h: one read-only slot, running."""
+    return NVME_FW_SLOT.pack(afi=1, **spec.ascii_values("frs1_", FIRMWARE_REVISION, 8))
+
+
 class NvmeController:
     """The reference NVMe controller (see the module's documentation).
 
@@ -580,11 +645,7 @@ class NvmeController:
         return (1 << self._mdts()) * PAGE
 
     def _mdts(self) -> int:
-        """MDTS: the largest transfer in pages as a power of two (``NVME.MDTS`` for the default limits).
-        CHOICE: for other limits the largest power of two within max_transfer blocks; NVMe cannot say
-        less than two pages (MDTS 0 means no limit), and AWUN + 1 gives the exact block count."""
-        pages = self.limits.max_transfer * self.limits.lba_size // PAGE
-        return max(1, pages.bit_length() - 1)
+        return mdts_of(self.limits)
 
     # == admin commands =============================================================================================
     def _admin_dwords(self, cmd) -> tuple[int, int]:
@@ -668,10 +729,9 @@ class NvmeController:
                 return _Outcome(INVALID_NAMESPACE)
             data = self.identify_namespace()
         elif cns == NvmeCns.ACTIVE_NAMESPACES:
-            if cmd.nsid >= F.NSID_ALL - 1:
+            data = active_namespaces_data(cmd.nsid)
+            if data is None:
                 return _Outcome(INVALID_NAMESPACE)
-            active = [NVME.NSID] if cmd.nsid < NVME.NSID else []
-            data = b"".join(n.to_bytes(4, "little") for n in active).ljust(NVME_ID_CTRL.size, b"\0")
         else:
             return _Outcome(INVALID_FIELD)
         self._send(cmd, data)
@@ -679,29 +739,11 @@ class NvmeController:
 
     def identify_controller(self) -> bytes:
         """The Identify Controller data structure (F.CNS 01h)."""
-        L = self.limits
-        return NVME_ID_CTRL.pack(
-            vid=NVME.VENDOR_ID, ssvid=NVME.VENDOR_ID,
-            **spec.ascii_values("sn", self.serial, 20), **spec.ascii_values("mn", MODEL_NUMBER, 40),
-            **spec.ascii_values("fr", FIRMWARE_REVISION, 8),
-            mdts=self._mdts(), ver=NVME.VERSION, cntrltype=F.CNTRLTYPE_IO, acl=ACL, aerl=AERL,
-            frmw=put(F.FRMW_SLOT1_RO, 1) | put(F.FRMW_SLOTS, 1), lpa=put(F.LPA_EXTENDED, 1), elpe=ERROR_LOG_ENTRIES - 1,
-            sqes=NVME.SQES | NVME.SQES << 4, cqes=NVME.CQES | NVME.CQES << 4, nn=1,
-            oncs=NVME_ID_CTRL.compose("oncs", write_zeroes=1, dsm=1),
-            vwc=int(self.volatile_cache),  # bits 2:1 00b: Flush with the broadcast NSID not indicated
-            awun=L.max_transfer - 1, awupf=0,
-            af_magic=spec.IDENTIFY_MAGIC, af_max_atomic_pages=L.max_atomic_pages, af_max_open_tx=L.max_open_tx,
-            af_max_pending=L.max_pending, af_max_remap_triples=L.max_remap_triples,
-            af_max_appends=L.max_appends, af_spec_version=spec.SPEC_VERSION)
+        return identify_controller_data(self.limits, serial=self.serial, volatile_cache=self.volatile_cache)
 
     def identify_namespace(self) -> bytes:
         """The Identify Namespace data structure (F.CNS 00h) of namespace 1."""
-        L = self.limits
-        return NVME_ID_NS.pack(
-            nsze=L.capacity, ncap=L.capacity, nuse=len(self.model.contents()),
-            nsfeat=put(F.NSFEAT_NSABP, 1), nlbaf=0, flbas=0, dlfeat=put(F.DLFEAT_READ, F.DLFEAT_ZEROS),
-            nawun=L.max_transfer - 1, nawupf=0,
-            lbaf0=NVME_ID_NS.compose("lbaf0", lbads=L.lba_size.bit_length() - 1))
+        return identify_namespace_data(self.limits, nuse=len(self.model.contents()))
 
     # -- Get Log Page ---------------------------------------------------------------------------------------------
     def _get_log_page(self, cmd) -> _Outcome:
@@ -728,21 +770,11 @@ class NvmeController:
 
     def smart_log(self) -> bytes:
         """Log page 02h: SMART / health information over the drive's life."""
-        s = self.smart
-
-        def units(nbytes: int) -> int:  # thousands of 512-byte units, rounded up
-            return -(-nbytes // (1000 * 512))
-
-        return NVME_SMART.pack(
-            available_spare=AVAILABLE_SPARE, spare_threshold=SPARE_THRESHOLD,
-            data_units_read=units(s["bytes_read"]), data_units_written=units(s["bytes_written"]),
-            host_reads=s["host_reads"], host_writes=s["host_writes"], power_cycles=s["power_cycles"],
-            unsafe_shutdowns=s["unsafe_shutdowns"], media_errors=s["media_errors"],
-            error_log_entries=self._error_count)
+        return smart_log_data(self.smart, error_log_entries=self._error_count)
 
     def firmware_log(self) -> bytes:
         """Log page 03h: one read-only slot, running."""
-        return NVME_FW_SLOT.pack(afi=1, **spec.ascii_values("frs1_", FIRMWARE_REVISION, 8))
+        return firmware_log_data()
 
     def stats_log(self) -> bytes:
         """Log page C0h: ``spec.LOG_PAGE`` with the counters the model can give (since power on); the
