@@ -68,9 +68,14 @@ def _extra(core: FtlCore):
     return tuple(ports)
 
 
-MEMORY = f"""
+def memory(words: int) -> str:
+    """The harness's SoC memory ``mem``: ``words`` 32-bit words (a power of two), one wait state,
+    byte lanes, err past the end, FFh at power-on."""
+    assert words & (words - 1) == 0
+    top = (words - 1).bit_length() - 1
+    return f"""
     // SoC memory: one wait state, byte lanes, err past the end
-    localparam MEM_WORDS = {MEM_WORDS};
+    localparam MEM_WORDS = {words};
     reg [31:0] mem [0:MEM_WORDS-1];
     integer mem_i;
     initial for (mem_i = 0; mem_i < MEM_WORDS; mem_i = mem_i + 1) mem[mem_i] = 32'hFFFFFFFF;
@@ -80,16 +85,19 @@ MEMORY = f"""
         mem__ack <= mem_req & mem_in_range;
         mem__err <= mem_req & ~mem_in_range;
         if (mem_req & mem_in_range) begin
-            mem__dat_r <= mem[mem__adr[16:0]];
+            mem__dat_r <= mem[mem__adr[{top}:0]];
             if (mem__we) begin
-                if (mem__sel[0]) mem[mem__adr[16:0]][7:0] <= mem__dat_w[7:0];
-                if (mem__sel[1]) mem[mem__adr[16:0]][15:8] <= mem__dat_w[15:8];
-                if (mem__sel[2]) mem[mem__adr[16:0]][23:16] <= mem__dat_w[23:16];
-                if (mem__sel[3]) mem[mem__adr[16:0]][31:24] <= mem__dat_w[31:24];
+                if (mem__sel[0]) mem[mem__adr[{top}:0]][7:0] <= mem__dat_w[7:0];
+                if (mem__sel[1]) mem[mem__adr[{top}:0]][15:8] <= mem__dat_w[15:8];
+                if (mem__sel[2]) mem[mem__adr[{top}:0]][23:16] <= mem__dat_w[23:16];
+                if (mem__sel[3]) mem[mem__adr[{top}:0]][31:24] <= mem__dat_w[31:24];
             end
         end
     end
 """
+
+
+MEMORY = memory(MEM_WORDS)
 
 
 MAX_OPEN_TX, MAX_PENDING, MAX_APPENDS = 4, 64, 8      # small, so the tests reach the limits
@@ -103,7 +111,6 @@ def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int =
     transaction limits are ``MAX_OPEN_TX``, ``MAX_PENDING`` and ``MAX_APPENDS``;
     ``cache_pages``: the write cache (a build of its own); ``test_dir``: the
     cocotb module's directory (the tests' ``tb/ftl_core``, the benchmark's ``sim/``)."""
-    assert MEM_WORDS == 1 << 17, "the harness indexes mem with adr[16:0]"
     core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots,
                    max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING, max_appends=MAX_APPENDS,
                    cache_pages=cache_pages)

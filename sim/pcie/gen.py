@@ -88,20 +88,27 @@ class PcieSimTop(LiteXModule):
 def generate(config: PcieConfig = PcieConfig(), out_dir: Path = OUT_DIR) -> list[Path]:
     """Convert the top to ``out_dir/<TOPLEVEL>.v`` (memory images beside it);
     return every Verilog source Verilator needs."""
+    return write_top(lambda: PcieSimTop(config), TOPLEVEL, out_dir, config.data_width)
+
+
+def write_top(make_top, name: str, out_dir: Path, data_width: int) -> list[Path]:
+    """Build ``make_top()`` (a Migen module on :class:`SimUSPPCIEPHY` with its ports in ``ios``) and
+    convert it to module ``name`` in ``out_dir/<name>.v``, memory images beside it; return that file
+    and LitePCIe's adapter sources."""
     from litex.gen.fhdl.verilog import convert
 
     out_dir = Path(out_dir).resolve()
     with ultrascale_plus_context():
-        top = PcieSimTop(config)
-        conv = convert(top, ios=top.ios, name=TOPLEVEL)
+        top = make_top()
+        conv = convert(top, ios=top.ios, name=name)
     text = conv.main_source
     # LiteX stamps the date into the banner and trailer; keep the text stable so make stays cached
     text = re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", "", text)
-    for name, content in conv.data_files.items():
-        write_if_changed(out_dir / name, content)
-        text = text.replace(f'$readmemh("{name}"', f'$readmemh("{out_dir / name}"')
-    top_v = write_if_changed(out_dir / f"{TOPLEVEL}.v", text)
-    return [top_v, *adapter_sources(config.data_width)]
+    for file, content in conv.data_files.items():
+        write_if_changed(out_dir / file, content)
+        text = text.replace(f'$readmemh("{file}"', f'$readmemh("{out_dir / file}"')
+    top_v = write_if_changed(out_dir / f"{name}.v", text)
+    return [top_v, *adapter_sources(data_width)]
 
 
 def main(argv=None):

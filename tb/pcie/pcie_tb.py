@@ -88,10 +88,16 @@ def tlp_split(addr: int, length: int, size: int) -> list[tuple[int, int]]:
 
 
 class PcieTB:
+    #: the top's ports besides the hard block's (looked up by name at once) and the inputs among
+    #: them a reset holds idle: ``sim.pcie.gen``'s top brings out a HostDmaPort; another top
+    #: (``sim.nvme``) names its own
+    user_ports: tuple[str, ...] = tuple(HOST_DMA_PORT_NAMES)
+    user_idle_inputs: tuple[str, ...] = ("hdp_req_valid", "hdp_wdata_valid", "hdp_rdata_ready", "hdp_done_ready")
+
     def __init__(self, dut, config: PcieConfig = PcieConfig(), root_mps: int = 256):
         self.dut = dut
         self.config = config
-        for name in [n for n, _, _ in hard_block_ports(config.data_width)] + HOST_DMA_PORT_NAMES:
+        for name in [n for n, _, _ in hard_block_ports(config.data_width)] + list(self.user_ports):
             getattr(dut, name)       # by name, before any discovery (see the module docstring)
         self.root_mps = root_mps
         self.log = logging.getLogger("cocotb.tb")
@@ -191,7 +197,7 @@ class PcieTB:
         requests."""
         dut = self.dut
         for name in ("m_axis_cq_tvalid", "m_axis_rc_tvalid", "s_axis_rq_tready", "s_axis_cc_tready",
-                     "hdp_req_valid", "hdp_wdata_valid", "hdp_rdata_ready", "hdp_done_ready"):
+                     *self.user_idle_inputs):
             getattr(dut, name).value = 0
         dut.user_reset.value = 1
         clock = cocotb.start_soon(Clock(dut.user_clk, round(1e9 / self.config.user_clk_hz, 3), "ns").start())
