@@ -2,10 +2,8 @@
 
 ``TranslatorTB`` builds the translator, a :class:`~rtl.nvme.datamover.DataMover` and a Wishbone arbiter
 for the two over one SoC memory (``sim/harness/wbmem.py``, random wait states), host memory behind the
-mover (``sim/harness/hostdma.py``), and a stand-in for the FTL core: a process that takes each core
-command, judges it as the core's validator does (``command.static_status``), runs it on a
-:class:`~atomflash.model.semantics.Model` with its data read from and written to the SoC memory, and
-completes it after a random delay, out of order.
+mover (``sim/harness/hostdma.py``), and a stand-in for the FTL core (``sim/harness/core_stand_in.py``: the
+reference model behind the core's stream front end, completing out of order).
 
 The oracle is the reference NVMe controller (:mod:`atomflash.model.nvme`): every command is also run by
 its I/O handlers, on their own model and a copy of host memory as it was before the command; status,
@@ -27,10 +25,11 @@ from atomflash.hostmem import PAGE, HostMemory
 from atomflash.model.nvme import NvmeController, _SQ
 from atomflash.model.semantics import Limits, Model
 from atomflash.nvme import NvmeHost
-from atomflash.spec import NvmeField, NvmeGenericStatus, NvmeIoOpcode as Io, NvmeSct, Opcode, Status
+from atomflash.spec import NvmeField, NvmeGenericStatus, NvmeIoOpcode as Io, NvmeSct
 from rtl.lib import wishbone
 from rtl.nvme.datamover import DataMover
 from rtl.nvme.translate import NvmeCommandTranslator
+from sim.harness.core_stand_in import FtlCoreStandIn
 from sim.harness.hostdma import HostDmaModel
 from sim.harness.wbmem import WishboneMemoryModel
 
@@ -59,6 +58,7 @@ class TranslatorTB:
         self.host = HostDmaModel(mover.dma, self.memory, seed=seed, backpressure=0.1, gap=0.1)
         self.soc = WishboneMemoryModel(arb.bus, t.staging_bytes, seed=seed, wait=wait, base=STAGING)
         self.core_model = Model(self.limits, cache=write_cache)
+        self.core = FtlCoreStandIn(t.core_cmd, t.core_cpl, self.core_model, self.soc, ids=contexts, seed=seed)
         self.ref = NvmeController(self.memory, model=Model(self.limits, cache=write_cache),
                                   volatile_cache=write_cache)
         self.write_cache = write_cache
@@ -67,80 +67,6 @@ class TranslatorTB:
         self.failures = []
         self.seen = Counter()
         self.next_cid = 0
-        self.core_busy = set()
-
-    # -- the FTL core's stand-in ---------------------------------------------------------------------
-    def run_core(self, raw: int):
-        c = spec.CMD.unpack(raw.to_bytes(spec.CMD.size, "little"))
-        status = command.static_status(c, self.capacity, self.static)
-        if status != Status.SUCCESS:
-            return status, 0
-        model, B, soc = self.core_model, self.block, self.soc
-        op = Opcode(c.opcode)
-        flags = spec.CMD.decompose("flags", c.flags)
-        self.seen[f"core {op.name}"] += 1
-        if op == Opcode.FLUSH:
-            r = model.flush()
-        elif op == Opcode.WRITE:
-            r = model.write(c.lba, soc.read(c.buf, c.nlb * B), fua=bool(flags.fua))
-        elif op in (Opcode.READ, Opcode.TX_READ):
-            r = model.read(c.lba, c.nlb) if op == Opcode.READ else model.tx_read(c.tid, c.lba, c.nlb)
-            if r.ok:
-                soc.write(c.buf, r.data)
-        elif op == Opcode.DEALLOCATE:
-            r = model.trim(c.lba, c.nlb, fua=bool(flags.fua))
-        elif op == Opcode.ATOMIC_WRITE:
-            entries = [spec.ATOMIC_ENTRY.unpack(soc.read(c.list + 16 * i, 16)) for i in range(c.nlist)]
-            r = model.atomic_write([(e.lba, soc.read(e.buf, B)) for e in entries])
-        elif op == Opcode.TX_WRITE:
-            r = model.tx_write(c.tid, c.lba, soc.read(c.buf, c.nlb * B), final=bool(flags.tx_final),
-                               new=bool(flags.tx_new))
-        elif op == Opcode.TX_COMMIT:
-            r = model.tx_commit(c.tid)
-        elif op == Opcode.TX_ABORT:
-            r = model.tx_abort(c.tid)
-        elif op == Opcode.APPEND:
-            r = model.append(soc.read(c.buf, c.nlb * B))
-        elif op == Opcode.REMAP:
-            size = spec.REMAP_ENTRY.size
-            entries = [spec.REMAP_ENTRY.unpack(soc.read(c.list + size * i, size)) for i in range(c.nlist)]
-            r = model.remap([(e.lba, e.token, e.nlb) for e in entries])
-        elif op == Opcode.RELEASE:
-            r = model.release(c.token)
-        elif op == Opcode.HINT:
-            r = model.hint(c.hint)
-        else:
-            raise AssertionError(f"the translator issued {op.name}")
-        return r.status, r.result
-
-    async def core(self, ctx):
-        t, rng = self.t, self.rng
-        waiting = []                     # [cycles left, sqid, cid, status, result]
-        offered = None
-        ctx.set(t.core_cmd.ready, 1)
-        async for _, _, valid, ready, sqid, raw, cpl_ready in ctx.tick().sample(
-                t.core_cmd.valid, t.core_cmd.ready, t.core_cmd.payload.sqid, t.core_cmd.payload.cmd.as_value(),
-                t.core_cpl.ready):
-            if valid and ready:
-                cid = raw >> 16 & 0xFFFF
-                assert cid < self.contexts and cid not in self.core_busy, f"context {cid} issued twice"
-                self.core_busy.add(cid)
-                status, result = self.run_core(raw)
-                waiting.append([rng.choice([0, 1, 5, 20, 60]), sqid, cid, status, result])
-            if offered is not None and cpl_ready:
-                self.core_busy.discard(offered[2])
-                waiting.remove(offered)
-                offered = None
-                ctx.set(t.core_cpl.valid, 0)
-            for w in waiting:
-                w[0] -= 1
-            due = [w for w in waiting if w[0] <= 0]
-            if offered is None and due:
-                offered = rng.choice(due)
-                ctx.set(t.core_cpl.payload, {"sqid": offered[1], "cid": offered[2], "status": offered[3],
-                                             "result": offered[4]})
-                ctx.set(t.core_cpl.valid, 1)
-            ctx.set(t.core_cmd.ready, int(rng.random() > 0.2))
 
     async def take_completions(self, ctx):
         t = self.t
@@ -197,7 +123,7 @@ class TranslatorTB:
         sim.add_clock(1e-8)
         sim.add_process(self.host.process)
         sim.add_process(self.soc.process)
-        sim.add_process(self.core)
+        sim.add_process(self.core.process)
         sim.add_process(self.take_completions)
         sim.add_process(self.take_failures)
 
@@ -354,7 +280,7 @@ def test_each_command_as_the_reference_controller_answers_it(seed, write_cache, 
     tb.simulator(bench).run()
     print(dict(tb.seen))
     assert tb.seen["success"] > count // 4
-    kinds = {k for k in tb.seen if k.startswith("core ")}
+    kinds = set(tb.core.seen)
     assert len(kinds) >= (len(ops) - 1 if ops else 10), f"too few core commands exercised: {kinds}"
     if ops:
         assert tb.seen[f"{NvmeSct.GENERIC.name} {NvmeGenericStatus.LBA_OUT_OF_RANGE:#x}"], "no range beyond the end"
@@ -396,7 +322,7 @@ def test_commands_in_flight_together_complete_with_their_data():
         assert ctx.get(tb.t.blocks_written) == 48
 
     tb.simulator(bench).run()
-    assert tb.seen["core WRITE"] == 24
+    assert tb.core.seen["WRITE"] == 24
 
 
 def test_a_range_beyond_the_end_fails_dataset_management_before_any_range_is_deallocated():
