@@ -254,7 +254,7 @@ class NvmeFirmwareModel:
         await self.act(post=1)
 
     async def _admin(self) -> None:
-        raw = b"".join((await self.rd("admin_sqe", i)).to_bytes(4, "little") for i in range(16))
+        raw = b"".join([(await self.rd("admin_sqe", i)).to_bytes(4, "little") for i in range(16)])
         await self.act(pop_admin=1)
         cmd = NVME_SQE.unpack(raw)
         cdw0 = NVME_SQE.decompose("cdw0", cmd.cdw0)
