@@ -14,6 +14,8 @@ offset                 what
 =====================  ======================================================
 ``0x000`` .. ``0x0FF`` host queue registers, ``spec.HOST_REGS`` (the host's)
 ``0x100`` .. ``0x2FF`` FTL registers, ``spec.FTL_REGS`` (the firmware's)
+``0x300`` .. ``0x3FF`` NVMe controller's firmware window, ``spec.NVME_FW_REGS``
+                       (builds with ``nvme_queues``)
 ``NAND_OFFSET`` ..     NandWindow: descriptors and completions through the
                        core's firmware port, timing, the page buffers
                        (arbitrated with the core; only ``FW_SLOT`` is the
@@ -34,8 +36,17 @@ took a push or when a result waits.
 
 Port contract (:mod:`soc.controller`): ``clk``/``rst``, ``wbs_*`` (target),
 ``wbm_*`` (the core's initiator into SoC memory), ``irq`` (the host queues'
-interrupt or a NAND completion for the firmware), ``nand`` (per channel the
-ONFI pins, DQ inputs registered once as on the boards).
+interrupt, a NAND completion or the NVMe controller's news for the firmware),
+``nand`` (per channel the ONFI pins, DQ inputs registered once as on the
+boards).
+
+With ``nvme_queues``, the core is an :class:`rtl.nvme.drive.NvmeDrive`: the NVMe
+controller in front of the FTL core, which also keeps its host queues (the
+firmware's pair, the debug port's).  Its PCIe side leaves as ``nvme_bar``
+(BAR0's controller registers and doorbells, a Wishbone target), ``nvme_dma``
+(host memory, ``rtl.nvme.hostdma.HostDmaSignature``) and ``nvme_msix``
+(interrupt vectors), for the SoC to join to its PCIe endpoint
+(:mod:`soc.nvme`).
 """
 
 from __future__ import annotations
@@ -54,7 +65,9 @@ __all__ = ["FtlBridge", "FTL_OFFSET"]
 
 HOST_OFFSET = 0x000
 FTL_OFFSET = 0x100
+NVME_OFFSET = 0x300
 FTL = spec.FTL_REGS
+assert FTL_OFFSET + FTL.size <= NVME_OFFSET
 
 
 def _bits(reg: str, name: str):
@@ -70,13 +83,24 @@ class FtlBridge(wiring.Component):
     ``led_activity`` (a channel busy, held this many cycles) and
     ``led_fault`` (the NAND window's latched fault) ports; None: no LEDs."""
 
-    def __init__(self, *, clk_hz: int, sample: int, led_stretch: int | None = None, **core_args):
+    def __init__(self, *, clk_hz: int, sample: int, led_stretch: int | None = None, nvme_queues: int = 0,
+                 nvme_contexts: int = 8, **core_args):
         self.led_stretch = led_stretch
-        self.core = core = FtlCore(**core_args)
+        self.nvme_queues = nvme_queues
+        if nvme_queues:
+            from rtl.nvme.drive import NvmeDrive
+
+            self.core = core = NvmeDrive(queues=nvme_queues, contexts=nvme_contexts, **core_args)
+            #: SoC memory the NVMe controller's staging areas need (the firmware gives it to them)
+            self.staging_bytes = core.staging_bytes
+        else:
+            self.core = core = FtlCore(**core_args)
+            self.staging_bytes = 0
         p = core.params
         self.window = NandWindow(channels=core.channels, ways=p.ways, slots=p.slots, ecc=p.ecc,
                                  slot_bytes=4 * core.slot_words, fw_slot=core.fw_slot, clk_hz=clk_hz, sample=sample)
-        self.nand_offset = max(self.window.window_bytes, 1 << (FTL_OFFSET + FTL.size - 1).bit_length())
+        regs_end = NVME_OFFSET + spec.NVME_FW_REGS.size if nvme_queues else FTL_OFFSET + FTL.size
+        self.nand_offset = max(self.window.window_bytes, 1 << (regs_end - 1).bit_length())
         self.window_bytes = 2 * self.nand_offset
         self.addr_width = (self.window_bytes // 4 - 1).bit_length()
         die_block = core.free.payload.shape()
@@ -92,12 +116,16 @@ class FtlBridge(wiring.Component):
             "nand": Out(OnfiBusSignature(p.ways)).array(core.channels),
             # a board's LEDs (boards/common.py), as on the bare NAND bridge
             **({"led_activity": Out(1), "led_fault": Out(1)} if led_stretch else {}),
+            # the NVMe controller's PCIe side
+            **({f"nvme_{n}": core.signature.members[f"nvme_{n}"] for n in ("bar", "dma", "msix")}
+               if nvme_queues else {}),
         })
 
     @property
     def regs(self) -> dict[str, int]:
         """Byte offsets of the blocks in the window."""
-        return {"HOST": HOST_OFFSET, "FTL": FTL_OFFSET, "NAND": self.nand_offset}
+        return {"HOST": HOST_OFFSET, "FTL": FTL_OFFSET, "NAND": self.nand_offset,
+                **({"NVME": NVME_OFFSET} if self.nvme_queues else {})}
 
     def _flat(self, prefix):
         return type("Flat", (), {n[len(prefix):]: getattr(self, n) for n in dir(self) if n.startswith(prefix)})
@@ -115,7 +143,9 @@ class FtlBridge(wiring.Component):
             connect_pins(m, self.nand[c], core.bus[c])
         wiring.connect(m, window.desc, core.desc)
         wiring.connect(m, core.cpl, window.cpl)
-        m.d.comb += [core.timing.eq(window.timing), window.busy.eq(core.busy), self.irq.eq(core.irq | window.irq)]
+        nvme_irq = core.nvme_fw_irq if self.nvme_queues else 0
+        m.d.comb += [core.timing.eq(window.timing), window.busy.eq(core.busy),
+                     self.irq.eq(core.irq | window.irq | nvme_irq)]
         for c in range(C):
             wiring.connect(m, window.buf[c], core.fw_buf[c])
         for name in ("adr", "dat_w", "sel", "cyc", "stb", "we"):
@@ -130,6 +160,15 @@ class FtlBridge(wiring.Component):
         host_enable = Signal()
         in_host = (word < (HOST_OFFSET + 0x100) // 4) & host_enable
         in_ftl = ~in_nand & (word >= FTL_OFFSET // 4) & (word < (FTL_OFFSET + FTL.size) // 4)
+        in_nvme = Const(0, 1)
+        if self.nvme_queues:
+            in_nvme = ~in_nand & (word >= NVME_OFFSET // 4) & (word < (NVME_OFFSET + spec.NVME_FW_REGS.size) // 4)
+            fw = core.nvme_fw
+            m.d.comb += [fw.adr.eq(word - NVME_OFFSET // 4), fw.dat_w.eq(wbs.dat_w), fw.sel.eq(wbs.sel),
+                         fw.we.eq(wbs.we), fw.cyc.eq(wbs.cyc & in_nvme), fw.stb.eq(wbs.stb & in_nvme)]
+            wiring.connect(m, wiring.flipped(self.nvme_bar), core.nvme_bar)
+            wiring.connect(m, core.nvme_dma, wiring.flipped(self.nvme_dma))
+            wiring.connect(m, core.nvme_msix, wiring.flipped(self.nvme_msix))
         ftl_ack = Signal()
         ftl_rdata = Signal(32)
         hole_ack = Signal()
@@ -144,10 +183,14 @@ class FtlBridge(wiring.Component):
             m.d.comb += [wbs.dat_r.eq(window.wb.dat_r), wbs.ack.eq(window.wb.ack), wbs.err.eq(window.wb.err)]
         with m.Elif(in_host):
             m.d.comb += [wbs.dat_r.eq(core.regs.dat_r), wbs.ack.eq(core.regs.ack), wbs.err.eq(core.regs.err)]
+        if self.nvme_queues:
+            with m.Elif(in_nvme):
+                m.d.comb += [wbs.dat_r.eq(core.nvme_fw.dat_r), wbs.ack.eq(core.nvme_fw.ack),
+                             wbs.err.eq(core.nvme_fw.err)]
         with m.Else():
             m.d.comb += [wbs.dat_r.eq(Mux(in_ftl, ftl_rdata, 0)), wbs.ack.eq(ftl_ack | hole_ack)]
         m.d.sync += [ftl_ack.eq(0), hole_ack.eq(0)]
-        with m.If(req & ~in_nand & ~in_host & ~in_ftl & ~hole_ack):
+        with m.If(req & ~in_nand & ~in_host & ~in_ftl & ~in_nvme & ~hole_ack):
             m.d.sync += hole_ack.eq(1)
 
         self._ftl_registers(m, core, wbs, req & in_ftl & ~ftl_ack, ftl_ack, ftl_rdata, host_enable)

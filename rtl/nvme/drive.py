@@ -24,6 +24,12 @@ from .controller import NvmeController
 
 __all__ = ["NvmeDrive"]
 
+#: the core's build parameters a drive answers for, so what builds around a core (soc/ftl_bridge.py)
+#: builds around a drive
+CORE_PARAMETERS = ("alloc", "cache_pages", "channels", "fw_slot", "limits", "map_segments", "max_appends",
+                   "max_open_tx", "max_pending", "params", "profile", "queue_pairs", "slot_words", "slots", "ways",
+                   "buf_addr_width", "queue_ids")
+
 
 class NvmeDrive(wiring.Component):
     """:class:`NvmeController` + :class:`FtlCore`; keyword arguments not named here go to the core.
@@ -50,6 +56,11 @@ class NvmeDrive(wiring.Component):
             members[f"nvme_{name}"] = self.nvme.signature.members[name]
         members["mem"] = Out(wishbone.Signature(addr_width=30, data_width=32))
         super().__init__(members)
+
+    def __getattr__(self, name):
+        if name in CORE_PARAMETERS:
+            return getattr(self.core, name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def elaborate(self, platform):
         m = Module()
