@@ -76,6 +76,22 @@ them.  Devices on one transport share transaction ids (:meth:`Device.new_tid`
 never hands out one another queue has open) and the transport: closing the
 last of them closes it.  A Device is not thread-safe, nor are Devices that
 share a transport: drive them from one thread.
+
+Over NVMe
+---------
+
+The same Device, verbs and exceptions on an I/O queue of an NVMe drive:
+:class:`atomflash.nvme.NvmeHost` brings the controller up and owns the admin
+queue and host memory, and each :class:`NvmeDevice` (a Device) owns one I/O
+queue, its verbs sent as NVMe and vendor I/O commands (docs/nvme.md)::
+
+    host = NvmeHost(link, memory, io_queues=2)    # link: BAR0 (the reference NvmeController, a simulated PCIe device)
+    dev = Device.attach_nvme(host, qid=1)         # initializes the host if it was not
+    # or: devs = Device.attach_nvme_all(host)     # a DeviceSet, one Device per I/O queue
+
+Submission and completion are the one place the two differ
+(:meth:`Device._send`, :meth:`Device._reap`); see :class:`NvmeDevice` for
+how NVMe statuses and Identify map onto the debug port's.
 """
 
 from __future__ import annotations
@@ -95,8 +111,8 @@ from .errors import (BadQueue, CommandTimeout, DeviceError, HostMemoryFull, Inva
 from .spec import Hint, LogPage, Opcode, Status
 from .specdsl import SpecError
 
-__all__ = ["Device", "DeviceSet", "Layout", "Command", "Transaction", "OpenList", "DeviceError", "BadQueue",
-           "HostMemoryFull", "hostmem_slices", "DEFAULT_TIMEOUT", "LINK_TIMEOUT"]
+__all__ = ["Device", "NvmeDevice", "DeviceSet", "Layout", "Command", "Transaction", "OpenList", "DeviceError",
+           "BadQueue", "HostMemoryFull", "hostmem_slices", "DEFAULT_TIMEOUT", "LINK_TIMEOUT"]
 
 HQ = spec.HOST_REGS
 FUA = spec.CMD.compose("flags", fua=1)
@@ -274,7 +290,7 @@ class Command:
     deadline: float = float("inf")   # Device.clock() by which it must complete (CommandTimeout)
     tid: int = 0
     flags: int = 0
-    error: Exception | None = None   # the link was lost with the command in flight
+    error: Exception | None = None   # no status: the link was lost in flight, or an NVMe status without one
 
     @property
     def ok(self) -> bool:
@@ -336,6 +352,11 @@ class Device:
     recovery), sets up the queue pair (resetting its indices) and reads
     IDENTIFY.  Several Devices may share one transport (one per queue pair;
     :meth:`open_queues`).
+
+    Over NVMe: :meth:`attach_nvme` (one I/O queue of an
+    :class:`atomflash.nvme.NvmeHost`) and :meth:`attach_nvme_all` (a
+    :class:`DeviceSet` of them) give an :class:`NvmeDevice`, with the same
+    verbs, return values, :class:`Command` objects and exceptions.
     """
 
     def __init__(self, transport, layout: Layout, *, qid: int = 0, queue_entries: int | None = None,
@@ -435,6 +456,37 @@ class Device:
         except BaseException:
             transport.close()
             raise
+
+    @classmethod
+    def attach_nvme(cls, host, qid: int = 1, **kw) -> "NvmeDevice":
+        """I/O queue ``qid`` of an NVMe drive that ``host`` (an :class:`atomflash.nvme.NvmeHost`,
+        initialized here if it was not) drives: an :class:`NvmeDevice`.  ``kw``: ``timeout``, ``clock``."""
+        return NvmeDevice(host, qid=qid, **kw)
+
+    @classmethod
+    def attach_nvme_all(cls, host, queues: int | Iterable[int] | None = None, **kw) -> "DeviceSet":
+        """One :class:`NvmeDevice` per I/O queue of ``host``: ``queues`` None for every I/O queue the
+        host created, N for the first N, or the qids."""
+        if host.controller is None:
+            host.initialize()
+        if queues is None:
+            qids = host.io_queues
+        elif isinstance(queues, int) and not isinstance(queues, bool):
+            if not 1 <= queues <= len(host.io_queues):
+                raise BadQueue(f"{queues} I/O queues asked for, the host has {len(host.io_queues)}")
+            qids = host.io_queues[:queues]
+        else:
+            qids = list(queues)
+            if not qids or len(set(qids)) != len(qids):
+                raise InvalidArgument(f"queues {qids}: at least one, each at most once")
+        out = DeviceSet()
+        try:
+            for q in qids:
+                out.append(NvmeDevice(host, qid=q, **kw))
+        except BaseException:
+            out.close()
+            raise
+        return out
 
     @classmethod
     def open_queues(cls, transport, layout: Layout, queues: int | Iterable[int] | None = None,
@@ -593,6 +645,23 @@ class Device:
             raise TransportError(f"the device link was lost earlier ({self._shared.lost})")
         while len(self._inflight) >= self.qsize - 1:
             self.poll(block=True)
+        cmd = self._send(opcode, fields, payload=payload, read_bytes=read_bytes, list_entries=list_entries,
+                         list_data=list_data, detail=detail, timeout=timeout)
+        self.counts["commands"] += 1
+        if opcode == Opcode.TX_WRITE:
+            self.open_tids.add(cmd.tid)
+        return cmd
+
+    def _start(self, cmd: Command, timeout: float) -> None:
+        """``cmd`` is in flight from now, due within ``timeout`` seconds of ``self.clock``."""
+        cmd.submitted = self.clock()
+        cmd.deadline = cmd.submitted + timeout
+        self._inflight[cmd.cid] = cmd
+
+    def _send(self, opcode: Opcode, fields: dict, *, payload: bytes, read_bytes: int, list_entries: bytes,
+              list_data: Sequence[bytes], detail: str, timeout: float) -> Command:
+        """Hand one checked command to the device (here: buffers in this queue's slice of host memory,
+        the ``spec.CMD`` entry, the tail doorbell) and :meth:`_start` it."""
         need = max(len(payload), read_bytes) + sum(-(-len(d) // 64) * 64 for d in list_data) + len(list_entries)
         buf = self._alloc(need)
         try:
@@ -622,13 +691,8 @@ class Device:
             self.mem.release(buf, need)     # not in flight yet: nobody else gives it back
             raise
         self.sq_tail = (self.sq_tail + 1) % self.qsize
-        cmd.submitted = self.clock()
-        cmd.deadline = cmd.submitted + timeout
-        self._inflight[cmd.cid] = cmd
+        self._start(cmd, timeout)
         self.wr("sq_tail", self.sq_tail, self.qid)   # a lost link here fails it with the rest (_lose)
-        self.counts["commands"] += 1
-        if opcode == Opcode.TX_WRITE:
-            self.open_tids.add(cmd.tid)
         return cmd
 
     def _check_fields(self, opcode: Opcode, fields: dict, detail: str) -> None:
@@ -678,14 +742,29 @@ class Device:
         devs = list(devs)
         if not devs:
             return []
+        kinds: dict = {}   # Devices by the way they reach their device (debug port, NVMe)
+        for d in devs:
+            kinds.setdefault(type(d)._reap.__func__, []).append(d)
         while True:
-            ready = [(d, t) for d, t in zip(devs, Device._cq_tails(devs)) if t != d.cq_head]
-            if ready:
-                return [c for d, t in ready for c in d._collect(t)]
+            done = [c for group in kinds.values() for c in type(group[0])._reap(group)]
+            if done:
+                return done
             if not block or not any(d._inflight for d in devs):
                 return []
             Device._check_deadlines(devs)
-            time.sleep(0.002)
+            for group in kinds.values():
+                type(group[0])._idle(group)
+
+    @classmethod
+    def _reap(cls, devs: Sequence["Device"]) -> list[Command]:
+        """The completions posted to ``devs``' queues, without waiting."""
+        ready = [(d, t) for d, t in zip(devs, cls._cq_tails(devs)) if t != d.cq_head]
+        return [c for d, t in ready for c in d._collect(t)]
+
+    @staticmethod
+    def _idle(devs: Sequence["Device"]) -> None:
+        """Between two polls that found nothing."""
+        time.sleep(0.002)
 
     @staticmethod
     def _check_deadlines(devs: Sequence["Device"]) -> None:
@@ -1008,8 +1087,256 @@ class Device:
         return b""
 
 
+# the verbs whose nlb IDENTIFY's max_transfer bounds
+_SIZED = {Opcode.READ, Opcode.TX_READ, Opcode.WRITE, Opcode.TX_WRITE, Opcode.APPEND}
+_NVME_MAX_COUNT = 1 << 16   # NVMe carries a block or entry count 0-based in 16 bits
+
+
+class NvmeDevice(Device):
+    """A :class:`Device` on one I/O queue of an NVMe drive (:meth:`Device.attach_nvme`).
+
+    ``host`` (:class:`atomflash.nvme.NvmeHost`) owns the controller, the admin queue and host memory;
+    this Device owns I/O queue ``qid`` (nothing else may submit there: it takes every completion the
+    queue posts).  It has every verb, return value and :class:`Command` a Device has over the debug
+    port, and raises the same exceptions for the same statuses: the completion's NVMe status maps back
+    to the atomflash Status (``spec.atomflash_status_of``), then to that status's
+    :mod:`atomflash.errors` class.  Where NVMe cannot say what the debug port says:
+
+    * an NVMe status with no atomflash counterpart (queue deletion, abort, an invalid namespace ...)
+      raises :class:`atomflash.nvme.NvmeError` (``sct``, ``sc``); the Command's ``status`` is None and
+      its ``error`` that exception;
+    * NVMe reports ZERO_LENGTH and TRANSFER_TOO_LARGE as Invalid Field: a count of 0, or beyond
+      16 bits, cannot be encoded and is refused unsent (``ZeroLength``, ``TransferTooLarge``,
+      ``ListTooLong``, with ``submitted`` False); an Invalid Field for a READ, WRITE, TX_READ,
+      TX_WRITE or APPEND of more than IDENTIFY's max_transfer blocks raises ``TransferTooLarge``,
+      for a REMAP with a triple of 0 blocks ``ZeroLength``;
+    * :meth:`identify` comes from Identify Controller (atomflash's limits from byte 3072; max_transfer
+      is AWUN + 1, volatile_cache 1 when VWC says there is a cache) and Identify Namespace (capacity,
+      block size), with ``queue_depth`` this queue's entries; what NVMe does not report (firmware
+      version, NAND geometry, ECC) reads 0;
+    * :meth:`stats` and :meth:`open_list` read log pages C0h and C1h through the admin queue; they,
+      and IDENTIFY, complete when submitted and are collected by the next poll like any command.
+
+    Devices on one host share its transaction ids (:meth:`Device.new_tid`).  :meth:`close` gives the
+    queue back to the host without shutting the controller down (``host.shutdown()`` does).
+    """
+
+    def __init__(self, host, *, qid: int = 1, timeout: float = DEFAULT_TIMEOUT, clock=None):
+        if isinstance(qid, bool) or not isinstance(qid, int) or qid < 1:
+            raise InvalidArgument(f"qid {qid!r}: an NVMe I/O queue is a number from 1")
+        if not timeout > 0:
+            raise InvalidArgument(f"timeout {timeout!r}: seconds, more than 0")
+        if host.controller is None:
+            host.initialize()
+        if qid not in host.io_queues:
+            raise BadQueue(f"I/O queue {qid} is not one the host created ({host.io_queues})")
+        self.host = host
+        self.qid = qid
+        self.timeout = timeout
+        self.clock = clock or time.monotonic
+        self._inflight: dict[int, Command] = {}
+        self._answered: dict[int, tuple] = {}        # cid -> outcome of a command answered at submission
+        self._admin_cids = itertools.count(_NVME_MAX_COUNT)   # beyond every NVMe cid
+        self._invalid_field: dict[int, Status] = {}  # cid -> the status an Invalid Field answer stands for
+        self._shared = _shared(host)
+        self._closed = True
+        if qid in self._shared.attached:
+            raise DeviceError(f"I/O queue {qid} already has a Device on this host")
+        self.counts = {"commands": 0, "pages_written": 0, "pages_read": 0}
+        self.qsize = host.queues[qid].entries
+        self.host_queues = len(host.io_queues)
+        self._shared.users += 1
+        self._shared.attached[qid] = self
+        self._closed = False
+        try:
+            self.info = self.identify()
+        except BaseException:
+            self._release_queue()
+            raise
+        self.lba_size = self.info.lba_size
+        self.capacity = self.info.capacity
+
+    def close(self) -> None:
+        """Done with this I/O queue (the host and its controller stay up)."""
+        self._release_queue()
+
+    # -- submission ---------------------------------------------------------
+    def _send(self, opcode: Opcode, fields: dict, *, payload: bytes, read_bytes: int, list_entries: bytes,
+              list_data: Sequence[bytes], detail: str, timeout: float) -> Command:
+        cmd = Command(0, opcode, detail, tid=fields.get("tid", 0), flags=fields.get("flags", 0))
+        if opcode in (Opcode.IDENTIFY, Opcode.GET_LOG):
+            answer = self._admin(opcode, fields.get("log_page", 0), read_bytes)
+            cmd.cid = next(self._admin_cids)
+            self._answered[cmd.cid] = answer
+        else:
+            cmd.cid = self.host.submit(self.qid, **self._io(opcode, fields, payload, list_entries, list_data,
+                                                            read_bytes, detail))
+            meant = self._invalid_field_meaning(opcode, fields, list_entries)
+            if meant is not None:
+                self._invalid_field[cmd.cid] = meant
+        self._start(cmd, timeout)
+        return cmd
+
+    def _invalid_field_meaning(self, opcode: Opcode, fields: dict, list_entries: bytes) -> Status | None:
+        """The debug port's status for what NVMe answers Invalid Field: a sized verb beyond
+        max_transfer (TRANSFER_TOO_LARGE), a remap triple of 0 blocks (ZERO_LENGTH); None: INVALID_FIELD."""
+        if opcode in _SIZED and fields.get("nlb", 0) > self.info.max_transfer:
+            return Status.TRANSFER_TOO_LARGE
+        if opcode == Opcode.REMAP:
+            size = spec.REMAP_ENTRY.size
+            if any(spec.REMAP_ENTRY.unpack(list_entries[i:i + size]).nlb == 0
+                   for i in range(0, len(list_entries), size)):
+                return Status.ZERO_LENGTH
+        return None
+
+    @staticmethod
+    def _count(value: int, status: Status, what: str, detail: str, limit: int = _NVME_MAX_COUNT) -> int:
+        """A 1-based count as NVMe's 0-based field (``limit`` values); one it cannot carry is refused
+        unsent: 0 as ZERO_LENGTH (what the device answers it), too many as ``status``."""
+        if value < 1:
+            raise errors.ZeroLength(f"{detail}: {what} 0; refused by the host, not sent", submitted=False)
+        if value > limit:
+            raise errors.error_class(status)(f"{detail}: {what} {value} does not fit NVMe's count of at most "
+                                             f"{limit}; refused by the host, not sent", submitted=False)
+        return value - 1
+
+    def _io(self, opcode: Opcode, fields: dict, payload: bytes, list_entries: bytes, list_data: Sequence[bytes],
+            read_bytes: int, detail: str) -> dict:
+        """NvmeHost.submit's arguments for one atomflash command (docs/nvme.md, the vendor command table)."""
+        from .nvme import cdw10_11
+        from .spec import NvmeField as F
+        from .spec import NvmeIoOpcode as Io
+
+        lba, nlb, tid = fields.get("lba", 0), fields.get("nlb", 0), fields.get("tid", 0)
+        flags = spec.CMD.decompose("flags", fields.get("flags", 0))
+
+        def cdw12(**bits) -> int:
+            return spec.NVME_SQE.compose("cdw12", nlb=self._count(nlb, Status.TRANSFER_TOO_LARGE, "nlb", detail),
+                                         **bits)
+
+        if opcode == Opcode.READ:
+            return dict(opcode=Io.READ, slba=lba, cdw12=cdw12(), data_in=read_bytes)
+        if opcode == Opcode.TX_READ:
+            return dict(opcode=Io.TX_READ, slba=lba, cdw12=cdw12(), cdw13=tid, data_in=read_bytes)
+        if opcode == Opcode.WRITE:
+            return dict(opcode=Io.WRITE, slba=lba, cdw12=cdw12(fua=flags.fua), data_out=payload)
+        if opcode == Opcode.TX_WRITE:
+            return dict(opcode=Io.TX_WRITE, slba=lba, cdw12=cdw12(tx_final=flags.tx_final, tx_new=flags.tx_new),
+                        cdw13=tid, data_out=payload)
+        if opcode == Opcode.APPEND:
+            return dict(opcode=Io.APPEND, cdw12=cdw12(fua=flags.fua), data_out=payload)
+        if opcode == Opcode.DEALLOCATE:
+            self._count(nlb, Status.TRANSFER_TOO_LARGE, "nlb", detail, limit=1 << 32)   # a range's count: 32-bit
+            return dict(opcode=Io.DATASET_MANAGEMENT, slba=cdw10_11(F.NR.put(0), F.AD.put(1)),
+                        data_out=spec.NVME_DSM_RANGE.pack(slba=lba, nlb=nlb))
+        if opcode == Opcode.FLUSH:
+            return dict(opcode=Io.FLUSH)
+        if opcode == Opcode.HINT:
+            return dict(opcode=Io.HINT, cdw13=fields.get("hint", 0))
+        if opcode in (Opcode.TX_COMMIT, Opcode.TX_ABORT):
+            return dict(opcode=Io.TX_COMMIT if opcode == Opcode.TX_COMMIT else Io.TX_ABORT, cdw13=tid)
+        if opcode == Opcode.RELEASE:
+            return dict(opcode=Io.RELEASE, cdw14_15=fields.get("token", 0))
+        n = self._count(fields.get("nlist", 0), Status.LIST_TOO_LONG, "nlist", detail) + 1
+        if opcode == Opcode.ATOMIC_WRITE:
+            size = spec.ATOMIC_ENTRY.size
+            lbas = [spec.ATOMIC_ENTRY.unpack(list_entries[i * size:(i + 1) * size]).lba for i in range(n)]
+            return dict(opcode=Io.ATOMIC_WRITE, cdw12=n - 1, data_out=b"".join(list_data),
+                        metadata=b"".join(x.to_bytes(8, "little") for x in lbas))
+        if opcode == Opcode.REMAP:
+            size = spec.REMAP_ENTRY.size
+            triples = [spec.REMAP_ENTRY.unpack(list_entries[i * size:(i + 1) * size]) for i in range(n)]
+            return dict(opcode=Io.REMAP, cdw12=n - 1, data_out=b"".join(
+                spec.NVME_REMAP_ENTRY.pack(lba=t.lba, token=t.token, nlb=t.nlb) for t in triples))
+        raise InvalidArgument(f"{detail or opcode.name}: {opcode.name} has no NVMe command")
+
+    def _admin(self, opcode: Opcode, log_page: int, read_bytes: int) -> tuple:
+        """IDENTIFY and GET_LOG through the admin queue, at once: (status, error, result, data)."""
+        from .nvme import NvmeError
+
+        if opcode == Opcode.IDENTIFY:
+            run = self._identify_record
+        else:
+            lid = {LogPage.STATS: spec.NvmeLogPage.ATOMFLASH_STATS,
+                   LogPage.OPEN: spec.NvmeLogPage.ATOMFLASH_OPEN}.get(log_page)
+            if lid is None:       # SNAPSHOT: the firmware's queue only, INVALID_FIELD for a host's
+                return Status.INVALID_FIELD, None, 0, b""
+            run = lambda: self.host.log_page(lid, read_bytes)  # noqa: E731
+        try:
+            return Status.SUCCESS, None, 0, run()
+        except NvmeError as e:
+            return None, e, 0, b""
+        except errors.AtomflashError as e:
+            return e.status, None, 0, b""
+
+    def _identify_record(self) -> bytes:
+        """``spec.IDENTIFY`` from Identify Controller and Identify Namespace."""
+        from .spec import NvmeCns
+
+        ctrl = spec.NVME_ID_CTRL.unpack(self.host.identify(NvmeCns.CONTROLLER))
+        ns = spec.NVME_ID_NS.unpack(self.host.identify(NvmeCns.NAMESPACE, nsid=spec.NVME.NSID))
+        if ctrl.af_magic != spec.IDENTIFY_MAGIC:
+            raise DeviceError("not an atomflash drive: Identify Controller has no IDENTIFY_MAGIC at byte 3072")
+        if ctrl.af_spec_version != spec.SPEC_VERSION:
+            raise DeviceError(f"device implements spec {ctrl.af_spec_version}, this library {spec.SPEC_VERSION}")
+        return spec.IDENTIFY.pack(
+            magic=ctrl.af_magic, spec_version=ctrl.af_spec_version, capacity=ns.nsze,
+            lba_size=1 << spec.NVME_ID_NS.decompose("lbaf0", ns.lbaf0).lbads, max_transfer=ctrl.awun + 1,
+            max_atomic_pages=ctrl.af_max_atomic_pages, max_open_tx=ctrl.af_max_open_tx,
+            max_pending=ctrl.af_max_pending, max_remap_triples=ctrl.af_max_remap_triples,
+            awupf=ctrl.af_max_atomic_pages, volatile_cache=ctrl.vwc & 1, queue_depth=self.qsize,
+            max_appends=ctrl.af_max_appends)
+
+    # -- completion ---------------------------------------------------------
+    @classmethod
+    def _reap(cls, devs: Sequence["NvmeDevice"]) -> list[Command]:
+        return [c for d in devs for c in d._collect_posted()]
+
+    @staticmethod
+    def _idle(devs: Sequence["NvmeDevice"]) -> None:
+        """Let a device on its own time (a simulated one) run, else wait a little."""
+        for link in {id(d.host.link): d.host.link for d in devs}.values():
+            advance = getattr(link, "advance", None)
+            if advance is None:
+                time.sleep(0.002)
+                return
+            advance()
+
+    def _collect_posted(self) -> list[Command]:
+        out = [self._finish(self._inflight.pop(cid), *self._answered.pop(cid)) for cid in list(self._answered)]
+        for c, data in self.host.collect(self.qid):
+            cmd = self._inflight.pop(c.cid, None)
+            if cmd is None:
+                raise DeviceError(f"queue {self.qid}: completion for cid {c.cid}, which is not in flight")
+            out.append(self._finish(cmd, *self._outcome(cmd, c), c.result, data))
+        return out
+
+    def _outcome(self, cmd: Command, c) -> tuple:
+        """(status, error) of an NVMe completion: the atomflash Status it reports, or an NvmeError."""
+        from .nvme import NvmeError
+
+        meant = self._invalid_field.pop(cmd.cid, None)
+        try:
+            status = spec.atomflash_status_of(c.sct, c.sc)
+        except ValueError:      # command specific from C0h, but no Status of this library's
+            status = None
+        if status is None:
+            return None, NvmeError(c.sct, c.sc, cmd.detail)
+        if status == Status.INVALID_FIELD and meant is not None:
+            status = meant
+        return Status(status), None
+
+    def _finish(self, cmd: Command, status, error, result: int, data: bytes) -> Command:
+        cmd.status, cmd.error, cmd.result = status, error, result
+        cmd.data = data if status == Status.SUCCESS else b""
+        cmd.done = True
+        self._track(cmd)
+        return cmd
+
+
 class DeviceSet(list):
-    """Devices on one transport, one per host queue pair (:meth:`Device.open_queues`)."""
+    """Devices on one transport, one per host queue pair (:meth:`Device.open_queues`), or on one
+    NvmeHost, one per I/O queue (:meth:`Device.attach_nvme_all`)."""
 
     def poll(self, block: bool = False) -> list[Command]:
         """Completions of every queue (:meth:`Device.poll_any`)."""

@@ -234,10 +234,11 @@ class NvmeHost:
 
     # -- commands -----------------------------------------------------------------------------------
     def submit(self, qid: int, opcode: int, *, data_out: bytes = b"", data_in: int = 0, offset: int = 0,
-               **fields) -> int:
+               metadata: bytes = b"", **fields) -> int:
         """Put one command on queue ``qid`` and ring its doorbell; returns its cid.  ``data_out``: bytes
         the command takes; ``data_in``: bytes it returns (``offset``: where the buffer starts inside its
-        first page).  Other keyword arguments are NVME_SQE fields (``cdw12`` ...)."""
+        first page); ``metadata``: bytes MPTR points at (ATOMIC_WRITE's LBA list), freed with the command.
+        Other keyword arguments are NVME_SQE fields (``cdw12`` ...)."""
         q = self.queues[qid]
         if (q.tail + 1) % q.entries == q.sq_head:
             raise errors.HostMemoryFull(f"queue {qid} is full")
@@ -246,12 +247,17 @@ class NvmeHost:
         allocations, landing = [], None
         if data_out or data_in:
             nbytes = len(data_out) or data_in
-            addr, allocations = self._buffer(nbytes, offset)
+            addr, taken = self._buffer(nbytes, offset)
+            allocations += taken
             if data_out:
                 self.memory.write(addr, data_out)
             else:
                 landing = (addr, data_in)
             fields["prp1"], fields["prp2"] = self.prps(addr, nbytes, allocations)
+        if metadata:
+            fields["mptr"], taken = self._buffer(len(metadata))
+            allocations += taken
+            self.memory.write(fields["mptr"], metadata)
         fields.setdefault("nsid", spec.NVME.NSID if qid else 0)
         sqe = spec.NVME_SQE.pack(cdw0=spec.NVME_SQE.compose("cdw0", opc=int(opcode), cid=cid), **fields)
         self.memory.write(q.sq + q.tail * spec.NVME_SQE.size, sqe)
@@ -284,6 +290,18 @@ class NvmeHost:
         """The completion of command ``cid`` on ``qid`` and the data it returned."""
         q = self.queues[qid]
         self._wait(f"complete command {cid} on queue {qid}", lambda: self.reap(qid) >= 0 and cid in q.done)
+        return self._take(q, cid)
+
+    def collect(self, qid: int) -> list[tuple[Completion, bytes]]:
+        """Every completion posted on ``qid`` and not yet taken, each with the data it returned, in the
+        order they were posted; does not wait.  For a caller that keeps several commands in flight on
+        a queue of its own and takes their completions as they come."""
+        self.reap(qid)
+        q = self.queues[qid]
+        return [self._take(q, cid) for cid in list(q.done)]
+
+    def _take(self, q: _Queue, cid: int) -> tuple[Completion, bytes]:
+        """A posted completion, its data read and its buffers freed."""
         c = q.done.pop(cid)
         pending = q.waiting.pop(cid)
         data = self.memory.read(*pending.data_in) if pending.data_in and c.ok else b""
