@@ -23,7 +23,9 @@ WB_IN = (("adr", 6), ("dat_w", 32), ("sel", 4), ("cyc", 1), ("stb", 1), ("we", 1
 WB_OUT = (("dat_r", 32), ("ack", 1), ("err", 1))
 
 
-def _extra(core: FtlCore):
+def firmware_ports(core: FtlCore):
+    """The core's ports besides the NAND controller's, as ``generate_top``'s ``extra``: everything
+    the firmware drives and reads, the host-queue registers and SoC memory."""
     free = core.free.payload.shape().size
     ports = [("in", w, f"regs__{n}") for n, w in WB_IN] + [("out", w, f"regs__{n}") for n, w in WB_OUT]
     ports += [("out", 30, "mem__adr"), ("out", 32, "mem__dat_w"), ("out", 4, "mem__sel"), ("out", 1, "mem__cyc"),
@@ -119,7 +121,7 @@ def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int =
     verilog = runner.amaranth_verilog(core, name, key=dict(
         profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots, max_open_tx=MAX_OPEN_TX,
         max_pending=MAX_PENDING, max_appends=MAX_APPENDS, cache_pages=cache_pages))
-    text = generate_top(channels, ways, module=name, buffers=False, extra=_extra(core))
+    text = generate_top(channels, ways, module=name, buffers=False, extra=firmware_ports(core))
     text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")
     sv = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv", text)
     return dict(harness_run_args(name, verilog, sv, test_dir), slot_words=core.slot_words)

@@ -56,7 +56,7 @@ from atomflash import nandsim, spec
 from rtl.nvme.drive import NvmeDrive
 from rtl.nvme.hostdma import DONE, REQUEST, WORD
 from sim.harness import runner
-from sim.harness.ftl_core import MAX_APPENDS, MAX_OPEN_TX, MAX_PENDING, _extra, memory
+from sim.harness.ftl_core import MAX_APPENDS, MAX_OPEN_TX, MAX_PENDING, firmware_ports, memory
 from sim.harness.nand_channel import MODEL, generate_top, model_plusargs
 from sim.pcie.gen import write_top
 from sim.pcie.support import SimUSPPCIEPHY, hard_block_ports
@@ -159,7 +159,7 @@ def generate(drive: NvmeDrive, drive_module: str, config: PcieConfig) -> tuple[l
     pcie_sources = write_top(lambda: NvmePcieTop(config, link), PCIE_MODULE, OUT_DIR, config.data_width)
     hard = hard_block_ports(config.data_width)
     top_ports = tuple(f"{'input' if d == 'in' else 'output'} wire [{w - 1}:0] {n}" for n, w, d in hard)
-    extra = (*_extra(drive.core),
+    extra = (*firmware_ports(drive.core),
              *((d, w, n) for n, w, d in drive_ports(drive, FIRMWARE)),
              # the link ports: the drive's inputs among them are the endpoint's outputs
              *(("wire" if d == "in" else "out", w, n) for n, w, d in link))
