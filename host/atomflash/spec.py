@@ -1930,3 +1930,54 @@ NVME_FW_SLOT = Record(
              (8, u32("frs1_0", "slot 1 firmware revision, bytes 0..3")),
              (12, u32("frs1_1", "slot 1 firmware revision, bytes 4..7"))]),
     size=512)
+RECORDS.append(NVME_FW_SLOT)
+
+
+class NvmeQueueOp(DocEnum):
+    """queue_op.op of ``NVME_FW_REGS``: what the queue engine applies (``rtl.nvme.queues.QueueOp``)."""
+    CREATE_CQ = 0, "create a completion queue (base, size, ien, iv)"
+    CREATE_SQ = 1, "create a submission queue (base, size, cqid)"
+    DELETE_SQ = 2, "delete a submission queue (what it holds unfetched completes SQ_DELETION_ABORT)"
+    DELETE_CQ = 3, "delete a completion queue"
+    RESET = 4, "drop every queue (a controller reset)"
+
+
+ENUMS.append(NvmeQueueOp)
+
+# What the NVMe controller reports of itself, for the reference (model/nvme.py) and the firmware (firmware/nvme.c).
+NVME_MODEL_NUMBER = "atomflash"
+NVME_FIRMWARE_REVISION = f"{SPEC_VERSION}"
+
+NVME_IDENT = ConstantGroup("nvme_ident", "What the NVMe controller reports of itself (Identify, log pages).", [
+    Constant("AERL", 3, "Asynchronous Event Requests outstanding at most, 0-based"),
+    Constant("ACL", 3, "Abort commands outstanding at most, 0-based (none ever is)"),
+    Constant("ERROR_LOG_ENTRIES", 64, "entries the error information log keeps (ELPE + 1)"),
+    Constant("AVAILABLE_SPARE", 100, "SMART: spare left, percent"),
+    Constant("SPARE_THRESHOLD", 10, "SMART: spare threshold, percent"),
+    *[Constant(name.upper(), value, f"Identify {name}: NVME_MODEL_NUMBER, ASCII, space padded")
+      for name, value in ascii_values("mn", NVME_MODEL_NUMBER, 40).items()],
+    *[Constant(name.upper(), value, f"Identify {name} and the firmware slot log's frs1_{name[2:]}: "
+               "NVME_FIRMWARE_REVISION, ASCII, space padded")
+      for name, value in ascii_values("fr", NVME_FIRMWARE_REVISION, 8).items()],
+])
+
+
+def _nvme_field_constants() -> list[Constant]:
+    out = []
+    for name, value in vars(NvmeField).items():
+        if isinstance(value, Bits):
+            out += [Constant(f"{name}_SHIFT", value.lsb, value.doc), Constant(f"{name}_MASK", value.mask, value.doc)]
+        elif isinstance(value, int) and not name.startswith("_"):
+            out.append(Constant(name, int(value), f"NvmeField.{name}"))
+    return out
+
+
+NVME_FIELD = ConstantGroup("nvme_field", "NvmeField for C: each field's SHIFT and MASK, and the values.",
+                           _nvme_field_constants())
+
+NVME_STATUS_OF = ConstantGroup(
+    "nvme_status_of", "nvme_status_of(status) for C: SCT << 8 | SC of each Status (a command that did not read "
+    "the medium).", [Constant(s.name, (lambda sct, sc: int(sct) << 8 | int(sc))(*nvme_status_of(s)), s.doc)
+                     for s in Status])
+
+CONSTANTS += [NVME_IDENT, NVME_FIELD, NVME_STATUS_OF]

@@ -13,6 +13,11 @@ Use it like this::
     link = ThreadedLink(bar_access)          # async bar_access(ctx, offset, value=None) -> int
     async def bench(ctx):
         host = await link.run(ctx, lambda: NvmeHost(link, memory).initialize())
+
+:class:`ThreadedBus` is the same without the ``NvmeLink`` names: ``read``, ``write`` and ``idle`` for
+any synchronous party on a register port -- the C firmware's admin path (``tb/firmware_nvme``), whose
+window accesses come from a ctypes callback.  Several parties, each with its own bus and testbench,
+share a simulation: while one thinks, the simulation and every other party wait.
 """
 
 from __future__ import annotations
@@ -21,20 +26,20 @@ import queue
 import threading
 from typing import Awaitable, Callable
 
-__all__ = ["ThreadedLink"]
+__all__ = ["ThreadedBus", "ThreadedLink"]
 
 _DONE = object()
 
 
-class ThreadedLink:
-    """An ``NvmeLink`` for a driver in a thread, served by a pysim testbench; see the module docstring.
+class ThreadedBus:
+    """A register port for synchronous code in a thread, served by a pysim testbench; see the module docstring.
 
     Parameters
     ----------
     access : ``async access(ctx, offset, value=None) -> int``
-        One BAR access in the simulation (a write when ``value`` is given).
+        One access in the simulation (a write when ``value`` is given).
     idle_cycles : int
-        Cycles :meth:`advance` lets pass.
+        Cycles :meth:`idle` lets pass by default.
     """
 
     def __init__(self, access: Callable[..., Awaitable[int]], *, idle_cycles: int = 32):
@@ -42,7 +47,7 @@ class ThreadedLink:
         self._requests: queue.Queue = queue.Queue()
         self.accesses = 0
 
-    # -- the driver's side (its thread) ----------------------------------------------------------------
+    # -- the thread's side -------------------------------------------------------------------------------
     def _call(self, request):
         reply: queue.Queue = queue.Queue(1)
         self._requests.put((request, reply))
@@ -51,15 +56,15 @@ class ThreadedLink:
             raise value
         return value
 
-    def mmio_read(self, offset: int) -> int:
+    def read(self, offset: int) -> int:
         return self._call(("read", offset, None))
 
-    def mmio_write(self, offset: int, value: int) -> None:
+    def write(self, offset: int, value: int) -> None:
         self._call(("write", offset, value & 0xFFFF_FFFF))
 
-    def advance(self) -> None:
-        """Let the simulation run a little (the driver polls host memory)."""
-        self._call(("idle", self.idle_cycles, None))
+    def idle(self, cycles: int | None = None) -> None:
+        """Let the simulation run ``cycles`` (default ``idle_cycles``)."""
+        self._call(("idle", self.idle_cycles if cycles is None else cycles, None))
 
     # -- the testbench's side ----------------------------------------------------------------------------
     async def run(self, ctx, work: Callable[[], object]):
@@ -95,3 +100,17 @@ class ThreadedLink:
         if not ok:
             raise value
         return value
+
+
+class ThreadedLink(ThreadedBus):
+    """An ``NvmeLink`` for a driver in a thread, served by a pysim testbench (BAR accesses); see the module
+    docstring.  ``advance`` lets ``idle_cycles`` pass (the driver polls host memory)."""
+
+    def mmio_read(self, offset: int) -> int:
+        return self.read(offset)
+
+    def mmio_write(self, offset: int, value: int) -> None:
+        self.write(offset, value)
+
+    def advance(self) -> None:
+        self.idle()

@@ -4,9 +4,14 @@ admin path and the FTL core played around the gateware.
 ``ControllerTB`` puts the synchronous host driver (:class:`atomflash.nvme.NvmeHost`) in a thread whose
 BAR0 accesses the bench carries out (``sim/harness/threaded_link.py``), host memory behind the
 controller's DMA (``sim/harness/hostdma.py``), the firmware's NVMe duties as a process on the
-controller's window (``sim/harness/nvme_firmware.py``), the FTL core as the reference model behind its
-stream front end (``sim/harness/core_stand_in.py``) and SoC memory (``sim/harness/wbmem.py``).  What the
-driver gets back is compared with a plain model fed the same operations.
+controller's window, the FTL core as the reference model behind its stream front end
+(``sim/harness/core_stand_in.py``) and SoC memory (``sim/harness/wbmem.py``).  What the driver gets back is
+compared with a plain model fed the same operations.
+
+The firmware is played twice over, every test once with each: ``python``, the model of its duties
+(``sim/harness/nvme_firmware.py``), as a process on the window; ``c``, firmware/nvme.c itself built for
+the host (``tb/firmware_nvme``), its main loop in a second thread whose window accesses the bench serves
+as it serves the driver's (``ThreadedBus``).
 """
 
 import random
@@ -23,9 +28,10 @@ from rtl.nvme.controller import NvmeController
 from sim.harness.core_stand_in import FtlCoreStandIn
 from sim.harness.hostdma import HostDmaModel
 from sim.harness.nvme_firmware import NvmeFirmwareModel
-from sim.harness.threaded_link import ThreadedLink
+from sim.harness.threaded_link import ThreadedBus, ThreadedLink
 from sim.harness.wbmem import WishboneMemoryModel
 from tb.common.simbus import wb_access
+from tb.firmware_nvme.cnvme import CNvmeFirmware
 
 STAGING = 0x4000_0000
 QUEUES = 2
@@ -55,8 +61,11 @@ class _SocView:
         return self.memory.read(addr, n)
 
 
+FIRMWARES = ("python", "c")
+
+
 class ControllerTB:
-    def __init__(self, seed, *, contexts=4, block=512, capacity=256):
+    def __init__(self, seed, *, firmware="python", contexts=4, block=512, capacity=256):
         self.limits = Limits(capacity=capacity, lba_size=block)
         self.dut = dut = NvmeController(queues=QUEUES, mqes=63, core_queue_ids=QUEUES + 1, block_bytes=block,
                                         contexts=contexts, list_batch=8)
@@ -64,15 +73,24 @@ class ControllerTB:
         self.host_dma = HostDmaModel(dut.dma, self.memory, seed=seed, backpressure=0.1, gap=0.1)
         self.soc = WishboneMemoryModel(dut.mem, dut.staging_bytes + PAGE, seed=seed, wait=0.1, base=STAGING)
         self.core = FtlCoreStandIn(dut.core_cmd, dut.core_cpl, Model(self.limits), self.soc, ids=contexts, seed=seed)
-        self.firmware = NvmeFirmwareModel(None, _SocView(self.soc), limits=self.limits,
-                                          scratch=STAGING + dut.staging_bytes, staging_base=STAGING,
-                                          io_queues=QUEUES, mqes=63, nuse=lambda: len(self.core.model.contents()))
+        duties = dict(limits=self.limits, scratch=STAGING + dut.staging_bytes, staging_base=STAGING,
+                      io_queues=QUEUES, mqes=63, nuse=lambda: len(self.core.model.contents()))
+        self.kind = firmware
+        if firmware == "c":
+            self.fw_bus = ThreadedBus(lambda ctx, offset, value=None: wb_access(ctx, dut.fw, offset, value))
+            self.firmware = CNvmeFirmware(self.fw_bus, _SocView(self.soc), keep_running=lambda: not self.finished,
+                                          **duties)
+        else:
+            self.firmware = NvmeFirmwareModel(None, _SocView(self.soc), **duties)
         self.link = ThreadedLink(lambda ctx, offset, value=None: wb_access(ctx, dut.bar, offset, value))
         self.vectors = []
         self.rng = random.Random(seed)
         self.finished = False
 
     async def run_firmware(self, ctx):
+        if self.kind == "c":
+            await self.fw_bus.run(ctx, self.firmware.run)
+            return
         self.firmware.window = _Window(ctx, self.dut.fw)
         await self.firmware.start()
         while not self.finished:
@@ -106,8 +124,9 @@ class ControllerTB:
         return result[0]
 
 
-def test_bring_up_io_and_shutdown():
-    tb = ControllerTB(1)
+@pytest.mark.parametrize("firmware", FIRMWARES)
+def test_bring_up_io_and_shutdown(firmware):
+    tb = ControllerTB(1, firmware=firmware)
     B = tb.limits.lba_size
     model = Model(tb.limits)
     rng = tb.rng
@@ -141,8 +160,9 @@ def test_bring_up_io_and_shutdown():
     assert tb.firmware.error_count == 2
 
 
-def test_admin_errors_as_the_reference_gives_them():
-    tb = ControllerTB(2)
+@pytest.mark.parametrize("firmware", FIRMWARES)
+def test_admin_errors_as_the_reference_gives_them(firmware):
+    tb = ControllerTB(2, firmware=firmware)
 
     def work():
         host = NvmeHost(tb.link, tb.memory, io_queues=1, queue_entries=8, timeout=600).initialize()

@@ -88,13 +88,14 @@ SQE_BYTES = 1 << NVME.SQES
 CQE_BYTES = 1 << NVME.CQES
 
 # -- this controller's own parameters --------------------------------------------------------------------------
-MODEL_NUMBER = "atomflash"
-FIRMWARE_REVISION = f"{spec.SPEC_VERSION}"
-AERL = 3                   # Asynchronous Event Requests outstanding at most, 0-based
-ACL = 3                    # Abort commands outstanding at most, 0-based (none ever is)
-ERROR_LOG_ENTRIES = 64     # entries the error information log keeps (ELPE + 1)
-AVAILABLE_SPARE = 100      # SMART: the model has no flash to wear out
-SPARE_THRESHOLD = 10
+# (in spec.NVME_IDENT, shared with the firmware's admin path)
+MODEL_NUMBER = spec.NVME_MODEL_NUMBER
+FIRMWARE_REVISION = spec.NVME_FIRMWARE_REVISION
+AERL = spec.NVME_IDENT.AERL                            # Asynchronous Event Requests outstanding at most, 0-based
+ACL = spec.NVME_IDENT.ACL                              # Abort commands outstanding at most, 0-based
+ERROR_LOG_ENTRIES = spec.NVME_IDENT.ERROR_LOG_ENTRIES  # entries the error information log keeps (ELPE + 1)
+AVAILABLE_SPARE = spec.NVME_IDENT.AVAILABLE_SPARE      # SMART: the model has no flash to wear out
+SPARE_THRESHOLD = spec.NVME_IDENT.SPARE_THRESHOLD
 
 # Status field values (SCT, SC).
 Nvst = tuple[int, int]
