@@ -19,11 +19,13 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from atomflash import errors
+from atomflash import errors, spec
 from atomflash.hostmem import PAGE, HostMemory
+from atomflash.model import nvme as ref
 from atomflash.model.semantics import Limits, Model
-from atomflash.nvme import NvmeHost
-from atomflash.spec import NvmeCommandStatus, NvmeGenericStatus, NvmeSct, Status
+from atomflash.nvme import NvmeHost, cdw10_11
+from atomflash.spec import NvmeAdminOpcode as Admin, NvmeCommandStatus, NvmeFeature, NvmeField as F
+from atomflash.spec import NvmeGenericStatus, NvmeIoOpcode, NvmeLogPage, NvmeSct, Status
 from rtl.nvme.controller import NvmeController
 from sim.harness.core_stand_in import FtlCoreStandIn
 from sim.harness.hostdma import HostDmaModel
@@ -188,3 +190,97 @@ def test_admin_errors_as_the_reference_gives_them(firmware):
                         (S, NvmeCommandStatus.INVALID_QUEUE_SIZE), (S, NvmeCommandStatus.INVALID_CQ),
                         (S, NvmeCommandStatus.INVALID_QUEUE_DELETION),
                         (NvmeSct.GENERIC, NvmeGenericStatus.INVALID_OPCODE)]
+
+
+@pytest.mark.parametrize("firmware", FIRMWARES)
+def test_logs_features_events_and_reset(firmware):
+    """What the first tests leave out: the error log and SMART after failures, the firmware slot log,
+    Get/Set Features, an Asynchronous Event Request completed by an invalid doorbell write, shutdown,
+    and a reset bringing the features back to their defaults."""
+    tb = ControllerTB(3, firmware=firmware)
+    cap, B = tb.limits.capacity, tb.limits.lba_size
+
+    def status(c):
+        return c.sct, c.sc
+
+    def work():
+        host = NvmeHost(tb.link, tb.memory, io_queues=1, queue_entries=8, timeout=600).initialize()
+        out = {}
+        data = tb.rng.randbytes(2 * B)
+        host.write(3, data, qid=1)
+        assert host.read(3, 2, qid=1) == data
+        with pytest.raises(errors.error_class(Status.LBA_OUT_OF_RANGE)):
+            host.read(cap - 1, 2, qid=1)
+        c, _ = host.wait(0, host.submit(0, Admin.GET_FEATURES, slba=int(NvmeFeature.POWER_MANAGEMENT)))
+        out["unknown feature"] = (status(c), c.cid)
+        out["errors"] = host.error_log(3)
+        out["smart"] = host.smart()
+        out["firmware log"] = host.log_page(NvmeLogPage.FIRMWARE, spec.NVME_FW_SLOT.size)
+        out["write cache"] = host.get_features(NvmeFeature.VOLATILE_WRITE_CACHE)
+        c, _ = host.wait(0, host.submit(0, Admin.SET_FEATURES,
+                                        slba=cdw10_11(int(NvmeFeature.VOLATILE_WRITE_CACHE), F.WCE.put(1))))
+        out["cache on"] = status(c)
+        host.set_features(NvmeFeature.ARBITRATION, 0x0303)
+        out["arbitration"] = host.get_features(NvmeFeature.ARBITRATION)
+        out["queues"] = host.get_features(NvmeFeature.NUMBER_OF_QUEUES)
+        aer = host.submit(0, Admin.ASYNC_EVENT_REQUEST)
+        host.write_reg("sq_tail", 100, 1)                       # beyond the 8-entry queue: ignored
+        c, _ = host.wait(0, aer)
+        out["event"] = (status(c), c.result)
+        out["event entry"] = host.error_log(1)[0]
+        assert host.read(3, 2, qid=1) == data                  # the queue goes on
+        host.shutdown()
+        out["shst"] = host.reg("csts").shst
+        host.initialize()                                       # a reset, then enabled again
+        out["arbitration after reset"] = host.get_features(NvmeFeature.ARBITRATION)
+        return out
+
+    out = tb.run(work)
+    G = NvmeSct.GENERIC
+    (st, cid) = out["unknown feature"]
+    assert st == (G, NvmeGenericStatus.INVALID_FIELD)
+    newest, io_failure, empty = out["errors"]
+    assert (newest.error_count, newest.sqid, newest.cid, newest.nsid) == (2, 0, cid, 0)
+    assert spec.NVME_CQE.decompose("sf", newest.status).sc == NvmeGenericStatus.INVALID_FIELD
+    assert (io_failure.error_count, io_failure.sqid, io_failure.lba, io_failure.nsid) == (1, 1, cap - 1, 1)
+    assert spec.NVME_CQE.decompose("sf", io_failure.status).sc == NvmeGenericStatus.LBA_OUT_OF_RANGE
+    assert io_failure.param == F.NOT_GIVEN and empty.error_count == 0
+    smart = out["smart"]
+    assert (smart.host_reads, smart.host_writes, smart.data_units_read, smart.data_units_written) == (1, 1, 1, 1)
+    assert (smart.error_log_entries, smart.media_errors, smart.power_cycles) == (2, 0, 1)
+    assert (smart.available_spare, smart.spare_threshold) == (ref.AVAILABLE_SPARE, ref.SPARE_THRESHOLD)
+    assert out["firmware log"] == ref.firmware_log_data()
+    assert out["write cache"] == 0 and out["cache on"] == (G, NvmeGenericStatus.INVALID_FIELD)
+    assert out["arbitration"] == 0x0303 and out["arbitration after reset"] == 0
+    assert out["queues"] == F.NSQ.put(QUEUES - 1) | F.NCQ.put(QUEUES - 1)
+    (st, result) = out["event"]
+    assert st == (G, NvmeGenericStatus.SUCCESS)
+    assert (F.AE_TYPE.take(result), F.AE_INFO.take(result), F.AE_LID.take(result)) == (
+        F.AE_TYPE_ERROR, F.AE_INVALID_DB_VALUE, NvmeLogPage.ERROR)
+    entry = out["event entry"]
+    assert (entry.error_count, entry.sqid, entry.cid) == (4, F.NOT_GIVEN, F.NOT_GIVEN)
+    assert out["shst"] == F.SHST_COMPLETE
+
+
+@pytest.mark.parametrize("firmware", FIRMWARES)
+def test_delete_sq_with_commands_waiting(firmware):
+    """Delete I/O SQ while the queue holds commands the controller has not run: each completes, run or
+    aborted (SQ_DELETION_ABORT), before the deletion does; then the CQ can go."""
+    tb = ControllerTB(4, firmware=firmware, contexts=2)
+    B = tb.limits.lba_size
+
+    def work():
+        host = NvmeHost(tb.link, tb.memory, io_queues=1, queue_entries=16, timeout=600).initialize()
+        cids = [host.submit(1, NvmeIoOpcode.WRITE, data_out=tb.rng.randbytes(4 * B), slba=8 * i, cdw12=3)
+                for i in range(12)]
+        deleted, _ = host.wait(0, host.submit(0, Admin.DELETE_IO_SQ, slba=cdw10_11(F.QID.put(1))))
+        done = {c.cid: (c.sct, c.sc) for c, _ in host.collect(1)}
+        gone, _ = host.wait(0, host.submit(0, Admin.DELETE_IO_CQ, slba=cdw10_11(F.QID.put(1))))
+        return cids, (deleted.sct, deleted.sc), done, (gone.sct, gone.sc)
+
+    cids, deleted, done, gone = tb.run(work)
+    ok, aborted = (NvmeSct.GENERIC, NvmeGenericStatus.SUCCESS), (NvmeSct.GENERIC, NvmeGenericStatus.SQ_DELETION_ABORT)
+    assert deleted == ok and gone == ok
+    assert sorted(done) == sorted(cids), "every command completed before the deletion did"
+    assert set(done.values()) <= {ok, aborted}
+    assert aborted in done.values(), "no command was still waiting in the SQ"
