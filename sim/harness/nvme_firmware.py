@@ -139,7 +139,8 @@ class NvmeFirmwareModel:
         if st.doorbell_error_valid:
             e = R["doorbell_error"].decompose(await self.rd("doorbell_error"))
             await self.act(pop_doorbell_error=1)
-            await self._event(F.AE_TYPE_ERROR, e.kind, NvmeLogPage.ERROR)
+            if 0 in self.sqs:       # a controller not ready ignores doorbells, raising no event either
+                await self._event(F.AE_TYPE_ERROR, e.kind, NvmeLogPage.ERROR)
             worked = True
         if st.admin_valid:
             await self._admin()
