@@ -13,6 +13,10 @@ fixed (not fitted to the image), so the generated Verilog does not change when
 only the firmware does: the simulator reads the ROM from ``sim_rom.init`` at
 start-up and a firmware change needs no Verilator rebuild.
 
+``pcie=``: a PCIe function beside it on a simulated link (:meth:`AtomflashSoC.add_sim_pcie`, the
+endpoint of :mod:`soc.pcie` with a user block of :data:`PCIE_USERS` on BAR0), whose root complex is
+the host library (``atomflash.pcie_link``) over TCP.
+
 Board targets (``boards/``, docs/results/boards.md) subclass or reuse :func:`add_atomflash` with their
 own platform, CRG and (SDRAM) main RAM.
 """
@@ -140,6 +144,13 @@ UNMAPPED_PROBE = 0xB000_0000
 
 # SoC -------------------------------------------------------------------------
 
+#: what serves BAR0's user region of the simulated PCIe function (``AtomflashSoC(pcie=...)``,
+#: ``soc/sim.py --pcie``): a ``PcieEndpoint`` ``user`` (``None``: its bring-up block)
+PCIE_USERS = {
+    "exerciser": None,
+}
+
+
 def add_atomflash(soc, *, out_dir: Path, nand_hook=None):
     """Add the controller core (today the placeholder) to ``soc``."""
     return add_controller(
@@ -164,7 +175,8 @@ class AtomflashSoC(SoCCore):
     def __init__(self, *, sys_clk_freq: int = DEFAULT_SYS_CLK_FREQ, profile: str = "small",
                  channels: int = 1, ways: int = 1, nand: bool = False, slots: int = DEFAULT_SLOTS,
                  cache_pages: int = 0, host_queues: int | None = None, sdram: bool = False,
-                 trace_from_reset: bool = True, rtl_dir: Path, firmware_dir: Path | None = None, **kwargs):
+                 trace_from_reset: bool = True, rtl_dir: Path, firmware_dir: Path | None = None,
+                 pcie: str | None = None, **kwargs):
         platform = SimPlatformAF()
         self.crg = CRG(platform.request("sys_clk"))
         self.profile, self.channels, self.ways = profile, channels, ways
@@ -212,6 +224,23 @@ class AtomflashSoC(SoCCore):
             self.add_constant("AF_NAND_PROFILE_" + profile.upper())
             self.add_config("AF_CHANNELS", channels)
             self.add_config("AF_WAYS", ways)
+        if pcie is not None:
+            self.add_sim_pcie(PCIE_USERS[pcie])
+
+    def add_sim_pcie(self, user=None):
+        """A PCIe function on the simulated link (``soc/pcie_sim_phy.py``; ``soc/sim.py`` puts the
+        litex_sim module ``pcie2tcp`` on its pads): :class:`soc.pcie.PcieEndpoint` on the 64-bit
+        simulation PHY, ``user`` serving BAR0's user region (``PcieEndpoint``'s ``user``: ``None``
+        for the bring-up block ``PcieExerciser``, or a callable ``user(endpoint)``).  The endpoint
+        is not on the SoC bus: the host reaches it over the link only."""
+        from .pcie import PcieConfig, PcieEndpoint
+        from .pcie_sim_phy import DATA_WIDTH, SimPciePHY, sim_pads
+
+        self.platform.add_extension([sim_pads()])
+        config = PcieConfig(data_width=DATA_WIDTH)
+        # the PHY becomes the endpoint's submodule (``self.pcie.endpoint.phy``), nobody else's
+        phy = SimPciePHY(self.platform.request("pcie_sim"), config)
+        self.pcie = PcieEndpoint(phy, config, user=user)
 
     def add_sim_sdram(self):
         """Main RAM in a simulated SDR SDRAM instead of an SRAM: LiteDRAM's

@@ -6,6 +6,7 @@
     python soc/sim.py --firmware-only      # SoC headers + libraries + firmware, no Verilator
     python soc/sim.py --sys-clk-freq 60e6 --trace
     python soc/sim.py --nand-set blocks_per_lun=8 --nand-set bad_blocks=0:3   # smaller, faster-booting flash
+    python soc/sim.py --pcie exerciser --pcie-port 7000   # a PCIe function, its link on TCP port 7000
 
 The SoC carries the NAND controller (boards/nand_bridge.py, ``--channels`` x
 ``--ways`` targets, default 2 x 2) wired to one NAND behavioural model per
@@ -26,6 +27,11 @@ Verilog/C++ source, flag and generated C++ glue; the firmware image is not part
 of it because the ROM is loaded from ``sim_rom.init`` at start-up).  A firmware
 edit therefore costs a few seconds, not a Verilator rebuild.  A file lock makes
 concurrent builders of one directory (pytest-xdist, a shell) safe.
+
+PCIe: ``--pcie USER`` adds a PCIe function on the simulated link (``soc/pcie_sim_phy.py``, the
+endpoint of ``soc/pcie.py`` with ``USER`` on BAR0: ``soc.atomflash_soc.PCIE_USERS``); the litex_sim
+module ``soc/pcie2tcp.c`` (built into ``gateware/modules/``) carries its TLPs to a root complex on
+TCP (``atomflash.pcie_link.SimPcieLink``), named in the run's ``sim_config.js`` with ``--pcie-port``.
 
 Extension points: ``--extra-source`` adds Verilog/SystemVerilog (``--cc`` to Verilator) or C/C++
 (compiled and linked into ``Vsim``, e.g. DPI code); ``--verilator-flag`` and
@@ -121,6 +127,12 @@ def parse_args(argv=None):
     p.add_argument("--plusarg", action="append", default=[], help="run-time +plusarg for Vsim; repeatable")
     p.add_argument("--host-port", type=int, default=None,
                    help="put the host port (UARTBone) on this TCP port, for atomflash.Device / the atomflash CLI")
+    p.add_argument("--pcie", default=None, choices=["exerciser"],
+                   help="a PCIe function on the simulated link, this block on BAR0 (soc.atomflash_soc.PCIE_USERS)")
+    p.add_argument("--pcie-port", type=int, default=None,
+                   help="the PCIe link (pcie2tcp) on this TCP port, for atomflash.pcie_link.SimPcieLink")
+    p.add_argument("--pcie-link", default="2x1", metavar="GENxLANES",
+                   help="the modelled link of --pcie-port: generation and lanes (1x1 .. 3x16)")
     p.add_argument("--run-dir", type=Path, default=None,
                    help="run in this directory (its own sim_config.js; default: the gateware directory, "
                         "or <build dir>/run with --host-port)")
@@ -135,6 +147,10 @@ def parse_args(argv=None):
         p.error(f"--cache-pages: at least {args.channels * args.ways} (channels x ways, one destage stripe), or 0")
     if not 1 <= args.host_queues <= spec.HOST_REGS["size"].count - 1:
         p.error(f"--host-queues: 1..{spec.HOST_REGS['size'].count - 1} (the firmware takes one more pair)")
+    if args.pcie_port is not None and args.pcie is None:
+        p.error("--pcie-port needs --pcie")
+    if not re.fullmatch(r"[123]x([1-9]|1[0-6])", args.pcie_link):
+        p.error("--pcie-link: GENxLANES, generation 1..3, 1..16 lanes (say 2x1 or 3x4)")
     if args.no_nand and (args.image or args.nand_set):
         p.error("--image/--nand-set need the NAND models (drop --no-nand)")
     return args
@@ -148,7 +164,7 @@ def config_build_dir(args) -> Path:
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
                     ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
                     threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES, sdram=False, pgo=False,
-                    debug_info=False)
+                    debug_info=False, pcie=None)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -189,7 +205,7 @@ def make_soc(args, build_dir: Path):
                        channels=args.channels, ways=args.ways, nand=not args.no_nand, slots=args.slots,
                        cache_pages=args.cache_pages, host_queues=args.host_queues, sdram=args.sdram,
                        trace_from_reset=args.trace_start == 0,
-                       rtl_dir=build_dir / "rtl")
+                       rtl_dir=build_dir / "rtl", pcie=args.pcie)
     soc.sim_sources = [Path(s).resolve() for s in args.extra_source]
     soc.sim_verilator_flags = list(args.verilator_flag)
     soc.sim_cflags = list(args.cflags)
@@ -318,30 +334,43 @@ def build(args) -> Path:
             stamp.write_text(digest)
             print(f"sim: Verilated model built in {time.time() - t1:.1f} s", file=sys.stderr)
         build_host_port_module(gw)
+        if args.pcie is not None:
+            build_pcie_module(gw)
     return gw
 
 
 HOST_PORT_MODULE = ROOT / "soc" / "hostport2tcp.c"
+PCIE_MODULE = ROOT / "soc" / "pcie2tcp.c"
 
 
-def build_host_port_module(gw: Path) -> Path:
-    """``modules/hostport2tcp.so`` beside LiteX's modules (built again when its source changed): the
-    host port on TCP with an answer in one segment (soc/hostport2tcp.c)."""
+def build_sim_module(gw: Path, source: Path, libs=("-levent", "-ljson-c")) -> Path:
+    """``modules/<source's name>.so`` beside LiteX's modules, a litex_sim module built from ``source``
+    (again when the source changed)."""
     from litex.build.sim.verilator import core_directory
 
-    so = gw / "modules" / "hostport2tcp.so"
+    so = gw / "modules" / f"{source.stem}.so"
     stamp = so.with_suffix(".sha256")
-    digest = hashlib.sha256(HOST_PORT_MODULE.read_bytes()).hexdigest()
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
     if so.exists() and stamp.exists() and stamp.read_text() == digest:
         return so
     so.parent.mkdir(parents=True, exist_ok=True)
     r = subprocess.run(["gcc", "-Wall", "-Werror", "-O2", "-fPIC", "-shared", f"-I{core_directory}",
-                        "-Wl,-soname,hostport2tcp.so", "-o", str(so), str(HOST_PORT_MODULE), "-levent", "-ljson-c"],
+                        f"-Wl,-soname,{so.name}", "-o", str(so), str(source), *libs],
                        capture_output=True, text=True)
     if r.returncode != 0:
-        raise SystemExit(f"sim: building {HOST_PORT_MODULE.name} failed:\n{r.stderr}")
+        raise SystemExit(f"sim: building {source.name} failed:\n{r.stderr}")
     stamp.write_text(digest)
     return so
+
+
+def build_host_port_module(gw: Path) -> Path:
+    """The host port on TCP with an answer in one segment (soc/hostport2tcp.c)."""
+    return build_sim_module(gw, HOST_PORT_MODULE)
+
+
+def build_pcie_module(gw: Path) -> Path:
+    """The PCIe link on TCP, TLPs to a root complex in the host's process (soc/pcie2tcp.c)."""
+    return build_sim_module(gw, PCIE_MODULE, libs=("-levent", "-ljson-c", "-lm"))
 
 
 def _remove_objects(gw: Path, *more: str) -> None:
@@ -427,12 +456,20 @@ def main(argv=None) -> int:
     if args.firmware_only or args.build_only:
         print(gw)
         return 0
-    run_dir = args.run_dir or (gw.parent / "run" if args.host_port is not None else None)
+    networked = args.host_port is not None or args.pcie_port is not None
+    run_dir = args.run_dir or (gw.parent / "run" if networked else None)
     if run_dir is not None:
         prepare_run_dir(gw, run_dir, host_port=args.host_port)
         if args.host_port is not None:
             print(f"sim: host port on tcp://127.0.0.1:{args.host_port} (atomflash --port {args.host_port} ...)",
                   file=sys.stderr)
+        if args.pcie_port is not None:
+            from atomflash.pcie_link import add_sim_module
+
+            gen, lanes = (int(x) for x in args.pcie_link.split("x"))
+            add_sim_module(run_dir / "sim_config.js", args.pcie_port, gen=gen, lanes=lanes)
+            print(f"sim: PCIe link (gen{gen} x{lanes}) on tcp://127.0.0.1:{args.pcie_port} "
+                  "(atomflash.pcie_link.SimPcieLink)", file=sys.stderr)
     return run_interactive(gw, [*nand_plusargs(args, run_dir or gw), *args.plusarg], cwd=run_dir)
 
 
