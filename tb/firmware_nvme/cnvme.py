@@ -127,10 +127,16 @@ class CNvmeFirmware:
     def run(self) -> None:
         """Start, then serve until ``keep_running()`` is false while idle (in the firmware's thread)."""
         g = self._guard
-        keep = [g(self.bus.read, 0), g(self.bus.write, None),
-                g(lambda addr, data, n: self.soc.write_bytes(addr, ctypes.string_at(data, n)), None),
-                g(lambda: int(self.keep_running()) and self.bus.idle(self.idle_cycles) is None, 0)]
-        callbacks = [READ(keep[0]), WRITE(keep[1]), PUBLISH(keep[2]), IDLE(lambda: int(bool(keep[3]())))]
+
+        def idle() -> int:
+            if not self.keep_running():
+                return 0
+            self.bus.idle(self.idle_cycles)
+            return 1
+
+        callbacks = [READ(g(self.bus.read, 0)), WRITE(g(self.bus.write, None)),
+                     PUBLISH(g(lambda addr, data, n: self.soc.write_bytes(addr, ctypes.string_at(data, n)), None)),
+                     IDLE(g(idle, 0))]
         hooks = [FLUSH(g(lambda checkpoint: self.flush(bool(checkpoint)), None)) if self.flush else FLUSH(),
                  BLOCKS_IN_USE(g(self.nuse, 0)),
                  VENDOR_LOG(g(self._vendor, -1)) if self.vendor_log else VENDOR_LOG()]

@@ -25,7 +25,7 @@ from atomflash.model import nvme as ref
 from atomflash.model.semantics import Limits, Model
 from atomflash.nvme import NvmeHost, cdw10_11
 from atomflash.spec import NvmeAdminOpcode as Admin, NvmeCommandStatus, NvmeFeature, NvmeField as F
-from atomflash.spec import NvmeGenericStatus, NvmeIoOpcode, NvmeLogPage, NvmeSct, Status
+from atomflash.spec import NvmeCns, NvmeGenericStatus, NvmeIoOpcode, NvmeLogPage, NvmeSct, Status
 from rtl.nvme.controller import NvmeController
 from sim.harness.core_stand_in import FtlCoreStandIn
 from sim.harness.hostdma import HostDmaModel
@@ -214,6 +214,8 @@ def test_logs_features_events_and_reset(firmware):
         c, _ = host.wait(0, host.submit(0, Admin.GET_FEATURES, slba=int(NvmeFeature.POWER_MANAGEMENT)))
         out["unknown feature"] = (status(c), c.cid)
         out["errors"] = host.error_log(3)
+        out["identify"] = (host.identify(NvmeCns.CONTROLLER), host.identify(NvmeCns.NAMESPACE, nsid=1),
+                           host.identify(NvmeCns.ACTIVE_NAMESPACES), len(tb.core.model.contents()))
         out["smart"] = host.smart()
         out["firmware log"] = host.log_page(NvmeLogPage.FIRMWARE, spec.NVME_FW_SLOT.size)
         out["write cache"] = host.get_features(NvmeFeature.VOLATILE_WRITE_CACHE)
@@ -250,6 +252,10 @@ def test_logs_features_events_and_reset(firmware):
     assert (smart.error_log_entries, smart.media_errors, smart.power_cycles) == (2, 0, 1)
     assert (smart.available_spare, smart.spare_threshold) == (ref.AVAILABLE_SPARE, ref.SPARE_THRESHOLD)
     assert out["firmware log"] == ref.firmware_log_data()
+    controller, namespace, active, nuse = out["identify"]
+    assert controller == ref.identify_controller_data(tb.limits, serial="AF0001", volatile_cache=False)
+    assert namespace == ref.identify_namespace_data(tb.limits, nuse=nuse) and nuse == 2
+    assert active == ref.active_namespaces_data(0)
     assert out["write cache"] == 0 and out["cache on"] == (G, NvmeGenericStatus.INVALID_FIELD)
     assert out["arbitration"] == 0x0303 and out["arbitration after reset"] == 0
     assert out["queues"] == F.NSQ.put(QUEUES - 1) | F.NCQ.put(QUEUES - 1)
