@@ -47,8 +47,6 @@ How the pieces fit:
   engine raises ``fatal`` (the controller's CSTS.CFS) and does nothing more until RESET.
 """
 
-import enum
-
 from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -74,8 +72,8 @@ SQE_WORDS, CQE_WORDS = SQE_BYTES // 4, CQE_BYTES // 4
 assert 1 << spec.NVME.SQES == SQE_BYTES and 1 << spec.NVME.CQES == CQE_BYTES
 
 
-class QueueOp(enum.IntEnum):
-    CREATE_CQ, CREATE_SQ, DELETE_SQ, DELETE_CQ, RESET = range(5)
+#: what ``config`` applies (the firmware names it in ``NVME_FW_REGS.queue_op``)
+QueueOp = spec.NvmeQueueOp
 
 
 def command_layout(queues: int) -> data.StructLayout:
