@@ -5,7 +5,6 @@ model); here the tables the C takes from the generated header are held to the Py
 """
 
 from atomflash import spec
-from rtl.nvme.queues import QueueOp
 from tb.firmware_nvme import cnvme
 
 
@@ -14,10 +13,6 @@ def test_status_of_is_the_spec_mapping():
     for s in spec.Status:
         sct, sc = spec.nvme_status_of(s)
         assert lib.af_nvme_status_of(int(s)) == int(sct) << 8 | int(sc), s.name
-
-
-def test_queue_ops_are_the_queue_engine_ones():
-    assert {op.name: int(op) for op in spec.NvmeQueueOp} == {op.name: int(op) for op in QueueOp}
 
 
 def test_identity_constants_are_the_reference_strings():
