@@ -12,6 +12,7 @@
  *      checkpoints and GC.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include <irq.h>
 #include <libbase/uart.h>
@@ -29,6 +30,7 @@
 #include "gc.h"
 #include "fw.h"
 #include "mount.h"
+#include "nvme.h"
 #include "wear.h"
 
 static void boot_report(void)
@@ -113,6 +115,66 @@ static void refresh_log(void)
 static void refresh_log(void) {}
 #endif
 
+#ifdef AFCTRL_NVME
+/* The NVMe controller's admin path (nvme.c) and what the FTL does for it: a flush (and a checkpoint
+ * at a shutdown) through the firmware's queue pair, atomflash's log pages through the core's GET_LOG.
+ * Its staging areas and its scratch page come out of main RAM once the core runs. */
+static void nvme_flush(int checkpoint)
+{
+	af_cmd_t cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.opcode = AF_OPCODE_FLUSH;
+	if (af_ftl_io(&cmd, NULL) != AF_STATUS_SUCCESS)
+		printf("nvme: FLUSH through the firmware's queue failed\n");
+	if (checkpoint && af_ckpt_take() < 0)
+		printf("nvme: the shutdown's checkpoint failed\n");
+}
+
+static int32_t nvme_vendor_log(uint32_t lid, void *page, uint32_t bytes)
+{
+	const af_identify_t *id = af_ftl.identify;
+	uint32_t len = lid == AF_NVMELOGPAGE_ATOMFLASH_OPEN
+		? id->max_open_tx * (uint32_t)sizeof(af_open_tx_t) + id->max_appends * (uint32_t)sizeof(af_open_append_t)
+		: (uint32_t)sizeof(af_log_page_t);
+	if (len > bytes)
+		return -1;
+	af_cmd_t cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.opcode = AF_OPCODE_GET_LOG;
+	cmd.log_page = lid == AF_NVMELOGPAGE_ATOMFLASH_OPEN ? AF_LOGPAGE_OPEN : AF_LOGPAGE_STATS;
+	cmd.buf = (uintptr_t)page;
+	if (af_ftl_io(&cmd, NULL) != AF_STATUS_SUCCESS)
+		return -1;
+	af_dcache_invalidate(); /* the core wrote the page */
+	return (int32_t)len;
+}
+
+static void nvme_start(void)
+{
+	static af_nvme_config_t cfg;
+	void *staging = af_ram_alloc(AFCTRL_NVME_STAGING_BYTES, 4096);
+	void *scratch = af_ram_alloc(AF_NVME_SCRATCH_BYTES, 4096);
+	if (!staging || !scratch) {
+		printf("nvme: main RAM too small for the staging areas (%lu bytes)\n",
+		       (unsigned long)AFCTRL_NVME_STAGING_BYTES);
+		return;
+	}
+	cfg.identify = af_ftl.identify;
+	cfg.scratch = scratch;
+	cfg.scratch_addr = (uint32_t)(uintptr_t)scratch;
+	cfg.staging_base = (uint32_t)(uintptr_t)staging;
+	cfg.io_queues = AFCTRL_NVME_QUEUES;
+	cfg.mqes = AF_NVME_MQES;
+	cfg.volatile_cache = af_ftl.cache_pages != 0;
+	cfg.serial = "AF0001";
+	cfg.power_cycles = 1;
+	cfg.hooks.flush = nvme_flush;
+	cfg.hooks.vendor_log = nvme_vendor_log;
+	if (af_nvme_start(&cfg) == 0)
+		printf("nvme: controller ready for a host (%lu I/O queues)\n", (unsigned long)AFCTRL_NVME_QUEUES);
+}
+#endif
+
 /* The console's idle hook: what runs while nobody types. */
 static void idle(void)
 {
@@ -120,6 +182,9 @@ static void idle(void)
 	af_ckpt_poll();
 	af_gc_poll();
 	refresh_log();
+#ifdef AFCTRL_NVME
+	af_nvme_poll();
+#endif
 }
 
 int main(void)
@@ -137,8 +202,12 @@ int main(void)
 	boot_report();
 	if (!main_ram_ok)
 		printf("main RAM (SDRAM) failed its test: the flash stays down (its tables live there)\n");
-	else if (af_mount() == 0 && af_ftl.present && af_ftl_start() == 0)
+	else if (af_mount() == 0 && af_ftl.present && af_ftl_start() == 0) {
 		af_gc_boot();
+#ifdef AFCTRL_NVME
+		nvme_start();
+#endif
+	}
 	af_boot_cycles = af_uptime_cycles();
 	uint64_t us = af_cycles_to_us(af_boot_cycles);
 	printf("boot: ");

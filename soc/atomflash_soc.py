@@ -23,6 +23,7 @@ own platform, CRG and (SDRAM) main RAM.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -45,6 +46,9 @@ FIRMWARE_SRC = ROOT / "firmware"
 
 DEFAULT_SYS_CLK_FREQ = spec.NAND_CLK_HZ  # nominal system clock (= the controller clock the ONFI tables assume)
 ROM_BYTES = 0x2_0000                # 128 KiB: firmware code + rodata (+ .data image)
+NVME_ROM_BYTES = 0x4_0000           # 256 KiB: the firmware with the NVMe controller's admin path
+NVME_QUEUES = spec.NVME.IO_QUEUES   # I/O queue pairs of the simulated NVMe drive
+NVME_CONTEXTS = 8                   # NVMe commands in the FTL core at once (each with a staging area)
 SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
 DEFAULT_SLOTS = spec.NAND_DEFAULTS.SLOTS  # page-buffer slots per NAND channel
 FTL_SLOTS = 16                      # FtlCore publisher slots (map-changing commands in flight)
@@ -69,7 +73,18 @@ def hostmem_bytes(profile: str = "small", host_queues: int = 1) -> int:
     return size
 
 
-def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cache_pages: int = 0) -> int:
+def nvme_staging_bytes(profile: str = "small") -> int:
+    """SoC memory the NVMe controller's staging areas take (``NVME_CONTEXTS`` of them, and a page for
+    the firmware's admin data)."""
+    from rtl.nvme.translate import NvmeCommandTranslator
+
+    t = NvmeCommandTranslator(queues=NVME_QUEUES, core_queue_ids=NVME_QUEUES + 1, contexts=NVME_CONTEXTS,
+                              block_bytes=spec.NAND_PROFILES[profile].page_data)
+    return t.staging_bytes + 4096
+
+
+def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cache_pages: int = 0,
+                   nvme_staging: int = 0) -> int:
     """Main RAM for the firmware's tables and buffers, rounded up to a power of
     two (at least 256 KiB), sized for a full device (every page written):
 
@@ -90,7 +105,8 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
     * the core's volatile write cache: ``cache_pages`` pages of data;
     * the pending bindings a checkpoint records (firmware/pending.h): the core's
       snapshot page, its CKPT_PEND records, and at boot recovery's lists of them;
-    * 8 KiB at the top that ``selftest`` uses as scratch.
+    * 8 KiB at the top that ``selftest`` uses as scratch;
+    * the NVMe controller's staging areas, ``nvme_staging`` (:func:`nvme_staging_bytes`).
 
     The firmware sizes its tables from the geometry it reads from the NAND
     parameter pages and checks them against ``MAIN_RAM_SIZE``.
@@ -106,7 +122,7 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
     pending = (spec.SNAP_HDR.size + spec.SNAP_ENTRY.size * tables + spec.CKPT_PEND.size * tables
                + (24 + 24 + 16 + 4) * tables)
     need = ((24 + 48) * pages + 64 * blocks + pages // 8 + 4 * targets * p.page_bytes + queues + ftl
-            + cache_pages * p.page_data + pending + 8192)
+            + cache_pages * p.page_data + pending + 8192 + nvme_staging)
     size = 256 * 1024
     while size < need:
         size *= 2
@@ -149,6 +165,9 @@ UNMAPPED_PROBE = 0xB000_0000
 PCIE_USERS = {
     "exerciser": None,
 }
+#: every ``pcie=``: a user block above, or ``nvme``: the NVMe drive (the FTL bridge built with the NVMe
+#: controller, whose PCIe side soc/nvme.py joins to the endpoint; needs ``nand``)
+PCIE_FUNCTIONS = (*PCIE_USERS, "nvme")
 
 
 def add_atomflash(soc, *, out_dir: Path, nand_hook=None):
@@ -182,14 +201,18 @@ class AtomflashSoC(SoCCore):
         self.profile, self.channels, self.ways = profile, channels, ways
         self.firmware_dir = firmware_dir
 
+        nvme = pcie == "nvme"
+        if nvme and not nand:
+            raise ValueError("the NVMe drive needs the FTL core (nand=True)")
+        ram = main_ram_bytes(profile, channels, ways, cache_pages if nand else 0,
+                             nvme_staging=nvme_staging_bytes(profile) if nvme else 0)
         SoCCore.__init__(
             self, platform, clk_freq=sys_clk_freq,
             ident="atomflash SoC (simulation)", ident_version=False,
             cpu_type="vexriscv", cpu_variant="standard",
-            integrated_rom_size=ROM_BYTES,
+            integrated_rom_size=NVME_ROM_BYTES if nvme else ROM_BYTES,
             integrated_sram_size=SRAM_BYTES,
-            integrated_main_ram_size=0 if sdram else main_ram_bytes(profile, channels, ways,
-                                                                     cache_pages if nand else 0),
+            integrated_main_ram_size=0 if sdram else ram,
             uart_name="sim",
             timer_uptime=True,
             # A crossbar, not one shared bus: the CPU's access to a page buffer
@@ -217,17 +240,24 @@ class AtomflashSoC(SoCCore):
             _, self.nand_core = add_ftl_bridge(self, profile=profile, channels=channels, ways=ways, slots=slots,
                                                clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES, out_dir=rtl_dir,
                                                cache_pages=cache_pages, host_queues=self.host_queues,
-                                               sim_gate_ecc=True)  # Verilator only: idle decoders cost nothing
+                                               sim_gate_ecc=True,  # Verilator only: idle decoders cost nothing
+                                               **(dict(nvme_queues=NVME_QUEUES, nvme_contexts=NVME_CONTEXTS)
+                                                  if nvme else {}))
             self.add_host_port(hostmem_bytes(profile, self.host_queues), in_sdram=sdram)
         else:
             add_atomflash(self, out_dir=rtl_dir)
             self.add_constant("AF_NAND_PROFILE_" + profile.upper())
             self.add_config("AF_CHANNELS", channels)
             self.add_config("AF_WAYS", ways)
-        if pcie is not None:
+        if nvme:
+            from .nvme import NvmeBar, nvme_pcie_config
+
+            self.add_sim_pcie(lambda ep: NvmeBar(ep, self.nand_core.params, NVME_QUEUES),
+                              config=nvme_pcie_config(NVME_QUEUES))
+        elif pcie is not None:
             self.add_sim_pcie(PCIE_USERS[pcie])
 
-    def add_sim_pcie(self, user=None):
+    def add_sim_pcie(self, user=None, config=None):
         """A PCIe function on the simulated link (``soc/pcie_sim_phy.py``; ``soc/sim.py`` puts the
         litex_sim module ``pcie2tcp`` on its pads): :class:`soc.pcie.PcieEndpoint` on the 64-bit
         simulation PHY, ``user`` serving BAR0's user region (``PcieEndpoint``'s ``user``: ``None``
@@ -237,7 +267,7 @@ class AtomflashSoC(SoCCore):
         from .pcie_sim_phy import DATA_WIDTH, SimPciePHY, sim_pads
 
         self.platform.add_extension([sim_pads()])
-        config = PcieConfig(data_width=DATA_WIDTH)
+        config = dataclasses.replace(config or PcieConfig(), data_width=DATA_WIDTH)
         # the PHY becomes the endpoint's submodule (``self.pcie.endpoint.phy``), nobody else's
         phy = SimPciePHY(self.platform.request("pcie_sim"), config)
         self.pcie = PcieEndpoint(phy, config, user=user)

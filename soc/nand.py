@@ -105,7 +105,8 @@ def export_nand_constants(soc, window, *, profile: str, channels: int, ways: int
 
 def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, clk_hz: int, sample: int,
                    out_dir: Path, cache_pages: int = 0, sim_gate_ecc: bool = False,
-                   host_queues: int = DEFAULT_HOST_QUEUES, led_stretch: int | None = None):
+                   host_queues: int = DEFAULT_HOST_QUEUES, led_stretch: int | None = None,
+                   nvme_queues: int = 0, nvme_contexts: int = 8):
     """Add the FTL core (:class:`soc.ftl_bridge.FtlBridge`) as the SoC's
     controller at ``AFCTRL_BASE``; returns (bridge, core).
 
@@ -120,7 +121,10 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
     gets one more, the last, which is the firmware's own (console ``io``,
     ``selftest``).  The firmware reads the count from ``ftl.geometry`` and
     takes the last pair; a host finds it in ``hostq.queues``.
-    ``led_stretch``: give the core a board's LED ports (see :class:`FtlBridge`)."""
+    ``led_stretch``: give the core a board's LED ports (see :class:`FtlBridge`).
+    ``nvme_queues``: the NVMe controller in front of the core (``nvme_contexts`` commands in flight);
+    ``soc.h`` then also gets ``AFCTRL_NVME``, ``AFCTRL_NVME_OFFSET`` (its firmware window),
+    ``AFCTRL_NVME_QUEUES`` and ``AFCTRL_NVME_STAGING_BYTES``; :mod:`soc.nvme` joins its PCIe side."""
     from soc.controller import add_controller
     from soc.ftl_bridge import FTL_OFFSET, HOST_OFFSET, FtlBridge
 
@@ -128,18 +132,26 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
     if not 1 <= host_queues < spec.HOST_REGS["size"].count:
         raise ValueError(f"host_queues: 1..{spec.HOST_REGS['size'].count - 1} (the firmware takes one more pair "
                          f"of the register map's {spec.HOST_REGS['size'].count}), not {host_queues}")
+    nvme = dict(nvme_queues=nvme_queues, nvme_contexts=nvme_contexts) if nvme_queues else {}
     bridge = FtlBridge(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
                        nand_slots=slots, queue_pairs=host_queues + 1, cache_pages=cache_pages,
-                       sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch)
+                       sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch, **nvme)
     core = add_controller(soc, bridge, regs={}, caps={}, window_bytes=bridge.window_bytes, out_dir=out_dir,
                           module_name="af_ftl_bridge",
                           key=dict(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
                                    nand_slots=slots, queue_pairs=host_queues + 1, cache_pages=cache_pages,
-                                   sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch))
+                                   sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch, **nvme))
     soc.add_constant("AFCTRL_FTL")
     soc.add_constant("AFCTRL_HOSTQ_OFFSET", HOST_OFFSET)
     soc.add_constant("AFCTRL_FTL_OFFSET", FTL_OFFSET)
     soc.add_constant("AFCTRL_NAND_OFFSET", bridge.nand_offset)  # fw.h: AFNAND_BASE = AFCTRL_BASE + this
+    if nvme_queues:
+        from soc.ftl_bridge import NVME_OFFSET
+
+        soc.add_constant("AFCTRL_NVME")
+        soc.add_constant("AFCTRL_NVME_OFFSET", NVME_OFFSET)
+        soc.add_constant("AFCTRL_NVME_QUEUES", nvme_queues)
+        soc.add_constant("AFCTRL_NVME_STAGING_BYTES", bridge.staging_bytes)
     export_nand_constants(soc, bridge.window, profile=profile, channels=channels, ways=ways, slots=slots,
                           clk_hz=clk_hz, sample=sample)
     soc.ftl_bridge = bridge

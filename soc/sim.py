@@ -127,8 +127,11 @@ def parse_args(argv=None):
     p.add_argument("--plusarg", action="append", default=[], help="run-time +plusarg for Vsim; repeatable")
     p.add_argument("--host-port", type=int, default=None,
                    help="put the host port (UARTBone) on this TCP port, for atomflash.Device / the atomflash CLI")
-    p.add_argument("--pcie", default=None, choices=["exerciser"],
-                   help="a PCIe function on the simulated link, this block on BAR0 (soc.atomflash_soc.PCIE_USERS)")
+    from soc.atomflash_soc import PCIE_FUNCTIONS
+
+    p.add_argument("--pcie", default=None, choices=PCIE_FUNCTIONS,
+                   help="a PCIe function on the simulated link: this block on BAR0 (soc.atomflash_soc.PCIE_FUNCTIONS), "
+                        "nvme: the drive as an NVMe device")
     p.add_argument("--pcie-port", type=int, default=None,
                    help="the PCIe link (pcie2tcp) on this TCP port, for atomflash.pcie_link.SimPcieLink")
     p.add_argument("--pcie-link", default="2x1", metavar="GENxLANES",

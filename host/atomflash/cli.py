@@ -145,7 +145,7 @@ def cmd_sim(args):
     if args.sim_verb == "start":
         cfg = simctl.SimConfig(channels=args.channels, ways=args.ways, profile=args.profile,
                                blocks_per_lun=args.blocks_per_lun, image=args.image, cache_pages=args.cache_pages,
-                               host_queues=args.host_queues, sdram=args.sdram)
+                               host_queues=args.host_queues, sdram=args.sdram, nvme=args.nvme)
         for kv in args.nand_set:
             k, _, v = kv.partition("=")
             if not _:
@@ -470,6 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--sdram", action="store_true",
                    help="main RAM and host memory in a simulated SDRAM behind LiteX's controller and L2 cache, as "
                         "on a board (a build of its own)")
+    q.add_argument("--nvme", action=argparse.BooleanOptionalAction, default=False,
+                   help="the drive as an NVMe device on a simulated PCIe link, which the verbs then use (the debug "
+                        "port stays; a build of its own)")
     q.add_argument("--nand-set", action="append", default=[], metavar="KEY=VALUE",
                    help="NAND model key for every target (atomflash.nandsim.CONFIG_KEYS), e.g. ber=1e-6 or "
                         "power_cut_ns=1000000 (a cut 1 ms into the boot: exit 4); power_cut_finish is 1 unless "

@@ -392,28 +392,38 @@ class Device:
 
     # -- construction -------------------------------------------------------
     @staticmethod
-    def _sim_link(run_dir: Path | str, link_timeout: float = LINK_TIMEOUT):
+    def _sim_state(run_dir: Path | str) -> dict:
         import json
 
-        from .transport import UartBoneTransport
-
-        run_dir = Path(run_dir)
         try:
-            state = json.loads((run_dir / "sim.json").read_text())
+            return json.loads((Path(run_dir) / "sim.json").read_text())
         except FileNotFoundError:
             raise DeviceError(f"no simulation in {run_dir} (atomflash sim start)") from None
+
+    @staticmethod
+    def _sim_link(run_dir: Path | str, link_timeout: float = LINK_TIMEOUT):
+        from .transport import UartBoneTransport
+
+        state = Device._sim_state(run_dir)
         layout = Layout.from_csr_csv(state["csr_csv"])
         return UartBoneTransport(state["port"], timeout=link_timeout), layout, _SimClock(state.get("vsim_pid"))
 
     @classmethod
     def attach_sim(cls, run_dir: Path | str, *, qid: int = 0, link_timeout: float = LINK_TIMEOUT,
-                   **kw) -> "Device":
-        """Queue pair ``qid`` of a simulation started by ``atomflash sim
-        start`` (its ``sim.json``: the TCP port, the build's ``csr.csv``), on a
-        connection of its own: the simulated host port takes one connection,
-        so for several queues at once use :meth:`attach_sim_all`.
-        ``link_timeout``: seconds the link may stay silent (a stalled
-        simulator) before :class:`~atomflash.errors.TransportError`."""
+                   port: str | None = None, **kw) -> "Device":
+        """Queue ``qid`` of a simulation started by ``atomflash sim start`` (its
+        ``sim.json``: the TCP ports, the build's ``csr.csv``).  ``port``: "nvme"
+        (the drive as an NVMe device on its simulated PCIe link: I/O queue
+        ``qid + 1``, see :meth:`attach_sim_nvme`) or "debug" (host queue pair
+        ``qid`` through the debug port, UARTBone); None: NVMe when the
+        simulation has a PCIe link, else the debug port.  The debug port takes
+        one connection, so for several of its queues at once use
+        :meth:`attach_sim_all`.  ``link_timeout``: seconds the link may stay
+        silent (a stalled simulator) before :class:`~atomflash.errors.TransportError`."""
+        if port not in (None, "nvme", "debug"):
+            raise InvalidArgument(f"port {port!r}: 'nvme' or 'debug'")
+        if port == "nvme" or (port is None and cls._sim_state(run_dir).get("pcie_port")):
+            return cls.attach_sim_nvme(run_dir, qid=qid + 1, link_timeout=link_timeout, **kw)
         transport, layout, clock = cls._sim_link(run_dir, link_timeout)
         kw.setdefault("clock", clock)
         try:
@@ -455,6 +465,32 @@ class Device:
             return cls.open_queues(transport, layout, queues, **kw)
         except BaseException:
             transport.close()
+            raise
+
+    @classmethod
+    def attach_sim_nvme(cls, run_dir: Path | str, *, qid: int = 1, link_timeout: float = LINK_TIMEOUT,
+                        **kw) -> "NvmeDevice":
+        """I/O queue ``qid`` of a simulation started with the drive as an NVMe device (``atomflash sim
+        start --nvme``): the host library is the root complex of its simulated PCIe link
+        (:class:`atomflash.pcie_link.SimPcieLink`, host memory in this process), brings the controller up
+        (:meth:`atomflash.nvme.NvmeHost.initialize`, which resets it) and attaches to the queue.  One host
+        at a time: the link takes one connection; further queues of the same host with
+        :meth:`attach_nvme` on ``device.host``."""
+        from .hostmem import HostMemory
+        from .nvme import NvmeHost
+        from .pcie_link import SimPcieLink
+
+        state = cls._sim_state(run_dir)
+        if not state.get("pcie_port"):
+            raise DeviceError(f"the simulation in {run_dir} has no PCIe link (atomflash sim start --nvme)")
+        memory = HostMemory()
+        link = SimPcieLink(state["pcie_port"], memory, timeout=link_timeout)
+        try:
+            host = NvmeHost(link, memory, io_queues=max(qid, 2)).initialize()
+            kw.setdefault("clock", _SimClock(state.get("vsim_pid")))
+            return NvmeDevice(host, qid=qid, **kw)
+        except BaseException:
+            link.close()
             raise
 
     @classmethod

@@ -221,6 +221,7 @@ class SimConfig:
     target_set: list = field(default_factory=list)         # model keys per target (power cuts, faults)
     sdram: bool = False               # main RAM and host memory in a simulated SDRAM, as on a board (a build of its own)
     pgo: bool = False                 # a profile-guided model (soc/sim.py --pgo: faster, built twice; a build of its own)
+    nvme: bool = False                # the drive as an NVMe device on a simulated PCIe link (a build of its own)
 
     def build_args(self) -> list[str]:
         extra = ["--cache-pages", str(self.cache_pages)] if self.cache_pages else []
@@ -230,6 +231,8 @@ class SimConfig:
             extra += ["--sdram"]
         if self.pgo:
             extra += ["--pgo"]
+        if self.nvme:
+            extra += ["--pcie", "nvme"]
         return ["--channels", str(self.channels), "--ways", str(self.ways), "--nand-profile", self.profile,
                 *extra, "-q"]
 
@@ -381,6 +384,12 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
     run_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     prepare_run_dir(gw, run_dir, host_port=port)
+    pcie_port = None
+    if cfg.nvme:
+        from .pcie_link import add_sim_module
+
+        pcie_port = _free_port()
+        add_sim_module(run_dir / "sim_config.js", pcie_port)
     overrides = dict(cfg.nand_set)
     if cfg.blocks_per_lun:
         overrides.setdefault("blocks_per_lun", cfg.blocks_per_lun)
@@ -401,10 +410,11 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
     log_path = run_dir / "console.log"
     boot_offset = log_path.stat().st_size if log_path.exists() else 0
     state = {
-        "port": port, "csr_csv": str(gw.parent / "csr.csv"), "gateware": str(gw),
+        "port": port, "pcie_port": pcie_port, "csr_csv": str(gw.parent / "csr.csv"), "gateware": str(gw),
         "vsim": vsim_command(gw, plusargs), "images": [c["image"] for c in cfgs],
         "config": {"channels": cfg.channels, "ways": cfg.ways, "profile": cfg.profile, "cache_pages": cfg.cache_pages,
-                   "host_queues": cfg.host_queues, "sdram": cfg.sdram, "blocks_per_lun": cfg.blocks_per_lun, "nand_set": cfg.nand_set, "target_set": cfg.target_set},
+                   "host_queues": cfg.host_queues, "sdram": cfg.sdram, "blocks_per_lun": cfg.blocks_per_lun, "nand_set": cfg.nand_set, "target_set": cfg.target_set,
+                   "nvme": cfg.nvme},
         "clk_hz": clk_hz, "started": time.time(), "boot_offset": boot_offset,
         "build_seconds": round(build_s, 1), "supervisor_pid": None, "vsim_pid": None, "exit": None,
         "spec_version": spec.SPEC_VERSION,
