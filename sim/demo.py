@@ -5,7 +5,8 @@
    VexRiscv firmware, the Amaranth FTL core, 2 channels x 2 ways of NAND
    behavioural models); NAND target 0 is told to lose power while it
    programs its k-th page (``power_cut_program``), mid-program: a torn page.
-2. A host (``atomflash.Device`` over the simulated host port) runs a random
+2. A host (``atomflash.Device`` over NVMe: the host library is the root complex of the
+   simulated PCIe link; ``--port debug``: over the debug port, UARTBone) runs a random
    workload: plain writes with several in flight, atomic groups,
    transactions (committed with TX_COMMIT, committed by their final write,
    aborted), appends remapped or released, trims, flushes.  Every command is
@@ -17,7 +18,7 @@
    write, commit and remap present; every atomic group, transaction and
    remap all-or-nothing; nothing else changed.  The device then takes new work.
 
-    python sim/demo.py [--seed N] [--commands N] [--cut-program K] [--keep]
+    python sim/demo.py [--seed N] [--commands N] [--cut-program K] [--port nvme|debug] [--keep]
 
 ``--corrupt`` flips one byte of one recovered block before judging, to show
 the verification fails when it should (exit status 1).
@@ -55,6 +56,8 @@ def parse_args(argv=None):
     p.add_argument("--dir", type=Path, default=ROOT / "build" / "demo", help="run directory (images, console log)")
     p.add_argument("--keep", action="store_true", help="leave the restarted simulation running (atomflash --dir ...)")
     p.add_argument("--corrupt", action="store_true", help="corrupt one recovered block: the check must fail")
+    p.add_argument("--port", choices=("nvme", "debug"), default="nvme",
+                   help="the host's way in: NVMe over the simulated PCIe link, or the debug port (UARTBone)")
     return p.parse_args(argv)
 
 
@@ -80,11 +83,14 @@ def main(argv=None) -> int:
     con.print(f"1. starting the simulated SSD on fresh images in {run_dir} "
               f"(NAND target 0 loses power during its program #{cut}) ...")
     simctl.stop(run_dir, power_cut=True)
-    cfg = simctl.SimConfig(target_set=[{"power_cut_program": cut, "power_cut_finish": 1}])
+    nvme = args.port == "nvme"
+    cfg = simctl.SimConfig(nvme=nvme, target_set=[{"power_cut_program": cut, "power_cut_finish": 1}])
     st = simctl.start(run_dir, cfg, fresh=True)
-    dev = Device.attach_sim(run_dir)
+    dev = Device.attach_sim(run_dir, port=args.port)
     info = dev.info
-    con.print(f"   device up: {info.capacity} LBAs of {info.lba_size} B, {info.channels} x {info.ways} dies, "
+    dies = f", {info.channels} x {info.ways} dies" if info.channels else ""
+    con.print(f"   device up over {'NVMe (simulated PCIe link)' if nvme else 'the debug port'}: "
+              f"{info.capacity} LBAs of {info.lba_size} B{dies}, "
               f"atomic groups <= {info.max_atomic_pages} pages, {info.max_open_tx} open transactions, "
               f"{info.max_appends} appends, volatile cache {info.volatile_cache} B")
 
@@ -116,12 +122,12 @@ def main(argv=None) -> int:
     con.print(f"   {len(rec.model.history)} state-changing ops recorded, {len(in_flight)} of them in flight at the cut")
 
     con.print("4. power back on: the firmware recovers")
-    simctl.start(run_dir, simctl.SimConfig(), fresh=False)
+    simctl.start(run_dir, simctl.SimConfig(nvme=nvme), fresh=False)
     report = simctl.boot_report(run_dir)
     for line in report.splitlines():
         if line.startswith(RECOVERY_LINES):
             con.print(f"   [cyan]|[/] {line}")
-    dev = Device.attach_sim(run_dir)
+    dev = Device.attach_sim(run_dir, port=args.port)
     stats = dev.stats(fresh=True)
 
     con.print(f"5. reading LBAs 0..{args.span - 1} back and judging them with the model's oracle")

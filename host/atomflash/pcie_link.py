@@ -51,6 +51,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import TransportError
 from .hostmem import HostMemory, HostMemoryError
 
 __all__ = ["SimPcieLink", "Tlp", "PcieLinkError", "add_sim_module", "message", "records",
@@ -190,8 +191,9 @@ class Tlp:
         raise PcieLinkError(f"a TLP of format {fmt} type {typ:#x} (not a memory request or completion)")
 
 
-class PcieLinkError(Exception):
-    """The link failed: no module to connect to, an answer that never came, an error completion."""
+class PcieLinkError(TransportError):
+    """The link failed: no module to connect to, an answer that never came, an error completion, the
+    simulation gone (a power cut): a :class:`~atomflash.errors.TransportError`, as the debug port's."""
 
 
 # The root complex -------------------------------------------------------------------------------
@@ -283,7 +285,10 @@ class SimPcieLink:
     def _send(self, recs: list[tuple[int, bytes]]) -> None:
         data = message(recs)
         with self._send_lock:
-            self._sock.sendall(data)
+            try:
+                self._sock.sendall(data)
+            except OSError as e:
+                raise PcieLinkError(f"the link failed: {e}") from e
             self.messages_sent += 1
 
     def _wait(self, ready, what: str):
@@ -344,8 +349,11 @@ class SimPcieLink:
                                   data=struct.pack("<I", value & 0xFFFF_FFFF)).encode())])
 
     def advance(self) -> None:
-        """What ``NvmeHost`` calls between polls: the simulation runs on its own, so a short sleep."""
+        """What ``NvmeHost`` calls between polls: the simulation runs on its own, so a short sleep; a
+        link that failed (the simulation ended) raises here, so a poll does not wait for its timeout."""
         self.advances += 1
+        if self._error is not None:
+            raise PcieLinkError(f"the link failed: {self._error}") from self._error
         time.sleep(self.poll_s)
 
     # -- interrupts -----------------------------------------------------------------------------
