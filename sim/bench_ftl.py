@@ -5,7 +5,8 @@ Realistic profile (4096+224 B pages, tPROG 230 us, tR 25 us), 2 channels x
 4 ways, ONFI mode 5, the nominal 100 MHz clock.  The limit a write stream
 can reach is the smaller of the array limit (dies x page / tPROG) and the
 bus limit (channels x the bytes one program moves at tWC per byte).  Writes
-docs/results/ftl_bench.md.
+docs/results/ftl_bench.md and its raw figures beside it, docs/results/ftl_bench.json, which other
+benches read (``make bench-nvme`` compares the drive's host-visible throughput with them).
 """
 
 from __future__ import annotations
@@ -242,7 +243,7 @@ def main():
                     help="page-buffer slots per channel (FtlCore nand_slots; three are the firmware's, the relocator's and the reader's)")
     ap.add_argument("--pages", type=int, default=512, help="pages per write workload (reads: half as many)")
     ap.add_argument("--out", type=Path, default=DOC, help="markdown report (default docs/results/ftl_bench.md)")
-    ap.add_argument("--json", type=Path, help="also keep the raw figures here")
+    ap.add_argument("--json", type=Path, help="the raw figures (default: beside the report, ftl_bench.json)")
     ap.add_argument("--render", type=Path, help="only re-render the report from raw figures saved with --json")
     ap.add_argument("--cache-json", type=Path, help="the write-cache build's figures from an earlier run (its JSON: "
                                                    "skips that build and run)")
@@ -255,6 +256,9 @@ def main():
         text = a.out.read_text().split("\n## MLC paired pages\n")[0].rstrip("\n") + "\n"
         text += "\n".join(render_mlc(m, limits(), spec.NAND_CLK_HZ))
         a.out.write_text(text)
+        raw = a.json or a.out.with_suffix(".json")
+        if raw.exists():
+            raw.write_text(json.dumps(json.loads(raw.read_text()) | {"mlc": m}, indent=1))
         print(text)
         print(f"wrote {a.out}")
         return
@@ -263,8 +267,7 @@ def main():
     else:
         cached = json.loads(a.cache_json.read_text()) if a.cache_json else run(a.nand_slots, a.pages, cache=True)
         r = run(a.nand_slots, a.pages) | cached | {"mlc": run(a.nand_slots, a.pages, test="bench_mlc")}
-    if a.json:
-        a.json.write_text(json.dumps(r, indent=1))
+    (a.json or a.out.with_suffix(".json")).write_text(json.dumps(r, indent=1))
     text = render(r)
     a.out.write_text(text)
     print(text)
