@@ -470,9 +470,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--sdram", action="store_true",
                    help="main RAM and host memory in a simulated SDRAM behind LiteX's controller and L2 cache, as "
                         "on a board (a build of its own)")
-    q.add_argument("--nvme", action=argparse.BooleanOptionalAction, default=False,
-                   help="the drive as an NVMe device on a simulated PCIe link, which the verbs then use (the debug "
-                        "port stays; a build of its own)")
+    q.add_argument("--nvme", action=argparse.BooleanOptionalAction, default=True,
+                   help="the drive as an NVMe device on a simulated PCIe link, which the verbs use (the debug port "
+                        "stays beside it: --qid N picks I/O queue N + 1; --no-nvme: the debug port only, a build of "
+                        "its own)")
     q.add_argument("--nand-set", action="append", default=[], metavar="KEY=VALUE",
                    help="NAND model key for every target (atomflash.nandsim.CONFIG_KEYS), e.g. ber=1e-6 or "
                         "power_cut_ns=1000000 (a cut 1 ms into the boot: exit 4); power_cut_finish is 1 unless "

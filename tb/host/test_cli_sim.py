@@ -121,9 +121,10 @@ def test_error_paths(sim, tmp_path):
     sim("read", -1, rc=EXIT_USAGE)
     sim("hint", "bogus", rc=EXIT_USAGE)
     sim("remap", "1:2", rc=EXIT_USAGE)
-    r = sim("--qid", 2, "identify", rc=EXIT_USAGE)                  # the firmware's queue pair
-    assert "--qid: queue pair 2 is not a host queue" in r.stderr and "2 is the firmware's" in r.stderr
-    sim("read", 10, "--qid", 1)                                     # the second host queue works alike
+    q = spec.NVME.IO_QUEUES                                         # over NVMe --qid N is I/O queue N + 1
+    r = sim("--qid", q, "identify", rc=EXIT_USAGE)
+    assert f"--qid: I/O queue {q + 1} is not one the host created" in r.stderr, r.stderr
+    sim("read", 10, "--qid", q - 1)                                 # the last I/O queue works alike
     (tmp_path / "big").write_bytes(b"x" * 5000)
     r = sim("write", 0, "--data-file", tmp_path / "big", rc=EXIT_VALUE)
     assert "5000 bytes" in r.stderr
