@@ -205,6 +205,7 @@ class _Shared:
         self.open_tids: set[int] = set()
         self.attached: dict[int, "Device"] = {}  # qid -> its open Device
         self.lost: TransportError | None = None
+        self.link = None                           # a link the last Device to close closes (attach_sim_nvme's)
 
 
 _SHARED: "weakref.WeakKeyDictionary[object, _Shared]" = weakref.WeakKeyDictionary()
@@ -455,10 +456,29 @@ class Device:
 
     @classmethod
     def attach_sim_all(cls, run_dir: Path | str, *, queues: int | Iterable[int] | None = None,
-                       link_timeout: float = LINK_TIMEOUT, **kw) -> "DeviceSet":
-        """Several host queue pairs of a simulation on its one connection
-        (:meth:`open_queues`): ``queues`` None for every host queue, N for the
-        first N, or the qids."""
+                       link_timeout: float = LINK_TIMEOUT, port: str | None = None, **kw) -> "DeviceSet":
+        """Several queues of a simulation on its one connection: ``queues``
+        None for every queue, N for the first N, or the qids (0-based, as
+        :meth:`attach_sim` counts them).  ``port`` as :meth:`attach_sim`: over
+        NVMe, one host and a Device per I/O queue (:meth:`attach_nvme_all`); over
+        the debug port, its host queue pairs (:meth:`open_queues`)."""
+        if port not in (None, "nvme", "debug"):
+            raise InvalidArgument(f"port {port!r}: 'nvme' or 'debug'")
+        if port == "nvme" or (port is None and cls._sim_state(run_dir).get("pcie_port")):
+            if isinstance(queues, int) and not isinstance(queues, bool):
+                qids = list(range(1, queues + 1))
+            else:
+                qids = None if queues is None else [q + 1 for q in queues]
+            first = cls.attach_sim_nvme(run_dir, qid=qids[0] if qids else 1, link_timeout=link_timeout,
+                                        io_queues=max(qids) if qids else None, **kw)
+            out = DeviceSet([first])
+            try:
+                for q in (qids or first.host.io_queues)[1:]:
+                    out.append(NvmeDevice(first.host, qid=q, **kw))
+            except BaseException:
+                out.close()
+                raise
+            return out
         transport, layout, clock = cls._sim_link(run_dir, link_timeout)
         kw.setdefault("clock", clock)
         try:
@@ -469,13 +489,14 @@ class Device:
 
     @classmethod
     def attach_sim_nvme(cls, run_dir: Path | str, *, qid: int = 1, link_timeout: float = LINK_TIMEOUT,
-                        **kw) -> "NvmeDevice":
+                        io_queues: int | None = None, **kw) -> "NvmeDevice":
         """I/O queue ``qid`` of a simulation started with the drive as an NVMe device (``atomflash sim
         start --nvme``): the host library is the root complex of its simulated PCIe link
         (:class:`atomflash.pcie_link.SimPcieLink`, host memory in this process), brings the controller up
         (:meth:`atomflash.nvme.NvmeHost.initialize`, which resets it) and attaches to the queue.  One host
         at a time: the link takes one connection; further queues of the same host with
-        :meth:`attach_nvme` on ``device.host``."""
+        :meth:`attach_nvme` on ``device.host`` (``io_queues``: how many the host creates, by default
+        ``qid`` and at least two)."""
         from .hostmem import HostMemory
         from .nvme import NvmeHost
         from .pcie_link import SimPcieLink
@@ -486,9 +507,11 @@ class Device:
         memory = HostMemory()
         link = SimPcieLink(state["pcie_port"], memory, timeout=link_timeout)
         try:
-            host = NvmeHost(link, memory, io_queues=max(qid, 2)).initialize()
+            host = NvmeHost(link, memory, io_queues=io_queues or max(qid, 2)).initialize()
             kw.setdefault("clock", _SimClock(state.get("vsim_pid")))
-            return NvmeDevice(host, qid=qid, **kw)
+            dev = NvmeDevice(host, qid=qid, **kw)
+            dev._shared.link = link
+            return dev
         except BaseException:
             link.close()
             raise
@@ -1193,8 +1216,13 @@ class NvmeDevice(Device):
         self.capacity = self.info.capacity
 
     def close(self) -> None:
-        """Done with this I/O queue (the host and its controller stay up)."""
+        """Done with this I/O queue (the host and its controller stay up; the last Device on a host
+        :meth:`Device.attach_sim_nvme` made closes its link)."""
         self._release_queue()
+        sh = self._shared
+        if sh.users <= 0 and sh.link is not None:
+            link, sh.link = sh.link, None
+            link.close()
 
     # -- submission ---------------------------------------------------------
     def _send(self, opcode: Opcode, fields: dict, *, payload: bytes, read_bytes: int, list_entries: bytes,
