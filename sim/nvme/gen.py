@@ -65,7 +65,7 @@ from soc.pcie import HostDmaPort, PcieConfig, PcieEndpoint
 TOPLEVEL = "tb_nvme_drive"
 PCIE_MODULE = "atomflash_nvme_pcie"
 OUT_DIR = runner.BUILD / "nvme"
-MEM_WORDS = 1 << 18            # 1 MiB of SoC memory: the core's tables, then the staging areas at the top
+MEM_WORDS = 1 << 18            # 1 MiB of SoC memory, the least a build gets: the core's tables, the staging areas at the top
 CORE_BYTES = 256 * 1024       # at least this much below the staging areas (at the top) for the core's tables
 QUEUES, CONTEXTS = 2, 4        # small: the tests' sizes
 SLOTS, NAND_SLOTS = 8, 5       # the core's publisher slots and page-buffer slots per channel
@@ -152,11 +152,21 @@ class NvmePcieTop(LiteXModule):
                                     for v in range(len(irqs)))))]
 
 
-def generate(drive: NvmeDrive, drive_module: str, config: PcieConfig) -> tuple[list[Path], Path]:
-    """The endpoint's Verilog (and LitePCIe's adapters) and the top's SystemVerilog."""
+def mem_words_for(staging_bytes: int) -> int:
+    """The SoC memory a build needs: the core's tables (``CORE_BYTES``) below the staging areas,
+    rounded up to a power of two of words, never below ``MEM_WORDS``."""
+    words = (CORE_BYTES + staging_bytes + 0xFFF) // 4
+    return max(MEM_WORDS, 1 << (words - 1).bit_length())
+
+
+def generate(drive: NvmeDrive, drive_module: str, config: PcieConfig,
+             mem_words: int = MEM_WORDS) -> tuple[list[Path], Path]:
+    """The endpoint's Verilog (and LitePCIe's adapters) and the top's SystemVerilog, each in files
+    of this build's own (``drive_module``), so builds of other sizes can run side by side."""
     link = drive_ports(drive, LINK)
     assert drive.queues + 1 == config.msix_vectors, "an MSI-X vector per completion queue"
-    pcie_sources = write_top(lambda: NvmePcieTop(config, link), PCIE_MODULE, OUT_DIR, config.data_width)
+    pcie_sources = write_top(lambda: NvmePcieTop(config, link), PCIE_MODULE, OUT_DIR / drive_module,
+                             config.data_width)
     hard = hard_block_ports(config.data_width)
     top_ports = tuple(f"{'input' if d == 'in' else 'output'} wire [{w - 1}:0] {n}" for n, w, d in hard)
     extra = (*firmware_ports(drive.core),
@@ -166,26 +176,36 @@ def generate(drive: NvmeDrive, drive_module: str, config: PcieConfig) -> tuple[l
     text = generate_top(drive.core.channels, drive.core.ways, module=drive_module, buffers=False, extra=extra,
                         top=TOPLEVEL, ports=top_ports, clock="user_clk", reset="rst | user_reset")
     conns = [f".{n}({n})" for n, _, _ in hard] + [f".{n}({n})" for n, _, _ in link]
-    body = f"    {PCIE_MODULE} pcie (" + ", ".join(conns) + ");\n" + memory(MEM_WORDS)
+    body = f"    {PCIE_MODULE} pcie (" + ", ".join(conns) + ");\n" + memory(mem_words)
     text = text.replace("\nendmodule\n", "\n" + body + "endmodule\n")
-    sv = runner.write_if_changed(runner.BUILD / "rtl" / f"{TOPLEVEL}.sv", text)
+    sv = runner.write_if_changed(OUT_DIR / drive_module / f"{TOPLEVEL}.sv", text)
     return pcie_sources, sv
 
 
 def build(profile: str = "small", channels: int = 1, ways: int = 2, queues: int = QUEUES,
-          contexts: int = CONTEXTS, *, test_dir: Path) -> dict:
+          contexts: int = CONTEXTS, *, slots: int = SLOTS, nand_slots: int = NAND_SLOTS,
+          mem_words: int | None = None, test_dir: Path) -> dict:
     """Generate the drive's Verilog, the endpoint's and the top; ``runner.run``'s keyword arguments
-    (``test_dir``: the cocotb module's directory), ``extra_env`` telling the testbench the sizes."""
-    core_args = dict(profile=profile, channels=channels, ways=ways, slots=SLOTS, nand_slots=NAND_SLOTS,
+    (``test_dir``: the cocotb module's directory), ``extra_env`` telling the testbench the sizes.
+    ``slots``, ``nand_slots``: the core's publisher and page-buffer slots; ``mem_words``: SoC memory
+    in 32-bit words (a power of two; by default what the contexts' staging areas need,
+    :func:`mem_words_for`)."""
+    core_args = dict(profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots,
                      max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING, max_appends=MAX_APPENDS)
     drive = NvmeDrive(queues=queues, contexts=contexts, **core_args)
+    mem_words = mem_words or mem_words_for(drive.staging_bytes)
     name = f"nvme_drive_{profile}_c{channels}w{ways}q{queues}x{contexts}"
+    if (slots, nand_slots) != (SLOTS, NAND_SLOTS):
+        name += f"s{slots}n{nand_slots}"
+    if mem_words != MEM_WORDS:
+        name += f"m{mem_words * 4 >> 20}"
     verilog = runner.amaranth_verilog(drive, name, key=dict(queues=queues, contexts=contexts, **core_args))
     config = pcie_config(queues)
-    pcie_sources, sv = generate(drive, name, config)
-    assert MEM_WORDS * 4 - drive.staging_bytes >= CORE_BYTES, "SoC memory: no room for the core's tables"
-    sizes = dict(profile=profile, channels=channels, ways=ways, slots=SLOTS, slot_words=drive.core.slot_words,
-                 queues=queues, contexts=contexts, staging_bytes=drive.staging_bytes, mem_bytes=MEM_WORDS * 4)
+    pcie_sources, sv = generate(drive, name, config, mem_words)
+    assert mem_words * 4 - drive.staging_bytes >= CORE_BYTES, "SoC memory: no room for the core's tables"
+    sizes = dict(profile=profile, channels=channels, ways=ways, slots=slots, slot_words=drive.core.slot_words,
+                 nand_slots=nand_slots, queues=queues, contexts=contexts, staging_bytes=drive.staging_bytes,
+                 mem_bytes=mem_words * 4)
     gen = nandsim.write_header(runner.GEN).parent        # the NAND model's C++ includes it
     return dict(
         toplevel=TOPLEVEL,

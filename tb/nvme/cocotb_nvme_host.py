@@ -8,50 +8,15 @@ the same operations."""
 import random
 
 import cocotb
-from cocotb.triggers import Timer
 
 from atomflash import errors
 from atomflash.device import Device
-from atomflash.model.semantics import Limits, Model
+from atomflash.model.semantics import Model
 from atomflash.nvme import NvmeHost
-from atomflash.spec import Opcode, Status
-from sim.harness import ftl_core
-from sim.harness.nvme_firmware import NvmeFirmwareModel
+from atomflash.spec import Status
 from sim.pcie.nvme_host_bridge import PcieNvmeLink, RootComplexMemory, in_thread
 
-from nvme_drive_tb import NvmeDriveTB
-
-
-class _Window:
-    def __init__(self, tb):
-        self.read, self.write = tb.fw_read, tb.fw_write
-
-
-class _Soc:
-    def __init__(self, tb):
-        self.write_bytes, self.read_bytes = tb.mem_write_bytes, tb.mem_read_bytes
-
-
-async def start_drive(dut, *, capacity=256):
-    """The drive up with its firmware running: (tb, firmware, limits)."""
-    tb = NvmeDriveTB(dut, capacity=capacity)
-    await tb.start()
-    s = tb.sizes
-    limits = Limits(capacity=capacity, lba_size=tb.ftl.page, max_open_tx=ftl_core.MAX_OPEN_TX,
-                    max_pending=ftl_core.MAX_PENDING, max_appends=ftl_core.MAX_APPENDS)
-
-    async def flush(checkpoint):
-        r = await tb.ftl.do(opcode=Opcode.FLUSH)
-        assert r["status"] == Status.SUCCESS
-
-    firmware = NvmeFirmwareModel(_Window(tb), _Soc(tb), limits=limits, scratch=tb.ftl.data + 0x8000,
-                                 staging_base=tb.staging_base, io_queues=s["queues"], flush=flush)
-    await firmware.start()
-
-    async def idle():
-        await Timer(200, "ns")
-    cocotb.start_soon(firmware.run(idle))
-    return tb, firmware, limits
+from nvme_drive_tb import start_drive
 
 
 @cocotb.test()
