@@ -290,3 +290,24 @@ def test_delete_sq_with_commands_waiting(firmware):
     assert sorted(done) == sorted(cids), "every command completed before the deletion did"
     assert set(done.values()) <= {ok, aborted}
     assert aborted in done.values(), "no command was still waiting in the SQ"
+
+
+@pytest.mark.parametrize("firmware", FIRMWARES)
+def test_a_disabled_controller_ignores_doorbells(firmware):
+    """Doorbells rung before CC.EN (no queue exists): nothing is fetched or posted, no event or error
+    is logged; the controller then comes up as usual."""
+    tb = ControllerTB(5, firmware=firmware)
+
+    def work():
+        for qid in (0, 1):
+            tb.link.mmio_write(spec.NVME_REGS["sq_tail"].address(qid), 1)
+            tb.link.mmio_write(spec.NVME_REGS["cq_head"].address(qid), 1)
+        for _ in range(50):
+            tb.link.advance()
+        requests = tb.host_dma.requests
+        host = NvmeHost(tb.link, tb.memory, io_queues=1, queue_entries=8, timeout=600).initialize()
+        return requests, host.error_log(1)[0], host.smart()
+
+    requests, newest_error, smart = tb.run(work)
+    assert requests == 0, "a disabled controller fetched or posted"
+    assert newest_error.error_count == 0 and smart.error_log_entries == 0
