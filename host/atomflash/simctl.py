@@ -28,6 +28,7 @@ does the same on a running simulation, counted from *now* (the SoC's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -171,6 +172,24 @@ class NandControl:
         arg2 = 0 if progress is None else max(1, min(999, round(progress * 1000)))
         if self.run(targets, NandCtl.SCHEDULE_CUT, int(when), arg1, arg2) != 0:
             raise SimError(f"the NAND models refused the cut ({NandCutWhen(when).name}, {arg1})")
+
+
+@contextlib.contextmanager
+def debug_port(run_dir: Path | str, dev=None):
+    """The debug port (UARTBone) of the simulation in ``run_dir``, for what only it reaches (the NAND
+    models' controls, the SoC's CSRs): ``dev``'s own link when the Device is on it, else a connection of
+    its own for the ``with`` block (a host on NVMe)."""
+    own = getattr(dev, "t", None)
+    if own is not None:
+        yield own
+        return
+    from .transport import UartBoneTransport
+
+    t = UartBoneTransport(json.loads((Path(run_dir) / "sim.json").read_text())["port"])
+    try:
+        yield t
+    finally:
+        t.close()
 
 
 def bus_errors(transport, run_dir: Path | str) -> int:

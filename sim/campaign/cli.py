@@ -25,6 +25,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sim.campaign",
                                 description=sys.modules[__package__].__doc__.split("\n\n")[0])
     p.add_argument("--count", type=int, default=10, help="trials (resumes: trials already in results.jsonl are kept)")
+    p.add_argument("--port", choices=("debug", "nvme"), default="debug",
+                   help="the host's way in: the debug port (UARTBone) or NVMe over the simulated PCIe link "
+                        "(a build of its own, and a directory of its own: --dir)")
     p.add_argument("--seed", type=int, default=1, help="campaign seed (trial i uses seed * 100003 + i)")
     p.add_argument("--jobs", type=int, default=2, help="trials in parallel (one simulator each)")
     p.add_argument("--commands", type=int, default=40, help="workload commands per trial (the cut ends it first)")
@@ -112,7 +115,7 @@ def main(argv=None) -> int:
             args.fresh, args.blocks_per_lun = meta["fresh"], meta.get("blocks_per_lun", 4)
     if args.blocks_per_lun < 4:
         p.error("--blocks-per-lun: at least 4 (the checkpoint areas, GC's reserve and an open block per die)")
-    config.set_geometry(args.blocks_per_lun)
+    config.set_geometry(args.blocks_per_lun, nvme=args.port == "nvme")
     if args.gateware and (args.gateware / "gateware" / "sim_config.js").exists():
         args.gateware = args.gateware / "gateware"   # a frozen copy: its gateware directory
     if args.gateware and not (args.gateware / "sim_config.js").exists():
@@ -133,6 +136,7 @@ def main(argv=None) -> int:
         return 0
     gateware = (args.gateware.resolve() if args.gateware
                 else simctl.freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=config.BLOCKS_PER_LUN,
+                                                                          nvme=config.NVME,
                                                                           pgo=args.pgo)),
                                             out / "gateware"))
     if args.replay:
@@ -192,7 +196,7 @@ def main(argv=None) -> int:
     except ImportError:  # pragma: no cover
         bar = None
     with ProcessPoolExecutor(max_workers=max(args.jobs, 1), initializer=config.set_geometry,
-                             initargs=(config.BLOCKS_PER_LUN,)) as pool:
+                             initargs=(config.BLOCKS_PER_LUN, config.NVME)) as pool:
         futs = {pool.submit(run_chain, c, base, out, initial, gateware) for c in chains_of(todo, args.chain)}
 
         def results_as_they_come():

@@ -15,11 +15,15 @@ PROFILE = spec.NAND_PROFILES["small"]
 BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly (--blocks-per-lun)
 
 
-def set_geometry(blocks_per_lun: int) -> None:
-    """The campaign's blocks per LUN, in this process (the trial workers' initializer too).  Read it as
-    ``config.BLOCKS_PER_LUN``, never a copy imported before this ran."""
-    global BLOCKS_PER_LUN
-    BLOCKS_PER_LUN = blocks_per_lun
+NVME = False                # the host drives the device over NVMe (--port nvme), not the debug port
+
+
+def set_geometry(blocks_per_lun: int, nvme: bool = False) -> None:
+    """The campaign's blocks per LUN and the host's port, in this process (the trial workers'
+    initializer too).  Read them as ``config.BLOCKS_PER_LUN`` and ``config.NVME``, never copies imported
+    before this ran."""
+    global BLOCKS_PER_LUN, NVME
+    BLOCKS_PER_LUN, NVME = blocks_per_lun, nvme
 
 
 SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)

@@ -76,7 +76,8 @@ def verify_recovered(trial: Trial, run: Path, rec: Recorder | None, initial: dic
             # a chain ends after any trial that may grow bad blocks, so this device has every block the
             # base had: the capacity leaves room for GC on those (docs/firmware.md "Out of space")
             res["full_unlost"] = True
-    timeouts = simctl.bus_errors(dev.t, run)   # a bus access no slave answered: never, in a healthy SoC
+    with simctl.debug_port(run, dev) as t:
+        timeouts = simctl.bus_errors(t, run)   # a bus access no slave answered: never, in a healthy SoC
     dev.close()
     if violations:
         res.update(outcome="violation", detail="; ".join(map(str, violations[:10])), violations=len(violations))

@@ -28,9 +28,11 @@ def arm_cut(dev, run_dir: Path, arm: dict) -> None:
     """Arm ``arm`` (a Trial's) on the running simulation, counted from now."""
     from atomflash.nandsim import NandCutWhen
 
-    ctl = simctl.NandControl.attach(dev.t, run_dir)
-    ctl.schedule_cut(arm["targets"], NandCutWhen[arm["when"]], arm.get("k", 0), ns=arm.get("ns", 0),
-                     kind=arm.get("kind", 0), progress=arm.get("progress"), clk_hz=simctl.status(run_dir)["clk_hz"])
+    with simctl.debug_port(run_dir, dev) as t:
+        ctl = simctl.NandControl.attach(t, run_dir)
+        ctl.schedule_cut(arm["targets"], NandCutWhen[arm["when"]], arm.get("k", 0), ns=arm.get("ns", 0),
+                         kind=arm.get("kind", 0), progress=arm.get("progress"),
+                         clk_hz=simctl.status(run_dir)["clk_hz"])
 
 
 def _programs_by_kind(run_dir: Path) -> dict[str, int]:
@@ -245,10 +247,11 @@ def _workload(trial: Trial, devs, rec: Recorder, run: Path, res: dict) -> bool:
             # an armed cut that has not come: the idle loop's work (a checkpoint due, background GC)
             # may still reach it
             res["tail"] = True
-            ctl = simctl.NandControl.attach(devs[0].t, run)
-            c0 = ctl.cycle()
-            while ctl.cycle() - c0 < TAIL_CYCLES:
-                time.sleep(0.1)
+            with simctl.debug_port(run, devs[0]) as t:
+                ctl = simctl.NandControl.attach(t, run)
+                c0 = ctl.cycle()
+                while ctl.cycle() - c0 < TAIL_CYCLES:
+                    time.sleep(0.1)
     except TransportError:
         res.update(cut_seen=True, cut_during="workload")
     except OutOfSpace as e:

@@ -4,9 +4,11 @@ program, an erase, COMMIT/REMAP/TRIM records, a checkpoint page, a GC copy, a
 second cut during recovery, a kill at a random instant), restart, the
 oracle's verdict on every LBA of the workload, new work -- with no failure.
 
-* ``--quick`` (in `make test`): eight trials on a fresh device, one simulator
-  at a time, each cut at its site and then three times more in the boots that
-  recover (``--boot-cuts 3``): 24 cuts or more, about four and a half minutes.
+* ``--quick --port nvme`` (in `make test`): eight trials on a fresh device, one
+  simulator at a time, the host's workload over NVMe, each cut at its site and
+  then three times more in the boots that recover (``--boot-cuts 3``): 24 cuts
+  or more, about eleven minutes; over the debug port (``--quick`` alone, in
+  `make test-slow`), about four and a half.
 * ``--quick --faults mlc`` (in `make test-slow`): the same eight with MLC paired-page
   damage on (DESIGN.md trap 4): the core's PAD pages and recovery's rule for
   lower pages of incomplete word lines at work, about three minutes.
@@ -39,9 +41,8 @@ def run_campaign(tmp_path, *args) -> tuple[list[dict], str]:
     return results, (tmp_path / "report.md").read_text()
 
 
-@pytest.mark.long
-def test_quick_campaign_on_a_fresh_device_passes(tmp_path):
-    results, report = run_campaign(tmp_path, "--quick", "--jobs", "1")
+def check_quick(results, report):
+    """What a quick campaign must show, over either port."""
     assert len(results) == 8
     assert all(x["outcome"] in ("pass", "no-cut") for x in results), results
     assert sum(x["cut_seen"] for x in results) >= 5, results   # most trials really lost power
@@ -55,6 +56,17 @@ def test_quick_campaign_on_a_fresh_device_passes(tmp_path):
     # the images after most cuts let the boot take the anchor's path, and it missed no block (a violation)
     assert sum(x.get("anchor") == "fast" for x in results) >= 4, results
     assert "The anchor (firmware/anchor.h)" in report
+
+
+@pytest.mark.long
+def test_quick_campaign_over_nvme_on_a_fresh_device_passes(tmp_path):
+    """The host's workload over NVMe (the drive's front door), the cuts armed through the debug port."""
+    check_quick(*run_campaign(tmp_path, "--quick", "--jobs", "1", "--port", "nvme"))
+
+
+@pytest.mark.slow      # ~4.5 min: make test-slow (make test runs the quick campaign over NVMe)
+def test_quick_campaign_over_the_debug_port_on_a_fresh_device_passes(tmp_path):
+    check_quick(*run_campaign(tmp_path, "--quick", "--jobs", "1"))
 
 
 @pytest.mark.slow      # ~4.5 min: make test-slow (tb/ftl_core's mlc_paired_pages covers the rule in make test)
