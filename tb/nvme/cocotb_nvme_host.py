@@ -62,9 +62,48 @@ async def device_over_nvme(dut):
         for c in reversed(cmds):
             dev.wait(c)
         dev.flush()
+        admin_commands(host)
         host.shutdown()
         return host
 
     await in_thread(work)
     assert set(link.interrupts) >= {0, 1, 2}, f"MSI-X vectors seen: {dict(link.interrupts)}"
-    assert firmware.error_count == 1
+    assert firmware.error_count == 5     # a read past the end, the doorbell event, three admin failures
+
+
+def admin_commands(host):
+    """The admin commands the bring-up does not send, answered as the reference controller answers."""
+    from atomflash.nvme import cdw10_11
+    from atomflash.spec import (NvmeAdminOpcode as Admin, NvmeCommandStatus, NvmeFeature, NvmeField as F,
+                                NvmeGenericStatus, NvmeLogPage, NvmeSct)
+
+    def status(c):
+        return c.sct, c.sc
+
+    assert host.get_features(NvmeFeature.NUMBER_OF_QUEUES) == F.NSQ.put(host.want_queues - 1) | \
+        F.NCQ.put(host.want_queues - 1)
+    host.set_features(NvmeFeature.INTERRUPT_COALESCING, 0x0102)
+    assert host.get_features(NvmeFeature.INTERRUPT_COALESCING) == 0x0102
+    c, _ = host.wait(0, host.submit(0, Admin.ABORT, slba=cdw10_11(1)))
+    assert status(c) == (0, 0) and F.NOT_ABORTED.take(c.result) == 1
+    aer = host.submit(0, Admin.ASYNC_EVENT_REQUEST)
+    host.write_reg("sq_tail", 1000, 2)                       # beyond the queue: an asynchronous event
+    c, _ = host.wait(0, aer)
+    assert status(c) == (0, 0) and F.AE_INFO.take(c.result) == F.AE_INVALID_DB_VALUE
+    errors_seen = host.error_log(2)
+    assert errors_seen[0].sqid == F.NOT_GIVEN and errors_seen[1].lba == host.namespace["nsze"] - 1
+    smart = host.smart()
+    assert smart.host_writes >= 10 and smart.host_reads >= 8 and smart.error_log_entries == 2
+    assert host.log_page(NvmeLogPage.FIRMWARE, 512)[0] == 1
+    # queues: an SQ's CQ cannot go first; the SQ, then the CQ, then both again
+    c, _ = host.wait(0, host.submit(0, Admin.DELETE_IO_CQ, slba=cdw10_11(F.QID.put(2))))
+    assert status(c) == (NvmeSct.COMMAND_SPECIFIC, NvmeCommandStatus.INVALID_QUEUE_DELETION)
+    for opcode in (Admin.DELETE_IO_SQ, Admin.DELETE_IO_CQ):
+        c, _ = host.wait(0, host.submit(0, opcode, slba=cdw10_11(F.QID.put(2))))
+        assert status(c) == (0, 0)
+    q = host.queues[2]
+    c, _ = host.wait(0, host.submit(0, Admin.CREATE_IO_SQ, prp1=q.sq, slba=cdw10_11(
+        F.QSIZE.put(q.entries - 1) | F.QID.put(2), F.PC.put(1) | F.CQID.put(2))))
+    assert status(c) == (NvmeSct.COMMAND_SPECIFIC, NvmeCommandStatus.INVALID_CQ)
+    c, _ = host.wait(0, host.submit(0, 0x7F))
+    assert status(c) == (NvmeSct.GENERIC, NvmeGenericStatus.INVALID_OPCODE)
