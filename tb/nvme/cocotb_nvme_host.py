@@ -29,9 +29,11 @@ async def device_over_nvme(dut):
     B = limits.lba_size
 
     def work():
-        host = NvmeHost(link, memory, io_queues=tb.queues, queue_entries=16).initialize()
-        dev = Device.attach_nvme(host, qid=1)
-        other = Device.attach_nvme(host, qid=2)
+        # the driver's and the Devices' timeouts are wall-clock seconds, and the PCIe model simulates
+        # slowly (a few microseconds a second on a loaded machine)
+        host = NvmeHost(link, memory, io_queues=tb.queues, queue_entries=16, timeout=600).initialize()
+        dev = Device.attach_nvme(host, qid=1, timeout=600)
+        other = Device.attach_nvme(host, qid=2, timeout=600)
         assert dev.identify()["capacity"] == limits.capacity
         data = rng.randbytes(3 * B)
         dev.write(10, data)
@@ -61,6 +63,10 @@ async def device_over_nvme(dut):
         cmds = [dev.submit_write(100 + i, rng.randbytes(B)) for i in range(6)]
         for c in reversed(cmds):
             dev.wait(c)
+        # a transfer of more pages than PRP1 and PRP2 name, from inside a page: a PRP list
+        big = rng.randbytes(9 * B)
+        host.write(120, big, qid=2, offset=0x404)
+        assert host.read(120, 9, qid=1, offset=0x7FC) == big
         dev.flush()
         admin_commands(host)
         host.shutdown()
