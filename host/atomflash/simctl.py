@@ -179,9 +179,8 @@ def debug_port(run_dir: Path | str, dev=None):
     """The debug port (UARTBone) of the simulation in ``run_dir``, for what only it reaches (the NAND
     models' controls, the SoC's CSRs): ``dev``'s own link when the Device is on it, else a connection of
     its own for the ``with`` block (a host on NVMe)."""
-    own = getattr(dev, "t", None)
-    if own is not None:
-        yield own
+    if dev is not None and hasattr(dev, "t"):      # a Device on the debug port (an NvmeDevice has none)
+        yield dev.t
         return
     from .transport import UartBoneTransport
 
