@@ -380,16 +380,7 @@ class Device:
         self.counts = {"commands": 0, "pages_written": 0, "pages_read": 0}
         self._wait_ready(ready_timeout)
         self._setup_queue(queue_entries)
-        self._shared.users += 1
-        self._shared.attached[qid] = self
-        self._closed = False
-        try:
-            self.info = self.identify()
-        except BaseException:
-            self._release_queue()
-            raise
-        self.lba_size = self.info.lba_size
-        self.capacity = self.info.capacity
+        self._attach()
 
     # -- construction -------------------------------------------------------
     @staticmethod
@@ -579,6 +570,20 @@ class Device:
                 d._release_queue()
             raise
         return out
+
+    def _attach(self) -> None:
+        """One of the link's users, on queue ``qid``, once IDENTIFY has answered (``info``, ``lba_size``,
+        ``capacity``); a failed IDENTIFY gives the queue back."""
+        self._shared.users += 1
+        self._shared.attached[self.qid] = self
+        self._closed = False
+        try:
+            self.info = self.identify()
+        except BaseException:
+            self._release_queue()
+            raise
+        self.lba_size = self.info.lba_size
+        self.capacity = self.info.capacity
 
     def _release_queue(self) -> None:
         """No longer one of the transport's users (without closing it)."""
@@ -1204,16 +1209,7 @@ class NvmeDevice(Device):
         self.counts = {"commands": 0, "pages_written": 0, "pages_read": 0}
         self.qsize = host.queues[qid].entries
         self.host_queues = len(host.io_queues)
-        self._shared.users += 1
-        self._shared.attached[qid] = self
-        self._closed = False
-        try:
-            self.info = self.identify()
-        except BaseException:
-            self._release_queue()
-            raise
-        self.lba_size = self.info.lba_size
-        self.capacity = self.info.capacity
+        self._attach()
 
     def close(self) -> None:
         """Done with this I/O queue (the host and its controller stay up; the last Device on a host
