@@ -84,15 +84,26 @@ static int read_record(uint32_t ppa)
 	uint8_t *page = af_anchor.page;
 	af_nand_buf_read(ch, slot, 0, page, af_nand.page_data);
 	memcpy(&h, page, sizeof(h));
+	if (h.magic != AF_ANCHOR_MAGIC || h.format < AF_ANCHOR_FORMAT_OLDEST || h.format > AF_ANCHOR_FORMAT)
+		return -1;
+	/* format 1: the header ends before the counters, and its CRC covers the bytes before crc, then the
+	 * lists; format 2: every header byte but crc's, then the lists */
+	uint32_t hdr = h.format < 2 ? offsetof(af_anchor_hdr_t, power_cycles) : sizeof(h);
 	uint64_t nlist = AF_CKPT_AREAS * (uint64_t)h.narea + h.nplan + h.nbad;
-	if (h.magic != AF_ANCHOR_MAGIC || h.format != AF_ANCHOR_FORMAT || h.seq != oob.vseq ||
-	    h.narea > AF_CKPT_MAX_AREA_BLOCKS || sizeof(h) + 4 * nlist > af_nand.page_data ||
+	if (h.seq != oob.vseq || h.narea > AF_CKPT_MAX_AREA_BLOCKS || hdr + 4 * nlist > af_nand.page_data ||
 	    (uint64_t)h.nplan + h.nbad > af_anchor.cap)
 		return -1;
 	uint32_t crc = af_crc32_update(AF_CRC32_INIT, page, offsetof(af_anchor_hdr_t, crc));
-	if ((af_crc32_update(crc, page + sizeof(h), 4 * (uint32_t)nlist) ^ AF_CRC32_XOROUT) != h.crc)
+	if (h.format >= 2)
+		crc = af_crc32_update(crc, page + offsetof(af_anchor_hdr_t, crc) + sizeof(h.crc),
+				      sizeof(h) - offsetof(af_anchor_hdr_t, crc) - sizeof(h.crc));
+	if ((af_crc32_update(crc, page + hdr, 4 * (uint32_t)nlist) ^ AF_CRC32_XOROUT) != h.crc)
 		return -1;
-	const uint32_t *list = (const uint32_t *)(page + sizeof(h));
+	if (h.format < 2) { /* no counters yet, never a clean shutdown */
+		h.power_cycles = h.unsafe_shutdowns = 0;
+		h.flags &= (uint8_t)~AF_ANCHOR_FLAG_SHUTDOWN_CLEAN;
+	}
+	const uint32_t *list = (const uint32_t *)(page + hdr);
 	for (uint32_t a = 0; a < AF_CKPT_AREAS; a++)
 		for (uint32_t i = 0; i < h.narea; i++) {
 			uint32_t p = list[a * h.narea + i];
@@ -108,12 +119,29 @@ static int read_record(uint32_t ppa)
 	af_anchor.base = h.base;
 	af_anchor.narea = h.narea;
 	af_anchor.nplan = h.nplan;
+	af_anchor.power_cycles = h.power_cycles;
+	af_anchor.unsafe_shutdowns = h.unsafe_shutdowns;
 	return 0;
+}
+
+/* This boot's power-on counters from the newest record's (none: the device's first boot we know of). */
+static void count_boot(void)
+{
+	af_anchor.boot_record = af_anchor.have;
+	if (!af_anchor.have) {
+		af_anchor.power_cycles = 1;
+		af_anchor.unsafe_shutdowns = 0;
+		return;
+	}
+	af_anchor.boot_clean = !!(af_anchor.flags & AF_ANCHOR_FLAG_SHUTDOWN_CLEAN);
+	af_anchor.power_cycles++;
+	af_anchor.unsafe_shutdowns += !af_anchor.boot_clean;
 }
 
 void af_anchor_boot(void)
 {
 	memset(&af_anchor, 0, sizeof(af_anchor));
+	af_anchor.power_cycles = 1; /* no record: counted from this boot */
 	if (!AF_ANCHOR_ENABLED)
 		return;
 	uint64_t t0 = af_uptime_cycles();
@@ -183,6 +211,7 @@ void af_anchor_boot(void)
 		if (af_anchor.have)
 			break;
 	}
+	count_boot(); /* before this boot's first record (af_plan_boot), which carries them */
 	af_anchor.mode = AF_PLAN_ON; /* mount.c may turn it off (an older checkpoint format, blocks in use) */
 	af_anchor.t_boot = af_uptime_cycles() - t0;
 }
@@ -270,7 +299,13 @@ int af_anchor_write(uint8_t flags)
 	h.narea = narea;
 	h.nplan = n;
 	h.nbad = nbad;
-	uint32_t crc = af_crc32_update(AF_CRC32_INIT, &h, offsetof(af_anchor_hdr_t, crc));
+	h.power_cycles = af_anchor.power_cycles;
+	h.unsafe_shutdowns = af_anchor.unsafe_shutdowns;
+	/* the header but its crc field, then the lists */
+	const uint8_t *hb = (const uint8_t *)&h;
+	uint32_t crc = af_crc32_update(AF_CRC32_INIT, hb, offsetof(af_anchor_hdr_t, crc));
+	crc = af_crc32_update(crc, hb + offsetof(af_anchor_hdr_t, crc) + sizeof(h.crc),
+			      sizeof(h) - offsetof(af_anchor_hdr_t, crc) - sizeof(h.crc));
 	h.crc = af_crc32_update(crc, list, 4 * (AF_CKPT_AREAS * narea + n + nbad)) ^ AF_CRC32_XOROUT;
 	memcpy(page, &h, sizeof(h));
 	af_oob_t oob;
@@ -314,6 +349,19 @@ int af_anchor_write(uint8_t flags)
 	}
 	dead("no page of the anchor blocks could be programmed");
 	return -2;
+}
+
+int af_anchor_shutdown(void)
+{
+	if (af_anchor.mode != AF_PLAN_ON && af_anchor.mode != AF_PLAN_NONE)
+		return -2;
+	uint8_t flags = AF_ANCHOR_FLAG_SHUTDOWN_CLEAN;
+	int r = af_anchor_write(flags | (af_anchor.mode == AF_PLAN_NONE ? AF_ANCHOR_FLAG_NO_PLAN : 0));
+	if (r == -1 && af_anchor_write(flags | AF_ANCHOR_FLAG_NO_PLAN) == 0) { /* the plan outgrew a page */
+		af_anchor.mode = AF_PLAN_NONE;
+		r = 0;
+	}
+	return r;
 }
 
 void af_anchor_retired(void)
@@ -459,6 +507,13 @@ void af_anchor_print(const char *prefix)
 	printf("%srecords written %lu (%lu plan extensions), program failures %lu, erases %lu since boot\n", prefix,
 	       (unsigned long)af_anchor.written, (unsigned long)af_anchor.extends,
 	       (unsigned long)af_anchor.program_failures, (unsigned long)af_anchor.erases);
+	printf("%spower cycles ", prefix);
+	af_print_u64(af_anchor.power_cycles);
+	printf(", unsafe shutdowns ");
+	af_print_u64(af_anchor.unsafe_shutdowns);
+	printf(" (this boot's: the previous power-off was %s)%s\n",
+	       !af_anchor.boot_record ? "not on record" : af_anchor.boot_clean ? "a completed shutdown" : "unsafe",
+	       af_anchor.flags & AF_ANCHOR_FLAG_SHUTDOWN_CLEAN ? "; shut down cleanly since" : "");
 }
 
 #endif /* AFCTRL_FTL */

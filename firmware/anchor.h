@@ -36,6 +36,12 @@
  * it reads page 0 of every block as before.  Getting this wrong costs boot
  * time, never data: the full pass is always correct.
  *
+ * Records (format 2) also carry the drive's NVMe power-on counters: a boot
+ * counts one power cycle more than the newest record, and one unsafe
+ * shutdown more unless that record is FLAG_SHUTDOWN_CLEAN -- programmed by
+ * af_anchor_shutdown once a host's shutdown notification completed, after
+ * its flush and checkpoint; any later record clears it.
+ *
  * When no record can be written (both anchor blocks fail), the anchor is
  * *dead*: areas stay where they are, and the core gets only blocks of the
  * last durable plan until a checkpoint naming no record is on flash (from
@@ -80,6 +86,10 @@ typedef struct {
 	uint32_t cap;        /* entries `plan` holds, with the bad list */
 	int bad_dirty;       /* a block retired since the newest record: af_anchor_poll writes one */
 	uint8_t *page;       /* one page of data */
+	/* this boot's NVMe power-on counters (SMART Power Cycles, Unsafe Shutdowns): every record carries them */
+	uint64_t power_cycles, unsafe_shutdowns;
+	int boot_record;     /* the boot found a record to count from */
+	int boot_clean;      /* ... and it was ANCHOR.FLAG_SHUTDOWN_CLEAN */
 	/* counters */
 	uint32_t written, program_failures, erases, reads, extends;
 	uint32_t boot_torn;  /* pages after the newest intact record at boot that were not intact */
@@ -89,7 +99,8 @@ typedef struct {
 extern af_anchor_t af_anchor;
 
 /* Boot, before anything else reads the flash's blocks: find the anchor blocks (raw markers) and the newest
- * intact record in them (af_anchor.have, its fields and plan).  Marks the blocks (af_block_t.anchor). */
+ * intact record in them (af_anchor.have, its fields and plan), and count this boot from it
+ * (af_anchor.power_cycles, unsafe_shutdowns).  Marks the blocks (af_block_t.anchor). */
 void af_anchor_boot(void);
 /* Where the newest record says the newest checkpoint is (af_ckpt_load's fast path). */
 void af_anchor_where(af_ckpt_where_t *w);
@@ -105,6 +116,10 @@ uint32_t af_anchor_apply_bad(void);
  * the plan did not fit a page (nothing written); -2 when no page could be programmed (the anchor is dead,
  * said on the console). */
 int af_anchor_write(uint8_t flags);
+/* A host's shutdown notification completed (its flush and checkpoint are durable): a record with
+ * ANCHOR.FLAG_SHUTDOWN_CLEAN, so the next boot counts no unsafe shutdown unless a later record clears it.
+ * As af_anchor_write; -2 also when this device keeps no records (no anchor, or it is dead). */
+int af_anchor_shutdown(void);
 /* Do af_ckpt's areas differ from the newest durable record's? */
 int af_anchor_areas_changed(void);
 /* The record word a checkpoint header carries (format 5): the newest durable record's seq, or 0 when no

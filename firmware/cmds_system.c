@@ -5,6 +5,7 @@
 
 #include <system.h>
 
+#include "anchor.h"
 #include "console.h"
 #include "flash.h"
 #include "ftl.h"
@@ -71,6 +72,11 @@ static int cmd_info(int argc, char **argv)
 		printf("nand         %lu bad blocks, %lu of %lu LBAs bound at boot, main RAM tables %lu KiB (%lu KiB during recovery)\n",
 		       (unsigned long)af_flash.bad_blocks, (unsigned long)af_flash.bound, (unsigned long)af_flash.nlba,
 		       (unsigned long)(af_flash.ram_used / 1024), (unsigned long)(af_flash.ram_peak / 1024));
+	printf("power        ");
+	af_print_u64(af_anchor.power_cycles);
+	printf(" power cycles, ");
+	af_print_u64(af_anchor.unsafe_shutdowns);
+	printf(" unsafe shutdowns%s\n", af_anchor.found ? "" : " (no anchor: not kept across power cycles)");
 	if (!af_ftl.running) {
 		printf("error: the FTL core is not running: no IDENTIFY record\n");
 		return AF_EFAIL;

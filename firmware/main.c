@@ -21,6 +21,7 @@
 #include <liblitedram/sdram.h>
 #endif
 
+#include "anchor.h"
 #include "ckpt.h"
 #include "ckpt_take.h"
 #include "console.h"
@@ -119,6 +120,8 @@ static void refresh_log(void) {}
 /* The NVMe controller's admin path (nvme.c) and what the FTL does for it: a flush (and a checkpoint
  * at a shutdown) through the firmware's queue pair, atomflash's log pages through the core's GET_LOG.
  * Its staging areas and its scratch page come out of main RAM once the core runs. */
+static int shutdown_clean; /* af_anchor_shutdown wrote the newest record since the host's last CC.SHN */
+
 static void nvme_flush(int checkpoint)
 {
 	af_cmd_t cmd;
@@ -126,8 +129,37 @@ static void nvme_flush(int checkpoint)
 	cmd.opcode = AF_OPCODE_FLUSH;
 	if (af_ftl_io(&cmd, NULL) != AF_STATUS_SUCCESS)
 		printf("nvme: FLUSH through the firmware's queue failed\n");
-	if (checkpoint && af_ckpt_take() < 0)
+	if (!checkpoint)
+		return;
+	if (af_ckpt_take() < 0)
 		printf("nvme: the shutdown's checkpoint failed\n");
+	else if (af_anchor_shutdown() == 0) /* the next boot counts no unsafe shutdown (SMART) */
+		shutdown_clean = 1;
+}
+
+/* A shutdown's record stays the newest only while the drive stays shut down: once the host enables the
+ * controller without CC.SHN again (after its reset), a record without ANCHOR.FLAG_SHUTDOWN_CLEAN makes
+ * the next power loss an unsafe shutdown again. */
+static void nvme_shutdown_watch(void)
+{
+	uint32_t cc = af_nvme.cc;
+	if (!shutdown_clean || !(cc & AF_NVME_CC_EN) ||
+	    (cc & AF_NVME_CC_SHN) >> AF_NVME_CC_SHN_SHIFT != AF_NVME_FIELD_SHN_NONE)
+		return;
+	shutdown_clean = 0;
+	if (af_anchor.flags & AF_ANCHOR_FLAG_SHUTDOWN_CLEAN)
+		af_anchor_write(af_anchor.mode == AF_PLAN_NONE ? AF_ANCHOR_FLAG_NO_PLAN : 0);
+}
+
+/* Identify Namespace's NUSE: the pages the core's block table counts valid (every bound LBA's
+ * version, and appended pages not remapped yet), at most the capacity. */
+static uint64_t nvme_blocks_in_use(void)
+{
+	uint64_t n = 0;
+	af_dcache_invalidate(); /* the block table is written by the core */
+	for (uint32_t i = 0; i < af_ftl.dies << af_ftl.block_shift; i++)
+		n += af_ftl.bt[i];
+	return n < af_ftl.capacity ? n : af_ftl.capacity;
 }
 
 static int32_t nvme_vendor_log(uint32_t lid, void *page, uint32_t bytes)
@@ -167,9 +199,12 @@ static void nvme_start(void)
 	cfg.mqes = AF_NVME_MQES;
 	cfg.volatile_cache = af_ftl.cache_pages != 0;
 	cfg.serial = "AF0001";
-	cfg.power_cycles = 1;
+	cfg.power_cycles = af_anchor.power_cycles; /* this boot's, counted from the anchor's newest record */
+	cfg.unsafe_shutdowns = af_anchor.unsafe_shutdowns;
 	cfg.hooks.flush = nvme_flush;
 	cfg.hooks.vendor_log = nvme_vendor_log;
+	cfg.hooks.percentage_used = af_wear_percentage_used;
+	cfg.hooks.blocks_in_use = nvme_blocks_in_use;
 	if (af_nvme_start(&cfg) == 0)
 		printf("nvme: controller ready for a host (%lu I/O queues)\n", (unsigned long)AFCTRL_NVME_QUEUES);
 }
@@ -184,6 +219,7 @@ static void idle(void)
 	refresh_log();
 #ifdef AFCTRL_NVME
 	af_nvme_poll();
+	nvme_shutdown_watch();
 #endif
 }
 

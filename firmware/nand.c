@@ -577,6 +577,9 @@ int af_nand_bringup(int max_mode)
 			af_nand.t_r_us = le(pp + AF_ONFI_PARAM_T_R_US, 2);
 			af_nand.t_ccs_ns = le(pp + AF_ONFI_PARAM_T_CCS_NS, 2);
 			af_nand.onfi_revision = le(pp + AF_ONFI_PARAM_REVISION, 2);
+			af_nand.endurance = pp[AF_ONFI_PARAM_ENDURANCE_VALUE];
+			for (unsigned e = pp[AF_ONFI_PARAM_ENDURANCE_EXPONENT]; e && af_nand.endurance < 100000000u; e--)
+				af_nand.endurance *= 10;
 			copy_text(af_nand.manufacturer, pp + AF_ONFI_PARAM_MANUFACTURER, AF_ONFI_PARAM_MANUFACTURER_LEN);
 			copy_text(af_nand.model, pp + AF_ONFI_PARAM_MODEL, AF_ONFI_PARAM_MODEL_LEN);
 		} else if (page_data != af_nand.page_data || page_spare != af_nand.page_spare ||

@@ -59,6 +59,7 @@ typedef struct {
 	uint32_t page_data, page_spare, pages_per_block, blocks_per_lun, luns;
 	uint32_t bits_per_cell, timing_modes, t_r_us, t_prog_us, t_bers_us, t_ccs_ns;
 	uint32_t onfi_revision;
+	uint32_t endurance;        /* rated program/erase cycles per block (parameter page; 0: not given) */
 	char manufacturer[AF_ONFI_PARAM_MANUFACTURER_LEN + 1];
 	char model[AF_ONFI_PARAM_MODEL_LEN + 1];
 	uint8_t param_copy;        /* which copy of target 0's parameter page passed its CRC (0 = first) */

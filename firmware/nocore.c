@@ -32,7 +32,11 @@ void af_pend_fill(af_rec_checkpoint_t *ck) {}
 void af_map_need(uint32_t lba) {}
 void af_map_load_all(void) {}
 int af_ckpt_load(uint32_t g, const af_ckpt_where_t *where) { return -1; }
-void af_anchor_boot(void) { memset(&af_anchor, 0, sizeof(af_anchor)); }
+void af_anchor_boot(void)
+{
+	memset(&af_anchor, 0, sizeof(af_anchor));
+	af_anchor.power_cycles = 1; /* nothing keeps them: every boot is the first */
+}
 void af_anchor_where(af_ckpt_where_t *w) { memset(w, 0, sizeof(*w)); }
 uint32_t af_anchor_apply_bad(void) { return 0; }
 uint32_t af_anchor_usable_pages(void) { return 0; }

@@ -528,6 +528,10 @@ static void smart_log(void *page)
 	s->power_cycles = af_nvme.cfg.power_cycles;
 	s->unsafe_shutdowns = af_nvme.cfg.unsafe_shutdowns;
 	s->media_errors = af_nvme.media_errors;
+	if (af_nvme.cfg.hooks.percentage_used) {
+		uint32_t used = af_nvme.cfg.hooks.percentage_used();
+		s->percentage_used = (uint8_t)(used > 255 ? 255 : used); /* the field saturates at 255 */
+	}
 	s->error_log_entries = af_nvme.error_count;
 }
 

@@ -56,6 +56,8 @@ typedef struct {
 	void (*flush)(int checkpoint);
 	/* Blocks allocated in the namespace (Identify Namespace NUSE). */
 	uint64_t (*blocks_in_use)(void);
+	/* SMART's Percentage Used: the life the flash has used, in percent (may pass 100), from its wear. */
+	uint32_t (*percentage_used)(void);
 	/* Log page lid (AF_NVMELOGPAGE_ATOMFLASH_*) into page (bytes long): its length, or -1 for none. */
 	int32_t (*vendor_log)(uint32_t lid, void *page, uint32_t bytes);
 } af_nvme_hooks_t;

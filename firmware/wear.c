@@ -93,6 +93,20 @@ uint32_t af_wear_cold_block(void)
 
 /* --- console ------------------------------------------------------------------------ */
 
+uint32_t af_wear_percentage_used(void)
+{
+	if (!af_nand.endurance)
+		return 0;
+	uint64_t sum = 0, n = 0;
+	for (uint32_t g = 0; g < af_flash.nblocks; g++)
+		if (!(af_flash.blocks[g].flags & (AF_BLOCK_BAD | AF_BLOCK_UNREADABLE)) &&
+		    AF_PPA_PPA_LUN_GET(af_nand_block_ppa(g)) == 0) {
+			sum += af_flash.blocks[g].erases;
+			n++;
+		}
+	return n ? (uint32_t)(sum * 100 / (n * af_nand.endurance)) : 0;
+}
+
 static int cmd_wear(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "static") && (!strcmp(argv[2], "on") || !strcmp(argv[2], "off"))) {
@@ -160,6 +174,9 @@ static int cmd_wear(int argc, char **argv)
 	       "checkpoint-area blocks rotated %lu\n",
 	       af_wear.static_off ? "off" : "on", (unsigned long)af_wear.spread, (unsigned long)af_wear.moves,
 	       (unsigned long)af_wear.copies, (unsigned long)af_wear.failed, (unsigned long)af_ckpt.rotated);
+	if (af_nand.endurance)
+		printf("life used: %lu%% (mean erases over the rated %lu per block, SMART's percentage used)\n",
+		       (unsigned long)af_wear_percentage_used(), (unsigned long)af_nand.endurance);
 	printf("(counts are saved with every checkpoint; erases since the newest one are lost with power)\n");
 	return AF_OK;
 }

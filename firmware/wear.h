@@ -23,4 +23,8 @@ uint32_t af_wear_pick(const uint32_t *wear, uint32_t n);
 #define AF_WEAR_NONE UINT32_MAX
 uint32_t af_wear_cold_block(void);
 
+/* Life used, percent (may pass 100): the mean erase count of the FTL's good blocks (retired ones
+ * included) over the rated endurance of the parameter page, rounded down; 0 when the part rates none. */
+uint32_t af_wear_percentage_used(void);
+
 #endif

@@ -352,22 +352,42 @@ def read_anchor_blocks(images: list[nandsim.Image], layout: spec.NandPageLayout)
     return out
 
 
+def anchor_header_bytes(fmt: int) -> int:
+    """Bytes of an ANCHOR_HDR of format ``fmt``: format 1 ends before the power-on counters."""
+    return spec.ANCHOR_HDR["power_cycles"].offset if fmt < 2 else spec.ANCHOR_HDR.size
+
+
+def anchor_crc(data: bytes, fmt: int, lists: bytes) -> int:
+    """ANCHOR_HDR.crc of a record whose page starts with ``data`` (its header): the header bytes before
+    the crc field, from format 2 those after it too, then the lists."""
+    crc = spec.ANCHOR_HDR["crc"]
+    head = data[:crc.offset]
+    if fmt >= 2:
+        head += data[crc.offset + crc.size:spec.ANCHOR_HDR.size]
+    return spec.crc32(head + lists)
+
+
 def read_anchor(pages: list[Page], page_data: int) -> AnchorRecord | None:
-    """The newest intact anchor record among ``pages`` (:func:`read_log`), or None."""
-    best, size = None, spec.ANCHOR_HDR.size
+    """The newest intact anchor record among ``pages`` (:func:`read_log`), or None.  A format-1 record
+    (ANCHOR.FORMAT_OLDEST) reads as the firmware reads it: its counters 0, never FLAG_SHUTDOWN_CLEAN."""
+    best, full = None, spec.ANCHOR_HDR.size
     for p in pages:
         rec = spec.unpack_oob(p.oob)
         if (rec is None or rec.kind != spec.Kind.CHECKPOINT or rec.lba != spec.ANCHOR.OOB_LBA
-                or len(p.data) < size or not p.data_ok):
+                or len(p.data) < full or not p.data_ok):
             continue
-        h = spec.ANCHOR_HDR.unpack(p.data[:size])
+        h = spec.ANCHOR_HDR.unpack(p.data[:full])
+        if h.magic != spec.ANCHOR.MAGIC or not spec.ANCHOR.FORMAT_OLDEST <= h.format <= spec.ANCHOR.FORMAT:
+            continue
+        size = anchor_header_bytes(h.format)
         n = spec.CKPT.AREAS * h.narea + h.nplan + h.nbad
-        if (h.magic != spec.ANCHOR.MAGIC or h.format != spec.ANCHOR.FORMAT or size + 4 * n > page_data
-                or h.seq != rec.vseq):
+        if size + 4 * n > page_data or h.seq != rec.vseq:
             continue
         lists = p.data[size:size + 4 * n]
-        if spec.crc32(p.data[:spec.ANCHOR_HDR["crc"].offset] + lists) != h.crc:
+        if anchor_crc(p.data, h.format, lists) != h.crc:
             continue
+        if h.format < 2:
+            h.update(power_cycles=0, unsafe_shutdowns=0, flags=h.flags & ~spec.ANCHOR.FLAG_SHUTDOWN_CLEAN)
         words = [int.from_bytes(lists[4 * i:4 * i + 4], "little") for i in range(n)]
         if best is None or h.seq > best.header.seq:
             plan = spec.CKPT.AREAS * h.narea

@@ -506,13 +506,21 @@ CKPT_ENTRY = Record(
 # block, as without an anchor.  When one block is full the other is erased
 # and the next record is its page 0 (the full block keeps the newest record
 # until then).  Records also list the grown bad blocks (one is written after a
-# block retires), so a boot knows them before a checkpoint does.  OOB: kind
-# CHECKPOINT, lba ANCHOR.OOB_LBA, vseq = the record's seq, seq 0.
+# block retires), so a boot knows them before a checkpoint does.  Format 2
+# adds the drive's NVMe power-on counters (SMART Power Cycles and Unsafe
+# Shutdowns): each boot counts itself from the newest record, one unsafe
+# shutdown more unless that record is ANCHOR.FLAG_SHUTDOWN_CLEAN (programmed
+# once a host's shutdown notification completed; any later record clears it),
+# and every record carries them.  OOB: kind CHECKPOINT, lba ANCHOR.OOB_LBA,
+# vseq = the record's seq, seq 0.
 # -----------------------------------------------------------------------------
 
 ANCHOR = ConstantGroup("anchor", "Anchor log constants (firmware boot).", [
     Constant("MAGIC", int.from_bytes(b"AFAN", "little"), "ANCHOR_HDR.magic"),
-    Constant("FORMAT", 1, "ANCHOR_HDR.format written"),
+    Constant("FORMAT", 2, "ANCHOR_HDR.format written"),
+    Constant("FORMAT_OLDEST", 1, "oldest ANCHOR_HDR.format a boot still loads (1: the header ends at nbad, "
+                                 "its CRC covers the bytes before crc and the lists; its counters read as 0, "
+                                 "and it is never FLAG_SHUTDOWN_CLEAN)"),
     Constant("BLOCKS", 2, "anchor blocks: the first good ones of LUN 0 of target 0"),
     Constant("SEARCH", 8, "blocks of LUN 0 of target 0 whose factory markers the boot reads to find them "
                           "(fewer good ones: no anchor, every boot reads page 0 of every block)"),
@@ -520,6 +528,9 @@ ANCHOR = ConstantGroup("anchor", "Anchor log constants (firmware boot).", [
                                      "from 0)"),
     Constant("FLAG_NO_PLAN", 1 << 0, "ANCHOR_HDR.flags: blocks are handed out without a plan: the boot reads "
                                      "page 0 of every block"),
+    Constant("FLAG_SHUTDOWN_CLEAN", 1 << 1, "ANCHOR_HDR.flags: programmed when a host's shutdown notification "
+                                            "completed, after its flush and checkpoint; any later record "
+                                            "clears it"),
 ])
 
 ANCHOR_HDR = Record(
@@ -535,11 +546,16 @@ ANCHOR_HDR = Record(
         u64("base", "the checkpoint the plan counts from (0: none yet)"),
         u32("narea", "blocks per checkpoint area"),
         u32("nplan", "blocks in the plan"),
-        u32("crc", "OOB_CRC over the header bytes before this field followed by the lists"),
+        u32("crc", "OOB_CRC over the header bytes before this field, then the header bytes after it, then "
+                   "the lists (format 1: the bytes before it, then the lists)"),
         u32("nbad", "grown bad blocks listed after the plan (retired, nothing bound in them): a boot marks them "
                     "bad before any checkpoint does; as many as fit, since an erase finds them again"),
+        u64("power_cycles", "boots of this device, this one included (format 2; a format-1 record's header "
+                            "ends before this field)"),
+        u64("unsafe_shutdowns", "boots whose previous record was not FLAG_SHUTDOWN_CLEAN: power lost without a "
+                                "completed shutdown notification"),
     ],
-    size=40,
+    size=56,
 )
 
 
@@ -968,6 +984,8 @@ ONFI_PARAM = ConstantGroup("onfi_param", "ONFI parameter page: byte offsets of t
     Constant("ADDR_CYCLES", 101, "u8: column address cycles [7:4], row address cycles [3:0]"),
     Constant("BITS_PER_CELL", 102, "u8: bits per cell"),
     Constant("MAX_BAD_BLOCKS", 103, "u16: bad blocks per LUN at most"),
+    Constant("ENDURANCE_VALUE", 105, "u8: block endurance, program/erase cycles = value x 10^exponent"),
+    Constant("ENDURANCE_EXPONENT", 106, "u8: block endurance's decimal exponent"),
     Constant("PROGRAMS_PER_PAGE", 110, "u8: partial programs per page (NOP)"),
     Constant("TIMING_MODES", 129, "u16: asynchronous timing modes supported, bit n = mode n"),
     Constant("T_PROG_US", 133, "u16: tPROG maximum, us"),

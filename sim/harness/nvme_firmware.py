@@ -71,17 +71,20 @@ class NvmeFirmwareModel:
         checkpoint), the firmware's FTL work; called at a reset and a shutdown.
     vendor_log : ``async vendor_log(lid) -> bytes``: atomflash's log pages C0h and C1h.
     nuse : ``() -> int``: blocks allocated, for Identify Namespace.
+    percentage_used : ``() -> int``: the life the flash has used, percent, for SMART.
     """
 
     def __init__(self, window, soc, *, limits: Limits, scratch: int, staging_base: int,
                  io_queues: int = NVME.IO_QUEUES, mqes: int = NVME.MQES, volatile_cache: bool = False,
                  flush: Callable[[bool], Awaitable[None]] | None = None,
                  vendor_log: Callable[[int], Awaitable[bytes]] | None = None,
-                 nuse: Callable[[], int] = lambda: 0, serial: str = "AF0001"):
+                 nuse: Callable[[], int] = lambda: 0, percentage_used: Callable[[], int] = lambda: 0,
+                 serial: str = "AF0001"):
         self.window, self.soc, self.limits = window, soc, limits
         self.scratch, self.staging_base = scratch, staging_base
         self.io_queues, self.mqes, self.volatile_cache = io_queues, mqes, volatile_cache
         self.flush, self.vendor_log, self.nuse, self.serial = flush, vendor_log, nuse, serial
+        self.percentage_used = percentage_used
         self.cc = 0
         self.cqs: dict[int, tuple[int, bool, int]] = {}      # qid -> (size, ien, iv)
         self.sqs: dict[int, int] = {}                        # qid -> cqid
@@ -392,7 +395,8 @@ class NvmeFirmwareModel:
         B = self.limits.lba_size
         blocks_read = await self.rd("blocks_read_lo") | await self.rd("blocks_read_hi") << 32
         blocks_written = await self.rd("blocks_written_lo") | await self.rd("blocks_written_hi") << 32
-        return dict(self.smart, bytes_read=blocks_read * B, bytes_written=blocks_written * B,
+        return dict(self.smart, percentage_used=self.percentage_used(), bytes_read=blocks_read * B,
+                    bytes_written=blocks_written * B,
                     host_reads=await self.rd("read_commands"), host_writes=await self.rd("write_commands"))
 
     async def _get_log_page(self, cmd, cid):

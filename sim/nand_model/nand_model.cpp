@@ -703,8 +703,8 @@ void NandModel::build_id_and_param_page() {
         int64_t e = cfg.endurance ? cfg.endurance : 100000;
         int exp = 0;
         while (e >= 256) { e /= 10; exp++; }
-        p[105] = uint8_t(e);
-        p[106] = uint8_t(exp);
+        p[AF_ONFI_PARAM_ENDURANCE_VALUE] = uint8_t(e);
+        p[AF_ONFI_PARAM_ENDURANCE_EXPONENT] = uint8_t(exp);
     }
     p[107] = 1;                                     /* guaranteed valid blocks at target start */
     put16(108, 0);

@@ -36,6 +36,7 @@ IDLE = ctypes.CFUNCTYPE(ctypes.c_int)
 FLUSH = ctypes.CFUNCTYPE(None, ctypes.c_int)
 BLOCKS_IN_USE = ctypes.CFUNCTYPE(ctypes.c_uint64)
 VENDOR_LOG = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32)
+PERCENTAGE_USED = ctypes.CFUNCTYPE(ctypes.c_uint32)
 
 
 def build() -> Path:
@@ -64,7 +65,8 @@ def library() -> ctypes.CDLL:
         lib = ctypes.CDLL(str(build()))
         lib.afh_bind.argtypes = [READ, WRITE, PUBLISH, IDLE]
         lib.afh_start.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
-                                  ctypes.c_uint32, ctypes.c_int, ctypes.c_char_p, FLUSH, BLOCKS_IN_USE, VENDOR_LOG]
+                                  ctypes.c_uint32, ctypes.c_int, ctypes.c_char_p, FLUSH, BLOCKS_IN_USE, VENDOR_LOG,
+                                  PERCENTAGE_USED]
         lib.afh_start.restype = ctypes.c_int
         lib.afh_error_count.restype = ctypes.c_uint64
         lib.afh_media_errors.restype = ctypes.c_uint64
@@ -80,19 +82,21 @@ class CNvmeFirmware:
     """firmware/nvme.c through ``bus`` (``read``/``write``/``idle``, from the firmware's thread).
 
     Parameters are :class:`~sim.harness.nvme_firmware.NvmeFirmwareModel`'s, with synchronous hooks:
-    ``flush(checkpoint)``, ``vendor_log(lid) -> bytes``, ``nuse() -> int``; ``keep_running()`` says
+    ``flush(checkpoint)``, ``vendor_log(lid) -> bytes``, ``nuse() -> int``, ``percentage_used() -> int``;
+    ``keep_running()`` says
     whether the main loop goes on when it has nothing to do.
     """
 
     def __init__(self, bus, soc, *, limits: Limits, scratch: int, staging_base: int,
                  io_queues: int = spec.NVME.IO_QUEUES, mqes: int = spec.NVME.MQES, volatile_cache: bool = False,
                  flush: Callable[[bool], None] | None = None, vendor_log: Callable[[int], bytes] | None = None,
-                 nuse: Callable[[], int] = lambda: 0, serial: str = "AF0001",
-                 keep_running: Callable[[], bool] = lambda: True, idle_cycles: int = 4):
+                 nuse: Callable[[], int] = lambda: 0, percentage_used: Callable[[], int] = lambda: 0,
+                 serial: str = "AF0001", keep_running: Callable[[], bool] = lambda: True, idle_cycles: int = 4):
         self.bus, self.soc, self.limits = bus, soc, limits
         self.scratch, self.staging_base = scratch, staging_base
         self.io_queues, self.mqes, self.volatile_cache = io_queues, mqes, volatile_cache
         self.flush, self.vendor_log, self.nuse, self.serial = flush, vendor_log, nuse, serial
+        self.percentage_used = percentage_used
         self.keep_running, self.idle_cycles = keep_running, idle_cycles
         self.lib = library()
         self.failure: BaseException | None = None
@@ -139,7 +143,8 @@ class CNvmeFirmware:
                      IDLE(g(idle, 0))]
         hooks = [FLUSH(g(lambda checkpoint: self.flush(bool(checkpoint)), None)) if self.flush else FLUSH(),
                  BLOCKS_IN_USE(g(self.nuse, 0)),
-                 VENDOR_LOG(g(self._vendor, -1)) if self.vendor_log else VENDOR_LOG()]
+                 VENDOR_LOG(g(self._vendor, -1)) if self.vendor_log else VENDOR_LOG(),
+                 PERCENTAGE_USED(g(self.percentage_used, 0))]
         self._keep = callbacks + hooks          # alive while C holds them
         self.lib.afh_bind(*callbacks)
         if self.lib.afh_start(self._identify_record(), self.scratch, self.staging_base, self.io_queues, self.mqes,

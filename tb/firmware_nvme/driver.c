@@ -49,7 +49,8 @@ void afh_bind(afh_read_fn read, afh_write_fn write, afh_publish_fn publish, afh_
 /* identify_record: spec.IDENTIFY packed; the hooks may be NULL. */
 int afh_start(const void *identify_record, uint32_t scratch_addr, uint32_t staging_base, uint32_t io_queues,
 	      uint32_t mqes, int volatile_cache, const char *serial_number, void (*flush)(int),
-	      uint64_t (*blocks_in_use)(void), int32_t (*vendor_log)(uint32_t, void *, uint32_t))
+	      uint64_t (*blocks_in_use)(void), int32_t (*vendor_log)(uint32_t, void *, uint32_t),
+	      uint32_t (*percentage_used)(void))
 {
 	memcpy(&identify, identify_record, sizeof(identify));
 	strncpy(serial, serial_number, sizeof(serial) - 1);
@@ -57,7 +58,8 @@ int afh_start(const void *identify_record, uint32_t scratch_addr, uint32_t stagi
 		.identify = &identify, .scratch = scratch, .scratch_addr = scratch_addr, .staging_base = staging_base,
 		.io_queues = io_queues, .mqes = mqes, .volatile_cache = volatile_cache, .serial = serial,
 		.power_cycles = 1, .unsafe_shutdowns = 0,
-		.hooks = {.flush = flush, .blocks_in_use = blocks_in_use, .vendor_log = vendor_log},
+		.hooks = {.flush = flush, .blocks_in_use = blocks_in_use, .vendor_log = vendor_log,
+			  .percentage_used = percentage_used},
 	};
 	return af_nvme_start(&cfg);
 }

@@ -5,7 +5,9 @@ which stays beside it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import subprocess
 import sys
 
@@ -13,12 +15,14 @@ import pytest
 
 pytestmark = [pytest.mark.soc, pytest.mark.xdist_group("host_nvme")]   # the module's booted SoC
 
-from atomflash import errors, simctl
+from atomflash import errors, nandsim, simctl
 from atomflash.device import Device, NvmeDevice
-from atomflash.spec import Status
+from atomflash import spec
+from atomflash.spec import NvmeCns, Status
 
 CLI = [sys.executable, "-m", "atomflash.cli"]
-CFG = simctl.SimConfig(nvme=True)
+ENDURANCE = 20                  # the parameter page's rated erases per block: the few erases of a short run show in SMART
+CFG = simctl.SimConfig(nvme=True, nand_set={"endurance": ENDURANCE})
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +75,99 @@ def test_the_cli_over_nvme(run_dir, tmp_path):
     cli("read", 100, "--count", 2, "--out", tmp_path / "back")
     data = (tmp_path / "back").read_bytes()
     assert data[:4] == b"nvme" and len(data) == 2 * 2048
+
+
+def test_smart_percentage_used_is_the_flash_wear_and_nuse_the_blocks_in_use(run_dir):
+    """SMART's Percentage Used is the mean erase count of the good blocks over the endurance the
+    parameter page rates, as the console's `wear` reports the counts; Identify Namespace's NUSE counts
+    written blocks and forgets deallocated ones."""
+    with Device.attach_sim(run_dir, timeout=120) as dev:
+        used = dev.host.smart().percentage_used
+
+        def nuse():
+            return spec.NVME_ID_NS.unpack(dev.host.identify(NvmeCns.NAMESPACE, nsid=1)[:spec.NVME_ID_NS.size]).nuse
+        n = dev.lba_size
+        dev.write(200, b"u" * 4 * n)
+        dev.flush()
+        before = nuse()
+        dev.trim(200, 4)
+        dev.flush()
+        after = nuse()
+        assert before - after == 4 and 4 <= before <= dev.identify()["capacity"], (before, after)
+    wear = simctl.console_command("wear", run_dir)
+    m = re.search(r"erase counts of (\d+) good blocks: min \d+, mean (\d+)\.(\d\d)", wear)
+    assert m, wear
+    mean_x100 = int(m[2]) * 100 + int(m[3])                # floor(100 x sum / n)
+    assert used == mean_x100 // ENDURANCE and used > 0, wear
+    assert f"life used: {used}% " in wear, wear
+
+
+
+def test_smart_power_cycles_and_unsafe_shutdowns_persist_across_boots(run_dir):
+    """SMART Power Cycles and Unsafe Shutdowns are kept in the anchor's records (firmware/anchor.c): a boot
+    after a completed shutdown (CC.SHN, then CSTS.SHST complete) counts a power cycle and no unsafe
+    shutdown; a boot after power lost without one, or after the host enabled the controller again once it
+    had shut down, counts an unsafe shutdown too.  Each restart runs on the same NAND images, and before it
+    sim/flashimg reads the newest record as the next boot will."""
+    from atomflash.hostmem import HostMemory
+    from atomflash.nvme import NvmeHost
+    from atomflash.pcie_link import SimPcieLink
+    from sim import flashimg
+
+    profile = spec.NAND_PROFILES[CFG.profile]
+
+    @contextlib.contextmanager
+    def attach():
+        # Device.attach_sim's, with more time than its host's 30 s for CSTS.RDY and CSTS.SHST: on a loaded
+        # machine a shutdown's checkpoint, or the firmware's idle work after a boot, takes minutes of wall time
+        memory = HostMemory()
+        link = SimPcieLink(simctl.status(run_dir)["pcie_port"], memory)
+        try:
+            host = NvmeHost(link, memory, io_queues=2, timeout=900).initialize()
+            with Device.attach_nvme(host, timeout=120) as dev:
+                yield dev
+        finally:
+            link.close()
+
+    def counters(dev):
+        s = dev.host.smart()
+        return s.power_cycles, s.unsafe_shutdowns
+
+    def power_cycle(counted, clean):
+        simctl.stop(run_dir, power_cut=True)
+        images = [nandsim.Image(p) for p in simctl.status(run_dir)["images"]]
+        try:
+            rec = flashimg.read_anchor(flashimg.read_anchor_blocks(images, spec.nand_page_layout(profile)),
+                                       profile.page_data)
+        finally:
+            for img in images:
+                img.close()
+        h = rec.header
+        assert (h.format, (h.power_cycles, h.unsafe_shutdowns), bool(h.flags & spec.ANCHOR.FLAG_SHUTDOWN_CLEAN)) \
+            == (spec.ANCHOR.FORMAT, counted, clean), h
+        simctl.start(run_dir, CFG)
+        assert "nvme: controller ready" in simctl.boot_text(run_dir)
+
+    with attach() as dev:
+        n = dev.lba_size
+        cycles, unsafe = counters(dev)
+        assert cycles >= 1
+        dev.write(60, b"s" * n)
+        dev.host.shutdown()                       # CC.SHN: flush, checkpoint, the clean record; SHST complete
+    power_cycle((cycles, unsafe), clean=True)
+    with attach() as dev:
+        assert counters(dev) == (cycles + 1, unsafe)
+        assert dev.read(60) == b"s" * n
+        dev.write(61, b"u" * n)                   # power lost without a shutdown notification
+    power_cycle((cycles + 1, unsafe), clean=False)
+    with attach() as dev:
+        assert counters(dev) == (cycles + 2, unsafe + 1)
+        dev.host.shutdown()
+    with attach() as dev:                         # the host resets and enables the controller again: in use
+        assert counters(dev) == (cycles + 2, unsafe + 1)
+    power_cycle((cycles + 2, unsafe + 1), clean=False)
+    with attach() as dev:
+        assert counters(dev) == (cycles + 3, unsafe + 2)
+        assert (dev.read(60), dev.read(61)) == (b"s" * n, b"u" * n)
+    assert f"power        {cycles + 3} power cycles, {unsafe + 2} unsafe shutdowns" in simctl.console_command(
+        "info", run_dir)

@@ -76,7 +76,9 @@ class ControllerTB:
         self.soc = WishboneMemoryModel(dut.mem, dut.staging_bytes + PAGE, seed=seed, wait=0.1, base=STAGING)
         self.core = FtlCoreStandIn(dut.core_cmd, dut.core_cpl, Model(self.limits), self.soc, ids=contexts, seed=seed)
         duties = dict(limits=self.limits, scratch=STAGING + dut.staging_bytes, staging_base=STAGING,
-                      io_queues=QUEUES, mqes=63, nuse=lambda: len(self.core.model.contents()))
+                      io_queues=QUEUES, mqes=63, nuse=lambda: len(self.core.model.contents()),
+                      percentage_used=lambda: self.percentage_used)
+        self.percentage_used = 0      # the wear SMART reports (the SoC's firmware: wear.c, from erase counts)
         self.kind = firmware
         if firmware == "c":
             self.fw_bus = ThreadedBus(lambda ctx, offset, value=None: wb_access(ctx, dut.fw, offset, value))
@@ -217,6 +219,10 @@ def test_logs_features_events_and_reset(firmware):
         out["identify"] = (host.identify(NvmeCns.CONTROLLER), host.identify(NvmeCns.NAMESPACE, nsid=1),
                            host.identify(NvmeCns.ACTIVE_NAMESPACES), len(tb.core.model.contents()))
         out["smart"] = host.smart()
+        tb.percentage_used = 300                                # past its life: the byte saturates
+        out["worn out"] = host.smart().percentage_used
+        tb.percentage_used = 42
+        out["worn"] = host.smart().percentage_used
         out["firmware log"] = host.log_page(NvmeLogPage.FIRMWARE, spec.NVME_FW_SLOT.size)
         out["write cache"] = host.get_features(NvmeFeature.VOLATILE_WRITE_CACHE)
         c, _ = host.wait(0, host.submit(0, Admin.SET_FEATURES,
@@ -250,6 +256,7 @@ def test_logs_features_events_and_reset(firmware):
     smart = out["smart"]
     assert (smart.host_reads, smart.host_writes, smart.data_units_read, smart.data_units_written) == (1, 1, 1, 1)
     assert (smart.error_log_entries, smart.media_errors, smart.power_cycles) == (2, 0, 1)
+    assert (smart.percentage_used, out["worn out"], out["worn"]) == (0, 255, 42)
     assert (smart.available_spare, smart.spare_threshold) == (ref.AVAILABLE_SPARE, ref.SPARE_THRESHOLD)
     assert out["firmware log"] == ref.firmware_log_data()
     controller, namespace, active, nuse = out["identify"]

@@ -235,7 +235,8 @@ def active_namespaces_data(nsid: int) -> bytes | None:
 
 def smart_log_data(counters: dict, *, error_log_entries: int) -> bytes:
     """Log page 02h from ``counters`` (bytes_read, bytes_written, host_reads, host_writes, power_cycles,
-    unsafe_shutdowns, media_errors)."""
+    unsafe_shutdowns, media_errors, and percentage_used when the drive knows its wear; it saturates at
+    255)."""
     def units(nbytes: int) -> int:  # thousands of 512-byte units, rounded up
         return -(-nbytes // (1000 * 512))
 
@@ -245,6 +246,7 @@ def smart_log_data(counters: dict, *, error_log_entries: int) -> bytes:
         data_units_read=units(s["bytes_read"]), data_units_written=units(s["bytes_written"]),
         host_reads=s["host_reads"], host_writes=s["host_writes"], power_cycles=s["power_cycles"],
         unsafe_shutdowns=s["unsafe_shutdowns"], media_errors=s["media_errors"],
+        percentage_used=min(255, s.get("percentage_used", 0)),
         error_log_entries=error_log_entries)
 
 
