@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo demo-log campaign campaign-mlc campaign-long soak test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-nvme bench-soc bench-sqlite crash-sqlite synth-channel bitstream board-report clean
+.PHONY: help deps gen demo demo-log campaign campaign-mlc campaign-long soak test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-nvme bench-soc bench-sqlite crash-sqlite fuzz synth-channel bitstream board-report clean
 SIM_ARGS ?=
 BOARD ?= colorlight_i5
 BOARD_ARGS ?=
@@ -81,6 +81,9 @@ bench-sqlite: deps ## real SQLite (APSW, batch atomic writes) on atomflash: the 
 
 crash-sqlite: deps ## power cuts at random points of the SQLite workload in every mode (300 on the model, 6 on the simulated SoC), each judged by SQLite after the restart -> docs/sqlite.md, docs/results/sqlite_crash.json (CRASH_ARGS="--cuts 100 --soc-cuts 2")
 	@$(PY) -m atomflash.sqlbench crash $(CRASH_ARGS)
+
+fuzz: deps ## property-based fuzzing of the NVMe command interface on the simulated drive, the reference model as oracle: 100,000 random and broken commands (Hypothesis, shrunk on failure), every status, read and block compared, a simulated-time deadline per command -> docs/results/fuzz.md (resumable: build/fuzz; FUZZ_ARGS="--commands 2000 --fresh")
+	@$(PY) -m sim.fuzz $(FUZZ_ARGS)
 
 synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/results/nand_channel_synth.md
 	@$(PY) -m rtl.nand.synth
