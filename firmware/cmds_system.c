@@ -151,6 +151,13 @@ static int cmd_stats(int argc, char **argv)
 		       (unsigned long)ftl_rd(AF_FTL_NAND_READS), (unsigned long)progs,
 		       (unsigned long)ftl_rd(AF_FTL_NAND_ERASES));
 		printf("pad_pages          %lu\n", (unsigned long)ftl_rd(AF_FTL_PAD_PAGES));
+		/* the append tokens' key: whether it was drawn, never the key */
+		uint32_t key = ftl_rd(AF_FTL_TOKEN_KEY);
+		printf("token_key          %s, %s\n",
+		       key & AF_FTL_TOKEN_KEY_READY ? "drawn" : key & AF_FTL_TOKEN_KEY_ALARM ?
+		       (key & AF_FTL_TOKEN_KEY_ALARM_RCT ? "health test failed (repetition count): appends refused" :
+			"health test failed (adaptive proportion): appends refused") : "drawing",
+		       key & AF_FTL_TOKEN_KEY_HARDWARE ? "ring oscillators" : "simulation stand-in (no entropy)");
 		printf("gc_copies          %lu\nwear_copies        %lu\n", (unsigned long)af_gc.copies,
 		       (unsigned long)af_wear.copies);
 		/* flash programs (data, records, GC and wear copies, checkpoints) per page the host wrote */

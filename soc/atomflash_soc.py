@@ -241,6 +241,7 @@ class AtomflashSoC(SoCCore):
                                                clk_hz=int(sys_clk_freq), sample=SAMPLE_CYCLES, out_dir=rtl_dir,
                                                cache_pages=cache_pages, host_queues=self.host_queues,
                                                sim_gate_ecc=True,  # Verilator only: idle decoders cost nothing
+                                               ring_oscillator=False,  # Verilator cannot run the rings
                                                **(dict(nvme_queues=NVME_QUEUES, nvme_contexts=NVME_CONTEXTS)
                                                   if nvme else {}))
             self.add_host_port(hostmem_bytes(profile, self.host_queues), in_sdram=sdram)

@@ -306,7 +306,7 @@ class FtlBridge(wiring.Component):
               off("cache_stripes"): core.cache_stripes, off("cache_dirty"): core.cache_dirty,
               **{off(n): getattr(core, n) for n in ("host_read_pages", "host_write_pages", "record_pages",
                                                     "nand_reads", "nand_programs", "nand_erases",
-                                                    "pad_pages")}}
+                                                    "pad_pages", "token_key")}}
         ro.update({off(name): sig for name, sig in rw.items()})
         assert not any(FTL[r.name].access == "wo" and off(r.name) in ro for r in FTL)
 

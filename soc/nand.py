@@ -106,7 +106,7 @@ def export_nand_constants(soc, window, *, profile: str, channels: int, ways: int
 def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, clk_hz: int, sample: int,
                    out_dir: Path, cache_pages: int = 0, sim_gate_ecc: bool = False,
                    host_queues: int = DEFAULT_HOST_QUEUES, led_stretch: int | None = None,
-                   nvme_queues: int = 0, nvme_contexts: int = 8):
+                   nvme_queues: int = 0, nvme_contexts: int = 8, ring_oscillator: bool = True):
     """Add the FTL core (:class:`soc.ftl_bridge.FtlBridge`) as the SoC's
     controller at ``AFCTRL_BASE``; returns (bridge, core).
 
@@ -117,6 +117,8 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
     and every NAND constant above.  ``cache_pages``: the core's volatile
     write cache (0: none); the firmware finds it in ``ftl.cache_pages``.
     ``sim_gate_ecc``: gate the idle BCH decoders' clocks (simulation only).
+    ``ring_oscillator``: the append tokens' key comes from ring oscillators (a board); False: from the
+    TRNG's seeded stand-in, which has no entropy (Verilator cannot run the rings; docs/security.md).
     ``host_queues``: queue pairs for hosts (0 .. host_queues - 1); the core
     gets one more, the last, which is the firmware's own (console ``io``,
     ``selftest``).  The firmware reads the count from ``ftl.geometry`` and
@@ -135,12 +137,13 @@ def add_ftl_bridge(soc, *, profile: str, channels: int, ways: int, slots: int, c
     nvme = dict(nvme_queues=nvme_queues, nvme_contexts=nvme_contexts) if nvme_queues else {}
     bridge = FtlBridge(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
                        nand_slots=slots, queue_pairs=host_queues + 1, cache_pages=cache_pages,
-                       sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch, **nvme)
+                       sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch, ring_oscillator=ring_oscillator, **nvme)
     core = add_controller(soc, bridge, regs={}, caps={}, window_bytes=bridge.window_bytes, out_dir=out_dir,
                           module_name="af_ftl_bridge",
                           key=dict(clk_hz=int(clk_hz), sample=sample, profile=profile, channels=channels, ways=ways,
                                    nand_slots=slots, queue_pairs=host_queues + 1, cache_pages=cache_pages,
-                                   sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch, **nvme))
+                                   sim_gate_ecc=sim_gate_ecc, led_stretch=led_stretch,
+                                   ring_oscillator=ring_oscillator, **nvme))
     soc.add_constant("AFCTRL_FTL")
     soc.add_constant("AFCTRL_HOSTQ_OFFSET", HOST_OFFSET)
     soc.add_constant("AFCTRL_FTL_OFFSET", FTL_OFFSET)

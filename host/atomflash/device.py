@@ -26,18 +26,24 @@ keeps several commands in flight (queue depth > 1)::
     cmds = [dev.submit_write(lba, blk) for lba, blk in work]   # in flight together
     for c in cmds: dev.wait(c)
 
-Transaction ids are device-wide and the host's choice (any nonzero 32-bit
-value).  So that two hosts (two processes, or an application and the CLI)
-never silently share one, the write that opens a transaction carries the
-``tx_new`` flag (``CmdFlag.TX_NEW``): the device opens the tid only if no
-one has it open, else the command completes ``TID_IN_USE`` and changes
+Transaction ids are the host's choice (any nonzero 32-bit value) and
+belong to the queue pair that opens them: each queue has its own ids, and
+a command on another queue never finds the transaction (``UNKNOWN_TX``, as
+for an id nobody opened); an append's token is likewise usable only on the
+queue that appended (``INVALID_TOKEN`` elsewhere).  So that two hosts on one
+queue (two processes, or an application and the CLI) never silently share a
+transaction, the write that opens one carries the ``tx_new`` flag
+(``CmdFlag.TX_NEW``): the device opens the tid only if the queue does not
+have it open, else the command completes ``TID_IN_USE`` and changes
 nothing.  :meth:`Device.transaction` and :meth:`Device.new_tid` draw ids at
 random from the whole 32-bit space (never one this host has open), and
 :meth:`Device.transaction` opens with ``tx_new``, drawing another id if the
 device says the first is in use.  ``dev.tx_write(tid, ..., new=True)`` does
 the same for an id of the caller's.  :meth:`Device.open_list` asks the
-device what is open (every host's transactions and live appends), e.g.
-after a restart of the host.
+device what is open, e.g. after a restart of the host: on the debug port,
+the transactions and live appends this queue pair owns (another queue's
+tokens are not its to see); over NVMe, log page C1h through the admin
+queue, every queue's (the admin queue is the host's administrator).
 
 Failures: every exception is one of :mod:`atomflash.errors`.  A command the
 library refuses before sending it (a value that does not fit its field)
@@ -990,10 +996,11 @@ class Device:
         return p
 
     def open_list(self) -> OpenList:
-        """What the device holds open now, whoever opened it (GET_LOG ``LogPage.OPEN``, written by
-        the core from its own tables in command order): every open transaction (tid, pages, doomed)
-        and live append (token, blocks) -- what a host restarted after a crash, or a power cut, must
-        commit, abort, remap or release.  IDENTIFY's max_open_tx and max_appends size the page."""
+        """What the device holds open now (GET_LOG ``LogPage.OPEN``, written by the core from its own
+        tables in command order): every open transaction (tid, pages, doomed) and live append (token,
+        blocks) this queue pair owns -- what a host restarted after a crash must commit, abort, remap
+        or release (the firmware's pair, and NVMe's admin queue, see every queue's).  IDENTIFY's
+        max_open_tx and max_appends size the page."""
         info = self.info
         size = spec.OPEN_TX.size * info.max_open_tx + spec.OPEN_APPEND.size * info.max_appends
         c = self.wait(self.submit(Opcode.GET_LOG, log_page=int(LogPage.OPEN), read_bytes=size, detail="get log open"))
@@ -1067,16 +1074,17 @@ class Device:
         return self._shared.open_tids
 
     def new_tid(self) -> int:
-        """A random nonzero 32-bit transaction id this host does not have open.  Another host may
-        draw the same one (once in 2**32): open it with ``tx_new`` (:meth:`transaction` does) and
-        the device refuses a tid already open with TID_IN_USE instead of sharing it."""
+        """A random nonzero 32-bit transaction id this host does not have open.  Another host on the
+        same queue may draw the same one (once in 2**32): open it with ``tx_new`` (:meth:`transaction`
+        does) and the device refuses a tid the queue has open with TID_IN_USE instead of sharing it."""
         while True:
             tid = self._shared.tids.getrandbits(32)
             if tid and tid not in self.open_tids:
                 return tid
 
     def submit_tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False, new: bool = False) -> Command:
-        """TX_WRITE; ``new``: this write opens ``tid`` (TID_IN_USE, nothing changed, if someone has it open)."""
+        """TX_WRITE; ``new``: this write opens ``tid`` (TID_IN_USE, nothing changed, if this queue has it
+        open)."""
         n = self._blocks(data)
         self.counts["pages_written"] += n
         return self.submit(Opcode.TX_WRITE, tid=tid, lba=lba, nlb=n,

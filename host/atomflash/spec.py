@@ -14,6 +14,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from .siphash import siphash
 from .specdsl import Bits, Constant, ConstantGroup, DocEnum, Field, Record, Register, RegisterMap, at, u8, u16, u32, u64
 
 SPEC_VERSION = 1
@@ -78,13 +79,14 @@ class Status(DocEnum):
     INTERNAL_ERROR = 0x13, "the controller hit an internal inconsistency; the command changed nothing"
     LIST_TOO_LONG = 0x14, "nlist exceeds the list capacity of this command"
     DATA_TRANSFER_ERROR = 0x15, "a data buffer or list in host memory could not be read or written (bus error)"
-    TID_IN_USE = 0x16, "a TX_WRITE flagged tx_new names a transaction that is open already (another host's?)"
+    TID_IN_USE = 0x16, "a TX_WRITE flagged tx_new names a transaction this queue pair has open already"
 
 
 class LogPage(DocEnum):
     STATS = 0, "the statistics page (LOG_PAGE, 256 bytes), refreshed by the firmware while it idles"
     OPEN = 1, ("what is open now, from the core's own tables: an OPEN_TX per transaction slot (IDENTIFY "
-               "max_open_tx), then an OPEN_APPEND per append slot (max_appends)")
+               "max_open_tx), then an OPEN_APPEND per append slot (max_appends); a host's queue pair sees "
+               "only what it owns (the rest read as free slots), the firmware's pair everything")
     SNAPSHOT = 2, ("the firmware's queue pair only (others: INVALID_FIELD): once every command before it is "
                    "published, the pending state as of the log's next seq -- SNAP_HDR, a SNAP_TX per "
                    "transaction slot, a SNAP_APPEND per append slot, a SNAP_ENTRY per pending-table entry; "
@@ -565,23 +567,30 @@ TOKEN = Record(
     [
         u16("handle", "append slot in the pending-bindings table"),
         u16("gen", "slot generation: 1..0xFFFF, advanced each time the slot is allocated (0 is never issued)"),
-        u32("check", "OOB_CRC of TOKEN_CHECK_IN(first_vseq, handle, gen): unique over the device's life"),
+        u32("check", "token_check: the low 32 bits of SipHash-2-4 of TOKEN_MAC_IN under the key the gateware "
+                     "drew at boot; without the key a forged check matches with probability 2^-32"),
     ],
     size=8,
 )
 
-TOKEN_CHECK_IN = Record(
-    "token_check_in",
-    "The bytes a token's check is the CRC of.",
+TOKEN_MAC_IN = Record(
+    "token_mac_in",
+    "The message a token's check is the MAC of (two SipHash words).",
     [u64("first_vseq", "vseq of the append's first page"), u16("handle", "TOKEN.handle"), u16("gen", "TOKEN.gen"),
-     u32("rsvd", "0")],
+     u16("owner", "the queue pair that appended (its sqid): only it may remap or release the append"),
+     u16("rsvd", "0")],
     size=16,
 )
 
 
-def make_token(handle: int, gen: int, first_vseq: int) -> int:
+def token_check(key: bytes, handle: int, gen: int, first_vseq: int, owner: int) -> int:
+    """TOKEN.check of an append under the 16-byte ``key``."""
+    return siphash(key, TOKEN_MAC_IN.pack(first_vseq=first_vseq, handle=handle, gen=gen, owner=owner)) & 0xFFFF_FFFF
+
+
+def make_token(handle: int, gen: int, first_vseq: int, *, owner: int = 0, key: bytes = bytes(16)) -> int:
     """The 64-bit token (little-endian TOKEN) for an append."""
-    check = crc32(TOKEN_CHECK_IN.pack(first_vseq=first_vseq, handle=handle, gen=gen))
+    check = token_check(key, handle, gen, first_vseq, owner)
     return int.from_bytes(TOKEN.pack(handle=handle, gen=gen, check=check), "little")
 
 
@@ -1414,6 +1423,16 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 512
                                             "(0: the whole table); beyond it they complete PENDING_FULL.  Staged "
                                             "pages are live, so the firmware keeps them within the "
                                             "over-provisioning, and IDENTIFY reports it as max_pending"),
+    Register("token_key", 0x108, "ro", "the key append tokens are MACed under, drawn by the TRNG at reset (the "
+                                       "key itself never leaves the gateware)",
+             (Bits("ready", 0, 1, "the key is drawn: APPEND mints tokens"),
+              Bits("busy", 1, 1, "a draw is under way (APPEND waits)"),
+              Bits("alarm", 2, 1, "the draw failed a health test: APPEND completes NOT_READY until reset"),
+              Bits("alarm_rct", 3, 1, "the repetition count test failed"),
+              Bits("alarm_apt", 4, 1, "the adaptive proportion test failed"),
+              Bits("hardware", 5, 1, "the noise is ring oscillators (0: the simulation's seeded stand-in, which "
+                                     "has no entropy)"),
+              Bits("draws", 16, 16, "draws started since reset"))),
 ])
 
 # -----------------------------------------------------------------------------
@@ -1882,7 +1901,7 @@ CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult, NoSpace, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
          NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature, NvmeAsyncErrorInfo]
-RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_CHECK_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,
+RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_MAC_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,
            NVME_SQE, NVME_CQE, NVME_REMAP_ENTRY, NVME_DSM_RANGE, NVME_ID_CTRL, NVME_ID_NS, NVME_SMART, NVME_ERROR_LOG]
 SCALARS = {
     "SPEC_VERSION": (SPEC_VERSION, "version of this specification"),

@@ -210,8 +210,8 @@ class Recorder:
             if verb == "tx_write":
                 tids = {args[0]}
                 if kw.get("final"):   # commits what the tid staged before, too
-                    lbas |= set(self.model.tx.get(args[0], {}))
-                need = {"pending": nlb, "tx": 0 if args[0] in self.model.tx else 1}
+                    lbas |= self._staged(args[0])
+                need = {"pending": nlb, "tx": 0 if any(t == args[0] for _, t in self.model.tx) else 1}
             elif verb == "append":
                 need = {"pending": nlb, "appends": 1}
         elif verb in ("read", "trim"):
@@ -220,7 +220,7 @@ class Recorder:
             lbas = {lba for lba, _ in args[0]}
         elif verb in ("tx_commit", "tx_abort"):
             tids = {args[0]}
-            lbas = set(self.model.tx.get(args[0], {}))
+            lbas = self._staged(args[0])
         elif verb == "remap":
             for lba, tok, nlb in args[0]:
                 lbas |= span(lba, nlb)
@@ -253,6 +253,11 @@ class Recorder:
                 return True
         return False
 
+    def _staged(self, tid: int) -> set[int]:
+        """The LBAs transaction ``tid`` staged, on whichever queue opened it (the workloads give each
+        transaction a tid of its own)."""
+        return {lba for (_, t), staged in self.model.tx.items() if t == tid for lba in staged}
+
     def conflicts(self, verb: str, *args, **kw) -> bool:
         """True while ``verb(*args)`` may not be submitted: it shares an LBA,
         tid or token with a command in flight, one in flight runs alone, or it
@@ -274,6 +279,7 @@ class Recorder:
         fp = self.footprint(verb, *args, **kw)
         exclusive = self._near_limit(fp["need"])
         before = self.model.usage()
+        self._queue = q          # the plans tell the model which queue pair runs the verb (it owns what it opens)
         comp, submit, what, then = getattr(self, f"_plan_{verb}")(*args, **kw)
         after = self.model.usage()
         p = Pending(q, what, comp, frozenset(fp["lbas"]), frozenset(fp["tids"]), frozenset(fp["tokens"]),
@@ -327,7 +333,7 @@ class Recorder:
 
     def _plan_tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False):
         self.counts.pages += len(data) // self.dev.lba_size
-        comp = self.model.tx_write(tid, lba, data, final=final)
+        comp = self.model.tx_write(tid, lba, data, final=final, queue=self._queue)
 
         def then(p):
             if final and p.cmd.ok:
@@ -337,15 +343,17 @@ class Recorder:
     def _plan_tx_commit(self, tid: int):
         def then(p):
             self.counts.tx_committed += p.cmd.ok
-        return self.model.tx_commit(tid), lambda d: d.submit_tx_commit(tid), f"tx commit {tid}", then
+        return (self.model.tx_commit(tid, queue=self._queue), lambda d: d.submit_tx_commit(tid), f"tx commit {tid}",
+                then)
 
     def _plan_tx_abort(self, tid: int):
         def then(p):
             self.counts.tx_aborted += p.cmd.ok
-        return self.model.tx_abort(tid), lambda d: d.submit_tx_abort(tid), f"tx abort {tid}", then
+        return (self.model.tx_abort(tid, queue=self._queue), lambda d: d.submit_tx_abort(tid), f"tx abort {tid}",
+                then)
 
     def _plan_append(self, data: bytes):
-        comp = self.model.append(data)
+        comp = self.model.append(data, queue=self._queue)
 
         def then(p):
             if p.cmd.ok:
@@ -361,12 +369,13 @@ class Recorder:
         def then(p):
             self.counts.remaps += p.cmd.ok
         what = "remap " + ", ".join(f"{lba} <- 0x{tok:016x} x {n}" for lba, tok, n in triples)
-        return self.model.remap(model_triples), lambda d: d.submit_remap(triples), what, then
+        return self.model.remap(model_triples, queue=self._queue), lambda d: d.submit_remap(triples), what, then
 
     def _plan_release(self, token: int):
         def then(p):
             self.counts.releases += p.cmd.ok
-        return (self.model.release(self.tokens.get(token, token ^ 0xDEAD)), lambda d: d.submit_release(token),
+        return (self.model.release(self.tokens.get(token, token ^ 0xDEAD), queue=self._queue),
+                lambda d: d.submit_release(token),
                 f"release 0x{token:016x}", then)
 
     # -- blocking verbs (one queue, one command at a time; writes may stay in flight) ----

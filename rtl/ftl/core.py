@@ -29,7 +29,7 @@ IDENTIFY and log records) and the capacity.  The SoC wraps these in registers
 (``soc/ftl_bridge.py``); the cocotb system test (``tb/ftl_core``) drives them directly.
 """
 
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.utils import exact_log2
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -39,6 +39,7 @@ from rtl import spec as layouts
 from rtl.host.queues import HostQueues, command_layout, completion_layout
 from rtl.lib import wishbone
 from rtl.lib.streams import StreamMerge
+from rtl.lib.trng import Trng
 from rtl.nand.channel import ChannelParams
 from rtl.nand.controller import NandController
 from rtl.nand.phy import OnfiBusSignature
@@ -96,6 +97,10 @@ class FtlCore(wiring.Component):
         firmware, ``pad_pages`` counts PAD pages since reset.
     sim_gate_ecc : simulation only: clock each channel's BCH decoder only while it has work
         (:class:`rtl.ecc.bch.BchDecoder` ``sim_gate_idle``); the simulated SoC sets it.
+    ring_oscillator, token_key_seed : the key append tokens are MACed under is drawn at reset by a
+        :class:`~rtl.lib.trng.Trng`: from ring oscillators when ``ring_oscillator`` (a board build), else
+        from its seeded stand-in (``token_key_seed``; simulation: the key is then known to whoever knows the
+        seed).  ``token_key`` reports the draw (``spec.FTL_REGS`` token_key), never the key.
     """
 
     def __init__(self, *, profile: str = "small", channels: int = 2, ways: int = 2,
@@ -106,7 +111,7 @@ class FtlCore(wiring.Component):
                  limits: command.StaticLimits = command.StaticLimits(),
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
                  max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0, pad_idle: int = 256,
-                 sim_gate_ecc: bool = False):
+                 sim_gate_ecc: bool = False, ring_oscillator: bool = False, token_key_seed: int = 1):
         if nand_slots < 4:
             raise ValueError("need at least 4 page-buffer slots per channel (programs, firmware, relocator, reader)")
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots, sim_gate_ecc=sim_gate_ecc)
@@ -119,6 +124,7 @@ class FtlCore(wiring.Component):
         self.max_open_tx, self.max_pending, self.max_appends = max_open_tx, max_pending, max_appends
         self.cache_pages = cache_pages
         self.pad_idle = pad_idle
+        self.ring_oscillator, self.token_key_seed = ring_oscillator, token_key_seed
         self.profile = self.params.profile
         self.ctrl = NandController(self.params, channels=channels)
         self.slot_words = self.ctrl.slot_words
@@ -186,6 +192,7 @@ class FtlCore(wiring.Component):
             "nand_erases": Out(32),
             "mlc": In(1),
             "pad_pages": Out(32),
+            "token_key": Out(32),
             **({"stream_cmd": In(stream.Signature(command_layout(self.queue_ids))),
                 "stream_cpl": Out(stream.Signature(completion_layout(self.queue_ids)))}
                if stream_queues else {}),
@@ -257,6 +264,16 @@ class FtlCore(wiring.Component):
                      executor.capacity.eq(self.capacity), executor.scratch_base.eq(self.scratch_base),
                      infopages.identify_base.eq(self.identify_base), infopages.log_base.eq(self.log_base),
                      executor.no_space.eq(self.no_space)]
+        # the tokens' key: drawn once after reset; APPEND waits for it
+        m.submodules.trng = trng = Trng(ring_oscillator=self.ring_oscillator, sim_seed=self.token_key_seed)
+        drawn = Signal()
+        m.d.sync += drawn.eq(1)
+        m.d.comb += [trng.start.eq(~drawn), executor.token_key.eq(trng.key), executor.token_key_ready.eq(trng.ready),
+                     executor.token_key_failed.eq(trng.alarm & ~trng.busy)]
+        K = {b.name: b for b in spec.FTL_REGS["token_key"].bits}
+        m.d.comb += [self.token_key[K[name].lsb:K[name].lsb + K[name].width].eq(v) for name, v in (
+            ("ready", trng.ready), ("busy", trng.busy), ("alarm", trng.alarm), ("alarm_rct", trng.alarm_rct),
+            ("alarm_apt", trng.alarm_apt), ("hardware", int(self.ring_oscillator)), ("draws", trng.draws))]
         # IDENTIFY and GET_LOG: the executor hands the page over and waits; the writer reads its tables
         wiring.connect(m, executor.info_job, infopages.job)
         wiring.connect(m, infopages.done, executor.info_done)

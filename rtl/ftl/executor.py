@@ -31,20 +31,24 @@ TX_READ        the transaction's staged pages for the range go to the reader's
                override table, then a READ
 APPEND         nlb APPEND pages (flags.append, tid = tag, group_len nlb,
                group_idx i) staged under a free append slot; the completion's
-               result is the token (``spec.TOKEN``: slot, generation, CRC check
-               of first vseq, slot and generation)
+               result is the token (``spec.TOKEN``: slot, generation, a check
+               MACed under the boot's key over first vseq, slot, generation and
+               the appending queue pair, the token's owner)
 REMAP          the (lba, token, nlb) list is read and checked first (ZERO_LENGTH,
                LBA_OUT_OF_RANGE, DUPLICATE_LBA for overlapping ranges,
-               INVALID_TOKEN for a token not live or named twice, REMAP_LENGTH);
+               INVALID_TOKEN for a token not live, named twice or another queue
+               pair's, REMAP_LENGTH);
                then one REMAP record page (REMAP_REC_ENTRY per triple), after
                which the publisher binds every triple at once
-RELEASE        an empty group whose publication drops the append's entries
+RELEASE        an empty group whose publication drops the append's entries (the
+               token must be live and the releasing queue pair's: INVALID_TOKEN)
 =============  ===============================================================
 
 **Transactions** live in ``max_open_tx`` transaction slots (state FREE / OPEN /
-CLOSING, host tid, first vseq, pages written, doomed), a
-:class:`~rtl.ftl.txtable.TransactionTable`.
-The first TX_WRITE of an unknown tid opens one (TOO_MANY_OPEN_TX when every
+CLOSING, owner queue pair and host tid, first vseq, pages written, doomed), a
+:class:`~rtl.ftl.txtable.TransactionTable`.  Each queue pair has its own tids:
+another queue pair's command never finds a transaction (UNKNOWN_TX, as for a
+tid nobody opened).  The first TX_WRITE of an unknown tid opens one (TOO_MANY_OPEN_TX when every
 slot is open; it waits while one is closing).  Before anything is
 programmed a TX_WRITE finds the entries its transaction already holds for the
 range (a ``SCAN``), checks that the new ones fit (PENDING_FULL; it waits while
@@ -187,6 +191,9 @@ class Executor(wiring.Component):
         Set by the firmware; ``scratch_base`` holds ``slots`` pages.
     info_job : Out(stream of infopages.JOB) / info_done : In(stream of infopages.DONE)
         IDENTIFY and GET_LOG, to the :class:`~rtl.ftl.infopages.InfoPageWriter`.
+    token_key : In(128), token_key_ready : In(1), token_key_failed : In(1)
+        The key append tokens are MACed under, drawn at reset (:class:`~rtl.lib.trng.Trng`): an APPEND
+        waits for it, and is NOT_READY when the draw failed its health tests.
     tx_view : In(TxViewSignature) / append_view : In(AppendViewSignature)
         The transaction and append tables' view ports, for the info-page writer.
     pending : Out(PendingUserSignature) / pending_free : In
@@ -256,6 +263,7 @@ class Executor(wiring.Component):
             "scratch_base": In(32),
             "info_job": Out(stream.Signature(INFO_JOB)),
             "info_done": In(stream.Signature(INFO_DONE)),
+            "token_key": In(128), "token_key_ready": In(1), "token_key_failed": In(1),
             "tx_view": In(TxViewSignature(max_open_tx)),
             "append_view": In(AppendViewSignature(max_appends)),
             "pending": Out(PendingUserSignature(pending_entries, self.owners)),
@@ -298,14 +306,16 @@ class Executor(wiring.Component):
 
         # -- transaction slots ----------------------------------------------------------
         T = self.max_open_tx
-        m.submodules.txs = txs = TransactionTable(T)
+        queue_bits = len(self.cmd.payload.sqid)     # transactions and appends belong to a queue pair
+        m.submodules.txs = txs = TransactionTable(T, queue_bits)
         m.d.comb += [self.tx_doomed.eq(txs.doomed), self.tx_open.eq(txs.open_count)]
         wiring.connect(m, wiring.flipped(self.tx_view), txs.view)
 
         # -- append slots -----------------------------------------------------------------
         A, R = self.max_appends, self.max_remap_triples
         hbits = max(1, ceil_log2(A))
-        m.submodules.apps = apps = AppendTable(A)
+        m.submodules.apps = apps = AppendTable(A, queue_bits)
+        m.d.comb += apps.key.eq(self.token_key)
         wiring.connect(m, wiring.flipped(self.append_view), apps.view)
         # the floor: the oldest held append's first vseq, and the oldest unpublished transaction's
         m.d.comb += [self.floor_passes.eq(apps.floor_passes),
@@ -505,8 +515,9 @@ class Executor(wiring.Component):
         h = Signal(hbits)                    # the command's append slot
         app_gen = Signal(16)
         app_first_v = Signal(64)
-        m.d.comb += [txs.tid.eq(c.tid), txs.slot.eq(t), apps.mint_slot.eq(h), apps.mint_gen.eq(app_gen),
-                     apps.mint_first.eq(app_first_v), apps.mint_nlb.eq(n)]
+        m.d.comb += [txs.tid.eq(c.tid), txs.owner.eq(sqid), txs.slot.eq(t), apps.mint_slot.eq(h),
+                     apps.mint_gen.eq(app_gen), apps.mint_first.eq(app_first_v), apps.mint_nlb.eq(n),
+                     apps.mint_owner.eq(sqid)]
         ntrip = Signal(range(R + 1))         # REMAP triples
         ti = Signal(range(R + 1))            # the triple being read / checked
         zero_bad, range_bad, tok_bad, len_bad = Signal(), Signal(), Signal(), Signal()
@@ -542,7 +553,8 @@ class Executor(wiring.Component):
         def write_info_page(page):
             """Hand the page to the info-page writer (idle while the dispatcher waits for it)."""
             m.d.comb += [self.info_job.valid.eq(1), self.info_job.payload.page.eq(page),
-                         self.info_job.payload.buf.eq(c.buf[:32]), self.info_job.payload.seq.eq(self.page_seq)]
+                         self.info_job.payload.buf.eq(c.buf[:32]), self.info_job.payload.seq.eq(self.page_seq),
+                         self.info_job.payload.viewer.eq(sqid), self.info_job.payload.all.eq(sqid == self.queue_pairs - 1)]
             with m.If(self.info_job.ready):
                 m.next = "WAIT_FOR_THE_INFO_PAGE"
 
@@ -797,7 +809,10 @@ class Executor(wiring.Component):
 
             # APPEND: the lowest free append slot, room for its pages (waiting while work in flight may free some)
             with m.State("FIND_A_FREE_APPEND_SLOT"):
-                with m.If(apps.has_free & (self.pending_free >= n)):
+                with m.If(~self.token_key_ready):
+                    with m.If(self.token_key_failed):
+                        finish(Status.NOT_READY)      # no key to mint under: no token may be issued
+                with m.Elif(apps.has_free & (self.pending_free >= n)):
                     m.d.sync += [h.eq(apps.free_slot), t.eq(T + apps.free_slot)]
                     m.next = "WAIT_FOR_THE_NEXT_SLOT"
                 with m.Elif(busy == 0):
@@ -809,7 +824,7 @@ class Executor(wiring.Component):
                 m.d.sync += [app_gen.eq(apps.next_gen), idx.eq(0),
                              have.eq(0), existing.eq(0)]
                 m.next = "RESERVE_THE_NEW_ENTRIES"
-            # after the pages: the token (check = OOB_CRC of TOKEN_CHECK_IN) and the slot's state
+            # after the pages: the token (check = the MAC of TOKEN_MAC_IN) and the slot's state
             with m.State("MINT_THE_TOKEN"):
                 m.d.comb += apps.mint.eq(1)
                 m.next = "WAIT_FOR_THE_TOKEN"
@@ -830,7 +845,8 @@ class Executor(wiring.Component):
             with m.State("CHECK_THE_RELEASED_TOKEN"):
                 tok = Signal(layouts.TOKEN)
                 m.d.comb += tok.eq(c.token)
-                with m.If(apps.live.bit_select(h, 1) & (apps.read_meta.gen == tok.gen) & (apps.read_meta.check == tok.check)):
+                with m.If(apps.live.bit_select(h, 1) & (apps.read_meta.gen == tok.gen) &
+                          (apps.read_meta.check == tok.check) & (apps.read_meta.owner == sqid)):
                     m.next = "WAIT_FOR_THE_NEXT_SLOT"
                 with m.Else():
                     finish(Status.INVALID_TOKEN)
@@ -893,7 +909,8 @@ class Executor(wiring.Component):
             with m.State("CHECK_ITS_TOKEN_AND_LENGTH"):
                 hh = trip_a.handle[:hbits]
                 good = ((trip_a.handle < A) & apps.live.bit_select(hh, 1) & ~seen.bit_select(hh, 1) &
-                        (apps.read_meta.gen == trip_a.gen) & (apps.read_meta.check == trip_a.check))
+                        (apps.read_meta.gen == trip_a.gen) & (apps.read_meta.check == trip_a.check) &
+                        (apps.read_meta.owner == sqid))
                 with m.If(~good):
                     m.d.sync += tok_bad.eq(1)
                 with m.Elif(apps.read_meta.nlb != trip_a.nlb):

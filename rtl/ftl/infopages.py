@@ -11,7 +11,9 @@ RECORD        the same copy of the log record the firmware keeps (``log_base``; 
               pages)
 OPEN          GET_LOG ``LogPage.OPEN``: a ``spec.OPEN_TX`` per transaction slot (tid, pages,
               doomed; zeros unless OPEN), then a ``spec.OPEN_APPEND`` per append slot (its
-              token and pages while live; zeros otherwise)
+              token and pages while live; zeros otherwise).  A host's queue pair sees only the
+              transactions and appends it owns (the others read as free slots: their tokens are
+              theirs); the firmware's pair (``all``) sees every one
 SNAPSHOT      GET_LOG ``LogPage.SNAPSHOT``: ``spec.SNAP_HDR`` (``seq``: the log's next seq, as
               the executor saw it with nothing in flight), a ``spec.SNAP_TX`` per transaction
               slot, a ``spec.SNAP_APPEND`` per append slot, then a ``spec.SNAP_ENTRY`` per
@@ -48,7 +50,9 @@ class InfoPage(enum.IntEnum):
     IDENTIFY, RECORD, OPEN, SNAPSHOT = range(4)
 
 
-JOB = data.StructLayout({"page": InfoPage, "buf": 32, "seq": 64})
+# ``viewer``: the queue pair that asked; ``all``: it may see every queue's transactions and appends (the
+# firmware's pair) -- a host's queue sees only its own, or it would learn the others' tokens
+JOB = data.StructLayout({"page": InfoPage, "buf": 32, "seq": 64, "viewer": 16, "all": 1})
 DONE = data.StructLayout({"status": 15})
 
 
@@ -168,7 +172,8 @@ class InfoPageWriter(wiring.Component):
                 o_word = Signal(32)
                 o_field = ow[:2]
                 m.d.comb += [txv.slot.eq(o_t), apv.slot.eq(o_h)]
-                tx_open = txv.state == TxState.OPEN
+                tx_open = (txv.state == TxState.OPEN) & (job.all | (txv.owner == job.viewer))
+                app_live = apv.live & (job.all | (apv.owner == job.viewer))
                 with m.If(ow < 4 * T):
                     with m.Switch(o_field):
                         with m.Case(0):
@@ -180,11 +185,11 @@ class InfoPageWriter(wiring.Component):
                 with m.Else():
                     with m.Switch(o_field):
                         with m.Case(0):
-                            m.d.comb += o_word.eq(Mux(apv.live, Cat(o_h, Const(0, 16 - hbits), apv.meta.gen), 0))
+                            m.d.comb += o_word.eq(Mux(app_live, Cat(o_h, Const(0, 16 - hbits), apv.meta.gen), 0))
                         with m.Case(1):
-                            m.d.comb += o_word.eq(Mux(apv.live, apv.meta.check, 0))
+                            m.d.comb += o_word.eq(Mux(app_live, apv.meta.check, 0))
                         with m.Case(2):
-                            m.d.comb += o_word.eq(Mux(apv.live, apv.meta.nlb, 0))
+                            m.d.comb += o_word.eq(Mux(app_live, apv.meta.nlb, 0))
                 wishbone.word_access(m, bus, host + ow, o_word)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)

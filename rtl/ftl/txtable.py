@@ -4,7 +4,11 @@
 first page's vseq (the transaction's tag, once its first page is taken) and whether it is *doomed* (a
 write of it was dropped, so its commit must abort; ``doomed_no_page``: for want of a page).
 
-The executor finds a command's transaction by tid among the OPEN slots (``found``), opens the lowest
+A transaction belongs to the queue pair that opened it (its *owner*): each queue pair has its own
+tids, so another queue's TX_WRITE, TX_READ, TX_COMMIT or TX_ABORT never finds it -- the same answer
+as for a tid nobody opened (it learns nothing, and changes nothing).
+
+The executor finds a command's transaction by (owner, tid) among the OPEN slots (``found``), opens the lowest
 FREE slot for the first TX_WRITE of an unknown tid, and closes a slot (CLOSING) when it accepts the
 TX_COMMIT, TX_ABORT or final TX_WRITE; the tid may then be reused at once.  The slot is FREE again
 when that group is published (``free``).
@@ -28,11 +32,11 @@ class TxState:
 
 class TxViewSignature(wiring.Signature):
     """A look at one transaction slot's fields (from the viewer's side; combinational): what GET_LOG
-    writes.  ``slot`` out; ``state``, ``tid``, ``npages``, ``first``, ``started``, ``doomed`` in."""
+    writes.  ``slot`` out; ``state``, ``tid``, ``owner``, ``npages``, ``first``, ``started``, ``doomed`` in."""
 
     def __init__(self, slots: int):
-        super().__init__({"slot": Out(range(slots)), "state": In(2), "tid": In(32), "npages": In(32),
-                          "first": In(64), "started": In(1), "doomed": In(1)})
+        super().__init__({"slot": Out(range(slots)), "state": In(2), "tid": In(32), "owner": In(16),
+                          "npages": In(32), "first": In(64), "started": In(1), "doomed": In(1)})
 
 
 class TransactionTable(wiring.Component):
@@ -42,18 +46,20 @@ class TransactionTable(wiring.Component):
     ----------
     slots : int
         Transactions open at once.
+    owner_bits : int
+        Width of a queue pair's number (a transaction's owner).
 
     Ports
     -----
-    tid : In(32) / found : Out(1), found_slot : Out(range(slots))
-        The OPEN slot whose tid is ``tid`` (combinational).
+    tid : In(32), owner : In(owner_bits) / found : Out(1), found_slot : Out(range(slots))
+        The OPEN slot ``owner`` opened with ``tid`` (combinational).
     has_free : Out(1), free_slot : Out(range(slots)) / closing : Out(1)
         The lowest FREE slot / some slot is CLOSING (it will be FREE once published).
     slot : In(range(slots))
         The slot the operations below act on, and whose fields ``npages``, ``first``, ``started``,
         ``doomed_no_page`` show (combinational).
     open : In(1)
-        ``slot`` becomes OPEN for ``tid``, with no pages and not doomed.
+        ``slot`` becomes OPEN for ``owner`` and ``tid``, with no pages and not doomed.
     add_pages : In(1), pages : In(32)
         ``pages`` more pages of ``slot`` were reserved.
     close : In(1)
@@ -76,11 +82,11 @@ class TransactionTable(wiring.Component):
         The oldest unpublished transaction's first vseq (all ones: none) / OPEN slots.
     """
 
-    def __init__(self, slots: int):
-        self.slots = slots
+    def __init__(self, slots: int, owner_bits: int = 1):
+        self.slots, self.owner_bits = slots, owner_bits
         S = range(slots)
         super().__init__({
-            "tid": In(32), "found": Out(1), "found_slot": Out(S), "found_npages": Out(32),
+            "tid": In(32), "owner": In(owner_bits), "found": Out(1), "found_slot": Out(S), "found_npages": Out(32),
             "has_free": Out(1), "free_slot": Out(S), "closing": Out(1),
             "slot": In(S), "npages": Out(32), "first": Out(64), "started": Out(1), "doomed_no_page": Out(1),
             "open": In(1), "add_pages": In(1), "pages": In(32), "close": In(1),
@@ -97,13 +103,14 @@ class TransactionTable(wiring.Component):
         T = self.slots
         state = Array(Signal(2, name=f"state{t}") for t in range(T))
         tid = Array(Signal(32, name=f"tid{t}") for t in range(T))
+        owner = Array(Signal(self.owner_bits, name=f"owner{t}") for t in range(T))
         first = Array(Signal(64, name=f"first{t}") for t in range(T))
         npages = Array(Signal(32, name=f"npages{t}") for t in range(T))
         started = Signal(T)
         no_page = Signal(T)
 
         for i in reversed(range(T)):
-            with m.If((state[i] == TxState.OPEN) & (tid[i] == self.tid)):
+            with m.If((state[i] == TxState.OPEN) & (tid[i] == self.tid) & (owner[i] == self.owner)):
                 m.d.comb += [self.found.eq(1), self.found_slot.eq(i)]
             with m.If(state[i] == TxState.FREE):
                 m.d.comb += [self.has_free.eq(1), self.free_slot.eq(i)]
@@ -114,7 +121,7 @@ class TransactionTable(wiring.Component):
         m.d.comb += [self.found_npages.eq(npages[self.found_slot]),
                      self.npages.eq(npages[s]), self.first.eq(first[s]), self.started.eq(started.bit_select(s, 1)),
                      self.doomed_no_page.eq(no_page.bit_select(s, 1)),
-                     view.state.eq(state[v]), view.tid.eq(tid[v]), view.npages.eq(npages[v]),
+                     view.state.eq(state[v]), view.tid.eq(tid[v]), view.owner.eq(owner[v]), view.npages.eq(npages[v]),
                      view.first.eq(first[v]), view.started.eq(started.bit_select(v, 1)),
                      view.doomed.eq(self.doomed.bit_select(v, 1)),
                      self.peek_first.eq(first[self.peek])]
@@ -135,7 +142,7 @@ class TransactionTable(wiring.Component):
             with m.If(self.doom_no_page):
                 m.d.sync += no_page.bit_select(self.doom_which, 1).eq(1)
         with m.If(self.open):
-            m.d.sync += [state[s].eq(TxState.OPEN), tid[s].eq(self.tid), npages[s].eq(0),
+            m.d.sync += [state[s].eq(TxState.OPEN), tid[s].eq(self.tid), owner[s].eq(self.owner), npages[s].eq(0),
                          started.bit_select(s, 1).eq(0), self.doomed.bit_select(s, 1).eq(0),
                          no_page.bit_select(s, 1).eq(0)]
         with m.If(self.add_pages):

@@ -106,6 +106,7 @@ from rtl.lib.siphash import SipHash, siphash
 __all__ = [
     "RingOscillatorSource", "SimMode", "Trng",
     "rct_cutoff", "apt_cutoff", "sim_source_bits", "health_test_reference", "trng_reference", "draw_reference",
+    "simulation_key",
     "ALPHA_LOG2", "APT_WINDOW", "STARTUP_SAMPLES", "RAW_BITS", "DRAW_SAMPLES", "CONDITIONER_KEYS",
 ]
 
@@ -217,6 +218,15 @@ def draw_reference(samples, h=0.5) -> tuple[int | None, tuple[int, str] | None]:
     if len(samples) < DRAW_SAMPLES:
         raise ValueError(f"a draw that does not fail takes {DRAW_SAMPLES} samples")
     return trng_reference(samples[STARTUP_SAMPLES:STARTUP_SAMPLES + RAW_BITS]), None
+
+
+def simulation_key(seed: int) -> bytes:
+    """The key a simulated :class:`Trng` (the stand-in, a bit a cycle) draws when started in its first
+    cycle: what a test that must know the key (to show a token made without it fails) computes.  The
+    stand-in has no entropy: in simulation the key is known to whoever knows the seed."""
+    key, failure = draw_reference(sim_source_bits(seed, 1 + DRAW_SAMPLES)[1:])
+    assert failure is None, failure
+    return key.to_bytes(16, "little")
 
 
 class RingOscillatorSource(wiring.Component):

@@ -60,7 +60,8 @@ def firmware_ports(core: FtlCore):
               ("out", 32, "cache_destaged"), ("out", 32, "cache_stripes"),
               ("out", core.cache_dirty.shape().width, "cache_dirty"),
               *(("out", 32, n) for n in ("host_read_pages", "host_write_pages", "record_pages",
-                                         "nand_reads", "nand_programs", "nand_erases", "pad_pages")),
+                                         "nand_reads", "nand_programs", "nand_erases", "pad_pages",
+                                         "token_key")),
               ("in", 1, "mlc")]
     aw = core.buf_addr_width
     for c in range(core.channels):  # the firmware's page-buffer ports (idle unless a test drives them)

@@ -1,7 +1,8 @@
 """rtl/ftl/appendtable.py in amaranth.sim: a TB class plays the executor (an append's first page,
 its token, REMAP/RELEASE accepted) and the publisher (dropped, freed) at random, and checks the
 table against a reference model: free slots, live and held bits, each slot's first vseq and meta,
-the tokens (``atomflash.spec`` computes the check) and the floor after two scanner passes."""
+the tokens (``atomflash.spec.token_check`` computes the check: SipHash-2-4 under the table's key, over
+the append's first vseq, slot, generation and owner) and the floor after two scanner passes."""
 
 import random
 
@@ -13,11 +14,16 @@ from rtl.ftl.appendtable import AppendTable
 from rtl.ftl.appfloor import NONE
 
 
+# after the mint request's cycle: SipHash-2-4 of TOKEN_MAC_IN's two words (25 cycles from the first
+# word's transfer to the digest's, rtl/lib/siphash.py), then the token
+MINT_CYCLES = 25
+
+
 class AppendModel:
     def __init__(self, slots: int):
         self.live, self.held = [0] * slots, [0] * slots
         self.first = [0] * slots
-        self.meta = [(0, 0, 0)] * slots       # gen, nlb, check
+        self.meta = [(0, 0, 0, 0)] * slots       # gen, nlb, check, owner
 
     @property
     def floor(self):
@@ -25,10 +31,13 @@ class AppendModel:
 
 
 class AppendTableTB:
+    OWNER_BITS = 3
+
     def __init__(self, slots: int, seed: int, operations: int = 200):
-        self.dut = AppendTable(slots)
+        self.dut = AppendTable(slots, owner_bits=self.OWNER_BITS)
         self.model = AppendModel(slots)
         self.slots, self.rng, self.operations = slots, random.Random(seed), operations
+        self.key = self.rng.randbytes(16)
         self.seen = {"minted": 0, "consumed": 0, "dropped": 0, "freed": 0, "full": 0, "reused": 0}
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-8)
@@ -44,7 +53,7 @@ class AppendTableTB:
         meta, seen = ctx.get(d.read_meta), ctx.get(d.view.meta)
         assert (ctx.get(d.view.first), seen.gen, seen.nlb, seen.check) == \
             (ctx.get(d.read_first), meta.gen, meta.nlb, meta.check)
-        return ctx.get(d.read_first), (meta.gen, meta.nlb, meta.check), ctx.get(d.next_gen)
+        return ctx.get(d.read_first), (meta.gen, meta.nlb, meta.check, meta.owner), ctx.get(d.next_gen)
 
     async def check(self, ctx):
         d, md = self.dut, self.model
@@ -70,7 +79,7 @@ class AppendTableTB:
             self.seen["full"] += 1
             return
         slot = md.held.index(0)
-        _, (gen, _, _), next_gen = await self.read(ctx, slot)
+        _, (gen, _, _, _), next_gen = await self.read(ctx, slot)
         self.seen["reused"] += gen != 0
         ctx.set(d.hold, 1)
         ctx.set(d.hold_slot, slot)
@@ -78,8 +87,9 @@ class AppendTableTB:
         await ctx.tick()
         ctx.set(d.hold, 0)
         md.held[slot], md.first[slot] = 1, vseq
-        nlb = rng.randrange(1, 9)
-        for name, v in (("mint_slot", slot), ("mint_gen", next_gen), ("mint_first", vseq), ("mint_nlb", nlb)):
+        nlb, owner = rng.randrange(1, 9), rng.randrange(1 << self.OWNER_BITS)
+        for name, v in (("mint_slot", slot), ("mint_gen", next_gen), ("mint_first", vseq), ("mint_nlb", nlb),
+                        ("mint_owner", owner)):
             ctx.set(getattr(d, name), v)
         ctx.set(d.mint, 1)
         await ctx.tick()
@@ -88,13 +98,15 @@ class AppendTableTB:
         while not ctx.get(d.minted):
             await ctx.tick()
             cycles += 1
-        assert cycles == spec.TOKEN_CHECK_IN.size // 4     # a word a cycle
+        assert cycles == MINT_CYCLES
         token = ctx.get(d.token)
-        assert token.as_value().value == spec.make_token(slot, next_gen, vseq)
-        check = spec.split_token(spec.make_token(slot, next_gen, vseq)).check
+        assert token.as_value().value == spec.make_token(slot, next_gen, vseq, owner=owner, key=self.key)
+        check = spec.token_check(self.key, slot, next_gen, vseq, owner)
+        # the old check, a CRC anyone can compute, is not what the table mints
+        assert check != spec.crc32(spec.TOKEN_MAC_IN.pack(first_vseq=vseq, handle=slot, gen=next_gen))
         assert not ctx.get(d.live) >> slot & 1             # live from the next cycle
         await ctx.tick()
-        md.live[slot], md.meta[slot] = 1, (next_gen, nlb, check)
+        md.live[slot], md.meta[slot] = 1, (next_gen, nlb, check, owner)
         self.seen["minted"] += 1
 
     async def pulse(self, ctx, strobe, port, slot):
@@ -105,6 +117,7 @@ class AppendTableTB:
 
     async def run(self, ctx):
         md, rng = self.model, self.rng
+        ctx.set(self.dut.key, int.from_bytes(self.key, "little"))
         vseq = 1000
         await self.check(ctx)
         for _ in range(self.operations):

@@ -56,9 +56,10 @@ class Ssd(FakeSsd):
     def _execute(self, i, c):
         if Opcode(c.opcode) == Opcode.GET_LOG and c.log_page == LogPage.OPEN:
             m = self.model
-            txs = [spec.OPEN_TX.pack(tid=tid, pages=len(staged)) for tid, staged in m.tx.items()]
+            # a host's queue sees what it owns (the device's OPEN page; the firmware's pair would see all)
+            txs = [spec.OPEN_TX.pack(tid=tid, pages=len(staged)) for (q, tid), staged in m.tx.items() if q == i]
             txs += [bytes(spec.OPEN_TX.size)] * (m.limits.max_open_tx - len(txs))
-            apps = [spec.OPEN_APPEND.pack(token=a.token, nlb=len(a.blocks)) if (a := m.appends.get(h))
+            apps = [spec.OPEN_APPEND.pack(token=a.token, nlb=len(a.blocks)) if (a := m.appends.get(h)) and a.owner == i
                     else bytes(spec.OPEN_APPEND.size) for h in range(m.limits.max_appends)]
             self.dma_write(i, c.buf, b"".join(txs + apps))
             return Status.SUCCESS, 0
@@ -216,22 +217,29 @@ def test_submitted_transactions_are_tracked(ssd):
 
 
 def test_two_hosts_cannot_share_a_transaction(ssd, monkeypatch):
+    """A transaction is its queue pair's: a host on another queue neither finds it nor disturbs it (its
+    own tid 5 is another transaction); on the same queue, ``tx_new`` refuses an open tid."""
     fake, dev = ssd
     other = Device(dev.t, LAYOUT, qid=1, timeout=30)
     other._shared = _Shared()                 # another process: its own idea of what it opened
     dev.tx_write(5, 10, b"A" * LBA)           # the CLI's way: tx write 5 ... (joins or opens)
+    with pytest.raises(errors.error_class(Status.UNKNOWN_TX)):
+        other.tx_commit(5)                    # queue 0's transaction: unknown to queue 1
+    with other.transaction(5) as tx:          # queue 1's own tid 5
+        tx.write(11, b"B" * LBA)
+    assert tx.state == "committed" and dev.read(11) == b"B" * LBA and dev.read(10) == bytes(LBA)
+    assert fake.model.tx[(0, 5)] == {10: b"A" * LBA} and 5 not in other.open_tids
     with pytest.raises(errors.TidInUse):
-        with other.transaction(5) as tx:      # an id of the caller's that is open: refused, not shared
-            tx.write(11, b"B" * LBA)
-    assert fake.model.tx[5] == {10: b"A" * LBA} and 5 not in other.open_tids
+        dev.tx_write(5, 12, b"C" * LBA, new=True)     # open on its own queue: refused, not shared
     draws = iter([5, 6])                      # a drawn id that collides is drawn again
-    monkeypatch.setattr(other, "new_tid", lambda: next(draws))
-    with other.transaction() as tx:
+    monkeypatch.setattr(dev, "new_tid", lambda: next(draws))
+    with dev.transaction() as tx:
         tx.write(12, b"C" * LBA)
+    monkeypatch.undo()
     assert tx.tid == 6 and tx.state == "committed" and dev.read(12) == b"C" * LBA
     assert dev.open_list().tids == [5]
     dev.tx_commit(5)
-    assert dev.read(10) == b"A" * LBA and dev.read(11) == bytes(LBA)
+    assert dev.read(10) == b"A" * LBA and dev.read(11) == b"B" * LBA
     ids = {dev.new_tid() for _ in range(50)}
     assert len(ids) == 50 and 0 not in ids and max(ids) > 2**16    # drawn from the whole 32-bit space
     other._shared = dev._shared

@@ -126,7 +126,7 @@ class FakeSsd(FakeUartBone):
                 page_data=LBA))
             return Status.SUCCESS, 0
         if op in (Opcode.READ, Opcode.TX_READ):
-            comp = m.read(c.lba, c.nlb) if op == Opcode.READ else m.tx_read(c.tid, c.lba, c.nlb)
+            comp = m.read(c.lba, c.nlb) if op == Opcode.READ else m.tx_read(c.tid, c.lba, c.nlb, queue=i)
             if comp.ok:
                 self.dma_write(i, c.buf, comp.data)
             return comp.status, 0
@@ -141,20 +141,20 @@ class FakeSsd(FakeUartBone):
             return m.atomic_write([(e.lba, self.dma_read(i, e.buf, LBA)) for e in entries]).status, 0
         if op == Opcode.TX_WRITE:
             return m.tx_write(c.tid, c.lba, self.dma_read(i, c.buf, c.nlb * LBA), final=bool(final),
-                              new=bool(flags.tx_new)).status, 0
+                              new=bool(flags.tx_new), queue=i).status, 0
         if op == Opcode.TX_COMMIT:
-            return m.tx_commit(c.tid).status, 0
+            return m.tx_commit(c.tid, queue=i).status, 0
         if op == Opcode.TX_ABORT:
-            return m.tx_abort(c.tid).status, 0
+            return m.tx_abort(c.tid, queue=i).status, 0
         if op == Opcode.APPEND:
-            comp = m.append(self.dma_read(i, c.buf, c.nlb * LBA))
+            comp = m.append(self.dma_read(i, c.buf, c.nlb * LBA), queue=i)
             return comp.status, comp.result
         if op == Opcode.REMAP:
             entries = [spec.REMAP_ENTRY.unpack(self.dma_read(i, c.list + spec.REMAP_ENTRY.size * k,
                                                              spec.REMAP_ENTRY.size)) for k in range(c.nlist)]
-            return m.remap([(e.lba, e.token, e.nlb) for e in entries]).status, 0
+            return m.remap([(e.lba, e.token, e.nlb) for e in entries], queue=i).status, 0
         if op == Opcode.RELEASE:
-            return m.release(c.token).status, 0
+            return m.release(c.token, queue=i).status, 0
         raise AssertionError(f"the fake does not do {op.name}")
 
 

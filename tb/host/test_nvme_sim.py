@@ -19,6 +19,7 @@ from atomflash import errors, nandsim, simctl
 from atomflash.device import Device, NvmeDevice
 from atomflash import spec
 from atomflash.spec import NvmeCns, Status
+from rtl.lib.trng import simulation_key
 
 CLI = [sys.executable, "-m", "atomflash.cli"]
 ENDURANCE = 20                  # the parameter page's rated erases per block: the few erases of a short run show in SMART
@@ -171,3 +172,49 @@ def test_smart_power_cycles_and_unsafe_shutdowns_persist_across_boots(run_dir):
         assert (dev.read(60), dev.read(61)) == (b"s" * n, b"u" * n)
     assert f"power        {cycles + 3} power cycles, {unsafe + 2} unsafe shutdowns" in simctl.console_command(
         "info", run_dir)
+
+
+def test_tokens_and_transactions_are_their_queues_and_a_token_made_without_the_key_is_refused(run_dir):
+    """Queue 2 cannot use queue 1's append token or transaction (it gets INVALID_TOKEN / UNKNOWN_TX and
+    nothing changes), and a host that knows everything about an append but the key -- its slot, its
+    generation, its first vseq (the console's `tx` prints it), its owner -- cannot make its token: not
+    with the CRC the check once was, not with SipHash under another key.  With the simulation's key (its
+    stand-in has no entropy: the seed gives it) the same construction makes the token the drive issued,
+    so the refusals are the key's doing."""
+    invalid_token, unknown_tx = errors.error_class(Status.INVALID_TOKEN), errors.error_class(Status.UNKNOWN_TX)
+    with Device.attach_sim(run_dir, timeout=120) as a:
+        b = Device.attach_nvme(a.host, qid=2, timeout=120)
+        n = a.lba_size
+        token = a.append(b"t" * n)
+        for attempt in (lambda: b.remap([(300, token, 1)]), lambda: b.release(token)):
+            with pytest.raises(invalid_token):
+                attempt()
+        a.tx_write(77, 301, b"x" * n)
+        for attempt in (lambda: b.tx_commit(77), lambda: b.tx_abort(77), lambda: b.tx_read(77, 301)):
+            with pytest.raises(unknown_tx):
+                attempt()
+        assert a.read(300) == bytes(n) and a.read(301) == bytes(n)
+        a.tx_commit(77)
+        assert a.read(301) == b"x" * n
+
+        # the attack: everything but the key
+        t = spec.split_token(token)
+        floor = re.search(r"began at seq (\d+)", simctl.console_command("tx", run_dir))
+        assert floor, "the console names the live append's first page"
+        first = int(floor[1])
+        owner = 0                                   # I/O queue 1 is the core's queue 0
+        crc = int.from_bytes(spec.TOKEN.pack(handle=t.handle, gen=t.gen, check=spec.crc32(
+            spec.TOKEN_MAC_IN.pack(first_vseq=first, handle=t.handle, gen=t.gen))), "little")
+        guessed = spec.make_token(t.handle, t.gen, first, owner=owner, key=bytes(16))
+        keyed = spec.make_token(t.handle, t.gen, first, owner=owner, key=simulation_key(1))
+        assert keyed == token, "the attacker's construction is exact: only the key differs"
+        for forged in (crc, guessed):
+            assert forged != token
+            for dev in (a, b):
+                with pytest.raises(invalid_token):
+                    dev.remap([(302, forged, 1)])
+        with pytest.raises(invalid_token):
+            b.remap([(302, keyed, 1)])              # even the real token: not queue 2's
+        a.remap([(302, token, 1)])                  # untouched by every refusal
+        assert a.read(302) == b"t" * n and a.read(300) == bytes(n)
+        b.close()

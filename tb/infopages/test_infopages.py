@@ -20,6 +20,7 @@ from rtl.ftl.infopages import VOLATILE_CACHE_WORD, InfoPage, InfoPageWriter
 from rtl.ftl.txtable import TxState
 
 IDENTIFY_BASE, LOG_BASE, BUF = 0x1000, 0x2000, 0x8000
+QUEUES = 3                  # the queue pairs that own the tables' transactions and appends
 
 
 class InfoPagesTB:
@@ -33,7 +34,7 @@ class InfoPagesTB:
         self.words: dict[int, int] = {}
         self.error_at = None                 # the bus access (counted from the job's first) that errs
         self.accesses = 0
-        self.seen = {"waits": 0, "pending_stalls": 0, "errors": 0} | {p.name: 0 for p in InfoPage}
+        self.seen = {"waits": 0, "pending_stalls": 0, "errors": 0, "hidden": 0} | {p.name: 0 for p in InfoPage}
         self.draw_tables()
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-8)
@@ -49,16 +50,19 @@ class InfoPagesTB:
         r = self.rng
         self.txs = [dict(state=r.choice([TxState.FREE, TxState.OPEN, TxState.OPEN, TxState.CLOSING]),
                          tid=r.getrandbits(32), npages=r.randrange(100), first=r.getrandbits(64),
-                         started=r.getrandbits(1), doomed=r.getrandbits(1)) for _ in range(self.T)]
+                         started=r.getrandbits(1), doomed=r.getrandbits(1), owner=r.randrange(QUEUES))
+                    for _ in range(self.T)]
         self.apps = [dict(first=r.getrandbits(64), gen=r.randrange(1, 0x10000), nlb=r.randrange(1, 64),
-                          check=r.getrandbits(32), live=r.getrandbits(1), held=r.getrandbits(1))
-                     for _ in range(self.A)]
+                          check=r.getrandbits(32), live=r.getrandbits(1), held=r.getrandbits(1),
+                          owner=r.randrange(QUEUES)) for _ in range(self.A)]
+        # who asks: a host's queue pair sees its own in the OPEN page, the firmware's (all) every one
+        self.viewer, self.all = r.randrange(QUEUES), r.getrandbits(1)
         self.entries = [dict(valid=r.getrandbits(1), owner=r.randrange(self.owners), lba=r.getrandbits(32),
                              ppa=r.getrandbits(32)) for _ in range(self.E)]
 
     def show_tx(self, ctx, slot):
         t, v = self.txs[slot], self.dut.tx_view
-        for name in ("state", "tid", "npages", "first", "started", "doomed"):
+        for name in ("state", "tid", "owner", "npages", "first", "started", "doomed"):
             ctx.set(getattr(v, name), t[name])
 
     async def tx_view(self, ctx):
@@ -81,6 +85,7 @@ class InfoPagesTB:
             a = self.apps[slot]
             ctx.set(v.first, a["first"])
             ctx.set(v.meta, {"gen": a["gen"], "nlb": a["nlb"], "check": a["check"]})
+            ctx.set(v.owner, a["owner"])
 
     async def pending(self, ctx):
         req, resp = self.dut.pending.req, self.dut.pending.resp
@@ -148,14 +153,19 @@ class InfoPagesTB:
             return bytes(raw)
         if page == InfoPage.OPEN:
             out = b""
+            def visible(x):
+                return self.all or x["owner"] == self.viewer
             for t in self.txs:
-                is_open = t["state"] == TxState.OPEN
+                is_open = t["state"] == TxState.OPEN and visible(t)
+                self.seen["hidden"] += t["state"] == TxState.OPEN and not visible(t)
                 out += spec.OPEN_TX.pack(tid=t["tid"] if is_open else 0, pages=t["npages"] if is_open else 0,
                                          flags=spec.OPEN_TX.compose("flags", doomed=t["doomed"] if is_open else 0))
             for h, a in enumerate(self.apps):
                 token = spec.TOKEN.pack(handle=h, gen=a["gen"], check=a["check"])
-                out += spec.OPEN_APPEND.pack(token=int.from_bytes(token, "little") if a["live"] else 0,
-                                             nlb=a["nlb"] if a["live"] else 0)
+                live = a["live"] and visible(a)
+                self.seen["hidden"] += a["live"] and not visible(a)
+                out += spec.OPEN_APPEND.pack(token=int.from_bytes(token, "little") if live else 0,
+                                             nlb=a["nlb"] if live else 0)
             return out
         out = spec.SNAP_HDR.pack(seq=seq, tx_slots=self.T, append_slots=self.A, entries=self.E)
         for t in self.txs:
@@ -191,7 +201,7 @@ class InfoPagesTB:
         self.accesses, self.error_at = 0, error_at
         self.show_tx(ctx, ctx.get(d.tx_view.slot))            # the tables changed under the views
         self.show_append(ctx, ctx.get(d.append_view.slot))
-        ctx.set(d.job.payload, {"page": page, "buf": BUF, "seq": seq})
+        ctx.set(d.job.payload, {"page": page, "buf": BUF, "seq": seq, "viewer": self.viewer, "all": self.all})
         ctx.set(d.job.valid, 1)
         await ctx.tick().until(d.job.ready)
         ctx.set(d.job.valid, 0)
@@ -231,6 +241,7 @@ def test_each_page_equals_the_one_built_from_the_spec(seed, volatile_cache):
     tb.sim.run()
     assert all(tb.seen[p.name] for p in InfoPage), tb.seen
     assert tb.seen["waits"] and tb.seen["pending_stalls"] and tb.seen["errors"] == len(InfoPage), tb.seen
+    assert tb.seen["hidden"], tb.seen          # another queue's transaction or append left out of an OPEN page
 
 
 def test_one_slot_each():

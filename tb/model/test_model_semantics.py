@@ -7,7 +7,7 @@ import random
 import pytest
 
 from atomflash import spec
-from atomflash.model import Limits, Model
+from atomflash.model import Limits, Model, semantics
 from atomflash.spec import Hint, Status
 
 LIM = Limits(capacity=32, lba_size=16, max_transfer=4, max_atomic_pages=4, max_open_tx=2, max_pending=6,
@@ -123,7 +123,7 @@ def test_commit_order_decides_between_transactions_and_plain_writes(m):
 def test_tx_final_commits(m):
     m.tx_write(3, 0, blk("a"))
     assert m.tx_write(3, 1, blk("b") + blk("c"), final=True).ok
-    assert 3 not in m.tx and m.read(0, 3).data == blk("a") + blk("b") + blk("c")
+    assert (0, 3) not in m.tx and m.read(0, 3).data == blk("a") + blk("b") + blk("c")
     assert m.history[-1].verb == "commit" and m.history[-1].atomic
     assert m.tx_write(4, 9, blk("solo"), final=True).ok, "a one-write transaction may be final at once"
     assert m.read(9, 1).data == blk("solo")
@@ -158,7 +158,7 @@ def test_tx_statuses(m):
 def test_final_write_rejected_leaves_tx_open(m):
     m.tx_write(1, 0, blk(0))
     rejected(m, Status.LBA_OUT_OF_RANGE, "tx_write", 1, 40, blk(1), final=True)
-    assert 1 in m.tx
+    assert (0, 1) in m.tx         # (queue, tid)
 
 
 # -- append / remap / release -------------------------------------------------------------
@@ -183,8 +183,10 @@ def test_remap_many_triples_atomically(m):
 def test_tokens_are_single_use_and_unforgeable(m):
     a = m.append(blk("a")).result
     t = spec.split_token(a)
-    assert t.gen >= 1 and t.check == spec.split_token(spec.make_token(t.handle, t.gen, 1)).check
-    forged = [a ^ (1 << 40), a ^ 1, a ^ (1 << 16), spec.make_token(t.handle, t.gen, 999), 0, 2**64 - 1]
+    key = semantics.MODEL_TOKEN_KEY
+    assert t.gen >= 1 and t.check == spec.token_check(key, t.handle, t.gen, 1, 0)
+    forged = [a ^ (1 << 40), a ^ 1, a ^ (1 << 16), spec.make_token(t.handle, t.gen, 999, key=key), 0, 2**64 - 1,
+              spec.make_token(t.handle, t.gen, 1), spec.make_token(t.handle, t.gen, 1, owner=1, key=key)]
     for bad in forged:
         rejected(m, Status.INVALID_TOKEN, "remap", [(0, bad, 1)])
         rejected(m, Status.INVALID_TOKEN, "release", bad)
@@ -196,6 +198,23 @@ def test_tokens_are_single_use_and_unforgeable(m):
     rejected(m, Status.INVALID_TOKEN, "remap", [(1, a, 1)])  # stale token for the reused slot
     assert m.release(b).ok
     rejected(m, Status.INVALID_TOKEN, "remap", [(1, b, 1)])  # released
+
+
+def test_transactions_and_tokens_belong_to_their_queue(m):
+    """Each queue pair has its own tids, and an append's token is its queue's: another queue gets the
+    answer a tid nobody opened or a token never issued gets, and nothing changes."""
+    assert m.tx_write(7, 10, blk("q0"), queue=0).ok
+    for verb, args in (("tx_commit", (7,)), ("tx_abort", (7,)), ("tx_read", (7, 10, 1))):
+        rejected(m, Status.UNKNOWN_TX, verb, *args, queue=1)
+    assert m.tx_write(7, 11, blk("q1"), new=True, queue=1).ok        # queue 1's own tid 7, not queue 0's
+    assert m.tx_read(7, 10, 1, queue=0).data == blk("q0") and m.tx_read(7, 10, 1, queue=1).data == m.zero
+    rejected(m, Status.TID_IN_USE, "tx_write", 7, 12, blk("x"), new=True, queue=0)
+    assert m.tx_commit(7, queue=1).ok and m.read(11, 1).data == blk("q1") and m.read(10, 1).data == m.zero
+    assert m.tx_commit(7, queue=0).ok and m.read(10, 1).data == blk("q0")
+    a = m.append(blk("a"), queue=0).result
+    rejected(m, Status.INVALID_TOKEN, "remap", [(20, a, 1)], queue=1)
+    rejected(m, Status.INVALID_TOKEN, "release", a, queue=1)
+    assert m.remap([(20, a, 1)], queue=0).ok and m.read(20, 1).data == blk("a")
 
 
 def test_remap_statuses(m):

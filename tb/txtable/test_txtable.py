@@ -1,6 +1,7 @@
 """rtl/ftl/txtable.py in amaranth.sim: a TB class plays the executor (open, pages, first page, close)
 and the publisher (free, doom) at random, and checks every output against a reference model of the
-table after each operation."""
+table after each operation.  Transactions are found by (owner queue, tid): two queues' same tid are
+two transactions, and one queue never finds another's."""
 
 import random
 
@@ -14,15 +15,16 @@ class TxModel:
     def __init__(self, slots: int):
         self.state = [TxState.FREE] * slots
         self.tid = [0] * slots
+        self.owner = [0] * slots
         self.first = [0] * slots
         self.npages = [0] * slots
         self.started = [0] * slots
         self.doomed = [0] * slots
         self.no_page = [0] * slots
 
-    def find(self, tid):
-        for t, (s, x) in enumerate(zip(self.state, self.tid)):
-            if s == TxState.OPEN and x == tid:
+    def find(self, tid, owner):
+        for t, (s, x, o) in enumerate(zip(self.state, self.tid, self.owner)):
+            if s == TxState.OPEN and x == tid and o == owner:
                 return t
         return None
 
@@ -32,12 +34,16 @@ class TxModel:
         return min(live, default=NONE)
 
 
+OWNERS = 3          # queue pairs: tids 0..5 of each
+
+
 class TxTableTB:
     def __init__(self, slots: int, seed: int, operations: int = 400):
-        self.dut = TransactionTable(slots)
+        self.dut = TransactionTable(slots, owner_bits=2)
         self.model = TxModel(slots)
         self.slots, self.rng, self.operations = slots, random.Random(seed), operations
-        self.seen = {"opened": 0, "full": 0, "closing": 0, "doomed": 0, "no_page": 0, "freed": 0, "started": 0}
+        self.seen = {"opened": 0, "full": 0, "closing": 0, "doomed": 0, "no_page": 0, "freed": 0, "started": 0,
+                     "shared_tid": 0}
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-8)
         self.sim.add_testbench(self.run)
@@ -52,11 +58,13 @@ class TxTableTB:
             assert ctx.get(d.free_slot) == md.state.index(TxState.FREE)
         assert ctx.get(d.closing) == (TxState.CLOSING in md.state)
         for tid in range(6):
-            ctx.set(d.tid, tid)
-            t = md.find(tid)
-            assert ctx.get(d.found) == (t is not None)
-            if t is not None:
-                assert ctx.get(d.found_slot) == t and ctx.get(d.found_npages) == md.npages[t]
+            for owner in range(OWNERS):
+                ctx.set(d.tid, tid)
+                ctx.set(d.owner, owner)
+                t = md.find(tid, owner)
+                assert ctx.get(d.found) == (t is not None)
+                if t is not None:
+                    assert ctx.get(d.found_slot) == t and ctx.get(d.found_npages) == md.npages[t]
         for t in range(self.slots):
             ctx.set(d.slot, t)
             ctx.set(d.view.slot, self.slots - 1 - t)
@@ -64,9 +72,9 @@ class TxTableTB:
             v = self.slots - 1 - t
             assert (ctx.get(d.npages), ctx.get(d.first), ctx.get(d.started), ctx.get(d.doomed_no_page)) == \
                 (md.npages[t], md.first[t], md.started[t], md.no_page[t])
-            assert (ctx.get(d.view.state), ctx.get(d.view.tid), ctx.get(d.view.npages), ctx.get(d.view.first),
-                    ctx.get(d.view.started), ctx.get(d.view.doomed)) == \
-                (md.state[v], md.tid[v], md.npages[v], md.first[v], md.started[v], md.doomed[v])
+            assert (ctx.get(d.view.state), ctx.get(d.view.tid), ctx.get(d.view.owner), ctx.get(d.view.npages),
+                    ctx.get(d.view.first), ctx.get(d.view.started), ctx.get(d.view.doomed)) == \
+                (md.state[v], md.tid[v], md.owner[v], md.npages[v], md.first[v], md.started[v], md.doomed[v])
             assert ctx.get(d.peek_first) == md.first[t]
 
     async def pulse(self, ctx, **values):
@@ -86,14 +94,16 @@ class TxTableTB:
             opened = [t for t in range(self.slots) if md.state[t] == TxState.OPEN]
             closing = [t for t in range(self.slots) if md.state[t] == TxState.CLOSING]
             if op == "open":
-                tid = rng.choice([x for x in range(6) if md.find(x) is None])
+                owner = rng.randrange(OWNERS)
+                tid = rng.choice([x for x in range(6) if md.find(x, owner) is None])
                 if TxState.FREE not in md.state:
                     self.seen["full"] += 1
                     continue
                 t = md.state.index(TxState.FREE)
-                await self.pulse(ctx, open=1, slot=t, tid=tid)
-                md.state[t], md.tid[t], md.npages[t], md.started[t], md.doomed[t], md.no_page[t] = \
-                    TxState.OPEN, tid, 0, 0, 0, 0
+                self.seen["shared_tid"] += any(md.find(tid, o) is not None for o in range(OWNERS))
+                await self.pulse(ctx, open=1, slot=t, tid=tid, owner=owner)
+                md.state[t], md.tid[t], md.owner[t], md.npages[t], md.started[t], md.doomed[t], md.no_page[t] = \
+                    TxState.OPEN, tid, owner, 0, 0, 0, 0
                 self.seen["opened"] += 1
             elif op == "pages" and opened:
                 t, n = rng.choice(opened), rng.randrange(1, 9)
@@ -130,6 +140,7 @@ def test_the_table_follows_the_model_under_random_opens_closes_and_publications(
     tb = TxTableTB(slots, seed=slots)
     tb.sim.run()
     assert all(tb.seen[k] > 0 for k in ("opened", "full", "closing", "doomed", "no_page", "freed", "started")), tb.seen
+    assert slots == 1 or tb.seen["shared_tid"] > 0, tb.seen       # one tid open on two queues at once
 
 
 def test_a_freeing_publication_and_an_open_of_the_same_cycle_leave_the_open():

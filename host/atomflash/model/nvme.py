@@ -291,6 +291,7 @@ class NvmeController:
         if self.limits.lba_size & (self.limits.lba_size - 1):
             raise ValueError("NVMe block sizes are powers of two")
         self.io_queues, self.mqes = io_queues, mqes
+        self._queue = 0               # the submission queue of the command being executed
         self.volatile_cache = volatile_cache or self.model.cache
         self.serial = serial
         self.irq = irq
@@ -519,6 +520,7 @@ class NvmeController:
                 return _Outcome(INVALID_FIELD)  # SGLs and fused operations are not supported
             if sq.qid:
                 self._check_io(cdw0.opc, cmd)
+            self._queue = sq.qid      # what a queue opens (a transaction, an append) is that queue's
             return handler(cmd)
         except _Fail as failure:
             return _Outcome(failure.status)
@@ -790,7 +792,7 @@ class NvmeController:
         order they opened; ``pages`` counts their distinct staged LBAs."""
         L = self.limits
         txs = list(self.model.tx.items())
-        out = [spec.OPEN_TX.pack(tid=tid, pages=len(staged)) for tid, staged in txs]
+        out = [spec.OPEN_TX.pack(tid=tid, pages=len(staged)) for (_, tid), staged in txs]
         out += [spec.OPEN_TX.pack()] * (L.max_open_tx - len(txs))
         for slot in range(L.max_appends):
             a = self.model.appends.get(slot)
@@ -897,7 +899,7 @@ class NvmeController:
         return self._read_blocks(cmd, lambda n: self.model.read(cmd.slba, n))
 
     def _tx_read(self, cmd) -> _Outcome:
-        return self._read_blocks(cmd, lambda n: self.model.tx_read(cmd.cdw13, cmd.slba, n))
+        return self._read_blocks(cmd, lambda n: self.model.tx_read(cmd.cdw13, cmd.slba, n, queue=self._queue))
 
     def _write(self, cmd) -> _Outcome:
         return self._write_blocks(cmd, lambda data: self.model.write(cmd.slba, data, fua=self._fua(cmd)))
@@ -905,10 +907,10 @@ class NvmeController:
     def _tx_write(self, cmd) -> _Outcome:
         flags = NVME_SQE.decompose("cdw12", cmd.cdw12)
         return self._write_blocks(cmd, lambda data: self.model.tx_write(
-            cmd.cdw13, cmd.slba, data, final=bool(flags.tx_final), new=bool(flags.tx_new)))
+            cmd.cdw13, cmd.slba, data, final=bool(flags.tx_final), new=bool(flags.tx_new), queue=self._queue))
 
     def _append(self, cmd) -> _Outcome:
-        return self._write_blocks(cmd, self.model.append)
+        return self._write_blocks(cmd, lambda data: self.model.append(data, queue=self._queue))
 
     def _flush(self, cmd) -> _Outcome:
         return self._judge(self.model.flush())
@@ -961,16 +963,16 @@ class NvmeController:
         raw = self._gather(cmd, n * NVME_REMAP_ENTRY.size)
         entries = [NVME_REMAP_ENTRY.unpack(raw[i:i + NVME_REMAP_ENTRY.size])
                    for i in range(0, len(raw), NVME_REMAP_ENTRY.size)]
-        return self._judge(self.model.remap([(e.lba, e.token, e.nlb) for e in entries]))
+        return self._judge(self.model.remap([(e.lba, e.token, e.nlb) for e in entries], queue=self._queue))
 
     def _tx_commit(self, cmd) -> _Outcome:
-        return self._judge(self.model.tx_commit(cmd.cdw13))
+        return self._judge(self.model.tx_commit(cmd.cdw13, queue=self._queue))
 
     def _tx_abort(self, cmd) -> _Outcome:
-        return self._judge(self.model.tx_abort(cmd.cdw13))
+        return self._judge(self.model.tx_abort(cmd.cdw13, queue=self._queue))
 
     def _release(self, cmd) -> _Outcome:
-        return self._judge(self.model.release(cmd.cdw14_15))
+        return self._judge(self.model.release(cmd.cdw14_15, queue=self._queue))
 
     def _hint(self, cmd) -> _Outcome:
         return self._judge(self.model.hint(cmd.cdw13))

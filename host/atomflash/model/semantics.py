@@ -20,6 +20,10 @@ from typing import Iterable, Mapping
 from .. import spec
 from ..spec import Hint, Status
 
+# The model's own tokens are MACed under this key (a device's differ: its key is drawn at boot); the
+# check still makes a token that was never issued fail, as on the device.
+MODEL_TOKEN_KEY = b"atomflash-model!"
+
 __all__ = ["Limits", "Op", "Completion", "Model"]
 
 
@@ -104,6 +108,7 @@ class _Append:
     token: int
     blocks: list[bytes]
     serial: int
+    owner: int = 0
 
 
 class Model:
@@ -130,7 +135,8 @@ class Model:
             if data is not None:
                 self.map[lba] = bytes(data)
         self.initial = dict(self.map)
-        self.tx: dict[int, dict[int, bytes]] = {}  # open tid -> staged {lba: block}, latest write per lba
+        # open (queue, tid) -> staged {lba: block}, latest write per lba: each queue pair has its own tids
+        self.tx: dict[tuple[int, int], dict[int, bytes]] = {}
         self.appends: dict[int, _Append] = {}  # live appends by handle
         self._slot_gen: dict[int, int] = {}
         self._serial = itertools.count(1)  # stands in for the append's first vseq in token checks
@@ -282,10 +288,13 @@ class Model:
         return Completion(Status.SUCCESS, ops=(self._record("atomic", writes, True, durable=True),))
 
     # -- transactions ---------------------------------------------------------
-    def tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False, new: bool = False) -> Completion:
+    def tx_write(self, tid: int, lba: int, data: bytes, *, final: bool = False, new: bool = False,
+                 queue: int = 0) -> Completion:
         """TX_WRITE: stage blocks visible to ``tid`` only; the first write opens the transaction.
         ``final`` (CmdFlag.TX_FINAL) also commits it: the completion then means durable and visible.
-        ``new`` (CmdFlag.TX_NEW): this write must open the transaction; TID_IN_USE if it is open."""
+        ``new`` (CmdFlag.TX_NEW): this write must open the transaction; TID_IN_USE if it is open.
+        A transaction belongs to the ``queue`` (pair) that opened it: every queue has its own tids, and
+        another queue's command never finds it (it answers as for a tid nobody opened)."""
         if tid == 0:
             return Completion(Status.INVALID_TID)
         st, blocks = self._blocks(data)
@@ -293,7 +302,8 @@ class Model:
             return Completion(st)
         if not self._in_range(lba, len(blocks)):
             return Completion(Status.LBA_OUT_OF_RANGE)
-        staged = self.tx.get(tid)
+        key = (queue, tid)
+        staged = self.tx.get(key)
         if new and staged is not None:
             return Completion(Status.TID_IN_USE)
         if staged is None and len(self.tx) >= self.limits.max_open_tx:
@@ -302,15 +312,15 @@ class Model:
         new = sum(1 for i in range(len(blocks)) if staged is None or lba + i not in staged)
         if self._pending_used() + new > self.limits.max_pending:
             return Completion(Status.PENDING_FULL)
-        staged = self.tx.setdefault(tid, {})
+        staged = self.tx.setdefault(key, {})
         for i, block in enumerate(blocks):
             staged.pop(lba + i, None)  # keep dict order = order of the latest writes
             staged[lba + i] = block
         if final:
-            return self._commit(tid)
+            return self._commit(key)
         return Completion(Status.SUCCESS)
 
-    def tx_read(self, tid: int, lba: int, nlb: int) -> Completion:
+    def tx_read(self, tid: int, lba: int, nlb: int, *, queue: int = 0) -> Completion:
         """TX_READ: the transaction's own latest writes, else committed data (read-committed).
         CHOICE: a tid that is not open gets UNKNOWN_TX (a read never opens a transaction)."""
         if tid == 0:
@@ -321,43 +331,44 @@ class Model:
             return Completion(Status.TRANSFER_TOO_LARGE)
         if not self._in_range(lba, nlb):
             return Completion(Status.LBA_OUT_OF_RANGE)
-        if tid not in self.tx:
+        if (queue, tid) not in self.tx:
             return Completion(Status.UNKNOWN_TX)
-        view = {**self.map, **self.tx[tid]}
+        view = {**self.map, **self.tx[(queue, tid)]}
         return Completion(Status.SUCCESS, data=self._read(view, lba, nlb))
 
-    def tx_commit(self, tid: int) -> Completion:
+    def tx_commit(self, tid: int, *, queue: int = 0) -> Completion:
         """TX_COMMIT: all staged writes become visible at once, durable on completion.
         CHOICE: commit order decides between transactions (and plain writes) that wrote the same LBA:
         the last commit point wins; there is no conflict detection."""
         if tid == 0:
             return Completion(Status.INVALID_TID)
-        if tid not in self.tx:
+        if (queue, tid) not in self.tx:
             return Completion(Status.UNKNOWN_TX)
-        return self._commit(tid)
+        return self._commit((queue, tid))
 
-    def _commit(self, tid: int) -> Completion:
-        writes = self.tx.pop(tid)
+    def _commit(self, key: tuple[int, int]) -> Completion:
+        writes = self.tx.pop(key)
         self._apply(writes)
-        return Completion(Status.SUCCESS, ops=(self._record("commit", dict(writes), True, durable=True, tid=tid),))
+        return Completion(Status.SUCCESS, ops=(self._record("commit", dict(writes), True, durable=True, tid=key[1]),))
 
-    def tx_abort(self, tid: int) -> Completion:
+    def tx_abort(self, tid: int, *, queue: int = 0) -> Completion:
         """TX_ABORT: drop every staged write of ``tid``; nothing of it is ever visible."""
         if tid == 0:
             return Completion(Status.INVALID_TID)
-        if tid not in self.tx:
+        if (queue, tid) not in self.tx:
             return Completion(Status.UNKNOWN_TX)
-        del self.tx[tid]
+        del self.tx[(queue, tid)]
         return Completion(Status.SUCCESS)
 
     # -- append / remap -------------------------------------------------------
-    def _live_append(self, token: int) -> _Append | None:
+    def _live_append(self, token: int, queue: int) -> _Append | None:
         t = spec.split_token(token)
         a = self.appends.get(t.handle)
-        return a if a is not None and a.token == token else None
+        return a if a is not None and a.token == token and a.owner == queue else None
 
-    def append(self, data: bytes) -> Completion:
-        """APPEND: stage blocks bound to no LBA; CPL.result is a fresh single-use token.
+    def append(self, data: bytes, *, queue: int = 0) -> Completion:
+        """APPEND: stage blocks bound to no LBA; CPL.result is a fresh single-use token, which only
+        ``queue`` (the pair that appended) may remap or release: to any other it is INVALID_TOKEN.
         CHOICE: handle = lowest free slot (< max_appends); gen advances 1..0xFFFF per allocation;
         PENDING_FULL when the blocks do not fit the pending table or every append slot is live."""
         st, blocks = self._blocks(data)
@@ -370,11 +381,11 @@ class Model:
         gen = self._slot_gen.get(handle, 0) % 0xFFFF + 1
         self._slot_gen[handle] = gen
         serial = next(self._serial)
-        token = spec.make_token(handle, gen, serial)
-        self.appends[handle] = _Append(handle, gen, token, blocks, serial)
+        token = spec.make_token(handle, gen, serial, owner=queue, key=MODEL_TOKEN_KEY)
+        self.appends[handle] = _Append(handle, gen, token, blocks, serial, owner=queue)
         return Completion(Status.SUCCESS, result=token)
 
-    def remap(self, triples: Iterable[tuple[int, int, int]]) -> Completion:
+    def remap(self, triples: Iterable[tuple[int, int, int]], *, queue: int = 0) -> Completion:
         """REMAP: bind every (lba, token, nlb) triple at once; durable on completion; tokens are consumed.
         CHOICE: overlapping LBA ranges -> DUPLICATE_LBA; a token named twice -> INVALID_TOKEN;
         nlb must equal the append's length (REMAP_LENGTH)."""
@@ -388,7 +399,7 @@ class Model:
         lbas = [lba + i for lba, _, nlb in triples for i in range(nlb)]
         if len(set(lbas)) != len(lbas):
             return Completion(Status.DUPLICATE_LBA)
-        appends = [self._live_append(tok) for _, tok, _ in triples]
+        appends = [self._live_append(tok, queue) for _, tok, _ in triples]
         if any(a is None for a in appends) or len({a.handle for a in appends}) != len(appends):
             return Completion(Status.INVALID_TOKEN)
         if any(len(a.blocks) != nlb for a, (_, _, nlb) in zip(appends, triples)):
@@ -401,9 +412,9 @@ class Model:
         self._apply(writes)
         return Completion(Status.SUCCESS, ops=(self._record("remap", writes, True, durable=True),))
 
-    def release(self, token: int) -> Completion:
-        """RELEASE: discard a live append; its token is dead from now on."""
-        a = self._live_append(token)
+    def release(self, token: int, *, queue: int = 0) -> Completion:
+        """RELEASE: discard a live append of ``queue``'s; its token is dead from now on."""
+        a = self._live_append(token, queue)
         if a is None:
             return Completion(Status.INVALID_TOKEN)
         del self.appends[a.handle]

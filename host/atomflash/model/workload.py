@@ -103,7 +103,7 @@ class Workload:
 
     def _token_len(self, tok: int) -> int:
         sem = getattr(self.t, "sem", self.t)
-        a = sem._live_append(tok)
+        a = sem._live_append(tok, 0)          # the workload runs on one queue
         return len(a.blocks) if a else 1
 
     def _bad(self) -> None:
