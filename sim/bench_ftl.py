@@ -75,6 +75,10 @@ def render(r: dict) -> str:
     w = r["random_write"]
     base = rate(r["pages"], w["cycles"])
     rows.append(("4 KiB random writes, QD 16", r["pages"], w["cycles"], base, w["programs"]))
+    if "random_write_qd8" in r:
+        w8 = r["random_write_qd8"]
+        rows.append(("4 KiB random writes, QD 8", r["pages"], w8["cycles"], rate(r["pages"], w8["cycles"]),
+                     w8["programs"]))
     for n in (8, 64):
         a = r[f"atomic_{n}"]
         rows.append((f"atomic groups of {n} pages ({a['groups']} groups, 4 in flight)", r["pages"], a["cycles"],

@@ -31,23 +31,6 @@ async def programs(tb) -> int:
     return sum([await tb.chan.stat(i, "PROGRAMS") for i in range(tb.dies)])
 
 
-async def run_queue(tb, commands, depth):
-    """Submit ``commands`` (CMD field dicts) keeping ``depth`` in flight;
-    returns (cycles from first submit to last completion, statuses)."""
-    start = int(tb.dut.cycle.value)
-    inflight, statuses = [], []
-    for c in commands:
-        while len(inflight) >= depth:
-            await tb.cycles(tb.poll_cycles)
-            for cid in [k for k in inflight if k in tb.done]:
-                statuses.append(tb.done.pop(cid)["status"])
-                inflight.remove(cid)
-        inflight.append(await tb.submit(**c))
-    for cid in inflight:
-        statuses.append((await tb.wait(cid))["status"])
-    return int(tb.dut.cycle.value) - start, statuses
-
-
 def zipf_sampler(rng, n, s=0.99):
     weights = [1 / (k + 1) ** s for k in range(n)]
     perm = list(range(n))
@@ -81,7 +64,7 @@ async def run_hot(tb, out, bufs, key):
             if (i + 1) % CKPT_EVERY == 0 or i + 1 == len(lbas):
                 cmds.append(dict(opcode=Opcode.HINT, hint=Hint.CHECKPOINT))
         p0, c0 = await programs(tb), cache_counters(tb.dut)
-        cycles, st = await run_queue(tb, cmds, QD)
+        cycles, st, _ = await tb.run_queue(cmds, QD)
         assert set(st) == {Status.SUCCESS}
         c1 = cache_counters(tb.dut)
         out[f"hot_{name}_{key}"] = dict(cycles=cycles, programs=await programs(tb) - p0, writes=len(lbas),
@@ -125,10 +108,16 @@ async def bench(dut):
     # 4 KiB random writes at QD 16
     lbas = [rng.randrange(CAPACITY) for _ in range(PAGES)]
     p0 = await programs(tb)
-    cycles, st = await run_queue(tb, [dict(opcode=Opcode.WRITE, lba=lba, nlb=1, buf=bufs[i % BUFFERS])
+    cycles, st, _ = await tb.run_queue([dict(opcode=Opcode.WRITE, lba=lba, nlb=1, buf=bufs[i % BUFFERS])
                                       for i, lba in enumerate(lbas)], QD)
     assert set(st) == {Status.SUCCESS}
     out["random_write"] = dict(cycles=cycles, programs=await programs(tb) - p0)
+    # and at QD 8, where fewer commands in flight than publisher slots leave the bus idle between pages
+    p0 = await programs(tb)
+    cycles, st, _ = await tb.run_queue([dict(opcode=Opcode.WRITE, lba=rng.randrange(CAPACITY), nlb=1,
+                                             buf=bufs[i % BUFFERS]) for i in range(PAGES)], 8)
+    assert set(st) == {Status.SUCCESS}
+    out["random_write_qd8"] = dict(cycles=cycles, qd=8, programs=await programs(tb) - p0)
 
     # atomic groups of 8 and 64 pages (the same number of pages), lists in memory
     for n in (8, 64):
@@ -167,7 +156,7 @@ async def bench(dut):
                 if not final:
                     cmds.append(dict(opcode=Opcode.TX_COMMIT, tid=tid))
             p0 = await programs(tb)
-            cycles, st = await run_queue(tb, cmds, MAX_OPEN_TX * (1 if final else 2))
+            cycles, st, _ = await tb.run_queue(cmds, MAX_OPEN_TX * (1 if final else 2))
             assert set(st) == {Status.SUCCESS}, st
             out[f"tx_{k}_{'final' if final else 'commit'}"] = dict(cycles=cycles, programs=await programs(tb) - p0,
                                                                    transactions=PAGES // k)
@@ -178,7 +167,7 @@ async def bench(dut):
     # map cache: reads only, uniform and Zipf over the whole capacity
     for name, pick in (("uniform", lambda: rng.randrange(CAPACITY)), ("zipf", zipf_sampler(rng, CAPACITY))):
         h0, m0 = int(dut.map_hits.value), int(dut.map_misses.value)
-        cycles, st = await run_queue(tb, [dict(opcode=Opcode.READ, lba=pick(), nlb=1, buf=bufs[i % BUFFERS])
+        cycles, st, _ = await tb.run_queue([dict(opcode=Opcode.READ, lba=pick(), nlb=1, buf=bufs[i % BUFFERS])
                                           for i in range(READS)], 8)
         assert set(st) == {Status.SUCCESS}
         out[f"reads_{name}"] = dict(cycles=cycles, hits=int(dut.map_hits.value) - h0,
@@ -229,7 +218,7 @@ async def bench_mlc(dut):
         runs = [("qd1", 1, MLC_QD1_WRITES)] + ([("qd16", QD, PAGES)] if mlc else [])
         for name, depth, n in runs:
             p0, pad0 = await programs(tb), int(dut.pad_pages.value)
-            cycles, st = await run_queue(tb, [dict(opcode=Opcode.WRITE, lba=rng.randrange(CAPACITY), nlb=1,
+            cycles, st, _ = await tb.run_queue([dict(opcode=Opcode.WRITE, lba=rng.randrange(CAPACITY), nlb=1,
                                                    buf=bufs[i % BUFFERS]) for i in range(n)], depth)
             assert set(st) == {Status.SUCCESS}
             await ClockCycles(dut.clk, 2000)     # the idle log's pads after the last write

@@ -249,6 +249,27 @@ class FtlCoreTB:
     async def do(self, **fields) -> dict:
         return await self.wait(await self.submit(**fields))
 
+    async def run_queue(self, commands, depth) -> tuple[int, list, list[int]]:
+        """Submit ``commands`` (CMD field dicts) in order keeping ``depth`` in flight; returns the
+        cycles from the first submission to the last completion, the statuses, and each completion's
+        cycle counted from the first submission (in the order they were collected)."""
+        start = int(self.dut.cycle.value)
+        inflight, statuses, done = [], [], []
+
+        def collect(r):
+            statuses.append(r["status"])
+            done.append(r["cycle"] - start)
+        for c in commands:
+            while len(inflight) >= depth:
+                await self.cycles(self.poll_cycles)
+                for cid in [k for k in inflight if k in self.done]:
+                    collect(self.done.pop(cid))
+                    inflight.remove(cid)
+            inflight.append(await self.submit(**c))
+        for cid in inflight:
+            collect(await self.wait(cid))
+        return int(self.dut.cycle.value) - start, statuses, done
+
     # -- flash ------------------------------------------------------------------------------
     def flash_pages(self, trust_torn: bool = True) -> list[Page]:
         """Every programmed page of the blocks handed out, as ``recover`` takes them.
