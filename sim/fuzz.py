@@ -12,8 +12,8 @@ requires
 * the same NVMe status (SCT, SC) and, but for APPEND's token, the same DW0-DW1;
 * the same data from every READ and TX_READ;
 * a completion within :data:`DEADLINE_CYCLES` of *simulated* time (else a :class:`Hang`);
-* after the program: the same open transactions and appends (every ``OPEN_STATE_EVERY`` programs, log
-  page C1h), then, once its teardown has aborted what it left open and released what it appended on both
+* after a program that leaves something open: the same open transactions and appends (the open-state
+  log page), then, once its teardown has aborted what it left open and released what it appended on both
   sides, the same blocks at every LBA it touched (read back from the drive).
 
 Each program starts the model from what the drive holds (:attr:`Fuzzer.known`, kept from the read-backs),
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -55,7 +55,6 @@ CLOCK_HZ = int(spec.NAND_CLK_HZ)
 DEADLINE_CYCLES = 20_000_000                 # 200 ms simulated: far beyond any one command, GC and checkpoints included
 FIRST_LOOK_S = 2.0                           # wall seconds before a command's simulated time is first measured
 DEAD_SIMULATOR_S = 3600.0                    # wall-clock last resort: the simulator itself stopped advancing
-OPEN_STATE_EVERY = 8                         # programs between comparisons of the open-state log pages (slow: firmware)
 UNMAPPED_SAMPLE = 3                          # touched LBAs a program left as they were, read back after it
 GAP = 3                                      # LBAs read back apart by at most this share one READ
 ABORT_RESTARTS = 10                          # hangs the session survives by restarting the simulator
@@ -148,7 +147,8 @@ def _weighted(*choices):
 
 def programs(limits: Limits, *, min_commands: int = 4, max_commands: int = 24, window: int = 32):
     """Strategy: lists of :class:`Cmd` for a drive of ``limits``, LBAs mostly in ``[0, window)`` so
-    commands meet each other's blocks."""
+    commands meet each other's blocks: ``min_commands // 2`` to ``max_commands // 2`` items, an item a
+    command or a short sequence, cut at ``max_commands``."""
     cap, L = limits.capacity, limits
     lba = _weighted((12, st.integers(0, window - 1)),
                     (2, st.sampled_from([cap - 1, cap, cap + 1, cap - L.max_transfer, 2**32, 2**63, 2**64 - 1])),
@@ -219,7 +219,38 @@ def programs(limits: Limits, *, min_commands: int = 4, max_commands: int = 24, w
         (2, common(Io.READ, slba=lba, nlb=nlb).flatmap(
             lambda c: st.integers(0, 255).filter(lambda o: o not in known).map(lambda o: replace(c, op=o)))),
     )
-    return st.lists(command, min_size=min_commands, max_size=max_commands)
+    # valid sequences the random mix rarely assembles: a transaction written then closed, appends remapped
+    def transaction(args):
+        qid, tid, writes, close = args
+        cmds = [Cmd(int(Io.TX_WRITE), q=qid, tid=TidRef("raw", 0, tid), slba=a, nlb=n) for a, n in writes]
+        if close == "commit":
+            cmds.append(Cmd(int(Io.TX_COMMIT), q=qid, tid=TidRef("raw", 0, tid)))
+        elif close == "abort":
+            cmds.append(Cmd(int(Io.TX_ABORT), q=qid, tid=TidRef("raw", 0, tid)))
+        elif close == "read":
+            cmds.append(Cmd(int(Io.TX_READ), q=qid, tid=TidRef("raw", 0, tid), slba=writes[0][0], nlb=3))
+        else:
+            cmds[-1] = replace(cmds[-1], final=1)
+        return cmds
+
+    def remap(args):
+        qid, lengths, lbas, close = args
+        cmds = [Cmd(int(Io.APPEND), q=qid, nlb=n) for n in lengths]
+        if close == "release":
+            return cmds + [Cmd(int(Io.RELEASE), q=qid, token=TokenRef("live", 0))]
+        triples = tuple((lba, TokenRef("live", i), None) for i, lba in enumerate(lbas[:len(lengths)]))
+        return cmds + [Cmd(int(Io.REMAP), q=qid, triples=triples)]
+
+    window_lba = st.integers(0, window - 1)
+    scenario = _weighted(
+        (3, st.tuples(q, st.integers(1, 4), st.lists(st.tuples(window_lba, st.integers(0, 3)), min_size=1, max_size=3),
+                      st.sampled_from(["commit", "final", "abort", "read"])).map(transaction)),
+        (2, st.tuples(q, st.lists(st.integers(0, 3), min_size=1, max_size=3),
+                      st.lists(st.integers(0, window // 4 - 1).map(lambda k: 4 * k), min_size=3, max_size=3),
+                      st.sampled_from(["remap", "remap", "release"])).map(remap)))
+    item = _weighted((6, command.map(lambda c: [c])), (1, scenario))
+    return st.lists(item, min_size=max(1, min_commands // 2), max_size=max(1, max_commands // 2)).map(
+        lambda items: [c for cmds in items for c in cmds][:max_commands])
 
 
 # == one command made concrete ==============================================================================
@@ -332,6 +363,7 @@ class Fuzzer:
         self.stats = stats or Stats()
         self.log = log or (lambda msg: None)
         self.nonce = 0
+        self.failing: list[Cmd] = []          # the last program that failed: after Hypothesis, the shrunk one
         self._attach()
         self.known: dict[int, bytes] = {} if known is None else dict(known)   # the drive's blocks (zeros absent)
         memory = HostMemory()
@@ -537,8 +569,21 @@ class Fuzzer:
         return drive, model, touched
 
     # -- a program ----------------------------------------------------------------------------------------------
+    def _queue_for(self, c: Cmd) -> Cmd:
+        """A command naming "an open tid" or "a live token" of its queue moves to the other queue when only
+        that one has any, so transactions and appends get committed and remapped, not only refused."""
+        wants_tid = isinstance(c.tid, TidRef) and c.tid.kind == "open"
+        refs = [t for _, t, _ in c.triples] + ([c.token] if c.token is not None else [])
+        wants_token = any(isinstance(r, TokenRef) and r.kind in ("live", "flip") for r in refs)
+        other = other_queue(c.q)
+        if (wants_tid and not self._open_tids(c.q) and self._open_tids(other)) or \
+                (wants_token and not self._live(c.q) and self._live(other)):
+            return replace(c, q=other)
+        return c
+
     def step(self, c: Cmd, where: str = "") -> None:
         """Run one command on both sides and compare."""
+        c = self._queue_for(c)
         drive_raw, model_raw, touched = self.concrete(c)
         self.touched |= touched
         self.tids_named.add((c.q, drive_raw.fields.get("cdw13", 0)))
@@ -562,6 +607,10 @@ class Fuzzer:
                        if got_data[i:i + self.block] != want_data[i:i + self.block]) // self.block
             raise Divergence(f"{where}{c!r}: block {bad} of the data differs from the model's "
                              f"(drive {got_data[bad * self.block:][:24]!r}, model {want_data[bad * self.block:][:24]!r})")
+        if c.op == Io.TX_WRITE and got.ok:
+            key = (c.q, drive_raw.fields["cdw13"])
+            self.tx_pages[key] = self.tx_pages.get(key, 0) + len(drive_raw.data_out) // self.block
+        self.tx_pages = {k: n for k, n in self.tx_pages.items() if k in self.model.tx}
         if c.op in (Io.REMAP, Io.RELEASE) and got.ok:
             live = {a.token for a in self.model.appends.values()}
             self.spent = [t for t in self.to_model if self.to_model[t] not in live][-8:]
@@ -574,22 +623,25 @@ class Fuzzer:
         self.spent: list[int] = []
         self.touched: set[int] = set()
         self.tids_named: set[tuple[int, int]] = set()
+        self.tx_pages: dict[tuple[int, int], int] = {}   # blocks each open transaction wrote, rewrites included
         self.stats.programs += 1
         try:
             for i, c in enumerate(program):
                 self.step(c, f"command {i}: ")
-            if self.stats.programs % OPEN_STATE_EVERY == 0:
+            if self.model.tx or self.model.appends:
                 self.compare_open_state()
             self.teardown()
             self.compare_blocks()
         except PcieLinkError:
             raise
         except Hang:
+            self.failing = list(program)
             if self.stats.restarts >= ABORT_RESTARTS:
                 raise
             self.restart()
             raise
-        except BaseException:
+        except Exception:
+            self.failing = list(program)
             self.recover()
             raise
 
@@ -647,11 +699,13 @@ class Fuzzer:
         self.known = want
 
     def compare_open_state(self) -> None:
-        """The open-state log pages (C1h): the same transactions (tid, staged blocks) and appends (blocks)."""
+        """The open-state log page: the transactions the model has open, each with the pages it has written
+        (OPEN_TX.pages: rewrites of an LBA count, as the spec words it; the reference controller's page
+        counts distinct staged LBAs instead), and appends of the model's lengths."""
         self.stats.open_state_checks += 1
         drive = self.dev.open_list()
         got_tx = sorted((tid, pages) for tid, pages, _ in drive.transactions)
-        want_tx = sorted((tid, len(staged)) for (_, tid), staged in self.model.tx.items())
+        want_tx = sorted((tid, self.tx_pages.get((q, tid), 0)) for q, tid in self.model.tx)
         got_ap = sorted(nlb for _, nlb in drive.appends)
         want_ap = sorted(len(a.blocks) for a in self.model.appends.values())
         if (got_tx, got_ap) != (want_tx, want_ap):
@@ -775,6 +829,7 @@ def main(argv=None) -> int:
 
     from hypothesis.internal.conjecture import engine
     engine.MAX_SHRINKING_SECONDS = args.shrink_seconds
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))   # stop the simulator on the way out
     work = Path(args.dir)
     run_dir, state_path = work / "run", work / "campaign.json"
     state = None if args.fresh or not state_path.exists() else json.loads(state_path.read_text())
@@ -799,16 +854,16 @@ def main(argv=None) -> int:
             before = stats.commands
             t0 = time.monotonic()
             try:
-                check_programs(fuzzer, examples=args.examples, seed=args.seed * 1_000_003 + chunk,
-                               max_commands=args.max_commands)
+                left = args.commands - stats.commands      # a program averages about half the longest
+                check_programs(fuzzer, examples=max(1, min(args.examples, 2 * left // args.max_commands)),
+                               seed=args.seed * 1_000_003 + chunk, max_commands=args.max_commands)
             except (Divergence, Hang) as e:
                 kind = "hang" if isinstance(e, Hang) else "divergence"
                 if isinstance(e, Hang):
                     stats.hangs += 1
                 else:
                     stats.divergences += 1
-                note = getattr(e, "__notes__", [])
-                finding = f"{kind}: {e} -- shrunk: {' '.join(' '.join(n.split()) for n in note)}"
+                finding = f"{kind}: {e} -- shrunk program: {fuzzer.failing!r}"
                 stats.findings.append(finding)
                 log(finding)
                 failed = e
