@@ -634,14 +634,16 @@ class Fuzzer:
             self.compare_blocks()
         except PcieLinkError:
             raise
-        except Hang:
+        except Hang as e:
             self.failing = list(program)
+            e.add_note(f"program: {program!r}")
             if self.stats.restarts >= ABORT_RESTARTS:
                 raise
             self.restart()
             raise
-        except Exception:
+        except Exception as e:
             self.failing = list(program)
+            e.add_note(f"program: {program!r}")
             self.recover()
             raise
 
