@@ -407,7 +407,9 @@ class Fuzzer:
     # -- one command on either side ---------------------------------------------------------------------------
     def _drive(self, qid: int, raw: Raw) -> tuple[Completion, bytes]:
         """Run ``raw`` on the drive: its completion, or :class:`Hang` past the simulated-time deadline."""
-        cid = submit(self.host, qid, raw)
+        return self._wait(qid, submit(self.host, qid, raw), raw.opcode)
+
+    def _wait(self, qid: int, cid: int, opcode: int) -> tuple[Completion, bytes]:
         q = self.host.queues[qid]
         wall0 = time.monotonic()
         first_look = wall0 + FIRST_LOOK_S
@@ -415,7 +417,8 @@ class Fuzzer:
         while True:
             self.host.reap(qid)
             if cid in q.done:
-                self._account(raw.opcode)
+                if qid:
+                    self._account(opcode)
                 return self.host._take(q, cid)
             self.link.wait_interrupt(qid, timeout=0.25)
             now = time.monotonic()
@@ -426,7 +429,7 @@ class Fuzzer:
             if cycle0 is None:
                 cycle0 = cycle
             elif cycle - cycle0 > DEADLINE_CYCLES or now - wall0 > DEAD_SIMULATOR_S:
-                raise Hang(f"queue {qid} cid {cid} opcode {raw.opcode:#04x}: no completion after "
+                raise Hang(f"queue {qid} cid {cid} opcode {opcode:#04x}: no completion after "
                            f"{(cycle - cycle0) / CLOCK_HZ * 1e3:.0f} ms simulated ({now - wall0:.0f} s wall)")
 
     def _account(self, opcode: int) -> None:
@@ -705,14 +708,31 @@ class Fuzzer:
         (OPEN_TX.pages: rewrites of an LBA count, as the spec words it; the reference controller's page
         counts distinct staged LBAs instead), and appends of the model's lengths."""
         self.stats.open_state_checks += 1
-        drive = self.dev.open_list()
-        got_tx = sorted((tid, pages) for tid, pages, _ in drive.transactions)
+        got_tx, got_ap = self.open_state()
         want_tx = sorted((tid, self.tx_pages.get((q, tid), 0)) for q, tid in self.model.tx)
-        got_ap = sorted(nlb for _, nlb in drive.appends)
         want_ap = sorted(len(a.blocks) for a in self.model.appends.values())
         if (got_tx, got_ap) != (want_tx, want_ap):
             raise Divergence(f"open state: the drive has transactions (tid, blocks) {got_tx} and appends {got_ap}, "
                              f"the model {want_tx} and {want_ap}")
+
+    def open_state(self) -> tuple[list, list]:
+        """The drive's open-state log page (admin Get Log Page, under the same simulated-time deadline as
+        every command): sorted (tid, pages) of its open transactions and blocks of its live appends."""
+        L, F = self.limits, spec.NvmeField
+        size = spec.OPEN_TX.size * L.max_open_tx + spec.OPEN_APPEND.size * L.max_appends
+        numd = size // 4 - 1
+        cdw10 = F.LID.put(int(spec.NvmeLogPage.ATOMFLASH_OPEN)) | F.NUMDL.put(numd & 0xFFFF)
+        cid = self.host.submit(0, spec.NvmeAdminOpcode.GET_LOG_PAGE, nsid=F.NSID_ALL, data_in=size,
+                               slba=cdw10 | F.NUMDU.put(numd >> 16) << 32)
+        c, page = self._wait(0, cid, int(spec.NvmeAdminOpcode.GET_LOG_PAGE))
+        if not c.ok:
+            raise Divergence(f"the open-state log page: {status_name(c.sct, c.sc)}")
+        txs = [spec.OPEN_TX.unpack(page[i * spec.OPEN_TX.size:(i + 1) * spec.OPEN_TX.size])
+               for i in range(L.max_open_tx)]
+        base = L.max_open_tx * spec.OPEN_TX.size
+        apps = [spec.OPEN_APPEND.unpack(page[base + i * spec.OPEN_APPEND.size:base + (i + 1) * spec.OPEN_APPEND.size])
+                for i in range(L.max_appends)]
+        return sorted((t.tid, t.pages) for t in txs if t.tid), sorted(a.nlb for a in apps if a.token)
 
     def sweep(self) -> None:
         """Every LBA read back and compared with what the fuzzer believes the drive holds."""

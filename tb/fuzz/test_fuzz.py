@@ -88,11 +88,6 @@ def test_a_planted_bug_is_found_and_shrunk_to_its_commands():
         def identify(self):
             return {k: getattr(limits, k) for k in limits.__dataclass_fields__}
 
-        def open_list(self):
-            m = drive.model
-            return type("Open", (), {"transactions": [(t, len(s), False) for (_, t), s in m.tx.items()],
-                                     "appends": [(a.token, len(a.blocks)) for a in m.appends.values()]})
-
         def close(self):
             pass
 
