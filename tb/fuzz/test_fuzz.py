@@ -11,7 +11,7 @@ import pytest
 from atomflash import simctl
 from sim import fuzz
 
-EXAMPLES = 16              # over a hundred commands: about two minutes on a loaded machine
+EXAMPLES = 12              # about a hundred commands: two minutes or so on a loaded machine
 MIN_COMMANDS, MAX_COMMANDS = 10, 16
 
 
