@@ -221,8 +221,9 @@ def programs(limits: Limits, *, min_commands: int = 4, max_commands: int = 24, w
     )
     # valid sequences the random mix rarely assembles: a transaction written then closed, appends remapped
     def transaction(args):
-        qid, tid, writes, close = args
-        cmds = [Cmd(int(Io.TX_WRITE), q=qid, tid=TidRef("raw", 0, tid), slba=a, nlb=n) for a, n in writes]
+        qid, tid, writes, close, new = args
+        cmds = [Cmd(int(Io.TX_WRITE), q=qid, tid=TidRef("raw", 0, tid), slba=a, nlb=n, new=new)
+                for a, n in writes]
         if close == "commit":
             cmds.append(Cmd(int(Io.TX_COMMIT), q=qid, tid=TidRef("raw", 0, tid)))
         elif close == "abort":
@@ -238,16 +239,29 @@ def programs(limits: Limits, *, min_commands: int = 4, max_commands: int = 24, w
         cmds = [Cmd(int(Io.APPEND), q=qid, nlb=n) for n in lengths]
         if close == "release":
             return cmds + [Cmd(int(Io.RELEASE), q=qid, token=TokenRef("live", 0))]
-        triples = tuple((lba, TokenRef("live", i), None) for i, lba in enumerate(lbas[:len(lengths)]))
+        wrong = close == "wrong length"         # REMAP_LENGTH: the first triple one block longer than its append
+        triples = tuple((lba, TokenRef("live", i), lengths[0] + 2 if wrong and i == 0 else None)
+                        for i, lba in enumerate(lbas[:len(lengths)]))
         return cmds + [Cmd(int(Io.REMAP), q=qid, triples=triples)]
+
+    def pressure(args):
+        """More than the drive holds: appends past max_pending, transactions past max_open_tx."""
+        qid, kind = args
+        if kind == "pending":
+            n = L.max_pending // L.max_transfer + 1
+            return [Cmd(int(Io.APPEND), q=qid, nlb=L.max_transfer - 1) for _ in range(n)]
+        return [Cmd(int(Io.TX_WRITE), q=qid, tid=TidRef("raw", 0, 100 + i), slba=i % window)
+                for i in range(L.max_open_tx + 1)]
 
     window_lba = st.integers(0, window - 1)
     scenario = _weighted(
         (3, st.tuples(q, st.integers(1, 4), st.lists(st.tuples(window_lba, st.integers(0, 3)), min_size=1, max_size=3),
-                      st.sampled_from(["commit", "final", "abort", "read"])).map(transaction)),
+                      st.sampled_from(["commit", "final", "abort", "read"]),
+                      _weighted((4, st.just(0)), (1, st.just(1)))).map(transaction)),
         (2, st.tuples(q, st.lists(st.integers(0, 3), min_size=1, max_size=3),
                       st.lists(st.integers(0, window // 4 - 1).map(lambda k: 4 * k), min_size=3, max_size=3),
-                      st.sampled_from(["remap", "remap", "release"])).map(remap)))
+                      st.sampled_from(["remap", "remap", "release", "wrong length"])).map(remap)),
+        (1, st.tuples(q, st.sampled_from(["pending", "open"])).map(pressure)))
     item = _weighted((6, command.map(lambda c: [c])), (1, scenario))
     return st.lists(item, min_size=max(1, min_commands // 2), max_size=max(1, max_commands // 2)).map(
         lambda items: [c for cmds in items for c in cmds][:max_commands])
