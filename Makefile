@@ -70,7 +70,7 @@ bench-channel: deps ## NAND channel bus efficiency per mode and program throughp
 bench-ftl: deps ## FTL core: 4 KiB random writes at QD 16 and atomic groups vs the NAND limit, map-cache hit rate, read latency -> docs/results/ftl_bench.md
 	@$(PY) sim/bench_ftl.py
 
-bench-nvme: deps ## NVMe drive under simulated PCIe: host-visible 4 KiB random write/read throughput at QD 1/8/32 over 1 and 4 queues vs bench-ftl and the NAND limit, per-command overhead -> docs/results/nvme_bench.md (BENCH_ARGS="--commands 64")
+bench-nvme: deps ## NVMe drive under simulated PCIe: host-visible 4 KiB random write/read throughput at QD 1/8/32 over 1 and 4 queues vs the same core alone, bench-ftl and the NAND limit, per-command overhead -> docs/results/nvme_bench.md (BENCH_ARGS="--write-commands 512")
 	@$(PY) sim/bench_nvme.py $(BENCH_ARGS)
 
 bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs device size, GC write amplification vs over-provisioning (100% fill included), simulation speed -> docs/results/soc_bench.md (~1 h)

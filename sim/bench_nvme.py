@@ -82,29 +82,42 @@ def ftl_figures(json_path: Path, page: Path) -> dict:
 
 def ftl_reference(f: dict) -> dict:
     """bench-ftl's pages/s for each pattern and QD the drive is measured at: QD 1 from its QD 1 runs
-    (SLC writes with the host's 128-cycle gap; the median read latency of a written page), QD 8 and
-    32 from its saturated runs (random writes at QD 16, its publisher slots; uniform reads at QD 8,
-    or 1 / the QD 1 read latency where only the page was read: the reader serves a page at a time)."""
+    (SLC writes with the host's 128-cycle gap; the median read latency of a written page); writes at
+    QD 8 from its QD 8 run, at QD 32 from its QD 16 run (its publisher slots: the core holds no more);
+    reads at QD 8 and 32 from 1 / its QD 1 read latency of a written page (the reader serves a page at
+    a time; its uniform-read run is no reference: most of the LBAs it reads were never written, and an
+    unmapped read needs no NAND)."""
     clk = f["clk_hz"]
     qd1w = f["mlc"]["qd1_slc"]
     w = f["random_write"]
+    w8 = f.get("random_write_qd8")
     lat = statistics.median(s["cycles"] for s in f["read_latency"])
-    r = f.get("reads_uniform")
+    saturated = (f["pages"] / (w["cycles"] / clk), f"random writes at QD {f['qd']}")
+    read_sat = (clk / lat, "1 / its median QD 1 read latency of a written page (a page at a time)")
     return {
         ("write", 1): (qd1w["writes"] / (qd1w["cycles"] / clk), "QD 1 writes (its MLC table, pairing off)"),
-        ("write", 0): (f["pages"] / (w["cycles"] / clk), f"random writes at QD {f['qd']}"),
+        ("write", 8): (f["pages"] / (w8["cycles"] / clk), "random writes at QD 8") if w8 else saturated,
+        ("write", 32): saturated,
         ("read", 1): (clk / lat, "1 / its median QD 1 read latency"),
-        ("read", 0): (f["reads"] / (r["cycles"] / clk), "uniform reads at QD 8") if r else
-                     (clk / lat, "1 / its median QD 1 read latency (its page has no read throughput)"),
+        ("read", 8): read_sat,
+        ("read", 32): read_sat,
     }
 
 
-def reference(refs, op, qd):
-    return refs[(op, 1 if qd == 1 else 0)]
+def core_reference(r: dict) -> dict:
+    """The same build's core alone (its own queue, the drive's clock), each NVMe case's shape: QD 1
+    from its QD 1 latency (back to back), QD 8 and 32 from the same number of commands at the same depth,
+    over the same whole span (first submission to last completion)."""
+    clk = r["clk_hz"]
+    out = {(op, 1): clk / r["core_qd1_median"][op] for op in ("write", "read")}
+    for c in r["core_cases"]:
+        out[(c["op"], c["qd"])] = c["commands"] / (c["cycles"] / clk)
+    return out
 
 
 def figures(r: dict, refs: dict) -> list[dict]:
     lim = limits()
+    core = core_reference(r)
     rows = []
     for c in r["cases"]:
         if c["op"] not in ("write", "read"):
@@ -112,11 +125,13 @@ def figures(r: dict, refs: dict) -> list[dict]:
         seconds = (c["last_ns"] - c["first_ns"]) * 1e-9
         first_cqe = c["first_ns"] + min(c["latencies_ns"])
         pps = (c["commands"] - 1) / ((c["last_ns"] - first_cqe) * 1e-9)     # sustained: first CQE to last
-        ref, ref_name = reference(refs, c["op"], c["qd"])
+        span_pps = c["commands"] / seconds
+        ref, ref_name = refs[(c["op"], c["qd"])]
         rows.append(dict(op=c["op"], qd=c["qd"], queues=c["queues"], commands=c["commands"], us=seconds * 1e6,
-                         span_pps=c["commands"] / seconds, of_ref_span=c["commands"] / seconds / ref,
-                         pps=pps, mbs=pps * lim["page"] / 1e6, ref=ref, ref_name=ref_name, of_ref=pps / ref,
-                         of_limit=pps / lim["limit_pages_s"],
+                         span_pps=span_pps, of_ref_span=span_pps / ref, core_pps=core[(c["op"], c["qd"])],
+                         of_core=span_pps / core[(c["op"], c["qd"])],
+                         pps=pps, mbs=span_pps * lim["page"] / 1e6, ref=ref, ref_name=ref_name, of_ref=pps / ref,
+                         of_limit=span_pps / lim["limit_pages_s"],
                          lat_us=statistics.median(c["latencies_ns"]) / 1e3, fill_us=min(c["latencies_ns"]) / 1e3))
     return rows
 
@@ -131,14 +146,14 @@ def plot(rows, refs, path: Path):
     for ax, op, title in zip(axes, ("write", "read"), ("4 KiB random writes", "4 KiB random reads")):
         for queues, style in ((1, "o-"), (QUEUES, "s--")):
             xs = [x for x in rows if x["op"] == op and x["queues"] == queues]
-            line, = ax.plot([x["qd"] for x in xs], [x["pps"] for x in xs], style,
-                            label=f"NVMe drive, {queues} I/O queue{'s' if queues > 1 else ''} (sustained; "
-                                  "band down to the whole span)")
-            ax.fill_between([x["qd"] for x in xs], [x["span_pps"] for x in xs], [x["pps"] for x in xs],
-                            color=line.get_color(), alpha=0.15)
+            ax.plot([x["qd"] for x in xs], [x["span_pps"] for x in xs], style,
+                    label=f"NVMe drive, {queues} I/O queue{'s' if queues > 1 else ''}")
+        xs = [x for x in rows if x["op"] == op and x["queues"] == 1]
+        ax.plot([x["qd"] for x in xs], [x["core_pps"] for x in xs], color="0.5", marker="^", lw=1,
+                label="the same core alone, same runs")
         qds = sorted({x["qd"] for x in rows})
-        ax.plot(qds, [reference(refs, op, q)[0] for q in qds], "k:", marker="x",
-                label="bench-ftl (bare core, same NAND)")
+        ax.plot(qds, [refs[(op, q)][0] for q in qds], "k:", marker="x",
+                label="bench-ftl (bare core at 100 MHz, same NAND)")
         ax.axhline(lim["limit_pages_s"], color="tab:red", lw=1, label="NAND limit min(array, bus)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(qds, [str(q) for q in qds])
@@ -212,27 +227,29 @@ def render(r: dict, f: dict, png: Path) -> str:
         "",
         f"![throughput vs QD]({png.name})",
         "",
-        "Two rates per case, because the runs are short.  *Whole span*: commands over the time from the first "
-        "doorbell to the last CQE; it charges the pipeline's fill (the first command's whole latency) to the "
-        "run, so it is a lower bound of the steady rate.  *Sustained*: commands - 1 over the time from the "
-        "first CQE to the last; it leaves the fill out, but at QD 8 and 32 the first programs, started together "
-        "on every die, complete in a burst right after the first CQE, so it is an upper bound (at QD 32 it can "
-        "pass the bus limit).  The steady rate lies between the two; a case reaches the goal for certain when "
-        "its whole-span rate does.",
+        "Each case against two references.  *The same core alone*: this build's FTL core on its own queue (the "
+        "firmware's pair, FtlCoreTB) at the drive's clock, right after the NVMe cases, running the same number "
+        f"of commands at the same depth (QD 32 as {r['core_cases'][-1]['ring_qd']}, what its ring holds; the core "
+        f"takes {s['slots']} at a time either way), timed from the first submission to the last completion; the "
+        "NVMe figure runs from the first doorbell to the last CQE, so both carry the same pipeline fill and "
+        "their ratio is what the NVMe path costs.  *bench-ftl*: the bare core at 100 MHz over its 512-page runs.  "
+        "The runs here are short, so their whole span charges the fill (the first command's whole latency) to "
+        "the rate; the *sustained* rate, commands - 1 from the first CQE to the last, leaves it out and is an "
+        "upper bound (the first programs, started together on every die, complete in a burst).",
         "",
-        "| pattern | I/O queues | QD | commands | first doorbell to last CQE, us | whole span pages/s | "
-        "sustained pages/s | sustained MB/s | bench-ftl pages/s | of bench-ftl (whole span - sustained) | "
-        "of the NAND limit (sustained) | median latency us |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| pattern | I/O queues | QD | commands | first doorbell to last CQE, us | pages/s | MB/s | "
+        "core alone, same run, pages/s | **of the core alone** | bench-ftl pages/s | "
+        "of bench-ftl (whole span - sustained) | of the NAND limit | median latency us |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for x in rows:
         lines.append(f"| 4 KiB random {x['op']}s | {x['queues']} | {x['qd']} | {x['commands']} | {x['us']:,.0f} | "
-                     f"{x['span_pps']:,.0f} | {x['pps']:,.0f} | {x['mbs']:.1f} | {x['ref']:,.0f} | "
-                     f"**{100 * x['of_ref_span']:.1f}% - {100 * x['of_ref']:.1f}%** | "
+                     f"{x['span_pps']:,.0f} | {x['mbs']:.1f} | {x['core_pps']:,.0f} | **{100 * x['of_core']:.1f}%** | "
+                     f"{x['ref']:,.0f} | {100 * x['of_ref_span']:.1f}% - {100 * x['of_ref']:.1f}% | "
                      f"{100 * x['of_limit']:.1f}% | {x['lat_us']:,.1f} |")
     lines += ["", f"bench-ftl's figure for each row (from `docs/results/{f['source']}`):", ""]
-    for (op, qd), (pps, name) in sorted(refs.items(), key=lambda kv: (kv[0][0] != "write", kv[0][1] != 1)):
-        lines.append(f"* {op}s at {'QD 1' if qd == 1 else 'QD 8 and 32'}: {name}, {pps:,.0f} pages/s")
+    for (op, qd), (pps, name) in sorted(refs.items(), key=lambda kv: (kv[0][0] != "write", kv[0][1])):
+        lines.append(f"* {op}s at QD {qd}: {name}, {pps:,.0f} pages/s")
 
     def qd1(op, queues=1):
         return next(c for c in r["cases"] if c["op"] == op and c["qd"] == 1 and c["queues"] == queues)
@@ -249,12 +266,15 @@ def render(r: dict, f: dict, png: Path) -> str:
         overhead[op] = nvme - core[op]
         lines.append(f"| 4 KiB {op} | {nvme:,.0f} | {core[op]:,.0f} | {overhead[op]:,.0f} | "
                      f"{overhead[op] / clk * 1e6:.1f} |")
+    held = [x for x in rows if x["of_core"] >= GOAL]
     sure = [x for x in rows if x["of_ref_span"] >= GOAL]
     maybe = [x for x in rows if x["of_ref_span"] < GOAL <= x["of_ref"]]
     lines += ["", "## Reading the figures", "",
-              f"Goal: at least {100 * GOAL:.0f}% of bench-ftl's throughput for the same pattern.  "
-              f"{len(sure)} of {len(rows)} cases reach it by their whole-span rate, {len(maybe)} more by their "
-              f"sustained rate only, {len(rows) - len(sure) - len(maybe)} by neither.", ""]
+              f"Goal: the host interface is never the bottleneck, at least {100 * GOAL:.0f}% of the bare core's "
+              f"throughput for the same pattern.  Against the same core on the same runs, {len(held)} of {len(rows)} "
+              f"cases reach it ({100 * min(x['of_core'] for x in rows):.1f}% at least).  Against bench-ftl's "
+              f"figures, {len(sure)} reach it by their whole span, {len(maybe)} more by their sustained rate only, "
+              f"{len(rows) - len(sure) - len(maybe)} by neither; the notes say what bounds each of those.", ""]
     lines += notes(r, rows, overhead, core, lim)
     lines += [f"* Simulated {r['sim_ns'] / 1e6:,.1f} ms in all (bring-up, warm-up, every case); the host slept "
               f"{r['advances']:,} times.", ""]
@@ -269,26 +289,41 @@ def notes(r, rows, overhead, core, lim) -> list[str]:
     port_us = 2 * page_cycles / clk * 1e6      # a write's page crosses the SoC memory port twice
     out = []
     for x in rows:
-        if x["of_ref_span"] >= GOAL:
+        if x["of_ref_span"] >= GOAL and x["of_core"] >= GOAL:
             continue
         need = x["ref"] * x["lat_us"] * 1e-6   # Little's law: commands in flight bench-ftl's rate needs
-        if x["of_ref"] >= GOAL:
-            why = (f"the sustained rate reaches the goal; the whole span is short of it by the fill: the first "
-                   f"CQE came {x['fill_us']:,.0f} us after the first doorbell, {100 * x['fill_us'] / x['us']:.0f}% "
-                   "of this short run")
-        elif need > x["qd"]:
-            why = (f"bounded by the queue depth: at its median latency of {x['lat_us']:,.0f} us, bench-ftl's "
-                   f"{x['ref']:,.0f} pages/s needs {need:.1f} commands in flight (Little's law) and the host keeps "
-                   f"{x['qd']}" + ("; bench-ftl's figure is at QD 16, where a page's program path and its wait for "
-                                   "the channel bus overlap with 15 others" if x["op"] == "write" and x["qd"] > 1 else "")
-                   + f"; the NVMe path's own share of the latency is {overhead[x['op']] / clk * 1e6:.1f} us "
-                   f"({100 * overhead[x['op']] / clk * 1e6 / x['lat_us']:.0f}%), the rest is the core's and the NAND's")
+        if x["of_core"] < GOAL and x["qd"] == 1:
+            why = (f"{100 * x['of_core']:.1f}% of the same core alone: at QD 1 nothing overlaps the NVMe path's "
+                   f"own {overhead[x['op']]:,.0f} cycles ({overhead[x['op']] / clk * 1e6:.1f} us) per command, on a "
+                   f"core path of {core[x['op']] / clk * 1e6:.1f} us; the data mover's copy of the page between the "
+                   f"staging area and the host is {page_cycles:,} of them (a word every two cycles on the SoC "
+                   "memory port)" + ("; against bench-ftl's figure the case reaches "
+                                     f"{100 * x['of_ref_span']:.1f}%" if x["of_ref_span"] >= GOAL else ""))
+        elif x["of_core"] < GOAL:
+            share = overhead[x["op"]] / clk * 1e6 / x["lat_us"]
+            why = (f"**short of the goal**: {100 * x['of_core']:.1f}% of the same core on the same run "
+                   f"({x['core_pps']:,.0f} pages/s), the NVMe path costing {100 * (1 - x['of_core']):.1f}% -- more "
+                   f"than the {100 * share:.1f}% its QD 1 overhead ({overhead[x['op']] / clk * 1e6:.1f} us) is of "
+                   f"the median latency ({x['lat_us']:,.0f} us), so with {x['qd']} in flight something else "
+                   "holds commands back: each page is staged into SoC memory before the core sees it and read "
+                   "out again by the core's DMA over the one Wishbone port, a word every two cycles "
+                   f"({2 * page_cycles:,} cycles a page), while the core alone takes its pages where the host "
+                   "left them; a faster port (bursts) or a data mover feeding the core directly is the next step")
+        elif need > x["qd"] and x["of_ref"] < GOAL:
+            why = (f"the same core alone reaches {x['core_pps']:,.0f} pages/s on the same run, the drive "
+                   f"{100 * x['of_core']:.1f}% of that; both are bounded by the queue depth: at the drive's median "
+                   f"latency of {x['lat_us']:,.0f} us, bench-ftl's {x['ref']:,.0f} pages/s needs {need:.1f} "
+                   f"commands in flight (Little's law) and the host keeps {x['qd']}; the NVMe path's own share of "
+                   f"the latency is {overhead[x['op']] / clk * 1e6:.1f} us "
+                   f"({100 * overhead[x['op']] / clk * 1e6 / x['lat_us']:.0f}%)")
         else:
-            why = (f"at its median latency of {x['lat_us']:,.0f} us, {x['qd']} commands in flight would carry "
-                   f"{x['qd'] / x['lat_us'] * 1e6:,.0f} pages/s, more than measured: the commands wait in the "
-                   "drive for something else than the NAND")
+            why = (f"the same core alone reaches {x['core_pps']:,.0f} pages/s on the same run, the drive "
+                   f"{100 * x['of_core']:.1f}% of that; the whole span is short of bench-ftl by the fill both pay "
+                   f"(the first CQE came {x['fill_us']:,.0f} us after the first doorbell, "
+                   f"{100 * x['fill_us'] / x['us']:.0f}% of this short run); the sustained rate reaches "
+                   f"{100 * x['of_ref']:.1f}% of bench-ftl")
         out.append(f"* 4 KiB random {x['op']}s, QD {x['qd']}, {x['queues']} queue{'s' if x['queues'] > 1 else ''}: "
-                   f"{100 * x['of_ref_span']:.1f}% - {100 * x['of_ref']:.1f}% -- {why}.")
+                   f"{why}.")
     by_key = {(x["op"], x["qd"], x["queues"]): x for x in rows}
     spread = max(abs(x["pps"] / by_key[(x["op"], x["qd"], 1)]["pps"] - 1) for x in rows if x["queues"] > 1)
     out += [
@@ -320,7 +355,7 @@ def notes(r, rows, overhead, core, lim) -> list[str]:
         "* A longer run narrows the two rates of the QD 32 writes to one (`make bench-nvme "
         "BENCH_ARGS=\"--write-commands 512\"`, ten times the simulated time of the writes); with "
         f"{r['write_commands']} commands the host submits only {r['write_commands'] - 32} more after its first 32, "
-        "so most of the run is the fill and the drain.",
+        "so most of the run is the fill and the drain, for the core alone as for the drive.",
         "* The firmware is not on the I/O path (the gateware fetches, stages, issues and completes); "
         "`NvmeFirmwareModel` only polls its window for admin commands.",
     ]

@@ -21,6 +21,7 @@ from cocotb.utils import get_sim_time
 
 from atomflash.nvme import NvmeHost
 from atomflash.spec import NvmeIoOpcode as Io, Opcode, Status
+from sim.harness.ftl_tb import QUEUE_SIZE
 from sim.nvme.drive_tb import start_drive
 from sim.pcie.nvme_host_bridge import PcieNvmeLink, RootComplexMemory, in_thread
 
@@ -138,6 +139,24 @@ async def core_qd1(tb, lbas) -> dict:
     return out
 
 
+CORE_RING_QD = QUEUE_SIZE - 1       # the core's own queue: its ring holds one entry less than its size
+
+
+async def core_at_depth(tb, op, lbas, qd) -> dict:
+    """``lbas`` as single-page commands on the core's own queue (FtlCoreTB, the firmware's pair), ``qd``
+    in flight: the same run as an NVMe case without the NVMe path.  Cycles from the first submission,
+    as the NVMe cases' ns are from the first doorbell."""
+    ftl = tb.ftl
+    saved, ftl.poll_cycles = ftl.poll_cycles, 64
+    buf = ftl.data
+    opcode = Opcode.WRITE if op == "write" else Opcode.READ
+    cycles, statuses, done = await ftl.run_queue([dict(opcode=opcode, lba=lba, nlb=1, buf=buf) for lba in lbas],
+                                                 min(qd, CORE_RING_QD))
+    ftl.poll_cycles = saved
+    assert set(statuses) == {Status.SUCCESS}, statuses
+    return dict(op=op, qd=qd, ring_qd=min(qd, CORE_RING_QD), commands=len(lbas), cycles=cycles, done_cycles=done)
+
+
 @cocotb.test()
 async def bench(dut):
     tb, firmware, limits = await start_drive(dut, capacity=CFG["capacity"], blocks_per_die=CFG["blocks_per_die"],
@@ -190,7 +209,15 @@ async def bench(dut):
         await in_thread(measure, op)
     # the core's own QD 1 latency, on LBAs the warm-up wrote (the drive's queues idle meanwhile)
     core = await core_qd1(tb, warm[:CORE_SAMPLES])
-    out = dict(CFG, clk_hz=clk_hz, poll_ns=POLL_NS, cases=cases, core_qd1=core,
+    # the core alone at the NVMe cases' depths and command counts: what the host interface is held to
+    core_cases = []
+    for op in (o for o in CFG["ops"] if o in ("write", "read")):
+        for qd in (8, 32):
+            n = CFG[f"{op}_commands"]
+            lbas = [rng.randrange(capacity) for _ in range(n)] if op == "write" else [rng.choice(warm) for _ in range(n)]
+            core_cases.append(await core_at_depth(tb, op, lbas, qd))
+            cocotb.log.info(f"core alone, {op} QD {qd}: {n} commands in {core_cases[-1]['cycles']:,} cycles")
+    out = dict(CFG, clk_hz=clk_hz, poll_ns=POLL_NS, cases=cases, core_qd1=core, core_cases=core_cases,
                core_qd1_median={k: statistics.median(v) for k, v in core.items()},
                sim_ns=get_sim_time("ns") - start_ns, pcie=dict(
                    speed=tb.config.speed, lanes=tb.config.nlanes, data_width=tb.config.data_width,
