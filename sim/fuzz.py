@@ -57,7 +57,7 @@ FIRST_LOOK_S = 2.0                           # wall seconds before a command's s
 DEAD_SIMULATOR_S = 3600.0                    # wall-clock last resort: the simulator itself stopped advancing
 UNMAPPED_SAMPLE = 3                          # touched LBAs a program left as they were, read back after it
 GAP = 3                                      # LBAs read back apart by at most this share one READ
-ABORT_RESTARTS = 10                          # hangs the session survives by restarting the simulator
+ABORT_RESTARTS = 10                          # hangs a campaign survives by restarting the simulator
 
 
 class Divergence(AssertionError):
