@@ -381,7 +381,7 @@ class Model:
         gen = self._slot_gen.get(handle, 0) % 0xFFFF + 1
         self._slot_gen[handle] = gen
         serial = next(self._serial)
-        token = spec.make_token(handle, gen, serial, owner=queue, key=MODEL_TOKEN_KEY)
+        token = spec.make_token(handle, gen, serial, key=MODEL_TOKEN_KEY)   # owner checked apart: every model mints alike
         self.appends[handle] = _Append(handle, gen, token, blocks, serial, owner=queue)
         return Completion(Status.SUCCESS, result=token)
 
