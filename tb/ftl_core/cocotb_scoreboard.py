@@ -123,7 +123,8 @@ async def random_scoreboard(dut):
         assert CACHE_PAGES or cycles == sorted(cycles)
         # reads of every LBA, committed and as one open transaction sees them, several in flight
         reads = []
-        for tid in [None] + rng.sample(sorted(model.tx), min(1, len(model.tx))):
+        open_tids = sorted(t for _, t in model.tx)       # (queue, tid) keys: the TB's one queue pair
+        for tid in [None] + rng.sample(open_tids, min(1, len(open_tids))):
             for lba in range(0, len(lbas), 4):
                 buf = host.buffer(4)
                 if tid is None:
@@ -141,7 +142,7 @@ async def random_scoreboard(dut):
     # close what is open: commit half, abort the rest; release the appends left
     for mtok, dtok in tokens.items():
         expect(await tb.do(opcode=Opcode.RELEASE, token=dtok), model.release(mtok).status)
-    for tid in sorted(model.tx):
+    for tid in sorted(t for _, t in model.tx):
         commit = tid % 2 == 0
         c = model.tx_commit(tid) if commit else model.tx_abort(tid)
         programs += int(commit)
