@@ -160,21 +160,25 @@ def test_transactions_through_the_helper(nvme):
     with dev.transaction() as tx:
         tx.write(6, b"d" * BLK, final=True)                 # the final write commits
     assert tx.state == "committed" and dev.read(6) == b"d" * BLK
-    # another host has tid 5 open: a caller's id raises TidInUse, a drawn one is drawn again
+    # tids are each queue's: another queue's tid 5 is another transaction; on the same queue a caller's
+    # open id raises TidInUse and a drawn one is drawn again
     other = Device.attach_nvme(dev.host, 2)
     other._shared = _Shared()
     dev.tx_write(5, 10, b"A" * BLK)
+    with other.transaction(5) as tx:
+        tx.write(11, b"B" * BLK)
+    assert tx.state == "committed" and dev.read(11) == b"B" * BLK and dev.read(10) == bytes(BLK)
     with pytest.raises(errors.TidInUse):
-        with other.transaction(5) as tx:
-            tx.write(11, b"B" * BLK)
+        dev.tx_write(5, 13, b"X" * BLK, new=True)
     draws = iter([5, 6])
-    other.new_tid = lambda: next(draws)
-    with other.transaction() as tx:
+    saved, dev.new_tid = dev.new_tid, lambda: next(draws)
+    with dev.transaction() as tx:
         tx.write(12, b"C" * BLK)
+    dev.new_tid = saved
     assert tx.tid == 6 and dev.read(12) == b"C" * BLK and dev.open_list().tids == [5]
     dev.tx_commit(5)
-    assert dev.read(10) == b"A" * BLK and dev.read(11) == bytes(BLK)
-    for lba, blk in {3: b"a", 4: b"b", 6: b"d", 10: b"A", 12: b"C"}.items():
+    assert dev.read(10) == b"A" * BLK and dev.read(13) == bytes(BLK)
+    for lba, blk in {3: b"a", 4: b"b", 6: b"d", 10: b"A", 11: b"B", 12: b"C"}.items():
         model.write(lba, blk * BLK)
     assert ctrl.model.contents() == model.contents()
 
