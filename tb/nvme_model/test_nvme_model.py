@@ -438,7 +438,7 @@ def test_random_io_on_several_queues_matches_the_model():
             e, _ = h.io(qid, Io.WRITE, data=data, offset=off, slba=lba, cdw12=(n - 1) | fua << 30)
         elif kind in ("read", "txr"):
             read = True
-            want = ref.read(lba, n) if kind == "read" else ref.tx_read(tid, lba, n)
+            want = ref.read(lba, n) if kind == "read" else ref.tx_read(tid, lba, n, queue=qid)
             op = Io.READ if kind == "read" else Io.TX_READ
             e, got = h.io(qid, op, nbytes=n * N, offset=off, slba=lba, cdw12=n - 1, cdw13=tid)
             if want.ok:
@@ -463,15 +463,15 @@ def test_random_io_on_several_queues_matches_the_model():
             e, _ = h.io(qid, Io.ATOMIC_WRITE, data=b"".join(blocks), offset=off, cdw12=k - 1, mptr=mptr)
         elif kind == "txw":
             final, new = rng.random() < 0.3, rng.random() < 0.2
-            want = ref.tx_write(tid, lba, data, final=final, new=new)
+            want = ref.tx_write(tid, lba, data, final=final, new=new, queue=qid)
             e, _ = h.io(qid, Io.TX_WRITE, data=data, offset=off, slba=lba,
                         cdw12=(n - 1) | final << 16 | new << 17, cdw13=tid)
         elif kind in ("commit", "abort"):
-            want = ref.tx_commit(tid) if kind == "commit" else ref.tx_abort(tid)
+            want = ref.tx_commit(tid, queue=qid) if kind == "commit" else ref.tx_abort(tid, queue=qid)
             e = h.cmd(qid, Io.TX_COMMIT if kind == "commit" else Io.TX_ABORT, nsid=1, cdw13=tid)
         elif kind == "append":
             n = rng.choice([1, 2, 3, 6])
-            want = ref.append(block(f"p{step}", n))
+            want = ref.append(block(f"p{step}", n), queue=qid)
             e, _ = h.io(qid, Io.APPEND, data=block(f"p{step}", n), offset=off, cdw12=n - 1)
             if want.ok:
                 assert e.result == want.result
@@ -482,12 +482,12 @@ def test_random_io_on_several_queues_matches_the_model():
             for _ in range(k):
                 tok, blocks_ = rng.choice(tokens) if tokens else (0, 1)
                 triples.append((rng.randrange(L.capacity), tok, blocks_ if rng.random() < 0.85 else blocks_ + 1))
-            want = ref.remap(triples)
+            want = ref.remap(triples, queue=qid)
             raw = b"".join(spec.NVME_REMAP_ENTRY.pack(lba=a, token=t, nlb=c) for a, t, c in triples)
             e, _ = h.io(qid, Io.REMAP, data=raw, offset=off, cdw12=k - 1)
         elif kind == "release":
             tok = rng.choice(tokens)[0] if tokens and rng.random() < 0.8 else rng.getrandbits(64)
-            want = ref.release(tok)
+            want = ref.release(tok, queue=qid)
             e = h.cmd(qid, Io.RELEASE, nsid=1, cdw14_15=tok)
         elif kind == "hint":
             hint = rng.randrange(4)
