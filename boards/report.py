@@ -173,9 +173,8 @@ def util(u: dict, k: str) -> str:
 def render(data: dict) -> str:
     from boards import colorlight_i5, ulx3s
     from rtl.nand.window import BLOCK_ID, CTRL, REGS, STATUS
-    from boards.common import AFNAND_ORIGIN, BOARD_L2_BYTES, BOARD_ROM_BYTES, BOARD_SRAM_BYTES
+    from boards.common import AFNAND_ORIGIN, BOARD_FTL_ROM_BYTES, BOARD_L2_BYTES, BOARD_ROM_BYTES, BOARD_SRAM_BYTES
     from soc.atomflash_soc import HOSTMEM_ORIGIN
-    from soc.atomflash_soc import ROM_BYTES as FTL_ROM
     from soc.atomflash_soc import SRAM_BYTES as FTL_SRAM
 
     L = []
@@ -213,7 +212,7 @@ def render(data: dict) -> str:
     w("hold the FTL core's firmware):")
     w("")
     w(f"* **`--core ftl`: the whole SSD.**  The simulated SoC of `soc/` (docs/soc.md) on the board: VexRiscv, the")
-    w(f"  firmware as the boot ROM ({FTL_ROM // 1024} KiB ROM, {FTL_SRAM // 1024} KiB SRAM, as in simulation), the FTL core at")
+    w(f"  firmware as the boot ROM ({BOARD_FTL_ROM_BYTES // 1024} KiB ROM with the SDRAM's initialisation, {FTL_SRAM // 1024} KiB SRAM as in simulation), the FTL core at")
     w(f"  `afctrl` `0x9000_0000` (`soc/ftl_bridge.py`: host queues, the FTL fast path, the NAND controller and the")
     w(f"  firmware's NAND window; the simulated SoC's core, generated from the same sources), the board's SDR SDRAM")
     w(f"  as main RAM at `0x4000_0000` behind a {BOARD_L2_BYTES} B L2 cache, and host memory (`hostmem`, the host's queues")
@@ -222,7 +221,7 @@ def render(data: dict) -> str:
     w("  `sdram_init`) before its tables move in.  The crossbar interconnect and a bus timeout per master, as in")
     w("  simulation.  The host port is LiteX's UARTBone on the board's USB-UART, with the firmware console a")
     w("  crossover UART behind it, so one cable carries both (*Attaching a host*, below).  Needs an LFE5U-85F")
-    w("  (about 60 k LUT4 and 157 block RAMs, below; `boards/common.py` refuses smaller parts before building),")
+    w("  (about 60 k LUT4 and 173 block RAMs; `boards/common.py` refuses smaller parts before building),")
     w("  at least 4 page-buffer slots per channel, and BCH ECC.  The same memory system runs in simulation: `soc/sim.py --sdram` /")
     w("  `atomflash sim start --sdram` (LiteDRAM's SDRAM model of the ULX3S's part; `tb/host/test_sdram_sim.py`).")
     w(f"* **`--core nand`: the NAND controller alone.**  {BOARD_ROM_BYTES // 1024} KiB ROM, {BOARD_SRAM_BYTES // 1024} KiB SRAM, the")

@@ -42,8 +42,9 @@ class FtlCoreStandIn:
         self.busy: set[int] = set()
         self.seen = Counter()
 
-    def run(self, raw: int) -> tuple[int, int]:
-        """One command (``spec.CMD`` as an integer): its (status, result)."""
+    def run(self, raw: int, queue: int = 0) -> tuple[int, int]:
+        """One command (``spec.CMD`` as an integer) from core queue ``queue``: its (status, result).
+        Transactions and appends are the queue's that opened them (docs/security.md)."""
         c = spec.CMD.unpack(raw.to_bytes(spec.CMD.size, "little"))
         status = command.static_status(c, self.model.limits.capacity, self.static)
         if status != Status.SUCCESS:
@@ -57,7 +58,7 @@ class FtlCoreStandIn:
         elif op == Opcode.WRITE:
             r = model.write(c.lba, soc.read(c.buf, c.nlb * B), fua=bool(flags.fua))
         elif op in (Opcode.READ, Opcode.TX_READ):
-            r = model.read(c.lba, c.nlb) if op == Opcode.READ else model.tx_read(c.tid, c.lba, c.nlb)
+            r = model.read(c.lba, c.nlb) if op == Opcode.READ else model.tx_read(c.tid, c.lba, c.nlb, queue=queue)
             if r.ok:
                 soc.write(c.buf, r.data)
         elif op == Opcode.DEALLOCATE:
@@ -68,19 +69,19 @@ class FtlCoreStandIn:
             r = model.atomic_write([(e.lba, soc.read(e.buf, B)) for e in entries])
         elif op == Opcode.TX_WRITE:
             r = model.tx_write(c.tid, c.lba, soc.read(c.buf, c.nlb * B), final=bool(flags.tx_final),
-                               new=bool(flags.tx_new))
+                               new=bool(flags.tx_new), queue=queue)
         elif op == Opcode.TX_COMMIT:
-            r = model.tx_commit(c.tid)
+            r = model.tx_commit(c.tid, queue=queue)
         elif op == Opcode.TX_ABORT:
-            r = model.tx_abort(c.tid)
+            r = model.tx_abort(c.tid, queue=queue)
         elif op == Opcode.APPEND:
-            r = model.append(soc.read(c.buf, c.nlb * B))
+            r = model.append(soc.read(c.buf, c.nlb * B), queue=queue)
         elif op == Opcode.REMAP:
             size = spec.REMAP_ENTRY.size
             entries = [spec.REMAP_ENTRY.unpack(soc.read(c.list + size * i, size)) for i in range(c.nlist)]
-            r = model.remap([(e.lba, e.token, e.nlb) for e in entries])
+            r = model.remap([(e.lba, e.token, e.nlb) for e in entries], queue=queue)
         elif op == Opcode.RELEASE:
-            r = model.release(c.token)
+            r = model.release(c.token, queue=queue)
         elif op == Opcode.HINT:
             r = model.hint(c.hint)
         else:
@@ -99,7 +100,7 @@ class FtlCoreStandIn:
                 cid = raw >> 16 & 0xFFFF
                 assert cid < self.ids and cid not in self.busy, f"command id {cid} issued twice"
                 self.busy.add(cid)
-                status, result = self.run(raw)
+                status, result = self.run(raw, sqid)
                 waiting.append([rng.choice([0, 1, 5, 20, 60]), sqid, cid, status, result])
             if offered is not None and cpl_ready:
                 self.busy.discard(offered[2])
