@@ -794,10 +794,12 @@ def test_features_abort_and_log_pages(host):
     assert status(e) == OK and (stats.host_write_pages, stats.host_read_pages) == (3, 2) and stats.nand_programs == 0
     tok = h.io(1, Io.APPEND, data=block("ap", 2), cdw12=1)[0].result
     assert status(h.io(1, Io.TX_WRITE, data=block("t", 2), slba=5, cdw12=1, cdw13=42)[0]) == OK
+    assert status(h.io(1, Io.TX_WRITE, data=block("u", 1), slba=6, cdw12=0, cdw13=42)[0]) == OK
     size = spec.OPEN_TX.size * LIM.max_open_tx + spec.OPEN_APPEND.size * LIM.max_appends
     e, raw = h.log(NvmeLogPage.ATOMFLASH_OPEN, size)
     assert status(e) == OK
-    assert spec.OPEN_TX.unpack(raw[:16]) == dict(tid=42, pages=2, flags=0, rsvd=0)
+    # pages written so far: LBA 6 rewritten counts twice (2 distinct LBAs staged, 3 pages written)
+    assert spec.OPEN_TX.unpack(raw[:16]) == dict(tid=42, pages=3, flags=0, rsvd=0)
     assert not any(raw[16:spec.OPEN_TX.size * LIM.max_open_tx])
     first_append = spec.OPEN_APPEND.unpack(raw[spec.OPEN_TX.size * LIM.max_open_tx:][:16])
     assert (first_append.token, first_append.nlb) == (tok, 2)

@@ -789,10 +789,10 @@ class NvmeController:
     def open_log(self) -> bytes:
         """Log page C1h: an ``OPEN_TX`` per transaction slot, then an ``OPEN_APPEND`` per append slot.
         CHOICE: the model has no transaction slots, so open transactions fill the first slots in the
-        order they opened; ``pages`` counts their distinct staged LBAs."""
+        order they opened; ``pages`` counts the blocks each has written, rewrites included."""
         L = self.limits
-        txs = list(self.model.tx.items())
-        out = [spec.OPEN_TX.pack(tid=tid, pages=len(staged)) for (_, tid), staged in txs]
+        txs = list(self.model.tx_written.items())
+        out = [spec.OPEN_TX.pack(tid=tid, pages=written) for (_, tid), written in txs]
         out += [spec.OPEN_TX.pack()] * (L.max_open_tx - len(txs))
         for slot in range(L.max_appends):
             a = self.model.appends.get(slot)

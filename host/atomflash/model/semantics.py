@@ -137,6 +137,8 @@ class Model:
         self.initial = dict(self.map)
         # open (queue, tid) -> staged {lba: block}, latest write per lba: each queue pair has its own tids
         self.tx: dict[tuple[int, int], dict[int, bytes]] = {}
+        # open (queue, tid) -> blocks it has written, rewrites of an LBA included (OPEN_TX.pages)
+        self.tx_written: dict[tuple[int, int], int] = {}
         self.appends: dict[int, _Append] = {}  # live appends by handle
         self._slot_gen: dict[int, int] = {}
         self._serial = itertools.count(1)  # stands in for the append's first vseq in token checks
@@ -316,6 +318,7 @@ class Model:
         for i, block in enumerate(blocks):
             staged.pop(lba + i, None)  # keep dict order = order of the latest writes
             staged[lba + i] = block
+        self.tx_written[key] = self.tx_written.get(key, 0) + len(blocks)
         if final:
             return self._commit(key)
         return Completion(Status.SUCCESS)
@@ -348,6 +351,7 @@ class Model:
 
     def _commit(self, key: tuple[int, int]) -> Completion:
         writes = self.tx.pop(key)
+        self.tx_written.pop(key, None)
         self._apply(writes)
         return Completion(Status.SUCCESS, ops=(self._record("commit", dict(writes), True, durable=True, tid=key[1]),))
 
@@ -358,6 +362,7 @@ class Model:
         if (queue, tid) not in self.tx:
             return Completion(Status.UNKNOWN_TX)
         del self.tx[(queue, tid)]
+        del self.tx_written[(queue, tid)]
         return Completion(Status.SUCCESS)
 
     # -- append / remap -------------------------------------------------------
@@ -427,5 +432,6 @@ class Model:
         self.map = dict(self.map if survived is None else {k: bytes(v) for k, v in survived.items() if v is not None})
         self.initial = dict(self.map)
         self.tx.clear()
+        self.tx_written.clear()
         self.appends.clear()
         self.history = []
