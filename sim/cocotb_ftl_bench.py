@@ -143,6 +143,37 @@ async def bench(dut):
         out[f"atomic_{n}"] = dict(cycles=int(dut.cycle.value) - start, programs=await programs(tb) - p0,
                                   groups=groups)
 
+    # append-then-remap: APPENDs of 8 pages, each REMAPped as soon as its token is back (4 appends in flight):
+    # the token's MAC is minted beside the append's programs and checked by the REMAP
+    appends, k = PAGES // 8, 8
+    p0 = await programs(tb)
+    start = int(dut.cycle.value)
+    inflight, remaps, slot = [], [], 0
+    for a in range(appends):
+        while len(inflight) >= 4:
+            cpl = await tb.wait(inflight.pop(0))
+            assert cpl["status"] == Status.SUCCESS
+            addr = lists + (slot % 4) * 64 * spec.REMAP_ENTRY.size
+            slot += 1
+            tb.write_bytes(addr, spec.REMAP_ENTRY.pack(lba=rng.randrange(CAPACITY - k), token=cpl["result"], nlb=k))
+            remaps.append(await tb.submit(opcode=Opcode.REMAP, list=addr, nlist=1))
+            if len(remaps) >= 4:
+                assert (await tb.wait(remaps.pop(0)))["status"] == Status.SUCCESS
+        inflight.append(await tb.submit(opcode=Opcode.APPEND, nlb=k, buf=bufs[a % (BUFFERS - k)]))
+    for cid in inflight:
+        cpl = await tb.wait(cid)
+        assert cpl["status"] == Status.SUCCESS
+        addr = lists + (slot % 4) * 64 * spec.REMAP_ENTRY.size
+        slot += 1
+        tb.write_bytes(addr, spec.REMAP_ENTRY.pack(lba=rng.randrange(CAPACITY - k), token=cpl["result"], nlb=k))
+        remaps.append(await tb.submit(opcode=Opcode.REMAP, list=addr, nlist=1))
+        if len(remaps) >= 4:
+            assert (await tb.wait(remaps.pop(0)))["status"] == Status.SUCCESS
+    for cid in remaps:
+        assert (await tb.wait(cid))["status"] == Status.SUCCESS
+    out["append_remap_8"] = dict(cycles=int(dut.cycle.value) - start, programs=await programs(tb) - p0,
+                                 appends=appends)
+
     # transactions of k pages: one TX_WRITE of k pages then TX_COMMIT (a COMMIT record), or one TX_WRITE marked
     # final (the commit rides on its last page); MAX_OPEN_TX transactions in flight, the same number of pages
     final_flag = spec.CMD.compose("flags", tx_final=1)

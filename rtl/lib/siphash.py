@@ -29,7 +29,12 @@ from amaranth.lib.wiring import In, Out
 
 from atomflash.siphash import INIT, siphash  # the reference (the token check uses it too)
 
-__all__ = ["SipHash", "siphash"]
+__all__ = ["SipHash", "siphash", "cycles"]
+
+
+def cycles(words: int, c: int = 2, d: int = 4) -> int:
+    """Cycles :class:`SipHash` takes for ``words`` 64-bit words, first transfer to digest, both counted."""
+    return (words + 1) * (2 * c + 1) + 2 * d + 2
 
 
 class SipHash(wiring.Component):
