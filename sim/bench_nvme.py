@@ -199,7 +199,7 @@ def render(r: dict, f: dict, png: Path) -> str:
         f"core at {f['clk_hz'] / 1e6:.0f} MHz, the drive at {clk / 1e6:.0f} MHz: the comparison is in pages/s.",
         f"* Controller: {s['queues']} I/O queue pairs of {r['queue_entries']} entries, {s['contexts']} contexts "
         f"({s['staging_bytes'] // 1024:,} KiB of staging areas in {s['mem_bytes'] >> 20} MiB of SoC memory, "
-        "one wait state); capacity "
+        "one wait state, then a word a cycle in incrementing bursts); capacity "
         f"{r['capacity']:,} LBAs of {lim['page']} B, {r['blocks_per_die']} erased blocks per die at boot.",
         f"* Host: sleeps until an MSI-X message or {r['poll_ns']:,} ns between looks at its CQs; a command's "
         "doorbell is when its SQ tail write leaves the root complex, its completion when its CQE lands in host "
@@ -285,7 +285,7 @@ def notes(r, rows, overhead, core, lim) -> list[str]:
     """What bounds each case, from the run's own figures."""
     clk = r["clk_hz"]
     core_pps = {op: clk / core[op] for op in core}          # the same build's core at QD 1
-    page_cycles = 2 * lim["page"] // 4          # a word every two cycles over classic Wishbone
+    page_cycles = lim["page"] // 4              # a word a cycle in incrementing Wishbone bursts
     port_us = 2 * page_cycles / clk * 1e6      # a write's page crosses the SoC memory port twice
     out = []
     for x in rows:
@@ -296,7 +296,7 @@ def notes(r, rows, overhead, core, lim) -> list[str]:
             why = (f"{100 * x['of_core']:.1f}% of the same core alone: at QD 1 nothing overlaps the NVMe path's "
                    f"own {overhead[x['op']]:,.0f} cycles ({overhead[x['op']] / clk * 1e6:.1f} us) per command, on a "
                    f"core path of {core[x['op']] / clk * 1e6:.1f} us; the data mover's copy of the page between the "
-                   f"staging area and the host is {page_cycles:,} of them (a word every two cycles on the SoC "
+                   f"staging area and the host is {page_cycles:,} of them (a word a cycle in bursts on the SoC "
                    "memory port)" + ("; against bench-ftl's figure the case reaches "
                                      f"{100 * x['of_ref_span']:.1f}%" if x["of_ref_span"] >= GOAL else ""))
         elif x["of_core"] < GOAL:
@@ -306,9 +306,9 @@ def notes(r, rows, overhead, core, lim) -> list[str]:
                    f"than the {100 * share:.1f}% its QD 1 overhead ({overhead[x['op']] / clk * 1e6:.1f} us) is of "
                    f"the median latency ({x['lat_us']:,.0f} us), so with {x['qd']} in flight something else "
                    "holds commands back: each page is staged into SoC memory before the core sees it and read "
-                   "out again by the core's DMA over the one Wishbone port, a word every two cycles "
+                   "out again by the core's DMA over the one Wishbone port, a word a cycle in bursts "
                    f"({2 * page_cycles:,} cycles a page), while the core alone takes its pages where the host "
-                   "left them; a faster port (bursts) or a data mover feeding the core directly is the next step")
+                   "left them; a data mover feeding the core directly is the next step")
         elif need > x["qd"] and x["of_ref"] < GOAL:
             why = (f"the same core alone reaches {x['core_pps']:,.0f} pages/s on the same run, the drive "
                    f"{100 * x['of_core']:.1f}% of that; both are bounded by the queue depth: at the drive's median "
@@ -339,7 +339,7 @@ def notes(r, rows, overhead, core, lim) -> list[str]:
         f"cycles ({overhead['write'] / clk * 1e6:.1f} us), a read's the core's read path plus "
         f"{overhead['read']:,.0f} cycles ({overhead['read'] / clk * 1e6:.1f} us): the SQE fetch over PCIe, the "
         f"data mover's copy between host pages and the staging area ({page_cycles:,} cycles for "
-        f"{lim['page']} B at a word every two cycles), the CQE post and its MSI-X message.",
+        f"{lim['page']} B at a word a cycle), the CQE post and its MSI-X message.",
         f"* The SoC memory port: a write's page crosses the one Wishbone port the data mover and the core's DMA "
         f"share twice (staged in, then read by the core's DMA), {port_us:.1f} us at least, so the port alone "
         f"would allow {1e6 / port_us:,.0f} pages/s, {1e6 / port_us / lim['limit_pages_s']:.1f} times the NAND "

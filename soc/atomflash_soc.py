@@ -212,7 +212,7 @@ class AtomflashSoC(SoCCore):
             cpu_type="vexriscv", cpu_variant="standard",
             integrated_rom_size=NVME_ROM_BYTES if nvme else ROM_BYTES,
             integrated_sram_size=SRAM_BYTES,
-            integrated_main_ram_size=0 if sdram else ram,
+            integrated_main_ram_size=0,     # main RAM is added below, bursting
             uart_name="sim",
             timer_uptime=True,
             # A crossbar, not one shared bus: the CPU's access to a page buffer
@@ -230,6 +230,8 @@ class AtomflashSoC(SoCCore):
         self.sdram_main = sdram
         if sdram:
             self.add_sim_sdram()
+        else:
+            self.add_bursting_main_ram(ram)
 
         self.nand_core = None
         if nand:
@@ -272,6 +274,17 @@ class AtomflashSoC(SoCCore):
         # the PHY becomes the endpoint's submodule (``self.pcie.endpoint.phy``), nobody else's
         phy = SimPciePHY(self.platform.request("pcie_sim"), config)
         self.pcie = PcieEndpoint(phy, config, user=user)
+
+    def add_bursting_main_ram(self, size: int) -> None:
+        """Main RAM as SoCCore's integrated RAM, but answering incrementing bursts a word a cycle
+        (``rtl.lib.wishbone``): the FTL core's page copies and the NVMe staging moves burst, so a page
+        crosses it in about half the cycles.  Only this RAM: the rest of the bus stays classic."""
+        from litex.soc.integration.soc import SoCRegion
+        from litex.soc.interconnect import wishbone
+
+        self.main_ram = wishbone.SRAM(size, bus=wishbone.Interface(data_width=32, address_width=32,
+                                                                  addressing="word", bursting=True))
+        self.bus.add_slave("main_ram", self.main_ram.bus, SoCRegion(origin=self.mem_map["main_ram"], size=size))
 
     def add_sim_sdram(self):
         """Main RAM in a simulated SDR SDRAM instead of an SRAM: LiteDRAM's

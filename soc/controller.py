@@ -12,7 +12,8 @@ port            dir    meaning
 ``wbs_*``       slave  Wishbone B4 classic, 32-bit, word address (``wbs_adr`` is
                        the offset inside the window): CSRs, queues, IDENTIFY
 ``wbm_*``       master Wishbone B4 classic, 32-bit, 30-bit word address into the
-                       SoC bus (main RAM): data buffers, map traffic
+                       SoC bus (main RAM): data buffers, map traffic; with
+                       ``wbm_cti``/``wbm_bte``, incrementing bursts too
 ``irq``         out    level interrupt -> CPU interrupt ``AFCTRL_INTERRUPT`` (soc.h)
 ``nand_*``      any    NAND pins (future): routed by the target — to board pads,
                        or to one ``nand_model`` instance per target in simulation
@@ -76,6 +77,8 @@ class AmaranthCore(Module):
                 o_wbm_sel=self.dma.sel, o_wbm_cyc=self.dma.cyc, o_wbm_stb=self.dma.stb,
                 o_wbm_we=self.dma.we, i_wbm_ack=self.dma.ack, i_wbm_err=self.dma.err,
             )
+        if "wbm_cti" in ports:
+            params.update(o_wbm_cti=self.dma.cti, o_wbm_bte=self.dma.bte)
         if "irq" in ports:
             params["o_irq"] = self.irq
         self.has_irq = "irq" in ports

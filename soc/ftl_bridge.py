@@ -109,7 +109,7 @@ class FtlBridge(wiring.Component):
                 raise ValueError(f"{field} numbers do not fit ftl.free")
         wb_sig = wishbone.Signature(addr_width=self.addr_width)
         wbs = {f"wbs_{n}": (In if m.flow == Out else Out)(m.shape) for n, m in wb_sig.members.items()}
-        wbm = {f"wbm_{n}": m for n, m in wishbone.Signature(addr_width=30).members.items()}
+        wbm = {f"wbm_{n}": m for n, m in wishbone.Signature(addr_width=30, burst=True).members.items()}
         super().__init__({
             **wbs, **wbm,
             "irq": Out(1),
@@ -148,7 +148,7 @@ class FtlBridge(wiring.Component):
                      self.irq.eq(core.irq | window.irq | nvme_irq)]
         for c in range(C):
             wiring.connect(m, window.buf[c], core.fw_buf[c])
-        for name in ("adr", "dat_w", "sel", "cyc", "stb", "we"):
+        for name in ("adr", "dat_w", "sel", "cyc", "stb", "we", "cti", "bte"):
             m.d.comb += getattr(wbm, name).eq(getattr(core.mem, name))
         for name in ("dat_r", "ack", "err"):
             m.d.comb += getattr(core.mem, name).eq(getattr(wbm, name))

@@ -135,7 +135,7 @@ class FtlCore(wiring.Component):
         die_block = self.alloc.free.payload.shape()
         super().__init__({
             "regs": In(wishbone.Signature(addr_width=6, data_width=32)),
-            "mem": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "mem": Out(wishbone.Signature(addr_width=30, data_width=32, burst=True)),
             "irq": Out(1),
             "bus": Out(OnfiBusSignature(ways)).array(channels),
             "timing": In(TIMING),
@@ -232,7 +232,7 @@ class FtlCore(wiring.Component):
         m.submodules.blocktable = blocktable = BlockTable(channels=C, ways=self.ways)
         m.submodules.nandport = nandport = NandPortMux(4)
         m.submodules.cplmerge = cplmerge = StreamMerge(completion_layout(Q), 3)
-        m.submodules.membus = membus = wishbone.Arbiter(8, addr_width=30)
+        m.submodules.membus = membus = wishbone.Arbiter(8, addr_width=30, burst=True)
         m.submodules.rebinds = rebinds = StreamMerge(REBIND, 2)
 
         # host side
@@ -398,6 +398,6 @@ class FtlCore(wiring.Component):
         # SoC memory
         for i, initiator in enumerate((queues.dma, mapcache.dma, blocktable.dma, writer.bus, reader.bus,
                                        executor.bus, relocator.bus, infopages.bus)):
-            wiring.connect(m, initiator, membus.initiators[i])
+            wishbone.connect(m, initiator, membus.initiators[i])   # the page copies burst, the rest is classic
         wiring.connect(m, membus.bus, wiring.flipped(self.mem))
         return m

@@ -6,9 +6,14 @@ then the channel streams the slot onto the NAND bus; reads go the other way.
 One request moves ``words`` 32-bit words in one direction and answers once on
 ``done`` (with ``error`` when the bus answered ``err``; words already copied
 stay copied, the caller treats the whole transfer as failed).
+
+The copy is one incrementing Wishbone burst (``rtl.lib.wishbone``): a word a
+cycle from a target that bursts, a word every two from one that does not.
+The page buffer keeps up either way: toward memory its next word is read
+in the cycle a word is taken, so it is there for the next access.
 """
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -37,7 +42,7 @@ class BufferDMA(wiring.Component):
     -----
     req : In(stream.Signature(request_layout(buf_addr_width)))
     done : Out(stream.Signature(data.StructLayout({"error": 1})))
-    bus : Out(wishbone.Signature(addr_width=30))
+    bus : Out(wishbone.Signature(addr_width=30, burst=True))
     buf : Out(BufferPortSignature(buf_addr_width, 32))
     """
 
@@ -46,7 +51,7 @@ class BufferDMA(wiring.Component):
         super().__init__({
             "req": In(stream.Signature(request_layout(buf_addr_width))),
             "done": Out(stream.Signature(data.StructLayout({"error": 1}))),
-            "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "bus": Out(wishbone.Signature(addr_width=30, data_width=32, burst=True)),
             "buf": Out(BufferPortSignature(buf_addr_width, 32)),
         })
 
@@ -58,10 +63,12 @@ class BufferDMA(wiring.Component):
         left = Signal(16)
         error = Signal()
 
+        taken = Signal()   # a word's access answered this cycle: toward memory the buffer reads the next one
         m.d.comb += [
-            self.buf.addr.eq(buf_addr),
+            self.buf.addr.eq(buf_addr + (taken & (direction == Direction.TO_MEMORY))),
             self.buf.w_data.eq(self.bus.dat_r),
             self.done.payload.error.eq(error),
+            self.bus.cti.eq(Mux(left > 1, wishbone.CTI_INCREMENTING, wishbone.CTI_END)),
         ]
 
         with m.FSM():
@@ -95,18 +102,17 @@ class BufferDMA(wiring.Component):
                         m.next = "DONE"
 
             with m.State("READ_BUFFER"):
-                m.next = "WRITE_MEMORY"  # buffer data arrives one cycle after its address
+                m.next = "WRITE_MEMORY"  # the first word arrives one cycle after its address
             with m.State("WRITE_MEMORY"):
                 wishbone.word_access(m, self.bus, mem_word, self.buf.r_data)
                 with m.If(self.bus.err):
                     m.d.sync += error.eq(1)
                     m.next = "DONE"
                 with m.Elif(self.bus.ack):
+                    m.d.comb += taken.eq(1)
                     m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1)]
                     with m.If(left == 1):
                         m.next = "DONE"
-                    with m.Else():
-                        m.next = "READ_BUFFER"
 
             with m.State("DONE"):
                 m.d.comb += self.done.valid.eq(1)

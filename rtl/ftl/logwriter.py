@@ -132,7 +132,7 @@ class LogWriter(wiring.Component):
             "desc": Out(stream.Signature(layouts.NAND_DESC)),
             "cpl": In(stream.Signature(layouts.NAND_CPL)),
             "buf": Out(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
-            "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "bus": Out(wishbone.Signature(addr_width=30, data_width=32, burst=True)),
             "give_up": In(1),
         })
 

@@ -110,7 +110,7 @@ class Reader(wiring.Component):
             "desc": Out(stream.Signature(layouts.NAND_DESC)),
             "ncpl": In(stream.Signature(layouts.NAND_CPL)),
             "buf": Out(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
-            "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "bus": Out(wishbone.Signature(addr_width=30, data_width=32, burst=True)),
             "overrides": In(OverrideSignature(max_transfer)),
             "cache_lookup": Out(CacheLookupSignature(lba_bits)),
             "pages": Out(32),

@@ -93,7 +93,7 @@ class Relocator(wiring.Component):
             "desc": Out(stream.Signature(layouts.NAND_DESC)),
             "ncpl": In(stream.Signature(layouts.NAND_CPL)),
             "buf": Out(ArbitratedBufferSignature(self.buf_addr_width)).array(channels),
-            "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "bus": Out(wishbone.Signature(addr_width=30, data_width=32, burst=True)),
             "page": Out(stream.Signature(PAGE_WRITE)),
             "page_done": In(stream.Signature(PAGE_DONE)),
             "pending": Out(PendingUserSignature(pending_entries, owners)),

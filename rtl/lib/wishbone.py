@@ -5,26 +5,48 @@ Addresses are word addresses (``adr`` counts ``data_width``-bit words), ``sel``
 has one bit per ``granularity``-bit lane, and a cycle ends on ``ack`` or
 ``err``.  ``Signature`` is seen from the initiator: an initiator port is
 ``Out(Signature(...))``, a target port ``In(Signature(...))``.
+
+Incrementing bursts.  ``Signature(burst=True)`` adds the registered-feedback
+cycle type tags ``cti`` and ``bte`` (Wishbone B4 section 4).  A classic
+access answers its ``ack`` the cycle after it is seen, so the next access
+starts a cycle later and a word moves every two cycles.  An initiator that
+tags an access ``CTI_INCREMENTING`` says the next access will be at the next
+address: a target that bursts (LiteX's ``wishbone.SRAM`` on a bus with
+``bursting``) then has that word's answer ready in the cycle right after, and
+a word moves every cycle.  The tag is a promise only about the address: an
+initiator may still drop ``stb`` after any ``ack`` (the target's early answer
+in that cycle is then ignored, as every ``ack`` without ``stb`` is), and
+tags its last access ``CTI_END``.  Untagged (``CTI_CLASSIC``) accesses, and
+every access to a target that does not burst, stay classic, so a bursting
+initiator works everywhere.
 """
 
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
+# cycle type identifiers (cti)
+CTI_CLASSIC = 0b000
+CTI_INCREMENTING = 0b010
+CTI_END = 0b111
 
 
 class Signature(wiring.Signature):
     """Wishbone initiator signature.
 
     Members: ``adr``, ``dat_w``, ``dat_r``, ``sel``, ``cyc``, ``stb``, ``we``,
-    ``ack``, ``err``.
+    ``ack``, ``err``; with ``burst``, also ``cti`` and ``bte`` (always linear
+    bursts here: ``bte`` 0).
     """
 
-    def __init__(self, *, addr_width: int, data_width: int = 32, granularity: int = 8):
+    def __init__(self, *, addr_width: int, data_width: int = 32, granularity: int = 8, burst: bool = False):
         if data_width % granularity:
             raise ValueError(f"data width {data_width} is not a multiple of granularity {granularity}")
         self.addr_width = addr_width
         self.data_width = data_width
         self.granularity = granularity
+        self.burst = burst
         super().__init__({
+            **({"cti": Out(3), "bte": Out(2)} if burst else {}),
             "adr": Out(addr_width),
             "dat_w": Out(data_width),
             "dat_r": In(data_width),
@@ -38,10 +60,12 @@ class Signature(wiring.Signature):
 
     def __eq__(self, other):
         return (isinstance(other, Signature) and self.addr_width == other.addr_width
-                and self.data_width == other.data_width and self.granularity == other.granularity)
+                and self.data_width == other.data_width and self.granularity == other.granularity
+                and self.burst == other.burst)
 
     def __repr__(self):
-        return f"wishbone.Signature(addr_width={self.addr_width}, data_width={self.data_width}, granularity={self.granularity})"
+        return (f"wishbone.Signature(addr_width={self.addr_width}, data_width={self.data_width}, "
+                f"granularity={self.granularity}, burst={self.burst})")
 
 
 class Arbiter(wiring.Component):
@@ -59,13 +83,18 @@ class Arbiter(wiring.Component):
         The initiators' buses (connect each initiator's ``Out`` port here).
     bus : Out(Signature(...))
         The shared bus.
+
+    With ``burst``, initiators and bus carry ``cti``/``bte`` (bursts pass
+    through whole: a grant lasts the cycle); :func:`connect` joins a classic
+    initiator to a bursting port.
     """
 
-    def __init__(self, n: int, *, addr_width: int, data_width: int = 32, granularity: int = 8):
+    def __init__(self, n: int, *, addr_width: int, data_width: int = 32, granularity: int = 8, burst: bool = False):
         if n < 1:
             raise ValueError("an arbiter needs at least one initiator")
         self.n = n
-        sig = Signature(addr_width=addr_width, data_width=data_width, granularity=granularity)
+        self.burst = burst
+        sig = Signature(addr_width=addr_width, data_width=data_width, granularity=granularity, burst=burst)
         super().__init__({"initiators": In(sig).array(n), "bus": Out(sig)})
 
     def elaborate(self, platform):
@@ -84,6 +113,8 @@ class Arbiter(wiring.Component):
                     self.bus.cyc.eq(ini.cyc), self.bus.stb.eq(ini.stb), self.bus.we.eq(ini.we),
                     ini.ack.eq(self.bus.ack), ini.err.eq(self.bus.err),
                 ]
+                if self.burst:
+                    m.d.comb += [self.bus.cti.eq(ini.cti), self.bus.bte.eq(ini.bte)]
             m.d.comb += ini.dat_r.eq(self.bus.dat_r)
         m.d.comb += busy.eq(self.bus.cyc)
         # re-arbitrate only between cycles: the next requester after the current grant
@@ -101,3 +132,16 @@ def word_access(m, bus, adr, dat_w=None):
     m.d.comb += [bus.adr.eq(adr), bus.sel.eq((1 << len(bus.sel)) - 1), bus.cyc.eq(1), bus.stb.eq(1)]
     if dat_w is not None:
         m.d.comb += [bus.we.eq(1), bus.dat_w.eq(dat_w)]
+
+
+def connect(m, initiator, target):
+    """Join an initiator port to a target port whose signatures differ only in ``burst``: the common
+    members are connected; a classic initiator's accesses reach a bursting target as ``CTI_CLASSIC``,
+    and a bursting initiator's tags are dropped before a classic target (which then answers every
+    access classically: the initiator still works, a word every two cycles)."""
+    for name in ("adr", "dat_w", "sel", "cyc", "stb", "we"):
+        m.d.comb += getattr(target, name).eq(getattr(initiator, name))
+    for name in ("dat_r", "ack", "err"):
+        m.d.comb += getattr(initiator, name).eq(getattr(target, name))
+    if hasattr(initiator, "cti") and hasattr(target, "cti"):
+        m.d.comb += [target.cti.eq(initiator.cti), target.bte.eq(initiator.bte)]

@@ -74,7 +74,7 @@ class NvmeController(wiring.Component):
             "fw_irq": Out(1),
             "dma": Out(HostDmaSignature()),
             "msix": Out(stream.Signature(self.engine.irq.payload.shape())),
-            "mem": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "mem": Out(wishbone.Signature(addr_width=30, data_width=32, burst=True)),
             "core_cmd": Out(stream.Signature(command_layout(core_queue_ids))),
             "core_cpl": In(stream.Signature(completion_layout(core_queue_ids))),
             "capacity": In(64),
@@ -90,7 +90,7 @@ class NvmeController(wiring.Component):
         m.submodules.dma_arbiter = dma_arbiter = HostDmaArbiter(2)
         m.submodules.move_arbiter = move_arbiter = RequestArbiter(MOVE, MOVED, 2)
         m.submodules.completions = completions = StreamMerge(completion_payload(self.queues), 2)
-        m.submodules.membus = membus = wishbone.Arbiter(2, addr_width=30)
+        m.submodules.membus = membus = wishbone.Arbiter(2, addr_width=30, burst=True)
 
         # BAR0, CC/CSTS and the admin queues' registers
         wiring.connect(m, wiring.flipped(self.bar), regs.bar)
@@ -142,7 +142,7 @@ class NvmeController(wiring.Component):
         wiring.connect(m, engine.dma, dma_arbiter.initiators[0])
         wiring.connect(m, mover.dma, dma_arbiter.initiators[1])
         wiring.connect(m, dma_arbiter.dma, wiring.flipped(self.dma))
-        wiring.connect(m, translator.mem, membus.initiators[0])
+        wishbone.connect(m, translator.mem, membus.initiators[0])      # classic: SQE fields, lists
         wiring.connect(m, mover.mem, membus.initiators[1])
         wiring.connect(m, membus.bus, wiring.flipped(self.mem))
         return m

@@ -21,10 +21,11 @@ bytes before it):
   transfer's end, so words wait for the host rather than the host for them, also across segments.
   A write request per segment then takes its words from the FIFO, ``last`` on the segment's final one.
 
-A classic Wishbone cycle ends on ``ack`` and the next one starts the cycle after, so a target that
-answers the cycle after it sees an access moves a word every two cycles: that, not the host link,
-bounds a transfer at 0.5 words per cycle; the Wishbone side starts its next access on the cycle
-after each ``ack`` to keep it there.  An access, once started, is held until its answer.
+The Wishbone side starts its next access on the cycle after each ``ack`` and tags every access but
+the transfer's last as an incrementing burst (``rtl.lib.wishbone``): a target that bursts answers
+it in that same cycle, a word a cycle; one that does not, a word every two cycles.  An access, once
+started, is held until its answer; when the FIFO has no word (or no room) for the next one, ``stb``
+drops after an ``ack`` and the burst ends there.
 
 The walker's list reads and the data requests share ``dma``, which takes one request at a time: the
 port is granted per request, from its ``req`` to its ``done``, to the walker first when both ask (a
@@ -84,8 +85,8 @@ class DataMover(wiring.Component):
         The job's ``Status``, once nothing of it is outstanding.
     dma : Out(HostDmaSignature)
         Host memory: the walker's PRP list reads and the data requests, one at a time.
-    mem : Out(wishbone.Signature(addr_width=30, data_width=32))
-        SoC memory, classic cycles, whole words.
+    mem : Out(wishbone.Signature(addr_width=30, data_width=32, burst=True))
+        SoC memory, whole words in incrementing bursts.
     """
 
     def __init__(self, *, batch: int = 32, depth: int = 16):
@@ -94,7 +95,7 @@ class DataMover(wiring.Component):
             "job": In(stream.Signature(JOB)),
             "done": Out(stream.Signature(DONE)),
             "dma": Out(HostDmaSignature()),
-            "mem": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "mem": Out(wishbone.Signature(addr_width=30, data_width=32, burst=True)),
         })
 
     def elaborate(self, platform):
@@ -105,7 +106,7 @@ class DataMover(wiring.Component):
 
         to_host = Signal()
         address = Signal(30)               # the staging area's next word for the Wishbone side
-        unread = Signal(LENGTH_BITS - 2)   # to the host: words the Wishbone side has still to read
+        unread = Signal(LENGTH_BITS - 2)   # words the Wishbone side has still to read (to the host) or write
         walker_status = Signal(15)
         error = Signal(15)                 # the mover's own first error (SUCCESS: none yet)
         bus_failed = Signal()              # a Wishbone err: the Wishbone side stops
@@ -156,13 +157,13 @@ class DataMover(wiring.Component):
         with m.Else():
             m.d.comb += may_start.eq(fifo.r_rdy & ~bus_failed)
         m.d.comb += [bus.cyc.eq(in_access | may_start), bus.stb.eq(in_access | may_start), bus.adr.eq(address),
-                     bus.we.eq(~to_host), bus.dat_w.eq(fifo.r_data), bus.sel.eq(0xF)]
+                     bus.we.eq(~to_host), bus.dat_w.eq(fifo.r_data), bus.sel.eq(0xF),
+                     bus.cti.eq(Mux(unread > 1, wishbone.CTI_INCREMENTING, wishbone.CTI_END))]
         m.d.sync += in_access.eq(bus.stb & ~bus.ack & ~bus.err)
         with m.If(bus.stb & bus.ack):
-            m.d.sync += address.eq(address + 1)
+            m.d.sync += [address.eq(address + 1), unread.eq(unread - 1)]
             with m.If(to_host):
                 m.d.comb += [fifo.w_data.eq(bus.dat_r), fifo.w_en.eq(1)]
-                m.d.sync += unread.eq(unread - 1)
         with m.If(bus.stb & bus.err):
             m.d.sync += bus_failed.eq(1)
             fail(Status.INTERNAL_ERROR)

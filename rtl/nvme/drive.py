@@ -54,7 +54,7 @@ class NvmeDrive(wiring.Component):
             members[name] = member
         for name in ("bar", "fw", "fw_irq", "dma", "msix"):
             members[f"nvme_{name}"] = self.nvme.signature.members[name]
-        members["mem"] = Out(wishbone.Signature(addr_width=30, data_width=32))
+        members["mem"] = Out(wishbone.Signature(addr_width=30, data_width=32, burst=True))
         super().__init__(members)
 
     def __getattr__(self, name):
@@ -66,7 +66,7 @@ class NvmeDrive(wiring.Component):
         m = Module()
         m.submodules.core = core = self.core
         m.submodules.nvme = nvme = self.nvme
-        m.submodules.membus = membus = wishbone.Arbiter(2, addr_width=30)
+        m.submodules.membus = membus = wishbone.Arbiter(2, addr_width=30, burst=True)
         wiring.connect(m, nvme.core_cmd, core.stream_cmd)
         wiring.connect(m, core.stream_cpl, nvme.core_cpl)
         m.d.comb += nvme.capacity.eq(self.capacity)

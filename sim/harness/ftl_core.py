@@ -2,8 +2,10 @@
 NAND model per target (:func:`sim.harness.nand_channel.generate_top`) and SoC
 memory as a Verilog array ``mem`` behind the core's Wishbone initiator.
 
-The memory answers one wait state after a request, byte lanes honoured; a
-word address at or past ``MEM_WORDS`` answers ``err`` (what the tests use to
+The memory answers one wait state after a request, byte lanes honoured, and
+in incrementing bursts a word every cycle after the first, as LiteX's
+``wishbone.SRAM`` on a bus with bursting does (``rtl.lib.wishbone``); a word
+address at or past ``MEM_WORDS`` answers ``err`` (what the tests use to
 provoke bus errors).  It powers on as FFh bytes, so an L2P table placed in it
 starts out unmapped.  cocotb reads and writes ``mem`` directly (VPI), never
 clocking Python per word.
@@ -30,7 +32,7 @@ def firmware_ports(core: FtlCore):
     ports = [("in", w, f"regs__{n}") for n, w in WB_IN] + [("out", w, f"regs__{n}") for n, w in WB_OUT]
     ports += [("out", 30, "mem__adr"), ("out", 32, "mem__dat_w"), ("out", 4, "mem__sel"), ("out", 1, "mem__cyc"),
               ("out", 1, "mem__stb"), ("out", 1, "mem__we"), ("in", 32, "mem__dat_r"), ("in", 1, "mem__ack"),
-              ("in", 1, "mem__err")]
+              ("in", 1, "mem__err"), ("out", 3, "mem__cti"), ("out", 2, "mem__bte")]
     ports += [("out", 1, "irq"),
               ("in", 1, "free__valid"), ("out", 1, "free__ready"), ("in", free, "free__payload"),
               ("out", 1, "closed__valid"), ("in", 1, "closed__ready"), ("out", free, "closed__payload"),
@@ -73,28 +75,47 @@ def firmware_ports(core: FtlCore):
 
 def memory(words: int) -> str:
     """The harness's SoC memory ``mem``: ``words`` 32-bit words (a power of two), one wait state,
-    byte lanes, err past the end, FFh at power-on."""
+    a word a cycle in incrementing bursts, byte lanes, err past the end, FFh at power-on.
+
+    Bursts work as in LiteX's ``wishbone.SRAM`` with bursting: the first access of a burst latches
+    its address, and while ``cti`` says incrementing the memory answers every cycle at a counter
+    running one word ahead of a read (level with a write), so it ignores ``adr`` until the burst
+    ends (``cti`` END, or ``stb`` low: an ``ack`` then seen without ``stb`` is dropped, the next
+    access starts afresh from its own ``adr``)."""
     assert words & (words - 1) == 0
     top = (words - 1).bit_length() - 1
     return f"""
-    // SoC memory: one wait state, byte lanes, err past the end
+    // SoC memory: one wait state, then a word a cycle in incrementing bursts; byte lanes, err past the end
     localparam MEM_WORDS = {words};
     reg [31:0] mem [0:MEM_WORDS-1];
     integer mem_i;
     initial for (mem_i = 0; mem_i < MEM_WORDS; mem_i = mem_i + 1) mem[mem_i] = 32'hFFFFFFFF;
-    wire mem_req = mem__cyc & mem__stb & ~mem__ack & ~mem__err;
-    wire mem_in_range = mem__adr < MEM_WORDS;
+    wire mem_burst = mem__cti == 3'b010;
+    reg mem_latched;
+    reg [29:0] mem_counter;
+    initial mem_latched = 0;
+    wire [29:0] mem_word = (mem_burst & mem_latched) ? mem_counter : mem__adr;
+    wire mem_req = mem__cyc & mem__stb & (~mem__ack | mem_burst) & ~mem__err;
+    wire mem_in_range = mem_word < MEM_WORDS;
     always @(posedge clk) begin
         mem__ack <= mem_req & mem_in_range;
         mem__err <= mem_req & ~mem_in_range;
-        if (mem_req & mem_in_range) begin
-            mem__dat_r <= mem[mem__adr[{top}:0]];
+        if (mem_req & mem_in_range)
+            mem__dat_r <= mem[mem_word[{top}:0]];
+        // a write lands in every strobed cycle, answered or not (a burst's last access is answered early)
+        if (mem__cyc & mem__stb & ~mem__err & mem_in_range) begin
             if (mem__we) begin
-                if (mem__sel[0]) mem[mem__adr[{top}:0]][7:0] <= mem__dat_w[7:0];
-                if (mem__sel[1]) mem[mem__adr[{top}:0]][15:8] <= mem__dat_w[15:8];
-                if (mem__sel[2]) mem[mem__adr[{top}:0]][23:16] <= mem__dat_w[23:16];
-                if (mem__sel[3]) mem[mem__adr[{top}:0]][31:24] <= mem__dat_w[31:24];
+                if (mem__sel[0]) mem[mem_word[{top}:0]][7:0] <= mem__dat_w[7:0];
+                if (mem__sel[1]) mem[mem_word[{top}:0]][15:8] <= mem__dat_w[15:8];
+                if (mem__sel[2]) mem[mem_word[{top}:0]][23:16] <= mem__dat_w[23:16];
+                if (mem__sel[3]) mem[mem_word[{top}:0]][31:24] <= mem__dat_w[31:24];
             end
+        end
+        if (mem__cyc & mem__stb & mem_burst & ~mem__err) begin
+            mem_latched <= 1;
+            mem_counter <= mem_latched ? mem_counter + 1 : mem__adr + {{29'd0, ~mem__we}};
+        end else begin
+            mem_latched <= 0;
         end
     end
 """

@@ -18,6 +18,14 @@ sees an access's ``ack`` also sees the access still asserted; the model knows it
 not take it twice.  The model alone drives ``ack``, ``err`` and ``dat_r`` (it tells pysim of changes
 only).
 
+Bursts: on a port with ``cti`` (``wishbone.Signature(burst=True)``), an access tagged incrementing is
+answered as LiteX's bursting SRAM answers it, with share ``burst``: the next word's ``ack`` (a read's
+data, or ``err`` where :meth:`error_at` refuses it) comes in the cycle right after, before the
+initiator shows that access, so a word moves every cycle.  The initiator may drop ``stb`` instead (the
+early answer is then ignored and nothing is written); showing another address is a violation.
+Accesses not tagged, and the other ``1 - burst``, are answered classically (a target that does not
+burst); a burst never waits.  ``bursts`` counts the words answered early.
+
 Checks, each failing the simulation with :class:`WishboneViolation` (an ``AssertionError``) naming the
 access: ``sel`` 0xF (the model takes whole 32-bit words only), ``stb`` only inside ``cyc``, the word
 inside the memory (``base`` .. ``base + size``), and an access not changed nor withdrawn while it
@@ -33,6 +41,8 @@ from __future__ import annotations
 import random
 
 from amaranth import Cat
+
+from rtl.lib.wishbone import CTI_INCREMENTING
 
 __all__ = ["WishboneMemoryModel", "WishboneViolation"]
 
@@ -56,10 +66,13 @@ class WishboneMemoryModel:
         The share of accesses that wait 1..``max_wait`` cycles before their answer.
     base : int
         The byte address of the memory's first byte on the bus (dword aligned).
+    burst : float
+        The share of incrementing-tagged accesses whose next word is answered in the following
+        cycle (ports with ``cti`` only).
     """
 
     def __init__(self, port, size_or_bytes, *, seed: int = 0, wait: float = 0.25, max_wait: int = 3,
-                 base: int = 0):
+                 base: int = 0, burst: float = 1.0):
         if len(port.dat_w) != 32 or len(port.sel) != 4:
             raise ValueError("the model answers 32-bit ports with byte lanes")
         if base % 4:
@@ -71,7 +84,8 @@ class WishboneMemoryModel:
         self.base = base
         self.rng = random.Random(seed)
         self.wait, self.max_wait = wait, max_wait
-        self.reads = self.writes = self.errors = self.waits = 0
+        self.burst = burst if hasattr(port, "cti") else 0.0
+        self.reads = self.writes = self.errors = self.waits = self.bursts = 0
         self._errors: list[range] = []
 
     @property
@@ -120,15 +134,38 @@ class WishboneMemoryModel:
         pending = None        # the access waiting for its answer: (adr, we, sel, dat_w)
         wait = 0
         answered = False      # the last edge answered: this one still sees that access
+        early = None          # a burst's next word, answered before the initiator showed it: (adr, we, err)
+        controls = Cat(p.cyc, p.stb, p.we, p.sel, *((p.cti,) if self.burst else ()))
         # one sample of the control bits and one of each wide value: pysim's cost is per value sampled
-        async for _, _, bits, adr, dat_w in ctx.tick().sample(Cat(p.cyc, p.stb, p.we, p.sel), p.adr, p.dat_w):
-            cyc, stb, we, sel = bits & 1, bits >> 1 & 1, bits >> 2 & 1, bits >> 3
+        async for _, _, bits, adr, dat_w in ctx.tick().sample(controls, p.adr, p.dat_w):
+            cyc, stb, we, sel = bits & 1, bits >> 1 & 1, bits >> 2 & 1, bits >> 3 & 0xF
+            incrementing = self.burst and bits >> 7 == CTI_INCREMENTING
             show("ack", 0)
             show("err", 0)
             if stb and not cyc:
                 raise WishboneViolation(f"Wishbone: stb without cyc at word {adr:#x}")
+            if early is not None:
+                want, want_we, refused = early
+                early = None
+                if not stb:
+                    continue                      # the burst ended: the early answer is ignored
+                if (adr, we) != (want, want_we):
+                    raise WishboneViolation(f"Wishbone: a burst's next access is {self._name(adr, we, sel, dat_w)}, "
+                                            f"not the {'write' if want_we else 'read'} of word {want:#x}")
+                if sel != 0xF:
+                    raise WishboneViolation(f"Wishbone: {self._name(adr, we, sel, dat_w)}: sel is not 0xF")
+                if refused:
+                    self.errors += 1
+                else:
+                    self._take(adr, we, dat_w)
+                    self.bursts += 1
+                if incrementing and not refused and self.rng.random() < self.burst:
+                    early = self._answer_early(ctx, show, adr + 1, we)
+                continue
             if answered:
                 answered = False
+                if incrementing and self.rng.random() < self.burst:
+                    early = self._answer_early(ctx, show, adr + 1, we)
                 continue
             if not stb:
                 if pending is not None:
@@ -148,6 +185,29 @@ class WishboneMemoryModel:
                 continue
             self._answer(ctx, show, *pending)
             pending, answered = None, True
+
+    def _answer_early(self, ctx, show, adr, we):
+        """A burst's next word, answered in the coming cycle: (adr, we, refused), or None past the memory's
+        end (the initiator's access there, if it comes, is then answered as any other)."""
+        addr = 4 * adr
+        if not self.base <= addr < self.base + self.size:
+            return None
+        if self._refused(addr):
+            show("err", 1)
+            return adr, we, True
+        if not we:
+            at = addr - self.base
+            ctx.set(self.port.dat_r, int.from_bytes(self.data[at:at + 4], "little"))
+        show("ack", 1)
+        return adr, we, False
+
+    def _take(self, adr, we, dat_w) -> None:
+        at = 4 * adr - self.base
+        if we:
+            self.data[at:at + 4] = dat_w.to_bytes(4, "little")
+            self.writes += 1
+        else:
+            self.reads += 1
 
     def _name(self, adr, we, sel, dat_w) -> str:
         what = f"write of {dat_w:#010x} to" if we else "read of"

@@ -1,9 +1,10 @@
 """cocotb models for the classic Wishbone ports of rtl.lib.wishbone.
 
 ``WishboneMemory`` answers an initiator port (word dict, random wait states,
-injectable bus errors); ``WishboneInitiator`` drives a target port (register
-windows).  Ports are found by prefix: ``<prefix>__adr``, ``<prefix>__cyc``, ...
-(Amaranth's flattened names).
+injectable bus errors, and on a port with ``cti`` incrementing bursts as
+LiteX's bursting SRAM answers them); ``WishboneInitiator`` drives a target
+port (register windows).  Ports are found by prefix: ``<prefix>__adr``,
+``<prefix>__cyc``, ... (Amaranth's flattened names).
 """
 
 import random
@@ -11,24 +12,34 @@ import random
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
 
+from rtl.lib.wishbone import CTI_INCREMENTING
+
 
 class _Port:
     def __init__(self, dut, prefix):
         for name in ("adr", "dat_w", "dat_r", "sel", "cyc", "stb", "we", "ack", "err"):
             setattr(self, name, getattr(dut, f"{prefix}__{name}"))
+        self.cti = getattr(dut, f"{prefix}__cti", None)
 
 
 class WishboneMemory:
-    """Word-addressed memory behind an initiator port."""
+    """Word-addressed memory behind an initiator port.
 
-    def __init__(self, dut, prefix, clk, *, max_wait=2, seed=0):
+    An access is answered after 0..``max_wait`` wait states.  On a port with ``cti``, an access tagged
+    incrementing is, with share ``burst``, followed by a burst: the next word is answered in the cycle
+    right after (before the initiator shows it), and so on while the tag stays; the initiator may end
+    it by dropping ``stb`` (the early answer is ignored), and an access at another address then is an
+    error.  ``bursts`` counts the words answered early."""
+
+    def __init__(self, dut, prefix, clk, *, max_wait=2, seed=0, burst=1.0):
         self.port = _Port(dut, prefix)
         self.clk = clk
         self.words: dict[int, int] = {}
         self.error_at: set[int] = set()
         self.max_wait = max_wait
+        self.burst = burst if self.port.cti is not None else 0.0
         self.rng = random.Random(seed)
-        self.reads = self.writes = 0
+        self.reads = self.writes = self.bursts = 0
         self.port.ack.value = 0
         self.port.err.value = 0
 
@@ -46,6 +57,15 @@ class WishboneMemory:
         for i in range(0, len(raw), 4):
             self.words[(byte_addr + i) // 4] = int.from_bytes(raw[i:i + 4], "little")
 
+    def _incrementing(self) -> bool:
+        return bool(self.burst) and int(self.port.cti.value) == CTI_INCREMENTING and self.rng.random() < self.burst
+
+    def _store(self, adr, wdata, sel):
+        old = self.words.get(adr, 0)
+        mask = sum(0xFF << (8 * i) for i in range(4) if sel >> i & 1)
+        self.words[adr] = (old & ~mask) | (wdata & mask)
+        self.writes += 1
+
     async def _serve(self):
         p = self.port
         while True:
@@ -57,24 +77,40 @@ class WishboneMemory:
                 continue
             adr, we = int(p.adr.value), int(p.we.value)
             wdata, sel = (int(p.dat_w.value), int(p.sel.value)) if we else (0, 0)
+            burst = self._incrementing()
             await RisingEdge(self.clk)
             for _ in range(self.rng.randint(0, self.max_wait)):
                 await RisingEdge(self.clk)
             if adr in self.error_at:
                 p.err.value = 1
-            elif we:
-                old = self.words.get(adr, 0)
-                mask = sum(0xFF << (8 * i) for i in range(4) if sel >> i & 1)
-                self.words[adr] = (old & ~mask) | (wdata & mask)
-                self.writes += 1
-                p.ack.value = 1
+                continue
+            if we:
+                self._store(adr, wdata, sel)
             else:
                 p.dat_r.value = self.words.get(adr, 0)
                 self.reads += 1
-                p.ack.value = 1
-            await RisingEdge(self.clk)
-            p.ack.value = 0
-            p.err.value = 0
+            p.ack.value = 1
+            while burst:
+                # the next word, answered in the cycle after the last before the initiator shows it
+                await RisingEdge(self.clk)
+                adr += 1
+                refused = adr in self.error_at
+                p.ack.value, p.err.value = int(not refused), int(refused)
+                if not we and not refused:
+                    p.dat_r.value = self.words.get(adr, 0)
+                await ReadOnly()
+                if not (p.cyc.value and p.stb.value):
+                    break                       # the burst ended: the early answer is ignored
+                assert (int(p.adr.value), int(p.we.value)) == (adr, we), \
+                    f"a burst's next access is at word {int(p.adr.value):#x}, not {adr:#x}"
+                self.bursts += 1
+                if refused:
+                    break
+                if we:
+                    self._store(adr, int(p.dat_w.value), int(p.sel.value))
+                else:
+                    self.reads += 1
+                burst = self._incrementing()
 
 
 class WishboneInitiator:

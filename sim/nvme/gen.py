@@ -16,7 +16,7 @@ host through the simulated PCIe endpoint of ``sim/pcie``, and the flash through 
     │
     ├── <drive> dut (Amaranth's Verilog of NvmeDrive; clk = user_clk, reset = rst | user_reset)
     │     bus[c] ──► nand_model target<i> (one per target, DQ OR-ed per channel)
-    │     mem ─────► mem[] (SoC memory: one wait state, FFh at power-on, err past the end)
+    │     mem ─────► mem[] (SoC memory: one wait state, bursts, FFh at power-on, err past the end)
     │     regs, free, closed, seq_load, capacity, ..., desc/cpl, fw_buf, nvme_fw, nvme_fw_irq
     │         └── harness signals of the same names, which cocotb drives and reads (the firmware)
     └── cycle (a cycle counter)

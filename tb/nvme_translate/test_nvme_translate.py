@@ -48,10 +48,10 @@ class TranslatorTB:
         m.submodules.translator = self.t = t = NvmeCommandTranslator(
             queues=QUEUES, core_queue_ids=CORE_IDS, contexts=contexts, block_bytes=block, limits=self.static)
         m.submodules.mover = self.mover = mover = DataMover(batch=8)
-        m.submodules.arbiter = arb = wishbone.Arbiter(2, addr_width=30)
+        m.submodules.arbiter = arb = wishbone.Arbiter(2, addr_width=30, burst=True)
         wiring.connect(m, t.move, mover.job)
         wiring.connect(m, mover.done, t.moved)
-        wiring.connect(m, t.mem, arb.initiators[0])
+        wishbone.connect(m, t.mem, arb.initiators[0])
         wiring.connect(m, mover.mem, arb.initiators[1])
         self.m = m
         self.memory = HostMemory()
