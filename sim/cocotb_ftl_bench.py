@@ -148,28 +148,25 @@ async def bench(dut):
     appends, k = PAGES // 8, 8
     p0 = await programs(tb)
     start = int(dut.cycle.value)
-    inflight, remaps, slot = [], [], 0
-    for a in range(appends):
-        while len(inflight) >= 4:
-            cpl = await tb.wait(inflight.pop(0))
-            assert cpl["status"] == Status.SUCCESS
-            addr = lists + (slot % 4) * 64 * spec.REMAP_ENTRY.size
-            slot += 1
-            tb.write_bytes(addr, spec.REMAP_ENTRY.pack(lba=rng.randrange(CAPACITY - k), token=cpl["result"], nlb=k))
-            remaps.append(await tb.submit(opcode=Opcode.REMAP, list=addr, nlist=1))
-            if len(remaps) >= 4:
-                assert (await tb.wait(remaps.pop(0)))["status"] == Status.SUCCESS
-        inflight.append(await tb.submit(opcode=Opcode.APPEND, nlb=k, buf=bufs[a % (BUFFERS - k)]))
-    for cid in inflight:
+    inflight, remaps = [], []
+
+    async def remap_when_appended(cid):
+        """The append's token back, REMAPped at once (4 REMAP lists in turn, 4 REMAPs in flight)."""
         cpl = await tb.wait(cid)
         assert cpl["status"] == Status.SUCCESS
-        addr = lists + (slot % 4) * 64 * spec.REMAP_ENTRY.size
-        slot += 1
+        if len(remaps) >= 4:      # the REMAP that used this list before is done with it
+            assert (await tb.wait(remaps[-4]))["status"] == Status.SUCCESS
+        addr = lists + (len(remaps) % 4) * 64 * spec.REMAP_ENTRY.size
         tb.write_bytes(addr, spec.REMAP_ENTRY.pack(lba=rng.randrange(CAPACITY - k), token=cpl["result"], nlb=k))
         remaps.append(await tb.submit(opcode=Opcode.REMAP, list=addr, nlist=1))
-        if len(remaps) >= 4:
-            assert (await tb.wait(remaps.pop(0)))["status"] == Status.SUCCESS
-    for cid in remaps:
+
+    for a in range(appends):
+        while len(inflight) >= 4:
+            await remap_when_appended(inflight.pop(0))
+        inflight.append(await tb.submit(opcode=Opcode.APPEND, nlb=k, buf=bufs[a % (BUFFERS - k)]))
+    for cid in inflight:
+        await remap_when_appended(cid)
+    for cid in remaps[-4:]:
         assert (await tb.wait(cid))["status"] == Status.SUCCESS
     out["append_remap_8"] = dict(cycles=int(dut.cycle.value) - start, programs=await programs(tb) - p0,
                                  appends=appends)
