@@ -82,7 +82,7 @@ bench-sqlite: deps ## real SQLite (APSW, batch atomic writes) on atomflash: the 
 crash-sqlite: deps ## power cuts at random points of the SQLite workload in every mode (300 on the model, 6 on the simulated SoC), each judged by SQLite after the restart -> docs/sqlite.md, docs/results/sqlite_crash.json (CRASH_ARGS="--cuts 100 --soc-cuts 2")
 	@$(PY) -m atomflash.sqlbench crash $(CRASH_ARGS)
 
-fuzz: deps ## property-based fuzzing of the NVMe command interface on the simulated drive, the reference model as oracle: 100,000 random and broken commands (Hypothesis, shrunk on failure), every status, read and block compared, a simulated-time deadline per command -> docs/results/fuzz.md (resumable: build/fuzz; FUZZ_ARGS="--commands 2000 --fresh")
+fuzz: deps ## property-based fuzzing of the NVMe command interface on the simulated drive, the reference model as oracle: 100,000 random and broken commands (Hypothesis, shrunk on failure), every status, read and block compared, a simulated-time deadline per command -> docs/results/fuzz.md (a simulated drive per core; resumable: build/fuzz; FUZZ_ARGS="--commands 2000 --fresh")
 	@$(PY) -m sim.fuzz $(FUZZ_ARGS)
 
 synth-channel: deps ## Yosys synth_ecp5 of one NAND channel (PHY + sequencer + ECC) -> docs/results/nand_channel_synth.md

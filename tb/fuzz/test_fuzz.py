@@ -101,3 +101,23 @@ def test_a_planted_bug_is_found_and_shrunk_to_its_commands():
         fuzz.check_programs(f, examples=2000, seed=5, min_commands=2, max_commands=12)
     tx = [c for c in f.failing if c.op in (Io.TX_WRITE, Io.TX_COMMIT)]
     assert tx[-1].op == Io.TX_COMMIT and len(f.failing) <= 5, f.failing
+
+
+def test_side_by_side_campaigns_add_up():
+    """``make fuzz``'s workers: counts add, the slowest command of an opcode is the slowest of any, the wall
+    time is the longest (they ran at once), and the merged figure survives its JSON."""
+    a, b = fuzz.Stats(commands=10, programs=2, cycles=1000, wall_s=5.0), fuzz.Stats(commands=7, programs=1,
+                                                                                   cycles=500, wall_s=9.0)
+    a.per_opcode.update({"READ": 6, "WRITE": 4})
+    b.per_opcode.update({"READ": 7})
+    a.statuses[("READ", "0/0x00 SUCCESS")] = 6
+    b.statuses[("READ", "0/0x00 SUCCESS")] = 5
+    b.statuses[("READ", "0/0x80 LBA_OUT_OF_RANGE")] = 2
+    a.slowest, b.slowest = {"READ": 40, "WRITE": 90}, {"READ": 70}
+    b.findings.append("divergence: ...")
+    m = fuzz.Stats.merged([a, b])
+    assert (m.commands, m.programs, m.cycles, m.wall_s) == (17, 3, 1500, 9.0)
+    assert m.per_opcode == {"READ": 13, "WRITE": 4}
+    assert m.statuses[("READ", "0/0x00 SUCCESS")] == 11 and m.statuses[("READ", "0/0x80 LBA_OUT_OF_RANGE")] == 2
+    assert m.slowest == {"READ": 70, "WRITE": 90} and m.findings == ["divergence: ..."]
+    assert fuzz.Stats.from_json(m.as_json()).as_json() == m.as_json()
