@@ -148,10 +148,7 @@ class FtlBridge(wiring.Component):
                      self.irq.eq(core.irq | window.irq | nvme_irq)]
         for c in range(C):
             wiring.connect(m, window.buf[c], core.fw_buf[c])
-        for name in ("adr", "dat_w", "sel", "cyc", "stb", "we", "cti", "bte"):
-            m.d.comb += getattr(wbm, name).eq(getattr(core.mem, name))
-        for name in ("dat_r", "ack", "err"):
-            m.d.comb += getattr(core.mem, name).eq(getattr(wbm, name))
+        wishbone.connect(m, core.mem, wbm)
 
         # -- decode: host registers, FTL registers, NAND window, nothing
         word = wbs.adr
