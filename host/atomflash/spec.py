@@ -896,12 +896,13 @@ def mlc_upper_of(page: int, pages_per_block: int) -> int:
     return -1
 
 
-# ONFI asynchronous SDR timing modes 0-5 in ns (ONFI 2.x/3.x/4.x, "Timing
-# Parameters - Asynchronous").  Minimums unless noted; tREA, tWB, tCEA, tRHZ,
-# tCHZ are maximums the device guarantees.
+# ONFI asynchronous SDR timing modes 0-5 in ns (ONFI 4.0, "SDR timing
+# parameters"; ONFI 4.x lengthened tADL to 400 ns and tWHR to 80 ns from
+# mode 1 up, against ONFI 2.x's 70-200 and 60-120).  Minimums unless noted;
+# tREA, tWB, tCEA are maximums the device guarantees.
 ONFI_TIMING_PARAMS = (
     # name,  mode0..mode5, doc
-    ("tADL", (200, 100, 100, 100, 70, 70), "ALE to data loading time"),
+    ("tADL", (400, 400, 400, 400, 400, 400), "ALE to data loading time"),
     ("tALH", (20, 10, 10, 5, 5, 5), "ALE hold time"),
     ("tALS", (50, 25, 15, 10, 10, 10), "ALE setup time"),
     ("tAR", (25, 10, 10, 10, 10, 10), "ALE to RE# delay"),
@@ -922,7 +923,7 @@ ONFI_TIMING_PARAMS = (
     ("tWB", (200, 100, 100, 100, 100, 100), "WE# high to SR[6] low (max)"),
     ("tWC", (100, 45, 35, 30, 25, 20), "write cycle time"),
     ("tWH", (30, 15, 15, 10, 10, 7), "WE# high hold time"),
-    ("tWHR", (120, 80, 80, 60, 60, 60), "WE# high to RE# low"),
+    ("tWHR", (120, 80, 80, 80, 80, 80), "WE# high to RE# low"),
     ("tWP", (50, 25, 17, 15, 12, 10), "WE# pulse width"),
 )
 
@@ -968,7 +969,7 @@ class OnfiFeature(DocEnum):
 
 
 # ONFI parameter page (READ PARAMETER PAGE, ECh): where the fields a controller
-# reads at bring-up sit, in bytes (ONFI 2.x "Parameter page data structure";
+# reads at bring-up sit, in bytes (ONFI 4.0 "Parameter page data structure definition";
 # multi-byte fields little-endian, several of them unaligned, so these are
 # offsets rather than a Record).  The part sends PAGE_BYTES bytes and then
 # redundant copies; each copy ends in a CRC-16 over the bytes before it.
@@ -977,9 +978,11 @@ ONFI_PARAM = ConstantGroup("onfi_param", "ONFI parameter page: byte offsets of t
     Constant("COPIES", 3, "copies a part sends at least (the mandatory redundancy)"),
     Constant("SIGNATURE", 0, "4 bytes 'ONFI'"),
     Constant("SIGNATURE_VALUE", int.from_bytes(b"ONFI", "little"), "the signature read as a little-endian u32"),
-    Constant("REVISION", 4, "u16: supported ONFI revisions, bit n"),
-    Constant("FEATURES", 6, "u16: features supported"),
-    Constant("OPT_COMMANDS", 8, "u16: optional commands supported"),
+    Constant("REVISION", 4, "u16: supported ONFI revisions (OnfiRevision bits)"),
+    Constant("FEATURES", 6, "u16: features supported (OnfiParamFeature bits)"),
+    Constant("OPT_COMMANDS", 8, "u16: optional commands supported (OnfiOptCommand bits)"),
+    Constant("EXT_PARAM_PAGE_LEN", 12, "u16: extended parameter page length in 16-byte units (0: none)"),
+    Constant("PARAM_PAGES", 14, "u8: copies of the parameter page the part sends"),
     Constant("MANUFACTURER", 32, "12 ASCII bytes, space padded"),
     Constant("MANUFACTURER_LEN", 12, "bytes of the manufacturer field"),
     Constant("MODEL", 44, "20 ASCII bytes, space padded"),
@@ -1005,6 +1008,54 @@ ONFI_PARAM = ConstantGroup("onfi_param", "ONFI parameter page: byte offsets of t
     Constant("CRC_INIT", 0x4F4E, "CRC-16 initial value (polynomial CRC_POLY, MSB first, no reflection)"),
     Constant("CRC_POLY", 0x8005, "CRC-16 polynomial"),
 ])
+
+
+class OnfiRevision(DocEnum):
+    """Bits of the parameter page's revision field (ONFI_PARAM.REVISION)."""
+    ONFI_1_0 = 1, "supports ONFI 1.0"
+    ONFI_2_0 = 2, "supports ONFI 2.0"
+    ONFI_2_1 = 3, "supports ONFI 2.1"
+    ONFI_2_2 = 4, "supports ONFI 2.2"
+    ONFI_2_3 = 5, "supports ONFI 2.3"
+    ONFI_3_0 = 6, "supports ONFI 3.0"
+    ONFI_3_1 = 7, "supports ONFI 3.1"
+    ONFI_3_2 = 8, "supports ONFI 3.2"
+    ONFI_4_0 = 9, "supports ONFI 4.0"
+
+
+class OnfiParamFeature(DocEnum):
+    """Bits of the parameter page's features-supported field (ONFI_PARAM.FEATURES)."""
+    BUS_16 = 0, "16-bit data bus"
+    MULTI_LUN = 1, "operations on several LUNs at once"
+    NON_SEQUENTIAL_PROGRAM = 2, "pages of a block programmed in any order"
+    MULTI_PLANE_PROGRAM_ERASE = 3, "multi-plane program and erase"
+    ODD_TO_EVEN_COPYBACK = 4, "copyback between odd and even pages"
+    NV_DDR = 5, "the NV-DDR data interface"
+    MULTI_PLANE_READ = 6, "multi-plane read"
+    EXTENDED_PARAM_PAGE = 7, "an extended parameter page"
+    PROGRAM_REGISTER_CLEAR = 8, "program page register clear enhancement"
+    EZ_NAND = 9, "EZ NAND (ECC in the part)"
+    NV_DDR2 = 10, "the NV-DDR2 data interface"
+    VOLUME_ADDRESSING = 11, "volume addressing"
+    EXTERNAL_VPP = 12, "external Vpp"
+
+
+class OnfiOptCommand(DocEnum):
+    """Bits of the parameter page's optional-commands field (ONFI_PARAM.OPT_COMMANDS)."""
+    PAGE_CACHE_PROGRAM = 0, "PAGE CACHE PROGRAM (80h-15h)"
+    READ_CACHE = 1, "READ CACHE SEQUENTIAL/RANDOM/END (31h, 00h-31h, 3Fh)"
+    GET_SET_FEATURES = 2, "GET FEATURES and SET FEATURES (EEh, EFh)"
+    READ_STATUS_ENHANCED = 3, "READ STATUS ENHANCED (78h)"
+    COPYBACK = 4, "COPYBACK READ and PROGRAM (00h-35h, 85h-10h)"
+    READ_UNIQUE_ID = 5, "READ UNIQUE ID (EDh)"
+    CHANGE_READ_COLUMN_ENHANCED = 6, "CHANGE READ COLUMN ENHANCED (06h-E0h)"
+    CHANGE_ROW_ADDRESS = 7, "CHANGE ROW ADDRESS (85h with a full address inside a program)"
+    SMALL_DATA_MOVE = 8, "small data move"
+    RESET_LUN = 9, "RESET LUN (FAh)"
+    VOLUME_SELECT = 10, "VOLUME SELECT (E1h)"
+    ODT_CONFIGURE = 11, "ODT CONFIGURE (E2h)"
+    LUN_GET_SET_FEATURES = 12, "LUN GET/SET FEATURES (D4h, D5h)"
+    ZQ_CALIBRATION = 13, "ZQ CALIBRATION (F9h, D9h)"
 
 
 class OnfiStatus(DocEnum):
@@ -1898,7 +1949,7 @@ NVME_ERROR_LOG = Record(
 REGISTER_MAPS = [HOST_REGS, FTL_REGS, NVME_REGS, NVME_FW_REGS]
 
 CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS, NVME]
-ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
+ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiRevision, OnfiParamFeature, OnfiOptCommand, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult, NoSpace, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
          NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature, NvmeAsyncErrorInfo]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_MAC_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,

@@ -682,9 +682,18 @@ void NandModel::build_id_and_param_page() {
         for (int i = 0; i < n; i++) p[o + i] = i < (int)s.size() ? uint8_t(s[i]) : ' ';
     };
     memcpy(p, "ONFI", 4);
-    put16(4, (1u << 1) | (1u << 2) | (1u << 3));   /* revision: ONFI 1.0, 2.0, 2.1 */
-    put16(6, cfg.luns > 1 ? (1u << 3) : 0);        /* features: multiple LUN operations */
-    put16(8, (1u << 2) | (1u << 4) | (1u << 5));   /* optional commands: GET/SET FEATURES, copyback, READ STATUS ENHANCED */
+    /* What the part claims is exactly what it does (tb/nand_model tests every
+     * bit): the ONFI revision whose timing tables it enforces, ... */
+    put16(AF_ONFI_PARAM_REVISION, 1u << AF_ONFIREVISION_ONFI_4_0);
+    /* ... the features it has (copyback takes any source and target page) ... */
+    put16(AF_ONFI_PARAM_FEATURES, (cfg.luns > 1 ? 1u << AF_ONFIPARAMFEATURE_MULTI_LUN : 0) |
+                                      (1u << AF_ONFIPARAMFEATURE_ODD_TO_EVEN_COPYBACK));
+    /* ... and the optional commands it accepts. */
+    put16(AF_ONFI_PARAM_OPT_COMMANDS, (1u << AF_ONFIOPTCOMMAND_GET_SET_FEATURES) |
+                                          (1u << AF_ONFIOPTCOMMAND_READ_STATUS_ENHANCED) |
+                                          (1u << AF_ONFIOPTCOMMAND_COPYBACK) |
+                                          (1u << AF_ONFIOPTCOMMAND_CHANGE_ROW_ADDRESS));
+    p[AF_ONFI_PARAM_PARAM_PAGES] = AF_ONFI_PARAM_COPIES;
     putstr(32, 12, cfg.manufacturer);
     putstr(44, 20, cfg.model);
     p[64] = id_bytes.empty() ? 0 : id_bytes[0];
@@ -719,9 +728,8 @@ void NandModel::build_id_and_param_page() {
     put16(139, uint32_t(cfg.t_ccs_ns));
     put16(164, 1);                                  /* vendor revision */
     put16(254, onfi_crc16(p, 254));
-    param_page.assign(p, p + 256);
-    param_page.insert(param_page.end(), p, p + 256);
-    param_page.insert(param_page.end(), p, p + 256);
+    param_page.clear();
+    for (int copy = 0; copy < AF_ONFI_PARAM_COPIES; copy++) param_page.insert(param_page.end(), p, p + 256);
 }
 
 /* ---------------------------------------------------------- power on/off */
@@ -1330,6 +1338,12 @@ void NandModel::latch_data(uint8_t d) {
         feature_param[feature_n++] = d;
         if (feature_n == 4) {
             have_cmd = in_data = false;
+            if (feature_param[0] & 0x30) {
+                /* P1[5:4] selects the data interface: only SDR (00b) is here. */
+                protocol_error("SET FEATURES: data interface %s not supported",
+                               (feature_param[0] & 0x30) == 0x10 ? "NV-DDR" : (feature_param[0] & 0x30) == 0x20 ? "NV-DDR2" : "11b");
+                return;
+            }
             if ((feature_param[0] & 0x0F) >= AF_ONFI_MODES || !(cfg.timing_modes >> (feature_param[0] & 0x0F) & 1)) {
                 protocol_error("SET FEATURES: timing mode %d not supported", feature_param[0] & 0x0F);
                 return;

@@ -9,7 +9,8 @@ from cocotb.triggers import Timer
 from cocotb.utils import get_sim_time
 
 from atomflash import nandsim
-from atomflash.spec import NAND_PROFILES, OnfiCmd, OnfiStatus
+from atomflash.spec import (NAND_PROFILES, ONFI_PARAM, OnfiCmd, OnfiFeature, OnfiOptCommand, OnfiParamFeature,
+                            OnfiRevision, OnfiStatus)
 from nand_tb import NandTB, pattern
 from onfi_host import failed, ready
 
@@ -57,6 +58,155 @@ async def id_and_parameter_page(dut):
         assert struct.unpack_from("<H", p, 137)[0] == -(-prof.t_r_ns // 1000)
         assert p[32:44].decode().strip() == "ATOMFLASH"
         await tb.expect_clean()
+
+
+def _bits(value: int, enum) -> set:
+    return {m for m in enum if value >> m & 1}
+
+
+@cocotb.test()
+async def parameter_page_tells_the_truth(dut):
+    """Every revision, feature and optional-command bit against what the model does:
+    what it claims works, what it does not claim is refused."""
+    for luns in (1, 2):
+        tb = await NandTB.create(dut, f"truth_{luns}", luns=luns)
+        h = tb.host
+        g = tb.cfg[0].geometry
+        await h.reset()
+        p = await h.read_param_page(256)
+        field = lambda off: struct.unpack_from("<H", p, off)[0]  # noqa: E731
+        assert _bits(field(ONFI_PARAM.REVISION), OnfiRevision) == {OnfiRevision.ONFI_4_0}, \
+            "the model enforces ONFI 4.0's tables and claims that revision alone"
+        assert field(ONFI_PARAM.REVISION) >> (max(OnfiRevision) + 1) == 0
+        assert field(ONFI_PARAM.EXT_PARAM_PAGE_LEN) == 0, "no extended parameter page"
+        assert p[ONFI_PARAM.PARAM_PAGES] == ONFI_PARAM.COPIES
+
+        async def refused(probe) -> bool:
+            """True if ``probe`` drew a protocol error or broke a media rule."""
+            await h.reset()
+            await tb.ctl(nandsim.NandCtl.CLEAR_STATS)
+            await probe()
+            await h.reset()
+            s = await tb.stats()
+            assert s["violations_total"] == 0, s["violation_log"]
+            return s["protocol_errors"] + s["order_violations"] + s["nop_violations"] > 0
+
+        def sequence(*ops, addr=(), data=b""):
+            """``ops[0]``, its address and data cycles, then the rest of ``ops``."""
+            async def probe():
+                await h.select()
+                await h.cmd(ops[0])
+                if addr:
+                    await h.addr(*addr)
+                if data:
+                    await h.data_in(data)
+                for op in ops[1:]:
+                    await h.cmd(op)
+                await h.deselect()
+            return probe
+
+        row = lambda block, page, lun=0: g.row(lun, block, page)  # noqa: E731
+        program_address = (0, 0, *h.row_cycles(row(9, 0)))
+
+        async def features():
+            await h.set_timing_mode(1)
+            assert (await h.get_features())[0] == 1
+            await h.set_timing_mode(0)
+
+        async def status_enhanced():
+            await h.select()
+            assert ready(await _status_enh(h, row(1, 0)))
+            await h.deselect()
+
+        async def copyback_odd_to_even():
+            for block in (2, 3):
+                assert not failed(await h.erase(row(block, 0)))
+            assert not failed(await h.program(row(2, 1), 0, b"odd"))
+            assert await h.read(row(2, 1), 0, 3, copyback=True) == b"odd"
+            assert not failed(await h.copyback_program(row(3, 0)))
+            assert await h.read(row(3, 0), 0, 3) == b"odd"
+
+        async def change_row_address():
+            # 80h to block 4, then 85h with a full address: block 5 gets the
+            # register with both chunks, block 4 nothing.
+            await h.select()
+            await h.cmd(OnfiCmd.PROGRAM_1)
+            await h.addr(0, 0, *h.row_cycles(row(4, 0)))
+            await h.data_in(b"ab")
+            await h.cmd(OnfiCmd.CHANGE_WRITE_COL)
+            await h.addr(*h.col_cycles(2), *h.row_cycles(row(5, 0)))
+            await h.data_in(b"cd")
+            await h.cmd(OnfiCmd.PROGRAM_2)
+            await h.wait_ready()
+            await h.deselect()
+            assert await h.read(row(5, 0), 0, 4) == b"abcd"
+            assert await h.read(row(4, 0), 0, 2) == b"\xff\xff"
+
+        async def non_sequential():
+            assert not failed(await h.program(row(6, 3), 0, b"3"))
+            assert not failed(await h.program(row(6, 1), 0, b"1"))
+
+        async def lun_overlap():
+            await h.select()
+            await h.cmd(OnfiCmd.ERASE_1)
+            await h.addr(*h.row_cycles(row(7, 0, 0)))
+            await h.cmd(OnfiCmd.ERASE_2)
+            await h.wait(h.t["tWB"])
+            assert not ready(await _status_enh(h, row(7, 0, 0)))
+            await h.cmd(OnfiCmd.PROGRAM_1)
+            await h.addr(0, 0, *h.row_cycles(row(7, 0, 1)))
+            await h.data_in(b"L1")
+            await h.cmd(OnfiCmd.PROGRAM_2)
+            await h.wait_ready()
+            await h.deselect()
+            assert await h.read(row(7, 0, 1), 0, 2) == b"L1"
+
+        def data_interface(p1: int):
+            """SET FEATURES 01h with P1[5:4] naming a data interface other than SDR."""
+            return sequence(OnfiCmd.SET_FEATURES, addr=(OnfiFeature.TIMING_MODE,), data=bytes([p1, 0, 0, 0]))
+
+        # How a host would use each capability; None where this harness gives
+        # it no way to try (an x8 bus, no Vpp pin, no EZ NAND controller).
+        opt = {
+            OnfiOptCommand.PAGE_CACHE_PROGRAM: sequence(OnfiCmd.PROGRAM_1, 0x15, addr=program_address, data=b"x"),
+            OnfiOptCommand.READ_CACHE: sequence(0x31),
+            OnfiOptCommand.GET_SET_FEATURES: features,
+            OnfiOptCommand.READ_STATUS_ENHANCED: status_enhanced,
+            OnfiOptCommand.COPYBACK: copyback_odd_to_even,
+            OnfiOptCommand.READ_UNIQUE_ID: sequence(0xED, addr=(0,)),
+            OnfiOptCommand.CHANGE_READ_COLUMN_ENHANCED: sequence(0x06, 0xE0, addr=(0, 0, *h.row_cycles(row(1, 0)))),
+            OnfiOptCommand.CHANGE_ROW_ADDRESS: change_row_address,
+            OnfiOptCommand.SMALL_DATA_MOVE: sequence(OnfiCmd.PROGRAM_1, 0x11, addr=program_address, data=b"x"),
+            OnfiOptCommand.RESET_LUN: sequence(0xFA, addr=h.row_cycles(row(0, 0))),
+            OnfiOptCommand.VOLUME_SELECT: sequence(0xE1, addr=(0,)),
+            OnfiOptCommand.ODT_CONFIGURE: sequence(0xE2, addr=(0,)),
+            OnfiOptCommand.LUN_GET_SET_FEATURES: sequence(0xD4, addr=(0, OnfiFeature.TIMING_MODE)),
+            OnfiOptCommand.ZQ_CALIBRATION: sequence(0xF9),
+        }
+        feat = {
+            OnfiParamFeature.BUS_16: None,
+            OnfiParamFeature.MULTI_LUN: lun_overlap if luns > 1 else None,
+            OnfiParamFeature.NON_SEQUENTIAL_PROGRAM: non_sequential,
+            OnfiParamFeature.MULTI_PLANE_PROGRAM_ERASE: sequence(OnfiCmd.ERASE_1, 0xD1, addr=h.row_cycles(row(8, 0))),
+            OnfiParamFeature.ODD_TO_EVEN_COPYBACK: copyback_odd_to_even,
+            OnfiParamFeature.NV_DDR: data_interface(0x10),
+            OnfiParamFeature.MULTI_PLANE_READ: sequence(OnfiCmd.READ_1, 0x32, addr=program_address),
+            OnfiParamFeature.EXTENDED_PARAM_PAGE: None,
+            OnfiParamFeature.PROGRAM_REGISTER_CLEAR: None,
+            OnfiParamFeature.EZ_NAND: None,
+            OnfiParamFeature.NV_DDR2: data_interface(0x20),
+            OnfiParamFeature.VOLUME_ADDRESSING: sequence(0xE1, addr=(0,)),
+            OnfiParamFeature.EXTERNAL_VPP: None,
+        }
+        assert set(opt) == set(OnfiOptCommand) and set(feat) == set(OnfiParamFeature)
+        for name, offset, table in (("optional command", ONFI_PARAM.OPT_COMMANDS, opt),
+                                    ("feature", ONFI_PARAM.FEATURES, feat)):
+            claimed = _bits(field(offset), type(next(iter(table))))
+            assert field(offset) >> (max(table) + 1) == 0, f"reserved {name} bits set"
+            for bit, probe in table.items():
+                does = probe is not None and not await refused(probe)
+                assert does == (bit in claimed), f"{name} {bit.name}: claimed {bit in claimed}, does {does}"
+        await h.reset()
 
 
 @cocotb.test()

@@ -176,7 +176,7 @@ async def s_tadl(h):
     await w(h, CMD, 0x80)
     for a in (0, 0, 0x80, 0, 0):  # block 2 page 0
         await w(h, ADDR, a)
-    await w(h, DATA, 0x12)  # first data 100 ns after the last address: tADL is 200
+    await w(h, DATA, 0x12)  # first data 100 ns after the last address: tADL is 400
     await w(h, CMD, 0x10)
     await h.step(0, cle=0)
     await h.wait_ready()
