@@ -118,6 +118,7 @@ def add_nand_models(soc, *, channels: int, ways: int, gen_dir: Path):
                 i_ext_ctl_arg0=soc.nandctl.arg0.storage, i_ext_ctl_arg1=soc.nandctl.arg1.storage,
                 i_ext_ctl_arg2=soc.nandctl.arg2.storage, o_ext_ctl_ack=soc.nandctl.ports[index]["ack"],
                 o_ext_ctl_result=soc.nandctl.ports[index]["result"],
+                i_dqs_i=0, i_dqs_i_oe=0, o_dqs_o=Signal(), o_dqs_oe=Signal(),   # the SDR channel has no DQS
                 **{("o_" if k in PINS_OUT else "i_") + k: v for k, v in pins.items()})
 
 

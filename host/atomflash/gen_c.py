@@ -237,22 +237,35 @@ def generate() -> str:
                      "t_r_ns", "t_prog_ns", "t_bers_ns"):
             out.write(f"#define {_c_name('NAND', n, attr)} {getattr(p, attr)}u\n")
 
-    out.write("\n/* ONFI asynchronous timing, ns per mode 0..5 */\n#define AF_ONFI_MODES 6\n")
-    out.write("enum af_onfi_timing {\n")
-    for name, _, doc in spec.ONFI_TIMING_PARAMS:
-        out.write(f"    AF_ONFI_{name.upper()},  {_comment(doc)}\n")
-    out.write("    AF_ONFI_TIMING_COUNT\n};\n")
-    out.write("static const char *const af_onfi_timing_name[AF_ONFI_TIMING_COUNT] = {\n")
-    out.write("".join(f"    \"{name}\",\n" for name, _, _ in spec.ONFI_TIMING_PARAMS))
-    out.write("};\n")
-    out.write("static const uint16_t af_onfi_timing_ns[AF_ONFI_TIMING_COUNT][AF_ONFI_MODES] = {\n")
-    for name, values, _ in spec.ONFI_TIMING_PARAMS:
-        out.write(f"    {{{', '.join(str(v) for v in values)}}},  /* {name} */\n")
-    out.write("};\n")
+    _timing_table(out, "ONFI asynchronous timing, ns per mode 0..5", "AF_ONFI", spec.ONFI_TIMING_PARAMS,
+                  len(spec.ONFI_MODES), "uint16_t", "ns")
+    _timing_table(out, "ONFI NV-DDR2 timing, ps per mode 0..7", "AF_ONFI_DDR2", spec.ONFI_NVDDR2_TIMING_PARAMS,
+                  len(spec.ONFI_NVDDR2_MODES), "uint32_t", "ps")
+    out.write("/* The NV-DDR2 parameter an SDR check becomes (-1: none of that name, the check does not apply) */\n")
+    ddr_index = {name: i for i, (name, _, _) in enumerate(spec.ONFI_NVDDR2_TIMING_PARAMS)}
+    equiv = [ddr_index.get(spec.ONFI_NVDDR2_FOR_SDR.get(name, name), -1) for name, _, _ in spec.ONFI_TIMING_PARAMS]
+    out.write(f"static const int8_t af_onfi_ddr2_for_sdr[AF_ONFI_TIMING_COUNT] = {{{', '.join(map(str, equiv))}}};\n")
     out.write("/* EDO output hold after the next RE# fall (tRLOH), ns per mode */\n")
     out.write(f"static const uint16_t af_onfi_trloh_ns[AF_ONFI_MODES] = {{{', '.join(str(v) for v in spec.ONFI_TRLOH_NS)}}};\n")
     out.write("\n#endif /* ATOMFLASH_SPEC_H */\n")
     return out.getvalue()
+
+
+def _timing_table(out: io.StringIO, title: str, prefix: str, params, modes: int, ctype: str, unit: str) -> None:
+    """An enum of the parameters, their names, and their values per mode (``prefix``_MODES columns)."""
+    lower = prefix.lower()
+    out.write(f"\n/* {title} */\n#define {prefix}_MODES {modes}\n")
+    out.write(f"enum {lower}_timing {{\n")
+    for name, _, doc in params:
+        out.write(f"    {prefix}_{name.upper()},  {_comment(doc)}\n")
+    out.write(f"    {prefix}_TIMING_COUNT\n}};\n")
+    out.write(f"static const char *const {lower}_timing_name[{prefix}_TIMING_COUNT] = {{\n")
+    out.write("".join(f"    \"{name}\",\n" for name, _, _ in params))
+    out.write("};\n")
+    out.write(f"static const {ctype} {lower}_timing_{unit}[{prefix}_TIMING_COUNT][{prefix}_MODES] = {{\n")
+    for name, values, _ in params:
+        out.write(f"    {{{', '.join(str(v) for v in values)}}},  /* {name} */\n")
+    out.write("};\n")
 
 
 def main(argv=None) -> int:

@@ -247,6 +247,8 @@ CONFIG_KEYS: tuple[tuple[str, str, object, str], ...] = (
     ("clk_period_ps", "int", 10**12 // spec.NAND_CLK_HZ, "period of the model's sampling clock `clk`"),
     ("timing_mode", "int", 0, "ONFI asynchronous timing mode checked after power-on/RESET (0-5)"),
     ("timing_modes", "int", 0x3F, "bit mask of supported timing modes reported in the parameter page"),
+    ("nvddr2_modes", "int", 0xFF, "bit mask of NV-DDR2 timing modes 0-7 reported in the parameter page (0: SDR only)"),
+    ("t_dqsre_ps", "int", 10_000, "NV-DDR2 data output: RE# edge to DQS edge and its byte (tDQSRE, at most 25 ns)"),
     ("strict", "int", 0, "1: the first violation or protocol error stops the simulation"),
     ("nop", "int", 1, "partial programs allowed per page between erases"),
     ("sequential_pages", "int", 1, "1: pages of a block must be programmed in ascending order"),

@@ -936,6 +936,52 @@ ONFI_TRLOH_NS = (0, 0, 0, 0, 5, 5)
 ONFI_TIMING = {name: dict(enumerate(values)) for name, values, _ in ONFI_TIMING_PARAMS}
 ONFI_MODES = range(6)
 
+# ONFI NV-DDR2 timing modes 0-7 in ps (ONFI 4.0, "NV-DDR2 timing
+# parameters"): data on both edges of DQS, 2 / tRC bytes a second (66 to
+# 400 MT/s).  Commands and addresses are still latched by WE# but with the
+# NV-DDR2 names: tCALS/tCALH (CLE, ALE setup/hold) and tCAS/tCAH (DQ
+# setup/hold) replace tCLS, tALS, tCLH, tALH, tDS and tDH of a command or
+# address cycle; tDS/tDH here are data to DQS.  tDQSRE and tDQSD are the
+# device's maximums (the host's capture must cope with anything below); tITC
+# bounds the interface change after SET FEATURES.  Minimums unless noted.
+ONFI_NVDDR2_MODES = range(8)
+ONFI_NVDDR2_TIMING_PARAMS = (
+    # name, mode0..mode7 (ps), doc
+    ("tRC", (30000, 25000, 15000, 12000, 10000, 7500, 6000, 5000), "RE# and DQS cycle time (a byte on each edge)"),
+    ("tRP", (12900, 10750, 6450, 5160, 4300, 3225, 2580, 2150), "RE# low width (0.43 tRC)"),
+    ("tREH", (12900, 10750, 6450, 5160, 4300, 3225, 2580, 2150), "RE# high width (0.43 tRC)"),
+    ("tDQSL", (12900, 10750, 6450, 5160, 4300, 3225, 2580, 2150), "DQS low width in data input (0.43 tRC)"),
+    ("tDQSH", (12900, 10750, 6450, 5160, 4300, 3225, 2580, 2150), "DQS high width in data input (0.43 tRC)"),
+    ("tDS", (4000, 3300, 2000, 1100, 700, 600, 550, 400), "data setup to a DQS edge (data input)"),
+    ("tDH", (4000, 3300, 2000, 1100, 700, 600, 550, 400), "data hold after a DQS edge (data input)"),
+    ("tWPRE", (15000,) * 8, "DQS write preamble: DQS low before its first rising edge"),
+    ("tWPST", (6500,) * 8, "DQS write postamble: DQS held after its last edge"),
+    ("tRPRE", (15000,) * 8, "RE# read preamble: RE# low before its first rising edge"),
+    ("tDQSRE", (25000,) * 8, "RE# edge to DQS edge (max; the model's delay is configurable)"),
+    ("tDQSD", (18000,) * 8, "RE# fall to DQS driven low (max)"),
+    ("tCS", (20000,) * 8, "CE# setup time"),
+    ("tCH", (5000,) * 8, "CE# hold time"),
+    ("tCALS", (15000,) * 8, "CLE/ALE setup to WE# rising"),
+    ("tCALH", (5000,) * 8, "CLE/ALE hold after WE# rising"),
+    ("tCAS", (5000,) * 8, "DQ setup of a command/address cycle"),
+    ("tCAH", (5000,) * 8, "DQ hold of a command/address cycle"),
+    ("tWP", (11000,) * 8, "WE# pulse width"),
+    ("tWH", (11000,) * 8, "WE# high hold time"),
+    ("tWC", (25000,) * 8, "WE# cycle time"),
+    ("tADL", (400000,) * 8, "ALE to data loading time"),
+    ("tWHR", (80000,) * 8, "WE# high to RE# low"),
+    ("tRHW", (100000,) * 8, "RE# high to WE# low"),
+    ("tWB", (100000,) * 8, "WE# high to SR[6] low (max)"),
+    ("tRR", (20000,) * 8, "ready to RE# low"),
+    ("tAR", (10000,) * 8, "ALE to RE# delay"),
+    ("tCLR", (10000,) * 8, "CLE to RE# delay"),
+    ("tITC", (1000000,) * 8, "interface and timing mode change: R/B# rising after SET FEATURES to the next cycle"),
+)
+ONFI_NVDDR2_TIMING_PS = {name: dict(enumerate(values)) for name, values, _ in ONFI_NVDDR2_TIMING_PARAMS}
+# What an SDR check becomes in NV-DDR2: the command/address-cycle names.
+ONFI_NVDDR2_FOR_SDR = {"tCLS": "tCALS", "tALS": "tCALS", "tCLH": "tCALH", "tALH": "tCALH", "tDS": "tCAS",
+                       "tDH": "tCAH"}
+
 
 def onfi_timing_cycles(mode: int, clk_hz: int) -> dict[str, int]:
     """Every ONFI timing of ``mode`` rounded up to whole cycles of ``clk_hz``."""
@@ -965,7 +1011,14 @@ class OnfiCmd(DocEnum):
 
 
 class OnfiFeature(DocEnum):
-    TIMING_MODE = 0x01, "feature address: P1[3:0] selects the asynchronous timing mode (0-5)"
+    TIMING_MODE = 0x01, "feature address: P1[3:0] the timing mode, P1[5:4] the data interface (OnfiInterface)"
+
+
+class OnfiInterface(DocEnum):
+    """The data interface in P1[5:4] of feature 01h."""
+    SDR = 0, "asynchronous SDR (power-on, and after RESET issued in SDR mode 0)"
+    NV_DDR = 1, "NV-DDR (a clock pin; not modelled)"
+    NV_DDR2 = 2, "NV-DDR2: data on both edges of DQS, RE# the read strobe"
 
 
 # ONFI parameter page (READ PARAMETER PAGE, ECh): where the fields a controller
@@ -1004,6 +1057,8 @@ ONFI_PARAM = ConstantGroup("onfi_param", "ONFI parameter page: byte offsets of t
     Constant("T_BERS_US", 135, "u16: tBERS maximum, us"),
     Constant("T_R_US", 137, "u16: tR maximum, us"),
     Constant("T_CCS_NS", 139, "u16: tCCS minimum, ns"),
+    Constant("NVDDR2_MODES", 142, "u8: NV-DDR2 timing modes supported, bit n = mode n"),
+    Constant("NVDDR2_FEATURES", 158, "u8: NV-DDR2 features (0: single-ended DQS and RE#, no ODT)"),
     Constant("CRC", 254, "u16: CRC-16 of bytes 0..253 of the copy"),
     Constant("CRC_INIT", 0x4F4E, "CRC-16 initial value (polynomial CRC_POLY, MSB first, no reflection)"),
     Constant("CRC_POLY", 0x8005, "CRC-16 polynomial"),
@@ -1949,7 +2004,7 @@ NVME_ERROR_LOG = Record(
 REGISTER_MAPS = [HOST_REGS, FTL_REGS, NVME_REGS, NVME_FW_REGS]
 
 CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS, NVME]
-ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiRevision, OnfiParamFeature, OnfiOptCommand, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
+ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiInterface, OnfiRevision, OnfiParamFeature, OnfiOptCommand, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult, NoSpace, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
          NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature, NvmeAsyncErrorInfo]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_MAC_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,

@@ -21,7 +21,8 @@ from . import runner
 MODEL = runner.ROOT / "sim" / "nand_model"
 # the model's in-system control port (the SoC drives it; cocotb uses the public ctl_* registers)
 TIE_EXT_CTL = (".ext_ctl_strobe(1'b0), .ext_ctl_op(32'd0), .ext_ctl_arg0(64'd0), .ext_ctl_arg1(64'd0), "
-               ".ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result()")
+               ".ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result(), "
+               ".dqs_i(1'b0), .dqs_i_oe(1'b0), .dqs_o(), .dqs_oe()")   # an SDR channel: no DQS
 
 
 def generate_top(channels: int, ways: int, *, module: str = "nand_controller", buffers: bool = True,

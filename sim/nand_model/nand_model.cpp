@@ -1,4 +1,4 @@
-/* nand_model.cpp -- behavioural model of one ONFI NAND target (asynchronous SDR, x8).
+/* nand_model.cpp -- behavioural model of one ONFI NAND target (SDR and NV-DDR2, x8).
  *
  * What this is
  * ============
@@ -37,10 +37,13 @@
  * Minimum times (tWP, tWH, tWC, tRP, tREH, tRC, tCLS, tCLH, tALS, tALH, tCS,
  * tCH, tDS, tDH, tADL, tWHR, tRHW, tAR, tCLR, tRR, tCCS, tWB as "wait before
  * the next command") are checked at the edge that ends them, against the
- * ONFI table of the selected timing mode (atomflash_spec.h, generated from
- * spec.py; SET FEATURES 01h changes the mode).  Each violation is reported
- * once with the parameter's name, the measured and the required time, and
- * counted per parameter.  Strict mode turns the first one into $fatal.
+ * ONFI table of the selected interface and timing mode (atomflash_spec.h,
+ * generated from spec.py; SET FEATURES 01h changes them).  In NV-DDR2 each
+ * SDR check becomes its NV-DDR2 namesake (af_onfi_ddr2_for_sdr) and the DQS
+ * and preamble rules join them (the NV-DDR2 section, at on_dqs_edge).  Each
+ * violation is reported once with the parameter's name, the measured and the
+ * required time, and counted per parameter.  Strict mode turns the first one
+ * into $fatal.
  *
  * The device's maximum times are enforced by behaviour rather than checks:
  * R/B# falls exactly tWB after a confirm (status read before then still says
@@ -121,6 +124,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -251,13 +255,16 @@ struct Stats {
     uint64_t programs_kind[256] = {};  /* programs by the OOB record kind byte of the page programmed */
     uint64_t protocol_errors = 0, media_violations = 0, bit_errors = 0, program_fails = 0, erase_fails = 0;
     uint64_t nop_violations = 0, order_violations = 0;
-    uint64_t timing[AF_ONFI_TIMING_COUNT + 1] = {};  /* last slot: tCCS (not an ONFI table entry) */
+    /* SDR parameters, tCCS (not a table entry), then the NV-DDR2 table's */
+    uint64_t timing[AF_ONFI_TIMING_COUNT + 1 + AF_ONFI_DDR2_TIMING_COUNT] = {};
     uint64_t timing_total = 0;
     std::vector<Violation> timing_log;
     std::vector<std::string> error_log;
 };
 
 const int T_CCS = AF_ONFI_TIMING_COUNT;
+const int T_DDR2 = AF_ONFI_TIMING_COUNT + 1;   /* + AF_ONFI_DDR2_*: an NV-DDR2 parameter */
+const int T_COUNT = T_DDR2 + AF_ONFI_DDR2_TIMING_COUNT;
 
 class NandModel {
 public:
@@ -298,7 +305,30 @@ private:
 
     /* time */
     int64_t period_ps = 10000, cycle0 = 0, now = 0;
-    int mode = 0;
+    int mode = 0;               /* timing mode of the interface in use */
+    int iface = AF_ONFIINTERFACE_SDR;
+    int pending_iface = -1;     /* SET FEATURES' interface, applied with pending_mode */
+    int64_t t_itc_ref = LONG_AGO;  /* R/B# rose after an interface change: tITC runs */
+    bool ddr() const { return iface == AF_ONFIINTERFACE_NV_DDR2; }
+
+    /* NV-DDR2 data input: DQS from the host */
+    int64_t t_dqs_edge = LONG_AGO, t_dqs_rise = LONG_AGO, t_dqs_fall = LONG_AGO, t_dqs_low = LONG_AGO;
+    bool dqs_burst = false;     /* the host drives DQS and its preamble was checked at the first rising edge */
+    bool dqs_edges = false;     /* a DQS edge latched data since the host began driving */
+    bool dq_since_dqs = false;  /* DQ changed since the last latching DQS edge (tDH checked once) */
+    bool dqs_sdr_reported = false;
+    int feature_copy = 0;       /* NV-DDR2 SET FEATURES: each parameter byte comes twice */
+
+    /* NV-DDR2 data output: DQS and DQ follow RE# edges by t_dqsre */
+    struct DqsEvent { int64_t t; int level; uint8_t byte; };  /* level -1: drive DQS low (preamble) */
+    std::deque<DqsEvent> dqs_q;
+    bool dqs_out = false;       /* DQS driven */
+    bool dqs_level = false;
+    uint8_t ddr_byte = 0;
+    bool ddr_valid = false;     /* DQ carries a byte (an edge has come) */
+    bool re_pre = false;        /* RE# fell after a latch: the preamble; edges from the next rise carry bytes */
+    int64_t t_re_pre = LONG_AGO;
+    int repeat_half = 0;        /* ID, parameter page and features: each byte on two edges */
     bool strict_fatal = false, finish_req = false;
 
     /* pins as last sampled */
@@ -364,10 +394,22 @@ private:
     void media_violation(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
     void check_min(int param, int64_t measured_ps);
     int64_t req_ps(int param) const {
-        return param == T_CCS ? cfg.t_ccs_ns * 1000 : int64_t(af_onfi_timing_ns[param][mode]) * 1000;
+        if (param == T_CCS) return cfg.t_ccs_ns * 1000;
+        if (param < T_DDR2 && ddr() && af_onfi_ddr2_for_sdr[param] >= 0) param = T_DDR2 + af_onfi_ddr2_for_sdr[param];
+        if (param >= T_DDR2) return af_onfi_ddr2_timing_ps[param - T_DDR2][ddr() ? mode : 0];
+        return int64_t(af_onfi_timing_ns[param][ddr() ? 0 : mode]) * 1000;
     }
-    int64_t trloh_ps() const { return int64_t(af_onfi_trloh_ns[mode]) * 1000; }
-    const char *param_name(int param) const { return param == T_CCS ? "tCCS" : af_onfi_timing_name[param]; }
+    /* An SDR check in the interface in use: the NV-DDR2 parameter it becomes, or -1. */
+    int active(int param) const {
+        if (!ddr() || param == T_CCS || param >= T_DDR2) return param;
+        int d = af_onfi_ddr2_for_sdr[param];
+        return d < 0 ? -1 : T_DDR2 + d;
+    }
+    int64_t trloh_ps() const { return ddr() ? 0 : int64_t(af_onfi_trloh_ns[mode]) * 1000; }
+    const char *param_name(int param) const {
+        return param == T_CCS ? "tCCS" : param >= T_DDR2 ? af_onfi_ddr2_timing_name[param - T_DDR2] : af_onfi_timing_name[param];
+    }
+    const char *iface_name() const { return ddr() ? "NV-DDR2" : "SDR"; }
 
     bool load_config();
     bool open_image();
@@ -400,6 +442,12 @@ private:
     void on_re_rise();
     void on_ce_fall();
     void on_ce_rise();
+    void on_dqs_edge(bool rising, uint32_t old);
+    void on_dqs_release();
+    void ddr_re_edge(bool rising);
+    void ddr_stop_output();
+    void check_itc();
+    void first_read_cycle();
     void end_out_byte();
     void latch_cmd(uint8_t c);
     void latch_addr(uint8_t a);
@@ -467,14 +515,16 @@ void NandModel::media_violation(const char *fmt, ...) {
 }
 
 void NandModel::check_min(int param, int64_t measured_ps) {
+    param = active(param);
+    if (param < 0) return;
     int64_t required = req_ps(param);
     if (measured_ps >= required) return;
     st.timing[param]++;
     st.timing_total++;
     if ((int64_t)st.timing_log.size() < cfg.log_limit)
         st.timing_log.push_back({param_name(param), measured_ps, required, now});
-    msg("TIMING VIOLATION", "%s measured %.3f ns < required %.3f ns (mode %d)", param_name(param),
-        measured_ps / 1000.0, required / 1000.0, mode);
+    msg("TIMING VIOLATION", "%s measured %.3f ns < required %.3f ns (%s mode %d)", param_name(param),
+        measured_ps / 1000.0, required / 1000.0, iface_name(), mode);
     if (cfg.strict) strict_fatal = true;
 }
 
@@ -687,7 +737,9 @@ void NandModel::build_id_and_param_page() {
     put16(AF_ONFI_PARAM_REVISION, 1u << AF_ONFIREVISION_ONFI_4_0);
     /* ... the features it has (copyback takes any source and target page) ... */
     put16(AF_ONFI_PARAM_FEATURES, (cfg.luns > 1 ? 1u << AF_ONFIPARAMFEATURE_MULTI_LUN : 0) |
-                                      (1u << AF_ONFIPARAMFEATURE_ODD_TO_EVEN_COPYBACK));
+                                      (cfg.sequential_pages ? 0 : 1u << AF_ONFIPARAMFEATURE_NON_SEQUENTIAL_PROGRAM) |
+                                      (1u << AF_ONFIPARAMFEATURE_ODD_TO_EVEN_COPYBACK) |
+                                      ((cfg.nvddr2_modes & 0xFF) ? 1u << AF_ONFIPARAMFEATURE_NV_DDR2 : 0));
     /* ... and the optional commands it accepts. */
     put16(AF_ONFI_PARAM_OPT_COMMANDS, (1u << AF_ONFIOPTCOMMAND_GET_SET_FEATURES) |
                                           (1u << AF_ONFIOPTCOMMAND_READ_STATUS_ENHANCED) |
@@ -726,6 +778,8 @@ void NandModel::build_id_and_param_page() {
     put16(135, uint32_t((cfg.t_bers_ns + 999) / 1000));
     put16(137, uint32_t((cfg.t_r_ns + 999) / 1000));
     put16(139, uint32_t(cfg.t_ccs_ns));
+    p[AF_ONFI_PARAM_NVDDR2_MODES] = uint8_t(cfg.nvddr2_modes);
+    p[AF_ONFI_PARAM_NVDDR2_FEATURES] = 0;           /* single-ended DQS and RE#, no ODT */
     put16(164, 1);                                  /* vendor revision */
     put16(254, onfi_crc16(p, 254));
     param_page.clear();
@@ -740,6 +794,13 @@ void NandModel::power_on(int64_t cycle) {
     cycle0 = cycle;
     now = 0;
     mode = int(cfg.timing_mode);
+    iface = AF_ONFIINTERFACE_SDR;
+    pending_iface = pending_mode = -1;
+    t_itc_ref = LONG_AGO;
+    dqs_burst = dqs_edges = dq_since_dqs = dqs_sdr_reported = false;
+    t_dqs_edge = t_dqs_rise = t_dqs_fall = t_dqs_low = LONG_AGO;
+    dqs_q.clear();
+    dqs_out = ddr_valid = re_pre = false;
     luns.assign(cfg.luns, Lun());
     for (auto &l : luns) l.reg.assign(page_bytes > 0 ? page_bytes : 1, 0xFF);
     st = Stats();
@@ -806,8 +867,8 @@ void NandModel::write_stats() {
     std::string tmp = stats_path + ".tmp";
     FILE *f = fopen(tmp.c_str(), "w");
     if (!f) return;
-    fprintf(f, "{\n  \"instance\": %d,\n  \"image\": \"%s\",\n  \"time_ns\": %.3f,\n  \"timing_mode\": %d,\n", index,
-            cfg.image.c_str(), now / 1000.0, mode);
+    fprintf(f, "{\n  \"instance\": %d,\n  \"image\": \"%s\",\n  \"time_ns\": %.3f,\n  \"timing_mode\": %d,\n"
+               "  \"interface\": \"%s\",\n", index, cfg.image.c_str(), now / 1000.0, mode, iface_name());
     fprintf(f, "  \"reads\": %" PRIu64 ",\n  \"programs\": %" PRIu64 ",\n  \"erases\": %" PRIu64 ",\n", st.reads,
             st.programs, st.erases);
     fprintf(f, "  \"programs_by_kind\": {");
@@ -827,7 +888,7 @@ void NandModel::write_stats() {
     for (size_t i = 0; i < luns.size(); i++) fprintf(f, "%s%.3f", i ? ", " : "", luns[i].busy_ps / 1000.0);
     fprintf(f, "],\n  \"violations_total\": %" PRIu64 ",\n  \"violations\": {", st.timing_total);
     bool first = true;
-    for (int i = 0; i <= AF_ONFI_TIMING_COUNT; i++)
+    for (int i = 0; i < T_COUNT; i++)
         if (st.timing[i]) {
             fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ", param_name(i), st.timing[i]);
             first = false;
@@ -875,6 +936,7 @@ void NandModel::on_ce_fall() { t_ce_fall = now; }
 
 void NandModel::on_ce_rise() {
     end_out_byte();
+    ddr_stop_output();
     if (last_latch != Latch::NONE && !ce_since_latch && t_we_rise >= t_ce_fall) check_min(AF_ONFI_TCH, now - t_we_rise);
     ce_since_latch = true;
     t_ce_rise = now;
@@ -883,6 +945,8 @@ void NandModel::on_ce_rise() {
 
 void NandModel::on_we_fall() {
     end_out_byte();
+    ddr_stop_output();
+    check_itc();
     drive = false;
     check_min(AF_ONFI_TWH, now - t_we_rise);
     check_min(AF_ONFI_TWC, now - t_we_fall);
@@ -915,6 +979,9 @@ void NandModel::on_we_rise(uint32_t old) {
         t_addr_rise = now;
         data_since_addr = false;
         latch_addr(dq);
+    } else if (ddr()) {
+        protocol_error("a WE# data cycle (DQ %02Xh) while the interface is NV-DDR2, where DQS latches data", dq);
+        last_latch = Latch::NONE;
     } else {
         if (!data_since_addr && last_latch == Latch::ADDR) {
             /* First data cycle after addresses: tCCS after a CHANGE WRITE COLUMN, tADL otherwise. */
@@ -925,6 +992,138 @@ void NandModel::on_we_rise(uint32_t old) {
         last_latch = Latch::DATA;
         latch_data(dq);
     }
+}
+
+/* ---- NV-DDR2 (ONFI 4.0).  Commands and addresses are latched by WE# as in
+ * SDR, with the NV-DDR2 table's times.  Data input: the host drives DQS low
+ * (the preamble, tWPRE), then every DQS edge latches the DQ byte before it
+ * (tDS/tDH, edges tDQSH/tDQSL apart, tRC per cycle); after the last edge DQS
+ * stays put for tWPST before the host lets go.  Data output: RE# falls (the
+ * preamble, tRPRE before its first rise), the part drives DQS low, and every
+ * RE# edge from the next rise on makes DQS follow tDQSRE later with the next
+ * byte on DQ, edge-aligned.  The column moves on every edge: a burst ends
+ * with the next command or CE# high, and a host resuming a page after a
+ * pause names the column again (CHANGE READ COLUMN).  READ ID, the
+ * parameter page and features move each byte on two edges (both copies equal
+ * on input); status repeats on every edge.  RESET leaves NV-DDR2 for SDR
+ * mode 0, the one way back ONFI gives. */
+
+/* The first RE# fall after a command/address/data cycle: the times since the
+ * latch, and 00h alone (after status polling) returning to data output. */
+void NandModel::first_read_cycle() {
+    if (t_ccs_ref == t_we_rise) check_min(T_CCS, now - t_we_rise);
+    else if (last_latch == Latch::CMD || last_latch == Latch::ADDR) check_min(AF_ONFI_TWHR, now - t_we_rise);
+    check_min(AF_ONFI_TAR, now - t_ale_fall);
+    check_min(AF_ONFI_TCLR, now - t_cle_fall);
+    if (t_ready > t_we_rise) check_min(AF_ONFI_TRR, now - t_ready);
+    if (t_wb_ref > LONG_AGO && now - t_wb_ref < req_ps(AF_ONFI_TWB)) check_min(AF_ONFI_TWB, now - t_wb_ref);
+    t_re_fall = now;
+    re_since_latch = true;
+    if (have_cmd && cmd == AF_ONFICMD_READ_1 && addr.empty() && !in_data) {
+        have_cmd = false;
+        out = param_source ? Out::PARAM : luns[sel_lun].reg_valid ? Out::DATA : Out::NONE;
+    }
+}
+
+void NandModel::check_itc() {
+    if (t_itc_ref == LONG_AGO) return;
+    check_min(T_DDR2 + AF_ONFI_DDR2_TITC, now - t_itc_ref);
+    t_itc_ref = LONG_AGO;
+}
+
+void NandModel::ddr_stop_output() {
+    dqs_q.clear();
+    dqs_out = ddr_valid = re_pre = false;
+}
+
+void NandModel::on_dqs_edge(bool rising, uint32_t old) {
+    if (!ddr()) {
+        if (!dqs_sdr_reported) protocol_error("DQS toggles while the interface is SDR");
+        dqs_sdr_reported = true;
+        return;
+    }
+    if (!dqs_edges && !rising) {
+        t_dqs_low = t_dqs_fall = now;   /* the preamble begins */
+        return;
+    }
+    if (!dqs_edges) {
+        check_min(T_DDR2 + AF_ONFI_DDR2_TWPRE, now - t_dqs_low);
+        if (!data_since_addr && last_latch == Latch::ADDR) {
+            bool ccs = have_cmd && cmd == AF_ONFICMD_CHANGE_WRITE_COL && addr.size() == 2 && !in_data;
+            check_min(ccs ? T_CCS : AF_ONFI_TADL, now - t_addr_rise);
+        }
+    } else {
+        check_min(T_DDR2 + (rising ? AF_ONFI_DDR2_TDQSL : AF_ONFI_DDR2_TDQSH), now - t_dqs_edge);
+        check_min(T_DDR2 + AF_ONFI_DDR2_TRC, now - (rising ? t_dqs_rise : t_dqs_fall));
+    }
+    check_min(T_DDR2 + AF_ONFI_DDR2_TDS, now - t_dq_chg);
+    dqs_edges = true;
+    dq_since_dqs = false;
+    t_dqs_edge = now;
+    (rising ? t_dqs_rise : t_dqs_fall) = now;
+    data_since_addr = true;
+    last_latch = Latch::DATA;
+    uint8_t dq = uint8_t(old >> NAND_PIN_DQ_SHIFT);
+    if (have_cmd && cmd == AF_ONFICMD_SET_FEATURES && in_data) {
+        if (feature_copy == 0) {
+            feature_copy = 1;
+            feature_param[feature_n] = dq;
+            return;
+        }
+        feature_copy = 0;
+        if (dq != feature_param[feature_n])
+            protocol_error("NV-DDR2 SET FEATURES: the two copies of parameter byte %d differ (%02Xh, %02Xh)",
+                           feature_n + 1, feature_param[feature_n], dq);
+    }
+    latch_data(dq);
+}
+
+void NandModel::on_dqs_release() {
+    if (dqs_edges) check_min(T_DDR2 + AF_ONFI_DDR2_TWPST, now - t_dqs_edge);
+    dqs_edges = false;
+}
+
+void NandModel::ddr_re_edge(bool rising) {
+    int64_t dqsre = cfg.t_dqsre_ps;
+    if (!re_pre) {
+        if (rising) return;   /* the fall before it was refused */
+        /* The preamble: the first RE# fall after a latch, with SDR's first-read rules. */
+        check_itc();
+        first_read_cycle();
+        if (out == Out::NONE) return (void)protocol_error("RE# read preamble with no data to output (last command %02Xh)", cmd);
+        if (out != Out::STATUS && lun_busy(luns[sel_lun]))
+            return (void)protocol_error("RE# read preamble while LUN %d is busy (%s)", sel_lun, op_name(luns[sel_lun].op));
+        re_pre = true;
+        t_re_pre = now;
+        repeat_half = 0;
+        dqs_q.push_back({now + std::min<int64_t>(dqsre, req_ps(T_DDR2 + AF_ONFI_DDR2_TDQSD)), -1, 0});
+        return;
+    }
+    if (rising && t_re_rise < t_re_pre) {
+        check_min(T_DDR2 + AF_ONFI_DDR2_TRPRE, now - t_re_pre);
+    } else if (rising) {
+        check_min(AF_ONFI_TRP, now - t_re_fall);
+        check_min(AF_ONFI_TRC, now - t_re_rise);
+    } else {
+        check_min(AF_ONFI_TREH, now - t_re_rise);
+        check_min(AF_ONFI_TRC, now - t_re_fall);
+    }
+    (rising ? t_re_rise : t_re_fall) = now;
+    uint8_t b;
+    if (out == Out::STATUS) {
+        b = status_of(sel_lun);
+    } else if (out == Out::ID || out == Out::PARAM || out == Out::FEATURES) {
+        if (repeat_half == 0) {
+            out_byte = next_out_byte();
+            st.bytes_out++;
+        }
+        b = out_byte;
+        repeat_half ^= 1;
+    } else {
+        b = next_out_byte();
+        st.bytes_out++;
+    }
+    dqs_q.push_back({now + dqsre, rising ? 1 : 0, b});
 }
 
 void NandModel::end_out_byte() {
@@ -947,6 +1146,7 @@ void NandModel::end_out_byte() {
 }
 
 void NandModel::on_re_fall() {
+    if (ddr()) return ddr_re_edge(false);
     /* EDO: the byte on DQ now (if valid) stays there for tRLOH. */
     hold_valid = drive && now >= out_valid_ps;
     if (hold_valid) hold_byte = out == Out::STATUS ? status_of(sel_lun) : out_byte;
@@ -954,21 +1154,10 @@ void NandModel::on_re_fall() {
     check_min(AF_ONFI_TREH, now - t_re_rise);
     if (t_re_fall > t_we_rise) {
         check_min(AF_ONFI_TRC, now - t_re_fall);
+        t_re_fall = now;
+        re_since_latch = true;
     } else {
-        /* First read cycle after a command/address/data cycle. */
-        if (t_ccs_ref == t_we_rise) check_min(T_CCS, now - t_we_rise);
-        else if (last_latch == Latch::CMD || last_latch == Latch::ADDR) check_min(AF_ONFI_TWHR, now - t_we_rise);
-        check_min(AF_ONFI_TAR, now - t_ale_fall);
-        check_min(AF_ONFI_TCLR, now - t_cle_fall);
-        if (t_ready > t_we_rise) check_min(AF_ONFI_TRR, now - t_ready);
-        if (t_wb_ref > LONG_AGO && now - t_wb_ref < req_ps(AF_ONFI_TWB)) check_min(AF_ONFI_TWB, now - t_wb_ref);
-    }
-    t_re_fall = now;
-    re_since_latch = true;
-    if (have_cmd && cmd == AF_ONFICMD_READ_1 && addr.empty() && !in_data) {
-        /* 00h alone after status polling: back to data output. */
-        have_cmd = false;
-        out = param_source ? Out::PARAM : luns[sel_lun].reg_valid ? Out::DATA : Out::NONE;
+        first_read_cycle();
     }
     if (out == Out::NONE) {
         protocol_error("RE# read cycle with no data to output (last command %02Xh)", cmd);
@@ -990,6 +1179,7 @@ void NandModel::on_re_fall() {
 }
 
 void NandModel::on_re_rise() {
+    if (ddr()) return ddr_re_edge(true);
     check_min(AF_ONFI_TRP, now - t_re_fall);
     t_re_rise = now;
 }
@@ -1049,6 +1239,13 @@ void NandModel::latch_cmd(uint8_t c) {
         have_cmd = in_data = false;
         addr.clear();
         out = Out::NONE;
+        if (ddr()) {
+            /* ONFI: RESET (FFh), issued in SDR timing mode 0, is the way back from NV-DDR2. */
+            iface = AF_ONFIINTERFACE_SDR;
+            mode = 0;
+        }
+        pending_iface = pending_mode = -1;
+        t_itc_ref = LONG_AGO;
         tracef("RESET");
         start_op(0, Op::RESET, 0, cfg.t_rst_ns);
         return;
@@ -1231,7 +1428,7 @@ void NandModel::latch_addr(uint8_t a) {
         if (cmd == AF_ONFICMD_GET_FEATURES) {
             have_cmd = false;
             memset(feature_param, 0, 4);
-            feature_param[0] = uint8_t(mode);
+            feature_param[0] = uint8_t(mode | iface << 4);
             out = Out::FEATURES;
             out_ptr = 0;
             sel_lun = 0;
@@ -1239,6 +1436,7 @@ void NandModel::latch_addr(uint8_t a) {
         } else {
             in_data = true;
             feature_n = 0;
+            feature_copy = 0;
         }
         return;
     case AF_ONFICMD_READ_STATUS_ENH:
@@ -1338,19 +1536,25 @@ void NandModel::latch_data(uint8_t d) {
         feature_param[feature_n++] = d;
         if (feature_n == 4) {
             have_cmd = in_data = false;
-            if (feature_param[0] & 0x30) {
-                /* P1[5:4] selects the data interface: only SDR (00b) is here. */
-                protocol_error("SET FEATURES: data interface %s not supported",
-                               (feature_param[0] & 0x30) == 0x10 ? "NV-DDR" : (feature_param[0] & 0x30) == 0x20 ? "NV-DDR2" : "11b");
+            int want_if = (feature_param[0] >> 4) & 3, want_mode = feature_param[0] & 0x0F;
+            if (want_if != AF_ONFIINTERFACE_SDR && want_if != AF_ONFIINTERFACE_NV_DDR2) {
+                protocol_error("SET FEATURES: data interface %s not supported", want_if == AF_ONFIINTERFACE_NV_DDR ? "NV-DDR" : "11b");
                 return;
             }
-            if ((feature_param[0] & 0x0F) >= AF_ONFI_MODES || !(cfg.timing_modes >> (feature_param[0] & 0x0F) & 1)) {
-                protocol_error("SET FEATURES: timing mode %d not supported", feature_param[0] & 0x0F);
+            if (want_if == AF_ONFIINTERFACE_SDR && ddr()) {
+                protocol_error("SET FEATURES cannot leave NV-DDR2 for SDR: RESET (FFh) in SDR mode 0 does");
                 return;
             }
+            bool ok = want_if == AF_ONFIINTERFACE_SDR ? want_mode < AF_ONFI_MODES && (cfg.timing_modes >> want_mode & 1)
+                                                     : want_mode < AF_ONFI_DDR2_MODES && (cfg.nvddr2_modes >> want_mode & 1);
+            if (!ok) {
+                protocol_error("SET FEATURES: %s timing mode %d not supported", want_if ? "NV-DDR2" : "SDR", want_mode);
+                return;
+            }
+            pending_iface = want_if;
             sel_lun = 0;
-            pending_mode = feature_param[0] & 0x0F;
-            tracef("SET_FEATURES timing mode %d", pending_mode);
+            pending_mode = want_mode;
+            tracef("SET_FEATURES %s timing mode %d", want_if ? "NV-DDR2" : "SDR", pending_mode);
             start_op(0, Op::FEATURES, 0, cfg.t_feat_ns);
         }
         return;
@@ -1609,8 +1813,12 @@ void NandModel::complete_op(Lun &l) {
         if (l.fail) st.erase_fails++;
         break;
     case Op::FEATURES:
-        if (pending_mode >= 0) mode = pending_mode;
-        pending_mode = -1;
+        if (pending_mode >= 0) {
+            mode = pending_mode;
+            iface = pending_iface;
+            if (ddr()) t_itc_ref = l.end_ps;   /* the new interface's first cycle waits tITC */
+        }
+        pending_mode = pending_iface = -1;
         break;
     case Op::RESET:
         for (auto &x : luns) x.status_fail = 0;
@@ -1692,6 +1900,7 @@ int64_t NandModel::next_deadline() {
     }
     if (cut_at_ps != NEVER) d = std::min(d, cut_at_ps);
     if (drive && out_valid_ps > now) d = std::min(d, out_valid_ps);
+    if (!dqs_q.empty()) d = std::min(d, std::max(now + 1, dqs_q.front().t));
     if (drive && hold_valid && t_re_fall + trloh_ps() > now) d = std::min(d, t_re_fall + trloh_ps());
     return d;
 }
@@ -1710,6 +1919,10 @@ uint32_t NandModel::outputs() {
         if (now < out_valid_ps && hold_valid && now < t_re_fall + trloh_ps()) b = hold_byte;
         o |= b;
     }
+    if (powered && dqs_out && !(pins & NAND_PIN_CE_N)) {
+        o |= NAND_OUT_DQ_OE | NAND_OUT_DQS_OE | (dqs_level ? NAND_OUT_DQS : 0);
+        o |= ddr_valid ? ddr_byte : uint8_t(ddr_byte ^ 0xA5);
+    }
     if (power_lost) o |= NAND_OUT_POWER_LOST;
     if (strict_fatal) o |= NAND_OUT_FATAL;
     if (finish_req) o |= NAND_OUT_FINISH;
@@ -1720,6 +1933,18 @@ int64_t NandModel::eval(int64_t cycle, uint32_t new_pins, int *outs) {
     int64_t t = (cycle - cycle0) * period_ps;
     if (powered) run_until(t);
     now = t;
+    while (powered && !dqs_q.empty() && dqs_q.front().t <= now) {
+        DqsEvent e = dqs_q.front();
+        dqs_q.pop_front();
+        dqs_out = true;
+        if (e.level < 0) {
+            dqs_level = false;
+        } else {
+            dqs_level = e.level;
+            ddr_byte = e.byte;
+            ddr_valid = true;
+        }
+    }
     if (powered) {
         uint32_t old = pins;
         if (first_eval) {
@@ -1759,8 +1984,15 @@ int64_t NandModel::eval(int64_t cycle, uint32_t new_pins, int *outs) {
             t_ale_chg = now;
             if (!(new_pins & NAND_PIN_ALE)) t_ale_fall = now;
         }
+        bool dqs_drv_old = old & NAND_PIN_DQS_DRV, dqs_drv_new = new_pins & NAND_PIN_DQS_DRV;
+        if (sel && dqs_drv_old && dqs_drv_new && (chg & NAND_PIN_DQS)) on_dqs_edge(new_pins & NAND_PIN_DQS, old);
+        if (dqs_drv_new && !dqs_drv_old && !(new_pins & NAND_PIN_DQS)) t_dqs_low = now;
+        if (dqs_drv_old && !dqs_drv_new) on_dqs_release();
         if (chg & (0xFFu << NAND_PIN_DQ_SHIFT)) {
-            if (latched && !dq_since_latch && (new_pins & NAND_PIN_WE_N)) check_min(AF_ONFI_TDH, now - t_we_rise);
+            if (ddr() && dqs_edges && !dq_since_dqs) check_min(T_DDR2 + AF_ONFI_DDR2_TDH, now - t_dqs_edge);
+            dq_since_dqs = true;
+            if (latched && !dq_since_latch && (new_pins & NAND_PIN_WE_N) && !(ddr() && last_latch == Latch::DATA))
+                check_min(AF_ONFI_TDH, now - t_we_rise);
             dq_since_latch = true;
             t_dq_chg = now;
         }

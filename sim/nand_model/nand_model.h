@@ -19,6 +19,8 @@ extern "C" {
 #define NAND_PIN_WE_N (1u << 3)
 #define NAND_PIN_RE_N (1u << 4)
 #define NAND_PIN_WP_N (1u << 5)
+#define NAND_PIN_DQS (1u << 6)      /* DQS as the host drives it (NV-DDR2 data input) */
+#define NAND_PIN_DQS_DRV (1u << 7)  /* the host drives DQS */
 #define NAND_PIN_DQ_SHIFT 8
 
 /* nand_model_eval output word. */
@@ -28,6 +30,8 @@ extern "C" {
 #define NAND_OUT_POWER_LOST (1u << 10)
 #define NAND_OUT_FATAL (1u << 11)  /* strict mode: a violation happened, stop */
 #define NAND_OUT_FINISH (1u << 12) /* power_cut_finish: end the simulation */
+#define NAND_OUT_DQS (1u << 13)    /* DQS as the part drives it (NV-DDR2 data output) */
+#define NAND_OUT_DQS_OE (1u << 14)
 
 #define NAND_NO_DEADLINE INT64_MAX
 

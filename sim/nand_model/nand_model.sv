@@ -1,4 +1,4 @@
-// nand_model.sv -- one ONFI NAND target (asynchronous SDR, x8) for Verilator.
+// nand_model.sv -- one ONFI NAND target (SDR and NV-DDR2, x8) for Verilator.
 //
 // The pins are sampled on every rising edge of `clk` (the controller's clock;
 // its period is the config key clk_period_ps).  Only when a pin changed, a
@@ -6,7 +6,10 @@
 // does this module call into nand_model.cpp -- see the essay there.
 //
 // DQ is split (dq_i from the host, dq_o/dq_oe from the target) so Verilator
-// needs no tristates.  On a channel with several targets the harness shares
+// needs no tristates; so is NV-DDR2's DQS (dqs_i and dqs_i_oe, high while the
+// host drives it, from the host; dqs_o/dqs_oe from the target).  Harnesses
+// without NV-DDR2 tie dqs_i and dqs_i_oe low.  NV-DDR2 needs a sampling clock
+// fine enough for its edges: `clk` need not be the controller's.  On a channel with several targets the harness shares
 // every input but ce_n and combines the outputs:
 //     dq_to_host = |{dq_oe[k] ? dq_o[k] : 8'h00}   (one driver at a time;
 //     R/B# is per target, or wired-AND: &rb_n).
@@ -41,6 +44,10 @@ module nand_model #(
     input  wire [7:0] dq_i,
     output reg  [7:0] dq_o,
     output reg        dq_oe,
+    input  wire       dqs_i,
+    input  wire       dqs_i_oe,
+    output reg        dqs_o,
+    output reg        dqs_oe,
     output reg        rb_n,
     input  wire        ext_ctl_strobe,
     input  wire [31:0] ext_ctl_op,
@@ -98,12 +105,14 @@ module nand_model #(
         last_pins = -1;
         dq_o = 8'h00;
         dq_oe = 1'b0;
+        dqs_o = 1'b0;
+        dqs_oe = 1'b0;
         rb_n = 1'b1;
     end
 
     final nand_model_close(handle);
 
-    wire [31:0] pins = {16'h0, dq_i, 2'b00, wp_n, re_n, we_n, ale, cle, ce_n};
+    wire [31:0] pins = {16'h0, dq_i, dqs_i_oe, dqs_i, wp_n, re_n, we_n, ale, cle, ce_n};
 
     always @(posedge clk) begin
         if (ctl_strobe != ctl_ack) begin
@@ -121,6 +130,8 @@ module nand_model #(
             last_pins = pins;
             dq_o <= outs[7:0];
             dq_oe <= outs[8];
+            dqs_o <= outs[13];
+            dqs_oe <= outs[14];
             rb_n <= outs[9];
             power_lost <= outs[10];
             if (outs[10] && !power_lost) $display("nand%0d: power lost at cycle %0d", INDEX, cycle);

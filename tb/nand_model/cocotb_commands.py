@@ -9,7 +9,7 @@ from cocotb.triggers import Timer
 from cocotb.utils import get_sim_time
 
 from atomflash import nandsim
-from atomflash.spec import (NAND_PROFILES, ONFI_PARAM, OnfiCmd, OnfiFeature, OnfiOptCommand, OnfiParamFeature,
+from atomflash.spec import (NAND_PROFILES, ONFI_NVDDR2_TIMING_PS, ONFI_PARAM, OnfiCmd, OnfiFeature, OnfiOptCommand, OnfiParamFeature,
                             OnfiRevision, OnfiStatus)
 from nand_tb import NandTB, pattern
 from onfi_host import failed, ready
@@ -68,8 +68,8 @@ def _bits(value: int, enum) -> set:
 async def parameter_page_tells_the_truth(dut):
     """Every revision, feature and optional-command bit against what the model does:
     what it claims works, what it does not claim is refused."""
-    for luns in (1, 2):
-        tb = await NandTB.create(dut, f"truth_{luns}", luns=luns)
+    for luns, nvddr2_modes in ((1, 0xFF), (2, 0)):
+        tb = await NandTB.create(dut, f"truth_{luns}", luns=luns, nvddr2_modes=nvddr2_modes)
         h = tb.host
         g = tb.cfg[0].geometry
         await h.reset()
@@ -162,8 +162,16 @@ async def parameter_page_tells_the_truth(dut):
             assert await h.read(row(7, 0, 1), 0, 2) == b"L1"
 
         def data_interface(p1: int):
-            """SET FEATURES 01h with P1[5:4] naming a data interface other than SDR."""
-            return sequence(OnfiCmd.SET_FEATURES, addr=(OnfiFeature.TIMING_MODE,), data=bytes([p1, 0, 0, 0]))
+            """SET FEATURES 01h with P1[5:4] naming a data interface other than SDR; RESET returns to SDR."""
+            async def probe():
+                await sequence(OnfiCmd.SET_FEATURES, addr=(OnfiFeature.TIMING_MODE,), data=bytes([p1, 0, 0, 0]))()
+                await h.wait_ready()
+                s = await tb.stats()
+                assert s["interface"] in ("SDR", "NV-DDR2")
+                if s["protocol_errors"] == 0:
+                    assert s["interface"] == "NV-DDR2" and s["timing_mode"] == p1 & 0x0F
+                await h.wait(ONFI_NVDDR2_TIMING_PS["tITC"][0] / 1000)  # before the RESET that returns to SDR
+            return probe
 
         # How a host would use each capability; None where this harness gives
         # it no way to try (an x8 bus, no Vpp pin, no EZ NAND controller).

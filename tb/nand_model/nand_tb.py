@@ -14,7 +14,7 @@ import cocotb
 from cocotb.triggers import Timer
 
 from atomflash.nandsim import Image, NandConfig, NandCtl, NandCutWhen, NandStat, read_stats
-from onfi_host import OnfiHost
+from onfi_host import NvDdr2Host
 from sim.harness.nandctl import model_ctl
 
 
@@ -25,7 +25,7 @@ class NandTB:
         self.name = name
         self.period_ps = int(cocotb.plusargs.get("clk_period_ps", 10000))
         self.workdir = Path(cocotb.plusargs["nandtb_dir"])
-        self.host = OnfiHost(dut, self.period_ps)
+        self.host = NvDdr2Host(dut, self.period_ps)
         self.cfg: dict[int, NandConfig] = {}
 
     @classmethod

@@ -1,4 +1,4 @@
-"""A deliberately simple ONFI asynchronous (SDR) host, in Python, for the model's tests.
+"""A deliberately simple ONFI host (SDR, and NV-DDR2 in :class:`NvDdr2Host`), in Python, for the model's tests.
 
 It moves the pins of ``tb_nand_model`` with cocotb Timers -- never per clock
 -- so a page costs a few thousand Python wake-ups; tests keep transfers short
@@ -15,9 +15,11 @@ use these helpers -- they script pins with :meth:`OnfiHost.step`.
 
 from __future__ import annotations
 
+import cocotb
 from cocotb.triggers import Edge, FallingEdge, First, Timer
 
-from atomflash.spec import ONFI_TIMING, OnfiCmd, OnfiFeature, OnfiStatus
+from atomflash.spec import (ONFI_NVDDR2_FOR_SDR, ONFI_NVDDR2_TIMING_PS, ONFI_TIMING, OnfiCmd, OnfiFeature, OnfiInterface,
+                            OnfiStatus)
 
 
 class NandTimeout(Exception):
@@ -95,8 +97,9 @@ class OnfiHost:
         for a in cycles:
             await self._write(0, 1, a & 0xFF)
 
-    async def data_in(self, data: bytes, first_gap_ns: float | None = None) -> None:
-        """Data input; the first cycle waits tADL (or ``first_gap_ns``) after the last address."""
+    async def data_in(self, data: bytes, first_gap_ns: float | None = None, *, repeated: bool = False) -> None:
+        """Data input; the first cycle waits tADL (or ``first_gap_ns``) after the last address.
+        ``repeated``: NV-DDR2 sends each byte twice (features); SDR once."""
         gap = self.t["tADL"] if first_gap_ns is None else first_gap_ns
         await self.wait(max(0, gap - self._high_ns()))
         for b in data:
@@ -107,8 +110,9 @@ class OnfiHost:
         low = max(t["tWP"], t["tCLS"], t["tALS"], t["tDS"])
         return max(t["tWH"], t["tCLH"], t["tALH"], t["tDH"], t["tWC"] - low)
 
-    async def data_out(self, n: int, first_gap_ns: float | None = None) -> bytes:
-        """``n`` read cycles; the first waits tWHR (or ``first_gap_ns``) after the last WE# rise."""
+    async def data_out(self, n: int, first_gap_ns: float | None = None, *, repeated: bool = False) -> bytes:
+        """``n`` read cycles; the first waits tWHR (or ``first_gap_ns``) after the last WE# rise.
+        ``repeated``: NV-DDR2 moves each byte on two edges (ID, parameter page, features); SDR once."""
         t = self.t
         gap = t["tWHR"] if first_gap_ns is None else first_gap_ns
         await self.wait(max(0, gap - self._high_ns()))
@@ -159,7 +163,7 @@ class OnfiHost:
         await self.select()
         await self.cmd(OnfiCmd.READ_ID)
         await self.addr(address)
-        data = await self.data_out(n)
+        data = await self.data_out(n, repeated=True)
         await self.deselect()
         return data
 
@@ -168,7 +172,7 @@ class OnfiHost:
         await self.cmd(OnfiCmd.READ_PARAM_PAGE)
         await self.addr(0x00)
         await self.wait_ready()
-        data = await self.data_out(n, first_gap_ns=0)
+        data = await self.data_out(n, first_gap_ns=0, repeated=True)
         await self.deselect()
         return data
 
@@ -191,7 +195,7 @@ class OnfiHost:
         await self.select()
         await self.cmd(OnfiCmd.SET_FEATURES)
         await self.addr(OnfiFeature.TIMING_MODE)
-        await self.data_in(bytes([mode, 0, 0, 0]))
+        await self.data_in(bytes([mode, 0, 0, 0]), repeated=True)
         await self.wait_ready()
         await self.deselect()
         self.set_mode(mode)
@@ -201,7 +205,7 @@ class OnfiHost:
         await self.cmd(OnfiCmd.GET_FEATURES)
         await self.addr(address)
         await self.wait_ready()
-        data = await self.data_out(4, first_gap_ns=0)
+        data = await self.data_out(4, first_gap_ns=0, repeated=True)
         await self.deselect()
         return data
 
@@ -273,6 +277,112 @@ class OnfiHost:
         return s
 
 
+class NvDdr2Host(OnfiHost):
+    """The same host with ONFI NV-DDR2 data transfers once :meth:`enter_nvddr2` ran.
+
+    Commands and addresses stay WE# cycles (with NV-DDR2's times).  Data
+    input drives DQS: low for tWPRE, then an edge per byte in the middle of
+    its DQ eye (``dqs_skew`` periods off the middle, for the tests of tDS and
+    tDH), held tWPST after the last edge.  Data output toggles RE# after its
+    tRPRE preamble and takes DQ at each DQS edge the part sends back.  A byte
+    lasts half a tRC, at least two sampling periods (so that DQ and DQS never
+    change in one sample): the tests' clock must be fine enough for the mode.
+    """
+
+    def __init__(self, dut, period_ps: int, mode: int = 0):
+        self.ddr = False
+        self.ddr_mode = 0
+        self.dqs_skew = 0
+        super().__init__(dut, period_ps, mode)
+
+    def set_mode(self, mode: int) -> None:
+        super().set_mode(mode)
+        self.ddr = False
+
+    def use_nvddr2(self, mode: int) -> None:
+        """Drive the bus with NV-DDR2 mode ``mode``'s times from now on (the part switched)."""
+        self.ddr, self.ddr_mode = True, mode
+        self.d = {name: values[mode] / 1000 for name, values in ONFI_NVDDR2_TIMING_PS.items()}
+        self.t = {name: self.d.get(ONFI_NVDDR2_FOR_SDR.get(name, name), values[0])
+                  for name, values in ONFI_TIMING.items()}
+
+    async def enter_nvddr2(self, mode: int) -> None:
+        """SET FEATURES 01h naming NV-DDR2 ``mode`` (in the interface in use), then tITC."""
+        await self.select()
+        await self.cmd(OnfiCmd.SET_FEATURES)
+        await self.addr(OnfiFeature.TIMING_MODE)
+        await self.data_in(bytes([OnfiInterface.NV_DDR2 << 4 | mode, 0, 0, 0]), repeated=True)
+        await self.wait_ready()
+        await self.deselect()
+        self.use_nvddr2(mode)
+        await self.wait(self.d["tITC"])
+
+    async def leave_nvddr2(self) -> None:
+        """RESET in SDR timing mode 0: ONFI's way back to SDR."""
+        self.set_mode(0)
+        await self.reset()
+
+    def ui_periods(self) -> int:
+        return max(2, self.cycles(self.d["tRC"] / 2))
+
+    async def _periods(self, n: int) -> None:
+        if n > 0:
+            await Timer(n * self.period_ps, "ps")
+
+    async def data_in(self, data: bytes, first_gap_ns: float | None = None, *, repeated: bool = False) -> None:
+        if not self.ddr:
+            return await super().data_in(data, first_gap_ns)
+        if repeated:
+            data = bytes(b for x in data for b in (x, x))
+        gap = self.t["tADL"] if first_gap_ns is None else first_gap_ns
+        ui = self.ui_periods()
+        setup = min(max(ui // 2 + self.dqs_skew, 0), ui)
+        pre = max(self.cycles(self.d["tWPRE"]), setup)
+        await self.wait(max(0.0, gap - self._high_ns() - pre * self.period_ps / 1000))
+        self.set(dqs_i=0, dqs_i_oe=1)
+        await self._periods(pre - setup)
+        level = 0
+        for b in data:
+            self.set(dq_i=b)
+            await self._periods(setup)
+            level ^= 1
+            self.set(dqs_i=level)
+            await self._periods(ui - setup)
+        await self.wait(self.d["tWPST"])
+        self.set(dqs_i_oe=0, dqs_i=0)
+
+    async def data_out(self, n: int, first_gap_ns: float | None = None, *, repeated: bool = False) -> bytes:
+        if not self.ddr:
+            return await super().data_out(n, first_gap_ns)
+        edges = 2 * n if repeated else n
+        gap = self.t["tWHR"] if first_gap_ns is None else first_gap_ns
+        await self.wait(max(0.0, gap - self._high_ns()))
+        got: list[int] = []
+
+        async def capture():
+            for _ in range(edges):
+                await Edge(self.dut.dqs)
+                got.append(int(self.dut.dq.value) & 0xFF)
+
+        task = cocotb.start_soon(capture())
+        ui = self.ui_periods()
+        self.dut.re_n.value = 0
+        await self.wait(self.d["tRPRE"])
+        level = 0
+        for _ in range(edges):
+            level ^= 1
+            self.dut.re_n.value = level
+            await self._periods(ui)
+        await self.wait(self.d["tDQSRE"])
+        if not level:
+            self.dut.re_n.value = 1
+        await First(task.join(), Timer(1000, "ns"))
+        assert len(got) == edges, f"{len(got)} DQS edges for {edges} RE# edges"
+        task.kill()
+        await self.wait(self.t["tRHW"])
+        return bytes(got[::2] if repeated else got)
+
+
 def failed(status: int) -> bool:
     return bool(status >> OnfiStatus.FAIL & 1)
 
@@ -281,4 +391,4 @@ def ready(status: int) -> bool:
     return bool(status >> OnfiStatus.RDY & 1)
 
 
-__all__ = ["OnfiHost", "NandTimeout", "failed", "ready"]
+__all__ = ["OnfiHost", "NvDdr2Host", "NandTimeout", "failed", "ready"]

@@ -50,6 +50,11 @@ def test_nand_model(module, tmp_path):
     run_cocotb(module, tmp_path)
 
 
+def test_nvddr2(tmp_path):
+    # NV-DDR2 mode 7 moves a byte every 2.5 ns: sample at 1.25 ns.
+    run_cocotb("cocotb_nvddr2", tmp_path, plusargs=["+clk_period_ps=1250"])
+
+
 def test_strict_mode_is_fatal(tmp_path, capfd):
     # $fatal aborts the simulator: cocotb's runner reports that as SystemExit.
     with pytest.raises((AssertionError, SystemExit)):

@@ -15,7 +15,7 @@ module bench_top (
 );
     localparam int WL = 5, WH = 5;        // WE# low/high: tWP/tCLS/tALS/tDS 50, tWC 100
     localparam int RL = 6, RH = 5;        // RE# low/high: tRP 50, tREA 40 + the model's sampling clock, tRC 100
-    localparam int T_CS = 8, T_ADL = 16, T_WHR = 8, T_WB = 16, T_RR = 6, T_RHW = 20;
+    localparam int T_CS = 8, T_ADL = 32, T_WHR = 8, T_WB = 16, T_RR = 6, T_RHW = 20;
 
     reg        ce_n = 1'b1, cle = 1'b0, ale = 1'b0, we_n = 1'b1, re_n = 1'b1;
     reg  [7:0] dq_i = 8'h00;
@@ -24,7 +24,7 @@ module bench_top (
 
     nand_model #(.INDEX(0)) target (
         .clk(clk), .ce_n(ce_n), .cle(cle), .ale(ale), .we_n(we_n), .re_n(re_n), .wp_n(1'b1),
-        .dq_i(dq_i), .dq_o(dq_o), .dq_oe(dq_oe), .rb_n(rb_n),
+        .dq_i(dq_i), .dq_o(dq_o), .dq_oe(dq_oe), .dqs_i(1'b0), .dqs_i_oe(1'b0), .dqs_o(), .dqs_oe(), .rb_n(rb_n),
         .ext_ctl_strobe(1'b0), .ext_ctl_op(32'd0), .ext_ctl_arg0(64'd0), .ext_ctl_arg1(64'd0), .ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result());
 
     int page_bytes = 2176, pages_per_block = 64, pages_total = 64;
