@@ -313,7 +313,6 @@ private:
 
     /* NV-DDR2 data input: DQS from the host */
     int64_t t_dqs_edge = LONG_AGO, t_dqs_rise = LONG_AGO, t_dqs_fall = LONG_AGO, t_dqs_low = LONG_AGO;
-    bool dqs_burst = false;     /* the host drives DQS and its preamble was checked at the first rising edge */
     bool dqs_edges = false;     /* a DQS edge latched data since the host began driving */
     bool dq_since_dqs = false;  /* DQ changed since the last latching DQS edge (tDH checked once) */
     bool dqs_sdr_reported = false;
@@ -797,7 +796,7 @@ void NandModel::power_on(int64_t cycle) {
     iface = AF_ONFIINTERFACE_SDR;
     pending_iface = pending_mode = -1;
     t_itc_ref = LONG_AGO;
-    dqs_burst = dqs_edges = dq_since_dqs = dqs_sdr_reported = false;
+    dqs_edges = dq_since_dqs = dqs_sdr_reported = false;
     t_dqs_edge = t_dqs_rise = t_dqs_fall = t_dqs_low = LONG_AGO;
     dqs_q.clear();
     dqs_out = ddr_valid = re_pre = false;
