@@ -34,6 +34,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, fields, replace
@@ -774,15 +775,21 @@ def other_queue(qid: int) -> int:
     return QUEUES[1] if qid == QUEUES[0] else QUEUES[0]
 
 
+# Set (SIGUSR1 from ``make fuzz``'s parent) when the workers together have run the campaign's commands:
+# the programs left in a Hypothesis run are skipped and the worker ends.
+STOP = threading.Event()
+
+
 def check_programs(fuzzer: Fuzzer, *, examples: int, seed: int | None = None, min_commands: int = 4,
                    max_commands: int = 24, derandomize: bool = False) -> None:
-    """Hypothesis over :meth:`Fuzzer.run_program`: ``examples`` programs; a failure is shrunk and raised
-    with its shortest program."""
+    """Hypothesis over :meth:`Fuzzer.run_program`: ``examples`` programs (none once :data:`STOP` is set); a
+    failure is shrunk and raised with its shortest program."""
     @settings(max_examples=examples, deadline=None, database=None, derandomize=derandomize,
               suppress_health_check=list(HealthCheck), print_blob=False)
     @given(programs(fuzzer.limits, min_commands=min_commands, max_commands=max_commands))
     def fuzz(program):
-        fuzzer.run_program(program)
+        if not STOP.is_set():
+            fuzzer.run_program(program)
 
     if seed is not None and not derandomize:
         fuzz = hypothesis_seed(seed)(fuzz)
@@ -868,15 +875,16 @@ def plot(stats: Stats, path: Path) -> None:
 
 def run_workers(args) -> int:
     """``args.workers`` campaigns side by side (``python -m sim.fuzz --workers 1`` in ``--dir``/w<k>, seed
-    ``seed * 1000 + k``), their state merged into ``--report`` every minute and at the end.  Each one
-    resumes on its own; the figure is finished when every worker is."""
+    ``seed * 1000 + k``), their state merged into ``--report`` every minute and at the end.  They share one
+    target: each runs until told (SIGUSR1) that together they have run ``--commands``, so a slower drive
+    does not hold the figure up, and a resumed campaign may have more or fewer workers.  Each one resumes
+    on its own; the figure is finished when every worker is."""
     work, n = Path(args.dir), args.workers
     simctl.build(SIM_CONFIG)            # once, before the workers look for it
     procs, dirs = [], [work / f"w{k}" for k in range(n)]
     for k, wdir in enumerate(dirs):
         wdir.mkdir(parents=True, exist_ok=True)
-        share = args.commands // n + (k < args.commands % n)
-        cmd = [sys.executable, "-m", "sim.fuzz", "--workers", "1", "--commands", str(share),
+        cmd = [sys.executable, "-m", "sim.fuzz", "--workers", "1", "--commands", str(args.commands),
                "--examples", str(args.examples), "--max-commands", str(args.max_commands),
                "--seed", str(args.seed * 1000 + k), "--dir", str(wdir), "--report", str(wdir / "fuzz.md"),
                "--shrink-seconds", str(args.shrink_seconds), *(["--fresh"] if args.fresh else [])]
@@ -895,7 +903,12 @@ def run_workers(args) -> int:
         if not reports:
             return False
         stats = Stats.merged([Stats.from_json(r) for r in reports])
-        finished = final and len(reports) == n and all(r["finished"] for r in reports)
+        if stats.commands >= args.commands:
+            for q in procs:
+                if q.poll() is None:
+                    q.send_signal(signal.SIGUSR1)
+        finished = final and len(reports) == n and all(r["finished"] for r in reports) and \
+            stats.commands >= args.commands
         path = Path(args.report)
         if final:
             try:
@@ -941,6 +954,7 @@ def main(argv=None) -> int:
     from hypothesis.internal.conjecture import engine
     engine.MAX_SHRINKING_SECONDS = args.shrink_seconds
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))   # stop the simulator on the way out
+    signal.signal(signal.SIGUSR1, lambda *_: STOP.set())                          # the campaign's total is reached
     work = Path(args.dir)
     run_dir, state_path = work / "run", work / "campaign.json"
     state = None if args.fresh or not state_path.exists() else json.loads(state_path.read_text())
@@ -961,7 +975,7 @@ def main(argv=None) -> int:
     started = time.monotonic() - stats.wall_s
     failed = None
     try:
-        while stats.commands < args.commands:
+        while stats.commands < args.commands and not STOP.is_set():
             before = stats.commands
             t0 = time.monotonic()
             try:
@@ -1007,7 +1021,7 @@ def main(argv=None) -> int:
     except Exception as e:      # noqa: BLE001  (the figure stands without its picture)
         log(f"no plot: {e}")
     write_report(stats, Path(args.report), limits=fuzzer.limits, cfg=SIM_CONFIG, target=args.commands,
-                 seed=args.seed, finished=failed is None and stats.commands >= args.commands)
+                 seed=args.seed, finished=failed is None and (stats.commands >= args.commands or STOP.is_set()))
     log(f"{stats.commands:,} commands, {stats.divergences} divergences, {stats.hangs} hangs -> {args.report}")
     return 0 if failed is None else 1
 

@@ -60,15 +60,15 @@ class _ReferenceLink:
         return {"cycle": 0}
 
 
-def test_a_planted_bug_is_found_and_shrunk_to_its_commands():
-    """A "drive" whose TX_COMMIT of three or more staged blocks answers PENDING_FULL: the fuzzer finds it
-    and Hypothesis shrinks the program to a transaction of three blocks and its commit."""
+def _planted_fuzzer():
+    """The fuzzer against a reference controller whose TX_COMMIT of three or more staged blocks answers
+    PENDING_FULL (no simulation)."""
     from atomflash.hostmem import HostMemory
     from atomflash.model import Limits
     from atomflash.model.nvme import NvmeController
     from atomflash.model.semantics import Completion
     from atomflash.nvme import NvmeHost
-    from atomflash.spec import NvmeIoOpcode as Io, Status
+    from atomflash.spec import Status
 
     limits = Limits(capacity=200, lba_size=512, max_transfer=16, max_atomic_pages=8, max_open_tx=4, max_pending=64,
                     max_remap_triples=4, max_appends=4)
@@ -96,7 +96,15 @@ def test_a_planted_bug_is_found_and_shrunk_to_its_commands():
             self.dev, self.host, self.link = Dev(), host, link
             self.limits, self.block, self._cycle0 = limits, limits.lba_size, 0
 
-    f = Fuzzer("no simulation", known={})
+    return Fuzzer("no simulation", known={})
+
+
+def test_a_planted_bug_is_found_and_shrunk_to_its_commands():
+    """A "drive" whose TX_COMMIT of three or more staged blocks answers PENDING_FULL: the fuzzer finds it
+    and Hypothesis shrinks the program to a transaction of three blocks and its commit."""
+    from atomflash.spec import NvmeIoOpcode as Io
+
+    f = _planted_fuzzer()
     with pytest.raises(fuzz.Divergence, match="TX_COMMIT.*PENDING_FULL"):
         fuzz.check_programs(f, examples=2000, seed=5, min_commands=2, max_commands=12)
     tx = [c for c in f.failing if c.op in (Io.TX_WRITE, Io.TX_COMMIT)]
@@ -121,3 +129,15 @@ def test_side_by_side_campaigns_add_up():
     assert m.statuses[("READ", "0/0x00 SUCCESS")] == 11 and m.statuses[("READ", "0/0x80 LBA_OUT_OF_RANGE")] == 2
     assert m.slowest == {"READ": 70, "WRITE": 90} and m.findings == ["divergence: ..."]
     assert fuzz.Stats.from_json(m.as_json()).as_json() == m.as_json()
+
+
+def test_a_stopped_worker_runs_no_more_programs():
+    """Once ``make fuzz``'s parent says the workers together reached the target, a Hypothesis run in
+    progress skips its programs: the planted bug above is not even reached."""
+    f = _planted_fuzzer()
+    fuzz.STOP.set()
+    try:
+        fuzz.check_programs(f, examples=200, seed=5, min_commands=2, max_commands=12)
+    finally:
+        fuzz.STOP.clear()
+    assert f.stats.commands == 0
