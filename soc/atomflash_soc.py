@@ -148,6 +148,10 @@ _sim_io = [
     _sim_serial(1),
 ]
 
+#: LiteEth's PHY model pads (``AtomflashSoC(etherbone=True)``): a frame is a run of valid bytes
+_sim_eth = ("eth", 0, *(Subsignal(f"{side}_{sig}", Pins(8 if sig == "data" else 1))
+                        for side in ("source", "sink") for sig in ("valid", "ready", "data")))
+
 
 class SimPlatformAF(SimPlatform):
     def __init__(self):
@@ -189,13 +193,17 @@ class AtomflashSoC(SoCCore):
     ``slots`` page-buffer slots per channel, BCH ECC) at ``AFCTRL_BASE``; its
     pins are wired to NAND models by ``soc/sim.py``
     (:func:`soc.nand_sim.wire_core`).  Without ``nand`` it is the identify
-    placeholder (:mod:`soc.placeholder`), for quick console tests."""
+    placeholder (:mod:`soc.placeholder`), for quick console tests.
+
+    ``etherbone``: the Ethernet boards' host link beside the debug port
+    (:func:`soc.etherbone.add_etherbone_host` on LiteEth's PHY model; ``soc/sim.py``
+    puts the UDP gateway ``soc/eth2udp.c`` on its pads)."""
 
     def __init__(self, *, sys_clk_freq: int = DEFAULT_SYS_CLK_FREQ, profile: str = "small",
                  channels: int = 1, ways: int = 1, nand: bool = False, slots: int = DEFAULT_SLOTS,
                  cache_pages: int = 0, host_queues: int | None = None, sdram: bool = False,
                  trace_from_reset: bool = True, rtl_dir: Path, firmware_dir: Path | None = None,
-                 pcie: str | None = None, **kwargs):
+                 pcie: str | None = None, etherbone: bool = False, **kwargs):
         platform = SimPlatformAF()
         self.crg = CRG(platform.request("sys_clk"))
         self.profile, self.channels, self.ways = profile, channels, ways
@@ -247,6 +255,14 @@ class AtomflashSoC(SoCCore):
                                                **(dict(nvme_queues=NVME_QUEUES, nvme_contexts=NVME_CONTEXTS)
                                                   if nvme else {}))
             self.add_host_port(hostmem_bytes(profile, self.host_queues), in_sdram=sdram)
+            if etherbone:
+                from liteeth.phy.model import LiteEthPHYModel
+
+                from .etherbone import add_etherbone_host
+
+                self.platform.add_extension([_sim_eth])
+                self.ethphy = LiteEthPHYModel(self.platform.request("eth", 0))
+                add_etherbone_host(self, self.ethphy)
         else:
             add_atomflash(self, out_dir=rtl_dir)
             self.add_constant("AF_NAND_PROFILE_" + profile.upper())

@@ -28,6 +28,10 @@ of it because the ROM is loaded from ``sim_rom.init`` at start-up).  A firmware
 edit therefore costs a few seconds, not a Verilator rebuild.  A file lock makes
 concurrent builders of one directory (pytest-xdist, a shell) safe.
 
+Ethernet: ``--etherbone`` adds the Etherbone host link (LiteEth on its PHY model, as an Ethernet
+board has it); ``--etherbone-port`` puts the litex_sim module ``soc/eth2udp.c`` on its pads, a
+gateway that turns UDP datagrams on 127.0.0.1 into frames to the SoC and its answers back.
+
 PCIe: ``--pcie USER`` adds a PCIe function on the simulated link (``soc/pcie_sim_phy.py``, the
 endpoint of ``soc/pcie.py`` with ``USER`` on BAR0: ``soc.atomflash_soc.PCIE_USERS``); the litex_sim
 module ``soc/pcie2tcp.c`` (built into ``gateware/modules/``) carries its TLPs to a root complex on
@@ -127,6 +131,12 @@ def parse_args(argv=None):
     p.add_argument("--plusarg", action="append", default=[], help="run-time +plusarg for Vsim; repeatable")
     p.add_argument("--host-port", type=int, default=None,
                    help="put the host port (UARTBone) on this TCP port, for atomflash.Device / the atomflash CLI")
+    p.add_argument("--etherbone", action="store_true",
+                   help="the Etherbone host link on a simulated Ethernet port beside the host port "
+                        "(soc.atomflash_soc.add_etherbone_host; a build of its own)")
+    p.add_argument("--etherbone-port", type=int, default=None,
+                   help="put the Ethernet port's UDP gateway (eth2udp) on this UDP port of 127.0.0.1, "
+                        "for atomflash.transport.EtherboneTransport")
     from soc.atomflash_soc import PCIE_FUNCTIONS
 
     p.add_argument("--pcie", default=None, choices=PCIE_FUNCTIONS,
@@ -152,6 +162,10 @@ def parse_args(argv=None):
         p.error(f"--host-queues: 1..{spec.HOST_REGS['size'].count - 1} (the firmware takes one more pair)")
     if args.pcie_port is not None and args.pcie is None:
         p.error("--pcie-port needs --pcie")
+    if args.etherbone_port is not None and not args.etherbone:
+        p.error("--etherbone-port needs --etherbone")
+    if args.etherbone and args.no_nand:
+        p.error("--etherbone: the host link of the FTL core (drop --no-nand)")
     if not re.fullmatch(r"[123]x([1-9]|1[0-6])", args.pcie_link):
         p.error("--pcie-link: GENxLANES, generation 1..3, 1..16 lanes (say 2x1 or 3x4)")
     if args.no_nand and (args.image or args.nand_set):
@@ -167,7 +181,7 @@ def config_build_dir(args) -> Path:
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
                     ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
                     threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES, sdram=False, pgo=False,
-                    debug_info=False, pcie=None)
+                    debug_info=False, pcie=None, etherbone=False)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:
         return DEFAULT_BUILD_DIR
@@ -208,7 +222,7 @@ def make_soc(args, build_dir: Path):
                        channels=args.channels, ways=args.ways, nand=not args.no_nand, slots=args.slots,
                        cache_pages=args.cache_pages, host_queues=args.host_queues, sdram=args.sdram,
                        trace_from_reset=args.trace_start == 0,
-                       rtl_dir=build_dir / "rtl", pcie=args.pcie)
+                       rtl_dir=build_dir / "rtl", pcie=args.pcie, etherbone=args.etherbone)
     soc.sim_sources = [Path(s).resolve() for s in args.extra_source]
     soc.sim_verilator_flags = list(args.verilator_flag)
     soc.sim_cflags = list(args.cflags)
@@ -339,11 +353,14 @@ def build(args) -> Path:
         build_host_port_module(gw)
         if args.pcie is not None:
             build_pcie_module(gw)
+        if args.etherbone:
+            build_sim_module(gw, ETHERNET_MODULE)
     return gw
 
 
 HOST_PORT_MODULE = ROOT / "soc" / "hostport2tcp.c"
 PCIE_MODULE = ROOT / "soc" / "pcie2tcp.c"
+ETHERNET_MODULE = ROOT / "soc" / "eth2udp.c"
 
 
 def build_sim_module(gw: Path, source: Path, libs=("-levent", "-ljson-c")) -> Path:
@@ -459,10 +476,13 @@ def main(argv=None) -> int:
     if args.firmware_only or args.build_only:
         print(gw)
         return 0
-    networked = args.host_port is not None or args.pcie_port is not None
+    networked = args.host_port is not None or args.pcie_port is not None or args.etherbone_port is not None
     run_dir = args.run_dir or (gw.parent / "run" if networked else None)
     if run_dir is not None:
-        prepare_run_dir(gw, run_dir, host_port=args.host_port)
+        prepare_run_dir(gw, run_dir, host_port=args.host_port, etherbone_port=args.etherbone_port)
+        if args.etherbone_port is not None:
+            print(f"sim: Etherbone on udp://127.0.0.1:{args.etherbone_port} "
+                  f"(atomflash --etherbone 127.0.0.1:{args.etherbone_port} ...)", file=sys.stderr)
         if args.host_port is not None:
             print(f"sim: host port on tcp://127.0.0.1:{args.host_port} (atomflash --port {args.host_port} ...)",
                   file=sys.stderr)

@@ -83,11 +83,12 @@ def _device(args):
 
     if getattr(args, "board_csr", None):
         try:
-            return Device.attach_board(args.board_csr, server=args.server, qid=args.qid, timeout=args.timeout)
+            return Device.attach_board(args.board_csr, server=args.server, etherbone=args.etherbone, qid=args.qid,
+                                       timeout=args.timeout)
         except FileNotFoundError as e:
             raise CliError(f"--board-csr: {e.filename}: no such file", EXIT_USAGE) from None
         except ValueError as e:
-            raise CliError(f"--server: {e}", EXIT_USAGE) from None
+            raise CliError(f"--{'etherbone' if args.etherbone else 'server'}: {e}", EXIT_USAGE) from None
         except BadQueue as e:
             raise CliError(f"--qid: {e}", EXIT_USAGE) from None
         except errors.CommandTimeout as e:
@@ -98,7 +99,8 @@ def _device(args):
     if not st.get("running"):
         raise CliError(f"no simulation running in {st['run_dir']} (atomflash sim start)", EXIT_NO_DEVICE)
     try:
-        return Device.attach_sim(args.dir or simctl.default_run_dir(), qid=args.qid, timeout=args.timeout)
+        return Device.attach_sim(args.dir or simctl.default_run_dir(), qid=args.qid, timeout=args.timeout,
+                                 port=args.link)
     except BadQueue as e:
         raise CliError(f"--qid: {e}", EXIT_USAGE) from None
     except errors.CommandTimeout as e:
@@ -145,7 +147,8 @@ def cmd_sim(args):
     if args.sim_verb == "start":
         cfg = simctl.SimConfig(channels=args.channels, ways=args.ways, profile=args.profile,
                                blocks_per_lun=args.blocks_per_lun, image=args.image, cache_pages=args.cache_pages,
-                               host_queues=args.host_queues, sdram=args.sdram, nvme=args.nvme)
+                               host_queues=args.host_queues, sdram=args.sdram, nvme=args.nvme,
+                               etherbone=args.ethernet)
         for kv in args.nand_set:
             k, _, v = kv.partition("=")
             if not _:
@@ -165,6 +168,8 @@ def cmd_sim(args):
             l for l in report.splitlines() if l.startswith(("checkpoint", "recovery", "boot", "ftl", "bbt", "time"))))
         print(f"running: host port tcp://127.0.0.1:{st['port']}, console: atomflash console, "
               f"stop: atomflash sim stop")
+        if st.get("etherbone_port"):
+            print(f"Ethernet: Etherbone on udp://127.0.0.1:{st['etherbone_port']} (atomflash --link etherbone ...)")
     elif args.sim_verb == "stop":
         st = simctl.status(args.dir)
         if not st["running"]:
@@ -441,14 +446,24 @@ def build_parser() -> argparse.ArgumentParser:
     board_help = ("a board instead of the simulation: its build's csr.csv (build/boards/<board>/csr.csv); "
                   "litex_server must own its serial port (docs/results/boards.md)")
     server_help = "litex_server's host:port for --board-csr (default 127.0.0.1:1234)"
+    etherbone_help = ("with --board-csr: the board's Etherbone host link over UDP at IP[:PORT] instead of "
+                      "litex_server (default port 1234)")
+    from .device import SIM_LINKS
+
+    link_help = ("the simulation's link the verbs use: nvme, debug (UARTBone) or etherbone (a simulation started "
+                 "with sim start --ethernet); default nvme when it has a PCIe link, else debug")
     top.add_argument("--board-csr", type=Path, default=None, help=board_help)
     top.add_argument("--server", default="127.0.0.1:1234", help=server_help)
+    top.add_argument("--etherbone", default=None, metavar="IP[:PORT]", help=etherbone_help)
+    top.add_argument("--link", default=None, choices=SIM_LINKS, help=link_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", type=Path, default=argparse.SUPPRESS, help=dir_help)
     common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help=timeout_help)
     common.add_argument("--qid", type=_nonneg, default=argparse.SUPPRESS, help=qid_help)
     common.add_argument("--board-csr", type=Path, default=argparse.SUPPRESS, help=board_help)
     common.add_argument("--server", default=argparse.SUPPRESS, help=server_help)
+    common.add_argument("--etherbone", default=argparse.SUPPRESS, metavar="IP[:PORT]", help=etherbone_help)
+    common.add_argument("--link", default=argparse.SUPPRESS, choices=SIM_LINKS, help=link_help)
     sub = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     p = sub.add_parser("sim", help="start, stop or inspect the simulated SSD", parents=[common])
@@ -470,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--sdram", action="store_true",
                    help="main RAM and host memory in a simulated SDRAM behind LiteX's controller and L2 cache, as "
                         "on a board (a build of its own)")
+    q.add_argument("--ethernet", action="store_true",
+                   help="the Etherbone host link on a simulated Ethernet port, as on an Ethernet board: its UDP "
+                        "gateway on 127.0.0.1, which --link etherbone uses (a build of its own)")
     q.add_argument("--nvme", action=argparse.BooleanOptionalAction, default=True,
                    help="the drive as an NVMe device on a simulated PCIe link, which the verbs use (the debug port "
                         "stays beside it: --qid N picks I/O queue N + 1; --no-nvme: the debug port only, a build of "

@@ -126,6 +126,8 @@ TX_FINAL = spec.CMD.compose("flags", tx_final=1)
 TX_NEW = spec.CMD.compose("flags", tx_new=1)
 DEFAULT_TIMEOUT = 30.0  # wall seconds a command may take (the simulated drive's slowest take a few)
 LINK_TIMEOUT = 15.0     # wall seconds of silence on the link before it counts as lost
+ETHERBONE_TRY_SECONDS = 2.0   # a simulated Etherbone request unanswered this long is sent again
+SIM_LINKS = ("nvme", "debug", "etherbone")   # attach_sim's ports
 # a TX_WRITE failing with these may have opened its transaction (its pages failed, not the command)
 _MAY_HAVE_OPENED = {Status.MEDIA_ERROR, Status.NO_SPACE, Status.DATA_TRANSFER_ERROR, Status.INTERNAL_ERROR}
 # the status a command gets for a value that does not fit its field (the library refuses it unsent)
@@ -399,12 +401,21 @@ class Device:
             raise DeviceError(f"no simulation in {run_dir} (atomflash sim start)") from None
 
     @staticmethod
-    def _sim_link(run_dir: Path | str, link_timeout: float = LINK_TIMEOUT):
-        from .transport import UartBoneTransport
+    def _sim_link(run_dir: Path | str, link_timeout: float = LINK_TIMEOUT, link: str = "debug"):
+        """The simulation's ``link``: "debug" (UARTBone on TCP) or "etherbone" (UDP to its Ethernet gateway)."""
+        from .transport import EtherboneTransport, UartBoneTransport
 
         state = Device._sim_state(run_dir)
         layout = Layout.from_csr_csv(state["csr_csv"])
-        return UartBoneTransport(state["port"], timeout=link_timeout), layout, _SimClock(state.get("vsim_pid"))
+        clock = _SimClock(state.get("vsim_pid"))
+        if link == "etherbone":
+            if not state.get("etherbone_port"):
+                raise DeviceError(f"the simulation in {run_dir} has no Ethernet port (atomflash sim start --ethernet)")
+            tries = max(1, round(link_timeout / ETHERBONE_TRY_SECONDS))
+            transport = EtherboneTransport("127.0.0.1", state["etherbone_port"], bind_port=0,
+                                           timeout=link_timeout / tries, retries=tries - 1)
+            return transport, layout, clock
+        return UartBoneTransport(state["port"], timeout=link_timeout), layout, clock
 
     @classmethod
     def attach_sim(cls, run_dir: Path | str, *, qid: int = 0, link_timeout: float = LINK_TIMEOUT,
@@ -412,17 +423,19 @@ class Device:
         """Queue ``qid`` of a simulation started by ``atomflash sim start`` (its
         ``sim.json``: the TCP ports, the build's ``csr.csv``).  ``port``: "nvme"
         (the drive as an NVMe device on its simulated PCIe link: I/O queue
-        ``qid + 1``, see :meth:`attach_sim_nvme`) or "debug" (host queue pair
-        ``qid`` through the debug port, UARTBone); None: NVMe when the
+        ``qid + 1``, see :meth:`attach_sim_nvme`), "debug" (host queue pair
+        ``qid`` through the debug port, UARTBone) or "etherbone" (host queue
+        pair ``qid`` over the Etherbone host link, a simulation started with
+        ``etherbone``: UDP to its Ethernet gateway); None: NVMe when the
         simulation has a PCIe link, else the debug port.  The debug port takes
         one connection, so for several of its queues at once use
         :meth:`attach_sim_all`.  ``link_timeout``: seconds the link may stay
         silent (a stalled simulator) before :class:`~atomflash.errors.TransportError`."""
-        if port not in (None, "nvme", "debug"):
-            raise InvalidArgument(f"port {port!r}: 'nvme' or 'debug'")
+        if port not in (None, *SIM_LINKS):
+            raise InvalidArgument(f"port {port!r}: one of {', '.join(SIM_LINKS)}")
         if port == "nvme" or (port is None and cls._sim_state(run_dir).get("pcie_port")):
             return cls.attach_sim_nvme(run_dir, qid=qid + 1, link_timeout=link_timeout, **kw)
-        transport, layout, clock = cls._sim_link(run_dir, link_timeout)
+        transport, layout, clock = cls._sim_link(run_dir, link_timeout, port or "debug")
         kw.setdefault("clock", clock)
         try:
             return cls(transport, layout, qid=qid, **kw)
@@ -431,20 +444,33 @@ class Device:
             raise
 
     @classmethod
-    def attach_board(cls, csr_csv: Path | str, *, server: str = "127.0.0.1:1234", qid: int = 0,
-                     **kw) -> "Device":
+    def attach_board(cls, csr_csv: Path | str, *, server: str = "127.0.0.1:1234", etherbone: str | None = None,
+                     qid: int = 0, **kw) -> "Device":
         """Queue pair ``qid`` of a board (``make bitstream``, ``--core ftl``)
-        behind ``litex_server --uart --uart-port <tty>`` at ``server``
-        (``host:port``): ``csr_csv`` is the board build's ``csr.csv``
-        (``build/boards/<board>/csr.csv``), where the controller window and
-        host memory are found.  See docs/results/boards.md, "Attaching a host"."""
-        from .transport import LitexServerTransport
+        behind ``litex_server`` at ``server`` (``host:port``; ``litex_server
+        --uart --uart-port <tty>``, or ``--udp --udp-ip <board>`` for a board
+        on Ethernet), or, with ``etherbone`` (``ip[:port]``), straight to a
+        board's Etherbone host link over UDP.  ``csr_csv`` is the board build's
+        ``csr.csv`` (``build/boards/<board>/csr.csv``), where the controller
+        window and host memory are found.  See docs/results/boards.md,
+        "Attaching a host"."""
+        from .transport import EtherboneTransport, LitexServerTransport
 
-        host, _, port = server.rpartition(":")
-        if not port.isdigit():
-            raise InvalidArgument(f"server {server!r}: host:port (litex_server's --bind-port, default 1234)")
+        def split(text: str, what: str, default_port: int) -> tuple[str, int]:
+            host, sep, port = text.rpartition(":")
+            if not sep:
+                host, port = text, str(default_port)
+            if not port.isdigit() or not host:
+                raise InvalidArgument(f"{what} {text!r}: host:port")
+            return host, int(port)
+
         layout = Layout.from_csr_csv(csr_csv)
-        transport = LitexServerTransport(int(port), host or "127.0.0.1")
+        if etherbone is not None:
+            host, port = split(etherbone, "etherbone", spec.ETHERBONE.udp_port)
+            transport = EtherboneTransport(host, port)
+        else:
+            host, port = split(server, "server", 1234)
+            transport = LitexServerTransport(port, host)
         try:
             return cls(transport, layout, qid=qid, **kw)
         except BaseException:

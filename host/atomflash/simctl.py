@@ -240,6 +240,7 @@ class SimConfig:
     sdram: bool = False               # main RAM and host memory in a simulated SDRAM, as on a board (a build of its own)
     pgo: bool = False                 # a profile-guided model (soc/sim.py --pgo: faster, built twice; a build of its own)
     nvme: bool = False                # the drive as an NVMe device on a simulated PCIe link (a build of its own)
+    etherbone: bool = False           # the Etherbone host link on a simulated Ethernet port (a build of its own)
 
     def build_args(self) -> list[str]:
         extra = ["--cache-pages", str(self.cache_pages)] if self.cache_pages else []
@@ -251,6 +252,8 @@ class SimConfig:
             extra += ["--pgo"]
         if self.nvme:
             extra += ["--pcie", "nvme"]
+        if self.etherbone:
+            extra += ["--etherbone"]
         return ["--channels", str(self.channels), "--ways", str(self.ways), "--nand-profile", self.profile,
                 *extra, "-q"]
 
@@ -284,8 +287,8 @@ def _write_state(run_dir: Path, state: dict) -> None:
     tmp.replace(run_dir / "sim.json")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
+def _free_port(kind=socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
@@ -302,11 +305,14 @@ def status(run_dir: Path | None = None) -> dict:
 RUN_LINKS = ("modules", "sim_rom.init", "sim_sram.init", "sim_main_ram.init", "sim_mem.init", "csr.csv")
 
 
-def prepare_run_dir(gw: Path, run_dir: Path, *, host_port: int | None = None) -> Path:
+def prepare_run_dir(gw: Path, run_dir: Path, *, host_port: int | None = None,
+                    etherbone_port: int | None = None) -> Path:
     """A directory Vsim can run in besides the gateware directory ``gw`` (a
     build of ``soc/sim.py``): links to what it reads from its working directory
     (``modules/``, the memory images) and its own ``sim_config.js`` -- the
-    gateware's, plus ``serial2tcp`` on the host port when ``host_port`` is given.
+    gateware's, plus ``serial2tcp`` on the host port when ``host_port`` is given
+    and the Ethernet gateway ``eth2udp`` on UDP ``etherbone_port`` (a build with
+    ``--etherbone``).
     Several simulations of one build run side by side this way, each with its port."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -326,8 +332,22 @@ def prepare_run_dir(gw: Path, run_dir: Path, *, host_port: int | None = None) ->
         module = "hostport2tcp" if (gw / "modules" / "hostport2tcp.so").exists() else "serial2tcp"
         cfg.insert(-1, {"module": module, "interface": [{"name": "serial", "index": 1}, "sys_clk"],
                         "args": {"port": str(host_port)}})
+    if etherbone_port is not None:
+        if not (gw / "modules" / "eth2udp.so").exists():
+            raise SimError(f"{gw}: a build without the Ethernet port (soc/sim.py --etherbone)")
+        cfg.insert(-1, {"module": "eth2udp", "interface": [{"name": "eth", "index": 0}, "sys_clk"],
+                        "args": etherbone_gateway_args(etherbone_port)})
     (run_dir / "sim_config.js").write_text(json.dumps(cfg, indent=4))
     return run_dir
+
+
+def etherbone_gateway_args(port: int) -> dict:
+    """``soc/eth2udp.c``'s arguments: UDP ``port`` on 127.0.0.1, the simulated SoC's Ethernet
+    address (``spec.ETHERBONE``) and the gateway's."""
+    from .spec import ETHERBONE as eb
+
+    return {"port": str(port), "ip": eb.ip, "mac": eb.mac_text(eb.mac), "udp_port": str(eb.udp_port),
+            "gateway_ip": eb.gateway_ip, "gateway_mac": eb.mac_text(eb.gateway_mac)}
 
 
 def vsim_command(gw: Path, plusargs=()) -> list[str]:
@@ -401,7 +421,8 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
     build_s = time.monotonic() - t0
     run_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    prepare_run_dir(gw, run_dir, host_port=port)
+    etherbone_port = _free_port(socket.SOCK_DGRAM) if cfg.etherbone else None
+    prepare_run_dir(gw, run_dir, host_port=port, etherbone_port=etherbone_port)
     pcie_port = None
     if cfg.nvme:
         from .pcie_link import add_sim_module
@@ -428,11 +449,11 @@ def start(run_dir: Path | None = None, cfg: SimConfig | None = None, *, fresh: b
     log_path = run_dir / "console.log"
     boot_offset = log_path.stat().st_size if log_path.exists() else 0
     state = {
-        "port": port, "pcie_port": pcie_port, "csr_csv": str(gw.parent / "csr.csv"), "gateware": str(gw),
+        "port": port, "pcie_port": pcie_port, "etherbone_port": etherbone_port, "csr_csv": str(gw.parent / "csr.csv"), "gateware": str(gw),
         "vsim": vsim_command(gw, plusargs), "images": [c["image"] for c in cfgs],
         "config": {"channels": cfg.channels, "ways": cfg.ways, "profile": cfg.profile, "cache_pages": cfg.cache_pages,
                    "host_queues": cfg.host_queues, "sdram": cfg.sdram, "blocks_per_lun": cfg.blocks_per_lun, "nand_set": cfg.nand_set, "target_set": cfg.target_set,
-                   "nvme": cfg.nvme},
+                   "nvme": cfg.nvme, "etherbone": cfg.etherbone},
         "clk_hz": clk_hz, "started": time.time(), "boot_offset": boot_offset,
         "build_seconds": round(build_s, 1), "supervisor_pid": None, "vsim_pid": None, "exit": None,
         "spec_version": spec.SPEC_VERSION,

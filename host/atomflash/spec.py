@@ -2124,3 +2124,26 @@ NVME_STATUS_OF = ConstantGroup(
                      for s in Status])
 
 CONSTANTS += [NVME_IDENT, NVME_FIELD, NVME_STATUS_OF]
+
+# -----------------------------------------------------------------------------
+# Etherbone host link (soc.atomflash_soc.add_etherbone_host): where a drive on
+# Ethernet answers, and the gateway the simulated LAN shows it (soc/eth2udp.c).
+# The packet format is LiteX's Etherbone (litex.tools.remote.etherbone).
+# -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EtherboneLink:
+    ip: str = "192.168.1.50"             # the drive's IPv4 address (LiteX's Etherbone default)
+    mac: int = 0x10E2_D500_0000          # the drive's MAC (LiteX's default)
+    udp_port: int = 1234                 # Etherbone's UDP port: requests to it, answers from and to it
+    gateway_ip: str = "192.168.1.100"    # the simulated LAN's host (soc/eth2udp.c)
+    gateway_mac: int = 0x02AF_0000_0001  # locally administered
+    record_words: int = 255              # words one Etherbone record reads or writes (8-bit counts)
+
+    @staticmethod
+    def mac_text(mac: int) -> str:
+        return ":".join(f"{b:02x}" for b in mac.to_bytes(6, "big"))
+
+
+ETHERBONE = EtherboneLink()

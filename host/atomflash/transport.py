@@ -12,7 +12,13 @@ device's address space.  The protocol (queues, commands, data buffers) is in
   --uart-port /dev/ttyUSB0``; docs/results/boards.md).  The board's UARTBone is the
   host port and its console a crossover UART behind it, so the console
   (``litex_term crossover``) and the host library share the one cable.
-* A board on PCIe (LitePCIe) would be a third class with the same two
+* :class:`EtherboneTransport` -- Etherbone over UDP, straight to a drive
+  with the Ethernet host link (``soc.atomflash_soc.add_etherbone_host``): a
+  board's IP address, or the simulated SoC's gateway (``soc/sim.py
+  --etherbone-port``, the litex_sim module ``soc/eth2udp.c``).
+  ``litex_server --udp --udp-ip <board>`` in front of a board works too,
+  through :class:`LitexServerTransport`.
+* A board on PCIe (LitePCIe) would be another class with the same two
   methods: BAR reads/writes for registers, DMA buffers for host memory.
 
 UARTBone commands (``litex.soc.cores.uart.Stream2Wishbone``): one byte
@@ -51,7 +57,8 @@ from typing import Protocol, Sequence
 
 from .errors import TransportError
 
-__all__ = ["Transport", "UartBoneTransport", "LitexServerTransport", "TransportError", "WINDOW_BYTES"]
+__all__ = ["Transport", "UartBoneTransport", "LitexServerTransport", "EtherboneTransport", "TransportError",
+           "WINDOW_BYTES"]
 
 CMD_WRITE_BURST_INCR = 0x01  # litex.tools.remote.comm_uart's values (the gateware's)
 CMD_READ_BURST_INCR = 0x02
@@ -300,3 +307,167 @@ class LitexServerTransport(_Closing):
 
     def sync(self) -> None:
         """Nothing to wait for: every write already waited for its read-back."""
+
+
+class EtherboneTransport(_Closing):
+    """Etherbone over UDP to a drive's Ethernet host link at ``host``:``port``
+    (``spec.ETHERBONE``: the drive's address and Etherbone's port).
+
+    Every request is one UDP datagram holding one Etherbone record, and gets
+    one answer: a read answers its words; a write of at most
+    :attr:`WRITE_WORDS` words carries a read of its own last word, so its
+    answer says the words were written (the record's writes come first).  The
+    record's return address (``base_ret_addr``) is a sequence number, so an
+    answer is matched to its request and a late answer to a retried one is
+    ignored.  One request is in flight at a time: the drive's record buffer
+    (``add_etherbone_host``: 256 words) then always holds a whole record, so
+    nothing is lost however long the drive's bus keeps the Etherbone master
+    waiting, and neither it nor the LAN has to buffer more.  A request
+    without an answer within ``timeout`` seconds is sent again (reads and
+    writes of memory are idempotent; the controller's doorbells take
+    absolute values), up to ``retries`` times, then :class:`TransportError`.
+
+    The drive answers to Etherbone's UDP port on the asker's address, so
+    towards a board the socket is bound to ``bind_port`` (default: ``port``,
+    as ``litex_server --udp`` does; one asker per host).  The simulated
+    gateway answers whoever spoke last: ``bind_port=0`` there."""
+
+    READ_WORDS = 255                  # one record's reads (8-bit count)
+    WRITE_WORDS = 253                 # base address + words + return address + 1 read: the drive's 256-word buffer
+
+    def __init__(self, host: str = "192.168.1.50", port: int = 1234, *, bind_port: int | None = None,
+                 timeout: float = 1.0, retries: int = 5, probe: bool = True):
+        self.address = (host, port)
+        self.timeout, self.retries = timeout, retries
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.bind(("", port if bind_port is None else bind_port))
+            self.sock.connect(self.address)
+        except OSError as e:
+            self.sock.close()
+            self.sock = None
+            raise TransportError(f"udp://{host}:{port}: {e.strerror or e}") from None
+        self.sock.settimeout(timeout)
+        self._tag = 0
+        self.words_read = self.words_written = self.round_trips = self.resends = 0
+        if probe:
+            try:
+                self.probe()
+            except TransportError:
+                self.close()
+                raise
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    @staticmethod
+    def _encode(record=None, probe: bool = False) -> bytes:
+        from litex.tools.remote.etherbone import EtherbonePacket
+
+        packet = EtherbonePacket(32)
+        packet.pf = int(probe)
+        if record is not None:
+            packet.records = [record]
+        packet.encode()
+        return bytes(packet.bytes) + (bytes(4) if probe else b"")   # a probe carries padding
+
+    def _exchange(self, datagram: bytes, accept, what: str):
+        """Send ``datagram`` until ``accept(answer)`` returns something other than None."""
+        if self.sock is None:
+            raise TransportError("transport closed")
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.resends += 1
+            try:
+                self.sock.send(datagram)
+                deadline = time.monotonic() + self.timeout
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.sock.settimeout(left)
+                    try:
+                        answer = self.sock.recv(65536)
+                    except socket.timeout:
+                        break
+                    got = accept(answer)
+                    if got is not None:
+                        self.round_trips += 1
+                        return got
+            except ConnectionRefusedError:
+                raise TransportError(f"nothing listens on udp://{self.address[0]}:{self.address[1]} "
+                                     "(simulation not running?)") from None
+            except OSError as e:
+                raise TransportError(f"udp://{self.address[0]}:{self.address[1]}: {e.strerror or e}") from None
+        raise TransportError(f"no answer from the drive at udp://{self.address[0]}:{self.address[1]} to {what} "
+                             f"({self.retries + 1} tries, {self.timeout:g} s each)")
+
+    def probe(self) -> None:
+        """Etherbone's probe: the drive answers with the probe-reply flag."""
+        from litex.tools.remote.etherbone import EtherbonePacket
+
+        def accept(answer):
+            try:
+                packet = EtherbonePacket(32, answer)
+                packet.decode()
+            except Exception:
+                return None
+            return True if packet.pr else None
+
+        self._exchange(self._encode(probe=True), accept, "a probe")
+
+    def _request(self, record, count: int, what: str) -> list[int]:
+        """Send ``record`` with its reads' return address set to a fresh tag; the words read."""
+        from litex.tools.remote.etherbone import EtherbonePacket
+
+        self._tag = (self._tag + 1) & 0xFFFF_FFFF
+        tag = record.reads.base_ret_addr = self._tag
+
+        def accept(answer):
+            try:
+                packet = EtherbonePacket(32, answer)
+                packet.decode()
+                writes = packet.records[0].writes
+            except Exception:
+                return None        # not an answer of ours (a stray datagram)
+            if writes is None or writes.base_addr != tag:
+                return None        # the answer to an earlier try
+            words = writes.get_datas()
+            return words if len(words) == count else None
+
+        return self._exchange(self._encode(record), accept, what)
+
+    def read(self, addr: int, count: int) -> list[int]:
+        from litex.tools.remote.etherbone import EtherboneReads, EtherboneRecord
+
+        _check_aligned(addr)
+        out: list[int] = []
+        while count:
+            n = min(count, self.READ_WORDS)
+            record = EtherboneRecord(4)
+            record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(n)])
+            out += self._request(record, n, f"a read of {n} words at 0x{addr:08x}")
+            addr += 4 * n
+            count -= n
+        self.words_read += len(out)
+        return out
+
+    def write(self, addr: int, words: Sequence[int]) -> None:
+        from litex.tools.remote.etherbone import EtherboneReads, EtherboneRecord, EtherboneWrites
+
+        _check_aligned(addr)
+        words = list(words)
+        for i in range(0, len(words), self.WRITE_WORDS):
+            part = words[i:i + self.WRITE_WORDS]
+            base = addr + 4 * i
+            record = EtherboneRecord(4)
+            record.writes = EtherboneWrites(base_addr=base, addr_size=4, datas=part)
+            last = base + 4 * (len(part) - 1)
+            record.reads = EtherboneReads(addr_size=4, addrs=[last])
+            self._request(record, 1, f"a write of {len(part)} words at 0x{base:08x}")
+            self.words_written += len(part)
+
+    def sync(self) -> None:
+        """Nothing to wait for: every write already had its answer."""
