@@ -10,7 +10,7 @@ JOBS ?= 2
 export CI
 
 .DEFAULT_GOAL := help
-.PHONY: help deps gen demo demo-log campaign campaign-mlc campaign-long soak test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-nvme bench-soc bench-sqlite crash-sqlite fuzz synth-channel bitstream board-report clean
+.PHONY: help deps gen demo demo-log campaign campaign-mlc campaign-long soak test test-fast test-slow sim firmware bench-nand bench-ecc bench-channel bench-ftl bench-nvme bench-etherbone bench-soc bench-sqlite crash-sqlite fuzz synth-channel bitstream board-report clean
 SIM_ARGS ?=
 BOARD ?= colorlight_i5
 BOARD_ARGS ?=
@@ -72,6 +72,9 @@ bench-ftl: deps ## FTL core: 4 KiB random writes at QD 16 and atomic groups vs t
 
 bench-nvme: deps ## NVMe drive under simulated PCIe: host-visible 4 KiB random write/read throughput at QD 1/8/32 over 1 and 4 queues vs the same core alone, bench-ftl and the NAND limit, per-command overhead -> docs/results/nvme_bench.md (BENCH_ARGS="--write-commands 512")
 	@$(PY) sim/bench_nvme.py $(BENCH_ARGS)
+
+bench-etherbone: deps ## the simulated SSD's Ethernet host link (LiteEth + Etherbone, UDP gateway): host-memory write/read throughput at window 1 and the host's window vs the wire limit, the drive through it -> docs/results/etherbone_bench.md (BENCH_ARGS="--ops 400")
+	@$(PY) sim/bench_etherbone.py $(BENCH_ARGS)
 
 bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs device size, GC write amplification vs over-provisioning (100% fill included), simulation speed -> docs/results/soc_bench.md (~1 h)
 	@$(PY) sim/bench_soc.py $(BENCH_ARGS)

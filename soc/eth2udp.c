@@ -20,6 +20,9 @@
  * cycles standing for them and the inter-frame gap (8 + 4 + 12 byte times): the simulated link is
  * a gigabit wire clocked at the system clock.  Frames wait in a queue of RX_FRAMES; when it is
  * full, datagrams wait in the socket (and the kernel drops what overflows it, as a network would).
+ * The socket is read every POLL_CYCLES as well as from the simulator's event loop, which runs
+ * only every 500 cycles: a datagram waits at most that long, the LAN's only latency here (a real
+ * host's network stack adds tens of microseconds per round trip).
  *
  * Built by soc/sim.py into the gateware's modules/; named in a run's sim_config.js by
  * atomflash.simctl.prepare_run_dir (`etherbone_port`).
@@ -45,6 +48,7 @@
 #define FRAME_MIN 60	/* shorter frames are padded (the FCS makes it 64) */
 #define RX_FRAMES 32	/* frames queued for the SoC */
 #define WIRE_GAP 24	/* preamble + SFD (8), FCS (4), inter-frame gap (12) */
+#define POLL_CYCLES 64	/* the socket is read this often besides the simulator's event loop (every 500) */
 #define ETH_HDR 14
 #define IP_HDR 20
 #define UDP_HDR 8
@@ -76,6 +80,7 @@ struct session_s {
 	/* into the SoC: a ring of frames, the head one on the wire */
 	struct frame_s rx_q[RX_FRAMES];
 	int rx_head, rx_count, rx_pos, rx_gap;
+	int poll;
 	/* counters, printed when the simulation ends */
 	unsigned long frames_in, frames_out, arp_answers, dropped;
 };
@@ -371,6 +376,11 @@ static int eth2udp_tick(void *sess, uint64_t time_ps)
 		else
 			from_soc(s, s->tx_frame, s->tx_len);
 		s->tx_len = s->tx_overflow = 0;
+	}
+
+	if (++s->poll == POLL_CYCLES) {
+		s->poll = 0;
+		on_readable(s->fd, EV_READ, s);
 	}
 
 	/* into the SoC: the head frame a byte per cycle, then the gap */

@@ -376,6 +376,8 @@ class Device:
             raise InvalidArgument(f"timeout {timeout!r}: seconds, more than 0")
         self.t = transport
         self.layout = layout
+        if hasattr(transport, "pipeline"):   # host memory moves only at a doorbell: its accesses may pipeline
+            transport.pipeline(layout.hostmem_base, layout.hostmem_size)
         self.qid = qid
         self.timeout = timeout
         self.clock = clock or time.monotonic

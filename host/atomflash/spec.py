@@ -2140,6 +2140,8 @@ class EtherboneLink:
     gateway_ip: str = "192.168.1.100"    # the simulated LAN's host (soc/eth2udp.c)
     gateway_mac: int = 0x02AF_0000_0001  # locally administered
     record_words: int = 255              # words one Etherbone record reads or writes (8-bit counts)
+    window: int = 4                      # requests a host keeps in flight (the drive buffers their frames whole)
+    request_frame_bytes: int = 1078      # the largest request's frame: Ethernet, IPv4, UDP, Etherbone, 1 KiB record
 
     @staticmethod
     def mac_text(mac: int) -> str:

@@ -316,16 +316,27 @@ class EtherboneTransport(_Closing):
     Every request is one UDP datagram holding one Etherbone record, and gets
     one answer: a read answers its words; a write of at most
     :attr:`WRITE_WORDS` words carries a read of its own last word, so its
-    answer says the words were written (the record's writes come first).  The
-    record's return address (``base_ret_addr``) is a sequence number, so an
-    answer is matched to its request and a late answer to a retried one is
-    ignored.  One request is in flight at a time: the drive's record buffer
-    (``add_etherbone_host``: 256 words) then always holds a whole record, so
-    nothing is lost however long the drive's bus keeps the Etherbone master
-    waiting, and neither it nor the LAN has to buffer more.  A request
-    without an answer within ``timeout`` seconds is sent again (reads and
-    writes of memory are idempotent; the controller's doorbells take
-    absolute values), up to ``retries`` times, then :class:`TransportError`.
+    answer says the words were written (the record's writes come first).
+    The record's return address (``base_ret_addr``) is a sequence number that
+    comes back as the answer's base address, matching answers to requests.
+
+    Requests to the *pipelined region* (:meth:`pipeline`: host memory, which
+    the drive only reads or writes when a doorbell tells it to) may be up to
+    ``window`` in flight (``spec.ETHERBONE.window``: what the drive's receive
+    buffer holds whole, ``soc/etherbone.py``): a round trip per record would
+    leave the wire idle most of the time.  The drive executes records in
+    order, so answers come in order; writes are posted (:meth:`write` returns
+    once they are sent, :meth:`read` and :meth:`sync` wait for everything
+    before them).  When the oldest request has no answer within ``timeout``
+    seconds, it and every request after it are sent again in order
+    (go-back-N; an answer that overtakes the oldest's is dropped, since its
+    request ran before the lost one's resend), up to ``retries`` times, then
+    :class:`TransportError`.  Sending memory requests again is safe: they are
+    idempotent.  A request anywhere else (a register: a doorbell acts) waits
+    until every earlier request is answered: were a command's data lost and
+    its doorbell not, the drive would run the command on stale data before
+    the resend.  Sending a doorbell again is safe too (it takes an absolute
+    index).  Without a region every request waits for the one before.
 
     The drive answers to Etherbone's UDP port on the asker's address, so
     towards a board the socket is bound to ``bind_port`` (default: ``port``,
@@ -336,9 +347,16 @@ class EtherboneTransport(_Closing):
     WRITE_WORDS = 253                 # base address + words + return address + 1 read: the drive's 256-word buffer
 
     def __init__(self, host: str = "192.168.1.50", port: int = 1234, *, bind_port: int | None = None,
-                 timeout: float = 1.0, retries: int = 5, probe: bool = True):
+                 timeout: float = 1.0, retries: int = 5, window: int | None = None, probe: bool = True):
+        from collections import deque
+
+        from .spec import ETHERBONE
+
         self.address = (host, port)
         self.timeout, self.retries = timeout, retries
+        self.window = ETHERBONE.window if window is None else window
+        if self.window < 1:
+            raise ValueError("window: at least 1 request in flight")
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             self.sock.bind(("", port if bind_port is None else bind_port))
@@ -347,8 +365,9 @@ class EtherboneTransport(_Closing):
             self.sock.close()
             self.sock = None
             raise TransportError(f"udp://{host}:{port}: {e.strerror or e}") from None
-        self.sock.settimeout(timeout)
         self._tag = 0
+        self._pending = deque()   # [tag, datagram, count, what, words or None] oldest first
+        self._region = (0, 0)     # (base, end): requests that may pipeline
         self.words_read = self.words_written = self.round_trips = self.resends = 0
         if probe:
             try:
@@ -359,8 +378,16 @@ class EtherboneTransport(_Closing):
 
     def close(self) -> None:
         if self.sock is not None:
-            self.sock.close()
-            self.sock = None
+            try:
+                self.sync()
+            except TransportError:
+                pass
+            finally:
+                self.sock.close()
+                self.sock = None
+
+    def _where(self) -> str:
+        return f"udp://{self.address[0]}:{self.address[1]}"
 
     @staticmethod
     def _encode(record=None, probe: bool = False) -> bytes:
@@ -373,84 +400,116 @@ class EtherboneTransport(_Closing):
         packet.encode()
         return bytes(packet.bytes) + (bytes(4) if probe else b"")   # a probe carries padding
 
-    def _exchange(self, datagram: bytes, accept, what: str):
-        """Send ``datagram`` until ``accept(answer)`` returns something other than None."""
+    @staticmethod
+    def _decode(answer: bytes):
+        """(probe reply?, the answer's base address or None, its words)."""
+        from litex.tools.remote.etherbone import EtherbonePacket
+
+        try:
+            packet = EtherbonePacket(32, answer)
+            packet.decode()
+        except Exception:
+            return False, None, []
+        if packet.pr:
+            return True, None, []
+        writes = packet.records[0].writes if packet.records else None
+        if writes is None:
+            return False, None, []
+        return False, writes.base_addr, writes.get_datas()
+
+    def _send(self, datagram: bytes) -> None:
         if self.sock is None:
             raise TransportError("transport closed")
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self.resends += 1
-            try:
-                self.sock.send(datagram)
-                deadline = time.monotonic() + self.timeout
-                while True:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self.sock.settimeout(left)
-                    try:
-                        answer = self.sock.recv(65536)
-                    except socket.timeout:
-                        break
-                    got = accept(answer)
-                    if got is not None:
-                        self.round_trips += 1
-                        return got
-            except ConnectionRefusedError:
-                raise TransportError(f"nothing listens on udp://{self.address[0]}:{self.address[1]} "
-                                     "(simulation not running?)") from None
-            except OSError as e:
-                raise TransportError(f"udp://{self.address[0]}:{self.address[1]}: {e.strerror or e}") from None
-        raise TransportError(f"no answer from the drive at udp://{self.address[0]}:{self.address[1]} to {what} "
-                             f"({self.retries + 1} tries, {self.timeout:g} s each)")
+        try:
+            self.sock.send(datagram)
+        except OSError as e:
+            raise TransportError(f"{self._where()}: {e.strerror or e}") from None
+
+    def _recv(self, until: float) -> bytes | None:
+        left = until - time.monotonic()
+        if left <= 0:
+            return None
+        self.sock.settimeout(left)
+        try:
+            return self.sock.recv(65536)
+        except socket.timeout:
+            return None
+        except ConnectionRefusedError:
+            raise TransportError(f"nothing listens on {self._where()} (simulation not running?)") from None
+        except OSError as e:
+            raise TransportError(f"{self._where()}: {e.strerror or e}") from None
 
     def probe(self) -> None:
         """Etherbone's probe: the drive answers with the probe-reply flag."""
-        from litex.tools.remote.etherbone import EtherbonePacket
+        self.sync()
+        probe = self._encode(probe=True)
+        for _ in range(self.retries + 1):
+            self._send(probe)
+            until = time.monotonic() + self.timeout
+            while (answer := self._recv(until)) is not None:
+                if self._decode(answer)[0]:
+                    return
+        raise TransportError(f"no answer from the drive at {self._where()} to a probe "
+                             f"({self.retries + 1} tries, {self.timeout:g} s each)")
 
-        def accept(answer):
-            try:
-                packet = EtherbonePacket(32, answer)
-                packet.decode()
-            except Exception:
-                return None
-            return True if packet.pr else None
+    def _complete_oldest(self) -> None:
+        """Wait for the oldest request's answer; on silence send it and the rest again."""
+        entry = self._pending[0]
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.resends += len(self._pending)
+                for e in self._pending:
+                    self._send(e[1])
+            until = time.monotonic() + self.timeout
+            while (answer := self._recv(until)) is not None:
+                _, tag, words = self._decode(answer)
+                if tag == entry[0] and len(words) == entry[2]:
+                    entry[4] = words
+                    self._pending.popleft()
+                    self.round_trips += 1
+                    return
+                # a stray datagram, a late answer to a finished request, or one that overtook the oldest's
+        raise TransportError(f"no answer from the drive at {self._where()} to {entry[3]} "
+                             f"({self.retries + 1} tries, {self.timeout:g} s each)")
 
-        self._exchange(self._encode(probe=True), accept, "a probe")
+    def pipeline(self, base: int, size: int) -> None:
+        """Let requests to [``base``, ``base + size``) pipeline (host memory); see the class."""
+        self._region = (base, base + size)
 
-    def _request(self, record, count: int, what: str) -> list[int]:
-        """Send ``record`` with its reads' return address set to a fresh tag; the words read."""
-        from litex.tools.remote.etherbone import EtherbonePacket
-
+    def _post(self, record, count: int, what: str, addr: int, nbytes: int) -> list:
+        """Send ``record`` (its reads' return address set to a fresh tag) once the window has room,
+        or, outside the pipelined region, once every earlier request is answered."""
+        base, end = self._region
+        fence = not (base <= addr and addr + nbytes <= end)
+        while self._pending and (fence or len(self._pending) >= self.window):
+            self._complete_oldest()
         self._tag = (self._tag + 1) & 0xFFFF_FFFF
-        tag = record.reads.base_ret_addr = self._tag
+        record.reads.base_ret_addr = self._tag
+        entry = [self._tag, self._encode(record), count, what, None]
+        self._send(entry[1])
+        self._pending.append(entry)
+        return entry
 
-        def accept(answer):
-            try:
-                packet = EtherbonePacket(32, answer)
-                packet.decode()
-                writes = packet.records[0].writes
-            except Exception:
-                return None        # not an answer of ours (a stray datagram)
-            if writes is None or writes.base_addr != tag:
-                return None        # the answer to an earlier try
-            words = writes.get_datas()
-            return words if len(words) == count else None
-
-        return self._exchange(self._encode(record), accept, what)
+    def sync(self) -> None:
+        """Wait for every request in flight (posted writes included)."""
+        while self._pending:
+            self._complete_oldest()
 
     def read(self, addr: int, count: int) -> list[int]:
         from litex.tools.remote.etherbone import EtherboneReads, EtherboneRecord
 
         _check_aligned(addr)
-        out: list[int] = []
+        entries = []
         while count:
             n = min(count, self.READ_WORDS)
             record = EtherboneRecord(4)
             record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(n)])
-            out += self._request(record, n, f"a read of {n} words at 0x{addr:08x}")
+            entries.append(self._post(record, n, f"a read of {n} words at 0x{addr:08x}", addr, 4 * n))
             addr += 4 * n
             count -= n
+        while entries and entries[-1][4] is None:
+            self._complete_oldest()
+        out = [w for e in entries for w in e[4]]
         self.words_read += len(out)
         return out
 
@@ -464,10 +523,6 @@ class EtherboneTransport(_Closing):
             base = addr + 4 * i
             record = EtherboneRecord(4)
             record.writes = EtherboneWrites(base_addr=base, addr_size=4, datas=part)
-            last = base + 4 * (len(part) - 1)
-            record.reads = EtherboneReads(addr_size=4, addrs=[last])
-            self._request(record, 1, f"a write of {len(part)} words at 0x{base:08x}")
+            record.reads = EtherboneReads(addr_size=4, addrs=[base + 4 * (len(part) - 1)])
+            self._post(record, 1, f"a write of {len(part)} words at 0x{base:08x}", base, 4 * len(part))
             self.words_written += len(part)
-
-    def sync(self) -> None:
-        """Nothing to wait for: every write already had its answer."""

@@ -4,7 +4,9 @@ Etherbone on the Ethernet PHY model, exactly as `add_etherbone_host` puts them
 on a board, with the litex_sim module `soc/eth2udp.c` as the LAN -- no root,
 no tap.  The host library and the CLI reach the drive over UDP
 (`atomflash.transport.EtherboneTransport`), their writes are judged by the
-model's oracle, and the debug port beside it sees the same data."""
+model's oracle with several records in flight (the window that needed two
+fixes to LiteEth, soc/etherbone.py), and the debug port beside it sees the same
+data."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,11 +54,16 @@ def test_workload_over_etherbone_judged_by_the_model(run):
         random_workload(rec, random.Random(11), commands=24, span=SPAN, salt=11)
         assert verify(rec.model.history, read_span(dev, SPAN), lba_size=n, initial=rec.model.initial) == []
         t = dev.t
-        assert t.resends == 0 and t.words_written > 0 and t.words_read > 0
+        assert t.window > 1 and t.resends == 0 and t.words_written > 0 and t.words_read > 0
         dev.close()
-        # the debug port beside it: the same drive, the same data
+        # the debug port beside it: the same drive, the same data, and no frame dropped on the way in
         dbg = Device.attach_sim(run, port="debug")
         assert verify(rec.model.history, read_span(dbg, SPAN), lba_size=n, initial=rec.model.initial) == []
+        csr = {f[1]: int(f[2], 0) for f in (line.split(",") for line in
+                                           Path(simctl.status(run)["csr_csv"]).read_text().splitlines())
+               if f[0] == "csr_register"}
+        frames, dropped = (dbg.t.read(csr[f"ethrxbuf_{name}"], 1)[0] for name in ("frames", "dropped"))
+        assert frames > 100 and dropped == 0, (frames, dropped)
         dbg.close()
     except TransportError:
         pytest.fail("the simulation ended unexpectedly:\n" + simctl.boot_text(run)[-3000:])

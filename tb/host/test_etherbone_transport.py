@@ -6,8 +6,10 @@ an earlier try ignored, and a drive that never answers."""
 
 from __future__ import annotations
 
+import queue
 import socket
 import threading
+import time
 
 import pytest
 from litex.tools.remote.etherbone import EtherbonePacket, EtherboneRecord, EtherboneWrites
@@ -29,7 +31,11 @@ class FakeEtherboneDrive:
         self.silent = False
         self.requests = 0
         self.max_record_words = 0
+        self.answer_delay = 0.0           # seconds before each answer leaves (a slow bus, a long wire)
+        self.log: list[tuple[str, int]] = []   # ("rx", first address) and ("tx", first address), in order
+        self._answers: queue.Queue = queue.Queue()
         threading.Thread(target=self._serve, daemon=True).start()
+        threading.Thread(target=self._send_answers, daemon=True).start()
 
     def _serve(self):
         while True:
@@ -45,6 +51,11 @@ class FakeEtherboneDrive:
                 continue
             packet = EtherbonePacket(32, data)
             packet.decode()
+            first = None
+            if packet.records and (packet.records[0].wcount or packet.records[0].rcount):
+                rec = packet.records[0]
+                first = rec.writes.base_addr if rec.wcount else rec.reads.reads[0].addr
+                self.log.append(("rx", first))
             answer = EtherbonePacket(32)
             if packet.pf:
                 answer.pr = 1
@@ -63,8 +74,20 @@ class FakeEtherboneDrive:
                     answer.records.append(out)
             if answer.pr or answer.records:
                 answer.encode()
-                for _ in range(2 if self.duplicate else 1):
-                    self.sock.sendto(bytes(answer.bytes), peer)
+                self._answers.put((time.monotonic() + self.answer_delay, bytes(answer.bytes), peer, first))
+
+    def _send_answers(self):
+        """Answers leave in the order of their requests, each ``answer_delay`` after it arrived."""
+        while True:
+            due, data, peer, first = self._answers.get()
+            time.sleep(max(0.0, due - time.monotonic()))
+            if first is not None:
+                self.log.append(("tx", first))
+            for _ in range(2 if self.duplicate else 1):
+                try:
+                    self.sock.sendto(data, peer)
+                except OSError:
+                    return
 
     def close(self):
         self.sock.close()
@@ -78,7 +101,9 @@ def drive():
 
 
 def link(drive, **kw):
-    return EtherboneTransport("127.0.0.1", drive.port, bind_port=0, **kw)
+    t = EtherboneTransport("127.0.0.1", drive.port, bind_port=0, **kw)
+    t.pipeline(0, 0x10000)           # "host memory"; a register lies above it
+    return t
 
 
 def test_read_write_and_long_bursts(drive):
@@ -96,7 +121,20 @@ def test_lost_datagrams_are_sent_again(drive):
     with link(drive, timeout=0.2, retries=3) as t:
         drive.drop = 2
         t.write(0x40, [7, 8, 9])
+        t.sync()
         assert t.resends == 2 and t.read(0x40, 3) == [7, 8, 9]
+
+
+def test_a_loss_inside_the_window_resends_the_rest_in_order(drive):
+    """Writes are posted, several in flight; one lost in the middle is sent again with every
+    request after it (go-back-N), so a later write to the same words still lands last."""
+    with link(drive, timeout=0.2, retries=3, window=4) as t:
+        t.write(0x2000, list(range(600)))          # three records in flight
+        drive.drop = 1                             # the next request is lost ...
+        t.write(0x2000, [1] * 10)
+        t.write(0x2000, [2] * 5)                   # ... and this one overtakes it
+        assert t.read(0x2000, 12) == [2] * 5 + [1] * 5 + [10, 11]
+        assert t.resends >= 2 and drive.mem[0x2000] == 2
 
 
 def test_a_duplicate_answer_is_not_taken_for_the_next_one(drive):
@@ -106,6 +144,17 @@ def test_a_duplicate_answer_is_not_taken_for_the_next_one(drive):
         t.write(0x80, [3, 4])
         assert t.read(0x80, 2) == [3, 4]         # not the stale [2] answer of the write before
         assert t.read(0x84, 1) == [4]
+
+
+def test_a_register_access_waits_for_every_request_before_it(drive):
+    """A doorbell must not reach the drive before the command's data: a lost data record
+    would let the drive run the command on stale data before the resend."""
+    with link(drive, timeout=1.0, retries=3, window=4) as t:
+        drive.answer_delay = 0.05
+        t.write(0x3000, list(range(700)))          # data: three records, pipelined
+        t.write(0x20000, [5])                      # a register: sent only once the data is answered
+        t.sync()
+        assert [e for e, _ in drive.log] == ["rx", "rx", "rx", "tx", "tx", "tx", "rx", "tx"], drive.log
 
 
 def test_a_silent_drive_is_an_error_not_zeros(drive):
