@@ -48,8 +48,9 @@ BOARDS = {
     "ulx3s_85f": ("ulx3s", ["--device", "LFE5U-85F"], "ulx3s_lfe5u-85f", "LFE5U-85F"),
     "ulx3s_45f": ("ulx3s", ["--device", "LFE5U-45F", "--core", "nand"], "ulx3s_lfe5u-45f", "LFE5U-45F"),
     "colorlight_i9": ("colorlight_i5", ["--board", "i9", "--channels", "2"], "colorlight_i9", "LFE5U-45F"),
+    "ecpix5": ("ecpix5", [], "ecpix5", "LFE5UM5G-85F"),
 }
-DEFAULT_BOARDS = "colorlight_i5,ulx3s_85f"
+DEFAULT_BOARDS = "colorlight_i5,ulx3s_85f,ecpix5"
 CORE_CONFIGS = [  # profile, ways, slots, ecc
     ("realistic", 2, 2, True),
 

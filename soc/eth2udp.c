@@ -43,6 +43,7 @@
 
 #include "error.h"
 #include "modules.h"
+#include "sim_module.h"
 
 #define FRAME_MAX 1536	/* an Ethernet frame without FCS, rounded up */
 #define FRAME_MIN 60	/* shorter frames are padded (the FCS makes it 64) */
@@ -86,21 +87,6 @@ struct session_s {
 };
 
 static struct event_base *base;
-
-static int get_arg(const char *args, const char *key, char **val)
-{
-	json_object *obj = NULL, *js = args ? json_tokener_parse(args) : NULL;
-	*val = NULL;
-	if (!js || !json_object_is_type(js, json_type_object) || !json_object_object_get_ex(js, key, &obj)) {
-		fprintf(stderr, "eth2udp: missing \"%s\" in the module's args (%s)\n", key, args ? args : "none");
-		if (js)
-			json_object_put(js);
-		return RC_JSERROR;
-	}
-	*val = strdup(json_object_get_string(obj));
-	json_object_put(js);
-	return RC_OK;
-}
 
 static int parse_mac(const char *text, uint8_t mac[6])
 {
@@ -295,7 +281,7 @@ static int eth2udp_new(void **sess, char *args)
 	if (!s)
 		return RC_NOENMEM;
 	for (int i = 0; i < 6 && ret == RC_OK; i++)
-		ret = get_arg(args, keys[i], &v[i]);
+		ret = sim_arg("eth2udp", args, keys[i], &v[i]);
 	if (ret == RC_OK) {
 		port = atoi(v[0]);
 		s->udp_port = atoi(v[5]);
@@ -331,29 +317,21 @@ static int eth2udp_new(void **sess, char *args)
 	return RC_OK;
 }
 
-static void *pad(struct pad_s *pads, const char *name)
-{
-	for (int i = 0; pads && pads[i].name; i++)
-		if (!strcmp(pads[i].name, name))
-			return pads[i].signal;
-	return NULL;
-}
-
 static int eth2udp_add_pads(void *sess, struct pad_list_s *plist)
 {
 	struct session_s *s = sess;
 	if (!s || !plist)
 		return RC_INVARG;
 	if (!strcmp(plist->name, "eth")) {
-		s->rx = pad(plist->pads, "sink_data");
-		s->rx_valid = pad(plist->pads, "sink_valid");
-		s->rx_ready = pad(plist->pads, "sink_ready");
-		s->tx = pad(plist->pads, "source_data");
-		s->tx_valid = pad(plist->pads, "source_valid");
-		s->tx_ready = pad(plist->pads, "source_ready");
+		s->rx = sim_pad(plist->pads, "sink_data");
+		s->rx_valid = sim_pad(plist->pads, "sink_valid");
+		s->rx_ready = sim_pad(plist->pads, "sink_ready");
+		s->tx = sim_pad(plist->pads, "source_data");
+		s->tx_valid = sim_pad(plist->pads, "source_valid");
+		s->tx_ready = sim_pad(plist->pads, "source_ready");
 	}
 	if (!strcmp(plist->name, "sys_clk"))
-		s->sys_clk = pad(plist->pads, "sys_clk");
+		s->sys_clk = sim_pad(plist->pads, "sys_clk");
 	return RC_OK;
 }
 

@@ -112,14 +112,16 @@ def _store_params_once(fifo) -> None:
 def add_etherbone_host(soc, phy, address: spec.EtherboneLink = spec.ETHERBONE) -> None:
     """LiteEth's UDP/IP core (ARP, ICMP echo, UDP) on ``phy`` (through an
     :class:`RxFrameBuffer`) and Etherbone as a second host bus master beside the
-    debug port, answering at ``address``."""
+    debug port, answering at ``address``.  The core's datapath is 32 bits on the
+    system clock: at a board's 60 MHz it moves 240 MB/s, above gigabit Ethernet's
+    125 (an 8-bit datapath would cap the link at 60)."""
     from liteeth.phy.model import LiteEthPHYModel
 
     assert address.window * address.request_frame_bytes <= RX_BUFFER_BYTES - MAX_FRAME_BYTES, \
         "the receive buffer must hold the host's window of requests"
     soc.ethrxbuf = RxFrameBuffer(phy)
     soc.add_etherbone(phy=soc.ethrxbuf, ip_address=address.ip, mac_address=address.mac, udp_port=address.udp_port,
-                      data_width=8, buffer_depth=RECORD_BUFFER_WORDS, with_timing_constraints=False)
+                      data_width=32, buffer_depth=RECORD_BUFFER_WORDS, with_timing_constraints=False)
     if not isinstance(phy, LiteEthPHYModel):   # the constraints add_etherbone would set on the PHY itself
         crg = getattr(phy, "crg", phy)
         soc.platform.add_period_constraint(crg.cd_eth_rx.clk, 1e9 / phy.rx_clk_freq)

@@ -32,6 +32,7 @@
 
 #include "error.h"
 #include "modules.h"
+#include "sim_module.h"
 
 #define RX_RING 2048	      /* as serial2tcp's: atomflash.transport's WINDOW_BYTES counts on it */
 #define TX_BUF 8192	      /* an answer of 255 words and then some */
@@ -51,21 +52,6 @@ struct session_s {
 };
 
 static struct event_base *base;
-
-static int get_arg(const char *args, const char *key, char **val)
-{
-	json_object *obj = NULL, *js = args ? json_tokener_parse(args) : NULL;
-	*val = NULL;
-	if (!js || !json_object_is_type(js, json_type_object) || !json_object_object_get_ex(js, key, &obj)) {
-		fprintf(stderr, "hostport2tcp: missing \"%s\" in the module's args (%s)\n", key, args ? args : "none");
-		if (js)
-			json_object_put(js);
-		return RC_JSERROR;
-	}
-	*val = strdup(json_object_get_string(obj));
-	json_object_put(js);
-	return RC_OK;
-}
 
 static void drop_client(struct session_s *s)
 {
@@ -149,7 +135,7 @@ static int hostport2tcp_new(void **sess, char *args)
 	char *cport = NULL;
 	struct sockaddr_in sin;
 	struct session_s *s;
-	int port, ret = get_arg(args, "port", &cport);
+	int port, ret = sim_arg("hostport2tcp", args, "port", &cport);
 	*sess = NULL;
 	if (ret != RC_OK)
 		return ret;
@@ -179,29 +165,21 @@ static int hostport2tcp_new(void **sess, char *args)
 	return RC_OK;
 }
 
-static void *pad(struct pad_s *pads, const char *name)
-{
-	for (int i = 0; pads && pads[i].name; i++)
-		if (!strcmp(pads[i].name, name))
-			return pads[i].signal;
-	return NULL;
-}
-
 static int hostport2tcp_add_pads(void *sess, struct pad_list_s *plist)
 {
 	struct session_s *s = sess;
 	if (!s || !plist)
 		return RC_INVARG;
 	if (!strcmp(plist->name, "serial")) {
-		s->rx = pad(plist->pads, "sink_data");
-		s->rx_valid = pad(plist->pads, "sink_valid");
-		s->rx_ready = pad(plist->pads, "sink_ready");
-		s->tx = pad(plist->pads, "source_data");
-		s->tx_valid = pad(plist->pads, "source_valid");
-		s->tx_ready = pad(plist->pads, "source_ready");
+		s->rx = sim_pad(plist->pads, "sink_data");
+		s->rx_valid = sim_pad(plist->pads, "sink_valid");
+		s->rx_ready = sim_pad(plist->pads, "sink_ready");
+		s->tx = sim_pad(plist->pads, "source_data");
+		s->tx_valid = sim_pad(plist->pads, "source_valid");
+		s->tx_ready = sim_pad(plist->pads, "source_ready");
 	}
 	if (!strcmp(plist->name, "sys_clk"))
-		s->sys_clk = pad(plist->pads, "sys_clk");
+		s->sys_clk = sim_pad(plist->pads, "sys_clk");
 	return RC_OK;
 }
 

@@ -66,6 +66,7 @@
 
 #include "error.h"
 #include "modules.h"
+#include "sim_module.h"
 
 #define REC_TLP 1
 #define REC_CONFIG 2
@@ -566,11 +567,10 @@ static int pcie2tcp_new(void **sess, char *args)
 
 static void *pad(struct pad_s *pads, const char *name)
 {
-	for (int i = 0; pads && pads[i].name; i++)
-		if (!strcmp(pads[i].name, name))
-			return pads[i].signal;
-	eprintf("pcie2tcp: no pad %s\n", name);
-	return NULL;
+	void *sig = sim_pad(pads, name);
+	if (!sig)
+		eprintf("pcie2tcp: no pad %s\n", name);
+	return sig;
 }
 
 static int pcie2tcp_add_pads(void *sess, struct pad_list_s *plist)

@@ -361,6 +361,7 @@ def build(args) -> Path:
 HOST_PORT_MODULE = ROOT / "soc" / "hostport2tcp.c"
 PCIE_MODULE = ROOT / "soc" / "pcie2tcp.c"
 ETHERNET_MODULE = ROOT / "soc" / "eth2udp.c"
+SIM_MODULE_HEADER = ROOT / "soc" / "sim_module.h"   # what the modules share
 
 
 def build_sim_module(gw: Path, source: Path, libs=("-levent", "-ljson-c")) -> Path:
@@ -370,11 +371,12 @@ def build_sim_module(gw: Path, source: Path, libs=("-levent", "-ljson-c")) -> Pa
 
     so = gw / "modules" / f"{source.stem}.so"
     stamp = so.with_suffix(".sha256")
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    digest = hashlib.sha256(source.read_bytes() + SIM_MODULE_HEADER.read_bytes()).hexdigest()
     if so.exists() and stamp.exists() and stamp.read_text() == digest:
         return so
     so.parent.mkdir(parents=True, exist_ok=True)
     r = subprocess.run(["gcc", "-Wall", "-Werror", "-O2", "-fPIC", "-shared", f"-I{core_directory}",
+                        f"-I{SIM_MODULE_HEADER.parent}",
                         f"-Wl,-soname,{so.name}", "-o", str(so), str(source), *libs],
                        capture_output=True, text=True)
     if r.returncode != 0:

@@ -83,6 +83,29 @@ def _check_aligned(addr: int) -> None:
         raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
 
 
+def _read_record(addr: int, n: int):
+    """An Etherbone record reading ``n`` words from ``addr`` on."""
+    from litex.tools.remote.etherbone import EtherboneReads, EtherboneRecord
+
+    record = EtherboneRecord(4)
+    record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(n)])
+    record.rcount = n
+    return record
+
+
+def _write_record(addr: int, words: list[int], *, read_last: bool = False):
+    """An Etherbone record writing ``words`` from ``addr`` on (then reading the last one back)."""
+    from litex.tools.remote.etherbone import EtherboneReads, EtherboneRecord, EtherboneWrites
+
+    record = EtherboneRecord(4)
+    record.writes = EtherboneWrites(base_addr=addr, addr_size=4, datas=words)
+    record.wcount = len(words)
+    if read_last:
+        record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * (len(words) - 1)])
+        record.rcount = 1
+    return record
+
+
 class _Closing:
     """``with transport:`` closes it."""
 
@@ -253,12 +276,10 @@ class LitexServerTransport(_Closing):
         return packet
 
     def _exchange_read(self, addr: int, count: int) -> list[int]:
-        from litex.tools.remote.etherbone import EtherbonePacket, EtherboneReads, EtherboneRecord
+        from litex.tools.remote.etherbone import EtherbonePacket
 
         _check_aligned(addr)
-        record = EtherboneRecord(4)
-        record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(count)])
-        record.rcount = count
+        record = _read_record(addr, count)
         if self.sock is None:
             raise TransportError("transport closed")
         try:
@@ -287,15 +308,11 @@ class LitexServerTransport(_Closing):
         return out
 
     def write(self, addr: int, words: Sequence[int]) -> None:
-        from litex.tools.remote.etherbone import EtherboneRecord, EtherboneWrites
-
         _check_aligned(addr)
         words = list(words)
         for i in range(0, len(words), self.WRITE_WORDS):
             part = words[i:i + self.WRITE_WORDS]
-            record = EtherboneRecord(4)
-            record.writes = EtherboneWrites(base_addr=addr + 4 * i, addr_size=4, datas=part)
-            record.wcount = len(part)
+            record = _write_record(addr + 4 * i, part)
             if self.sock is None:
                 raise TransportError("transport closed")
             try:
@@ -496,15 +513,11 @@ class EtherboneTransport(_Closing):
             self._complete_oldest()
 
     def read(self, addr: int, count: int) -> list[int]:
-        from litex.tools.remote.etherbone import EtherboneReads, EtherboneRecord
-
         _check_aligned(addr)
         entries = []
         while count:
             n = min(count, self.READ_WORDS)
-            record = EtherboneRecord(4)
-            record.reads = EtherboneReads(addr_size=4, addrs=[addr + 4 * i for i in range(n)])
-            entries.append(self._post(record, n, f"a read of {n} words at 0x{addr:08x}", addr, 4 * n))
+            entries.append(self._post(_read_record(addr, n), n, f"a read of {n} words at 0x{addr:08x}", addr, 4 * n))
             addr += 4 * n
             count -= n
         while entries and entries[-1][4] is None:
@@ -514,15 +527,11 @@ class EtherboneTransport(_Closing):
         return out
 
     def write(self, addr: int, words: Sequence[int]) -> None:
-        from litex.tools.remote.etherbone import EtherboneReads, EtherboneRecord, EtherboneWrites
-
         _check_aligned(addr)
         words = list(words)
         for i in range(0, len(words), self.WRITE_WORDS):
             part = words[i:i + self.WRITE_WORDS]
             base = addr + 4 * i
-            record = EtherboneRecord(4)
-            record.writes = EtherboneWrites(base_addr=base, addr_size=4, datas=part)
-            record.reads = EtherboneReads(addr_size=4, addrs=[base + 4 * (len(part) - 1)])
-            self._post(record, 1, f"a write of {len(part)} words at 0x{base:08x}", base, 4 * len(part))
+            self._post(_write_record(base, part, read_last=True), 1, f"a write of {len(part)} words at 0x{base:08x}",
+                       base, 4 * len(part))
             self.words_written += len(part)

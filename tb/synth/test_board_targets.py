@@ -87,3 +87,27 @@ def test_configurations_the_board_cannot_hold_are_refused(tmp_path, args, messag
     assert r.returncode != 0 and message in r.stderr + r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     assert not (tmp_path / "gateware").exists()  # refused before anything was generated
 
+
+
+ECPIX5 = [sys.executable, str(ROOT / "boards" / "ecpix5.py")]
+
+
+@pytest.mark.long
+@pytest.mark.xdist_group("board_ecpix5")
+def test_ecpix5_carries_the_ssd_with_the_etherbone_host_link(tmp_path):
+    """The Ethernet board: the same core and host memory (in its DDR3), and the host link the
+    simulated SoC tests with ``--etherbone`` (soc/etherbone.py) on the board's RGMII PHY."""
+    r = subprocess.run([*ECPIX5, "--output-dir", str(tmp_path)], capture_output=True, text=True, timeout=900,
+                       stdin=subprocess.DEVNULL)
+    log = r.stdout + r.stderr
+    assert r.returncode == 0, log[-3000:]
+    regions = _regions(tmp_path / "csr.csv")
+    assert regions["hostmem"] == (HOSTMEM_ORIGIN, hostmem_bytes("realistic", 1), "io"), regions
+    for master in ("etherbone", "uartbone", "afctrl_dma", "cpu_bus0"):
+        assert f"{master}_timeout (MasterTimeout)" in log, f"{master} has no bus timeout\n{log[-3000:]}"
+    soc_h = (tmp_path / "software" / "include" / "generated" / "soc.h").read_text()
+    assert '#define AF_ETHERBONE_IP "192.168.1.50"' in soc_h and "#define AFCTRL_FTL" in soc_h
+    csr = (tmp_path / "csr.csv").read_text()
+    assert "ethrxbuf_dropped" in csr and "sdram" in csr
+    top = (tmp_path / "gateware" / "lambdaconcept_ecpix5.v").read_text()
+    assert "af_ftl_bridge" in top and "eth_rx_ctl" in top and "ODDRX1F" in top   # RGMII's DDR outputs
