@@ -15,7 +15,7 @@ with Etherbone as a host bus master (``soc/etherbone.py``: the simulated SoC's
 
     atomflash --board-csr build/boards/ecpix5/csr.csv --etherbone 192.168.1.50 identify
 
-The USB-UART (FT2232 channel B) carries the debug port (UARTBone, through ``litex_server``) with the
+The USB-UART (FPGA R24 TX / R26 RX) carries the debug port (UARTBone, through ``litex_server``) with the
 firmware console as a crossover UART behind it, as on the ULX3S.  LEDs: RGB LED 0 green = NAND
 activity, red = fault.
 """

@@ -172,7 +172,7 @@ def util(u: dict, k: str) -> str:
 
 
 def render(data: dict) -> str:
-    from boards import colorlight_i5, ulx3s
+    from boards import colorlight_i5, ecpix5, ulx3s
     from rtl.nand.window import BLOCK_ID, CTRL, REGS, STATUS
     from boards.common import AFNAND_ORIGIN, BOARD_FTL_ROM_BYTES, BOARD_L2_BYTES, BOARD_ROM_BYTES, BOARD_SRAM_BYTES
     from soc.atomflash_soc import HOSTMEM_ORIGIN
@@ -189,9 +189,10 @@ def render(data: dict) -> str:
     w("```")
     w("make bitstream BOARD=colorlight_i5                     # build/boards/colorlight_i5/gateware/colorlight_i5.bit")
     w("make bitstream BOARD=ulx3s                             # LFE5U-85F, the whole SSD (--core ftl)")
+    w("make bitstream BOARD=ecpix5                            # LFE5UM5G-85F, the whole SSD on Gigabit Ethernet")
     w("make bitstream BOARD=ulx3s BOARD_ARGS=\"--device LFE5U-45F --core nand\"")
     w("make bitstream BOARD=colorlight_i5 BOARD_ARGS=\"--sys-clk-freq 50e6 --channels 1 --ways 4\"")
-    w("make board-report                                      # both boards + the core alone -> this page")
+    w("make board-report                                      # the boards + the core alone -> this page")
     w(".venv/bin/python boards/ulx3s.py --help                # every flag (LiteX's toolchain flags too)")
     w("```")
     w("")
@@ -209,8 +210,8 @@ def render(data: dict) -> str:
     w("")
     w("## What a board build contains")
     w("")
-    w("Two controllers, chosen with `--core` (ULX3S default `ftl`; Colorlight default `nand`, the i5's 25F cannot")
-    w("hold the FTL core's firmware):")
+    w("Two controllers, chosen with `--core` (ULX3S and ECPIX-5 default `ftl`; Colorlight default `nand`, the i5's")
+    w("25F cannot hold the FTL core's firmware):")
     w("")
     w(f"* **`--core ftl`: the whole SSD.**  The simulated SoC of `soc/` (docs/soc.md) on the board: VexRiscv, the")
     w(f"  firmware as the boot ROM ({BOARD_FTL_ROM_BYTES // 1024} KiB ROM with the SDRAM's initialisation, {FTL_SRAM // 1024} KiB SRAM as in simulation), the FTL core at")
@@ -225,6 +226,12 @@ def render(data: dict) -> str:
     w("  (about 60 k LUT4 and 173 block RAMs; `boards/common.py` refuses smaller parts before building),")
     w("  at least 4 page-buffer slots per channel, and BCH ECC.  The same memory system runs in simulation: `soc/sim.py --sdram` /")
     w("  `atomflash sim start --sdram` (LiteDRAM's SDRAM model of the ULX3S's part; `tb/host/test_sdram_sim.py`).")
+    w("  **The ECPIX-5** (`boards/ecpix5.py`) carries the same SoC with its 512 MiB DDR3 (LiteDRAM's ECP5 PHY) as")
+    w("  main RAM and host memory, and a second host link beside the UART: Gigabit Ethernet (LiteEth's RGMII PHY")
+    w("  on the board's KSZ9031) with Etherbone as a host bus master (`soc/etherbone.py`: a 32-bit datapath on the")
+    w("  system clock, a whole-frame receive buffer, two LiteEth/LiteX fixes), answering at 192.168.1.50, UDP 1234")
+    w("  (`spec.ETHERBONE`).  The same link runs in simulation: `soc/sim.py --etherbone` / `atomflash sim start")
+    w("  --ethernet` (`tb/host/test_etherbone_sim.py`; `make bench-etherbone`: 99 % of the wire's record rate).")
     w(f"* **`--core nand`: the NAND controller alone.**  {BOARD_ROM_BYTES // 1024} KiB ROM, {BOARD_SRAM_BYTES // 1024} KiB SRAM, the")
     w("  identify placeholder at `afctrl`, and `NandController` (`rtl/nand/`) with `--channels` channels of `--ways`")
     w(f"  targets behind the Wishbone window `afnand` at `0x{AFNAND_ORIGIN:08X}` (`boards/nand_bridge.py`, block id")
@@ -280,6 +287,17 @@ def render(data: dict) -> str:
     w("10 ms for room in the crossover FIFO, then console output is dropped until a reader drains it")
     w("(`firmware/conout.c`), so the host interface comes up with nobody at the console.")
     w("")
+    w("On the ECPIX-5 the host talks to the drive over the LAN instead, straight over UDP")
+    w("(`atomflash.transport.EtherboneTransport`: several records in flight, every one answered, lost ones sent")
+    w("again) or through `litex_server --udp` (which binds UDP port 1234 itself, so use one or the other):")
+    w("")
+    w("```")
+    w("ip addr add 192.168.1.100/24 dev eth0                                  # the host on the drive's subnet")
+    w("atomflash --board-csr build/boards/ecpix5/csr.csv --etherbone 192.168.1.50 identify")
+    w("atomflash --board-csr build/boards/ecpix5/csr.csv --etherbone 192.168.1.50 bench --qd 8 --ops 1000")
+    w("litex_server --udp --udp-ip 192.168.1.50 & atomflash --board-csr build/boards/ecpix5/csr.csv identify")
+    w("```")
+    w("")
     w("### Wiring a NAND breakout")
     w("")
     w("* **3.3 V parts only** (VccQ = 3.3 V): the headers are LVCMOS33.  1.8 V-VccQ parts need level shifters.")
@@ -302,7 +320,10 @@ def render(data: dict) -> str:
              "(U16, active low) is on while a channel is busy and blinks while a fault is latched."),
             ("ULX3S (LFE5U-12F/25F/45F/85F)", ulx3s,
              "GPn/GNn are the ULX3S's silkscreen names (J1: GP/GN0-13, J2: GP/GN14-27).  UART: the FT231X USB-UART "
-             "(L4 TX / M1 RX), 115200 8N1.  LED0 (B2) = activity, LED1 (C2) = fault.")):
+             "(L4 TX / M1 RX), 115200 8N1.  LED0 (B2) = activity, LED1 (C2) = fault."),
+            ("ECPIX-5 (LFE5UM5G-85F)", ecpix5,
+             "UART: the board's USB-UART (FPGA R24 TX / R26 RX), 115200 8N1.  RGB LED 0: green = activity, "
+             "red = fault.  Ethernet: the RJ45 (RGMII to the KSZ9031).")):
         w(f"### Pins: {title}")
         w("")
         w(note + " " + " ".join(mod.PLAN.notes))
