@@ -352,6 +352,10 @@ def build(soc, args, *, board: str):
     from litex.soc.integration.builder import Builder
 
     os.environ["PATH"] = yowasp_path()
+    if getattr(args, "core", None) == "ftl":
+        # the FTL core's TRNG (rtl/lib/trng.py) runs free ring oscillators: combinational loops by
+        # design, which nextpnr's timing analysis refuses unless told to leave them out
+        args.nextpnr_ignoreloops = True
     out = Path(args.output_dir) if args.output_dir else BUILD / board
     builder = Builder(soc, output_dir=str(out), compile_gateware=True, compile_software=True)
     keep = ("libc", "libcompiler_rt", "libbase", "liblitedram")  # liblitedram: the firmware's sdram_init()
