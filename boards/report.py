@@ -340,7 +340,7 @@ def render(data: dict) -> str:
     w("  litex-boards platforms and the ULX3S constraint file, but no board has booted them here.  What a board")
     w("  adds to the simulated SSD -- SDRAM main RAM and host memory, the L2 cache, `sdram_init` -- runs in")
     w("  simulation (`--sdram`); the crossover console and the ECP5 I/O do not.")
-    w("* The whole SSD (`--core ftl`) does not route yet on either 85F board: packed, it fills 72 % of the")
+    w("* The whole SSD (`--core ftl`) does not route yet on either 85F board: packed, it fills about 80 % of the")
     w("  ULX3S's logic cells and 90 % of the ECPIX-5's (its DDR3 PHY and LiteEth on top; 187 of 208 block RAMs,")
     w("  the firmware ROM alone 80 of them).  The design has to shrink before either bitstream closes.")
     w("* Yosys runs `synth_ecp5` without its final `autoname` step (the WebAssembly Yosys runs out of memory")
