@@ -322,14 +322,8 @@ static int eth2udp_add_pads(void *sess, struct pad_list_s *plist)
 	struct session_s *s = sess;
 	if (!s || !plist)
 		return RC_INVARG;
-	if (!strcmp(plist->name, "eth")) {
-		s->rx = sim_pad(plist->pads, "sink_data");
-		s->rx_valid = sim_pad(plist->pads, "sink_valid");
-		s->rx_ready = sim_pad(plist->pads, "sink_ready");
-		s->tx = sim_pad(plist->pads, "source_data");
-		s->tx_valid = sim_pad(plist->pads, "source_valid");
-		s->tx_ready = sim_pad(plist->pads, "source_ready");
-	}
+	if (!strcmp(plist->name, "eth"))
+		sim_stream_pads(plist->pads, &s->rx, &s->rx_valid, &s->rx_ready, &s->tx, &s->tx_valid, &s->tx_ready);
 	if (!strcmp(plist->name, "sys_clk"))
 		s->sys_clk = sim_pad(plist->pads, "sys_clk");
 	return RC_OK;

@@ -39,4 +39,17 @@ static inline void *sim_pad(struct pad_s *pads, const char *name)
 	return NULL;
 }
 
+/* A byte stream's pads (LiteX's serial pads, LiteEth's PHY model): the stream into the SoC (its
+ * sink: rx) and out of it (its source: tx). */
+static inline void sim_stream_pads(struct pad_s *pads, char **rx, char **rx_valid, char **rx_ready, char **tx,
+				   char **tx_valid, char **tx_ready)
+{
+	*rx = sim_pad(pads, "sink_data");
+	*rx_valid = sim_pad(pads, "sink_valid");
+	*rx_ready = sim_pad(pads, "sink_ready");
+	*tx = sim_pad(pads, "source_data");
+	*tx_valid = sim_pad(pads, "source_valid");
+	*tx_ready = sim_pad(pads, "source_ready");
+}
+
 #endif
