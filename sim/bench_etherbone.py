@@ -44,7 +44,7 @@ RESULTS = ROOT / "docs" / "results"
 DOC = RESULTS / "etherbone_bench.md"
 LINK_BYTES = 256 * 1024
 WIRE_GAP = 24            # soc/eth2udp.c: preamble + SFD, FCS, inter-frame gap
-FRAME_HEADERS = 14 + 20 + 8 + 8 + 4   # Ethernet, IPv4, UDP, Etherbone packet and record headers
+FRAME_HEADERS = spec.ETHERBONE.frame_header_bytes
 
 
 def progress(msg: str):

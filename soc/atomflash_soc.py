@@ -131,9 +131,10 @@ def main_ram_bytes(profile: str = "small", channels: int = 1, ways: int = 1, cac
 
 # Simulation platform ---------------------------------------------------------
 
-def _sim_serial(index: int):
-    """A simulated byte stream (litex_sim's serial2console / serial2tcp pads)."""
-    return ("serial", index,
+def _sim_serial(index: int, name: str = "serial"):
+    """A simulated byte stream (litex_sim's serial2console / serial2tcp pads; LiteEth's PHY model's
+    with ``name="eth"``, a frame a run of valid bytes)."""
+    return (name, index,
             *(Subsignal(f"{side}_{sig}", Pins(8 if sig == "data" else 1))
               for side in ("source", "sink") for sig in ("valid", "ready", "data")))
 
@@ -147,10 +148,6 @@ _sim_io = [
     # which binds pads named "serial": hence index 1).
     _sim_serial(1),
 ]
-
-#: LiteEth's PHY model pads (``AtomflashSoC(etherbone=True)``): a frame is a run of valid bytes
-_sim_eth = ("eth", 0, *(Subsignal(f"{side}_{sig}", Pins(8 if sig == "data" else 1))
-                        for side in ("source", "sink") for sig in ("valid", "ready", "data")))
 
 
 class SimPlatformAF(SimPlatform):
@@ -260,7 +257,7 @@ class AtomflashSoC(SoCCore):
 
                 from .etherbone import add_etherbone_host
 
-                self.platform.add_extension([_sim_eth])
+                self.platform.add_extension([_sim_serial(0, "eth")])
                 self.ethphy = LiteEthPHYModel(self.platform.request("eth", 0))
                 add_etherbone_host(self, self.ethphy)
         else:

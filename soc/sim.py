@@ -133,7 +133,7 @@ def parse_args(argv=None):
                    help="put the host port (UARTBone) on this TCP port, for atomflash.Device / the atomflash CLI")
     p.add_argument("--etherbone", action="store_true",
                    help="the Etherbone host link on a simulated Ethernet port beside the host port "
-                        "(soc.atomflash_soc.add_etherbone_host; a build of its own)")
+                        "(soc.etherbone.add_etherbone_host; a build of its own)")
     p.add_argument("--etherbone-port", type=int, default=None,
                    help="put the Ethernet port's UDP gateway (eth2udp) on this UDP port of 127.0.0.1, "
                         "for atomflash.transport.EtherboneTransport")
@@ -483,8 +483,8 @@ def main(argv=None) -> int:
     if run_dir is not None:
         prepare_run_dir(gw, run_dir, host_port=args.host_port, etherbone_port=args.etherbone_port)
         if args.etherbone_port is not None:
-            print(f"sim: Etherbone on udp://127.0.0.1:{args.etherbone_port} "
-                  f"(atomflash --etherbone 127.0.0.1:{args.etherbone_port} ...)", file=sys.stderr)
+            print(f"sim: Etherbone on udp://127.0.0.1:{args.etherbone_port} (atomflash --board-csr "
+                  f"{gw.parent / 'csr.csv'} --etherbone 127.0.0.1:{args.etherbone_port} ...)", file=sys.stderr)
         if args.host_port is not None:
             print(f"sim: host port on tcp://127.0.0.1:{args.host_port} (atomflash --port {args.host_port} ...)",
                   file=sys.stderr)

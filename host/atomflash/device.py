@@ -226,6 +226,16 @@ def _shared(transport) -> _Shared:
         return _Shared()
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+    import socket
+
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
 class _SimClock:
     """The simulator's CPU seconds (user + system, from /proc): a simulated drive runs at the same
     speed in that time however busy the machine is, and one that hangs (a firmware or core stuck
@@ -469,7 +479,9 @@ class Device:
         layout = Layout.from_csr_csv(csr_csv)
         if etherbone is not None:
             host, port = split(etherbone, "etherbone", spec.ETHERBONE.udp_port)
-            transport = EtherboneTransport(host, port)
+            # a board answers to Etherbone's port; the simulated gateway (on the loopback, where its
+            # own socket holds that port) answers whoever asked
+            transport = EtherboneTransport(host, port, bind_port=0 if _loopback(host) else None)
         else:
             host, port = split(server, "server", 1234)
             transport = LitexServerTransport(port, host)

@@ -2141,7 +2141,14 @@ class EtherboneLink:
     gateway_mac: int = 0x02AF_0000_0001  # locally administered
     record_words: int = 255              # words one Etherbone record reads or writes (8-bit counts)
     window: int = 4                      # requests a host keeps in flight (the drive buffers their frames whole)
-    request_frame_bytes: int = 1078      # the largest request's frame: Ethernet, IPv4, UDP, Etherbone, 1 KiB record
+    frame_header_bytes: int = 14 + 20 + 8 + 8 + 4   # Ethernet, IPv4, UDP, Etherbone packet and record headers
+
+    @property
+    def request_frame_bytes(self) -> int:
+        """The largest request's frame: the headers and a record of ``record_words`` words plus one
+        address word (reads: the return address; writes of ``record_words - 2``: base address,
+        return address and the read of the last word)."""
+        return self.frame_header_bytes + 4 * (self.record_words + 1)
 
     @staticmethod
     def mac_text(mac: int) -> str:

@@ -83,6 +83,15 @@ def _check_aligned(addr: int) -> None:
         raise ValueError(f"address 0x{addr:x} is not 4-byte aligned")
 
 
+def _spans(addr: int, count: int, size: int):
+    """(address, words) of ``count`` words from ``addr`` in pieces of at most ``size``."""
+    while count:
+        n = min(count, size)
+        yield addr, n
+        addr += 4 * n
+        count -= n
+
+
 def _read_record(addr: int, n: int):
     """An Etherbone record reading ``n`` words from ``addr`` on."""
     from litex.tools.remote.etherbone import EtherboneReads, EtherboneRecord
@@ -298,12 +307,7 @@ class LitexServerTransport(_Closing):
         return words
 
     def read(self, addr: int, count: int) -> list[int]:
-        out: list[int] = []
-        while count:
-            n = min(count, self.READ_WORDS)
-            out += self._exchange_read(addr, n)
-            addr += 4 * n
-            count -= n
+        out = [w for a, n in _spans(addr, count, self.READ_WORDS) for w in self._exchange_read(a, n)]
         self.words_read += len(out)
         return out
 
@@ -514,12 +518,8 @@ class EtherboneTransport(_Closing):
 
     def read(self, addr: int, count: int) -> list[int]:
         _check_aligned(addr)
-        entries = []
-        while count:
-            n = min(count, self.READ_WORDS)
-            entries.append(self._post(_read_record(addr, n), n, f"a read of {n} words at 0x{addr:08x}", addr, 4 * n))
-            addr += 4 * n
-            count -= n
+        entries = [self._post(_read_record(a, n), n, f"a read of {n} words at 0x{a:08x}", a, 4 * n)
+                   for a, n in _spans(addr, count, self.READ_WORDS)]
         while entries and entries[-1][4] is None:
             self._complete_oldest()
         out = [w for e in entries for w in e[4]]

@@ -77,6 +77,11 @@ def test_cli_over_etherbone(run):
     cli(run, "--link", "etherbone", "write", SPAN + 2, "--data", "udp", "--count", 2)
     out = cli(run, "--link", "etherbone", "read", SPAN + 2, "--count", 2).stdout.splitlines()
     assert len(out) == 2 and all("|udpudp" in line for line in out), out
+    # a board's path (--board-csr with --etherbone), here to the simulation's gateway on the loopback
+    board = ["--board-csr", st["csr_csv"], "--etherbone", f"127.0.0.1:{st['etherbone_port']}"]
+    assert json.loads(cli(run, *board, "identify", "--json").stdout)["magic"] == spec.IDENTIFY_MAGIC
+    out = cli(run, *board, "read", SPAN + 2, "--count", 2).stdout.splitlines()
+    assert all("|udpudp" in line for line in out), out
 
 
 def test_a_simulation_without_ethernet_says_so(tmp_path, run):
