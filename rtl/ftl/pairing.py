@@ -57,8 +57,8 @@ Two parts:
 With ``mlc`` low (SLC parts) both parts are transparent.
 """
 
-from amaranth import Array, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -178,11 +178,15 @@ class PairedPages(wiring.Component):
                     m.d.comb += self.pad.payload.die.eq(d)
         m.d.comb += self.pad.valid.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle))
 
-        # -- completion gate: per die, two held completions, the oldest first
-        hold = [[Signal(PAGE_DONE, name=f"hold{d}_{k}") for k in range(2)] for d in range(D)]
-        valid = [[Signal(name=f"held{d}_{k}") for k in range(2)] for d in range(D)]
-        head, head_valid = Array(h[0] for h in hold), Array(v[0] for v in valid)
-        m.d.comb += self.held.eq(sum(v for vs in valid for v in vs))
+        # -- completion gate: per die, two held completions, the oldest first.  They live in a small
+        # memory (LUT RAM, read without a clock) addressed (die, entry), a FIFO of two per die: as
+        # registers, every held bit needed its own shift, load and select logic (about 8 k LUT4 of
+        # an 85F for 2 x 2 dies), as memory they cost a few hundred.
+        store = memory.Memory(shape=PAGE_DONE, depth=2 * D, init=[])
+        m.submodules.store = store
+        head_ptr = Signal(D)                     # entry of each die's oldest held completion
+        count = Array(Signal(range(3), name=f"held{d}") for d in range(D))
+        m.d.comb += self.held.eq(sum(count))
 
         x = self.done_in.payload
         x_die = self.die_of(x.ppa.ppa)
@@ -190,8 +194,13 @@ class PairedPages(wiring.Component):
         x_is_lower, _ = upper_of(x_page, ppb)
         x_is_upper, x_lower = paired_lower(x_page, ppb)
         is_pad = (x.tag & self.pad_tag) != 0
-        h = head[x_die]
-        releases = (self.mlc & ~x.no_page & x_is_upper & head_valid[x_die] & (h.ppa.ppa.page == x_lower)
+        x_head = head_ptr.bit_select(x_die, 1)
+        rd = store.read_port(domain="comb")
+        wr = store.write_port()
+        m.d.comb += [rd.addr.eq(Cat(x_head, x_die)),
+                     wr.addr.eq(Cat(x_head ^ (count[x_die] != 0), x_die)), wr.data.eq(x)]
+        h = rd.data
+        releases = (self.mlc & ~x.no_page & x_is_upper & (count[x_die] != 0) & (h.ppa.ppa.page == x_lower)
                     & (h.ppa.ppa.block == x.ppa.ppa.block))
         holds = self.mlc & ~x.no_page & x_is_lower & (x.result == NandResult.OK) & ~x.dma_error & ~is_pad
 
@@ -202,18 +211,14 @@ class PairedPages(wiring.Component):
             with m.If(x.result != NandResult.OK):
                 m.d.comb += self.done_out.payload.result.eq(x.result)
         with m.Elif(self.done_in.valid & holds):
-            m.d.comb += [self.done_in.ready.eq(~Array(v[1] for v in valid)[x_die]), push.eq(self.done_in.ready)]
+            m.d.comb += [self.done_in.ready.eq(count[x_die] != 2), push.eq(self.done_in.ready)]
         with m.Else():
             m.d.comb += [self.done_out.valid.eq(self.done_in.valid), self.done_out.payload.eq(x),
                          self.done_in.ready.eq(self.done_out.ready)]
 
-        for d in range(D):
-            here = x_die == d
-            with m.If(pop & here):
-                m.d.sync += [hold[d][0].eq(hold[d][1]), valid[d][0].eq(valid[d][1]), valid[d][1].eq(0)]
-            with m.If(push & here):
-                with m.If(~valid[d][0]):
-                    m.d.sync += [hold[d][0].eq(x), valid[d][0].eq(1)]
-                with m.Else():
-                    m.d.sync += [hold[d][1].eq(x), valid[d][1].eq(1)]
+        m.d.comb += wr.en.eq(push)
+        with m.If(pop):
+            m.d.sync += [head_ptr.bit_select(x_die, 1).eq(~x_head), count[x_die].eq(count[x_die] - 1)]
+        with m.If(push):
+            m.d.sync += count[x_die].eq(count[x_die] + 1)
         return m

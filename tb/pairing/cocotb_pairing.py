@@ -144,8 +144,8 @@ class PairingTB:
         gate had taken when it left (the index of the one offered then: to check the word-line property)."""
         by_serial = {x.serial: x for x in stream}
         first_out, first_in = len(self.done_out.items), len(self.taken_in)
-        for x in stream:
-            await self.done_in.send(x.payload())
+        for x in stream:   # a gate that holds a completion forever refuses the next: a deadline, not a hang
+            await with_timeout(self.done_in.send(x.payload()), 2000 * PERIOD_NS, "ns")
         while True:                                     # until nothing more leaves
             n = len(self.done_out.items)
             await ClockCycles(self.clk, 20 + self.done_out.max_gap)
