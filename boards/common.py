@@ -368,7 +368,9 @@ def build(soc, args, *, board: str):
     script = gw / f"build_{name}.sh"
     text = script.read_text()
     if "--report" not in text:
-        text = text.replace("nextpnr-ecp5 ", "nextpnr-ecp5 --report nextpnr_report.json --log nextpnr.log ", 1)
+        # router2: the whole SSD fills most of an 85F, where router1 spends hours ripping up congestion
+        text = text.replace("nextpnr-ecp5 ", "nextpnr-ecp5 --router router2 --report nextpnr_report.json "
+                            "--log nextpnr.log ", 1)
         script.write_text(text)
     if args.build:
         log = gw / "build.log"

@@ -62,6 +62,8 @@ class AppendTable(wiring.Component):
         Appends open at once.
     owner_bits : int
         Width of a queue pair's number (an append's owner).
+    scan_length : int
+        Cycles per pass of the floor's scanner (default ``slots``; see :mod:`rtl.ftl.appfloor`).
 
     Ports
     -----
@@ -95,8 +97,8 @@ class AppendTable(wiring.Component):
         The oldest held slot's first vseq (all ones: none) and the scanner's passes.
     """
 
-    def __init__(self, slots: int, owner_bits: int = 1):
-        self.slots, self.owner_bits = slots, owner_bits
+    def __init__(self, slots: int, owner_bits: int = 1, scan_length: int | None = None):
+        self.slots, self.owner_bits, self.scan_length = slots, owner_bits, scan_length
         self.meta_layout = meta = meta_layout(owner_bits)
         S = range(slots)
         super().__init__({
@@ -133,7 +135,7 @@ class AppendTable(wiring.Component):
             with m.If(~self.held[i]):
                 m.d.comb += [self.has_free.eq(1), self.free_slot.eq(i)]
 
-        m.submodules.scanner = scanner = AppendFloorScanner(A)
+        m.submodules.scanner = scanner = AppendFloorScanner(A, self.scan_length)
         m.d.comb += [first_scan.addr.eq(scanner.addr), scanner.data.eq(first_scan.data), scanner.hold.eq(self.held),
                      self.floor.eq(scanner.floor), self.floor_passes.eq(scanner.passes)]
 

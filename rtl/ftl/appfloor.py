@@ -1,10 +1,13 @@
-"""The append floor: the oldest first vseq among the appends whose pages may still be needed.
+"""The checkpoint floor's scanner: the oldest first vseq among the slots whose pages may still be needed.
 
 A map checkpoint must not claim a floor above the first page of an append that is still held (its
-token live, or its entries not yet freed by the publisher), or recovery would not see its pages.
-The executor keeps each append slot's first vseq in a memory; this scanner reads every slot in turn
-through a read port of its own, one slot per cycle, and at the end of each pass publishes the
-smallest first vseq among the held slots (all ones: none held).
+token live, or its entries not yet freed by the publisher), or of a transaction not yet published,
+or recovery would not see its pages.  The append table and the transaction table keep each slot's
+first vseq in a memory; this scanner reads every slot in turn through a read port of its own, one
+slot per cycle, and at the end of each pass publishes the smallest first vseq among the held slots
+(all ones: none held).  A pass is ``length`` cycles (at least ``slots``; the positions beyond the
+slots are never held): the executor gives both tables' scanners the same length, so they pass
+together and one count of passes (``passes``) serves both floors.
 
 A slot whose state changes during a pass may be counted in the old state, so a reader that needs
 the floor as of some moment reads ``passes``, waits until it has moved on by two, then reads
@@ -26,11 +29,13 @@ class AppendFloorScanner(wiring.Component):
     Parameters
     ----------
     slots : int
-        Append slots.
+        Slots (appends, or transactions).
+    length : int
+        Cycles per pass (default ``slots``).
 
     Ports
     -----
-    addr : Out(range(slots)) / data : In(64)
+    addr : Out(range(length)) / data : In(64)
         A synchronous read port of the slots' first vseqs (``data`` is the word at the previous
         cycle's ``addr``).
     hold : In(slots)
@@ -41,10 +46,12 @@ class AppendFloorScanner(wiring.Component):
         Complete passes since reset.
     """
 
-    def __init__(self, slots: int):
-        self.slots = slots
+    def __init__(self, slots: int, length: int | None = None):
+        self.slots, self.length = slots, length or slots
+        if self.length < slots:
+            raise ValueError("a pass must visit every slot")
         super().__init__({
-            "addr": Out(range(slots)),
+            "addr": Out(range(self.length)),
             "data": In(64),
             "hold": In(slots),
             "floor": Out(64, init=NONE),
@@ -53,12 +60,13 @@ class AppendFloorScanner(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        A = self.slots
+        A = self.length
         prev = Signal(range(A))       # the slot whose word is on ``data`` now
         valid = Signal()
         run_min = Signal(64, init=NONE)
         m.d.sync += [self.addr.eq(Mux(self.addr == A - 1, 0, self.addr + 1)), prev.eq(self.addr), valid.eq(1)]
-        cand = Mux(valid & self.hold.bit_select(prev, 1) & (self.data < run_min), self.data, run_min)
+        held = self.hold.bit_select(prev, 1) & (prev < self.slots)
+        cand = Mux(valid & held & (self.data < run_min), self.data, run_min)
         with m.If(valid & (prev == A - 1)):
             m.d.sync += [self.floor.eq(cand), run_min.eq(NONE), self.passes.eq(self.passes + 1)]
         with m.Else():

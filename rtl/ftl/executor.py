@@ -116,10 +116,10 @@ lowest free slot (PENDING_FULL when none is free or the pages do not fit;
 both wait while anything is in flight, which may free room); a token is
 consumed when the REMAP or RELEASE naming it is accepted, the slot is reused
 once the publisher says its entries are freed (``pub_freed``).  The oldest
-held append's first vseq also bounds ``tx_floor``: the table's
-:class:`~rtl.ftl.appfloor.AppendFloorScanner` reads every slot in turn
-(``floor_passes`` counts its passes; the firmware reads ``seq_next``, waits
-two passes, then reads the floor).
+held append's first vseq also bounds ``tx_floor``, with the oldest unpublished
+transaction's: each table's :class:`~rtl.ftl.appfloor.AppendFloorScanner` reads
+every slot in turn, both in passes of the same length (``floor_passes`` counts
+them; the firmware reads ``seq_next``, waits two passes, then reads the floor).
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
@@ -151,6 +151,27 @@ COMMIT = spec.OOB.compose("flags", commit=1)
 TX_PAGE = spec.OOB.compose("flags", tx=1)
 TX_FINAL_PAGE = spec.OOB.compose("flags", tx=1, tx_final=1, commit=1)
 APPEND_PAGE = spec.OOB.compose("flags", append=1)
+
+
+class _SlotField:
+    """A per-slot field in LUT RAM: written at ``addr`` (the tail slot), read without a clock at any
+    slot, one read port per :meth:`read`.  ``write`` returns the statements that write ``value`` this cycle
+    (comb, under the caller's conditions): the slot holds it from the next cycle, like a register."""
+
+    def __init__(self, m, name, shape, depth, addr):
+        self.m = m
+        self.mem = memory.Memory(shape=shape, depth=depth, init=[])
+        m.submodules[f"slot_{name}"] = self.mem
+        self.port = self.mem.write_port()
+        m.d.comb += self.port.addr.eq(addr)
+
+    def write(self, value):
+        return [self.port.data.eq(value), self.port.en.eq(1)]
+
+    def read(self, addr):
+        port = self.mem.read_port(domain="comb")
+        self.m.d.comb += port.addr.eq(addr)
+        return port.data
 
 
 class Executor(wiring.Component):
@@ -295,26 +316,33 @@ class Executor(wiring.Component):
         class K:        # what a slot holds
             WRITE, ATOMIC, TRIM, FLUSH, TX, COMMIT, ABORT, APPEND, REMAP, RELEASE, DESTAGE = range(11)
         busy = Signal(S)
-        slot_sqid = Array(Signal(ql["sqid"].shape, name=f"sqid{s}") for s in range(S))
-        slot_cid = Array(Signal(16, name=f"cid{s}") for s in range(S))
-        slot_kind = Array(Signal(4, name=f"kind{s}") for s in range(S))
-        slot_tag = Array(Signal(32, name=f"tag{s}") for s in range(S))          # an append's tag
-        slot_result = Array(Signal(64, name=f"result{s}") for s in range(S))    # an append's token
-        slot_tx = Array(Signal(self.owner_bits, name=f"tx{s}") for s in range(S))
+        tail = Signal(self.slot_bits)    # the next slot in ring order
+        # A slot's fields are written only at the tail (when its command is taken) and read where the
+        # publisher and the retry path name a slot: LUT RAM, one read port per place that reads it.
+        # As registers, 16 slots' fields and their read and write selects took about 4 k LUT4.
+        slot_sqid = _SlotField(m, "sqid", ql["sqid"].shape, S, tail)
+        slot_cid = _SlotField(m, "cid", 16, S, tail)
+        slot_kind = _SlotField(m, "kind", 4, S, tail)
+        slot_tag = _SlotField(m, "tag", 32, S, tail)          # an append's tag
+        slot_result = _SlotField(m, "result", 64, S, tail)    # an append's token
+        slot_tx = _SlotField(m, "tx", self.owner_bits, S, tail)
         slot_final = Signal(S)
-        slot_npages = Array(Signal(16, name=f"npages{s}") for s in range(S))    # a final page's group_len
+        slot_npages = _SlotField(m, "npages", 16, S, tail)    # a final page's group_len
 
         # -- transaction slots ----------------------------------------------------------
         T = self.max_open_tx
         queue_bits = len(self.cmd.payload.sqid)     # transactions and appends belong to a queue pair
-        m.submodules.txs = txs = TransactionTable(T, queue_bits)
+        A, R = self.max_appends, self.max_remap_triples
+        # both tables' floor scanners take the same cycles per pass, so they pass together and the
+        # append table's count of passes (``floor_passes``) stands for both
+        scan = max(A, T)
+        m.submodules.txs = txs = TransactionTable(T, queue_bits, scan_length=scan)
         m.d.comb += [self.tx_doomed.eq(txs.doomed), self.tx_open.eq(txs.open_count)]
         wiring.connect(m, wiring.flipped(self.tx_view), txs.view)
 
         # -- append slots -----------------------------------------------------------------
-        A, R = self.max_appends, self.max_remap_triples
         hbits = max(1, ceil_log2(A))
-        m.submodules.apps = apps = AppendTable(A, queue_bits)
+        m.submodules.apps = apps = AppendTable(A, queue_bits, scan_length=scan)
         m.d.comb += apps.key.eq(self.token_key)
         wiring.connect(m, wiring.flipped(self.append_view), apps.view)
         # the floor: the oldest held append's first vseq, and the oldest unpublished transaction's
@@ -329,9 +357,9 @@ class Executor(wiring.Component):
         m.submodules.trips = trips = memory.Memory(shape=trip_shape, depth=max(R, 2), init=[])
         trip_w = trips.write_port()
         trip_r = trips.read_port(transparent_for=(trip_w,))
-        slot_lba = Array(Signal(32, name=f"lba{s}") for s in range(S))
-        slot_buf = Array(Signal(32, name=f"buf{s}") for s in range(S))
-        slot_n = Array(Signal(self.idx_bits + 1, name=f"n{s}") for s in range(S))
+        slot_lba = _SlotField(m, "lba", 32, S, tail)
+        slot_buf = _SlotField(m, "buf", 32, S, tail)
+        slot_n = _SlotField(m, "n", self.idx_bits + 1, S, tail)
         slot_fails = Array(Signal(range(self.max_retries + 2), name=f"fails{s}") for s in range(S))
         slot_xfer = self.pub_transfer_error     # a bus error on the slot's host buffer
         slot_nopage = self.pub_no_page          # a member found no page (log writer give_up): NO_SPACE
@@ -365,7 +393,8 @@ class Executor(wiring.Component):
         imm_valid = Signal()
         imm_offered = Signal()       # an immediate completion was on the output, not yet taken
         pub = self.pub_published.payload
-        pub_destage = slot_kind[pub.slot] == K.DESTAGE
+        pub_kind, pub_tx = slot_kind.read(pub.slot), slot_tx.read(pub.slot)
+        pub_destage = pub_kind == K.DESTAGE
         show_pub = self.pub_published.valid & ~imm_offered
         with m.If(show_pub & pub_destage):
             # a destage group: no host command to complete
@@ -378,15 +407,15 @@ class Executor(wiring.Component):
                                               Status.MEDIA_ERROR)))
             with m.Elif(pub.bus_error):
                 m.d.comb += status.eq(Status.INTERNAL_ERROR)
-            with m.Elif((slot_kind[pub.slot] == K.FLUSH) & (cache.failed if W else 0)):
+            with m.Elif((pub_kind == K.FLUSH) & (cache.failed if W else 0)):
                 m.d.comb += status.eq(Mux(cache.failed_no_page if W else 0, Status.NO_SPACE, Status.MEDIA_ERROR))
             with m.Else():
                 m.d.comb += status.eq(Status.SUCCESS)
-            m.d.comb += [self.cpl.valid.eq(1), self.cpl.payload.sqid.eq(slot_sqid[pub.slot]),
-                         self.cpl.payload.cid.eq(slot_cid[pub.slot]), self.cpl.payload.status.eq(status),
+            m.d.comb += [self.cpl.valid.eq(1), self.cpl.payload.sqid.eq(slot_sqid.read(pub.slot)),
+                         self.cpl.payload.cid.eq(slot_cid.read(pub.slot)), self.cpl.payload.status.eq(status),
                          self.pub_published.ready.eq(self.cpl.ready)]
-            with m.If((slot_kind[pub.slot] == K.APPEND) & ~pub.dropped):
-                m.d.comb += self.cpl.payload.result.eq(slot_result[pub.slot])     # the token
+            with m.If((pub_kind == K.APPEND) & ~pub.dropped):
+                m.d.comb += self.cpl.payload.result.eq(slot_result.read(pub.slot))     # the token
         with m.Else():
             m.d.comb += [self.cpl.valid.eq(imm_valid), self.cpl.payload.eq(imm)]
         imm_taken = imm_valid & ~show_pub & self.cpl.ready
@@ -394,7 +423,7 @@ class Executor(wiring.Component):
         slot_freed = Signal(S)
         with m.If(self.pub_published.valid & self.pub_published.ready):
             m.d.comb += slot_freed.bit_select(pub.slot, 1).eq(1)
-            pk, pt = slot_kind[pub.slot], slot_tx[pub.slot]
+            pk, pt = pub_kind, pub_tx
             m.d.comb += [txs.free_which.eq(pt), txs.doom_which.eq(pt),
                          txs.doom_no_page.eq(slot_nopage.bit_select(pub.slot, 1))]
             with m.If((pk == K.COMMIT) | (pk == K.ABORT) | ((pk == K.TX) & slot_final.bit_select(pub.slot, 1))):
@@ -417,7 +446,7 @@ class Executor(wiring.Component):
         with m.Else():
             m.d.comb += [self.page.payload.eq(retry_page), self.page.valid.eq(retry_valid)]
 
-        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf, tid, triples):
+        def member_page(pg, slot, idx, kind, lba_base, buf_base, n, atomic_lba, atomic_buf, tid, triples, npages):
             """PAGE_WRITE of member ``idx`` of ``slot`` (comb); ``tid``: the OOB tid of a transaction's or an append's page."""
             o = pg.oob
             member_tag = Signal(Publisher.member_tag(self.slot_bits, self.idx_bits))
@@ -440,7 +469,7 @@ class Executor(wiring.Component):
                     rides = slot_final.bit_select(slot, 1) & (idx == n - 1)
                     m.d.comb += [pg.mem_addr.eq(buf_base + idx * page_data), o.lba.eq(lba_base + idx),
                                  o.tid.eq(tid), o.flags.eq(Mux(rides, TX_FINAL_PAGE, TX_PAGE)),
-                                 o.group_len.eq(Mux(rides, slot_npages[slot], 0))]
+                                 o.group_len.eq(Mux(rides, npages, 0))]
                 with m.Case(K.COMMIT):
                     m.d.comb += [pg.mem_addr.eq(self.scratch_base + slot * page_data), o.kind.eq(Kind.COMMIT),
                                  o.group_len.eq(1), o.flags.eq(COMMIT), o.tid.eq(tid), pg.record.eq(1),
@@ -474,7 +503,8 @@ class Executor(wiring.Component):
                     | slot_nopage.bit_select(slot, 1))
 
         retry_idle = Signal()
-        m.d.comb += txs.peek.eq(slot_tx[rt.slot])
+        rt_kind = slot_kind.read(rt.slot)
+        m.d.comb += txs.peek.eq(slot_tx.read(rt.slot))
         with m.FSM(name="retry"):
             with m.State("WAIT_FOR_A_RETRY"):
                 m.d.comb += retry_idle.eq(1)
@@ -490,10 +520,11 @@ class Executor(wiring.Component):
                     m.d.sync += fails.eq(fails + 1)
                     m.next = "ISSUE_THE_PAGE_AGAIN"
             with m.State("ISSUE_THE_PAGE_AGAIN"):
-                member_page(retry_page, rt.slot, rt.idx, slot_kind[rt.slot], slot_lba[rt.slot], slot_buf[rt.slot],
-                            slot_n[rt.slot], mem_r2.data.lba, mem_r2.data.buf,
-                            Mux(slot_kind[rt.slot] == K.APPEND, slot_tag[rt.slot], txs.peek_first[:32]),
-                            slot_lba[rt.slot])
+                rt_lba = slot_lba.read(rt.slot)
+                member_page(retry_page, rt.slot, rt.idx, rt_kind, rt_lba, slot_buf.read(rt.slot),
+                            slot_n.read(rt.slot), mem_r2.data.lba, mem_r2.data.buf,
+                            Mux(rt_kind == K.APPEND, slot_tag.read(rt.slot), txs.peek_first[:32]),
+                            rt_lba, slot_npages.read(rt.slot))
                 m.d.comb += [retry_page.keep_vseq.eq(1), retry_page.oob.vseq.eq(rt.vseq), retry_valid.eq(1)]
                 with m.If(self.page.ready & ~issuing):
                     m.next = "WAIT_FOR_A_RETRY"
@@ -507,7 +538,6 @@ class Executor(wiring.Component):
         # -- the dispatcher ----------------------------------------------------------
         c = Signal(layouts.CMD)
         sqid = Signal.like(self.cmd.payload.sqid)
-        tail = Signal(self.slot_bits)
         idx = Signal(self.idx_bits + 1)
         n = Signal(self.idx_bits + 1)
         kind = Signal(4)
@@ -643,8 +673,9 @@ class Executor(wiring.Component):
                 # a destage group: up to a stripe of the oldest DIRTY entries as plain-write members (lba, page)
                 with m.State("TAKE_A_SLOT_FOR_A_DESTAGE"):
                     with m.If(~busy.bit_select(tail, 1)):
-                        m.d.sync += [slot_kind[tail].eq(K.DESTAGE), slot_fails[tail].eq(0), slot_tx[tail].eq(0),
-                                     slot_final.bit_select(tail, 1).eq(0), kind.eq(K.DESTAGE), idx.eq(0)]
+                        m.d.comb += slot_kind.write(K.DESTAGE) + slot_tx.write(0)
+                        m.d.sync += [slot_fails[tail].eq(0), slot_final.bit_select(tail, 1).eq(0), kind.eq(K.DESTAGE),
+                                     idx.eq(0)]
                         m.next = "FIND_THE_OLDEST_DIRTY_PAGE"
                 with m.State("FIND_THE_OLDEST_DIRTY_PAGE"):
                     m.d.comb += cache.scan.eq(1)
@@ -664,7 +695,8 @@ class Executor(wiring.Component):
                         m.next = "CLOSE_THE_DESTAGE_GROUP"
                 with m.State("CLOSE_THE_DESTAGE_GROUP"):
                     m.d.comb += [cache.group_done.eq(1), cache.group_pages.eq(idx)]
-                    m.d.sync += [n.eq(idx), slot_n[tail].eq(idx), idx.eq(0)]
+                    m.d.comb += slot_n.write(idx)
+                    m.d.sync += [n.eq(idx), idx.eq(0)]
                     with m.If(idx == 0):
                         m.next = "RESUME_THE_COMMAND_AFTER_A_DESTAGE"      # nothing dirty after all (not reached: callers check)
                     with m.Else():
@@ -830,7 +862,8 @@ class Executor(wiring.Component):
                 m.next = "WAIT_FOR_THE_TOKEN"
             with m.State("WAIT_FOR_THE_TOKEN"):
                 with m.If(apps.minted):
-                    m.d.sync += [slot_result[tail].eq(apps.token), tail.eq(tail + 1)]
+                    m.d.comb += slot_result.write(apps.token)
+                    m.d.sync += tail.eq(tail + 1)
                     m.next = "WAIT_FOR_A_COMMAND"
 
             # RELEASE: the token must name a live append
@@ -930,10 +963,10 @@ class Executor(wiring.Component):
             # a group: wait for the next slot in ring order
             with m.State("WAIT_FOR_THE_NEXT_SLOT"):
                 with m.If(~busy.bit_select(tail, 1)):
-                    m.d.sync += [slot_sqid[tail].eq(sqid), slot_cid[tail].eq(c.cid), slot_kind[tail].eq(kind),
-                                 slot_lba[tail].eq(c.lba), slot_buf[tail].eq(c.buf), slot_n[tail].eq(n),
-                                 slot_fails[tail].eq(0), slot_tx[tail].eq(t),
-                                 slot_final.bit_select(tail, 1).eq(final), have.eq(0), existing.eq(0)]
+                    m.d.comb += (slot_sqid.write(sqid) + slot_cid.write(c.cid) + slot_kind.write(kind) +
+                                 slot_lba.write(c.lba) + slot_buf.write(c.buf) + slot_n.write(n) + slot_tx.write(t))
+                    m.d.sync += [slot_fails[tail].eq(0), slot_final.bit_select(tail, 1).eq(final), have.eq(0),
+                                 existing.eq(0)]
                     with m.If(kind == K.ATOMIC):
                         m.next = "READ_THE_ATOMIC_LIST"
                     with m.Elif(kind == K.TRIM):
@@ -954,7 +987,8 @@ class Executor(wiring.Component):
                         m.d.comb += [apps.consume.eq(1), apps.consume_slot.eq(h)]
                         m.next = "NEXT_MEMBER_LBA"
                     with m.Elif(kind == K.REMAP):
-                        m.d.sync += [slot_lba[tail].eq(ntrip), ti.eq(0), word.eq(0)]
+                        m.d.comb += slot_lba.write(ntrip)    # its record's triple count, over c.lba above
+                        m.d.sync += [ti.eq(0), word.eq(0)]
                         m.next = "ADDRESS_THE_NEXT_TRIPLE_FOR_THE_RECORD"
                     with m.Else():
                         m.next = "NEXT_MEMBER_LBA"
@@ -1023,7 +1057,7 @@ class Executor(wiring.Component):
                 with m.If(idx == n):
                     m.d.sync += idx.eq(0)
                     with m.If(kind == K.TX):
-                        m.d.sync += slot_npages[tail].eq(txs.npages + n)
+                        m.d.comb += slot_npages.write(txs.npages + n)
                         m.d.comb += [txs.add_pages.eq(1), txs.pages.eq(n), txs.close.eq(final)]
                     m.next = "NEXT_MEMBER_LBA"
                 with m.Elif(have.bit_select(idx[:self.idx_bits], 1)):
@@ -1159,7 +1193,8 @@ class Executor(wiring.Component):
                 first_page = Mux(kind == K.APPEND, idx == 0, ~txs.started)
                 member_page(disp_page, tail, idx, kind, c.lba, c.buf, n, mem_r.data.lba, mem_r.data.buf,
                             Mux(first_page, self.page_seq[:32],
-                                Mux(kind == K.APPEND, app_first_v[:32], txs.first[:32])), ntrip)
+                                Mux(kind == K.APPEND, app_first_v[:32], txs.first[:32])), ntrip,
+                            slot_npages.read(tail))
                 m.d.comb += disp_valid.eq(1)
                 with m.If(self.page.ready):
                     with m.If((kind == K.TX) & first_page):
@@ -1167,8 +1202,8 @@ class Executor(wiring.Component):
                     with m.If((kind == K.APPEND) & first_page):
                         # held from now on: a checkpoint's floor must stay at or below this page
                         m.d.comb += [apps.hold.eq(1), apps.hold_slot.eq(h), apps.hold_first.eq(self.page_seq)]
-                        m.d.sync += [app_first_v.eq(self.page_seq),
-                                     slot_tag[tail].eq(self.page_seq[:32])]
+                        m.d.sync += app_first_v.eq(self.page_seq)
+                        m.d.comb += slot_tag.write(self.page_seq[:32])
                     m.d.sync += idx.eq(idx + 1)
                     with m.If((idx + 1 == n) & (kind == K.APPEND)):
                         m.next = "MINT_THE_TOKEN"
@@ -1195,5 +1230,5 @@ class Executor(wiring.Component):
             m.d.comb += [cache.published.eq(fired & pub_destage), cache.published_slot.eq(pub.slot),
                          cache.published_dropped.eq(pub.dropped),
                          cache.published_no_page.eq(slot_nopage.bit_select(pub.slot, 1)),
-                         cache.failure_reported.eq(fired & (slot_kind[pub.slot] == K.FLUSH))]
+                         cache.failure_reported.eq(fired & (pub_kind == K.FLUSH))]
         return m

@@ -14,16 +14,23 @@ TX_COMMIT, TX_ABORT or final TX_WRITE; the tid may then be reused at once.  The 
 when that group is published (``free``).
 
 ``floor`` is the first vseq of the oldest transaction not yet published that has a page (all ones:
-none): a map checkpoint must not claim a floor above it, or recovery would not see its pages.
+none): a map checkpoint must not claim a floor above it, or recovery would not see its pages.  It
+comes from a :class:`~rtl.ftl.appfloor.AppendFloorScanner` pass over the slots, as the append
+table's floor does (``floor_passes``; read it as the firmware does: wait two passes).
+
+A slot's ``first`` and ``npages`` live in LUT RAM (written at ``slot``, read without a clock at
+``slot``, ``found_slot``, the view's and the peek's slot); the fields every slot is searched by
+(state, tid, owner) and the flags are registers.  As registers with a comparator chain for the
+floor, 16 slots took about 9 k LUT4.
 """
 
-from amaranth import Array, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth import Array, Module, Mux, Signal
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["TransactionTable", "TxState", "TxViewSignature", "NONE"]
+from .appfloor import NONE, AppendFloorScanner
 
-NONE = 2**64 - 1
+__all__ = ["TransactionTable", "TxState", "TxViewSignature", "NONE"]
 
 
 class TxState:
@@ -78,12 +85,15 @@ class TransactionTable(wiring.Component):
         ``found_slot``'s pages.
     doomed : Out(slots)
         The doomed slots (to the publisher, which aborts their commits).
-    floor : Out(64) / open_count : Out(range(slots + 1))
-        The oldest unpublished transaction's first vseq (all ones: none) / OPEN slots.
+    floor : Out(64), floor_passes : Out(32) / open_count : Out(range(slots + 1))
+        The oldest unpublished transaction's first vseq (all ones: none) as of the scanner's last pass,
+        and its passes / OPEN slots.
+
+    ``scan_length``: cycles per pass of the floor's scanner (default ``slots``).
     """
 
-    def __init__(self, slots: int, owner_bits: int = 1):
-        self.slots, self.owner_bits = slots, owner_bits
+    def __init__(self, slots: int, owner_bits: int = 1, scan_length: int | None = None):
+        self.slots, self.owner_bits, self.scan_length = slots, owner_bits, scan_length
         S = range(slots)
         super().__init__({
             "tid": In(32), "owner": In(owner_bits), "found": Out(1), "found_slot": Out(S), "found_npages": Out(32),
@@ -95,7 +105,7 @@ class TransactionTable(wiring.Component):
             "doom": In(1), "doom_which": In(S), "doom_no_page": In(1),
             "view": In(TxViewSignature(slots)), "peek": In(S), "peek_first": Out(64),
             "doomed": Out(slots),
-            "floor": Out(64), "open_count": Out(range(slots + 1)),
+            "floor": Out(64), "floor_passes": Out(32), "open_count": Out(range(slots + 1)),
         })
 
     def elaborate(self, platform):
@@ -104,8 +114,13 @@ class TransactionTable(wiring.Component):
         state = Array(Signal(2, name=f"state{t}") for t in range(T))
         tid = Array(Signal(32, name=f"tid{t}") for t in range(T))
         owner = Array(Signal(self.owner_bits, name=f"owner{t}") for t in range(T))
-        first = Array(Signal(64, name=f"first{t}") for t in range(T))
-        npages = Array(Signal(32, name=f"npages{t}") for t in range(T))
+        m.submodules.first = first = memory.Memory(shape=64, depth=T, init=[])
+        m.submodules.npages = npages = memory.Memory(shape=32, depth=T, init=[])
+
+        def read(mem, addr):
+            port = mem.read_port(domain="comb")
+            m.d.comb += port.addr.eq(addr)
+            return port.data
         started = Signal(T)
         no_page = Signal(T)
 
@@ -118,21 +133,31 @@ class TransactionTable(wiring.Component):
                 m.d.comb += self.closing.eq(1)
         s, view = self.slot, self.view
         v = view.slot
-        m.d.comb += [self.found_npages.eq(npages[self.found_slot]),
-                     self.npages.eq(npages[s]), self.first.eq(first[s]), self.started.eq(started.bit_select(s, 1)),
+        npages_s = read(npages, s)
+        m.d.comb += [self.found_npages.eq(read(npages, self.found_slot)),
+                     self.npages.eq(npages_s), self.first.eq(read(first, s)), self.started.eq(started.bit_select(s, 1)),
                      self.doomed_no_page.eq(no_page.bit_select(s, 1)),
-                     view.state.eq(state[v]), view.tid.eq(tid[v]), view.owner.eq(owner[v]), view.npages.eq(npages[v]),
-                     view.first.eq(first[v]), view.started.eq(started.bit_select(v, 1)),
+                     view.state.eq(state[v]), view.tid.eq(tid[v]), view.owner.eq(owner[v]),
+                     view.npages.eq(read(npages, v)),
+                     view.first.eq(read(first, v)), view.started.eq(started.bit_select(v, 1)),
                      view.doomed.eq(self.doomed.bit_select(v, 1)),
-                     self.peek_first.eq(first[self.peek])]
+                     self.peek_first.eq(read(first, self.peek))]
 
-        floor, n_open = Const(NONE, 64), 0
+        m.submodules.scanner = scanner = AppendFloorScanner(T, self.scan_length)
+        first_scan = first.read_port()
+        live = Signal(T)
         for t in range(T):
-            live = (state[t] != TxState.FREE) & started[t]
-            floor_t = Signal(64, name=f"floor{t}")
-            m.d.comb += floor_t.eq(Mux(live & (first[t] < floor), first[t], floor))
-            floor, n_open = floor_t, n_open + (state[t] == TxState.OPEN)
-        m.d.comb += [self.floor.eq(floor), self.open_count.eq(n_open)]
+            m.d.comb += live[t].eq((state[t] != TxState.FREE) & started[t])
+        m.d.comb += [first_scan.addr.eq(scanner.addr), scanner.data.eq(first_scan.data), scanner.hold.eq(live),
+                     self.floor.eq(scanner.floor), self.floor_passes.eq(scanner.passes),
+                     self.open_count.eq(sum(state[t] == TxState.OPEN for t in range(T)))]
+
+        npages_w, first_w = npages.write_port(), first.write_port()
+        m.d.comb += [npages_w.addr.eq(s), first_w.addr.eq(s), first_w.data.eq(self.first_vseq),
+                     first_w.en.eq(self.start),
+                     # an open and an add of the same cycle: the add wins, as it did over registers
+                     npages_w.data.eq(Mux(self.add_pages, npages_s + self.pages, 0)),
+                     npages_w.en.eq(self.open | self.add_pages)]
 
         # publications first: the executor's own changes of the same cycle win
         with m.If(self.free):
@@ -142,13 +167,11 @@ class TransactionTable(wiring.Component):
             with m.If(self.doom_no_page):
                 m.d.sync += no_page.bit_select(self.doom_which, 1).eq(1)
         with m.If(self.open):
-            m.d.sync += [state[s].eq(TxState.OPEN), tid[s].eq(self.tid), owner[s].eq(self.owner), npages[s].eq(0),
+            m.d.sync += [state[s].eq(TxState.OPEN), tid[s].eq(self.tid), owner[s].eq(self.owner),
                          started.bit_select(s, 1).eq(0), self.doomed.bit_select(s, 1).eq(0),
                          no_page.bit_select(s, 1).eq(0)]
-        with m.If(self.add_pages):
-            m.d.sync += npages[s].eq(npages[s] + self.pages)
         with m.If(self.close):
             m.d.sync += state[s].eq(TxState.CLOSING)
         with m.If(self.start):
-            m.d.sync += [first[s].eq(self.first_vseq), started.bit_select(s, 1).eq(1)]
+            m.d.sync += started.bit_select(s, 1).eq(1)
         return m
