@@ -30,6 +30,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -62,9 +63,13 @@ def load() -> dict:
     return json.loads(STORE.read_text()) if STORE.exists() else {"core": {}, "boards": {}}
 
 
+_SAVE = threading.Lock()   # board builds run in threads (--jobs) and each saves its entry
+
+
 def save(data: dict) -> None:
-    STORE.parent.mkdir(parents=True, exist_ok=True)
-    STORE.write_text(json.dumps(data, indent=1, default=str))
+    with _SAVE:
+        STORE.parent.mkdir(parents=True, exist_ok=True)
+        STORE.write_text(json.dumps(data, indent=1, default=str))
 
 
 def run_core(data: dict, seed: int) -> None:
@@ -112,7 +117,8 @@ def run_board(data: dict, key: str, build: bool, seed: int, extra: list[str]) ->
     entry.update(fpga=fpga, module=module, args=args + extra, build_ok=ok_build,
                  seconds=round(time.time() - t0, 1) if build else data["boards"].get(key, {}).get("seconds"),
                  when=time.strftime("%Y-%m-%d"))
-    data["boards"][key] = entry
+    with _SAVE:
+        data["boards"][key] = entry
     save(data)
 
 
@@ -438,6 +444,7 @@ def main(argv=None):
     ap.add_argument("--collect-only", action="store_true",
                     help="re-read existing board build logs instead of building")
     ap.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    ap.add_argument("--jobs", type=int, default=2, help="board builds at once (each takes one core)")
     ap.add_argument("board_args", nargs="*", help="extra arguments for every board target (after --)")
     args = ap.parse_args(argv)
     data = load()
@@ -445,8 +452,13 @@ def main(argv=None):
         if not args.no_core:
             run_core(data, args.seed)
         if not args.no_boards:
-            for key in args.boards.split(","):
-                run_board(data, key, not args.collect_only, args.seed, args.board_args)
+            # each build is one thread (YoWASP's Yosys and nextpnr): --jobs builds at once
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+                for f in [pool.submit(run_board, data, key, not args.collect_only, args.seed, args.board_args)
+                          for key in args.boards.split(",")]:
+                    f.result()
     DOC.write_text(render(data))
     print(f"wrote {DOC}")
 
