@@ -132,8 +132,8 @@ def collect_board(gw: Path, module: str) -> dict:
     if log.exists():
         rpt = gw / "nextpnr_report.json"
         pnr = parse_nextpnr(log.read_text(), rpt if rpt.exists() else None)
-        out.update(clocks=pnr["clocks"], critical=pnr["critical"][:3], utilization=pnr["utilization"],
-                   routed=pnr["routed"])
+        out.update(clocks=pnr["clocks"], placed_clocks=pnr["placed_clocks"], critical=pnr["critical"][:3],
+                   utilization=pnr["utilization"], routed=pnr["routed"])
         text = log.read_text()
         over = re.findall(r"overused=(\d+)", text)
         out["overused"] = int(over[-1]) if over else None
@@ -229,7 +229,7 @@ def render(data: dict) -> str:
     w("  `sdram_init`) before its tables move in.  The crossbar interconnect and a bus timeout per master, as in")
     w("  simulation.  The host port is LiteX's UARTBone on the board's USB-UART, with the firmware console a")
     w("  crossover UART behind it, so one cable carries both (*Attaching a host*, below).  Needs an LFE5U-85F")
-    w("  (about 60 k LUT4 and 173 block RAMs; `boards/common.py` refuses smaller parts before building),")
+    w("  (about 47 k LUT4 and 178 block RAMs; `boards/common.py` refuses smaller parts before building),")
     w("  at least 4 page-buffer slots per channel, and BCH ECC.  The same memory system runs in simulation: `soc/sim.py --sdram` /")
     w("  `atomflash sim start --sdram` (LiteDRAM's SDRAM model of the ULX3S's part; `tb/host/test_sdram_sim.py`).")
     w("  **The ECPIX-5** (`boards/ecpix5.py`) carries the same SoC with its 512 MiB DDR3 (LiteDRAM's ECP5 PHY) as")
@@ -346,9 +346,15 @@ def render(data: dict) -> str:
     w("  litex-boards platforms and the ULX3S constraint file, but no board has booted them here.  What a board")
     w("  adds to the simulated SSD -- SDRAM main RAM and host memory, the L2 cache, `sdram_init` -- runs in")
     w("  simulation (`--sdram`); the crossover console and the ECP5 I/O do not.")
-    w("* The whole SSD (`--core ftl`) does not route yet on either 85F board: packed, it fills about 80 % of the")
-    w("  ULX3S's logic cells and 90 % of the ECPIX-5's (its DDR3 PHY and LiteEth on top; 187 of 208 block RAMs,")
-    w("  the firmware ROM alone 80 of them).  The design has to shrink before either bitstream closes.")
+    w("* The whole SSD (`--core ftl`) fits both 85F boards but does not meet its clock yet.  Packed, it takes")
+    w("  70 % of the ULX3S's logic cells and 81 % of the ECPIX-5's (its DDR3 PHY and LiteEth on top; 178 and 187")
+    w("  of 208 block RAMs, the firmware ROM 80 of them).  router2 took the ULX3S from 85,696 overused wires")
+    w("  to about 10,000 in 13 iterations, still falling slowly.  The clock is the harder limit: nextpnr's")
+    w("  estimate after placement is about 16 MHz (ULX3S) and 22 MHz (ECPIX-5) for the system clock against")
+    w("  60 MHz, with thousands of endpoints 20-46 ns late.  The FTL core's wide combinational paths (the")
+    w("  executor's dispatcher and the tables it reads in the same cycle) were written for simulation, not for")
+    w("  a clock; they need registering and pipelining before either bitstream closes.  The ECPIX-5's RGMII")
+    w("  receive domain (104 MHz of 125 MHz after placement) needs the same.")
     w("* Yosys runs `synth_ecp5` without its final `autoname` step (the WebAssembly Yosys runs out of memory")
     w("  there on this design), so cell names in nextpnr's reports are Yosys' internal ones; the critical")
     w("  paths below are given by their named nets and source lines instead.")
@@ -404,13 +410,12 @@ def render(data: dict) -> str:
     for key, b in data["boards"].items():
         if b.get("utilization") and not b.get("routed", True):
             w("")
-            w(f"**{key} is placed but not routed.**  nextpnr-ecp5 (YoWASP, one thread) placed it; its router had "
-              f"{b.get('overused') or '?'} overused wires left after {b.get('router_iters') or '?'} router2 "
-              "iterations when the log was collected, so there is no Fmax yet.  The placement is dense (the "
-              "TRELLIS_COMB figure above): LiteX's default router (router1) had made little progress after 40 "
-              "minutes, and router2 (nextpnr's `--router router2`, run by hand on the generated script) fell "
-              "quickly at first but barely moved over its last iterations.  Next: a smaller design "
-              "(`--channels 1`, `--slots 4`), or a longer router2 run.")
+            est = ", ".join(f"`{clk}` {c['fmax']:.1f} MHz ({'PASS' if c['ok'] else 'FAIL'} at {c['target']:.1f})"
+                            for clk, c in sorted(b.get("placed_clocks", {}).items())) or "none in the log"
+            w(f"**{key} is placed but not routed.**  nextpnr-ecp5 (YoWASP, one thread) placed it; router2 had "
+              f"{b.get('overused') if b.get('overused') is not None else '?'} overused wires left after "
+              f"{b.get('router_iters') or 0} iterations when the log was collected, so there is no Fmax after "
+              f"routing.  The placer's timing estimate: {est}.")
     for key, b in data["boards"].items():
         for p in b.get("critical", [])[:1]:
             w("")

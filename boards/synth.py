@@ -195,4 +195,9 @@ def parse_nextpnr(log_text: str, report: Path | None = None) -> dict:
         util = {m.group(1): (int(m.group(2)), int(m.group(3)))
                 for m in re.finditer(r"Info: \s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", log_text)}
     routed = "Program finished normally" in log_text
-    return dict(clocks=clocks if routed else {}, critical=crit, utilization=util, routed=routed)
+    # the placer's own estimate (before routing): what a design that does not route yet reaches
+    placed = {}
+    for m in _FMAX.finditer(log_text.split("Routing globals", 1)[0]):
+        placed[m.group(1)] = dict(fmax=float(m.group(2)), ok=m.group(3) == "PASS", target=float(m.group(4)))
+    return dict(clocks=clocks if routed else {}, placed_clocks=placed, critical=crit, utilization=util,
+                routed=routed)
