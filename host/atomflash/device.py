@@ -526,14 +526,16 @@ class Device:
 
     @classmethod
     def attach_sim_nvme(cls, run_dir: Path | str, *, qid: int = 1, link_timeout: float = LINK_TIMEOUT,
-                        io_queues: int | None = None, **kw) -> "NvmeDevice":
+                        io_queues: int | None = None, ready_timeout: float = 600.0, **kw) -> "NvmeDevice":
         """I/O queue ``qid`` of a simulation started with the drive as an NVMe device (``atomflash sim
         start --nvme``): the host library is the root complex of its simulated PCIe link
         (:class:`atomflash.pcie_link.SimPcieLink`, host memory in this process), brings the controller up
         (:meth:`atomflash.nvme.NvmeHost.initialize`, which resets it) and attaches to the queue.  One host
         at a time: the link takes one connection; further queues of the same host with
         :meth:`attach_nvme` on ``device.host`` (``io_queues``: how many the host creates, by default
-        ``qid`` and at least two)."""
+        ``qid`` and at least two).  ``ready_timeout``: wall seconds the bring-up may wait for the controller
+        (CSTS.RDY, each admin command), as :class:`Device` waits for a drive over the debug port: a
+        simulated boot that recovers after a power cut takes long in wall time on a loaded machine."""
         from .hostmem import HostMemory
         from .nvme import NvmeHost
         from .pcie_link import SimPcieLink
@@ -544,7 +546,7 @@ class Device:
         memory = HostMemory()
         link = SimPcieLink(state["pcie_port"], memory, timeout=link_timeout)
         try:
-            host = NvmeHost(link, memory, io_queues=io_queues or max(qid, 2)).initialize()
+            host = NvmeHost(link, memory, io_queues=io_queues or max(qid, 2), timeout=ready_timeout).initialize()
             kw.setdefault("clock", _SimClock(state.get("vsim_pid")))
             dev = NvmeDevice(host, qid=qid, **kw)
             dev._shared.link = link
