@@ -3,7 +3,7 @@
 ``slots`` append slots.  A slot is *held* from its append's first page until the publisher frees its
 pending entries (``freed``): its pages may still be needed, so the slot is not reused and a map
 checkpoint's floor stays at or below its first vseq (``floor``, from an
-:class:`~rtl.ftl.appfloor.AppendFloorScanner`).  A slot is *live* while its token is valid: from the
+:class:`~rtl.ftl.floorscan.FloorScanner`).  A slot is *live* while its token is valid: from the
 token's minting until a REMAP or RELEASE naming it is accepted (``consume``) or the publisher drops
 the append (``dropped``).
 
@@ -31,7 +31,7 @@ from rtl import spec as layouts
 
 from rtl.lib.siphash import SipHash
 
-from .appfloor import AppendFloorScanner
+from .floorscan import FloorScanner
 
 __all__ = ["AppendTable", "AppendViewSignature", "VIEW_META", "meta_layout"]
 
@@ -63,7 +63,7 @@ class AppendTable(wiring.Component):
     owner_bits : int
         Width of a queue pair's number (an append's owner).
     scan_length : int
-        Cycles per pass of the floor's scanner (default ``slots``; see :mod:`rtl.ftl.appfloor`).
+        Cycles per pass of the floor's scanner (default ``slots``; see :mod:`rtl.ftl.floorscan`).
 
     Ports
     -----
@@ -135,7 +135,7 @@ class AppendTable(wiring.Component):
             with m.If(~self.held[i]):
                 m.d.comb += [self.has_free.eq(1), self.free_slot.eq(i)]
 
-        m.submodules.scanner = scanner = AppendFloorScanner(A, self.scan_length)
+        m.submodules.scanner = scanner = FloorScanner(A, self.scan_length)
         m.d.comb += [first_scan.addr.eq(scanner.addr), scanner.data.eq(first_scan.data), scanner.hold.eq(self.held),
                      self.floor.eq(scanner.floor), self.floor_passes.eq(scanner.passes)]
 

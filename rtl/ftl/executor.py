@@ -117,7 +117,7 @@ both wait while anything is in flight, which may free room); a token is
 consumed when the REMAP or RELEASE naming it is accepted, the slot is reused
 once the publisher says its entries are freed (``pub_freed``).  The oldest
 held append's first vseq also bounds ``tx_floor``, with the oldest unpublished
-transaction's: each table's :class:`~rtl.ftl.appfloor.AppendFloorScanner` reads
+transaction's: each table's :class:`~rtl.ftl.floorscan.FloorScanner` reads
 every slot in turn, both in passes of the same length (``floor_passes`` counts
 them; the firmware reads ``seq_next``, waits two passes, then reads the floor).
 """
@@ -132,6 +132,7 @@ from atomflash.spec import Hint, Kind, LogPage, Opcode, Status
 from rtl import spec as layouts
 from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
+from rtl.lib.lutram import read_async
 
 from .appendtable import AppendTable, AppendViewSignature
 from .infopages import DONE as INFO_DONE
@@ -169,9 +170,7 @@ class _SlotField:
         return [self.port.data.eq(value), self.port.en.eq(1)]
 
     def read(self, addr):
-        port = self.mem.read_port(domain="comb")
-        self.m.d.comb += port.addr.eq(addr)
-        return port.data
+        return read_async(self.m, self.mem, addr)
 
 
 class Executor(wiring.Component):

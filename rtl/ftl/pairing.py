@@ -64,6 +64,7 @@ from amaranth.utils import ceil_log2
 
 from atomflash.spec import NandResult
 from rtl import spec as layouts
+from rtl.lib.lutram import read_async
 
 from .allocator import PAGE_BITS
 from .logwriter import PAGE_DONE
@@ -195,11 +196,9 @@ class PairedPages(wiring.Component):
         x_is_upper, x_lower = paired_lower(x_page, ppb)
         is_pad = (x.tag & self.pad_tag) != 0
         x_head = head_ptr.bit_select(x_die, 1)
-        rd = store.read_port(domain="comb")
+        h = read_async(m, store, Cat(x_head, x_die))
         wr = store.write_port()
-        m.d.comb += [rd.addr.eq(Cat(x_head, x_die)),
-                     wr.addr.eq(Cat(x_head ^ (count[x_die] != 0), x_die)), wr.data.eq(x)]
-        h = rd.data
+        m.d.comb += [wr.addr.eq(Cat(x_head ^ (count[x_die] != 0), x_die)), wr.data.eq(x)]
         releases = (self.mlc & ~x.no_page & x_is_upper & (count[x_die] != 0) & (h.ppa.ppa.page == x_lower)
                     & (h.ppa.ppa.block == x.ppa.ppa.block))
         holds = self.mlc & ~x.no_page & x_is_lower & (x.result == NandResult.OK) & ~x.dma_error & ~is_pad

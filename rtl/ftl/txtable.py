@@ -15,7 +15,7 @@ when that group is published (``free``).
 
 ``floor`` is the first vseq of the oldest transaction not yet published that has a page (all ones:
 none): a map checkpoint must not claim a floor above it, or recovery would not see its pages.  It
-comes from a :class:`~rtl.ftl.appfloor.AppendFloorScanner` pass over the slots, as the append
+comes from a :class:`~rtl.ftl.floorscan.FloorScanner` pass over the slots, as the append
 table's floor does (``floor_passes``; read it as the firmware does: wait two passes).
 
 A slot's ``first`` and ``npages`` live in LUT RAM (written at ``slot``, read without a clock at
@@ -28,7 +28,9 @@ from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from .appfloor import NONE, AppendFloorScanner
+from rtl.lib.lutram import read_async
+
+from .floorscan import NONE, FloorScanner
 
 __all__ = ["TransactionTable", "TxState", "TxViewSignature", "NONE"]
 
@@ -116,11 +118,6 @@ class TransactionTable(wiring.Component):
         owner = Array(Signal(self.owner_bits, name=f"owner{t}") for t in range(T))
         m.submodules.first = first = memory.Memory(shape=64, depth=T, init=[])
         m.submodules.npages = npages = memory.Memory(shape=32, depth=T, init=[])
-
-        def read(mem, addr):
-            port = mem.read_port(domain="comb")
-            m.d.comb += port.addr.eq(addr)
-            return port.data
         started = Signal(T)
         no_page = Signal(T)
 
@@ -133,17 +130,18 @@ class TransactionTable(wiring.Component):
                 m.d.comb += self.closing.eq(1)
         s, view = self.slot, self.view
         v = view.slot
-        npages_s = read(npages, s)
-        m.d.comb += [self.found_npages.eq(read(npages, self.found_slot)),
-                     self.npages.eq(npages_s), self.first.eq(read(first, s)), self.started.eq(started.bit_select(s, 1)),
+        npages_s = read_async(m, npages, s)
+        m.d.comb += [self.found_npages.eq(read_async(m, npages, self.found_slot)),
+                     self.npages.eq(npages_s), self.first.eq(read_async(m, first, s)),
+                     self.started.eq(started.bit_select(s, 1)),
                      self.doomed_no_page.eq(no_page.bit_select(s, 1)),
                      view.state.eq(state[v]), view.tid.eq(tid[v]), view.owner.eq(owner[v]),
-                     view.npages.eq(read(npages, v)),
-                     view.first.eq(read(first, v)), view.started.eq(started.bit_select(v, 1)),
+                     view.npages.eq(read_async(m, npages, v)),
+                     view.first.eq(read_async(m, first, v)), view.started.eq(started.bit_select(v, 1)),
                      view.doomed.eq(self.doomed.bit_select(v, 1)),
-                     self.peek_first.eq(read(first, self.peek))]
+                     self.peek_first.eq(read_async(m, first, self.peek))]
 
-        m.submodules.scanner = scanner = AppendFloorScanner(T, self.scan_length)
+        m.submodules.scanner = scanner = FloorScanner(T, self.scan_length)
         first_scan = first.read_port()
         live = Signal(T)
         for t in range(T):

@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 
 from atomflash import spec
 from rtl.ftl.appendtable import AppendTable
-from rtl.ftl.appfloor import NONE
+from rtl.ftl.floorscan import NONE
 
 
 # after the mint request's cycle: SipHash-2-4 of TOKEN_MAC_IN's two words (25 cycles from the first

@@ -1,4 +1,4 @@
-"""rtl/ftl/appfloor.py in amaranth.sim: a TB class stands in for the executor's first-vseq memory
+"""rtl/ftl/floorscan.py in amaranth.sim: a TB class stands in for the executor's first-vseq memory
 (a synchronous read port) and its held slots, changes both at random, waits two passes as the
 firmware does, and checks the floor against the smallest held first vseq."""
 
@@ -7,12 +7,12 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.ftl.appfloor import NONE, AppendFloorScanner
+from rtl.ftl.floorscan import NONE, FloorScanner
 
 
-class AppendFloorTB:
+class FloorScannerTB:
     def __init__(self, slots: int, seed: int, rounds: int = 40):
-        self.dut = AppendFloorScanner(slots)
+        self.dut = FloorScanner(slots)
         self.slots, self.rng, self.rounds = slots, random.Random(seed), rounds
         self.first = [0] * slots
         self.hold = 0
@@ -46,6 +46,6 @@ class AppendFloorTB:
 
 @pytest.mark.parametrize("slots", [1, 3, 8])
 def test_the_floor_is_the_oldest_held_first_vseq_after_two_passes(slots):
-    tb = AppendFloorTB(slots, seed=slots)
+    tb = FloorScannerTB(slots, seed=slots)
     tb.sim.run()
     assert tb.checked["some"] >= 10 and tb.checked["none"] >= 1, tb.checked

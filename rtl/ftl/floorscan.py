@@ -18,12 +18,12 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AppendFloorScanner"]
+__all__ = ["FloorScanner"]
 
 NONE = 2**64 - 1
 
 
-class AppendFloorScanner(wiring.Component):
+class FloorScanner(wiring.Component):
     """The oldest held append's first vseq; see the module docstring.
 
     Parameters
