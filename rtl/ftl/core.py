@@ -38,7 +38,7 @@ from atomflash import command, spec
 from rtl import spec as layouts
 from rtl.host.queues import HostQueues, command_layout, completion_layout
 from rtl.lib import wishbone
-from rtl.lib.streams import StreamMerge
+from rtl.lib.streams import RegisterSlice, StreamMerge
 from rtl.lib.trng import Trng
 from rtl.nand.channel import ChannelParams
 from rtl.nand.controller import NandController
@@ -235,6 +235,13 @@ class FtlCore(wiring.Component):
         m.submodules.membus = membus = wishbone.Arbiter(8, addr_width=30, burst=True)
         m.submodules.rebinds = rebinds = StreamMerge(REBIND, 2)
 
+        def connect_through_registers(name, source, sink):
+            """``source`` to ``sink`` through a :class:`RegisterSlice`: a timing cut between two blocks
+            whose handshakes would otherwise chain into one combinational path."""
+            m.submodules[name] = cut = RegisterSlice(source.payload.shape())
+            wiring.connect(m, source, cut.input)
+            wiring.connect(m, cut.output, sink)
+
         # host side
         wiring.connect(m, wiring.flipped(self.regs), queues.bus)
         # `hold` (the firmware's GC short of blocks): no new command from the host's pairs; the
@@ -252,14 +259,16 @@ class FtlCore(wiring.Component):
         wiring.connect(m, validator.accepted, executor.cmd)
         wiring.connect(m, executor.read, reader.cmd)
         wiring.connect(m, validator.rejected, cplmerge.inputs[0])
-        wiring.connect(m, executor.cpl, cplmerge.inputs[1])
+        connect_through_registers("executor_cpl", executor.cpl, cplmerge.inputs[1])
         wiring.connect(m, reader.cpl, cplmerge.inputs[2])
+        m.submodules.cpl_cut = cpl_cut = RegisterSlice(completion_layout(Q))
+        wiring.connect(m, cplmerge.output, cpl_cut.input)
         if S:
-            wiring.connect(m, cplmerge.output, frontends.cpl)
+            wiring.connect(m, cpl_cut.output, frontends.cpl)
             wiring.connect(m, frontends.queues_cpl, queues.cpl)
             wiring.connect(m, frontends.stream_cpl, wiring.flipped(self.stream_cpl))
         else:
-            wiring.connect(m, cplmerge.output, queues.cpl)
+            wiring.connect(m, cpl_cut.output, queues.cpl)
         m.d.comb += [self.irq.eq(queues.irq), validator.capacity.eq(self.capacity),
                      executor.capacity.eq(self.capacity), executor.scratch_base.eq(self.scratch_base),
                      infopages.identify_base.eq(self.identify_base), infopages.log_base.eq(self.log_base),
@@ -323,8 +332,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, logport.reloc_done, relocator.page_done)
         wiring.connect(m, pairing.pad, logport.pad)
         wiring.connect(m, logport.req, writer.req)
-        wiring.connect(m, writer.done, pairing.done_in)
-        wiring.connect(m, pairing.done_out, logport.done)
+        connect_through_registers("writer_done", writer.done, pairing.done_in)
+        connect_through_registers("paired_done", pairing.done_out, logport.done)
         m.d.comb += [logport.host_lock.eq(executor.page_lock), logport.allocated.eq(writer.alloc.valid),
                      alloc.force.eq(logport.force), alloc.force_die.eq(logport.force_die),
                      pairing.writer_idle.eq(logport.idle),
@@ -380,10 +389,10 @@ class FtlCore(wiring.Component):
         wiring.connect(m, nandport.cpl_out[2], relocator.ncpl)
         wiring.connect(m, wiring.flipped(self.desc), nandport.desc_in[3])
         wiring.connect(m, nandport.cpl_out[3], wiring.flipped(self.cpl))
-        wiring.connect(m, nandport.desc, ctrl.desc)
+        connect_through_registers("nand_desc", nandport.desc, ctrl.desc)
         m.d.comb += [self.nand_reads.eq(nandport.reads), self.nand_programs.eq(nandport.programs),
                      self.nand_erases.eq(nandport.erases)]
-        wiring.connect(m, ctrl.cpl, nandport.cpl)
+        connect_through_registers("nand_cpl", ctrl.cpl, nandport.cpl)
         m.d.comb += [ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
         for c in range(C):
             wiring.connect(m, wiring.flipped(self.bus[c]), ctrl.bus[c])

@@ -213,6 +213,10 @@ class LogWriter(wiring.Component):
                                        cur.rec_count * (spec.TRIM_REC_ENTRY.size // 4)))
         assert spec.TRIM_REC_ENTRY.size == spec.COMMIT_BODY.size
         rec_word = Signal(range(0x10000 * 6 + hdr_words + 1))
+        # the word after the last entry, through a register: ``cur`` has settled before the header's
+        # words are fed, and the multiply and add would otherwise end in the FSM's next state
+        rec_end = Signal.like(rec_word)
+        m.d.sync += rec_end.eq(hdr_words + entry_words)
         for c in range(C):
             with m.If(cur_ppa.channel == c):
                 m.d.comb += rec_crc.data.eq(Mux(rec_word < crc_words, hdr.as_value().word_select(rec_word[:3], 32),
@@ -271,7 +275,7 @@ class LogWriter(wiring.Component):
             with m.State("REC_ADDR"):
                 # entries: read back from the slot (one cycle of read latency)
                 m.d.comb += [holding.eq(1), oob_addr.eq(slot_base + rec_word)]
-                with m.If(rec_word == hdr_words + entry_words):
+                with m.If(rec_word == rec_end):
                     m.d.sync += rec_word.eq(0)
                     m.next = "REC_WRITE"
                 with m.Else():

@@ -44,6 +44,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
 
 from atomflash import spec
+from rtl.lib.streams import RegisterSlice
 
 __all__ = ["PendingOp", "PendingTable", "pending_request", "pending_response"]
 
@@ -139,10 +140,16 @@ class PendingTable(wiring.Component):
         in_loop = Signal()
         resp_ready = Signal()
         for u, port in enumerate(self.users):
-            m.d.comb += port.resp.payload.eq(Mux(in_loop, loop_resp, resp))
+            # each user's answers leave through registers: a scan's answer comes straight from the
+            # table's read, and the user's logic behind it would make one long path of both.  The
+            # table may take the next request while an answer still waits there: answers are in the
+            # order requests were taken, which is the order their effects happen in.
+            m.submodules[f"resp{u}"] = out = RegisterSlice(pending_response(E))
+            wiring.connect(m, out.output, wiring.flipped(port.resp))
+            m.d.comb += out.input.payload.eq(Mux(in_loop, loop_resp, resp))
             with m.If(user == u):
-                m.d.comb += [port.resp.valid.eq(Mux(in_loop, loop_valid, resp_valid)),
-                             resp_ready.eq(port.resp.ready)]
+                m.d.comb += [out.input.valid.eq(Mux(in_loop, loop_valid, resp_valid)),
+                             resp_ready.eq(out.input.ready)]
 
         i = Signal(range(E + 1))          # address presented to the read port
         ci = Signal(range(E))             # the entry r.data shows

@@ -61,7 +61,8 @@ class TransactionTable(wiring.Component):
     Ports
     -----
     tid : In(32), owner : In(owner_bits) / found : Out(1), found_slot : Out(range(slots))
-        The OPEN slot ``owner`` opened with ``tid`` (combinational).
+        The OPEN slot ``owner`` opened with ``tid``, matched in the cycle before (set ``tid`` and
+        ``owner`` a cycle ahead: the 32-bit compare of every slot is a path of its own) and still OPEN.
     has_free : Out(1), free_slot : Out(range(slots)) / closing : Out(1)
         The lowest FREE slot / some slot is CLOSING (it will be FREE once published).
     slot : In(range(slots))
@@ -121,9 +122,13 @@ class TransactionTable(wiring.Component):
         started = Signal(T)
         no_page = Signal(T)
 
+        match, match_slot, matched, matched_slot = Signal(), Signal(range(T)), Signal(), Signal(range(T))
         for i in reversed(range(T)):
             with m.If((state[i] == TxState.OPEN) & (tid[i] == self.tid) & (owner[i] == self.owner)):
-                m.d.comb += [self.found.eq(1), self.found_slot.eq(i)]
+                m.d.comb += [match.eq(1), match_slot.eq(i)]
+        m.d.sync += [matched.eq(match), matched_slot.eq(match_slot)]
+        m.d.comb += [self.found.eq(matched & (state[matched_slot] == TxState.OPEN)), self.found_slot.eq(matched_slot)]
+        for i in reversed(range(T)):
             with m.If(state[i] == TxState.FREE):
                 m.d.comb += [self.has_free.eq(1), self.free_slot.eq(i)]
             with m.If(state[i] == TxState.CLOSING):

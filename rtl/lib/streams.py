@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .roundrobin import round_robin
 
-__all__ = ["StreamMerge", "RequestArbiter"]
+__all__ = ["StreamMerge", "RequestArbiter", "RegisterSlice"]
 
 
 class StreamMerge(wiring.Component):
@@ -100,4 +100,40 @@ class RequestArbiter(wiring.Component):
                 m.d.sync += [granted.eq(1), offering.eq(0)]
         with m.Elif(self.response.valid & self.response.ready):
             m.d.sync += granted.eq(0)
+        return m
+
+
+class RegisterSlice(wiring.Component):
+    """A stream through registers, at full rate: a timing cut between two blocks.
+
+    ``output``'s valid and payload and ``input``'s ready all come from flip-flops, so no
+    combinational path crosses the slice in either direction.  A skid register takes the one
+    transfer accepted in the cycle the output stalls.  Latency one cycle; an offered output stays
+    unchanged until taken.
+
+    Ports
+    -----
+    input : In(stream.Signature(shape))
+    output : Out(stream.Signature(shape))
+    """
+
+    def __init__(self, shape):
+        super().__init__({
+            "input": In(stream.Signature(shape)),
+            "output": Out(stream.Signature(shape)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o = self.input, self.output
+        skid = Signal.like(i.payload)
+        skid_valid = Signal()
+        m.d.comb += i.ready.eq(~skid_valid)
+        with m.If(~o.valid | o.ready):
+            with m.If(skid_valid):
+                m.d.sync += [o.payload.eq(skid), o.valid.eq(1), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [o.payload.eq(i.payload), o.valid.eq(i.valid)]
+        with m.Elif(i.valid & ~skid_valid):
+            m.d.sync += [skid.eq(i.payload), skid_valid.eq(1)]
         return m

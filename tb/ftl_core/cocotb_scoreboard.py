@@ -112,7 +112,9 @@ async def random_scoreboard(dut):
                 cmds.append((await tb.submit(opcode=Opcode.TX_COMMIT if commit else Opcode.TX_ABORT, tid=tid),
                              c.status))
         done = [await tb.wait(cid) for cid, _ in cmds]
-        assert [Status(d["status"]) for d in done] == [want for _, want in cmds], (done, cmds)
+        wrong = [(cid, want, Status(d["status"]), d["cycle"]) for (cid, want), d in zip(cmds, done)
+                 if Status(d["status"]) != want]
+        assert not wrong, f"batch {batch}: {len(wrong)} of {len(cmds)} differ (cid, model, drive, cycle): {wrong[:12]}"
         by_cid = {cid: d for (cid, _), d in zip(cmds, done)}
         for cid, mtok in appended:
             tokens[mtok] = by_cid[cid]["result"]          # the device's token for the model's

@@ -5,6 +5,7 @@ is checked against the model in the order the table took the requests.  The free
 table answers RESERVE with no hit; the room left for staging follows the firmware's budget."""
 
 import random
+from collections import deque
 
 import pytest
 from amaranth.sim import Simulator
@@ -16,19 +17,23 @@ ENTRIES, OWNERS, USERS = 16, 4, 3
 
 
 class PendingModel:
-    """The table as the module docstring states it: entry index -> [owner, lba, ppa]."""
+    """The table as the module docstring states it: entry index -> [owner, lba, ppa], and its free
+    entries in the order they are handed out (a FIFO: every entry in index order from reset, then each
+    walked entry in the order walked), so a RESERVE's entry is known when the table takes it."""
 
     def __init__(self, size: int):
         self.size = size
         self.entries = {}
+        self.free = deque(range(size))
 
-    @property
-    def full(self):
-        return len(self.entries) == self.size
-
-    def reserve(self, owner, lba, index):
+    def reserve(self, owner, lba):
+        """The entry a RESERVE taken now gets (None: the table is full)."""
+        if not self.free:
+            return None
+        index = self.free.popleft()
         assert index not in self.entries, f"entry {index} handed out twice"
         self.entries[index] = [owner, lba, PPA_UNMAPPED]
+        return index
 
     def stage(self, index, ppa):
         """The previous ppa, or None when the entry was walked meanwhile (the table still answers its
@@ -46,6 +51,7 @@ class PendingModel:
         out = sorted((i, e[1], e[2]) for i, e in self.entries.items() if e[0] == owner)
         for i, _, _ in out:
             del self.entries[i]
+            self.free.append(i)
         return out
 
     def cas(self, ppa, new):
@@ -108,13 +114,16 @@ class PendingTB:
 
     # -- the scenarios: one request each, checked against the model ----------------------------------
     async def reserve(self, ctx, port, owner):
+        # the model takes the entry when the table takes the request: a later request of another user
+        # may be served before this answer arrives, and sees the entry reserved
         md, lba = self.model, self.rng.randrange(8)
-        full, ans = await self.request(ctx, port, lambda: md.full, op=PendingOp.RESERVE, owner=owner, lba=lba)
-        if ans[0]["hit"]:
-            md.reserve(owner, lba, ans[0]["entry"])
-        else:
-            assert full, "RESERVE refused with free entries"
+        entry, ans = await self.request(ctx, port, lambda: md.reserve(owner, lba), op=PendingOp.RESERVE,
+                                        owner=owner, lba=lba)
+        if entry is None:
+            assert not ans[0]["hit"], "RESERVE of a full table hit"
             self.checked["full"] += 1
+        else:
+            assert ans[0]["hit"] and ans[0]["entry"] == entry, (ans, entry)
 
     async def stage(self, ctx, port, owner):
         md = self.model

@@ -66,6 +66,7 @@ class TxTableTB:
             for owner in range(OWNERS):
                 ctx.set(d.tid, tid)
                 ctx.set(d.owner, owner)
+                await ctx.tick()                  # the match is registered
                 t = md.find(tid, owner)
                 assert ctx.get(d.found) == (t is not None)
                 if t is not None:
@@ -161,6 +162,28 @@ def test_a_freeing_publication_and_an_open_of_the_same_cycle_leave_the_open():
         ctx.set(dut.free, 0)
         ctx.set(dut.view.slot, 0)
         assert ctx.get(dut.view.state) == TxState.OPEN and ctx.get(dut.view.tid) == 7
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(run)
+    sim.run()
+
+
+def test_a_match_from_the_cycle_before_holds_only_while_the_slot_is_open():
+    """``found`` is registered: a slot that stops being OPEN in the cycle of the match is not found."""
+    dut = TransactionTable(2)
+
+    async def run(ctx):
+        ctx.set(dut.tid, 7)
+        ctx.set(dut.open, 1)
+        await ctx.tick()
+        ctx.set(dut.open, 0)
+        await ctx.tick()
+        assert ctx.get(dut.found) and ctx.get(dut.found_slot) == 0
+        ctx.set(dut.close, 1)          # matched in this cycle, CLOSING after it
+        await ctx.tick()
+        ctx.set(dut.close, 0)
+        assert not ctx.get(dut.found)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
