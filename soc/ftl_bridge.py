@@ -137,7 +137,16 @@ class FtlBridge(wiring.Component):
         m.submodules.core = core = self.core
         m.submodules.window = window = self.window
         C = core.channels
-        wbs, wbm = self._flat("wbs_"), self._flat("wbm_")
+        outer, wbm = self._flat("wbs_"), self._flat("wbm_")
+        # the SoC's accesses through registers: its interconnect joins the core's own initiator to this
+        # target, and without a register between them the core's address logic, the SoC's crossbar and
+        # the register file behind this port made one path (boards/depth.py: over 40 ns on an 85F)
+        m.submodules.target = target = wishbone.RegisteredTarget(addr_width=self.addr_width)
+        for name in ("adr", "dat_w", "sel", "cyc", "stb", "we"):
+            m.d.comb += getattr(target.bus, name).eq(getattr(outer, name))
+        for name in ("dat_r", "ack", "err"):
+            m.d.comb += getattr(outer, name).eq(getattr(target.bus, name))
+        wbs = target.target
 
         for c in range(C):
             connect_pins(m, self.nand[c], core.bus[c])

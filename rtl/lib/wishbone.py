@@ -145,3 +145,47 @@ def connect(m, initiator, target):
         m.d.comb += getattr(initiator, name).eq(getattr(target, name))
     if hasattr(initiator, "cti") and hasattr(target, "cti"):
         m.d.comb += [target.cti.eq(initiator.cti), target.bte.eq(initiator.bte)]
+
+
+class RegisteredTarget(wiring.Component):
+    """A classic Wishbone target behind registers: the request an initiator makes on ``bus`` reaches
+    ``target`` from flip-flops a cycle later, and the target's answer reaches ``bus`` from flip-flops a
+    cycle after it came, so no combinational path runs between the two sides (an SoC's interconnect
+    on one, a wide block on the other).  An access takes two cycles more.
+
+    An initiator that gives up a cycle (``cyc`` low) while the target is answering leaves the target's
+    access to finish; its answer is dropped.
+
+    Ports
+    -----
+    bus : In(Signature(...))
+        The initiators' side.
+    target : Out(Signature(...))
+        The target's side.
+    """
+
+    def __init__(self, *, addr_width: int, data_width: int = 32, granularity: int = 8):
+        sig = Signature(addr_width=addr_width, data_width=data_width, granularity=granularity)
+        super().__init__({"bus": In(sig), "target": Out(sig)})
+
+    def elaborate(self, platform):
+        from amaranth.hdl import Module
+
+        m = Module()
+        bus, tgt = self.bus, self.target
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(bus.cyc & bus.stb):
+                    m.d.sync += [tgt.adr.eq(bus.adr), tgt.dat_w.eq(bus.dat_w), tgt.sel.eq(bus.sel),
+                                 tgt.we.eq(bus.we), tgt.cyc.eq(1), tgt.stb.eq(1)]
+                    m.next = "ACCESS"
+            with m.State("ACCESS"):
+                with m.If(tgt.ack | tgt.err):
+                    m.d.sync += [tgt.cyc.eq(0), tgt.stb.eq(0), bus.dat_r.eq(tgt.dat_r),
+                                 bus.ack.eq(tgt.ack & bus.cyc), bus.err.eq(tgt.err & bus.cyc)]
+                    m.next = "ANSWER"
+            with m.State("ANSWER"):
+                # the initiator sees the answer in this cycle; its next request comes in the next
+                m.d.sync += [bus.ack.eq(0), bus.err.eq(0)]
+                m.next = "IDLE"
+        return m
