@@ -173,6 +173,16 @@ class _SlotField:
         return read_async(self.m, self.mem, addr)
 
 
+def shift_add(x, k: int):
+    """``x * k`` for a constant ``k`` as a sum of shifted ``x``: Yosys maps a product by a constant
+    that is not a power of two to a DSP block, whose delay then starts a bus address path."""
+    terms = [x << i for i in range(k.bit_length()) if k >> i & 1]
+    total = terms[0] if terms else 0
+    for t in terms[1:]:
+        total = total + t
+    return total
+
+
 class Executor(wiring.Component):
     """Dispatches commands into publisher groups; see the module docstring.
 
@@ -885,7 +895,7 @@ class Executor(wiring.Component):
 
             # REMAP: read the triples (6 words each), then check them all, in the model's order
             with m.State("READ_THE_REMAP_TRIPLES"):
-                wishbone.word_access(m, bus, (c.list[:32] >> 2) + ti * (spec.REMAP_ENTRY.size // 4) + word)
+                wishbone.word_access(m, bus, (c.list[:32] >> 2) + shift_add(ti, spec.REMAP_ENTRY.size // 4) + word)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
@@ -1009,7 +1019,8 @@ class Executor(wiring.Component):
                 m.d.comb += [rec.lba.eq(trip_a.lba), rec.first_vseq.eq(apps.read_first), rec.nlb.eq(trip_a.nlb),
                              apps.read_addr.eq(trip_a.handle[:hbits])]
                 entry_words = spec.REMAP_REC_ENTRY.size // 4
-                wishbone.word_access(m, bus, record_body + ti * entry_words + word, rec.as_value().word_select(word[:3], 32))
+                wishbone.word_access(m, bus, record_body + shift_add(ti, entry_words) + word,
+                                      rec.as_value().word_select(word[:3], 32))
                 with m.If(bus.err):
                     finish(Status.INTERNAL_ERROR)
                 with m.Elif(bus.ack):
