@@ -269,12 +269,14 @@ def synth_ftl_bridge(out_dir: Path) -> Path:
     """The boards' FTL core through the checked ``synth_ecp5`` (:func:`boards.synth.synth`); its JSON."""
     from boards.nand_bridge import LED_STRETCH
     from boards.synth import synth
+    from boards.ulx3s import DEFAULT_SYS_CLK
     from soc.atomflash_soc import DEFAULT_SLOTS
     from soc.ftl_bridge import FtlBridge
 
-    bridge = FtlBridge(clk_hz=60_000_000, sample=1, profile="realistic", channels=2, ways=2, nand_slots=DEFAULT_SLOTS,
-                       queue_pairs=2, cache_pages=0, sim_gate_ecc=False, led_stretch=LED_STRETCH,
-                       ring_oscillator=False)   # the rings are LUT4 instances the checked flow refuses; untimed anyway
+    # as boards/common.py's add_atomflash_board builds it (one host queue pair and the firmware's), but
+    # the TRNG's ring oscillators: LUT4 instances the checked flow refuses, and untimed anyway
+    bridge = FtlBridge(clk_hz=int(DEFAULT_SYS_CLK), sample=1, profile="realistic", channels=2, ways=2,
+                       nand_slots=DEFAULT_SLOTS, queue_pairs=2, led_stretch=LED_STRETCH, ring_oscillator=False)
     res = synth(bridge, "af_ftl_bridge", out_dir=out_dir, json_out=True)
     return res["json"]
 

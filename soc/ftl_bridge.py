@@ -142,10 +142,7 @@ class FtlBridge(wiring.Component):
         # target, and without a register between them the core's address logic, the SoC's crossbar and
         # the register file behind this port made one path (boards/depth.py: over 40 ns on an 85F)
         m.submodules.target = target = wishbone.RegisteredTarget(addr_width=self.addr_width)
-        for name in ("adr", "dat_w", "sel", "cyc", "stb", "we"):
-            m.d.comb += getattr(target.bus, name).eq(getattr(outer, name))
-        for name in ("dat_r", "ack", "err"):
-            m.d.comb += getattr(outer, name).eq(getattr(target.bus, name))
+        wishbone.connect(m, outer, target.bus)
         wbs = target.target
 
         for c in range(C):

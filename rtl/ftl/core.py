@@ -261,14 +261,10 @@ class FtlCore(wiring.Component):
         wiring.connect(m, validator.rejected, cplmerge.inputs[0])
         connect_through_registers("executor_cpl", executor.cpl, cplmerge.inputs[1])
         wiring.connect(m, reader.cpl, cplmerge.inputs[2])
-        m.submodules.cpl_cut = cpl_cut = RegisterSlice(completion_layout(Q))
-        wiring.connect(m, cplmerge.output, cpl_cut.input)
+        connect_through_registers("merged_cpl", cplmerge.output, frontends.cpl if S else queues.cpl)
         if S:
-            wiring.connect(m, cpl_cut.output, frontends.cpl)
             wiring.connect(m, frontends.queues_cpl, queues.cpl)
             wiring.connect(m, frontends.stream_cpl, wiring.flipped(self.stream_cpl))
-        else:
-            wiring.connect(m, cpl_cut.output, queues.cpl)
         m.d.comb += [self.irq.eq(queues.irq), validator.capacity.eq(self.capacity),
                      executor.capacity.eq(self.capacity), executor.scratch_base.eq(self.scratch_base),
                      infopages.identify_base.eq(self.identify_base), infopages.log_base.eq(self.log_base),

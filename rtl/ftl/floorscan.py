@@ -24,7 +24,7 @@ NONE = 2**64 - 1
 
 
 class FloorScanner(wiring.Component):
-    """The oldest held append's first vseq; see the module docstring.
+    """The oldest held slot's first vseq; see the module docstring.
 
     Parameters
     ----------
