@@ -154,7 +154,11 @@ class FtlBridge(wiring.Component):
                      self.irq.eq(core.irq | window.irq | nvme_irq)]
         for c in range(C):
             wiring.connect(m, window.buf[c], core.fw_buf[c])
-        wishbone.connect(m, core.mem, wbm)
+        # and the core's requests into the SoC: without registers the executor's address logic, the core's
+        # bus arbiter, the SoC's crossbar and the memory behind it made one path; bursts keep a word a cycle
+        m.submodules.initiator = initiator = wishbone.RegisteredInitiator(addr_width=30)
+        wishbone.connect(m, core.mem, initiator.bus)
+        wishbone.connect(m, initiator.target, wbm)
 
         # -- decode: host registers, FTL registers, NAND window, nothing
         word = wbs.adr

@@ -189,3 +189,158 @@ class RegisteredTarget(wiring.Component):
                 m.d.sync += [bus.ack.eq(0), bus.err.eq(0)]
                 m.next = "IDLE"
         return m
+
+
+class RegisteredInitiator(wiring.Component):
+    """A bursting initiator's accesses into an SoC's interconnect behind registers, a word a cycle kept.
+
+    :class:`RegisteredTarget` cuts every combinational path between its sides but answers each access
+    four cycles after it starts: a burst would move a word every four cycles.  This stage also drives
+    ``target`` only from flip-flops and answers ``bus`` only from flip-flops (an answer is gated by the
+    initiator's own ``stb``, ``we`` and ``cti``, paths that stay on the initiator's side), and it keeps
+    an incrementing burst at a word a cycle by trusting the burst's promise (the next access is at the
+    next address, see the module's notes):
+
+    * **Reads** are fetched ahead.  The stage runs its own burst on ``target`` from the initiator's first
+      address and keeps up to ``depth`` words in a FIFO; it answers each of the initiator's accesses
+      from the FIFO, so after the first word (two cycles later than a direct read) the words come back a
+      cycle apart.  When the initiator ends its burst (an access tagged otherwise acked, or ``stb``
+      dropped) the words fetched beyond it are dropped; reading ahead of a burst's end is harmless in
+      memory, and a word whose fetch failed (``err``) is answered ``err`` only if the initiator asks
+      for it.
+    * **Writes** are posted, but not a burst's last.  Each access tagged incrementing is acked into the
+      FIFO as it comes and written behind it; the access tagged as the last (``CTI_END``, or a classic
+      write) is answered only once every word before it and itself were acked by ``target``, with
+      ``err`` if any of them was refused.  So when an initiator's burst is answered its data is in
+      memory, as without the stage.  An initiator that gives up a burst (``cyc``/``stb`` low, or a read
+      where its promise said a write) leaves its posted words to be written; nothing is answered.
+
+    A new burst starts only when the last one is finished on ``target``, so accesses keep their order.
+    A classic read costs two cycles more than without the stage, a classic write three.
+    ``target`` drops ``stb`` whenever the FIFO (reads: full; writes: empty) makes it wait, which LiteX's
+    bursting SRAM takes as the burst's end and restarts from the address it then sees.
+
+    Ports
+    -----
+    bus : In(Signature(..., burst=True))
+        The initiator's side.
+    target : Out(Signature(..., burst=True))
+        The interconnect's side.
+    """
+
+    def __init__(self, *, addr_width: int, data_width: int = 32, granularity: int = 8, depth: int = 4):
+        if depth < 2 or depth & (depth - 1):
+            raise ValueError(f"depth {depth} is not a power of two of at least 2")
+        self.depth = depth
+        sig = Signature(addr_width=addr_width, data_width=data_width, granularity=granularity, burst=True)
+        super().__init__({"bus": In(sig), "target": Out(sig)})
+
+    def elaborate(self, platform):
+        from amaranth.hdl import Array, Module, Mux, Signal
+
+        m = Module()
+        bus, tgt, depth = self.bus, self.target, self.depth
+        # FIFO: reads carry (word, err); writes carry (word, lanes, last)
+        words = Array(Signal(len(bus.dat_r), name=f"word{i}") for i in range(depth))
+        lanes = Array(Signal(len(bus.sel), name=f"lanes{i}") for i in range(depth))
+        flags = Array(Signal(name=f"flag{i}") for i in range(depth))
+        head, tail = Signal(range(depth)), Signal(range(depth))
+        count = Signal(range(depth + 1))
+        push, pop, clear = Signal(), Signal(), Signal()
+        push_word, push_lanes, push_flag = Signal.like(bus.dat_r), Signal.like(bus.sel), Signal()
+        with m.If(clear):
+            m.d.sync += [head.eq(0), tail.eq(0), count.eq(0)]
+        with m.Else():
+            with m.If(push):
+                m.d.sync += [words[tail].eq(push_word), lanes[tail].eq(push_lanes), flags[tail].eq(push_flag),
+                             tail.eq(tail + 1)]
+            with m.If(pop):
+                m.d.sync += head.eq(head + 1)
+            m.d.sync += count.eq(count + push - pop)
+
+        incrementing = bus.cti == CTI_INCREMENTING
+        requesting = bus.cyc & bus.stb
+        up_ack = Signal()                  # registered: the access the initiator presents is answered
+        answer_err = Signal()              # a write burst's last access is answered err
+        refused = Signal()                 # a posted write was answered err
+        ahead = Signal()                   # reads: the initiator's burst goes on, fetch ahead
+        read_lanes = Signal.like(bus.sel)
+        taken = Signal()
+        answered = tgt.stb & (tgt.ack | tgt.err)
+        m.d.comb += [tgt.cyc.eq(tgt.stb), tgt.dat_w.eq(words[head]), bus.dat_r.eq(words[head]),
+                     tgt.sel.eq(Mux(tgt.we, lanes[head], read_lanes)),
+                     tgt.cti.eq(Mux(tgt.we, Mux(flags[head], CTI_END, CTI_INCREMENTING),
+                                    Mux(ahead, CTI_INCREMENTING, CTI_CLASSIC)))]
+        m.d.sync += up_ack.eq(0)
+
+        def write_behind():
+            # posted words leave the FIFO in order, a word a cycle while it has them
+            m.d.comb += pop.eq(answered)
+            with m.If(answered):
+                m.d.sync += [tgt.adr.eq(tgt.adr + 1), refused.eq(refused | tgt.err)]
+            m.d.sync += tgt.stb.eq(count + push - pop != 0)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += clear.eq(1)
+                with m.If(requesting):
+                    m.d.sync += [tgt.adr.eq(bus.adr), tgt.we.eq(bus.we), refused.eq(0)]
+                    with m.If(bus.we):
+                        # the first word is acked (into the FIFO) next cycle if more follow
+                        m.d.sync += up_ack.eq(incrementing)
+                        m.next = "WRITE"
+                    with m.Else():
+                        m.d.sync += [tgt.stb.eq(1), ahead.eq(incrementing), read_lanes.eq(bus.sel)]
+                        m.next = "READ"
+
+            with m.State("READ"):
+                m.d.comb += [taken.eq(requesting & up_ack & ~bus.we), pop.eq(taken),
+                             bus.ack.eq(taken & ~flags[head]), bus.err.eq(taken & flags[head]),
+                             push.eq(answered), push_word.eq(tgt.dat_r), push_flag.eq(tgt.err)]
+                with m.If(answered):
+                    m.d.sync += tgt.adr.eq(tgt.adr + 1)
+                    # go on while the burst does and the FIFO keeps room for this word and the next
+                    with m.If(~ahead | (count + 2 > depth)):
+                        m.d.sync += tgt.stb.eq(0)
+                with m.Elif(~tgt.stb & ahead & (count + 1 < depth)):
+                    m.d.sync += tgt.stb.eq(1)
+                with m.If(~requesting | bus.we | (taken & ~incrementing)):
+                    m.next = "FLUSH"       # the burst ended (or was given up): drop what was fetched ahead
+                with m.Elif(count + push - pop != 0):
+                    m.d.sync += up_ack.eq(1)
+
+            with m.State("FLUSH"):
+                with m.If(answered):
+                    m.d.sync += tgt.stb.eq(0)
+                with m.If(~tgt.stb):
+                    m.next = "IDLE"
+
+            with m.State("WRITE"):
+                last = requesting & bus.we & ~incrementing
+                m.d.comb += [taken.eq(requesting & up_ack & bus.we & incrementing), bus.ack.eq(taken),
+                             push.eq(taken | (last & (count != depth))), push_word.eq(bus.dat_w),
+                             push_lanes.eq(bus.sel), push_flag.eq(last)]
+                write_behind()
+                with m.If(last & (count != depth)):
+                    m.next = "LAST"
+                with m.Elif(~(requesting & bus.we)):
+                    m.next = "DRAIN"       # given up: its posted words are still written
+                with m.Elif(count + taken < depth):
+                    m.d.sync += up_ack.eq(1)
+
+            with m.State("LAST"):
+                # the last word is in the FIFO: answer once it and every word before it are written
+                write_behind()
+                with m.If(answered & flags[head]):
+                    m.d.sync += answer_err.eq(refused | tgt.err)
+                    m.next = "ANSWER"
+
+            with m.State("ANSWER"):
+                m.d.comb += [bus.ack.eq(requesting & ~answer_err), bus.err.eq(requesting & answer_err)]
+                m.next = "IDLE"
+
+            with m.State("DRAIN"):
+                write_behind()
+                with m.If((count == 0) & ~tgt.stb):
+                    m.next = "IDLE"
+        return m
