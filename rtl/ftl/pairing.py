@@ -147,13 +147,18 @@ class PairedPages(wiring.Component):
         # -- exposure tracker
         exposed = Signal(D)
         cover = Array(Signal(PAGE_BITS, name=f"cover{d}") for d in range(D))
+        # a page taken is looked at a cycle later, from registers: the log writer's request behind it
+        # starts at the allocator, and the two made one long path (boards/depth.py)
         m.d.comb += self.issued.ready.eq(1)
-        i_ppa = self.issued.payload.ppa.ppa
+        taken = Signal.like(self.issued.payload)
+        looking = Signal()
+        m.d.sync += [taken.eq(self.issued.payload), looking.eq(self.issued.valid)]
+        i_ppa = taken.ppa.ppa
         i_die = self.die_of(i_ppa)
         i_is_lower, i_upper = upper_of(i_ppa.page, ppb)
         next_page = Array(Signal(PAGE_BITS, name=f"next{d}") for d in range(D))  # blocks open at page 0
-        with m.If(self.issued.valid):
-            with m.If(self.mlc & ~self.issued.payload.pad & i_is_lower):
+        with m.If(looking):
+            with m.If(self.mlc & ~taken.pad & i_is_lower):
                 m.d.sync += [exposed.bit_select(i_die, 1).eq(1), cover[i_die].eq(i_upper)]
             with m.Elif(i_ppa.page >= cover[i_die]):
                 m.d.sync += exposed.bit_select(i_die, 1).eq(0)
@@ -177,7 +182,9 @@ class PairedPages(wiring.Component):
             for d in reversed(range(D)):
                 with m.If(exposed[d]):
                     m.d.comb += self.pad.payload.die.eq(d)
-        m.d.comb += self.pad.valid.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle))
+        # not while a page taken is still being looked at: the die it names may need no PAD any more
+        m.d.comb += self.pad.valid.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle)
+                                      & ~looking)
 
         # -- completion gate: per die, two held completions, the oldest first.  They live in a small
         # memory (LUT RAM, read without a clock) addressed (die, entry), a FIFO of two per die: as

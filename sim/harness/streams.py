@@ -19,7 +19,8 @@ from cocotb.utils import get_sim_time
 
 
 def _sig(dut, name, part):
-    for sep in ("_", "__"):
+    # Amaranth's ports first: a design may also hold an internal signal named "<name>_<part>"
+    for sep in ("__", "_"):
         if hasattr(dut, f"{name}{sep}{part}"):
             return getattr(dut, f"{name}{sep}{part}")
     raise AttributeError(f"{dut._name} has no {name}_{part}")
