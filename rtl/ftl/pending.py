@@ -151,12 +151,20 @@ class PendingTable(wiring.Component):
                 m.d.comb += [out.input.valid.eq(Mux(in_loop, loop_valid, resp_valid)),
                              resp_ready.eq(out.input.ready)]
 
+        # SCAN, WALK and CAS read the table through two stages: the entry the read port shows (``ci``)
+        # is matched into registers (``_b``), and the answer leaves from those.  Matching straight into
+        # the answers, the stall and the read port's enable made the block RAM's read, a 32-bit
+        # subtraction and a compare one path (boards/depth.py).
         i = Signal(range(E + 1))          # address presented to the read port
         ci = Signal(range(E))             # the entry r.data shows
         have = Signal()                   # r.data is entry ci
         e = r.data
         offset = Signal(32)
         m.d.comb += [offset.eq(e.lba - req.lba), r.addr.eq(i)]
+        e_b = Signal(entry_shape)
+        ci_b = Signal(range(E))
+        have_b, match_b = Signal(), Signal()
+        offset_b = Signal(32)
 
         with m.FSM():
             with m.State("INIT"):
@@ -176,7 +184,7 @@ class PendingTable(wiring.Component):
                     for u in range(self.nusers):
                         ahead = Cat(*(self.users[v].req.valid for v in range(u)))
                         m.d.comb += self.users[u].req.ready.eq(~ahead.any() if u else 1)
-                    m.d.sync += [i.eq(0), have.eq(0), resp.eq(0)]
+                    m.d.sync += [i.eq(0), have.eq(0), have_b.eq(0), resp.eq(0)]
                     m.next = "DECODE"
             with m.State("DECODE"):
                 with m.Switch(req.op):
@@ -219,24 +227,24 @@ class PendingTable(wiring.Component):
                         m.d.comb += match.eq(e.valid & (e.owner == req.owner))
                     with m.Case(PendingOp.CAS):
                         m.d.comb += match.eq(e.valid & (e.ppa == req.ppa))
-                hit = have & match
+                hit = have_b & match_b
                 stall = Signal()
                 m.d.comb += stall.eq(hit & ~resp_ready)
                 with m.If(hit):
-                    m.d.comb += [loop_valid.eq(1), loop_resp.entry.eq(ci), loop_resp.idx.eq(offset),
-                                 loop_resp.lba.eq(e.lba), loop_resp.ppa.eq(e.ppa), loop_resp.hit.eq(1),
+                    m.d.comb += [loop_valid.eq(1), loop_resp.entry.eq(ci_b), loop_resp.idx.eq(offset_b),
+                                 loop_resp.lba.eq(e_b.lba), loop_resp.ppa.eq(e_b.ppa), loop_resp.hit.eq(1),
                                  loop_resp.last.eq(req.op == PendingOp.CAS)]
                 m.d.comb += r.en.eq(~stall)
                 with m.If(~stall):
+                    m.d.sync += [e_b.eq(e), ci_b.eq(ci), have_b.eq(have), match_b.eq(match), offset_b.eq(offset),
+                                 ci.eq(i), have.eq(1), i.eq(i + 1)]
                     with m.If(hit & (req.op == PendingOp.WALK)):
-                        m.d.comb += [w.addr.eq(ci), w.data.eq(0), w.en.eq(1), free_list.w_data.eq(ci),
+                        m.d.comb += [w.addr.eq(ci_b), w.data.eq(0), w.en.eq(1), free_list.w_data.eq(ci_b),
                                      free_list.w_en.eq(1)]
                     with m.If(hit & (req.op == PendingOp.CAS)):
-                        m.d.comb += [w.addr.eq(ci), w.data.eq(e), w.data.ppa.eq(req.new), w.en.eq(1)]
+                        m.d.comb += [w.addr.eq(ci_b), w.data.eq(e_b), w.data.ppa.eq(req.new), w.en.eq(1)]
                         m.next = "IDLE"
-                    with m.Elif(have & (ci == E - 1)):
+                    with m.Elif(have_b & (ci_b == E - 1)):
                         m.d.sync += [resp.last.eq(1), resp.hit.eq(0), resp_valid.eq(1)]
                         m.next = "ANSWER"
-                    with m.Else():
-                        m.d.sync += [ci.eq(i), have.eq(1), i.eq(i + 1)]
         return m
