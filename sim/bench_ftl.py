@@ -192,7 +192,7 @@ def render(r: dict) -> str:
               f"keep its bus busy; this run has {r['nand_slots'] - 3} per channel.  With 3 program slots per channel "
               "(`--nand-slots 6`) the same workload reached 75.1% of the limit.",
               "* Before an ATOMIC_WRITE's first program its list is read and checked: the duplicate check compares "
-              "one pair of entries a cycle, n(n-1)/2 + 2n - 1 cycles for n entries (rtl/ftl/listcheck.py).",
+              "one pair of entries a cycle, n(n-1)/2 + 3n - 2 cycles for n entries (rtl/ftl/listcheck.py).",
               "* The log writer's DMA (a classic-Wishbone word copier, a word per two cycles plus the memory's "
               "wait state, about 20 us per page) fills one slot at a time; it is the next limit once the bus is "
               "faster (more channels, NV-DDR).",

@@ -292,7 +292,7 @@ class FtlCore(wiring.Component):
                      executor.pub_no_page.eq(publisher.no_page)]
         wiring.connect(m, executor.pub_give_up, publisher.give_up)
         wiring.connect(m, publisher.retry, executor.pub_retry)
-        wiring.connect(m, publisher.published, executor.pub_published)
+        connect_through_registers("published", publisher.published, executor.pub_published)
         # transactions: the pending-bindings table (publisher first: it holds the map port while it walks),
         # the reader's TX_READ overrides, the first page's seq as the transaction's tag
         wiring.connect(m, publisher.pending, pending.users[0])

@@ -61,6 +61,8 @@ class BufferDMA(wiring.Component):
         mem_word = Signal(30)
         buf_addr = Signal(self.buf_addr_width)
         left = Signal(16)
+        last = Signal()    # the access on the bus is the copy's last: registered, so the tag comes from
+                           # a flip-flop (a bus stage may gate its answer with it)
         error = Signal()
 
         taken = Signal()   # a word's access answered this cycle: toward memory the buffer reads the next one
@@ -68,7 +70,7 @@ class BufferDMA(wiring.Component):
             self.buf.addr.eq(buf_addr + (taken & (direction == Direction.TO_MEMORY))),
             self.buf.w_data.eq(self.bus.dat_r),
             self.done.payload.error.eq(error),
-            self.bus.cti.eq(Mux(left > 1, wishbone.CTI_INCREMENTING, wishbone.CTI_END)),
+            self.bus.cti.eq(Mux(last, wishbone.CTI_END, wishbone.CTI_INCREMENTING)),
         ]
 
         with m.FSM():
@@ -81,6 +83,7 @@ class BufferDMA(wiring.Component):
                         mem_word.eq(p.mem_addr[2:]),
                         buf_addr.eq(p.buf_addr),
                         left.eq(p.words),
+                        last.eq(p.words == 1),
                         error.eq(0),
                     ]
                     with m.If(p.words == 0):
@@ -97,7 +100,8 @@ class BufferDMA(wiring.Component):
                     m.next = "DONE"
                 with m.Elif(self.bus.ack):
                     m.d.comb += self.buf.w_en.eq(0xF)
-                    m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1)]
+                    m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1),
+                                 last.eq(left == 2)]
                     with m.If(left == 1):
                         m.next = "DONE"
 
@@ -110,7 +114,8 @@ class BufferDMA(wiring.Component):
                     m.next = "DONE"
                 with m.Elif(self.bus.ack):
                     m.d.comb += taken.eq(1)
-                    m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1)]
+                    m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1),
+                                 last.eq(left == 2)]
                     with m.If(left == 1):
                         m.next = "DONE"
 

@@ -574,6 +574,7 @@ class Executor(wiring.Component):
         hi_bad = Signal()
         m.submodules.overlaps = overlaps = RangeOverlapChecker(max(M, R))   # duplicate LBAs, overlapping triples
         copy_word = Signal(32)
+        token_good = Signal()                # a RELEASE's token names a live append of its queue
         m.d.comb += [mem_r.addr.eq(maddr(tail, idx))]
         resume = Signal()                    # a destage made room for / drained ahead of the command in c
         if W:
@@ -885,10 +886,15 @@ class Executor(wiring.Component):
                 with m.Else():
                     m.next = "CHECK_THE_RELEASED_TOKEN"
             with m.State("CHECK_THE_RELEASED_TOKEN"):
+                # the comparison is registered before the decision: the append table's read and the
+                # compares behind it, then the completion's registers, were one path
                 tok = Signal(layouts.TOKEN)
                 m.d.comb += tok.eq(c.token)
-                with m.If(apps.live.bit_select(h, 1) & (apps.read_meta.gen == tok.gen) &
-                          (apps.read_meta.check == tok.check) & (apps.read_meta.owner == sqid)):
+                m.d.sync += token_good.eq(apps.live.bit_select(h, 1) & (apps.read_meta.gen == tok.gen) &
+                                          (apps.read_meta.check == tok.check) & (apps.read_meta.owner == sqid))
+                m.next = "ANSWER_THE_RELEASED_TOKENS_CHECK"
+            with m.State("ANSWER_THE_RELEASED_TOKENS_CHECK"):
+                with m.If(token_good):
                     m.next = "WAIT_FOR_THE_NEXT_SLOT"
                 with m.Else():
                     finish(Status.INVALID_TOKEN)

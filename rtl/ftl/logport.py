@@ -120,17 +120,20 @@ class LogPortArbiter(wiring.Component):
         with m.Else():
             wiring.connect(m, wiring.flipped(host), wiring.flipped(self.req))
 
-        # turns, and the counters
+        # turns, and the counters (a cycle later: which page went is known late in the cycle, after the
+        # allocator and the log writer's handshake, and a 32-bit increment behind that was one long path)
+        went_pad, went_record, went_host = Signal(), Signal(), Signal()
+        taken = self.req.valid & self.req.ready & self.allocated     # not allocated: the writer gave up
+        m.d.sync += [went_pad.eq(taken & to_pad), went_record.eq(taken & ~to_pad & ~to_reloc & self.req.payload.record),
+                     went_host.eq(taken & ~to_pad & ~to_reloc & ~self.req.payload.record)]
         with m.If(self.req.valid & self.req.ready):
             m.d.sync += prefer_reloc.eq(~to_reloc)
-            with m.If(~self.allocated):
-                pass                  # no page (the writer gave up): nothing goes to flash
-            with m.Elif(to_pad):
-                m.d.sync += self.pad_pages.eq(self.pad_pages + 1)
-            with m.Elif(~to_reloc & self.req.payload.record):
-                m.d.sync += self.record_pages.eq(self.record_pages + 1)
-            with m.Elif(~to_reloc):
-                m.d.sync += self.host_write_pages.eq(self.host_write_pages + 1)
+        with m.If(went_pad):
+            m.d.sync += self.pad_pages.eq(self.pad_pages + 1)
+        with m.If(went_record):
+            m.d.sync += self.record_pages.eq(self.record_pages + 1)
+        with m.If(went_host):
+            m.d.sync += self.host_write_pages.eq(self.host_write_pages + 1)
 
         # completions, by the tag's requester bits
         done = self.done

@@ -19,7 +19,7 @@ block RAM:
   for a checkpoint); ``INVALIDATE`` drops every line without writing (after the
   firmware rebuilt the table in memory at recovery).
 
-One request is served at a time: a hit takes 4 cycles, a miss adds ``line``
+One request is served at a time: a hit takes 4 cycles (a CAS 5), a miss adds ``line``
 bus reads (plus ``line`` writes when the victim is dirty).  Map traffic is one
 request per flash page, far below this rate.
 
@@ -210,6 +210,12 @@ class MapCache(wiring.Component):
         ]
 
         victim = tagword.way[way]
+        cas_equal = Signal()         # the entry read for a CAS equals ``expected``
+
+        def write_entry():
+            m.d.comb += [line_wr.addr.eq(line_addr(way, offset)), line_wr.data.eq(value), line_wr.en.eq(1)]
+            m.d.sync += [self.resp.payload.updated.eq(1), victim.dirty.eq(1)]
+            m.next = "MARK_DIRTY"
 
         with m.FSM():
             with m.State("IDLE"):
@@ -277,13 +283,18 @@ class MapCache(wiring.Component):
                 m.next = "UPDATE"
             with m.State("UPDATE"):
                 current = line_rd.data
-                m.d.sync += old.eq(current)
-                do_write = Signal()
-                m.d.comb += do_write.eq((op == MapOp.WRITE) | ((op == MapOp.CAS) & (current == expected)))
-                with m.If(do_write):
-                    m.d.comb += [line_wr.addr.eq(line_addr(way, offset)), line_wr.data.eq(value), line_wr.en.eq(1)]
-                    m.d.sync += [self.resp.payload.updated.eq(1), victim.dirty.eq(1)]
-                    m.next = "MARK_DIRTY"
+                m.d.sync += [old.eq(current), cas_equal.eq(current == expected)]
+                with m.If(op == MapOp.WRITE):
+                    write_entry()
+                with m.Elif(op == MapOp.CAS):
+                    # the compare is registered before the decision: the line's read, a 32-bit compare
+                    # and the write, dirty and state logic behind it were one path
+                    m.next = "DECIDE_THE_CAS"
+                with m.Else():
+                    m.next = "RESPOND"
+            with m.State("DECIDE_THE_CAS"):
+                with m.If(cas_equal):
+                    write_entry()
                 with m.Else():
                     m.next = "RESPOND"
             with m.State("MARK_DIRTY"):

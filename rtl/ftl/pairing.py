@@ -174,17 +174,23 @@ class PairedPages(wiring.Component):
             m.d.sync += idle.eq(0)
         with m.Elif(idle != self.pad_idle):
             m.d.sync += idle.eq(idle + 1)
-        # the lowest exposed die first (completions wait for it), else the lowest one to pre-pad
+        # the lowest exposed die first (completions wait for it), else the lowest one to pre-pad.  The
+        # offer leaves from registers: the log port hands a PAD's die to the allocator as a forced die,
+        # and the allocator's page for it goes to the log writer, so an offer straight from the
+        # comparisons here began one long path through all three (boards/depth.py)
+        offer_die = Signal.like(self.pad.payload.die)
         for d in reversed(range(D)):
             with m.If(next_lower[d]):
-                m.d.comb += self.pad.payload.die.eq(d)
+                m.d.comb += offer_die.eq(d)
         with m.If(exposed.any()):
             for d in reversed(range(D)):
                 with m.If(exposed[d]):
-                    m.d.comb += self.pad.payload.die.eq(d)
-        # not while a page taken is still being looked at: the die it names may need no PAD any more
-        m.d.comb += self.pad.valid.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle)
-                                      & ~looking)
+                    m.d.comb += offer_die.eq(d)
+        # none while a page taken is still being looked at (the die it names may need no PAD any more),
+        # nor right after one was taken
+        m.d.sync += [self.pad.payload.die.eq(offer_die),
+                     self.pad.valid.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle)
+                                       & ~self.issued.valid & ~looking & ~(self.pad.valid & self.pad.ready))]
 
         # -- completion gate: per die, two held completions, the oldest first.  They live in a small
         # memory (LUT RAM, read without a clock) addressed (die, entry), a FIFO of two per die: as

@@ -69,7 +69,7 @@ lba + i.  After every walk ``freed`` names its owner, so the executor can
 reuse the append slot (or transaction slot).
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -197,6 +197,7 @@ class Publisher(wiring.Component):
         expected = [Signal(self.idx_bits + 1, name=f"expected{s}") for s in range(S)]
         resolved = [Signal(self.idx_bits + 1, name=f"resolved{s}") for s in range(S)]
         trim_nlb = [Signal(32, name=f"trim_nlb{s}") for s in range(S)]
+        is_trim = Signal(S)
         slot_mode = [Signal(2, name=f"mode{s}") for s in range(S)]
         slot_walk = [Signal(3, name=f"walk{s}") for s in range(S)]
         slot_owner = [Signal(self.owner_bits, name=f"owner{s}") for s in range(S)]
@@ -231,6 +232,7 @@ class Publisher(wiring.Component):
                 op = self.open.payload
                 m.d.sync += [expected[s].eq(op.count), resolved[s].eq(0),
                              opened[s].eq(1), dropped[s].eq(0), trim_nlb[s].eq(op.trim_nlb),
+                             is_trim[s].eq(op.trim_nlb != 0),
                              slot_mode[s].eq(op.mode), slot_walk[s].eq(op.walk), slot_owner[s].eq(op.owner),
                              self.transfer_error[s].eq(0), self.no_page[s].eq(op.no_page)]
             with m.Else():
@@ -246,9 +248,8 @@ class Publisher(wiring.Component):
 
         # publishing the oldest group once it is complete
         head_ready = Signal()
-        for s in range(S):
-            with m.If(head == s):
-                m.d.comb += head_ready.eq(opened[s] & (resolved[s] == expected[s]))
+        complete = Cat(*(opened[s] & (resolved[s] == expected[s]) for s in range(S)))
+        m.d.comb += head_ready.eq(complete.bit_select(head, 1))
         idx = Signal(32)
         count = Signal(32)           # map writes this group makes
         trim = Signal()
@@ -278,12 +279,14 @@ class Publisher(wiring.Component):
             with m.State("IDLE"):
                 with m.If(head_ready):
                     m.d.sync += [idx.eq(0), error.eq(0), walk_dropped.eq(0)]
-                    for s in range(S):
-                        with m.If(head == s):
-                            m.d.sync += [count.eq(Mux(trim_nlb[s] != 0, trim_nlb[s], expected[s])),
-                                         trim.eq(trim_nlb[s] != 0), is_dropped.eq(dropped[s]),
-                                         triples.eq(trim_nlb[s]),
-                                         mode.eq(slot_mode[s]), walk.eq(slot_walk[s]), owner.eq(slot_owner[s])]
+                    # the head slot's fields through balanced multiplexers (a chain of ``head == s`` tests
+                    # was one long path), a trim known from when the slot opened
+                    head_trim = is_trim.bit_select(head, 1)
+                    head_nlb = Array(trim_nlb)[head]
+                    m.d.sync += [count.eq(Mux(head_trim, head_nlb, Array(expected)[head])),
+                                 trim.eq(head_trim), is_dropped.eq(dropped.bit_select(head, 1)),
+                                 triples.eq(head_nlb), mode.eq(Array(slot_mode)[head]),
+                                 walk.eq(Array(slot_walk)[head]), owner.eq(Array(slot_owner)[head])]
                     m.next = "LOCK"
             with m.State("LOCK"):
                 with m.If(is_dropped | (count == 0) | (mode == MemberMode.NONE)):

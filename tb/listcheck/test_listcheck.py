@@ -67,7 +67,7 @@ class ListCheckTB:
             assert ctx.get(d.overlap) == expected, ranges
             if not expected:
                 n = len(ranges)
-                assert cycles == n * (n - 1) // 2 + 2 * n - 1, (n, cycles)
+                assert cycles == n * (n - 1) // 2 + 3 * n - 2, (n, cycles)
             self.seen[expected] += 1
             await ctx.tick()
             assert not ctx.get(d.done)
