@@ -88,8 +88,10 @@ class RxFrameBuffer(LiteXModule, AutoCSR):
         self.fifo = ClockDomainsRenamer("eth_rx")(fifo)
         rx = phy.source
         in_frame, dropping, room = Signal(), Signal(), Signal()
+        # room from a register, a byte on the safe side: the FIFO's level is a sum, and the sum, this
+        # compare and the FIFO's own level update behind the write did not fit a 125 MHz cycle
+        self.sync.eth_rx += room.eq(fifo.level < depth - max_frame)
         self.comb += [
-            room.eq(fifo.level <= depth - max_frame),
             rx.connect(fifo.sink, omit={"valid", "ready"}),
             fifo.sink.valid.eq(rx.valid & ((~in_frame & room) | (in_frame & ~dropping))),
             rx.ready.eq(1),

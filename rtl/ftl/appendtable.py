@@ -68,7 +68,7 @@ class AppendTable(wiring.Component):
     Ports
     -----
     has_free : Out(1), free_slot : Out(range(slots))
-        The lowest slot not held.
+        The lowest slot not held, a cycle behind ``held``.
     live, held : Out(slots)
         The slots whose token is valid / whose pages may still be needed.
     key : In(128)
@@ -131,9 +131,15 @@ class AppendTable(wiring.Component):
         m.d.comb += [first_r.addr.eq(self.read_addr), meta_r.addr.eq(self.read_addr),
                      self.read_first.eq(first_r.data), self.read_meta.eq(meta_r.data),
                      self.next_gen.eq(Mux(meta_r.data.gen >= 0xFFFF, 1, meta_r.data.gen + 1))]
+        # the lowest free slot from registers, a cycle behind ``held`` (a priority search over every
+        # slot, then the executor's slot choice, were one long path; the executor takes a slot only
+        # several cycles after it minted the last one)
+        has_free, free_slot = Signal(), Signal.like(self.free_slot)
+        m.d.comb += has_free.eq(0)
         for i in reversed(range(A)):
             with m.If(~self.held[i]):
-                m.d.comb += [self.has_free.eq(1), self.free_slot.eq(i)]
+                m.d.comb += [has_free.eq(1), free_slot.eq(i)]
+        m.d.sync += [self.has_free.eq(has_free), self.free_slot.eq(free_slot)]
 
         m.submodules.scanner = scanner = FloorScanner(A, self.scan_length)
         m.d.comb += [first_scan.addr.eq(scanner.addr), scanner.data.eq(first_scan.data), scanner.hold.eq(self.held),

@@ -129,12 +129,16 @@ class Reader(wiring.Component):
         m.submodules.ovr = ovr = memory.Memory(shape=32, depth=self.max_transfer, init=[])
         ovr_w, ovr_r = ovr.write_port(), ovr.read_port(domain="comb")
         ovr_mask = Signal(self.max_transfer)
-        m.d.comb += [ovr_w.addr.eq(self.overrides.idx), ovr_w.data.eq(self.overrides.ppa), ovr_w.en.eq(self.overrides.we)]
+        # an override is written a cycle after it comes (the executor's decision to write it ends a long
+        # path already); the TX_READ it is for comes later still, after the pending table's last answer
+        ovr_we, ovr_idx, ovr_ppa = Signal(), Signal.like(self.overrides.idx), Signal(32)
+        m.d.sync += [ovr_we.eq(self.overrides.we), ovr_idx.eq(self.overrides.idx), ovr_ppa.eq(self.overrides.ppa)]
+        m.d.comb += [ovr_w.addr.eq(ovr_idx), ovr_w.data.eq(ovr_ppa), ovr_w.en.eq(ovr_we)]
         ovr_done = Signal()
         with m.If(self.overrides.claim):
             m.d.sync += [self.overrides.busy.eq(1), ovr_mask.eq(0)]
-        with m.If(self.overrides.we):
-            m.d.sync += ovr_mask.bit_select(self.overrides.idx, 1).eq(1)
+        with m.If(ovr_we):
+            m.d.sync += ovr_mask.bit_select(ovr_idx, 1).eq(1)
         with m.If(ovr_done):
             m.d.sync += self.overrides.busy.eq(0)
 

@@ -59,6 +59,7 @@ class AppendTableTB:
         d, md = self.dut, self.model
         assert ctx.get(d.live) == sum(b << i for i, b in enumerate(md.live))
         assert ctx.get(d.held) == sum(b << i for i, b in enumerate(md.held))
+        await ctx.tick()                  # the free slot is registered: a cycle behind held
         assert ctx.get(d.has_free) == (0 in md.held)
         if 0 in md.held:
             assert ctx.get(d.free_slot) == md.held.index(0)
