@@ -448,6 +448,7 @@ class Executor(wiring.Component):
         disp_page = Signal.like(self.page.payload)
         disp_valid = Signal()
         retry_page = Signal.like(self.page.payload)
+        retry_built, retry_held = Signal.like(self.page.payload), Signal.like(self.page.payload)
         retry_valid = Signal()
         m.d.comb += self.page_lock.eq(issuing)
         with m.If(issuing):
@@ -527,14 +528,20 @@ class Executor(wiring.Component):
                     m.next = "GIVE_THE_MEMBER_UP"
                 with m.Else():
                     m.d.sync += fails.eq(fails + 1)
-                    m.next = "ISSUE_THE_PAGE_AGAIN"
-            with m.State("ISSUE_THE_PAGE_AGAIN"):
+                    m.next = "BUILD_THE_PAGE_AGAIN"
+            with m.State("BUILD_THE_PAGE_AGAIN"):
+                # the page request is built into registers first: the slot's tables and the member's
+                # list entry, then the log port and the log writer behind it, were one long path
                 rt_lba = slot_lba.read(rt.slot)
-                member_page(retry_page, rt.slot, rt.idx, rt_kind, rt_lba, slot_buf.read(rt.slot),
+                member_page(retry_built, rt.slot, rt.idx, rt_kind, rt_lba, slot_buf.read(rt.slot),
                             slot_n.read(rt.slot), mem_r2.data.lba, mem_r2.data.buf,
                             Mux(rt_kind == K.APPEND, slot_tag.read(rt.slot), txs.peek_first[:32]),
                             rt_lba, slot_npages.read(rt.slot))
-                m.d.comb += [retry_page.keep_vseq.eq(1), retry_page.oob.vseq.eq(rt.vseq), retry_valid.eq(1)]
+                m.d.comb += [retry_built.keep_vseq.eq(1), retry_built.oob.vseq.eq(rt.vseq)]
+                m.d.sync += retry_held.eq(retry_built)
+                m.next = "ISSUE_THE_PAGE_AGAIN"
+            with m.State("ISSUE_THE_PAGE_AGAIN"):
+                m.d.comb += [retry_page.eq(retry_held), retry_valid.eq(1)]
                 with m.If(self.page.ready & ~issuing):
                     m.next = "WAIT_FOR_A_RETRY"
             with m.State("GIVE_THE_MEMBER_UP"):

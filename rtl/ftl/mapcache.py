@@ -19,7 +19,7 @@ block RAM:
   for a checkpoint); ``INVALIDATE`` drops every line without writing (after the
   firmware rebuilt the table in memory at recovery).
 
-One request is served at a time: a hit takes 4 cycles (a CAS 5), a miss adds ``line``
+One request is served at a time: a hit takes 5 cycles (a CAS 6), a miss adds ``line``
 bus reads (plus ``line`` writes when the victim is dirty).  Map traffic is one
 request per flash page, far below this rate.
 
@@ -195,12 +195,14 @@ class MapCache(wiring.Component):
             tag_wr.data.eq(tagword),
         ]
 
-        # Hit detection on the freshly read tags.
+        # Hit detection on the freshly read tags, registered (``way_hits``) before the lookup decides: the
+        # tag memory's read, the tag compares and everything a hit or a miss sets were one long path.
+        way_hits = Signal(ways)
+        fresh_hits = Cat(*((tag_rd.data.way[w].valid & (tag_rd.data.way[w].tag == tag)) for w in range(ways)))
         hit_way = Signal.like(way)
         any_hit = Signal()
         for w in reversed(range(ways)):
-            entry = tag_rd.data.way[w]
-            with m.If(entry.valid & (entry.tag == tag)):
+            with m.If(way_hits[w]):
                 m.d.comb += [any_hit.eq(1), hit_way.eq(w)]
 
         m.d.comb += [
@@ -239,12 +241,15 @@ class MapCache(wiring.Component):
 
             # -- lookups ----------------------------------------------------------
             with m.State("TAGS"):
-                m.d.sync += [tagword.eq(tag_rd.data), hit.eq(any_hit), word.eq(0)]
+                m.d.sync += [tagword.eq(tag_rd.data), way_hits.eq(fresh_hits), word.eq(0)]
+                m.next = "LOOKUP"
+            with m.State("LOOKUP"):
+                m.d.sync += hit.eq(any_hit)
                 with m.If(any_hit):
                     m.d.sync += [way.eq(hit_way), self.hits.eq(self.hits + 1)]
                     m.next = "READ_ENTRY"
                 with m.Else():
-                    m.d.sync += [way.eq(tag_rd.data.victim), self.misses.eq(self.misses + 1), waited.eq(0)]
+                    m.d.sync += [way.eq(tagword.victim), self.misses.eq(self.misses + 1), waited.eq(0)]
                     m.next = "GATE"
 
             with m.State("GATE"):

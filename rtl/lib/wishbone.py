@@ -196,8 +196,8 @@ class RegisteredInitiator(wiring.Component):
 
     :class:`RegisteredTarget` cuts every combinational path between its sides but answers each access
     four cycles after it starts: a burst would move a word every four cycles.  This stage also drives
-    ``target`` only from flip-flops and answers ``bus`` only from flip-flops (an answer is gated by the
-    initiator's own ``stb``, ``we`` and ``cti``, paths that stay on the initiator's side), and it keeps
+    ``target`` only from flip-flops and answers ``bus`` from flip-flops (a posted write's ``ack`` is
+    gated by the initiator's own ``cti``, a path that stays on the initiator's side), and it keeps
     an incrementing burst at a word a cycle by trusting the burst's promise (the next access is at the
     next address, see the module's notes):
 
@@ -215,6 +215,9 @@ class RegisteredInitiator(wiring.Component):
       memory, as without the stage.  An initiator that gives up a burst (``cyc``/``stb`` low, or a read
       where its promise said a write) leaves its posted words to be written; nothing is answered.
 
+    An answer the stage gives ahead of a burst's next access is there in the cycle after the one
+    before was answered, whether or not that access comes: an initiator that drops ``stb`` then
+    ignores it, as every answer without ``stb`` is ignored (see the module's notes).
     A new burst starts only when the last one is finished on ``target``, so accesses keep their order.
     A classic read costs two cycles more than without the stage, a classic write three.
     ``target`` drops ``stb`` whenever the FIFO (reads: full; writes: empty) makes it wait, which LiteX's
@@ -295,7 +298,7 @@ class RegisteredInitiator(wiring.Component):
 
             with m.State("READ"):
                 m.d.comb += [taken.eq(requesting & up_ack & ~bus.we), pop.eq(taken),
-                             bus.ack.eq(taken & ~flags[head]), bus.err.eq(taken & flags[head]),
+                             bus.ack.eq(up_ack & ~flags[head]), bus.err.eq(up_ack & flags[head]),
                              push.eq(answered), push_word.eq(tgt.dat_r), push_flag.eq(tgt.err)]
                 with m.If(answered):
                     m.d.sync += tgt.adr.eq(tgt.adr + 1)
@@ -317,7 +320,7 @@ class RegisteredInitiator(wiring.Component):
 
             with m.State("WRITE"):
                 last = requesting & bus.we & ~incrementing
-                m.d.comb += [taken.eq(requesting & up_ack & bus.we & incrementing), bus.ack.eq(taken),
+                m.d.comb += [bus.ack.eq(up_ack & incrementing), taken.eq(requesting & bus.we & bus.ack),
                              push.eq(taken | (last & (count != depth))), push_word.eq(bus.dat_w),
                              push_lanes.eq(bus.sel), push_flag.eq(last)]
                 write_behind()
@@ -336,7 +339,7 @@ class RegisteredInitiator(wiring.Component):
                     m.next = "ANSWER"
 
             with m.State("ANSWER"):
-                m.d.comb += [bus.ack.eq(requesting & ~answer_err), bus.err.eq(requesting & answer_err)]
+                m.d.comb += [bus.ack.eq(~answer_err), bus.err.eq(answer_err)]
                 m.next = "IDLE"
 
             with m.State("DRAIN"):
