@@ -251,6 +251,10 @@ class RegisteredInitiator(wiring.Component):
         count = Signal(range(depth + 1))
         push, pop, clear = Signal(), Signal(), Signal()
         push_word, push_lanes, push_flag = Signal.like(bus.dat_r), Signal.like(bus.sel), Signal()
+        # ``target``'s answer comes late in the cycle (through the SoC's crossbar, e.g. from an L2 cache's
+        # tag compare), so what depends on it selects among values worked out ahead rather than adding it
+        count_up, count_down = Signal.like(count), Signal.like(count)
+        m.d.comb += [count_up.eq(count + 1), count_down.eq(count - 1)]
         with m.If(clear):
             m.d.sync += [head.eq(0), tail.eq(0), count.eq(0)]
         with m.Else():
@@ -259,7 +263,13 @@ class RegisteredInitiator(wiring.Component):
                              tail.eq(tail + 1)]
             with m.If(pop):
                 m.d.sync += head.eq(head + 1)
-            m.d.sync += count.eq(count + push - pop)
+            with m.If(push & ~pop):
+                m.d.sync += count.eq(count_up)
+            with m.Elif(pop & ~push):
+                m.d.sync += count.eq(count_down)
+        # words in the FIFO next cycle: any / more than one
+        after_push = Signal()
+        m.d.comb += after_push.eq(Mux(pop, (count >= 2) | ((count == 1) & push), (count != 0) | push))
 
         incrementing = bus.cti == CTI_INCREMENTING
         requesting = bus.cyc & bus.stb
@@ -281,7 +291,7 @@ class RegisteredInitiator(wiring.Component):
             m.d.comb += pop.eq(answered)
             with m.If(answered):
                 m.d.sync += [tgt.adr.eq(tgt.adr + 1), refused.eq(refused | tgt.err)]
-            m.d.sync += tgt.stb.eq(count + push - pop != 0)
+            m.d.sync += tgt.stb.eq(after_push)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -309,7 +319,7 @@ class RegisteredInitiator(wiring.Component):
                     m.d.sync += tgt.stb.eq(1)
                 with m.If(~requesting | bus.we | (taken & ~incrementing)):
                     m.next = "FLUSH"       # the burst ended (or was given up): drop what was fetched ahead
-                with m.Elif(count + push - pop != 0):
+                with m.Elif(after_push):
                     m.d.sync += up_ack.eq(1)
 
             with m.State("FLUSH"):
