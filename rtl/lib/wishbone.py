@@ -244,13 +244,16 @@ class RegisteredInitiator(wiring.Component):
         m = Module()
         bus, tgt, depth = self.bus, self.target, self.depth
         # FIFO: reads carry (word, err); writes carry (word, lanes, last)
-        words = Array(Signal(len(bus.dat_r), name=f"word{i}") for i in range(depth))
+        # reads' and writes' words apart: a register behind a choice of the two would put a multiplexer
+        # after the late target's answer (and after the initiator's data)
+        read_words = Array(Signal(len(bus.dat_r), name=f"read_word{i}") for i in range(depth))
+        write_words = Array(Signal(len(bus.dat_w), name=f"write_word{i}") for i in range(depth))
         lanes = Array(Signal(len(bus.sel), name=f"lanes{i}") for i in range(depth))
         flags = Array(Signal(name=f"flag{i}") for i in range(depth))
         head, tail = Signal(range(depth)), Signal(range(depth))
         count = Signal(range(depth + 1))
         push, pop, clear = Signal(), Signal(), Signal()
-        push_word, push_lanes, push_flag = Signal.like(bus.dat_r), Signal.like(bus.sel), Signal()
+        push_lanes, push_flag = Signal.like(bus.sel), Signal()
         # ``target``'s answer comes late in the cycle (through the SoC's crossbar, e.g. from an L2 cache's
         # tag compare), so what depends on it selects among values worked out ahead rather than adding it
         count_up, count_down = Signal.like(count), Signal.like(count)
@@ -259,7 +262,11 @@ class RegisteredInitiator(wiring.Component):
             m.d.sync += [head.eq(0), tail.eq(0), count.eq(0)]
         with m.Else():
             with m.If(push):
-                m.d.sync += [words[tail].eq(push_word), lanes[tail].eq(push_lanes), flags[tail].eq(push_flag),
+                with m.If(tgt.we):
+                    m.d.sync += write_words[tail].eq(bus.dat_w)
+                with m.Else():
+                    m.d.sync += read_words[tail].eq(tgt.dat_r)
+                m.d.sync += [lanes[tail].eq(push_lanes), flags[tail].eq(push_flag),
                              tail.eq(tail + 1)]
             with m.If(pop):
                 m.d.sync += head.eq(head + 1)
@@ -280,7 +287,7 @@ class RegisteredInitiator(wiring.Component):
         read_lanes = Signal.like(bus.sel)
         taken = Signal()
         answered = tgt.stb & (tgt.ack | tgt.err)
-        m.d.comb += [tgt.cyc.eq(tgt.stb), tgt.dat_w.eq(words[head]), bus.dat_r.eq(words[head]),
+        m.d.comb += [tgt.cyc.eq(tgt.stb), tgt.dat_w.eq(write_words[head]), bus.dat_r.eq(read_words[head]),
                      tgt.sel.eq(Mux(tgt.we, lanes[head], read_lanes)),
                      tgt.cti.eq(Mux(tgt.we, Mux(flags[head], CTI_END, CTI_INCREMENTING),
                                     Mux(ahead, CTI_INCREMENTING, CTI_CLASSIC)))]
@@ -309,7 +316,7 @@ class RegisteredInitiator(wiring.Component):
             with m.State("READ"):
                 m.d.comb += [taken.eq(requesting & up_ack & ~bus.we), pop.eq(taken),
                              bus.ack.eq(up_ack & ~flags[head]), bus.err.eq(up_ack & flags[head]),
-                             push.eq(answered), push_word.eq(tgt.dat_r), push_flag.eq(tgt.err)]
+                             push.eq(answered), push_flag.eq(tgt.err)]
                 with m.If(answered):
                     m.d.sync += tgt.adr.eq(tgt.adr + 1)
                     # go on while the burst does and the FIFO keeps room for this word and the next
@@ -331,7 +338,7 @@ class RegisteredInitiator(wiring.Component):
             with m.State("WRITE"):
                 last = requesting & bus.we & ~incrementing
                 m.d.comb += [bus.ack.eq(up_ack & incrementing), taken.eq(requesting & bus.we & bus.ack),
-                             push.eq(taken | (last & (count != depth))), push_word.eq(bus.dat_w),
+                             push.eq(taken | (last & (count != depth))),
                              push_lanes.eq(bus.sel), push_flag.eq(last)]
                 write_behind()
                 with m.If(last & (count != depth)):
