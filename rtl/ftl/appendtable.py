@@ -90,7 +90,7 @@ class AppendTable(wiring.Component):
     consume : In(1), consume_slot : In(range(slots))
         A REMAP or RELEASE naming the slot's token was accepted: not live.
     dropped : In(1), dropped_slot : In(range(slots))
-        The publisher dropped the slot's append: not live.
+        The publisher dropped the slot's append: not live (from the next cycle on).
     freed : In(1), freed_slot : In(range(slots))
         The publisher freed the slot's entries: not held.
     floor : Out(64), floor_passes : Out(32)
@@ -148,8 +148,13 @@ class AppendTable(wiring.Component):
         # the publisher's changes first: the executor's of the same cycle name other slots
         with m.If(self.freed):
             m.d.sync += self.held.bit_select(self.freed_slot, 1).eq(0)
-        with m.If(self.dropped):
-            m.d.sync += self.live.bit_select(self.dropped_slot, 1).eq(0)
+        # a drop takes effect a cycle after it comes (the publisher's news through the executor's slot
+        # tables was one long path into these bits); a dropped append's slot is minted again only after
+        # the publisher frees it
+        dropping, dropping_slot = Signal(), Signal.like(self.dropped_slot)
+        m.d.sync += [dropping.eq(self.dropped), dropping_slot.eq(self.dropped_slot)]
+        with m.If(dropping):
+            m.d.sync += self.live.bit_select(dropping_slot, 1).eq(0)
         with m.If(self.consume):
             m.d.sync += self.live.bit_select(self.consume_slot, 1).eq(0)
         with m.If(self.hold):

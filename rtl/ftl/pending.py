@@ -97,7 +97,8 @@ class PendingTable(wiring.Component):
     budget : In(range(entries + 1)) / room : Out(range(entries + 1))
         The firmware's budget of entries in use (0: the whole table), and the entries a new TX_WRITE
         or APPEND may still take: the free ones, but no more than the budget leaves (staged pages are
-        live, so more of them than the over-provisioning holds would leave GC nothing to free).
+        live, so more of them than the over-provisioning holds would leave GC nothing to free); a
+        cycle behind.
     ready : Out(1)
         The reset-time clearing pass is done.
     """
@@ -126,10 +127,13 @@ class PendingTable(wiring.Component):
         m.d.comb += self.free.eq(free_list.level)
         used = Signal(range(E + 1))
         budget_room = Signal(range(E + 1))
+        # ``room`` from a register, a cycle behind the free list: the level, the budget's arithmetic and
+        # the executor's decision behind it were one long path; entries are taken by requests served
+        # one at a time, each several cycles after the executor looked at the room
         m.d.comb += [used.eq(E - free_list.level),
                      budget_room.eq(Mux(self.budget == 0, free_list.level,
-                                        Mux(self.budget > used, self.budget - used, 0))),
-                     self.room.eq(Mux(budget_room < free_list.level, budget_room, free_list.level))]
+                                        Mux(self.budget > used, self.budget - used, 0)))]
+        m.d.sync += self.room.eq(Mux(budget_room < free_list.level, budget_room, free_list.level))
 
         req = Signal(pending_request(E, self.owners))
         user = Signal(range(max(self.nusers, 2)))

@@ -136,6 +136,8 @@ class AppendTableTB:
             elif op == "dropped" and live:
                 slot = rng.choice(live)
                 await self.pulse(ctx, "dropped", "dropped_slot", slot)
+                assert ctx.get(self.dut.live) >> slot & 1        # not live from the next cycle
+                await ctx.tick()
                 md.live[slot] = 0
                 self.seen["dropped"] += 1
             elif op == "freed" and held_dead:

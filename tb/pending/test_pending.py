@@ -188,6 +188,7 @@ class PendingTB:
         assert used > 1, "the run should leave entries in use"
         for budget, room in ((0, free), (used, 0), (used - 1, 0), (used + 2, min(2, free)), (ENTRIES, free)):
             ctx.set(d.budget, budget)
+            await ctx.tick()                  # room is registered
             assert ctx.get(d.room) == room, (budget, used)
 
 
