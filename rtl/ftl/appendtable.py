@@ -29,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 from atomflash import spec
 from rtl import spec as layouts
 
+from rtl.lib.priority import lowest_set
 from rtl.lib.siphash import SipHash
 
 from .floorscan import FloorScanner
@@ -134,11 +135,7 @@ class AppendTable(wiring.Component):
         # the lowest free slot from registers, a cycle behind ``held`` (a priority search over every
         # slot, then the executor's slot choice, were one long path; the executor takes a slot only
         # several cycles after it minted the last one)
-        has_free, free_slot = Signal(), Signal.like(self.free_slot)
-        m.d.comb += has_free.eq(0)
-        for i in reversed(range(A)):
-            with m.If(~self.held[i]):
-                m.d.comb += [has_free.eq(1), free_slot.eq(i)]
+        has_free, free_slot = lowest_set(m, [~self.held[i] for i in range(A)])
         m.d.sync += [self.has_free.eq(has_free), self.free_slot.eq(free_slot)]
 
         m.submodules.scanner = scanner = FloorScanner(A, self.scan_length)

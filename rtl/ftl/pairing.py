@@ -69,20 +69,31 @@ from rtl.lib.lutram import read_async
 from .allocator import PAGE_BITS
 from .logwriter import PAGE_DONE
 
-__all__ = ["PairedPages", "upper_of", "paired_lower"]
+__all__ = ["PairedPages", "BlockEnds", "upper_of", "paired_lower"]
 
 
-def paired_lower(page, pages_per_block):
-    """``spec.mlc_paired_lower`` as logic: ``(is_upper, lower)``."""
-    is_upper = (page == 2) | (page == pages_per_block - 1) | ((page >= 4) & ~page[0])
-    lower = Mux(page == 2, 0, Mux(page == pages_per_block - 1, pages_per_block - 3, page - 3))
+class BlockEnds:
+    """A block's last page (``pages_per_block - 1``) and the last lower page (``pages_per_block - 3``),
+    worked out once into registers: ``pages_per_block`` is set once, and subtracting it in front of
+    every compare put a carry chain at the head of the gate's paths."""
+
+    def __init__(self, m, pages_per_block):
+        self.last = Signal(PAGE_BITS + 1, name="last_page")
+        self.last_lower = Signal(PAGE_BITS + 1, name="last_lower_page")
+        m.d.sync += [self.last.eq(pages_per_block - 1), self.last_lower.eq(pages_per_block - 3)]
+
+
+def paired_lower(page, ends):
+    """``spec.mlc_paired_lower`` as logic: ``(is_upper, lower)``; ``ends``: :class:`BlockEnds`."""
+    is_upper = (page == 2) | (page == ends.last) | ((page >= 4) & ~page[0])
+    lower = Mux(page == 2, 0, Mux(page == ends.last, ends.last_lower, page - 3))
     return is_upper, lower[:len(page)]
 
 
-def upper_of(page, pages_per_block):
-    """``spec.mlc_upper_of`` as logic: ``(is_lower, upper)``."""
-    is_lower = (page == 0) | (page[0] & (page <= pages_per_block - 3))
-    upper = Mux(page == 0, 2, Mux(page == pages_per_block - 3, pages_per_block - 1, page + 3))
+def upper_of(page, ends):
+    """``spec.mlc_upper_of`` as logic: ``(is_lower, upper)``; ``ends``: :class:`BlockEnds`."""
+    is_lower = (page == 0) | (page[0] & (page <= ends.last_lower))
+    upper = Mux(page == 0, 2, Mux(page == ends.last_lower, ends.last, page + 3))
     return is_lower, upper[:len(page)]
 
 
@@ -142,7 +153,8 @@ class PairedPages(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        D, ppb = self.dies, self.pages_per_block
+        D = self.dies
+        ppb = BlockEnds(m, self.pages_per_block)    # set before any page is programmed
 
         # -- exposure tracker
         exposed = Signal(D)
@@ -162,7 +174,7 @@ class PairedPages(wiring.Component):
                 m.d.sync += [exposed.bit_select(i_die, 1).eq(1), cover[i_die].eq(i_upper)]
             with m.Elif(i_ppa.page >= cover[i_die]):
                 m.d.sync += exposed.bit_select(i_die, 1).eq(0)
-            m.d.sync += next_page[i_die].eq(Mux(i_ppa.page == ppb - 1, 0, i_ppa.page + 1))
+            m.d.sync += next_page[i_die].eq(Mux(i_ppa.page == ppb.last, 0, i_ppa.page + 1))
         with m.If(~self.mlc):
             m.d.sync += exposed.eq(0)
         next_lower = Signal(D)
