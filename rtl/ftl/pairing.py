@@ -154,7 +154,7 @@ class PairedPages(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         D = self.dies
-        ppb = BlockEnds(m, self.pages_per_block)    # set before any page is programmed
+        ends = BlockEnds(m, self.pages_per_block)    # set before any page is programmed
 
         # -- exposure tracker
         exposed = Signal(D)
@@ -167,19 +167,19 @@ class PairedPages(wiring.Component):
         m.d.sync += [taken.eq(self.issued.payload), looking.eq(self.issued.valid)]
         i_ppa = taken.ppa.ppa
         i_die = self.die_of(i_ppa)
-        i_is_lower, i_upper = upper_of(i_ppa.page, ppb)
+        i_is_lower, i_upper = upper_of(i_ppa.page, ends)
         next_page = Array(Signal(PAGE_BITS, name=f"next{d}") for d in range(D))  # blocks open at page 0
         with m.If(looking):
             with m.If(self.mlc & ~taken.pad & i_is_lower):
                 m.d.sync += [exposed.bit_select(i_die, 1).eq(1), cover[i_die].eq(i_upper)]
             with m.Elif(i_ppa.page >= cover[i_die]):
                 m.d.sync += exposed.bit_select(i_die, 1).eq(0)
-            m.d.sync += next_page[i_die].eq(Mux(i_ppa.page == ppb.last, 0, i_ppa.page + 1))
+            m.d.sync += next_page[i_die].eq(Mux(i_ppa.page == ends.last, 0, i_ppa.page + 1))
         with m.If(~self.mlc):
             m.d.sync += exposed.eq(0)
         next_lower = Signal(D)
         for d in range(D):
-            m.d.comb += next_lower[d].eq(upper_of(next_page[d], ppb)[0] & self.open[d])
+            m.d.comb += next_lower[d].eq(upper_of(next_page[d], ends)[0] & self.open[d])
 
         idle = Signal(range(self.pad_idle + 1))
         with m.If(~self.writer_idle):
@@ -217,8 +217,8 @@ class PairedPages(wiring.Component):
         x = self.done_in.payload
         x_die = self.die_of(x.ppa.ppa)
         x_page = x.ppa.ppa.page
-        x_is_lower, _ = upper_of(x_page, ppb)
-        x_is_upper, x_lower = paired_lower(x_page, ppb)
+        x_is_lower, _ = upper_of(x_page, ends)
+        x_is_upper, x_lower = paired_lower(x_page, ends)
         is_pad = (x.tag & self.pad_tag) != 0
         x_head = head_ptr.bit_select(x_die, 1)
         h = read_async(m, store, Cat(x_head, x_die))
