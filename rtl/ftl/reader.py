@@ -173,14 +173,17 @@ class Reader(wiring.Component):
         with m.Else():
             wiring.connect(m, wiring.flipped(self.bus), dma.bus)
 
-        # the channel's buffer port, held from grant to the end of the copy
+        # the channel's buffer port, held from grant to the end of the copy.  The channel is taken
+        # into a register in DECIDE: selected straight from the PPA table's read, it put the table's
+        # block RAM in front of the page buffer's data on its way to the host bus (boards/depth.py).
+        chan = Signal(range(max(self.channels, 2)))
         for c in range(self.channels):
             port = self.buf[c]
-            m.d.comb += port.request.eq(holding & (f.channel == c))
-            with m.If(f.channel == c):
+            m.d.comb += port.request.eq(holding & (chan == c))
+            with m.If(chan == c):
                 m.d.comb += [port.port.addr.eq(dma.buf.addr), port.port.w_en.eq(dma.buf.w_en),
                              port.port.w_data.eq(dma.buf.w_data), dma.buf.r_data.eq(port.port.r_data)]
-        granted = Array(b.grant for b in self.buf)[f.channel]
+        granted = Array(b.grant for b in self.buf)[chan]
 
         with m.FSM():
             with m.State("IDLE"):
@@ -236,7 +239,7 @@ class Reader(wiring.Component):
                 with m.Else():
                     m.next = "DECIDE"
             with m.State("DECIDE"):
-                m.d.sync += word.eq(0)
+                m.d.sync += [word.eq(0), chan.eq(f.channel)]
                 with m.If(hits.bit_select(idx, 1)):
                     m.next = "CACHE_RD"
                 with m.Elif(ppa.as_value() == spec.PPA_UNMAPPED):
