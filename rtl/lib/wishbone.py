@@ -252,20 +252,22 @@ class RegisteredInitiator(wiring.Component):
         flags = Array(Signal(name=f"flag{i}") for i in range(depth))
         head, tail = Signal(range(depth)), Signal(range(depth))
         count = Signal(range(depth + 1))
-        push, pop, clear = Signal(), Signal(), Signal()
+        push_read, push_write, pop, clear = Signal(), Signal(), Signal(), Signal()
+        push = push_read | push_write
         push_lanes, push_flag = Signal.like(bus.sel), Signal()
         # ``target``'s answer comes late in the cycle (through the SoC's crossbar, e.g. from an L2 cache's
         # tag compare), so what depends on it selects among values worked out ahead rather than adding it
         count_up, count_down = Signal.like(count), Signal.like(count)
         m.d.comb += [count_up.eq(count + 1), count_down.eq(count - 1)]
+        # a word's register is enabled by its own push: a write's push never waits on ``target``'s answer
+        with m.If(push_write):
+            m.d.sync += write_words[tail].eq(bus.dat_w)
+        with m.If(push_read):
+            m.d.sync += read_words[tail].eq(tgt.dat_r)
         with m.If(clear):
             m.d.sync += [head.eq(0), tail.eq(0), count.eq(0)]
         with m.Else():
             with m.If(push):
-                with m.If(tgt.we):
-                    m.d.sync += write_words[tail].eq(bus.dat_w)
-                with m.Else():
-                    m.d.sync += read_words[tail].eq(tgt.dat_r)
                 m.d.sync += [lanes[tail].eq(push_lanes), flags[tail].eq(push_flag),
                              tail.eq(tail + 1)]
             with m.If(pop):
@@ -316,7 +318,7 @@ class RegisteredInitiator(wiring.Component):
             with m.State("READ"):
                 m.d.comb += [taken.eq(requesting & up_ack & ~bus.we), pop.eq(taken),
                              bus.ack.eq(up_ack & ~flags[head]), bus.err.eq(up_ack & flags[head]),
-                             push.eq(answered), push_flag.eq(tgt.err)]
+                             push_read.eq(answered), push_flag.eq(tgt.err)]
                 with m.If(answered):
                     m.d.sync += tgt.adr.eq(tgt.adr + 1)
                     # go on while the burst does and the FIFO keeps room for this word and the next
@@ -338,7 +340,7 @@ class RegisteredInitiator(wiring.Component):
             with m.State("WRITE"):
                 last = requesting & bus.we & ~incrementing
                 m.d.comb += [bus.ack.eq(up_ack & incrementing), taken.eq(requesting & bus.we & bus.ack),
-                             push.eq(taken | (last & (count != depth))),
+                             push_write.eq(taken | (last & (count != depth))),
                              push_lanes.eq(bus.sel), push_flag.eq(last)]
                 write_behind()
                 with m.If(last & (count != depth)):
