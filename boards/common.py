@@ -337,6 +337,9 @@ def add_board_args(parser, *, default_clk: float, default_channels: int = 2, def
                                help="Host queue pairs of the FTL core (--core ftl).")
     parser.add_target_argument("--dq-sample", default=1, type=int,
                                help="tSAMPLE reset value: DQ input latency beyond tREA in cycles (>= 1).")
+    parser.add_target_argument("--timing-allow-fail", action="store_true",
+                               help="With --build: succeed even if a clock misses its frequency after routing "
+                                    "(the Fmax of every clock is printed either way).")
     return g
 
 
@@ -345,7 +348,9 @@ def build(soc, args, *, board: str):
     gateware files always) into ``build/boards/<board>/`` (or --output-dir),
     then, with ``--build``, the bitstream flow with two changes to LiteX's
     Yosys script (:func:`patch_yosys_script`) and nextpnr's timing report kept
-    (``gateware/nextpnr.log``, ``gateware/nextpnr_report.json``)."""
+    (``gateware/nextpnr.log``, ``gateware/nextpnr_report.json``).  A build
+    whose clocks miss their frequency after routing fails (the bitstream is
+    kept) unless ``--timing-allow-fail``."""
     import subprocess
 
     from litex.build.lattice.trellis import trellis_argdict
@@ -381,10 +386,31 @@ def build(soc, args, *, board: str):
             tail = log.read_text().splitlines()[-30:]
             raise SystemExit("bitstream build failed:\n" + "\n".join(tail))
         print(f"bitstream: {gw / (name + '.bit')}")
+        failed = timing_verdict(gw / "nextpnr.log")
+        if failed and not args.timing_allow_fail:
+            raise SystemExit(f"timing not met after routing: {', '.join(failed)} (the bitstream is kept; "
+                             "--timing-allow-fail accepts it)")
     if args.load:
         prog = soc.platform.create_programmer()
         prog.load_bitstream(str(gw / f"{name}.bit"))
     return out
+
+
+def timing_verdict(log: Path) -> list[str]:
+    """Print every clock domain's Fmax after routing against its constraint; return the failing ones."""
+    from .synth import parse_nextpnr
+
+    clocks = parse_nextpnr(log.read_text())["clocks"]
+    failed = []
+    for clk, c in sorted(clocks.items()):
+        verdict = "met" if c["ok"] else "NOT MET"
+        print(f"  {clk}: {c['fmax']:.1f} MHz for {c['target']:.1f} MHz: {verdict}")
+        if not c["ok"]:
+            failed.append(clk)
+    if not clocks:
+        print(f"  no timing after routing in {log}")
+        failed.append("no routed timing report")
+    return failed
 
 
 def patch_yosys_script(ys: Path, top: str) -> None:
