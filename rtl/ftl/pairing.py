@@ -214,12 +214,24 @@ class PairedPages(wiring.Component):
         count = Array(Signal(range(3), name=f"held{d}") for d in range(D))
         m.d.comb += self.held.eq(sum(count))
 
-        x = self.done_in.payload
-        x_die = self.die_of(x.ppa.ppa)
-        x_page = x.ppa.ppa.page
-        x_is_lower, _ = upper_of(x_page, ends)
-        x_is_upper, x_lower = paired_lower(x_page, ends)
-        is_pad = (x.tag & self.pad_tag) != 0
+        # a completion is taken into registers first, with what follows from it alone (its die, and
+        # whether it is a lower or an upper page and which lower page it pairs with), and decided on a
+        # cycle later: deciding as it came put the page arithmetic, the held entry's read and its
+        # compare in one path behind the log writer's slice (boards/depth.py).  A completion every two
+        # cycles is plenty: one comes per page program.
+        x = Signal(PAGE_DONE)
+        have = Signal()
+        x_die = Signal(self.die_bits)
+        x_is_lower, x_is_upper, is_pad = Signal(), Signal(), Signal()
+        x_lower = Signal(PAGE_BITS)
+        m.d.comb += self.done_in.ready.eq(~have)
+        with m.If(self.done_in.valid & ~have):
+            y = self.done_in.payload
+            y_page = y.ppa.ppa.page
+            m.d.sync += [x.eq(y), have.eq(1), x_die.eq(self.die_of(y.ppa.ppa)),
+                         x_is_lower.eq(upper_of(y_page, ends)[0]),
+                         Cat(x_is_upper, x_lower).eq(Cat(*paired_lower(y_page, ends))),
+                         is_pad.eq((y.tag & self.pad_tag) != 0)]
         x_head = head_ptr.bit_select(x_die, 1)
         h = read_async(m, store, Cat(x_head, x_die))
         wr = store.write_port()
@@ -228,17 +240,19 @@ class PairedPages(wiring.Component):
                     & (h.ppa.ppa.block == x.ppa.ppa.block))
         holds = self.mlc & ~x.no_page & x_is_lower & (x.result == NandResult.OK) & ~x.dma_error & ~is_pad
 
-        pop, push = Signal(), Signal()
-        with m.If(self.done_in.valid & releases):
+        pop, push, done = Signal(), Signal(), Signal()
+        with m.If(have & releases):
             # a failed upper page fails its word line: the lower page's data goes again too
             m.d.comb += [self.done_out.valid.eq(1), self.done_out.payload.eq(h), pop.eq(self.done_out.ready)]
             with m.If(x.result != NandResult.OK):
                 m.d.comb += self.done_out.payload.result.eq(x.result)
-        with m.Elif(self.done_in.valid & holds):
-            m.d.comb += [self.done_in.ready.eq(count[x_die] != 2), push.eq(self.done_in.ready)]
+        with m.Elif(have & holds):
+            m.d.comb += [push.eq(count[x_die] != 2), done.eq(push)]
         with m.Else():
-            m.d.comb += [self.done_out.valid.eq(self.done_in.valid), self.done_out.payload.eq(x),
-                         self.done_in.ready.eq(self.done_out.ready)]
+            m.d.comb += [self.done_out.valid.eq(have), self.done_out.payload.eq(x),
+                         done.eq(have & self.done_out.ready)]
+        with m.If(done):
+            m.d.sync += have.eq(0)
 
         m.d.comb += wr.en.eq(push)
         with m.If(pop):

@@ -141,7 +141,8 @@ class PairingTB:
     async def run_gate(self, stream):
         """Feed ``stream`` into done_in, take done_out under backpressure until it is quiet; returns the
         (serial, result) that left, in order, and per serial how many of the stream's completions the
-        gate had taken when it left (the index of the one offered then: to check the word-line property)."""
+        gate had taken when it left (one past the index of the one it was deciding on: to check the
+        word-line property)."""
         by_serial = {x.serial: x for x in stream}
         first_out, first_in = len(self.done_out.items), len(self.taken_in)
         for x in stream:   # a gate that holds a completion forever refuses the next: a deadline, not a hang
@@ -220,13 +221,14 @@ async def lower_completions_wait_for_their_word_line(dut):
         failed_lowers = [x for x, r in want if x.held(True, ppb) and r != NandResult.OK]
         assert failed_lowers, "the stream must fail some upper page of a held lower page"
         assert not still_held and int(dut.held.value) == 0  # whole blocks: every lower page met its upper
-        # the property itself: an OK lower page leaves only while its upper page's completion is offered
+        # the property itself: an OK lower page leaves only once its upper page's completion is taken, and
+        # before the gate takes the next one
         index = {(x.die, x.block, x.page): n for n, x in enumerate(stream)}
         results = dict(got)
         for x in stream:
             if x.held(True, ppb):
                 upper = stream[index[(x.die, x.block, spec.mlc_upper_of(x.page, ppb))]]
-                assert offered_when[x.serial] == index[(upper.die, upper.block, upper.page)], (ppb, x.die, x.page)
+                assert offered_when[x.serial] == index[(upper.die, upper.block, upper.page)] + 1, (ppb, x.die, x.page)
                 assert results[x.serial] == upper.result, "a lower page fails with its word line"
         held_pages = sum(x.held(True, ppb) for x in stream)
         assert held_pages > len(stream) // 4, "the stream must exercise the gate"
