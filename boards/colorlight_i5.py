@@ -8,8 +8,8 @@
     make bitstream BOARD=colorlight_i5 [BOARD_ARGS="--sys-clk-freq 60e6 --channels 2 --ways 2"]
 
 litex-boards' ``colorlight_i5`` target supplies the CRG (25 MHz oscillator ->
-ECP5 PLL), the 8 MiB SDR SDRAM (main RAM at 0x4000_0000, through LiteX's
-L2 cache) and the SPI flash; atomflash adds the firmware ROM, the controller
+ECP5 PLL), the 8 MiB SDR SDRAM (main RAM at 0x4000_0000, without LiteX's
+L2 cache as on every atomflash board) and the SPI flash; atomflash adds the firmware ROM, the controller
 windows, the NAND channels on the extension board's Pmod connectors and the
 LED (see docs/results/boards.md for the pin table).
 

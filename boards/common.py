@@ -51,8 +51,8 @@ BUILD = ROOT / "build" / "boards"
 BOARD_ROM_BYTES = 0xD000    # 52 KiB: firmware code + rodata (+ .data image), liblitedram's sdram_init included
 BOARD_SRAM_BYTES = 0x4000   # 16 KiB: firmware .data/.bss/stack
 # --core ftl: the simulated SoC's firmware plus liblitedram's sdram_init outgrows its 128 KiB ROM;
-# 160 KiB costs 16 DP16KD more, which the 85F (208) has.
-BOARD_FTL_ROM_BYTES = 0x2_8000
+# 160 KiB (the simulated SoC's with --sdram) costs 16 DP16KD more, which the 85F (208) has.
+from soc.atomflash_soc import SDRAM_ROM_BYTES as BOARD_FTL_ROM_BYTES  # noqa: E402
 
 from soc.atomflash_soc import SDRAM_L2_BYTES as BOARD_L2_BYTES  # noqa: E402  (the simulated --sdram SoC's too)
 from soc.nand import AFNAND_ORIGIN  # noqa: E402,F401  (re-exported: the window's base)

@@ -223,7 +223,8 @@ def render(data: dict) -> str:
     w(f"  firmware as the boot ROM ({BOARD_FTL_ROM_BYTES // 1024} KiB ROM with the SDRAM's initialisation, {FTL_SRAM // 1024} KiB SRAM as in simulation), the FTL core at")
     w(f"  `afctrl` `0x9000_0000` (`soc/ftl_bridge.py`: host queues, the FTL fast path, the NAND controller and the")
     w(f"  firmware's NAND window; the simulated SoC's core, generated from the same sources), the board's SDR SDRAM")
-    w(f"  as main RAM at `0x4000_0000` behind a {BOARD_L2_BYTES} B L2 cache, and host memory (`hostmem`, the host's queues")
+    l2 = f"behind a {BOARD_L2_BYTES} B L2 cache" if BOARD_L2_BYTES else "without an L2 cache, as in simulation"
+    w(f"  as main RAM at `0x4000_0000` ({l2}), and host memory (`hostmem`, the host's queues")
     w(f"  and data buffers) at `0x{HOSTMEM_ORIGIN:08X}`: the SDRAM's top slice on a LiteDRAM port of its own; main RAM")
     w("  (`MAIN_RAM_SIZE`) ends below it.  The firmware initialises and tests the SDRAM (liblitedram's")
     w("  `sdram_init`) before its tables move in.  The crossbar interconnect and a bus timeout per master, as in")
@@ -344,7 +345,7 @@ def render(data: dict) -> str:
     w("")
     w("* Not yet run on hardware: the bitstreams are built and timed, the pin tables are checked against the")
     w("  litex-boards platforms and the ULX3S constraint file, but no board has booted them here.  What a board")
-    w("  adds to the simulated SSD -- SDRAM main RAM and host memory, the L2 cache, `sdram_init` -- runs in")
+    w("  adds to the simulated SSD -- SDRAM main RAM and host memory, `sdram_init` -- runs in")
     w("  simulation (`--sdram`); the crossover console and the ECP5 I/O do not.")
     w("* The whole SSD (`--core ftl`) fits both 85F boards but does not meet its clock yet.  Packed, it takes")
     w("  70 % of the ULX3S's logic cells and 81 % of the ECPIX-5's (its DDR3 PHY and LiteEth on top; 178 and 187")

@@ -47,13 +47,17 @@ FIRMWARE_SRC = ROOT / "firmware"
 DEFAULT_SYS_CLK_FREQ = spec.NAND_CLK_HZ  # nominal system clock (= the controller clock the ONFI tables assume)
 ROM_BYTES = 0x2_0000                # 128 KiB: firmware code + rodata (+ .data image)
 NVME_ROM_BYTES = 0x4_0000           # 256 KiB: the firmware with the NVMe controller's admin path
+SDRAM_ROM_BYTES = 0x2_8000          # 160 KiB: the firmware with liblitedram's sdram_init (--sdram, the boards)
 NVME_QUEUES = spec.NVME.IO_QUEUES   # I/O queue pairs of the simulated NVMe drive
 NVME_CONTEXTS = 8                   # NVMe commands in the FTL core at once (each with a staging area)
 SRAM_BYTES = 0x8000                 # 32 KiB: firmware .data/.bss/stack
 DEFAULT_SLOTS = spec.NAND_DEFAULTS.SLOTS  # page-buffer slots per NAND channel
 FTL_SLOTS = 16                      # FtlCore publisher slots (map-changing commands in flight)
 HOSTMEM_ORIGIN = 0xA000_0000        # the simulated host's memory (queues, data buffers): not the CPU's
-SDRAM_L2_BYTES = 2048              # LiteX's L2 cache in front of an SDRAM main RAM (--sdram, the boards)
+# LiteX's L2 cache in front of an SDRAM main RAM (--sdram, the boards): none.  Its hit answers the
+# bus from its tag compare, a path into every bus master (the CPU's caches, the FTL core, UARTBone)
+# that was the SoC's longest on an ECP5; the CPU's own caches keep the firmware off the SDRAM enough.
+SDRAM_L2_BYTES = 0
 
 
 def hostmem_bytes(profile: str = "small", host_queues: int = 1) -> int:
@@ -215,7 +219,7 @@ class AtomflashSoC(SoCCore):
             self, platform, clk_freq=sys_clk_freq,
             ident="atomflash SoC (simulation)", ident_version=False,
             cpu_type="vexriscv", cpu_variant="standard",
-            integrated_rom_size=NVME_ROM_BYTES if nvme else ROM_BYTES,
+            integrated_rom_size=NVME_ROM_BYTES if nvme else SDRAM_ROM_BYTES if sdram else ROM_BYTES,
             integrated_sram_size=SRAM_BYTES,
             integrated_main_ram_size=0,     # main RAM is added below, bursting
             uart_name="sim",
@@ -302,7 +306,7 @@ class AtomflashSoC(SoCCore):
     def add_sim_sdram(self):
         """Main RAM in a simulated SDR SDRAM instead of an SRAM: LiteDRAM's
         ``SDRAMPHYModel`` of the ULX3S's 16-bit MT48LC16M16 (32 MiB) behind
-        LiteX's controller and L2 cache, as on a board.  The firmware then
+        LiteX's controller (and an L2 cache of ``SDRAM_L2_BYTES``), as on a board.  The firmware then
         runs liblitedram's ``sdram_init`` (with a short memtest here) before
         its tables move in, and host memory takes the SDRAM's top
         (:func:`add_sdram_hostmem`)."""

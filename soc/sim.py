@@ -94,7 +94,7 @@ def parse_args(argv=None):
                    help="host queue pairs of the FTL core (the firmware's own comes on top); the host memory "
                         "has a slice per queue")
     p.add_argument("--sdram", action="store_true",
-                   help="main RAM and host memory in a simulated SDR SDRAM behind LiteX's controller and L2 cache, "
+                   help="main RAM and host memory in a simulated SDR SDRAM behind LiteX's controller, "
                         "as on a board (the firmware runs sdram_init); default: SRAMs")
     p.add_argument("--no-nand", action="store_true",
                    help="no NAND controller and models (the identify placeholder alone)")

@@ -483,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="host queue pairs (Device qid 0..N-1; the firmware's own comes on top; another count is "
                         "a build of its own)")
     q.add_argument("--sdram", action="store_true",
-                   help="main RAM and host memory in a simulated SDRAM behind LiteX's controller and L2 cache, as "
+                   help="main RAM and host memory in a simulated SDRAM behind LiteX's controller, as "
                         "on a board (a build of its own)")
     q.add_argument("--ethernet", action="store_true",
                    help="the Etherbone host link on a simulated Ethernet port, as on an Ethernet board: its UDP "

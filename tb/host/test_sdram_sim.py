@@ -1,7 +1,7 @@
 """The board's memory system in the full simulated SSD (`soc/sim.py --sdram`,
 `atomflash sim start --sdram`): main RAM in an SDR SDRAM (LiteDRAM's
-``SDRAMPHYModel`` of the ULX3S's 16-bit part) behind LiteX's controller and
-L2 cache, host memory on a LiteDRAM port of its own at the SDRAM's top
+``SDRAMPHYModel`` of the ULX3S's 16-bit part) behind LiteX's controller,
+host memory on a LiteDRAM port of its own at the SDRAM's top
 (:func:`soc.atomflash_soc.add_sdram_hostmem`), exactly as ``boards/ulx3s.py
 --core ftl`` builds them.  The firmware initialises and tests the SDRAM
 before its tables move in; then the host path, the console's selftest and a
