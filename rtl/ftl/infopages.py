@@ -122,6 +122,9 @@ class InfoPageWriter(wiring.Component):
         s_e = Signal(range(E + 1))
         s_ew = Signal(2)
         s_entry = Signal(data.StructLayout({"valid": 1, "owner": 8, "lba": 32, "ppa": 32}))
+        # a slot record's word is formed into a register before it is written: formed as it was
+        # written, the slot views' selects (64 append slots' flags) stood in front of the bus's data
+        out_word = Signal(32)
 
         def finish(code):
             m.d.sync += status.eq(code)
@@ -136,9 +139,9 @@ class InfoPageWriter(wiring.Component):
                                             self.log_base)[2:])]
                     with m.Switch(self.job.payload.page):
                         with m.Case(InfoPage.OPEN):
-                            m.next = "WRITE_A_WORD_OF_THE_OPEN_LOG"
+                            m.next = "FORM_A_WORD_OF_THE_OPEN_LOG"
                         with m.Case(InfoPage.SNAPSHOT):
-                            m.next = "WRITE_A_WORD_OF_THE_SNAPSHOTS_SLOTS"
+                            m.next = "FORM_A_WORD_OF_THE_SNAPSHOTS_SLOTS"
                         with m.Default():
                             m.next = "READ_A_WORD_OF_THE_RECORD"
 
@@ -167,8 +170,8 @@ class InfoPageWriter(wiring.Component):
             # OPEN: OPEN_TX per transaction slot, then OPEN_APPEND per append slot
             with m.State("PRESENT_AN_APPEND_SLOT_FOR_THE_OPEN_LOG"):
                 m.d.comb += apv.slot.eq(o_h)
-                m.next = "WRITE_A_WORD_OF_THE_OPEN_LOG"
-            with m.State("WRITE_A_WORD_OF_THE_OPEN_LOG"):
+                m.next = "FORM_A_WORD_OF_THE_OPEN_LOG"
+            with m.State("FORM_A_WORD_OF_THE_OPEN_LOG"):
                 o_word = Signal(32)
                 o_field = ow[:2]
                 m.d.comb += [txv.slot.eq(o_t), apv.slot.eq(o_h)]
@@ -190,21 +193,27 @@ class InfoPageWriter(wiring.Component):
                             m.d.comb += o_word.eq(Mux(app_live, apv.meta.check, 0))
                         with m.Case(2):
                             m.d.comb += o_word.eq(Mux(app_live, apv.meta.nlb, 0))
-                wishbone.word_access(m, bus, host + ow, o_word)
+                m.d.sync += out_word.eq(o_word)
+                m.next = "WRITE_THE_OPEN_LOGS_WORD"
+            with m.State("WRITE_THE_OPEN_LOGS_WORD"):
+                m.d.comb += apv.slot.eq(o_h)     # still presented: the slot's next word is formed next
+                wishbone.word_access(m, bus, host + ow, out_word)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
                     m.d.sync += ow.eq(ow + 1)
                     with m.If(ow == 4 * (T + A) - 1):
                         finish(Status.SUCCESS)
-                    with m.Elif((ow >= 4 * T - 1) & (o_field == 3)):
+                    with m.Elif((ow >= 4 * T - 1) & (ow[:2] == 3)):
                         m.next = "PRESENT_AN_APPEND_SLOT_FOR_THE_OPEN_LOG"
+                    with m.Else():
+                        m.next = "FORM_A_WORD_OF_THE_OPEN_LOG"
 
             # SNAPSHOT: the header and the slots' records, then the pending table's entries
             with m.State("PRESENT_AN_APPEND_SLOT_FOR_THE_SNAPSHOT"):
                 m.d.comb += apv.slot.eq(s_h)
-                m.next = "WRITE_A_WORD_OF_THE_SNAPSHOTS_SLOTS"
-            with m.State("WRITE_A_WORD_OF_THE_SNAPSHOTS_SLOTS"):
+                m.next = "FORM_A_WORD_OF_THE_SNAPSHOTS_SLOTS"
+            with m.State("FORM_A_WORD_OF_THE_SNAPSHOTS_SLOTS"):
                 s_word = Signal(32)
                 s_field = sw[:2]
                 hdr = Signal(layouts.SNAP_HDR)
@@ -222,7 +231,11 @@ class InfoPageWriter(wiring.Component):
                     m.d.comb += s_word.eq(txr.as_value().word_select(s_field, 32))
                 with m.Else():
                     m.d.comb += s_word.eq(apr.as_value().word_select(s_field, 32))
-                wishbone.word_access(m, bus, host + sw, s_word)
+                m.d.sync += out_word.eq(s_word)
+                m.next = "WRITE_THE_SNAPSHOTS_WORD"
+            with m.State("WRITE_THE_SNAPSHOTS_WORD"):
+                m.d.comb += apv.slot.eq(s_h)
+                wishbone.word_access(m, bus, host + sw, out_word)
                 with m.If(bus.err):
                     finish(Status.DATA_TRANSFER_ERROR)
                 with m.Elif(bus.ack):
@@ -230,8 +243,10 @@ class InfoPageWriter(wiring.Component):
                     with m.If(sw == slot_words - 1):
                         m.d.sync += s_e.eq(0)
                         m.next = "ASK_FOR_A_PENDING_ENTRY"
-                    with m.Elif((sw >= 4 + 4 * T - 1) & (s_field == 3)):
+                    with m.Elif((sw >= 4 + 4 * T - 1) & (sw[:2] == 3)):
                         m.next = "PRESENT_AN_APPEND_SLOT_FOR_THE_SNAPSHOT"
+                    with m.Else():
+                        m.next = "FORM_A_WORD_OF_THE_SNAPSHOTS_SLOTS"
             with m.State("ASK_FOR_A_PENDING_ENTRY"):
                 m.d.comb += [preq.valid.eq(1), preq.payload.op.eq(PendingOp.READ), preq.payload.entry.eq(s_e)]
                 with m.If(preq.ready):
