@@ -11,6 +11,11 @@ charged :data:`ROUTE_NS`, the mean of the routed executor's critical path.  The 
 placement-blind, so it ranks paths rather than predicting Fmax: an endpoint past 20 ns here is
 one to pipeline for 50 MHz.
 
+With ``--placed`` (the same design as nextpnr wrote it after placement, ``nextpnr-ecp5 --no-route
+--write placed.json``, a quarter of an hour) each net is charged by the distance between the tiles
+its ends were placed on, with the placer's own estimate: that is where a design that fills the chip
+loses its time, nets between blocks that placement had to spread out.
+
 ``python -m boards.depth design.json [--top N] [--budget NS] [--via file.py:line]`` prints a
 histogram of arrivals, the source lines the late paths pass most, and the worst registers (bits
 grouped), each with the source lines its critical path passes.  ``python -m boards.depth
@@ -63,8 +68,34 @@ class Endpoint:
     path: list = field(default_factory=list)
 
 
+def placement(placed: dict) -> dict[str, tuple[int, int]]:
+    """Cell name -> (x, y) tile from a design nextpnr placed and wrote (``--write``): its
+    ``NEXTPNR_BEL`` attributes.  Yosys' LUT4 and flip-flop names survive packing; a CCU2C or a
+    TRELLIS_DPR16X4 became cells named after it (``<name>$CCU2_COMB0``, ``<name>$RAMW_SLICE``)."""
+    cells = next(iter(placed["modules"].values()))["cells"]
+    loc: dict[str, tuple[int, int]] = {}
+    for name, c in cells.items():
+        bel = c.get("attributes", {}).get("NEXTPNR_BEL", "")
+        m = re.match(r"X(\d+)/Y(\d+)/", bel)
+        if not m:
+            continue
+        xy = (int(m.group(1)), int(m.group(2)))
+        loc[name] = xy
+        base = re.sub(r"\$(CCU2_COMB\d|RAMW_\w+)$", "", name)
+        loc.setdefault(base, xy)
+    return loc
+
+
+def placed_route_ns(a: tuple[int, int], b: tuple[int, int]) -> float:
+    """nextpnr-ecp5's placer estimate of a net from tile ``a`` to tile ``b`` (``predictDelay``,
+    speed grade 6): 0.12 ns per unit, a near tile costing twice a far one."""
+    dx, dy = abs(a[0] - b[0]), abs(a[1] - b[1])
+    return 0.12 * (3 + max(dx - 5, 0) + max(dy - 5, 0) + 2 * (min(dx, 5) + min(dy, 5)))
+
+
 class Netlist:
-    def __init__(self, design: dict, top: str | None = None):
+    def __init__(self, design: dict, top: str | None = None, placed: dict | None = None):
+        self.loc = placement(placed) if placed is not None else None
         mods = design["modules"]
         if top is None:
             top = next(k for k, v in mods.items() if v.get("attributes", {}).get("top"))
@@ -149,15 +180,33 @@ class Netlist:
                 else:
                     table = COMB_NS.get(typ, {})
                     delay = table.get(oport, table.get("*", 0.3))
-                deps.append((b, delay + self._route(b, typ)))
+                deps.append((b, delay + self._route(b, cname)))
         return deps
 
-    def _route(self, bit, sink_type) -> float:
+    def _route(self, bit, sink: str) -> float:
         drv = self.driver.get(bit)
         if drv is None:
             return 0.0
         src_type = self.cells[drv[0]]["type"]
-        return 0.0 if (src_type, drv[1], sink_type) in DIRECT else ROUTE_NS
+        if (src_type, drv[1], self.cells[sink]["type"]) in DIRECT:
+            return 0.0
+        if self.loc is not None:
+            a, b = self._where(drv[0]), self._where(sink)
+            if a is not None and b is not None:
+                return placed_route_ns(a, b)
+        return ROUTE_NS
+
+    def _where(self, cell: str, depth: int = 3):
+        """A cell's tile; a wide-LUT multiplexer (merged into a LUT's slice) is where its inputs are."""
+        xy = self.loc.get(cell)
+        if xy is None and depth and self.cells[cell]["type"] in ("PFUMX", "L6MUX21"):
+            for port in ("ALUT", "BLUT", "D0", "D1"):
+                for b in self.cells[cell]["connections"].get(port, []):
+                    drv = self.driver.get(b) if isinstance(b, int) else None
+                    if drv and (xy := self._where(drv[0], depth - 1)) is not None:
+                        self.loc[cell] = xy
+                        return xy
+        return xy
 
     def path(self, bit) -> list[tuple[str, str, float]]:
         """The critical path into ``bit``, start first: (net name, its source line, arrival)."""
@@ -185,7 +234,7 @@ class Netlist:
                     continue
                 for b in c["connections"][port]:
                     if isinstance(b, int):
-                        yield self.arrival(b) + ROUTE_NS + SETUP_NS[typ], name, port, b
+                        yield self.arrival(b) + self._route(b, name) + SETUP_NS[typ], name, port, b
 
 
 _SRC = re.compile(r"([^/|]+\.py):(\d+)")
@@ -289,12 +338,15 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=30, help="registers to list")
     ap.add_argument("--budget", type=float, default=16.0, help="ns: list registers whose inputs arrive later")
     ap.add_argument("--via", help="only paths through this source line (file.py:line)")
+    ap.add_argument("--placed", type=Path,
+                    help="the same design placed by nextpnr (--write): charge each net by its distance")
     args = ap.parse_args(argv)
     if args.ftl_bridge:
         args.json = synth_ftl_bridge(Path(__file__).resolve().parents[1] / "build" / "boards" / "depth")
     elif args.json is None:
         ap.error("a Yosys JSON, or --ftl-bridge")
-    net = Netlist(json.loads(args.json.read_text()), args.top_module)
+    placed = json.loads(args.placed.read_text()) if args.placed else None
+    net = Netlist(json.loads(args.json.read_text()), args.top_module, placed)
     eps = worst(net, args.budget, args.top, args.via)
     print("register inputs per arrival (ns):")
     for lo, n in histogram(net).items():

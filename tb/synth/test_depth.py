@@ -63,3 +63,29 @@ def test_a_ring_oscillator_is_cut():
     net = depth.Netlist(design(cells, {}))
     assert net.arrival(41) < 5
     assert [t for t, *_ in net.endpoints()]
+
+
+def placed(locations):
+    """A design as nextpnr writes it after placement: every cell with its tile (CCU2C split in two)."""
+    cells = {}
+    for name, (x, y) in locations.items():
+        cells[name] = {"type": "TRELLIS_COMB", "attributes": {"NEXTPNR_BEL": f"X{x}/Y{y}/SLICEA.K0"}}
+    return {"modules": {"top": {"cells": cells}}}
+
+
+def test_placed_nets_pay_their_distance():
+    # the same chain, its middle LUT placed far away: both nets to and from it pay the distance
+    cells = {"a": ff(14, 10), "l1": lut(10, 10, 11), "l2": lut(11, 10, 12), "b": ff(12, 14)}
+    near, far = (10, 10), (70, 50)
+    net = depth.Netlist(design(cells, {}), placed=placed({"a": near, "l1": near, "l2": far, "b": near}))
+    assert depth.placed_route_ns(near, near) == 0.12 * 3
+    assert abs(depth.placed_route_ns(near, far) - 0.12 * (3 + 55 + 35 + 20)) < 1e-9
+    hop, long = depth.placed_route_ns(near, near), depth.placed_route_ns(near, far)
+    want = depth.CLK_TO_Q_NS + hop + 0.24 + long + 0.24
+    assert abs(net.arrival(12) - want) < 1e-9
+    [e] = depth.worst(net, budget=2.0, top=5)
+    assert abs(e.arrival - (want + long)) < 1e-9       # the register's input net comes back from far
+    # a cell nextpnr renamed (a carry chain's half) is found under its Yosys name
+    cells = {"a": ff(20, 10), "c0": ccu2c("0", 10, 11, 30), "b": ff(30, 20)}
+    net = depth.Netlist(design(cells, {}), placed=placed({"a": near, "c0$CCU2_COMB0": far, "b": far}))
+    assert abs(net.arrival(30) - (depth.CLK_TO_Q_NS + long + 0.45)) < 1e-9
