@@ -66,8 +66,15 @@ class BufferDMA(wiring.Component):
         error = Signal()
 
         taken = Signal()   # a word's access answered this cycle: toward memory the buffer reads the next one
+        # the next word's address is kept ready in a register, so an answer only chooses between two
+        # addresses on its way to the block RAM, and adds nothing
+        buf_next = Signal(self.buf_addr_width)
+        with m.If(taken):
+            m.d.sync += buf_next.eq(buf_next + 1)
+        with m.Else():
+            m.d.sync += buf_next.eq(buf_addr + 1)   # right from the cycle after buf_addr is
         m.d.comb += [
-            self.buf.addr.eq(buf_addr + (taken & (direction == Direction.TO_MEMORY))),
+            self.buf.addr.eq(Mux(taken & (direction == Direction.TO_MEMORY), buf_next, buf_addr)),
             self.buf.w_data.eq(self.bus.dat_r),
             self.done.payload.error.eq(error),
             self.bus.cti.eq(Mux(last, wishbone.CTI_END, wishbone.CTI_INCREMENTING)),
