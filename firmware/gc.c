@@ -374,6 +374,7 @@ static int collect(uint32_t g, int foreground, int erase)
 		af_flash.blocks[g].retire = 0;
 		af_ftl.retiring--;
 		af_anchor_retired();
+		af_anchor_poll(); /* durable before anyone is shown it retired: a power cut may follow at once */
 		af_gc.retired++;
 	} else if (r == 0) {
 		r = read_fence() < 0 ? -1
