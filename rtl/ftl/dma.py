@@ -9,16 +9,21 @@ stay copied, the caller treats the whole transfer as failed).
 
 The copy is one incrementing Wishbone burst (``rtl.lib.wishbone``): a word a
 cycle from a target that bursts, a word every two from one that does not.
-The page buffer keeps up either way: toward memory its next word is read
-in the cycle a word is taken, so it is there for the next access.
+The page buffer keeps up either way, and a bus answer (which may come from
+across the die) never drives the block RAM: toward memory, words are read
+ahead into a four-word FIFO the burst takes them from; toward the buffer, a
+word is written from registers the cycle after it came.
 """
 
-from amaranth import Module, Mux, Signal
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.lib import wishbone
 from rtl.nand.pagebuf import BufferPortSignature
+
+
+AHEAD_DEPTH = 4     # words read ahead toward memory: one a cycle with a word in flight and the level a cycle old
 
 
 class Direction:
@@ -59,26 +64,48 @@ class BufferDMA(wiring.Component):
         m = Module()
         direction = Signal()
         mem_word = Signal(30)
-        buf_addr = Signal(self.buf_addr_width)
         left = Signal(16)
         last = Signal()    # the access on the bus is the copy's last: registered, so the tag comes from
                            # a flip-flop (a bus stage may gate its answer with it)
         error = Signal()
 
-        taken = Signal()   # a word's access answered this cycle: toward memory the buffer reads the next one
-        # the next word's address is kept ready in a register, so an answer only chooses between two
-        # addresses on its way to the block RAM, and adds nothing
-        buf_next = Signal(self.buf_addr_width)
-        with m.If(taken):
-            m.d.sync += buf_next.eq(buf_next + 1)
-        with m.Else():
-            m.d.sync += buf_next.eq(buf_addr + 1)   # right from the cycle after buf_addr is
+        # Toward the buffer, a word the bus answered is written a cycle later from registers; toward
+        # memory, words are read ahead into a small FIFO the bus takes them from.  A bus answer (which
+        # comes from across the SoC) then never reaches the block RAM's address or enables.
+        w_pending = Signal()
+        w_addr = Signal(self.buf_addr_width)
+        w_data = Signal(32)
+        r_addr = Signal(self.buf_addr_width)
+        r_left = Signal(16)         # words still to read ahead
+        r_inflight = Signal()       # a read was issued last cycle: its word is on r_data now
+        ahead = Array(Signal(32, name=f"ahead{i}") for i in range(AHEAD_DEPTH))
+        ahead_rd = Signal(range(AHEAD_DEPTH))
+        ahead_wr = Signal(range(AHEAD_DEPTH))
+        ahead_level = Signal(range(AHEAD_DEPTH + 1))
+        issue = Signal()
+        pop = Signal()
+
+        m.d.sync += w_pending.eq(0)
+        with m.If(w_pending):
+            m.d.sync += w_addr.eq(w_addr + 1)
         m.d.comb += [
-            self.buf.addr.eq(Mux(taken & (direction == Direction.TO_MEMORY), buf_next, buf_addr)),
-            self.buf.w_data.eq(self.bus.dat_r),
+            self.buf.addr.eq(Mux(direction == Direction.TO_MEMORY, r_addr, w_addr)),
+            self.buf.w_en.eq(Mux(w_pending, 0xF, 0)),
+            self.buf.w_data.eq(w_data),
             self.done.payload.error.eq(error),
             self.bus.cti.eq(Mux(last, wishbone.CTI_END, wishbone.CTI_INCREMENTING)),
         ]
+
+        # the read-ahead: room for a word is counted from registers only (the FIFO's level and the
+        # word in flight), so a read issued now always finds its place next cycle
+        with m.If(issue):
+            m.d.sync += [r_addr.eq(r_addr + 1), r_left.eq(r_left - 1)]
+        m.d.sync += r_inflight.eq(issue)
+        with m.If(r_inflight):
+            m.d.sync += [ahead[ahead_wr].eq(self.buf.r_data), ahead_wr.eq(ahead_wr + 1)]
+        with m.If(pop):
+            m.d.sync += ahead_rd.eq(ahead_rd + 1)
+        m.d.sync += ahead_level.eq(ahead_level + r_inflight - pop)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -88,7 +115,10 @@ class BufferDMA(wiring.Component):
                     m.d.sync += [
                         direction.eq(p.direction),
                         mem_word.eq(p.mem_addr[2:]),
-                        buf_addr.eq(p.buf_addr),
+                        w_addr.eq(p.buf_addr),
+                        r_addr.eq(p.buf_addr),
+                        r_left.eq(Mux(p.direction == Direction.TO_MEMORY, p.words, 0)),
+                        ahead_rd.eq(0), ahead_wr.eq(0), ahead_level.eq(0),
                         left.eq(p.words),
                         last.eq(p.words == 1),
                         error.eq(0),
@@ -98,7 +128,7 @@ class BufferDMA(wiring.Component):
                     with m.Elif(p.direction == Direction.TO_BUFFER):
                         m.next = "READ_MEMORY"
                     with m.Else():
-                        m.next = "READ_BUFFER"
+                        m.next = "WRITE_MEMORY"
 
             with m.State("READ_MEMORY"):
                 wishbone.word_access(m, self.bus, mem_word)
@@ -106,28 +136,28 @@ class BufferDMA(wiring.Component):
                     m.d.sync += error.eq(1)
                     m.next = "DONE"
                 with m.Elif(self.bus.ack):
-                    m.d.comb += self.buf.w_en.eq(0xF)
-                    m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1),
-                                 last.eq(left == 2)]
+                    m.d.sync += [w_pending.eq(1), w_data.eq(self.bus.dat_r)]
+                    m.d.sync += [mem_word.eq(mem_word + 1), left.eq(left - 1), last.eq(left == 2)]
                     with m.If(left == 1):
                         m.next = "DONE"
 
-            with m.State("READ_BUFFER"):
-                m.next = "WRITE_MEMORY"  # the first word arrives one cycle after its address
             with m.State("WRITE_MEMORY"):
-                wishbone.word_access(m, self.bus, mem_word, self.buf.r_data)
-                with m.If(self.bus.err):
-                    m.d.sync += error.eq(1)
-                    m.next = "DONE"
-                with m.Elif(self.bus.ack):
-                    m.d.comb += taken.eq(1)
-                    m.d.sync += [mem_word.eq(mem_word + 1), buf_addr.eq(buf_addr + 1), left.eq(left - 1),
-                                 last.eq(left == 2)]
-                    with m.If(left == 1):
+                m.d.comb += issue.eq((r_left != 0) & (ahead_level + r_inflight < AHEAD_DEPTH))
+                # the read-ahead keeps up once started, so the burst has a word for every beat
+                with m.If(ahead_level != 0):
+                    wishbone.word_access(m, self.bus, mem_word, ahead[ahead_rd])
+                    with m.If(self.bus.err):
+                        m.d.sync += error.eq(1)
                         m.next = "DONE"
+                    with m.Elif(self.bus.ack):
+                        m.d.comb += pop.eq(1)
+                        m.d.sync += [mem_word.eq(mem_word + 1), left.eq(left - 1), last.eq(left == 2)]
+                        with m.If(left == 1):
+                            m.next = "DONE"
 
             with m.State("DONE"):
-                m.d.comb += self.done.valid.eq(1)
-                with m.If(self.done.ready):
+                # a word answered last is written to the buffer first
+                m.d.comb += self.done.valid.eq(~w_pending)
+                with m.If(self.done.ready & ~w_pending):
                     m.next = "IDLE"
         return m

@@ -505,8 +505,6 @@ class Executor(wiring.Component):
         m.d.comb += [retries.w_data.eq(self.pub_retry.payload.as_value()), retries.w_en.eq(self.pub_retry.valid),
                      self.pub_retry.ready.eq(retries.w_rdy)]
         m.d.comb += mem_r2.addr.eq(maddr(rt.slot, rt.idx))
-        retry_head = Signal.like(self.pub_retry.payload)
-        m.d.comb += retry_head.eq(retries.r_data)
 
         def gives_up(slot):
             return ((slot_fails[slot] >= self.max_retries) | slot_xfer.bit_select(slot, 1)
@@ -517,10 +515,16 @@ class Executor(wiring.Component):
         m.d.comb += txs.peek.eq(slot_tx.read(rt.slot))
         with m.FSM(name="retry"):
             with m.State("WAIT_FOR_A_RETRY"):
+                # taken whatever it holds: deciding from the FIFO's head (a slot table read) was in
+                # front of the FIFO's own read, across the die when placed
                 m.d.comb += retry_idle.eq(1)
-                with m.If(retries.r_rdy & (~issuing | gives_up(retry_head.slot))):
+                with m.If(retries.r_rdy):
                     m.d.comb += retries.r_en.eq(1)
                     m.d.sync += rt.eq(retries.r_data)
+                    m.next = "WAIT_FOR_THE_PAGE_PORT"
+            with m.State("WAIT_FOR_THE_PAGE_PORT"):
+                # a group being issued holds the port; giving up needs none
+                with m.If(~issuing | gives_up(rt.slot)):
                     m.next = "RETRY_OR_GIVE_UP"
             with m.State("RETRY_OR_GIVE_UP"):
                 fails = slot_fails[rt.slot]

@@ -199,10 +199,15 @@ class PairedPages(wiring.Component):
                 with m.If(exposed[d]):
                     m.d.comb += offer_die.eq(d)
         # none while a page taken is still being looked at (the die it names may need no PAD any more),
-        # nor right after one was taken
-        m.d.sync += [self.pad.payload.die.eq(offer_die),
-                     self.pad.valid.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle)
-                                       & ~self.issued.valid & ~looking & ~(self.pad.valid & self.pad.ready))]
+        # nor right after one was taken.  A page taken is known from `looking` a cycle later, so the offer
+        # is withheld by `looking` and the cycle after it: the writer's handshake (which began at the
+        # executor) never reaches the offer's register
+        offer = Signal()
+        looked = Signal()
+        m.d.sync += [self.pad.payload.die.eq(offer_die), looked.eq(looking),
+                     offer.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle)
+                              & ~(self.pad.valid & self.pad.ready))]
+        m.d.comb += self.pad.valid.eq(offer & ~looking & ~looked)
 
         # -- completion gate: per die, two held completions, the oldest first.  They live in a small
         # memory (LUT RAM, read without a clock) addressed (die, entry), a FIFO of two per die: as
@@ -217,7 +222,7 @@ class PairedPages(wiring.Component):
         # a completion is taken into registers first, with what follows from it alone (its die, and
         # whether it is a lower or an upper page and which lower page it pairs with), and decided on a
         # cycle later: deciding as it came put the page arithmetic, the held entry's read and its
-        # compare in one path behind the log writer's slice (boards/depth.py).  A completion every two
+        # compare in one path behind the log writer's slice (boards/depth.py).  A completion every three
         # cycles is plenty: one comes per page program.
         x = Signal(PAGE_DONE)
         have = Signal()
@@ -240,19 +245,30 @@ class PairedPages(wiring.Component):
                     & (h.ppa.ppa.block == x.ppa.ppa.block))
         holds = self.mlc & ~x.no_page & x_is_lower & (x.result == NandResult.OK) & ~x.dma_error & ~is_pad
 
+        # and what it decides is taken into registers too, before anything acts on it: the held entry's
+        # read and the page compares were in front of the completion slice's enables
+        judged, rel, hold = Signal(), Signal(), Signal()
+        held_entry = Signal(PAGE_DONE)
+        with m.If(have & ~judged):
+            m.d.sync += [judged.eq(1), rel.eq(releases), hold.eq(holds), held_entry.eq(h)]
+
         pop, push, done = Signal(), Signal(), Signal()
-        with m.If(have & releases):
+        with m.If(judged & rel):
             # a failed upper page fails its word line: the lower page's data goes again too
-            m.d.comb += [self.done_out.valid.eq(1), self.done_out.payload.eq(h), pop.eq(self.done_out.ready)]
+            m.d.comb += [self.done_out.valid.eq(1), self.done_out.payload.eq(held_entry), pop.eq(self.done_out.ready)]
             with m.If(x.result != NandResult.OK):
                 m.d.comb += self.done_out.payload.result.eq(x.result)
-        with m.Elif(have & holds):
+        with m.Elif(judged & hold):
             m.d.comb += [push.eq(count[x_die] != 2), done.eq(push)]
-        with m.Else():
-            m.d.comb += [self.done_out.valid.eq(have), self.done_out.payload.eq(x),
-                         done.eq(have & self.done_out.ready)]
+        with m.Elif(judged):
+            m.d.comb += [self.done_out.valid.eq(1), self.done_out.payload.eq(x),
+                         done.eq(self.done_out.ready)]
         with m.If(done):
-            m.d.sync += have.eq(0)
+            m.d.sync += [have.eq(0), judged.eq(0)]
+        with m.If(pop):
+            # the upper page goes next, at once: the next held entry is another word line's (a page
+            # completes once between erases)
+            m.d.sync += rel.eq(0)
 
         m.d.comb += wr.en.eq(push)
         with m.If(pop):

@@ -29,7 +29,7 @@ class WishboneMemory:
     incrementing is, with share ``burst``, followed by a burst: the next word is answered in the cycle
     right after (before the initiator shows it), and so on while the tag stays; the initiator may end
     it by dropping ``stb`` (the early answer is ignored), and an access at another address then is an
-    error.  ``bursts`` counts the words answered early."""
+    error, as is an access changed before its answer.  ``bursts`` counts the words answered early."""
 
     def __init__(self, dut, prefix, clk, *, max_wait=2, seed=0, burst=1.0):
         self.port = _Port(dut, prefix)
@@ -90,6 +90,10 @@ class WishboneMemory:
                 p.dat_r.value = self.words.get(adr, 0)
                 self.reads += 1
             p.ack.value = 1
+            await ReadOnly()
+            # what the answer takes is what the initiator shows while answered: it holds its access
+            assert (int(p.adr.value), int(p.we.value), int(p.dat_w.value) if we else 0) == (adr, we, wdata), \
+                f"the initiator changed its access at word {adr:#x} before it was answered"
             while burst:
                 # the next word, answered in the cycle after the last before the initiator shows it
                 await RisingEdge(self.clk)
