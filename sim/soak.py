@@ -178,6 +178,9 @@ class App:
                       "kv": [(0.20, 0.5), (0.50, 0.5), (0.65, 0.5), (0.80, 0.5), (0.90, 0.5)]}
         for deck in self.decks.values():
             rnd.shuffle(deck)
+        # the longest drawn first (the deck's end: appends in flight, then their remap), so an epoch cut
+        # early has still seen one finish
+        self.decks["kv"].sort(key=lambda entry: entry == (0.50, 0.5))
 
     def draw(self, program: str) -> tuple[float, float]:
         """The next operation's draws (which operation, and the transaction's ending)."""
