@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migen import ClockSignal, Signal, TSTriple
+from migen import ClockSignal, Instance, ResetSignal, Signal, TSTriple
 
 from litex.build.generic_platform import IOStandard, Misc, Pins, Subsignal
 from litex.soc.integration.common import get_mem_data
@@ -242,6 +242,12 @@ def add_atomflash_board(soc, *, plan: PinPlan, profile: str, channels: int, ways
                                         ecc=ecc, clk_hz=int(sys_clk_freq), sample=sample, out_dir=rtl_dir)
     else:
         raise ValueError(f"core {core!r}: one of {', '.join(CORES)}")
+
+    # the core's reset reaches its flip-flops (about 20 k in the FTL core) over one of the ECP5's global
+    # networks: in the fabric's routing it was one net spread over the whole die
+    core_rst = Signal()
+    soc.specials += Instance("DCCA", i_CLKI=ResetSignal("sys"), i_CE=1, o_CLKO=core_rst)
+    core_.params["i_rst"] = core_rst
 
     soc.platform.add_extension(plan.io(channels, ways))
     for c in range(channels):

@@ -66,6 +66,9 @@ def test_ftl_core_host_memory_and_ports(ulx3s_ftl):
     assert re.search(r"Interconnect: Crossbar", log)
     top = (out / "gateware" / "radiona_ulx3s.v").read_text()
     assert "af_ftl_bridge" in top and "hostmem" in top
+    # the core's reset from a global network's buffer (its ~20 k flip-flops), not the fabric's routing
+    dcca = re.search(r"DCCA \w+\(.*?\.CLKI\s*\(sys_rst\).*?\.CLKO\s*\((\w+)\)", top, re.S)
+    assert dcca and re.search(rf"\.rst\s*\({dcca.group(1)}\)", top), "the core's reset is not on a DCCA"
 
 
 def test_firmware_has_sdram_init_and_fits_the_rom(ulx3s_ftl):
