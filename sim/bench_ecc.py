@@ -130,7 +130,7 @@ def write_doc(fig: dict, syn: dict | None) -> None:
             "Without wide-LUT packing (`-nowidelut`) the XOR trees need no PFUMX/L6MUX and "
             f"fewer LUT4 (encoder {fewer('BchEncoder')} fewer, decoder {fewer('BchDecoder')} fewer).",
             "The decoder's bulk is the 8-wide Chien evaluation (8 x (t+1)",
-            "constant multipliers) and the t+1 shared BM multipliers.",
+            "constant multipliers) and the syndromes; Berlekamp-Massey has one GF multiplier.",
             "",
             "Logic levels: the longest register-to-register path in 4-input LUTs after generic",
             "`synth; abc -lut 4` (a placement-free proxy for timing; no place-and-route was run).",

@@ -64,11 +64,14 @@ The decoder: three stages, one codeword each, handed over by registers
        if delta != 0 and k >= 0:  b = x*lambda_old, gamma = delta, k = -k
        else:                      b = x^2 * b,      k = k + 2
 
-   The ``t+1`` GF multipliers are shared over four cycles per iteration
-   (products ``lambda*w``, ``gamma*lambda``, ``delta*x*b`` issued one per
-   cycle, each used a cycle later; the update), with registered operands and
-   products, so a cycle holds one multiplier or one XOR tree -- no chain
-   across iterations.  BM takes ``4t`` cycles; an all-zero syndrome skips it.
+   One GF multiplier does every product, one a cycle, with registered
+   operands and product: per iteration the ``t+1`` products ``lambda_j*w_j``
+   (their sum is delta), then ``gamma*lambda_j`` and ``delta*b_(j-1)`` for
+   ``j = t..0`` (the new ``lambda_j`` is their sum), each used two cycles
+   after its issue.  BM takes ``t(3t+5)`` cycles (232 for t = 8), less than
+   a data codeword's ``K`` input cycles, so it still keeps up with the bus;
+   ``t+1`` parallel multipliers would be a third of the decoder for no
+   throughput.  An all-zero syndrome skips it.
 3. **Chien search**, 8 roots per cycle, one byte per cycle, scanning from the
    *last* byte (degree 0) towards the first: ``L_i <- L_i * alpha^(-8i)``,
    and bit ``b`` of the current byte is in error when ``sum_i L_i *
@@ -99,8 +102,8 @@ rather than "uncorrectable" when both are set (as Linux's
 
 Input bytes pass one register before stage 1 (the source is usually a
 FIFO or a mux).  Latency, in cycles after the last byte is accepted: clean
-codeword 4; codeword with errors about ``4t + K + 16`` (K = codeword bytes;
-573 for the default code), dominated by the Chien scan.  Throughput: one byte per cycle in, one
+codeword 4; codeword with errors about ``t(3t+5) + K + 16`` (K = codeword bytes;
+773 for the default code), dominated by the Chien scan.  Throughput: one byte per cycle in, one
 codeword per ``max(K, Chien)`` cycles; see docs/ecc.md and docs/results/ecc_bench.md.
 """
 
@@ -356,81 +359,103 @@ class BchDecoder(wiring.Component):
             cols = [gf.pow(gf.alpha(b), 1 << e) for b in range(mw)]
             return lin(cols, src[odd.index(j)], mw)
 
-        lam = [Signal(mw, name=f"lam{i}", init=int(i == 0)) for i in range(t + 1)]
-        bpl = [Signal(mw, name=f"b{i}") for i in range(t + 1)]
-        tmp = [Signal(mw, name=f"tmp{i}") for i in range(t + 1)]
-        win = [Signal(mw, name=f"w{i}") for i in range(t + 1)]       # w_i = S_(2r+1-i)
+        lam = Array(Signal(mw, name=f"lam{i}", init=int(i == 0)) for i in range(t + 1))
+        bpl = Array(Signal(mw, name=f"b{i}") for i in range(t + 1))
+        tmp = Array(Signal(mw, name=f"tmp{i}") for i in range(t + 1))
+        win = Array(Signal(mw, name=f"w{i}") for i in range(t + 1))    # w_i = S_(2r+1-i)
         que = [Signal(mw, name=f"q{j}") for j in range(2, 2 * t)]     # S_(2r+2) ...
         gamma = Signal(mw)
         delta = Signal(mw)
         kk = Signal(range(-2 * t - 2, 2 * t + 3))
         rnd = Signal(range(t + 1))
-        phase = Signal(range(4))
         bm_len = Signal(range(K + 1))
         bm_erased = Signal()
         bm_done = Signal()
         chien_take = Signal()
 
-        a_op = Signal(data.ArrayLayout(mw, t + 1))
-        b_op = Signal(data.ArrayLayout(mw, t + 1))
-        prod = [Signal(mw, name=f"prod{i}") for i in range(t + 1)]
-        # Operands and products are registers (timing closure), so a multiplier is all a
-        # cycle holds; one round is four cycles, issuing lam * w (phase 0),
-        # lam * gamma (1), x*b * delta (2, delta being the sum of the first
-        # products) and using them a cycle later.
-        for i in range(t + 1):
-            m.d.sync += prod[i].eq(gf_mul(gf, a_op[i], b_op[i]))
-        # the syndrome window after a round: slid by two
-        win_next = [win[i - 2] for i in range(2, t + 1)]
-        win_next = ([que[1], que[0]] if que else [win[0], win[1]]) + win_next
+        # One GF multiplier, its operands and product registers (timing closure), fed one product a
+        # cycle.  A round issues lam_j * w_j (j = 0..t; their sum is delta), gamma * lam_j and
+        # delta * b_(j-1) (j = t..0, the new lam_j their sum); each product is used two cycles after
+        # its issue, tagged with its (step, j).  Descending j lets lam and b be updated in place:
+        # b_j takes lam_(j-1) or b_(j-2), neither written yet.
+        DOT, GAMMA, DELTA = 0, 1, 2
+        a_op, b_op, prod = Signal(mw), Signal(mw), Signal(mw)
+        m.d.sync += prod.eq(gf_mul(gf, a_op, b_op))
+        iss_step, iss_j, iss_on = Signal(2), Signal(range(t + 1)), Signal()     # the issuer
+        op_step, op_j, op_on = Signal(2), Signal(range(t + 1)), Signal()        # in a_op * b_op
+        pr_step, pr_j, pr_on = Signal(2), Signal(range(t + 1)), Signal()        # in prod
+        m.d.sync += [op_step.eq(iss_step), op_j.eq(iss_j), op_on.eq(iss_on),
+                     pr_step.eq(op_step), pr_j.eq(op_j), pr_on.eq(op_on)]
+        b_below = Mux(iss_j == 0, 0, bpl[iss_j - 1])
+        with m.Switch(iss_step):
+            with m.Case(DOT):
+                m.d.sync += [a_op.eq(lam[iss_j]), b_op.eq(win[iss_j])]
+            with m.Case(GAMMA):
+                m.d.sync += [a_op.eq(lam[iss_j]), b_op.eq(gamma)]
+            with m.Default():
+                m.d.sync += [a_op.eq(b_below), b_op.eq(delta)]
+        with m.If(iss_on):
+            with m.Switch(iss_step):
+                with m.Case(DOT):
+                    with m.If(iss_j == t):
+                        m.d.sync += [iss_step.eq(GAMMA)]
+                    with m.Else():
+                        m.d.sync += iss_j.eq(iss_j + 1)
+                with m.Default():
+                    with m.If(iss_j == 0):
+                        m.d.sync += [iss_step.eq(iss_step + 1), iss_j.eq(t)]
+                        with m.If(iss_step == DELTA):
+                            m.d.sync += [iss_on.eq(0), iss_step.eq(DOT), iss_j.eq(0)]
+                    with m.Else():
+                        m.d.sync += iss_j.eq(iss_j - 1)
+        swap = (delta != 0) & (kk >= 0)
+        round_end = Signal()
 
         with m.FSM(name="bm") as bm_fsm:
             with m.State("IDLE"):
                 m.d.comb += bm_take.eq(hold_valid)
                 with m.If(hold_valid):
                     m.d.sync += [
-                        *(l.eq(int(i == 0)) for i, l in enumerate(lam)),
-                        *(b.eq(int(i == 0)) for i, b in enumerate(bpl)),
-                        *(w.eq(syn(1, hold) if i == 0 else 0) for i, w in enumerate(win)),
+                        *(lam[i].eq(int(i == 0)) for i in range(t + 1)),
+                        *(bpl[i].eq(int(i == 0)) for i in range(t + 1)),
+                        *(win[i].eq(syn(1, hold) if i == 0 else 0) for i in range(t + 1)),
                         *(q.eq(syn(j, hold)) for j, q in zip(range(2, 2 * t), que)),
-                        gamma.eq(1), kk.eq(0), rnd.eq(0), phase.eq(0),
+                        gamma.eq(1), kk.eq(0), rnd.eq(0),
                         bm_len.eq(hold_len), bm_erased.eq(hold_erased),
-                        *(a_op[i].eq(int(i == 0)) for i in range(t + 1)),
-                        *(b_op[i].eq(syn(1, hold) if i == 0 else 0) for i in range(t + 1)),
                     ]
                     with m.If(Cat(*hold) == 0):
                         m.next = "DONE"
                     with m.Else():
+                        m.d.sync += [iss_on.eq(1), iss_step.eq(DOT), iss_j.eq(0)]
                         m.next = "RUN"
             with m.State("RUN"):
-                with m.Switch(phase):
-                    with m.Case(0):         # lam * w issued
-                        m.d.sync += [*(a.eq(l) for a, l in zip(a_op, lam)), *(b.eq(gamma) for b in b_op),
-                                     phase.eq(1)]
-                    with m.Case(1):         # lam * gamma issued; delta = sum of lam * w
-                        m.d.sync += [delta.eq(_xor_list(prod)), phase.eq(2),
-                                     *(a_op[i].eq(bpl[i - 1] if i else 0) for i in range(t + 1)),
-                                     *(b.eq(_xor_list(prod)) for b in b_op)]
-                    with m.Case(2):         # x*b * delta issued
-                        m.d.sync += [*(x.eq(p) for x, p in zip(tmp, prod)), phase.eq(3)]
-                    with m.Default():
-                        m.d.sync += [*(l.eq(x ^ p) for l, x, p in zip(lam, tmp, prod)), phase.eq(0)]
-                        m.d.sync += [*(a.eq(x ^ p) for a, x, p in zip(a_op, tmp, prod)),
-                                     *(b.eq(w) for b, w in zip(b_op, win_next))]
-                        with m.If((delta != 0) & (kk >= 0)):
-                            m.d.sync += [*(b.eq(lam[i - 1] if i else 0) for i, b in enumerate(bpl)),
-                                         gamma.eq(delta), kk.eq(-kk)]
-                        with m.Else():
-                            m.d.sync += [*(b.eq(bpl[i - 2] if i >= 2 else 0) for i, b in enumerate(bpl)),
-                                         kk.eq(kk + 2)]
-                        # slide the syndrome window by two
-                        m.d.sync += [*(win[i].eq(win[i - 2]) for i in range(2, t + 1))]
-                        if que:
-                            m.d.sync += [win[1].eq(que[0]), win[0].eq(que[1])]
-                            m.d.sync += [que[j].eq(que[j + 2]) for j in range(len(que) - 2)]
-                        m.d.sync += rnd.eq(rnd + 1)
-                        with m.If(rnd == t - 1):
-                            m.next = "DONE"
+                with m.If(pr_on):
+                    with m.Switch(pr_step):
+                        with m.Case(DOT):
+                            m.d.sync += delta.eq(Mux(pr_j == 0, prod, delta ^ prod))
+                        with m.Case(GAMMA):
+                            m.d.sync += tmp[pr_j].eq(prod)
+                        with m.Default():
+                            m.d.sync += lam[pr_j].eq(tmp[pr_j] ^ prod)
+                            lam_below = Mux(pr_j == 0, 0, lam[pr_j - 1])
+                            b_two_below = Mux(pr_j < 2, 0, bpl[pr_j - 2])
+                            m.d.sync += bpl[pr_j].eq(Mux(swap, lam_below, b_two_below))
+                            m.d.comb += round_end.eq(pr_j == 0)
+                with m.If(round_end):
+                    with m.If(swap):
+                        m.d.sync += [gamma.eq(delta), kk.eq(-kk)]
+                    with m.Else():
+                        m.d.sync += kk.eq(kk + 2)
+                    # slide the syndrome window by two
+                    m.d.sync += [*(win[i].eq(win[i - 2]) for i in range(2, t + 1))]
+                    if que:
+                        m.d.sync += [win[1].eq(que[0]), win[0].eq(que[1])]
+                        m.d.sync += [que[j].eq(que[j + 2]) for j in range(len(que) - 2)]
+                    m.d.sync += rnd.eq(rnd + 1)
+                    with m.If(rnd == t - 1):
+                        m.next = "DONE"
+                    with m.Else():
+                        m.d.sync += iss_on.eq(1)
             with m.State("DONE"):
                 m.d.comb += bm_done.eq(1)
                 with m.If(chien_take):

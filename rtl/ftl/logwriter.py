@@ -52,7 +52,7 @@ fills a slot: ``buf[c]`` is a request/grant port
 """
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -146,10 +146,12 @@ class LogWriter(wiring.Component):
         # -- requests in flight: one entry per (channel, slot)
         n = C * S
         busy = Signal(n)
-        entry_tag = Array(Signal(16, name=f"tag{i}") for i in range(n))
-        entry_ppa = Array(Signal(32, name=f"ppa{i}") for i in range(n))
-        entry_seq = Array(Signal(64, name=f"seq{i}") for i in range(n))
-        entry_vseq = Array(Signal(64, name=f"vseq{i}") for i in range(n))
+        # what each request in flight reports on completion: a LUT RAM written when the program
+        # is issued and read by the completion's tag (as registers, a 176-bit mux over every entry)
+        entry_layout = data.StructLayout({"tag": 16, "ppa": 32, "seq": 64, "vseq": 64})
+        m.submodules.entries = entries = memory.Memory(shape=entry_layout, depth=max(n, 2), init=[])
+        entry_w = entries.write_port()
+        entry_r = entries.read_port(domain="comb")
 
         cur = Signal(PAGE_WRITE)
         cur_ppa_rec = Signal(layouts.PPA)
@@ -321,8 +323,9 @@ class LogWriter(wiring.Component):
                     self.desc.valid.eq(~dma_error),
                 ]
                 with m.If(dma_error | self.desc.ready):
-                    m.d.sync += [entry_tag[index].eq(cur.tag), entry_ppa[index].eq(cur_ppa.as_value()),
-                                 entry_seq[index].eq(cur_seq), entry_vseq[index].eq(cur_vseq)]
+                    m.d.comb += [entry_w.en.eq(1), entry_w.addr.eq(index),
+                                 entry_w.data.tag.eq(cur.tag), entry_w.data.ppa.eq(cur_ppa.as_value()),
+                                 entry_w.data.seq.eq(cur_seq), entry_w.data.vseq.eq(cur_vseq)]
                     with m.If(dma_error):
                         m.next = "DMA_FAILED"
                     with m.Else():
@@ -344,15 +347,16 @@ class LogWriter(wiring.Component):
 
         # -- completions: free the slot, report (the DMA-failure path has priority)
         ci = self.cpl.payload.tag[:ceil_log2(max(n, 2))]
+        m.d.comb += entry_r.addr.eq(ci)
         with m.If(~reporting_failure):
             m.d.comb += [
                 self.done.valid.eq(self.cpl.valid),
                 self.cpl.ready.eq(self.done.ready),
-                self.done.payload.tag.eq(entry_tag[ci]),
+                self.done.payload.tag.eq(entry_r.data.tag),
                 self.done.payload.result.eq(self.cpl.payload.result),
-                self.done.payload.ppa.eq(entry_ppa[ci]),
-                self.done.payload.seq.eq(entry_seq[ci]),
-                self.done.payload.vseq.eq(entry_vseq[ci]),
+                self.done.payload.ppa.eq(entry_r.data.ppa),
+                self.done.payload.seq.eq(entry_r.data.seq),
+                self.done.payload.vseq.eq(entry_r.data.vseq),
             ]
             with m.If(self.cpl.valid & self.done.ready):
                 m.d.sync += busy.bit_select(ci, 1).eq(0)
