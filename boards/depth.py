@@ -16,6 +16,12 @@ With ``--placed`` (the same design as nextpnr wrote it after placement, ``nextpn
 its ends were placed on, with the placer's own estimate: that is where a design that fills the chip
 loses its time, nets between blocks that placement had to spread out.
 
+``python -m boards.depth design.json --blocks DEPTH [--under PREFIX]`` prints where the logic is
+instead: every cell charged to the design block (a dotted name cut to ``DEPTH`` parts) of the first
+named net at or after its output, a block's cells counted by type and, with ``--placed``, the tiles
+its cells were placed on (10th, 50th and 90th percentile of x and y: a wide spread is a block the
+placer had to pull apart).
+
 ``python -m boards.depth design.json [--top N] [--budget NS] [--via file.py:line]`` prints a
 histogram of arrivals, the source lines the late paths pass most, and the worst registers (bits
 grouped), each with the source lines its critical path passes.  ``python -m boards.depth
@@ -314,6 +320,67 @@ def describe(e: Endpoint) -> str:
     return "\n".join(lines)
 
 
+def block_of(net: Netlist, cell: str, depth: int, hops: int = 6) -> str:
+    """The block a cell belongs to: the first named net (not a Yosys ``$`` name) at its outputs or, for
+    logic that drives only unnamed nets, at the outputs of the cells it feeds (breadth first, ``hops``
+    deep), cut to ``depth`` dotted parts; ``"?"`` when none is near."""
+    if not hasattr(net, "_sinks"):
+        net._sinks = defaultdict(list)
+        for name, c in net.cells.items():
+            for port, d in c["port_directions"].items():
+                if d == "input":
+                    for b in c["connections"][port]:
+                        if isinstance(b, int):
+                            net._sinks[b].append(name)
+    frontier, seen = [cell], {cell}
+    for _ in range(hops + 1):
+        nxt = []
+        for name in frontier:
+            c = net.cells[name]
+            outs = [b for p, d in c["port_directions"].items() if d == "output"
+                    for b in c["connections"][p] if isinstance(b, int)]
+            for b in outs:
+                label = net.name_of.get(b, ("$",))[0]
+                if not label.startswith("$"):
+                    return ".".join(re.sub(r"\[\d+\]$", "", label).split(".")[:depth])
+            nxt += [s for b in outs for s in net._sinks.get(b, [])[:8] if s not in seen]
+            seen.update(nxt)
+        frontier = nxt
+    return "?"
+
+
+def blocks(net: Netlist, depth: int, under: str = "") -> list[tuple[str, dict[str, int], list]]:
+    """(block, cells per type, placed tiles) for every block under ``under``, most logic cells first."""
+    count: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    tiles: dict[str, list] = defaultdict(list)
+    for name, c in net.cells.items():
+        blk = block_of(net, name, depth + under.count(".") + (1 if under else 0))
+        if under and not (blk == under or blk.startswith(under + ".")):
+            continue
+        count[blk][c["type"]] += 1
+        if net.loc is not None and (xy := net.loc.get(name)) is not None:
+            tiles[blk].append(xy)
+    logic = ("LUT4", "TRELLIS_COMB", "CCU2C")
+    return sorted(((b, dict(n), tiles[b]) for b, n in count.items()),
+                  key=lambda r: -sum(v for k, v in r[1].items() if k in logic))
+
+
+def describe_blocks(rows, top: int) -> str:
+    def pct(v, q):
+        v = sorted(v)
+        return v[min(len(v) - 1, int(q * len(v)))]
+    out = []
+    for blk, n, xy in rows[:top]:
+        cells = ", ".join(f"{k} {v}" for k, v in sorted(n.items(), key=lambda kv: -kv[1])[:4])
+        where = ""
+        if xy:
+            xs, ys = [p[0] for p in xy], [p[1] for p in xy]
+            where = (f"  x {pct(xs, .1)}-{pct(xs, .5)}-{pct(xs, .9)}"
+                     f"  y {pct(ys, .1)}-{pct(ys, .5)}-{pct(ys, .9)}")
+        out.append(f"  {blk:56s} {cells}{where}")
+    return "\n".join(out)
+
+
 def synth_ftl_bridge(out_dir: Path) -> Path:
     """The boards' FTL core through the checked ``synth_ecp5`` (:func:`boards.synth.synth`); its JSON."""
     from boards.nand_bridge import LED_STRETCH
@@ -340,6 +407,9 @@ def main(argv=None):
     ap.add_argument("--via", help="only paths through this source line (file.py:line)")
     ap.add_argument("--placed", type=Path,
                     help="the same design placed by nextpnr (--write): charge each net by its distance")
+    ap.add_argument("--blocks", type=int, metavar="DEPTH",
+                    help="where the logic is: cells per block, blocks cut to DEPTH dotted name parts")
+    ap.add_argument("--under", default="", help="with --blocks: only blocks under this name")
     args = ap.parse_args(argv)
     if args.ftl_bridge:
         args.json = synth_ftl_bridge(Path(__file__).resolve().parents[1] / "build" / "boards" / "depth")
@@ -347,6 +417,10 @@ def main(argv=None):
         ap.error("a Yosys JSON, or --ftl-bridge")
     placed = json.loads(args.placed.read_text()) if args.placed else None
     net = Netlist(json.loads(args.json.read_text()), args.top_module, placed)
+    if args.blocks is not None:
+        print(f"cells per block (depth {args.blocks}{', under ' + args.under if args.under else ''}):")
+        print(describe_blocks(blocks(net, args.blocks, args.under), args.top))
+        return
     eps = worst(net, args.budget, args.top, args.via)
     print("register inputs per arrival (ns):")
     for lo, n in histogram(net).items():

@@ -89,3 +89,20 @@ def test_placed_nets_pay_their_distance():
     cells = {"a": ff(20, 10), "c0": ccu2c("0", 10, 11, 30), "b": ff(30, 20)}
     net = depth.Netlist(design(cells, {}), placed=placed({"a": near, "c0$CCU2_COMB0": far, "b": far}))
     assert abs(net.arrival(30) - (depth.CLK_TO_Q_NS + long + 0.45)) < 1e-9
+
+
+def test_blocks_charge_unnamed_logic_to_the_named_net_it_feeds():
+    # core.a: a LUT (unnamed output) feeding its register; core.b: two LUTs in a row before its register;
+    # the LUT feeding only another block's register is that block's
+    cells = {"ra": ff(11, 12), "la": lut(12, 12, 11),
+             "l1": lut(12, 12, 20), "l2": lut(20, 20, 21), "rb": ff(21, 22)}
+    nets = {"core.a.reg": {"bits": [12], "attributes": {}},
+            "core.b.x": {"bits": [22], "attributes": {}},
+            "$auto$1": {"bits": [11], "hide_name": 1, "attributes": {}},
+            "$auto$2": {"bits": [20], "hide_name": 1, "attributes": {}}}
+    net = depth.Netlist(design(cells, nets))
+    rows = {b: n for b, n, _ in depth.blocks(net, 2)}
+    assert rows == {"core.a": {"TRELLIS_FF": 1, "LUT4": 1}, "core.b": {"TRELLIS_FF": 1, "LUT4": 2}}
+    assert [b for b, _, _ in depth.blocks(net, 1, under="core.b")] == ["core.b.x"]
+    assert depth.blocks(net, 1, under="core.c") == []
+    assert "core.b" in depth.describe_blocks(depth.blocks(net, 2), 5)
