@@ -379,9 +379,9 @@ def build(soc, args, *, board: str):
     script = gw / f"build_{name}.sh"
     text = script.read_text()
     if "--report" not in text:
-        # router2: the whole SSD fills most of an 85F, where router1 spends hours ripping up congestion
-        text = text.replace("nextpnr-ecp5 ", "nextpnr-ecp5 --router router2 --report nextpnr_report.json "
-                            "--log nextpnr.log ", 1)
+        # nextpnr's default router (router1): on the whole SSD router2 stalls with thousands of wires
+        # overused, router1 routes it (the ECPIX-5 in about 25 minutes)
+        text = text.replace("nextpnr-ecp5 ", "nextpnr-ecp5 --report nextpnr_report.json --log nextpnr.log ", 1)
         script.write_text(text)
     if args.build:
         log = gw / "build.log"

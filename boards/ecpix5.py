@@ -36,7 +36,7 @@ from boards.common import (BUILD, FirmwareROM, HeaderPin, PinPlan, add_atomflash
                            add_board_args, base_soc_kwargs, board_slots, build, check_fits)
 
 BOARD = "ecpix5"
-DEFAULT_SYS_CLK = 60e6
+DEFAULT_SYS_CLK = 50e6   # routed with every clock met at 50 MHz (docs/results/boards.md)
 DEFAULT_DEVICE = "85F"
 
 _CONNECTORS = {name: pins.split() for name, pins in platform_mod._connectors}
