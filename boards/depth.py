@@ -36,6 +36,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 ROUTE_NS = 1.0          # one inter-slice net (the routed executor's critical path: 27 ns over 27 nets)
@@ -123,6 +124,18 @@ class Netlist:
         self.inputs = {b for p in self.mod["ports"].values() if p["direction"] == "input"
                        for b in p["bits"] if isinstance(b, int)}
         self._arrival: dict[int, tuple[float, int | None]] = {}
+
+    @cached_property
+    def sinks(self) -> dict[int, list[str]]:
+        """Net bit -> the cells that take it as an input."""
+        out: dict[int, list[str]] = defaultdict(list)
+        for name, c in self.cells.items():
+            for port, d in c["port_directions"].items():
+                if d == "input":
+                    for b in c["connections"][port]:
+                        if isinstance(b, int):
+                            out[b].append(name)
+        return out
 
     def arrival(self, bit) -> float:
         return self._solve(bit)[0]
@@ -324,14 +337,6 @@ def block_of(net: Netlist, cell: str, depth: int, hops: int = 6) -> str:
     """The block a cell belongs to: the first named net (not a Yosys ``$`` name) at its outputs or, for
     logic that drives only unnamed nets, at the outputs of the cells it feeds (breadth first, ``hops``
     deep), cut to ``depth`` dotted parts; ``"?"`` when none is near."""
-    if not hasattr(net, "_sinks"):
-        net._sinks = defaultdict(list)
-        for name, c in net.cells.items():
-            for port, d in c["port_directions"].items():
-                if d == "input":
-                    for b in c["connections"][port]:
-                        if isinstance(b, int):
-                            net._sinks[b].append(name)
     frontier, seen = [cell], {cell}
     for _ in range(hops + 1):
         nxt = []
@@ -343,7 +348,7 @@ def block_of(net: Netlist, cell: str, depth: int, hops: int = 6) -> str:
                 label = net.name_of.get(b, ("$",))[0]
                 if not label.startswith("$"):
                     return ".".join(re.sub(r"\[\d+\]$", "", label).split(".")[:depth])
-            nxt += [s for b in outs for s in net._sinks.get(b, [])[:8] if s not in seen]
+            nxt += [s for b in outs for s in net.sinks.get(b, [])[:8] if s not in seen]
             seen.update(nxt)
         frontier = nxt
     return "?"
