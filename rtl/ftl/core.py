@@ -287,7 +287,7 @@ class FtlCore(wiring.Component):
 
         # executor <-> publisher <-> log writer
         wiring.connect(m, executor.pub_member_lba, publisher.member_lba)
-        wiring.connect(m, executor.pub_open, publisher.open)
+        connect_through_registers("pub_open", executor.pub_open, publisher.open)
         m.d.comb += [executor.pub_transfer_error.eq(publisher.transfer_error),
                      executor.pub_no_page.eq(publisher.no_page)]
         wiring.connect(m, executor.pub_give_up, publisher.give_up)

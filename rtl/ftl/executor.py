@@ -59,7 +59,8 @@ published.  A TX_WRITE the publisher drops (program failures, a bus error)
 *dooms* its transaction: the commit then aborts it and completes with
 MEDIA_ERROR, or NO_SPACE when a dropped write of it found no page.  The tag
 of a transaction is the seq its first page gets: the log writer's next seq
-(``page_seq``) in the cycle that page is taken.
+(``page_seq``) in the cycle the log port takes that page (it holds one page at
+a time, so no other page can take a seq in between).
 A TX_FINAL whose transaction would exceed ``LOG.TX_FINAL_MAX_PAGES`` pages is
 INVALID_FIELD (commit with TX_COMMIT instead).  ``tx_floor`` is the first
 vseq of the oldest transaction not yet published (all ones: none): a map

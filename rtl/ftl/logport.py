@@ -23,6 +23,12 @@ A program that failed (not a bus error on the page's data, not a page never foun
 firmware's business: its page goes out on ``failed`` (the block is to be retired; the requester
 re-issues the data itself).  The counters count pages the writer found a page for (``allocated``
 while it takes the request).
+
+The request leaves from registers, one at a time: the port takes a page only while it holds none,
+and the writer takes it from there.  Deciding whose page goes (the PAD offer, the executor's lock)
+and taking a page (the allocator's pick, the writer's handshake) made one path across the core,
+and an executor that reads the allocator's next seq when the port takes its page still reads the
+seq that page gets: nothing can take a seq between the two.
 """
 
 from amaranth import Module, Mux, Signal
@@ -58,9 +64,11 @@ class LogPortArbiter(wiring.Component):
     reloc : In(stream of PAGE_WRITE) / reloc_done : Out(stream of PAGE_DONE)
         The relocator (its tag's ``RELOC_TAG`` bit is set here).
     pad : In(stream of {die}) / idle : Out(1)
-        A PAD page wanted on a die; ``idle``: neither the executor nor the relocator wants the writer.
+        A PAD page wanted on a die; ``idle``: neither the executor nor the relocator wants the writer
+        (nor has a page waiting in the request register).
     req : Out(stream of PAGE_WRITE) / force : Out(1) / force_die : Out(die_bits)
-        The log writer's request port; ``force``: the page must come from ``force_die`` (a PAD page).
+        The log writer's request port, from registers; ``force``: the page must come from ``force_die``
+        (a PAD page).
     allocated : In(1)
         The writer found a page for the request it takes now (its allocation is valid).
     pad_now : Out(1)
@@ -100,34 +108,43 @@ class LogPortArbiter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         host, reloc = self.host, self.reloc
+        req = self.req
 
         # who goes: the relocator when the executor holds no lock and does not want the writer, or
-        # it is the relocator's turn; PAD pages when neither wants it
+        # it is the relocator's turn; PAD pages when neither wants it.  A page is taken only while the
+        # request register is empty.
         prefer_reloc = Signal()
         to_reloc, to_pad = Signal(), Signal()
-        m.d.comb += [to_reloc.eq(reloc.valid & ~self.host_lock & (~host.valid | prefer_reloc)),
+        accept = Signal()
+        offer = Signal(PAGE_WRITE)
+        req_reloc = Signal()          # the request held is the relocator's
+        m.d.comb += [accept.eq(~req.valid),
+                     to_reloc.eq(reloc.valid & ~self.host_lock & (~host.valid | prefer_reloc)),
                      to_pad.eq(self.pad.valid & ~reloc.valid & ~host.valid & ~self.host_lock),
-                     self.idle.eq(~reloc.valid & ~host.valid),
-                     self.pad_now.eq(to_pad)]
+                     self.idle.eq(~reloc.valid & ~host.valid & ~(req.valid & ~self.pad_now)),
+                     self.force.eq(req.valid & self.pad_now)]
         with m.If(to_pad):
-            pad = self.req.payload
-            m.d.comb += [self.req.valid.eq(1), pad.tag.eq(PAD_TAG), pad.no_data.eq(1),
-                         pad.oob.kind.eq(spec.Kind.PAD), self.force.eq(1), self.force_die.eq(self.pad.payload.die),
-                         self.pad.ready.eq(self.req.ready)]
+            m.d.comb += [offer.tag.eq(PAD_TAG), offer.no_data.eq(1), offer.oob.kind.eq(spec.Kind.PAD),
+                         self.pad.ready.eq(accept)]
         with m.Elif(to_reloc):
-            m.d.comb += [self.req.valid.eq(1), self.req.payload.eq(reloc.payload),
-                         self.req.payload.tag.eq(reloc.payload.tag | RELOC_TAG), reloc.ready.eq(self.req.ready)]
+            m.d.comb += [offer.eq(reloc.payload), offer.tag.eq(reloc.payload.tag | RELOC_TAG),
+                         reloc.ready.eq(accept)]
         with m.Else():
-            wiring.connect(m, wiring.flipped(host), wiring.flipped(self.req))
+            m.d.comb += [offer.eq(host.payload), host.ready.eq(accept)]
+        offered = to_pad | to_reloc | host.valid
+        with m.If(req.valid & req.ready):
+            m.d.sync += req.valid.eq(0)
+        with m.If(accept & offered):
+            m.d.sync += [req.valid.eq(1), req.payload.eq(offer), self.pad_now.eq(to_pad), req_reloc.eq(to_reloc),
+                         self.force_die.eq(self.pad.payload.die),
+                         prefer_reloc.eq(~to_reloc)]
 
-        # turns, and the counters (a cycle later: which page went is known late in the cycle, after the
-        # allocator and the log writer's handshake, and a 32-bit increment behind that was one long path)
+        # the counters, a cycle later: whether the writer found a page is known late in the cycle
         went_pad, went_record, went_host = Signal(), Signal(), Signal()
-        taken = self.req.valid & self.req.ready & self.allocated     # not allocated: the writer gave up
-        m.d.sync += [went_pad.eq(taken & to_pad), went_record.eq(taken & ~to_pad & ~to_reloc & self.req.payload.record),
-                     went_host.eq(taken & ~to_pad & ~to_reloc & ~self.req.payload.record)]
-        with m.If(self.req.valid & self.req.ready):
-            m.d.sync += prefer_reloc.eq(~to_reloc)
+        taken = req.valid & req.ready & self.allocated     # not allocated: the writer gave up
+        from_host = taken & ~self.pad_now & ~req_reloc
+        m.d.sync += [went_pad.eq(taken & self.pad_now), went_record.eq(from_host & req.payload.record),
+                     went_host.eq(from_host & ~req.payload.record)]
         with m.If(went_pad):
             m.d.sync += self.pad_pages.eq(self.pad_pages + 1)
         with m.If(went_record):

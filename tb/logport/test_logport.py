@@ -1,10 +1,10 @@
 """rtl/ftl/logport.py in amaranth.sim: the executor (groups under its lock), the relocator and PAD
 requests share one log writer that takes requests and finds pages at random, and whose completions
 come back in random order.  Every page reaches the writer once, as its requester sent it (the
-relocator's tagged as such, PAD pages stamped), no other page comes inside a locked group, PAD pages
-only when the others are idle, the executor and the relocator take turns, every completion reaches
-its own requester, failed programs reach the firmware's stream in order, and the counters count
-what got a page."""
+relocator's tagged as such, PAD pages stamped), through the one request register (a page is taken
+only while it is empty), no other page comes inside a locked group, PAD pages only when the others
+are idle, the executor and the relocator take turns, every completion reaches its own requester,
+failed programs reach the firmware's stream in order, and the counters count what got a page."""
 
 import random
 
@@ -50,6 +50,7 @@ class LogPortTB:
         self.host = Source(rng, [p for g in self.groups for p in g], busy)
         self.reloc = Source(rng, self.copies, idle)
         self.pad = Source(rng, self.pads, idle)
+        self.in_port = []          # (who, item) taken by the port, not yet by the writer
         self.taken = []            # (who, item, allocated) in the writer's order
         self.outstanding = []      # completions the writer owes: tags
         self.done_offer = None
@@ -98,35 +99,44 @@ class LogPortTB:
             ctx.set(d.failed.ready, rng.random() >= self.backpressure)
             ctx.set(d.host_done.ready, rng.random() >= self.backpressure)
             ctx.set(d.reloc_done.ready, rng.random() >= self.backpressure)
-            (_, _, hv, rv, pv, lock, idle, qv, qr, q, alloc, force, die, pad_now,
+            (_, _, hv, hr, rv, rr, pv, pr, lock, idle, qv, qr, q, alloc, force, die, pad_now,
              dv, dr, hdv, hdr, hd, rdv, rdr, rd, fv, fr, f) = await ctx.tick().sample(
-                d.host.valid, d.reloc.valid, d.pad.valid, d.host_lock, d.idle, d.req.valid, d.req.ready,
-                d.req.payload, d.allocated, d.force, d.force_die, d.pad_now, d.done.valid, d.done.ready,
+                d.host.valid, d.host.ready, d.reloc.valid, d.reloc.ready, d.pad.valid, d.pad.ready, d.host_lock,
+                d.idle, d.req.valid, d.req.ready, d.req.payload, d.allocated, d.force, d.force_die, d.pad_now,
+                d.done.valid, d.done.ready,
                 d.host_done.valid, d.host_done.ready, d.host_done.payload,
                 d.reloc_done.valid, d.reloc_done.ready, d.reloc_done.payload,
                 d.failed.valid, d.failed.ready, d.failed.payload)
-            assert idle == (not hv and not rv)
-            if qv and qr:
-                if q.tag & PAD_TAG:
-                    who, item = "pad", self.pad.offer
-                    assert force and die == item and pad_now and q.no_data and q.oob.kind == spec.Kind.PAD
-                    if hv or rv or lock:
-                        self.pad_while_busy += 1
-                    self.pad.offer = None
-                elif q.tag & RELOC_TAG:
-                    who, item = "reloc", self.reloc.offer
-                    assert (q.tag & ~RELOC_TAG, q.mem_addr, q.keep_vseq) == (item[0], item[1], 1) and not force
-                    self.reloc.offer = None
-                else:
-                    who, item = "host", self.host.offer
-                    assert (q.tag, q.record) == item and not force and not pad_now
-                    self.host.offer = None
+            assert idle == (not hv and not rv and not (qv and not pad_now))
+            assert len(self.in_port) == qv         # what the port took is on its output, the next cycle
+            # the port takes a page from its requester (only while its request register is empty)
+            accepted = [who for who, v, r in (("host", hv, hr), ("reloc", rv, rr), ("pad", pv, pr)) if v and r]
+            assert len(accepted) <= 1 and not (accepted and qv), (accepted, qv)
+            if accepted:
+                who = accepted[0]
+                source = {"host": self.host, "reloc": self.reloc, "pad": self.pad}[who]
+                self.in_port.append((who, source.offer))
+                source.offer = None
+                if who == "host":
                     group_left -= 1
+                if who == "pad" and (hv or rv or lock):
+                    self.pad_while_busy += 1
                 if lock and who != "host":
                     self.intruders += 1
                 if hv and rv and not lock and who != "pad":
                     self.turns.append((who, last))
                 last = who
+            # the writer takes it from the register
+            if qv and qr:
+                who, item = self.in_port.pop(0)
+                if who == "pad":
+                    assert q.tag & PAD_TAG and force and die == item and pad_now and q.no_data
+                    assert q.oob.kind == spec.Kind.PAD
+                elif who == "reloc":
+                    assert q.tag & RELOC_TAG and not force and not pad_now
+                    assert (q.tag & ~RELOC_TAG, q.mem_addr, q.keep_vseq) == (item[0], item[1], 1)
+                else:
+                    assert (q.tag, q.record) == item and not force and not pad_now
                 self.taken.append((who, item, alloc))
                 self.outstanding.append(q.tag)
             if self.lock and group_left == 0:
