@@ -7,8 +7,13 @@ time.  The port is a plain RAM port without a handshake, so ownership is
 explicit: a user raises ``request`` and may drive the port from the cycle
 after ``grant`` rises until it drops ``request``.  Grants go round-robin and
 change only while the owner is not requesting, so a burst is never split;
-read data (one cycle after the address) reaches every user, only the owner's
-address and writes reach the memory.
+read data (``rtl.nand.pagebuf.HOST_READ_LATENCY`` cycles after the address)
+reaches every user, only the owner's address and writes reach the memory.
+
+The page buffer takes the port through registers, in order, so handing it
+over needs no care: a read still on its way when its owner lets go arrives
+all the same (every user sees ``r_data``), and the last writes of one owner
+are in the memory before any access of the next reaches it.
 """
 
 from amaranth import Module, Signal

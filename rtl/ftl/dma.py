@@ -11,19 +11,24 @@ The copy is one incrementing Wishbone burst (``rtl.lib.wishbone``): a word a
 cycle from a target that bursts, a word every two from one that does not.
 The page buffer keeps up either way, and a bus answer (which may come from
 across the die) never drives the block RAM: toward memory, words are read
-ahead into a four-word FIFO the burst takes them from; toward the buffer, a
-word is written from registers the cycle after it came.
+ahead (each on its way ``HOST_READ_LATENCY`` cycles) into a small FIFO the
+burst takes them from; toward the buffer, a word is written from registers
+the cycle after it came.
 """
 
-from amaranth import Array, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
 
 from rtl.lib import wishbone
-from rtl.nand.pagebuf import BufferPortSignature
+from rtl.nand.pagebuf import HOST_READ_LATENCY, BufferPortSignature
 
 
-AHEAD_DEPTH = 4     # words read ahead toward memory: one a cycle with a word in flight and the level a cycle old
+# words read ahead toward memory (a power of two: the FIFO's pointers wrap).  At a word a cycle the room
+# check counts the words in flight, the one the bus takes this cycle (the level drops only in the next) and
+# the one it issues.
+AHEAD_DEPTH = 1 << ceil_log2(HOST_READ_LATENCY + 2)
 
 
 class Direction:
@@ -77,7 +82,8 @@ class BufferDMA(wiring.Component):
         w_data = Signal(32)
         r_addr = Signal(self.buf_addr_width)
         r_left = Signal(16)         # words still to read ahead
-        r_inflight = Signal()       # a read was issued last cycle: its word is on r_data now
+        # reads on their way, one bit per cycle since the issue: the last bit's word is on r_data now
+        r_inflight = Signal(HOST_READ_LATENCY)
         ahead = Array(Signal(32, name=f"ahead{i}") for i in range(AHEAD_DEPTH))
         ahead_rd = Signal(range(AHEAD_DEPTH))
         ahead_wr = Signal(range(AHEAD_DEPTH))
@@ -97,15 +103,17 @@ class BufferDMA(wiring.Component):
         ]
 
         # the read-ahead: room for a word is counted from registers only (the FIFO's level and the
-        # word in flight), so a read issued now always finds its place next cycle
+        # words in flight), so a read issued now always finds its place when its word comes
         with m.If(issue):
             m.d.sync += [r_addr.eq(r_addr + 1), r_left.eq(r_left - 1)]
-        m.d.sync += r_inflight.eq(issue)
-        with m.If(r_inflight):
+        m.d.sync += r_inflight.eq(Cat(issue, r_inflight[:-1]))
+        arriving = r_inflight[-1]
+        with m.If(arriving):
             m.d.sync += [ahead[ahead_wr].eq(self.buf.r_data), ahead_wr.eq(ahead_wr + 1)]
         with m.If(pop):
             m.d.sync += ahead_rd.eq(ahead_rd + 1)
-        m.d.sync += ahead_level.eq(ahead_level + r_inflight - pop)
+        m.d.sync += ahead_level.eq(ahead_level + arriving - pop)
+        in_flight = sum(r_inflight)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -119,6 +127,7 @@ class BufferDMA(wiring.Component):
                         r_addr.eq(p.buf_addr),
                         r_left.eq(Mux(p.direction == Direction.TO_MEMORY, p.words, 0)),
                         ahead_rd.eq(0), ahead_wr.eq(0), ahead_level.eq(0),
+                        r_inflight.eq(0),    # a transfer a bus error ended may leave reads on their way
                         left.eq(p.words),
                         last.eq(p.words == 1),
                         error.eq(0),
@@ -142,7 +151,7 @@ class BufferDMA(wiring.Component):
                         m.next = "DONE"
 
             with m.State("WRITE_MEMORY"):
-                m.d.comb += issue.eq((r_left != 0) & (ahead_level + r_inflight < AHEAD_DEPTH))
+                m.d.comb += issue.eq((r_left != 0) & (ahead_level + in_flight < AHEAD_DEPTH))
                 # the read-ahead keeps up once started, so the burst has a word for every beat
                 with m.If(ahead_level != 0):
                     wishbone.word_access(m, self.bus, mem_word, ahead[ahead_rd])

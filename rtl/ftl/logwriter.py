@@ -37,7 +37,7 @@ OOB record means anything.
 ``spec.REC_HDR`` at byte 0 whose ``seq`` is the page's own seq, known only
 here.  The requester leaves the header's 24 bytes free in its buffer and puts
 ``rec_count`` entries after it; after the DMA the log writer CRCs the header
-and the entries (read back from the slot, one word per two cycles) and writes
+and the entries (read back from the slot, one word per three cycles) and writes
 the header over the first six words, so the record binds to its OOB record
 exactly as ``spec.unpack_record_page`` checks.
 
@@ -61,6 +61,7 @@ from atomflash.spec import Kind, NandOp, NandResult
 from rtl import spec as layouts
 from rtl.lib import wishbone
 from rtl.nand.channel import ChannelParams
+from rtl.nand.pagebuf import HOST_READ_LATENCY
 
 from .bufport import ArbitratedBufferSignature
 from .dma import BufferDMA, Direction, request_layout
@@ -215,6 +216,7 @@ class LogWriter(wiring.Component):
                                        cur.rec_count * (spec.TRIM_REC_ENTRY.size // 4)))
         assert spec.TRIM_REC_ENTRY.size == spec.COMMIT_BODY.size
         rec_word = Signal(range(0x10000 * 6 + hdr_words + 1))
+        rec_wait = Signal(range(HOST_READ_LATENCY))     # cycles until the entry word read is on r_data
         # the word after the last entry, through a register: ``cur`` has settled before the header's
         # words are fed, and the multiply and add would otherwise end in the FSM's next state
         rec_end = Signal.like(rec_word)
@@ -275,17 +277,22 @@ class LogWriter(wiring.Component):
                     m.d.sync += rec_word.eq(hdr_words)
                     m.next = "REC_ADDR"
             with m.State("REC_ADDR"):
-                # entries: read back from the slot (one cycle of read latency)
+                # entries: read back from the slot, each word HOST_READ_LATENCY cycles after its address
                 m.d.comb += [holding.eq(1), oob_addr.eq(slot_base + rec_word)]
                 with m.If(rec_word == rec_end):
                     m.d.sync += rec_word.eq(0)
                     m.next = "REC_WRITE"
                 with m.Else():
+                    m.d.sync += rec_wait.eq(HOST_READ_LATENCY - 1)
                     m.next = "REC_FEED"
             with m.State("REC_FEED"):
-                m.d.comb += [holding.eq(1), oob_addr.eq(slot_base + rec_word), rec_crc.valid.eq(1)]
-                m.d.sync += rec_word.eq(rec_word + 1)
-                m.next = "REC_ADDR"
+                m.d.comb += [holding.eq(1), oob_addr.eq(slot_base + rec_word)]
+                with m.If(rec_wait != 0):
+                    m.d.sync += rec_wait.eq(rec_wait - 1)
+                with m.Else():
+                    m.d.comb += rec_crc.valid.eq(1)
+                    m.d.sync += rec_word.eq(rec_word + 1)
+                    m.next = "REC_ADDR"
             with m.State("REC_WRITE"):
                 m.d.comb += [holding.eq(1), oob_addr.eq(slot_base + rec_word), oob_en.eq(0xF),
                              oob_data.eq(Mux(rec_word == crc_words, rec_crc.crc,

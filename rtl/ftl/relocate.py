@@ -41,6 +41,7 @@ from atomflash.spec import Kind, NandOp, NandResult
 from rtl import spec as layouts
 from rtl.lib import wishbone
 from rtl.nand.channel import ChannelParams
+from rtl.nand.pagebuf import HOST_READ_LATENCY
 
 from .blocktable import REBIND
 from .bufport import ArbitratedBufferSignature
@@ -146,6 +147,7 @@ class Relocator(wiring.Component):
         n_words = (rec_first % 4 + spec.OOB.size + 3) // 4
         raw = Signal(32 * n_words)
         word = Signal(range(max(n_words, page_words) + 2))
+        oob_wait = Signal(range(HOST_READ_LATENCY))     # cycles until the OOB word read is on r_data
 
         with m.FSM():
             with m.State("IDLE"):
@@ -173,17 +175,21 @@ class Relocator(wiring.Component):
                 with m.If(granted):
                     m.d.sync += word.eq(0)
                     m.next = "OOB_ADDR"
-            # the OOB words: address, then data a cycle later
+            # the OOB words: address, then data HOST_READ_LATENCY cycles later
             with m.State("OOB_ADDR"):
                 m.d.comb += [holding.eq(1), rd_addr.eq(slot_base + first_word + word)]
+                m.d.sync += oob_wait.eq(HOST_READ_LATENCY - 1)
                 m.next = "OOB_DATA"
             with m.State("OOB_DATA"):
                 m.d.comb += [holding.eq(1), rd_addr.eq(slot_base + first_word + word)]
-                m.d.sync += [raw.word_select(word, 32).eq(r_data), word.eq(word + 1)]
-                with m.If(word == n_words - 1):
-                    m.next = "COPY"
+                with m.If(oob_wait != 0):
+                    m.d.sync += oob_wait.eq(oob_wait - 1)
                 with m.Else():
-                    m.next = "OOB_ADDR"
+                    m.d.sync += [raw.word_select(word, 32).eq(r_data), word.eq(word + 1)]
+                    with m.If(word == n_words - 1):
+                        m.next = "COPY"
+                    with m.Else():
+                        m.next = "OOB_ADDR"
             with m.State("COPY"):
                 m.d.sync += oob.eq(raw[shift:shift + spec.OOB.size * 8])
                 m.d.comb += [holding.eq(1), use_dma.eq(1), dma.req.valid.eq(1),

@@ -243,7 +243,8 @@ class NandChannel(wiring.Component):
         One completion per descriptor (``atomflash.spec.NAND_CPL``).
     buf : In(:class:`BufferPortSignature` (word address, 32 bits))
         The page buffer's FTL/DMA port: word ``w`` of slot ``s`` at
-        ``s * slot_words + w``; read data one cycle after the address.
+        ``s * slot_words + w``; read data :data:`~rtl.nand.pagebuf.HOST_READ_LATENCY`
+        cycles after the address.
     timing : In(:data:`rtl.nand.timing.TIMING`)
         ONFI timing in cycles (``rtl.nand.timing.timing_const(mode)``).
     bus : Out(:class:`rtl.nand.phy.OnfiBusSignature` (ways))

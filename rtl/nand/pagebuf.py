@@ -9,9 +9,15 @@ write port on it -- a true dual-port BRAM (ECP5 DP16KD, iCE40 needs two):
 * ``chan``: bytes, for the channel's data movers (lane picked from the byte
   address; reads and writes are never in the same cycle).
 
-Both sides read with one cycle of latency.  There is no arbitration between
-the sides: the FTL owns a slot until it issues a descriptor naming it and gets
-it back with the completion.
+The ``host`` side's address, enables and data reach the block RAMs from
+registers next to them: the FTL's users sit across the die, and the address
+fans out to every block RAM of the buffer.  So a host read's data comes
+:data:`HOST_READ_LATENCY` (two) cycles after its address, and a host write
+lands a cycle after it was driven; reads and writes keep their order, so a
+read after a write through the port sees it.  The ``chan`` side reads with one
+cycle of latency.  There is no arbitration between the sides: the FTL owns a
+slot until it issues a descriptor naming it and gets it back with the
+completion.
 """
 
 from __future__ import annotations
@@ -20,12 +26,16 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ArbitratedBufferSignature", "BufferPortSignature", "PageBuffer"]
+__all__ = ["ArbitratedBufferSignature", "BufferPortSignature", "HOST_READ_LATENCY", "PageBuffer"]
+
+HOST_READ_LATENCY = 2   # cycles from a host address to its r_data: the register stage, then the BRAM's
 
 
 class BufferPortSignature(wiring.Signature):
     """A synchronous RAM port seen from its user: ``r_data`` is the word at
-    last cycle's ``addr``; ``w_en`` has one bit per ``granularity`` lane."""
+    the ``addr`` of a fixed number of cycles before (the page buffer's
+    ``host`` port: :data:`HOST_READ_LATENCY`; its ``chan`` port: one);
+    ``w_en`` has one bit per ``granularity`` lane."""
 
     def __init__(self, addr_width: int, data_width: int, granularity: int = 8):
         self.addr_width, self.data_width, self.granularity = addr_width, data_width, granularity
@@ -56,9 +66,11 @@ class PageBuffer(wiring.Component):
     Ports
     -----
     host : In(BufferPortSignature(word address, 32))
-        Word ``w`` of slot ``s`` is at ``s * slot_words + w``.
+        Word ``w`` of slot ``s`` is at ``s * slot_words + w``; read data
+        :data:`HOST_READ_LATENCY` cycles after the address.
     chan : In(BufferPortSignature(byte address, 8))
-        Byte ``b`` of slot ``s`` is at ``s * slot_bytes + b``.
+        Byte ``b`` of slot ``s`` is at ``s * slot_bytes + b``; read data one
+        cycle after the address.
     """
 
     def __init__(self, slots: int, slot_bytes: int):
@@ -74,6 +86,15 @@ class PageBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # the host side through registers: its users' logic is far away, the address fans out wide
+        host_addr, host_w_en, host_w_data = self.host.addr, self.host.w_en, self.host.w_data
+        for stage in range(HOST_READ_LATENCY - 1):
+            addr_q = Signal.like(host_addr, name=f"host_addr_q{stage}")
+            w_en_q = Signal.like(host_w_en, name=f"host_w_en_q{stage}")
+            w_data_q = Signal.like(host_w_data, name=f"host_w_data_q{stage}")
+            m.d.sync += [addr_q.eq(host_addr), w_en_q.eq(host_w_en), w_data_q.eq(host_w_data)]
+            host_addr, host_w_en, host_w_data = addr_q, w_en_q, w_data_q
+
         # One 8-bit memory per byte lane: each is a plain true dual-port RAM
         # (one address per side), which every FPGA BRAM maps; a single 32-bit
         # memory with byte enables on both ports does not fit ECP5's DP16KD.
@@ -90,8 +111,8 @@ class PageBuffer(wiring.Component):
             chan_r = mem.read_port()
             chan_w = mem.write_port()
             m.d.comb += [
-                host_r.addr.eq(self.host.addr), host_w.addr.eq(self.host.addr),
-                host_w.en.eq(self.host.w_en[i]), host_w.data.eq(self.host.w_data[8 * i:8 * i + 8]),
+                host_r.addr.eq(host_addr), host_w.addr.eq(host_addr),
+                host_w.en.eq(host_w_en[i]), host_w.data.eq(host_w_data[8 * i:8 * i + 8]),
                 self.host.r_data[8 * i:8 * i + 8].eq(host_r.data),
                 chan_r.addr.eq(word), chan_w.addr.eq(word),
                 chan_w.en.eq(self.chan.w_en & (lane == i)), chan_w.data.eq(self.chan.w_data),

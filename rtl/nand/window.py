@@ -17,10 +17,11 @@ through each channel's page-buffer window.  Two components carry this window:
   relocator and the read path.
 
 The buffer ports are arbitrated (``request``/``grant``, ``rtl.ftl.bufport``):
-a buffer access raises ``request``, drives the port in the cycle ``grant`` is
-high and acknowledges in the next, when the read data is there.  A port that
-is always granted (``grant`` tied to ``request``) costs the same two cycles as
-a register.
+a buffer access raises ``request`` and drives the port in the cycle ``grant``
+is high; a write acknowledges in the next cycle, a read when its data is there
+(:data:`rtl.nand.pagebuf.HOST_READ_LATENCY` cycles after the granted one).  On
+a port that is always granted (``grant`` tied to ``request``) a write costs the
+same two cycles as a register, a read one more.
 
 Register map (byte offsets; defined once here and exported to the firmware as
 ``AFNAND_REG_*``, ``AFNAND_STATUS_*``, ``AFNAND_CTRL_*`` in ``soc.h``):
@@ -54,7 +55,7 @@ from amaranth.lib.wiring import In, Out
 from atomflash.spec import NandResult
 from rtl import spec as layouts
 from rtl.lib import wishbone
-from rtl.nand.pagebuf import ArbitratedBufferSignature
+from rtl.nand.pagebuf import HOST_READ_LATENCY, ArbitratedBufferSignature
 from rtl.nand.timing import TIMING, TIMING_NAMES, timing_const
 
 __all__ = ["NandWindow", "REGS", "STATUS", "CTRL", "BLOCK_ID", "BLOCK_VERSION", "DESC_WORDS", "CPL_WORDS",
@@ -192,13 +193,19 @@ class NandWindow(wiring.Component):
             with m.If(Cat(result == r for r in FAULT_RESULTS).any()):
                 m.d.sync += fault.eq(1)
 
-        # -- Wishbone: registers ack one cycle after the request, buffers one cycle after the grant
+        # -- Wishbone: registers ack one cycle after the request, buffer writes one cycle after the
+        # grant, buffer reads when their data comes
         ack = Signal()
         rdata = Signal(32)
         buf_sel = Signal(range(C + 1))  # which source dat_r takes in the ack cycle (C = registers)
+        read_wait = Signal(range(HOST_READ_LATENCY))    # cycles until a granted buffer read's ack
         m.d.comb += [wb.ack.eq(ack), wb.err.eq(0)]
-        req = wb.cyc & wb.stb & ~ack
+        req = wb.cyc & wb.stb & ~ack & (read_wait == 0)
         m.d.sync += ack.eq(0)
+        with m.If(read_wait != 0):
+            m.d.sync += read_wait.eq(read_wait - 1)
+            with m.If(read_wait == 1):
+                m.d.sync += ack.eq(1)
 
         word = wb.adr
         reg_word = word[:(REGS_BYTES // 4 - 1).bit_length()]
@@ -254,6 +261,7 @@ class NandWindow(wiring.Component):
                         m.d.sync += fault.eq(0)
 
         # page buffers: request, drive the port in the granted cycle, data back in the ack cycle
+        # (a read's ack waits for its data: read_wait)
         stride_words = self.buf_stride // 4
         base_words = self.buf_base // 4
         for c in range(C):
@@ -263,9 +271,13 @@ class NandWindow(wiring.Component):
             with m.If(req & hit):
                 m.d.comb += user.request.eq(1)
                 with m.If(user.grant):
-                    m.d.sync += [buf_sel.eq(c), ack.eq(1)]
+                    m.d.sync += buf_sel.eq(c)
                     with m.If(wb.we):
                         m.d.comb += user.port.w_en.eq(wb.sel)
+                    with m.If(wb.we | (HOST_READ_LATENCY == 1)):
+                        m.d.sync += ack.eq(1)
+                    with m.Else():
+                        m.d.sync += read_wait.eq(HOST_READ_LATENCY - 1)
         # an address in no channel's window: answer at once (reads 0)
         with m.If(req & ~in_regs):
             hits = [(word >= base_words + c * stride_words) & (word < base_words + (c + 1) * stride_words)

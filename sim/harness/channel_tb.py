@@ -17,6 +17,7 @@ from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge
 from atomflash import spec
 from atomflash.nandsim import NandConfig, NandCtl, NandStat, read_stats
 from atomflash.spec import NandOp
+from rtl.nand.pagebuf import HOST_READ_LATENCY
 from rtl.nand.timing import TIMING, timing_cycles
 from .nandctl import model_ctl
 
@@ -159,14 +160,15 @@ class ChannelTB:
         wen.value = 0
 
     async def read_slot(self, channel, slot, offset, length) -> bytes:
+        """A word an edge, each word's data HOST_READ_LATENCY edges after its address."""
         addr, rdata = getattr(self.dut, f"buf{channel}_addr"), getattr(self.dut, f"buf{channel}_r_data")
         first, last = offset // 4, (offset + length + 3) // 4
         out = bytearray()
         await FallingEdge(self.clk)
-        for w in range(first, last + 1):
-            if w > first:
+        for i in range(last - first + HOST_READ_LATENCY):
+            if i >= HOST_READ_LATENCY:
                 out += int(rdata.value).to_bytes(4, "little")
-            addr.value = slot * self.slot_words + min(w, last - 1)
+            addr.value = slot * self.slot_words + first + min(i, last - first - 1)
             await FallingEdge(self.clk)
         return bytes(out[offset - 4 * first:][:length])
 

@@ -1,9 +1,12 @@
 """rtl/ftl/bufport.py in amaranth.sim: a TB class plays three users that write and read back bursts
-through one page buffer (the real rtl.nand.pagebuf.PageBuffer), with idle gaps before their requests
-and idle cycles inside their bursts, and junk on their ports while they wait; a shadow of the buffer
-checks every word read back, and a monitor checks each cycle that one user at most holds the grant,
-keeps it while it requests, gets it in round-robin order, and that only its port reaches the memory.
-Bursts are never interleaved, data is intact, and everyone gets the port."""
+through one page buffer (the real rtl.nand.pagebuf.PageBuffer, reads pipelined at its
+HOST_READ_LATENCY), with idle gaps before their requests and idle cycles inside their bursts, and junk
+on their ports while they wait; a shadow of the buffer checks every word read back, and a monitor
+checks each cycle that one user at most holds the grant, keeps it while it requests, gets it in
+round-robin order, and that only its port reaches the memory.  Each burst ends with a write in its
+last requesting cycle, and the next owner reads that word first thing in its granted cycle: the
+handover is safe with the buffer's register stage.  Bursts are never interleaved, data is intact, and
+everyone gets the port."""
 
 import random
 
@@ -12,7 +15,7 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from rtl.ftl.bufport import BufferPortArbiter
-from rtl.nand.pagebuf import PageBuffer
+from rtl.nand.pagebuf import HOST_READ_LATENCY, PageBuffer
 
 N, BURSTS, WORDS = 3, 6, 4
 
@@ -46,6 +49,8 @@ class BufPortTB:
         self.memory = {}                       # word address -> what the owner of the port wrote last
         self.log = []                          # (user, burst) of every granted write, in time order
         self.results = {i: [] for i in range(N)}
+        self.tail = None                       # (address, word) of the last burst's last write
+        self.handovers = []                    # (read by the next owner, the previous owner's last write)
         self.seen = {"gaps": 0, "holds": 0, "junk": 0, "contended": 0}
         self.grants = []                       # the owners in the order they got the port
         self.done = []
@@ -75,6 +80,9 @@ class BufPortTB:
                 ctx.set(u.port.w_en, 0)
                 if ctx.get(u.grant):
                     break
+            if self.tail is not None:                        # the previous owner's last write, at once
+                addr, want = self.tail
+                self.handovers.append(((await self.read(ctx, u, [addr]))[0], want))
             base = area(i, b)
             words = [rng.getrandbits(32) for _ in range(WORDS)]
             for k, w in enumerate(words):
@@ -89,15 +97,33 @@ class BufPortTB:
                 self.memory[base + k] = w
                 self.log.append((i, b))
             ctx.set(u.port.w_en, 0)
-            got = []
-            for k in range(WORDS):
-                ctx.set(u.port.addr, base + k)
-                await ctx.tick()
-                got.append(ctx.get(u.port.r_data))
+            got = await self.read(ctx, u, [base + k for k in range(WORDS)])
             self.results[i].append((got, [self.memory[base + k] for k in range(WORDS)], words))
+            # a last write in the last cycle the port is ours: the next owner reads it back
+            tail = (base + rng.randrange(WORDS), rng.getrandbits(32))
+            ctx.set(u.port.addr, tail[0])
+            ctx.set(u.port.w_data, tail[1])
+            ctx.set(u.port.w_en, 0xF)
+            await ctx.tick()
+            self.memory[tail[0]] = tail[1]
+            self.tail = tail
+            self.log.append((i, b))
+            ctx.set(u.port.w_en, 0)
             ctx.set(u.request, 0)
             await ctx.tick()
         self.done.append(i)
+
+    async def read(self, ctx, u, addrs):
+        """Read ``addrs`` through user ``u``'s port, an address a cycle: each word comes
+        HOST_READ_LATENCY cycles after its address."""
+        got = []
+        for k in range(len(addrs) + HOST_READ_LATENCY - 1):
+            if k < len(addrs):
+                ctx.set(u.port.addr, addrs[k])
+            await ctx.tick()
+            if k >= HOST_READ_LATENCY - 1:
+                got.append(ctx.get(u.port.r_data))
+        return got
 
     async def monitor(self, ctx):
         """Each cycle: one grant at most, kept while its owner requests, handed round-robin; the memory
@@ -142,10 +168,12 @@ def test_bursts_are_whole_and_data_intact():
     for i in range(N):
         assert len(tb.results[i]) == BURSTS
         assert all(got == shadow == words for got, shadow, words in tb.results[i]), (i, tb.results[i])
-    # each burst's writes are consecutive: no other user slipped in
-    runs = [tb.log[k:k + WORDS] for k in range(0, len(tb.log), WORDS)]
+    # each burst's writes (its words and its last write) are consecutive: no other user slipped in
+    runs = [tb.log[k:k + WORDS + 1] for k in range(0, len(tb.log), WORDS + 1)]
     assert all(len(set(r)) == 1 for r in runs), tb.log
-    assert len({u for u, _ in tb.log[:WORDS * N]}) > 1, "round robin: the first bursts come from several users"
+    assert len({u for u, _ in tb.log[:(WORDS + 1) * N]}) > 1, "round robin: the first bursts come from several users"
+    # every owner after the first read the previous owner's last write in its first cycle
+    assert len(tb.handovers) == N * BURSTS - 1 and all(got == want for got, want in tb.handovers), tb.handovers
     assert len(tb.grants) == N * BURSTS and sorted(tb.grants) == sorted(list(range(N)) * BURSTS), tb.grants
     # the run proves it exercised them: idle gaps, idle cycles inside bursts, junk while waiting, contention
     assert all(tb.seen[k] >= 5 for k in ("gaps", "holds", "junk", "contended")), tb.seen

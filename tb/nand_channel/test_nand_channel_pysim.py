@@ -14,6 +14,7 @@ from amaranth.sim import Simulator
 from atomflash import spec
 from atomflash.spec import NandOp, NandResult
 from rtl.nand.channel import ChannelParams, NandChannel
+from rtl.nand.pagebuf import HOST_READ_LATENCY
 from rtl.nand.timing import timing_cycles
 from tb.nand_phy.onfi_checker import FakeTarget, OnfiPinChecker
 
@@ -51,12 +52,15 @@ class ChannelSimTB:
         ctx.set(self.dut.buf.w_en, 0)
 
     async def read_slot(self, ctx, slot, offset, length) -> bytes:
+        """A word a cycle, each word's data HOST_READ_LATENCY cycles after its address."""
         out = bytearray()
         first, last = offset // 4, (offset + length + 3) // 4
-        for w in range(first, last):
-            ctx.set(self.dut.buf.addr, slot * self.slot_words + w)
+        for i in range(last - first + HOST_READ_LATENCY - 1):
+            if i < last - first:
+                ctx.set(self.dut.buf.addr, slot * self.slot_words + first + i)
             await ctx.tick()
-            out += ctx.get(self.dut.buf.r_data).to_bytes(4, "little")
+            if i >= HOST_READ_LATENCY - 1:
+                out += ctx.get(self.dut.buf.r_data).to_bytes(4, "little")
         return bytes(out[offset - 4 * first:][:length])
 
     async def submit(self, ctx, **fields):

@@ -1,7 +1,7 @@
 """boards.nand_bridge: the NAND controller's Wishbone window (amaranth.sim, a few seconds).
 
 Register read-back, the timing reset value (ONFI mode 0 at the build clock),
-a page-buffer word round trip with byte enables on both channels, and a
+page-buffer words' round trips with byte enables on both channels, and a
 descriptor pushed to a channel that does not exist: the controller completes
 it with BAD_CHANNEL, the completion appears in CPL with the interrupt, and the
 fault LED latches until CTRL.CLEAR_FAULT.
@@ -52,7 +52,10 @@ def test_nand_bridge_registers_buffers_and_bad_channel():
         for c in range(2):
             base = dut.buf_base + c * dut.buf_stride + dut.slot_bytes  # slot 1
             await access(ctx, base + 8, 0x11223344 + c)
+            await access(ctx, base + 12, 0x55667788 + c)
             await access(ctx, base + 8, 0xAA000000, sel=0b1000)
+            # each read follows an access to another word: its ack waits for its own word
+            assert await access(ctx, base + 12) == 0x55667788 + c
             assert await access(ctx, base + 8) == 0xAA223344 + c
         assert await access(ctx, dut.buf_base + 8 + dut.slot_bytes) == 0xAA223344
 
