@@ -35,7 +35,7 @@ from boards.common import (BUILD, FirmwareROM, HeaderPin, PinPlan, add_atomflash
                            add_board_args, base_soc_kwargs, board_slots, build, check_fits)
 
 BOARD = "ulx3s"
-DEFAULT_SYS_CLK = 60e6
+DEFAULT_SYS_CLK = 50e6   # the whole SSD's target (the NAND controller alone, --core nand, meets 60 MHz)
 DEFAULT_DEVICE = "LFE5U-85F"
 
 # GP/GN header pins -> FPGA balls (ULX3S v2.x/v3.0 constraint file).  gp/gn 11-13

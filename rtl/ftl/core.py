@@ -323,13 +323,15 @@ class FtlCore(wiring.Component):
                                                      pad_idle=self.pad_idle)
         m.submodules.logport = logport = LogPortArbiter(die_bits=alloc.die_bits)
         wiring.connect(m, executor.page, logport.host)
-        wiring.connect(m, logport.host_done, publisher.member)     # the executor's pages, tagged Publisher.member_tag
+        # completions are cut after the log port sorts them by requester: a cut in front of it had the
+        # requesters' ready, worked out from the completion itself, come back to its own registers
+        connect_through_registers("member_done", logport.host_done, publisher.member)  # tagged Publisher.member_tag
         wiring.connect(m, relocator.page, logport.reloc)
-        wiring.connect(m, logport.reloc_done, relocator.page_done)
+        connect_through_registers("reloc_done", logport.reloc_done, relocator.page_done)
         wiring.connect(m, pairing.pad, logport.pad)
         wiring.connect(m, logport.req, writer.req)
         connect_through_registers("writer_done", writer.done, pairing.done_in)
-        connect_through_registers("paired_done", pairing.done_out, logport.done)
+        wiring.connect(m, pairing.done_out, logport.done)
         m.d.comb += [logport.host_lock.eq(executor.page_lock), logport.allocated.eq(writer.alloc.valid),
                      alloc.force.eq(logport.force), alloc.force_die.eq(logport.force_die),
                      pairing.writer_idle.eq(logport.idle),
@@ -377,7 +379,9 @@ class FtlCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.map_seg_set), mapcache.seg_set)
 
         # NAND: descriptors from the log writer, the reader and the firmware
-        wiring.connect(m, writer.desc, nandport.desc_in[0])
+        # the writer's program leaves through registers: the descriptor arbiter's grant was in front of the
+        # writer's in-flight table
+        connect_through_registers("writer_desc", writer.desc, nandport.desc_in[0])
         wiring.connect(m, nandport.cpl_out[0], writer.cpl)
         wiring.connect(m, reader.desc, nandport.desc_in[1])
         wiring.connect(m, nandport.cpl_out[1], reader.ncpl)

@@ -594,10 +594,14 @@ class Executor(wiring.Component):
             cw_resume = Signal()
             cw_idx = Signal.like(idx)
 
+        # an immediate completion's status is kept first, and the completion built from it a cycle later:
+        # thirty states finish a command, and the completion's register behind all their conditions was
+        # one long path from each of them
+        imm_status = Signal.like(imm.status)
+
         def finish(code):
-            m.d.sync += [imm.sqid.eq(sqid), imm.cid.eq(c.cid), imm.status.eq(code), imm.result.eq(0),
-                         imm_valid.eq(1)]
-            m.next = "POST_THE_IMMEDIATE_COMPLETION"
+            m.d.sync += imm_status.eq(code)
+            m.next = "BUILD_THE_IMMEDIATE_COMPLETION"
 
         bus = self.bus
         record_body = (self.scratch_base + tail * page_data + spec.REC_HDR.size) >> 2   # the tail slot's record, after its header
@@ -788,6 +792,10 @@ class Executor(wiring.Component):
                             m.next = "READ_THE_REMAP_TRIPLES"
                         with m.Default():
                             finish(Status.INVALID_OPCODE)
+            with m.State("BUILD_THE_IMMEDIATE_COMPLETION"):
+                m.d.sync += [imm.sqid.eq(sqid), imm.cid.eq(c.cid), imm.status.eq(imm_status), imm.result.eq(0),
+                             imm_valid.eq(1)]
+                m.next = "POST_THE_IMMEDIATE_COMPLETION"
             with m.State("POST_THE_IMMEDIATE_COMPLETION"):
                 with m.If(imm_taken):
                     m.d.sync += imm_valid.eq(0)

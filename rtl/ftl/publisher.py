@@ -279,15 +279,18 @@ class Publisher(wiring.Component):
             with m.State("IDLE"):
                 with m.If(head_ready):
                     m.d.sync += [idx.eq(0), error.eq(0), walk_dropped.eq(0)]
-                    # the head slot's fields through balanced multiplexers (a chain of ``head == s`` tests
-                    # was one long path), a trim known from when the slot opened
-                    head_trim = is_trim.bit_select(head, 1)
-                    head_nlb = Array(trim_nlb)[head]
-                    m.d.sync += [count.eq(Mux(head_trim, head_nlb, Array(expected)[head])),
-                                 trim.eq(head_trim), is_dropped.eq(dropped.bit_select(head, 1)),
-                                 triples.eq(head_nlb), mode.eq(Array(slot_mode)[head]),
-                                 walk.eq(Array(slot_walk)[head]), owner.eq(Array(slot_owner)[head])]
-                    m.next = "LOCK"
+                    m.next = "FETCH"
+            with m.State("FETCH"):
+                # the head slot's fields through balanced multiplexers (a chain of ``head == s`` tests
+                # was one long path), a trim known from when the slot opened; a state of their own, so the
+                # slot's completeness test is not in front of their registers too
+                head_trim = is_trim.bit_select(head, 1)
+                head_nlb = Array(trim_nlb)[head]
+                m.d.sync += [count.eq(Mux(head_trim, head_nlb, Array(expected)[head])),
+                             trim.eq(head_trim), is_dropped.eq(dropped.bit_select(head, 1)),
+                             triples.eq(head_nlb), mode.eq(Array(slot_mode)[head]),
+                             walk.eq(Array(slot_walk)[head]), owner.eq(Array(slot_owner)[head])]
+                m.next = "LOCK"
             with m.State("LOCK"):
                 with m.If(is_dropped | (count == 0) | (mode == MemberMode.NONE)):
                     m.next = "MEMBERS_DONE"
