@@ -37,7 +37,9 @@ async def random_scoreboard(dut):
     for batch in range(int(os.environ.get("FTL_BATCHES", "8"))):
         # up to 8 commands in flight; completion order = command order for the ones that change the map
         cmds = []                   # (cid, the model's status)
+        kind_of = {}                # cid -> the command's kind, for the report
         for _ in range(rng.randrange(1, 9)):
+            issued = len(cmds)
             kind = rng.choices(["write", "atomic", "trim", "flush", "tx_write", "tx_commit", "tx_abort",
                                 "append", "remap", "release"], [5, 3, 1, 1, 4, 1, 1, 2, 2, 1])[0]
             if kind == "write":
@@ -111,10 +113,13 @@ async def random_scoreboard(dut):
                 programs += int(commit and c.ok)        # the COMMIT record
                 cmds.append((await tb.submit(opcode=Opcode.TX_COMMIT if commit else Opcode.TX_ABORT, tid=tid),
                              c.status))
+            if len(cmds) > issued:
+                kind_of[cmds[-1][0]] = kind
         done = [await tb.wait(cid) for cid, _ in cmds]
-        wrong = [(cid, want, Status(d["status"]), d["cycle"]) for (cid, want), d in zip(cmds, done)
+        wrong = [(cid, kind_of[cid], want, Status(d["status"]), d["cycle"]) for (cid, want), d in zip(cmds, done)
                  if Status(d["status"]) != want]
-        assert not wrong, f"batch {batch}: {len(wrong)} of {len(cmds)} differ (cid, model, drive, cycle): {wrong[:12]}"
+        assert not wrong, (f"batch {batch}: {len(wrong)} of {len(cmds)} differ (cid, kind, model, drive, cycle): "
+                           f"{wrong[:12]}; the batch: {[kind_of[cid] for cid, _ in cmds]}")
         by_cid = {cid: d for (cid, _), d in zip(cmds, done)}
         for cid, mtok in appended:
             tokens[mtok] = by_cid[cid]["result"]          # the device's token for the model's

@@ -32,6 +32,7 @@ class FakeEtherboneDrive:
         self.requests = 0
         self.max_record_words = 0
         self.answer_delay = 0.0           # seconds before each answer leaves (a slow bus, a long wire)
+        self.answer_after = 0             # no answer leaves before this many requests came (a window in flight)
         self.log: list[tuple[str, int]] = []   # ("rx", first address) and ("tx", first address), in order
         self._answers: queue.Queue = queue.Queue()
         threading.Thread(target=self._serve, daemon=True).start()
@@ -77,9 +78,12 @@ class FakeEtherboneDrive:
                 self._answers.put((time.monotonic() + self.answer_delay, bytes(answer.bytes), peer, first))
 
     def _send_answers(self):
-        """Answers leave in the order of their requests, each ``answer_delay`` after it arrived."""
+        """Answers leave in the order of their requests, each ``answer_delay`` after it arrived and not
+        before ``answer_after`` requests came."""
         while True:
             due, data, peer, first = self._answers.get()
+            while sum(e == "rx" for e, _ in self.log) < self.answer_after:
+                time.sleep(0.001)
             time.sleep(max(0.0, due - time.monotonic()))
             if first is not None:
                 self.log.append(("tx", first))
@@ -150,7 +154,8 @@ def test_a_register_access_waits_for_every_request_before_it(drive):
     """A doorbell must not reach the drive before the command's data: a lost data record
     would let the drive run the command on stale data before the resend."""
     with link(drive, timeout=1.0, retries=3, window=4) as t:
-        drive.answer_delay = 0.05
+        drive.answer_after = 3                     # the data's three records are all in flight first ...
+        drive.answer_delay = 0.05                  # ... and answered slowly
         t.write(0x3000, list(range(700)))          # data: three records, pipelined
         t.write(0x20000, [5])                      # a register: sent only once the data is answered
         t.sync()
