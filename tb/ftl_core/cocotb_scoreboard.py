@@ -14,7 +14,7 @@ import cocotb
 from atomflash import spec
 from atomflash.model import Limits, Model, recover
 from atomflash.spec import Opcode, Status
-from sim.harness.ftl_core import MAX_OPEN_TX, MAX_PENDING
+from sim.harness.ftl_core import MAX_APPENDS, MAX_OPEN_TX, MAX_PENDING
 from ftl_core_tb import CACHE_PAGES, CAPACITY, CHANNELS, WAYS, Blocks, Host, expect, make_tb
 
 
@@ -25,7 +25,8 @@ async def random_scoreboard(dut):
     host = Host(tb)
     page = tb.page
     # on the write-cache build: plain writes are buffered (Model(cache=True)), overwrites coalesce
-    model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING),
+    model = Model(Limits(capacity=CAPACITY, lba_size=page, max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING,
+                         max_appends=MAX_APPENDS),
                   cache=bool(CACHE_PAGES))
     lbas = range(48)                # overlapping on purpose
     blocks = Blocks(page, 1000)
