@@ -15,7 +15,7 @@ from atomflash import spec
 from atomflash.model import Limits, Model, recover
 from atomflash.spec import Opcode, Status
 from sim.harness.ftl_core import MAX_APPENDS, MAX_OPEN_TX, MAX_PENDING
-from ftl_core_tb import CACHE_PAGES, CAPACITY, CHANNELS, WAYS, Blocks, Host, expect, make_tb
+from ftl_core_tb import CACHE_PAGES, CAPACITY, Blocks, Host, check_valid_counts, expect, make_tb
 
 
 @cocotb.test()
@@ -163,19 +163,8 @@ async def random_scoreboard(dut):
     assert len(pages) == programs, (len(pages), programs)   # no extra flash program for atomicity
     recovered = recover(pages)
     assert recovered.contents() == model.contents()
-    # the block table (valid pages per block, in SoC memory) counts exactly the bound pages
-    want = {}
-    for binding in recovered.map.values():
-        f = spec.PPA.decompose("ppa", binding.addr)
-        die = (f["lun"] * WAYS + f["way"]) * CHANNELS + f["channel"]
-        want[(die, f["block"])] = want.get((die, f["block"]), 0) + 1
-    wrong = {}
-    for die in range(tb.dies):
-        for blk in tb.blocks_used[die]:
-            got = tb.mem_read(tb.block_table // 4 + (die << tb.block_shift) + blk)
-            if got != want.get((die, blk), 0):
-                wrong[(die, blk)] = (got, want.get((die, blk), 0))
-    assert not wrong, wrong
+    # the block table (valid pages per block, in SoC memory) counts exactly the pages the map binds
+    await check_valid_counts(tb, model)
     hits, misses = int(dut.map_hits.value), int(dut.map_misses.value)
     assert hits > 0 and misses > 0
     await tb.chan.expect_clean()
