@@ -11,6 +11,10 @@ Each die has one open block and a small FIFO of erased blocks the firmware
 pushes (``free``).  A page request takes the next page of the next die in
 round-robin order that has room, stamping it with the next log sequence number
 (``seq``, loaded by the firmware after recovery and incremented per page).
+The page is chosen while a requester waits (``demand``) and offered from
+registers the next cycle: the choice (a round robin over every die's state)
+then never meets the requester's own decision in one clock, which on a full
+FPGA sits across the die from the allocator.
 When a block's last page is handed out the block leaves on ``closed`` (a GC
 candidate from then on) and the die opens the next block from its FIFO; a die
 with neither is skipped, and when every die is out of blocks requests wait and
@@ -18,7 +22,7 @@ with neither is skipped, and when every die is out of blocks requests wait and
 get consecutive seqs — an atomic group's members rely on it.
 """
 
-from amaranth import Array, Cat, Module, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -46,21 +50,29 @@ class PageAllocator(wiring.Component):
     free : In(stream.Signature({die, block}))
         An erased block for die ``die`` (firmware, through a CSR).
     alloc : Out(stream.Signature({ppa, seq}))
-        The next page (``spec.PPA`` view) and its sequence number; a transfer
-        allocates it.
+        The next page (``spec.PPA`` view) and its sequence number, from
+        registers, offered until a transfer takes it (pages are never
+        dropped, seqs never skipped).
+    demand : In(1)
+        A requester waits for a page: while it is up and nothing is offered the
+        allocator chooses one, offered from the next cycle.  The requester
+        lowers it with the transfer (a page chosen while it stays up is
+        offered to the next transfer).
     closed : Out(stream.Signature({die, block}))
         Blocks whose last page has been allocated.
     pages_per_block : In(11)
         Geometry (from the parameter page), at most 1024.
     seq_load : In(stream.Signature(64))
-        Sets the next sequence number (after recovery).
+        Sets the next sequence number (after recovery, before any request:
+        a page already offered keeps its own).
     force : In(1), force_die : In(die bits)
         While ``force`` is high, ``alloc`` offers the next page of ``force_die`` only (not
         valid if that die has no open block): a PAD page for an exposed MLC lower page
         (:mod:`rtl.ftl.pairing`) must land on that die.
     seq_next : Out(64)
-        The sequence number the next page gets: every page handed out so far
-        has a smaller one (the firmware's checkpoint floor).
+        The sequence number the next page taken gets (the offered page's, else
+        the next to choose): every page handed out so far has a smaller one
+        (the firmware's checkpoint floor).
     starved : Out(1)
         No die has an open block or a queued free block, and none is being pushed.
     open : Out(dies)
@@ -85,6 +97,7 @@ class PageAllocator(wiring.Component):
             "closed": Out(stream.Signature(die_block)),
             "pages_per_block": In(PAGE_BITS + 1),
             "seq_load": In(stream.Signature(64)),
+            "demand": In(1),
             "force": In(1),
             "force_die": In(self.die_bits),
             "seq_next": Out(64),
@@ -125,9 +138,9 @@ class PageAllocator(wiring.Component):
         m.d.comb += self.open.eq(Cat(*is_open))
 
         seq = Signal(64)
-        with m.If(self.seq_load.valid):
-            m.d.sync += seq.eq(self.seq_load.payload)
-        m.d.comb += [self.seq_load.ready.eq(1), self.seq_next.eq(seq)]
+        offered = Signal()          # a chosen page waits in ``alloc.payload`` (registers)
+        m.d.comb += [self.alloc.valid.eq(offered), self.seq_load.ready.eq(1),
+                     self.seq_next.eq(Mux(offered, self.alloc.payload.seq, seq))]
 
         # Round-robin: the first open die at or after `next_die` (or the forced die).
         next_die = Signal(self.die_bits)
@@ -147,17 +160,6 @@ class PageAllocator(wiring.Component):
         with m.Else():
             m.d.comb += [pick.eq(rr_pick), pick_valid.eq(rr_valid)]
 
-        ppa = self.alloc.payload.ppa.ppa
-        m.d.comb += [
-            self.alloc.valid.eq(pick_valid & ~self.seq_load.valid),
-            ppa.channel.eq(pick[:ch_bits] if ch_bits else 0),
-            ppa.way.eq(pick[ch_bits:ch_bits + way_bits] if way_bits else 0),
-            ppa.lun.eq(pick[ch_bits + way_bits:] if self.luns > 1 else 0),
-            ppa.block.eq(block[pick]),
-            ppa.page.eq(page[pick]),
-            self.alloc.payload.seq.eq(seq),
-        ]
-
         # The block being closed waits in a one-entry register for `closed`.
         closing = Signal()
         closing_die = Signal(self.die_bits)
@@ -170,15 +172,31 @@ class PageAllocator(wiring.Component):
         with m.If(self.closed.valid & self.closed.ready):
             m.d.sync += closing.eq(0)
 
-        last_page = page[pick] == self.pages_per_block - 1
+        # Choose while a requester waits and nothing is offered; not while a closed block is still unreported (so
+        # none is lost) or a seq is being loaded.
+        choose = Signal()
+        m.d.comb += choose.eq(self.demand & ~offered & pick_valid & ~self.seq_load.valid & ~closing)
         with m.If(self.alloc.valid & self.alloc.ready):
-            m.d.sync += [seq.eq(seq + 1), next_die.eq(pick + 1)]
+            m.d.sync += offered.eq(0)
+        ppa = self.alloc.payload.ppa.ppa
+        last_page = page[pick] == self.pages_per_block - 1
+        with m.If(choose):
+            m.d.sync += [
+                offered.eq(1),
+                ppa.channel.eq(pick[:ch_bits] if ch_bits else 0),
+                ppa.way.eq(pick[ch_bits:ch_bits + way_bits] if way_bits else 0),
+                ppa.lun.eq(pick[ch_bits + way_bits:] if self.luns > 1 else 0),
+                ppa.block.eq(block[pick]),
+                ppa.page.eq(page[pick]),
+                self.alloc.payload.seq.eq(seq),
+                seq.eq(seq + 1), next_die.eq(pick + 1),
+            ]
             with m.If(last_page):
                 m.d.sync += [is_open[pick].eq(0), closing.eq(1), closing_die.eq(pick),
                              closing_block.eq(block[pick])]
             with m.Else():
                 m.d.sync += page[pick].eq(page[pick] + 1)
-        # Hold allocation while a closed block is still unreported, so none is lost.
-        with m.If(closing & ~(self.closed.valid & self.closed.ready)):
-            m.d.comb += self.alloc.valid.eq(0)
+        # the firmware loads the seq before the core takes requests (after recovery): nothing is offered then
+        with m.If(self.seq_load.valid):
+            m.d.sync += seq.eq(self.seq_load.payload)
         return m

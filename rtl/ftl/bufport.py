@@ -16,14 +16,29 @@ all the same (every user sees ``r_data``), and the last writes of one owner
 are in the memory before any access of the next reaches it.
 """
 
-from amaranth import Module, Signal
+from amaranth import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.lib.roundrobin import round_robin
 from rtl.nand.pagebuf import ArbitratedBufferSignature, BufferPortSignature
 
-__all__ = ["BufferPortArbiter", "ArbitratedBufferSignature"]
+__all__ = ["BufferPortArbiter", "ArbitratedBufferSignature", "held_grant"]
+
+
+def held_grant(m: Module, users, channel, holding) -> Signal:
+    """The grant of ``users[channel]`` through a register, for a user that keeps ``holding`` (its
+    request) up from the cycle it starts waiting until it is done with the port.
+
+    The grant comes from the channel's arbiter, across the core from most of its users; taken
+    through a register it ends no long path in the user's state machine.  Only a grant seen while
+    the user was already holding counts: the arbiter never moves the port away from a user that
+    keeps requesting, so that grant still stands, whereas one seen in the cycle after a release is
+    the previous hold's.  A user must therefore spend a cycle without holding between two holds
+    (every state machine here passes through another state between pages)."""
+    granted = Signal()
+    m.d.sync += granted.eq(holding & Array(u.grant for u in users)[channel])
+    return granted
 
 
 class BufferPortArbiter(wiring.Component):

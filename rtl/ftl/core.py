@@ -303,7 +303,7 @@ class FtlCore(wiring.Component):
         # the firmware's budget bounds what TX_WRITE and APPEND may stage
         m.d.comb += [pending.budget.eq(self.pending_budget), executor.pending_free.eq(pending.room),
                      publisher.doomed.eq(executor.tx_doomed),
-                     executor.page_seq.eq(alloc.alloc.payload.seq),
+                     executor.page_seq.eq(alloc.seq_next),
                      self.tx_floor.eq(executor.tx_floor), self.tx_open.eq(executor.tx_open),
                      self.floor_passes.eq(executor.floor_passes),
                      self.pending_free.eq(pending.free)]
@@ -333,7 +333,7 @@ class FtlCore(wiring.Component):
         connect_through_registers("writer_done", writer.done, pairing.done_in)
         wiring.connect(m, pairing.done_out, logport.done)
         m.d.comb += [logport.host_lock.eq(executor.page_lock), logport.allocated.eq(writer.alloc.valid),
-                     alloc.force.eq(logport.force), alloc.force_die.eq(logport.force_die),
+                     alloc.demand.eq(writer.req.valid), alloc.force.eq(logport.force), alloc.force_die.eq(logport.force_die),
                      pairing.writer_idle.eq(logport.idle),
                      pairing.mlc.eq(self.mlc), pairing.pages_per_block.eq(self.pages_per_block),
                      pairing.open.eq(alloc.open),

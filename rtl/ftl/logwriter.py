@@ -51,7 +51,7 @@ fills a slot: ``buf[c]`` is a request/grant port
 :class:`~rtl.ftl.bufport.BufferPortArbiter`.
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -63,7 +63,7 @@ from rtl.lib import wishbone
 from rtl.nand.channel import ChannelParams
 from rtl.nand.pagebuf import HOST_READ_LATENCY
 
-from .bufport import ArbitratedBufferSignature
+from .bufport import ArbitratedBufferSignature, held_grant
 from .dma import BufferDMA, Direction, request_layout
 from .nandport import page_desc
 from .oob import OOBPacker
@@ -176,8 +176,7 @@ class LogWriter(wiring.Component):
         # -- page-buffer port of the current channel: DMA, then OOB bytes
         use_dma = Signal()
         holding = Signal()          # the current channel's buffer port is requested/held
-        granted = Signal()
-        m.d.comb += granted.eq(Array(b.grant for b in self.buf)[cur_ppa.channel])
+        granted = held_grant(m, self.buf, cur_ppa.channel, holding)
         oob_addr = Signal(self.buf_addr_width)
         oob_en = Signal(4)
         oob_data = Signal(32)

@@ -34,7 +34,7 @@ goal measures, and a pipelined read path (one slot per die in flight) is the
 next step when reads are benchmarked.
 """
 
-from amaranth import Array, Module, Mux, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,7 +45,7 @@ from rtl.host.queues import completion_layout
 from rtl.lib import wishbone
 from rtl.nand.channel import ChannelParams
 
-from .bufport import ArbitratedBufferSignature
+from .bufport import ArbitratedBufferSignature, held_grant
 from .dma import BufferDMA, Direction
 from .mapcache import MapOp
 from .mapport import MapPortSignature
@@ -183,7 +183,7 @@ class Reader(wiring.Component):
             with m.If(chan == c):
                 m.d.comb += [port.port.addr.eq(dma.buf.addr), port.port.w_en.eq(dma.buf.w_en),
                              port.port.w_data.eq(dma.buf.w_data), dma.buf.r_data.eq(port.port.r_data)]
-        granted = Array(b.grant for b in self.buf)[chan]
+        granted = held_grant(m, self.buf, chan, holding)
 
         with m.FSM():
             with m.State("IDLE"):

@@ -44,7 +44,7 @@ from rtl.nand.channel import ChannelParams
 from rtl.nand.pagebuf import HOST_READ_LATENCY
 
 from .blocktable import REBIND
-from .bufport import ArbitratedBufferSignature
+from .bufport import ArbitratedBufferSignature, held_grant
 from .dma import BufferDMA, Direction
 from .logwriter import PAGE_DONE, PAGE_WRITE
 from .mapcache import MapOp
@@ -137,7 +137,7 @@ class Relocator(wiring.Component):
                                  port.port.w_data.eq(dma.buf.w_data)]
                 with m.Else():
                     m.d.comb += port.port.addr.eq(rd_addr)
-        granted = Array(b.grant for b in self.buf)[f.channel]
+        granted = held_grant(m, self.buf, f.channel, holding)
         r_data = Array(b.port.r_data for b in self.buf)[f.channel]
 
         # the OOB record sits at a byte column; read the words that cover it

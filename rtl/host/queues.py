@@ -296,6 +296,10 @@ class HostQueues(wiring.Component):
                         m.d.sync += [cq_tail[cpl_q].eq(nxt), int_status[0].eq(1)]
                         with m.If(nxt == 0):
                             m.d.sync += phase[cpl_q].eq(~phase[cpl_q])
-                        m.d.comb += self.cpl.ready.eq(1)
-                        m.next = "IDLE"
+                        m.next = "POSTED"
+            # the completion is taken a cycle after its last word's ack: ``cpl.ready`` from the state alone,
+            # not from the SoC bus's answer (which would reach back into the completion's source)
+            with m.State("POSTED"):
+                m.d.comb += self.cpl.ready.eq(1)
+                m.next = "IDLE"
         return m

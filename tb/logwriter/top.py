@@ -64,6 +64,7 @@ class LogWriterTop(wiring.Component):
         wiring.connect(m, wiring.flipped(self.free), alloc.free)
         wiring.connect(m, wiring.flipped(self.seq_load), alloc.seq_load)
         m.d.comb += [writer.give_up.eq(self.no_blocks & alloc.starved),      # as rtl/ftl/core.py wires it
+                     alloc.demand.eq(writer.req.valid),
                      alloc.pages_per_block.eq(self.pages_per_block), self.starved.eq(alloc.starved),
                      ctrl.timing.eq(self.timing), self.busy.eq(ctrl.busy)]
         for c in range(self.channels):
