@@ -363,7 +363,9 @@ class FtlCore(wiring.Component):
         wiring.connect(m, publisher.map_req, pub_port.req)
         wiring.connect(m, pub_port.resp, publisher.map_resp)
         wiring.connect(m, reader.map, mapport.users[1])
-        wiring.connect(m, mapport.req, mapcache.req)
+        # the users' requests reach the cache through registers (each waits for its answers before it lets
+        # the port go): a reader's lookup and the cache's line update were one path
+        connect_through_registers("map_req", mapport.req, mapcache.req)
         wiring.connect(m, mapcache.resp, mapport.resp)
         wiring.connect(m, relocator.map, mapport.users[2])
         wiring.connect(m, wiring.flipped(self.map_fw), mapport.users[3])

@@ -7,7 +7,7 @@ Three requesters write log pages:
   are consecutive because its pages take consecutive seqs);
 * the **relocator** (GC copies);
 * **PAD** pages (:mod:`rtl.ftl.pairing`): filler for an MLC lower page left exposed, only when
-  neither of the others wants the writer.  A PAD page names its die (``force``), carries no data and
+  neither of the others wanted the writer as the port chose.  A PAD page names its die (``force``), carries no data and
   only an OOB record of kind PAD.
 
 When the executor and the relocator both want the writer and the executor holds no lock, they take
@@ -25,7 +25,11 @@ re-issues the data itself).  The counters count pages the writer found a page fo
 while it takes the request).
 
 The request leaves from registers, one at a time: the port takes a page only while it holds none,
-and the writer takes it from there.  Deciding whose page goes (the PAD offer, the executor's lock)
+and the writer takes it from there.  Whose page goes is chosen a cycle ahead, from the requesters'
+``valid`` and the lock, into registers, so a requester's ``ready`` never depends on another's
+``valid`` (the chain ran through the executor, the relocator and the port twice in one clock).  A
+lock raised with a group's first page therefore may still see a page chosen before it go first;
+between the group's pages nothing else is chosen.  Deciding whose page goes (the PAD offer, the executor's lock)
 and taking a page (the allocator's pick, the writer's handshake) made one path across the core,
 and an executor that reads the allocator's next seq when the port takes its page still reads the
 seq that page gets: nothing can take a seq between the two.
@@ -111,33 +115,38 @@ class LogPortArbiter(wiring.Component):
         req = self.req
 
         # who goes: the relocator when the executor holds no lock and does not want the writer, or
-        # it is the relocator's turn; PAD pages when neither wants it.  A page is taken only while the
-        # request register is empty.
+        # it is the relocator's turn; PAD pages when neither wants it.  The choice is made a cycle ahead
+        # into a register, so each requester's ``ready`` comes from registers (the port's empty request
+        # register and the choice) and never from another requester's ``valid``; a page is taken while
+        # the request register is empty and the chosen requester still offers it.
         prefer_reloc = Signal()
-        to_reloc, to_pad = Signal(), Signal()
+        choose_reloc, choose_pad = Signal(), Signal()
+        chose_host, chose_reloc, chose_pad = Signal(), Signal(), Signal()
         accept = Signal()
         offer = Signal(PAGE_WRITE)
         req_reloc = Signal()          # the request held is the relocator's
         m.d.comb += [accept.eq(~req.valid),
-                     to_reloc.eq(reloc.valid & ~self.host_lock & (~host.valid | prefer_reloc)),
-                     to_pad.eq(self.pad.valid & ~reloc.valid & ~host.valid & ~self.host_lock),
+                     choose_reloc.eq(reloc.valid & ~self.host_lock & (~host.valid | prefer_reloc)),
+                     choose_pad.eq(self.pad.valid & ~reloc.valid & ~host.valid & ~self.host_lock),
                      self.idle.eq(~reloc.valid & ~host.valid & ~(req.valid & ~self.pad_now)),
                      self.force.eq(req.valid & self.pad_now)]
-        with m.If(to_pad):
+        m.d.sync += [chose_reloc.eq(choose_reloc), chose_pad.eq(choose_pad),
+                     chose_host.eq(host.valid & ~choose_reloc)]
+        with m.If(chose_pad):
             m.d.comb += [offer.tag.eq(PAD_TAG), offer.no_data.eq(1), offer.oob.kind.eq(spec.Kind.PAD),
                          self.pad.ready.eq(accept)]
-        with m.Elif(to_reloc):
+        with m.Elif(chose_reloc):
             m.d.comb += [offer.eq(reloc.payload), offer.tag.eq(reloc.payload.tag | RELOC_TAG),
                          reloc.ready.eq(accept)]
-        with m.Else():
+        with m.Elif(chose_host):
             m.d.comb += [offer.eq(host.payload), host.ready.eq(accept)]
-        offered = to_pad | to_reloc | host.valid
+        offered = (chose_pad & self.pad.valid) | (chose_reloc & reloc.valid) | (chose_host & host.valid)
         with m.If(req.valid & req.ready):
             m.d.sync += req.valid.eq(0)
         with m.If(accept & offered):
-            m.d.sync += [req.valid.eq(1), req.payload.eq(offer), self.pad_now.eq(to_pad), req_reloc.eq(to_reloc),
+            m.d.sync += [req.valid.eq(1), req.payload.eq(offer), self.pad_now.eq(chose_pad), req_reloc.eq(chose_reloc),
                          self.force_die.eq(self.pad.payload.die),
-                         prefer_reloc.eq(~to_reloc)]
+                         prefer_reloc.eq(~chose_reloc)]
 
         # the counters, a cycle later: whether the writer found a page is known late in the cycle
         went_pad, went_record, went_host = Signal(), Signal(), Signal()

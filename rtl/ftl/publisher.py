@@ -275,6 +275,11 @@ class Publisher(wiring.Component):
         doomed = Signal()
         m.d.comb += doomed.eq(self.doomed.bit_select(owner, 1))
 
+        # the head slot's member count through a register every cycle: the slot is complete, so its count
+        # settled, a cycle before IDLE sees it ready (a mux over every slot's count did not fit in FETCH)
+        head_expected = Signal.like(expected[0])
+        m.d.sync += head_expected.eq(Array(expected)[head])
+
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(head_ready):
@@ -286,7 +291,7 @@ class Publisher(wiring.Component):
                 # slot's completeness test is not in front of their registers too
                 head_trim = is_trim.bit_select(head, 1)
                 head_nlb = Array(trim_nlb)[head]
-                m.d.sync += [count.eq(Mux(head_trim, head_nlb, Array(expected)[head])),
+                m.d.sync += [count.eq(Mux(head_trim, head_nlb, head_expected)),
                              trim.eq(head_trim), is_dropped.eq(dropped.bit_select(head, 1)),
                              triples.eq(head_nlb), mode.eq(Array(slot_mode)[head]),
                              walk.eq(Array(slot_walk)[head]), owner.eq(Array(slot_owner)[head])]

@@ -2,8 +2,8 @@
 requests share one log writer that takes requests and finds pages at random, and whose completions
 come back in random order.  Every page reaches the writer once, as its requester sent it (the
 relocator's tagged as such, PAD pages stamped), through the one request register (a page is taken
-only while it is empty), no other page comes inside a locked group, PAD pages only when the others
-are idle, the executor and the relocator take turns, every completion reaches its own requester,
+only while it is empty), no other page comes between a locked group's pages, PAD pages only when
+the others were idle as the port chose (a cycle ahead), the executor and the relocator take turns, every completion reaches its own requester,
 failed programs reach the firmware's stream in order, and the counters count what got a page."""
 
 import random
@@ -72,12 +72,15 @@ class LogPortTB:
     async def run(self, ctx):
         d, rng = self.dut, self.rng
         last = None
+        before = (False, False, False)      # (host valid, reloc valid, lock) in the cycle the port chose in
+        taken_of_group = 0                  # pages of the group being issued the port has taken
         total = sum(len(g) for g in self.groups) + len(self.copies) + len(self.pads)
         group_left = 0
         for self.cycles in range(5_000):
             # the executor raises its lock with a group's first page and drops it after the last
             if not self.lock and self.host.offer is None and self.host.items:
                 group_left = len(next(g for g in self.groups if g[0] == self.host.items[0]))
+                taken_of_group = 0
             self.host.drive(ctx, d.host, self.host_fields)
             self.lock = self.lock or (self.host.offer is not None and self.host.offer not in self.unlocked)
             ctx.set(d.host_lock, self.lock)
@@ -117,15 +120,17 @@ class LogPortTB:
                 source = {"host": self.host, "reloc": self.reloc, "pad": self.pad}[who]
                 self.in_port.append((who, source.offer))
                 source.offer = None
+                if who == "pad" and any(before):
+                    self.pad_while_busy += 1
+                if lock and taken_of_group and who != "host":
+                    self.intruders += 1
                 if who == "host":
                     group_left -= 1
-                if who == "pad" and (hv or rv or lock):
-                    self.pad_while_busy += 1
-                if lock and who != "host":
-                    self.intruders += 1
-                if hv and rv and not lock and who != "pad":
+                    taken_of_group += 1
+                if before[0] and before[1] and not before[2] and who != "pad":
                     self.turns.append((who, last))
                 last = who
+            before = (bool(hv), bool(rv), bool(lock))
             # the writer takes it from the register
             if qv and qr:
                 who, item = self.in_port.pop(0)
