@@ -275,10 +275,12 @@ class Publisher(wiring.Component):
         doomed = Signal()
         m.d.comb += doomed.eq(self.doomed.bit_select(owner, 1))
 
-        # the head slot's member count through a register every cycle: the slot is complete, so its count
-        # settled, a cycle before IDLE sees it ready (a mux over every slot's count did not fit in FETCH)
-        head_expected = Signal.like(expected[0])
-        m.d.sync += head_expected.eq(Array(expected)[head])
+        # the head slot's map writes (its members, or a trim's LBAs) and its trim length through registers
+        # every cycle: the slot is complete, so both settled, a cycle before IDLE sees it ready (muxes over
+        # every slot's fields did not fit in FETCH)
+        head_count, head_nlb = Signal(32), Signal(32)
+        m.d.sync += [head_nlb.eq(Array(trim_nlb)[head]),
+                     head_count.eq(Mux(is_trim.bit_select(head, 1), Array(trim_nlb)[head], Array(expected)[head]))]
 
         with m.FSM():
             with m.State("IDLE"):
@@ -289,10 +291,8 @@ class Publisher(wiring.Component):
                 # the head slot's fields through balanced multiplexers (a chain of ``head == s`` tests
                 # was one long path), a trim known from when the slot opened; a state of their own, so the
                 # slot's completeness test is not in front of their registers too
-                head_trim = is_trim.bit_select(head, 1)
-                head_nlb = Array(trim_nlb)[head]
-                m.d.sync += [count.eq(Mux(head_trim, head_nlb, head_expected)),
-                             trim.eq(head_trim), is_dropped.eq(dropped.bit_select(head, 1)),
+                m.d.sync += [count.eq(head_count), trim.eq(is_trim.bit_select(head, 1)),
+                             is_dropped.eq(dropped.bit_select(head, 1)),
                              triples.eq(head_nlb), mode.eq(Array(slot_mode)[head]),
                              walk.eq(Array(slot_walk)[head]), owner.eq(Array(slot_owner)[head])]
                 m.next = "LOCK"
