@@ -354,7 +354,7 @@ def render(data: dict) -> str:
     w("  followed.  Since then the ECPIX-5 at 50 MHz (its default now) placed, routed (nextpnr's router1, 23")
     w("  minutes; router2 stalls at 3,900 overused wires, which is why the build no longer asks for it) and")
     w("  packed to a bitstream: system clock 59.7 MHz for 50, RGMII receive 171.7 MHz for 125.  The ULX3S's")
-    w("  speed grade is 6 against the ECPIX-5's 8: placed at 50 MHz it reaches 38.6-39.2 MHz since the")
+    w("  speed grade is 6 against the ECPIX-5's 8: placed at 50 MHz it reaches 34.5-39.2 MHz since the")
     w("  allocator offers its page from registers and the log port chooses whose page goes a cycle ahead")
     w("  (29.7 before: the allocator's choice, the log writer's decision and the pairing gate's bookkeeping")
     w("  were one path across the die; one netlist's placement differs from the next by a tenth).  Not yet")
