@@ -333,7 +333,8 @@ class FtlCore(wiring.Component):
         connect_through_registers("writer_done", writer.done, pairing.done_in)
         wiring.connect(m, pairing.done_out, logport.done)
         m.d.comb += [logport.host_lock.eq(executor.page_lock), logport.allocated.eq(writer.alloc.valid),
-                     alloc.demand.eq(writer.req.valid), alloc.force.eq(logport.force), alloc.force_die.eq(logport.force_die),
+                     alloc.demand.eq(writer.req.valid),
+                     alloc.force.eq(logport.force), alloc.force_die.eq(logport.force_die),
                      pairing.writer_idle.eq(logport.idle),
                      pairing.mlc.eq(self.mlc), pairing.pages_per_block.eq(self.pages_per_block),
                      pairing.open.eq(alloc.open),

@@ -7,8 +7,8 @@ Three requesters write log pages:
   are consecutive because its pages take consecutive seqs);
 * the **relocator** (GC copies);
 * **PAD** pages (:mod:`rtl.ftl.pairing`): filler for an MLC lower page left exposed, only when
-  neither of the others wanted the writer as the port chose.  A PAD page names its die (``force``), carries no data and
-  only an OOB record of kind PAD.
+  neither of the others wanted the writer as the port chose.  A PAD page names its die (``force``),
+  carries no data and only an OOB record of kind PAD.
 
 When the executor and the relocator both want the writer and the executor holds no lock, they take
 turns page by page, so neither starves the other.
@@ -29,8 +29,8 @@ and the writer takes it from there.  Whose page goes is chosen a cycle ahead, fr
 ``valid`` and the lock, into registers, so a requester's ``ready`` never depends on another's
 ``valid`` (the chain ran through the executor, the relocator and the port twice in one clock).  A
 lock raised with a group's first page therefore may still see a page chosen before it go first;
-between the group's pages nothing else is chosen.  Deciding whose page goes (the PAD offer, the executor's lock)
-and taking a page (the allocator's pick, the writer's handshake) made one path across the core,
+between the group's pages nothing else is chosen.  Deciding whose page goes (the PAD offer, the
+executor's lock) and taking a page (the allocator's pick, the writer's handshake) made one path across the core,
 and an executor that reads the allocator's next seq when the port takes its page still reads the
 seq that page gets: nothing can take a seq between the two.
 """
