@@ -415,7 +415,7 @@ int af_plan_extend(void)
 		uint32_t g0 = af_ftl_gblock(d, 0), have = 0;
 		const uint8_t *planned = &af_flash.planned[g0];
 		/* one pass over the pool: how many are planned, and the least-worn unplanned ones (the order
-		 * dynamic wear levelling hands them out in; ties: the stack's top, as af_wear_pick), best first */
+		 * dynamic wear levelling hands them out in; ties: the stack's top, as af_policy_least_worn), best first */
 		uint32_t best[AF_ANCHOR_TOP_UP], nbest = 0;
 		for (uint32_t i = af_ftl.pool_n[d]; i-- > 0;) {
 			if (planned[pool[i]]) {

@@ -11,6 +11,7 @@
 #include "ftl.h"
 #include "mapload.h"
 #include "nand.h"
+#include "policy.h"
 #include "wear.h"
 
 #ifdef AFCTRL_FTL
@@ -47,7 +48,7 @@ static int pool_pop(uint32_t die, uint16_t *block, int for_core, int erase)
 		/* least worn first (dynamic wear levelling): swap it to the top, pop */
 		uint16_t *pool = &af_ftl.pool[die * af_nand.blocks_per_lun];
 		uint32_t *wear = &af_ftl.pool_wear[die * af_nand.blocks_per_lun];
-		uint32_t top = af_ftl.pool_n[die] - 1, pick = af_wear_pick(wear, top + 1);
+		uint32_t top = af_ftl.pool_n[die] - 1, pick = af_policy_least_worn(wear, top + 1);
 		if (for_core && !af_plan_allows(af_ftl_gblock(die, pool[pick]))) {
 			pick = UINT32_MAX; /* the least worn of the planned ones (ties: the stack's top) */
 			uint32_t g0 = af_ftl_gblock(die, 0); /* a die's blocks are consecutive global blocks */

@@ -46,8 +46,8 @@
  *    (campaign trial 6441).  GC stops instead, the device goes GC_STUCK and
  *    what the core holds finishes on the block kept.
  *
- * Victims: greedy (fewest valid pages) or cost-benefit ((1 - u) / 2u x age,
- * Rosenblum & Ousterhout), `gc policy`.  Background GC runs from the idle loop
+ * Victims: greedy (fewest valid pages) or cost-benefit ((1 - u) / 2u x age, or LFS's (1 - u) / (1 + u)
+ * x age), `gc policy`: policy.c scores them (the same code measures them at scale on the host, sim/gcsim).  Background GC runs from the idle loop
  * below `high` free blocks when the host has been quiet. */
 #include <stdio.h>
 #include <string.h>
@@ -63,9 +63,10 @@
 #include "ftl.h"
 #include "gc.h"
 #include "nand.h"
+#include "policy.h"
 #include "wear.h"
 
-af_gc_t af_gc = { .policy = AF_GC_GREEDY };
+af_gc_t af_gc = { .policy = AF_GCPOLICY_GREEDY };
 
 #ifdef AFCTRL_FTL
 
@@ -99,8 +100,8 @@ static int candidate(uint32_t g)
  * them older than it: close_seq <= floor) whose valid pages fit budget (copy_budget()). */
 static int pick_within(uint64_t floor, uint32_t budget, uint32_t *victim)
 {
-	uint64_t now = af_ftl_seq_next(), best_score = 0;
-	int found = 0;
+	af_policy_victim_t v;
+	af_policy_victim_begin(&v, af_gc.policy, af_nand.pages_per_block, af_ftl_seq_next());
 	af_dcache_invalidate(); /* the block table is written by the core */
 	for (uint32_t g = 0; g < af_flash.nblocks; g++) {
 		if (!candidate(g))
@@ -108,24 +109,14 @@ static int pick_within(uint64_t floor, uint32_t budget, uint32_t *victim)
 		const af_block_t *b = &af_flash.blocks[g];
 		if (b->close_seq > floor)
 			continue;
-		uint32_t valid = af_ftl_valid_of(g), ppb = af_nand.pages_per_block;
-		if (valid >= ppb || valid > budget)
-			continue; /* nothing to gain, or no room for its copies */
-		uint64_t score;
-		if (af_gc.policy == AF_GC_GREEDY) {
-			score = ppb - valid;
-		} else {
-			/* (1 - u) / 2u * age, u = valid / ppb; scaled integers, empty blocks first */
-			uint64_t age = now > b->close_seq ? now - b->close_seq : 1;
-			score = valid == 0 ? UINT64_MAX : (uint64_t)(ppb - valid) * age * 1024 / (2 * valid);
-		}
-		if (!found || score > best_score) {
-			best_score = score;
-			*victim = g;
-			found = 1;
-		}
+		uint32_t valid = af_ftl_valid_of(g);
+		if (valid > budget)
+			continue; /* no room for its copies */
+		af_policy_victim_consider(&v, g, valid, b->close_seq);
 	}
-	return found;
+	if (v.found)
+		*victim = v.victim;
+	return v.found;
 }
 
 static int pick(uint64_t floor, uint32_t *victim)
@@ -628,14 +619,12 @@ static int cmd_gc(int argc, char **argv)
 		return AF_OK;
 	}
 	if (argc == 3 && !strcmp(argv[1], "policy")) {
-		if (!strcmp(argv[2], "greedy"))
-			af_gc.policy = AF_GC_GREEDY;
-		else if (!strcmp(argv[2], "cost-benefit"))
-			af_gc.policy = AF_GC_COST_BENEFIT;
-		else {
-			printf("error: unknown policy '%s' (greedy, cost-benefit)\n", argv[2]);
+		int p = af_policy_named(argv[2]);
+		if (p < 0) {
+			printf("error: unknown policy '%s' (greedy, cost-benefit, cost-benefit-lfs)\n", argv[2]);
 			return AF_EFAIL;
 		}
+		af_gc.policy = (unsigned)p;
 		printf("gc policy %s\n", argv[2]);
 		return AF_OK;
 	}
@@ -665,9 +654,11 @@ static int cmd_gc(int argc, char **argv)
 	}
 	if (argc != 1)
 		return AF_EUSAGE;
+	char name[24];
+	af_policy_name(af_gc.policy, name, sizeof(name));
 	printf("gc policy %s, automatic %s; thresholds: foreground below %lu, background below %lu erased blocks "
 	       "(the pool and those queued in the core: %lu; pages for copies: %lu)\n",
-	       af_gc.policy == AF_GC_GREEDY ? "greedy" : "cost-benefit", af_gc.off ? "off" : "on",
+	       name, af_gc.off ? "off" : "on",
 	       (unsigned long)low_threshold(), (unsigned long)(af_gc.high ? af_gc.high : 2 * af_ftl.dies),
 	       (unsigned long)af_ftl_erased_blocks(), (unsigned long)copy_budget());
 	printf("victims %lu (%lu foreground), copies %lu (%lu found through the map), raced %lu, failed %lu, "
@@ -691,7 +682,7 @@ static int cmd_gc(int argc, char **argv)
 		       (unsigned long)af_gc.late, (unsigned long)af_ftl.late_completions);
 	return AF_OK;
 }
-AF_COMMAND(gc, "gc [now | block <n> | policy greedy|cost-benefit | thresholds <low> <high> | on | off | trace]",
+AF_COMMAND(gc, "gc [now | block <n> | policy greedy|cost-benefit|cost-benefit-lfs | thresholds <low> <high> | on | off | trace]",
 	   "garbage collection: counters, collect one block now (the policy's victim, or block n), victim policy, "
 	   "free-block thresholds, automatic on/off",
 	   cmd_gc);

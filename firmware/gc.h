@@ -4,11 +4,8 @@
 
 #include <stdint.h>
 
-#define AF_GC_GREEDY 0
-#define AF_GC_COST_BENEFIT 1
-
 typedef struct {
-	int policy;              /* AF_GC_* */
+	unsigned policy;         /* spec.GcPolicy (AF_GCPOLICY_*) */
 	int off;                 /* automatic GC off (console `gc off`) */
 	uint32_t low, high;      /* free-block thresholds (0: dies, 2 x dies) */
 	uint32_t victims, foreground, copies, raced, failed, holds, oob_reads;

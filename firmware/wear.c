@@ -6,7 +6,7 @@
  * the newest checkpoint are lost with power: a count is a lower bound).
  *
  * Dynamic levelling: a die's next block is its least-worn erased one
- * (af_wear_pick, from ftl.c's pool), so hot data rotates through the
+ * (af_policy_least_worn, policy.c, from ftl.c's pool), so hot data rotates through the
  * least-worn free blocks instead of a stack's top few.
  *
  * Static levelling: blocks holding cold data are never GC victims (they hold
@@ -40,18 +40,6 @@
 af_wear_t af_wear = { .spread = AF_WEAR_DEFAULT_SPREAD };
 
 #ifdef AFCTRL_FTL
-
-uint32_t af_wear_pick(const uint32_t *wear, uint32_t n)
-{
-	uint32_t best = n - 1; /* ties: the stack's top */
-	uint32_t least = wear[best];
-	for (uint32_t i = best; i-- > 0;)
-		if (wear[i] < least) {
-			best = i;
-			least = wear[i];
-		}
-	return best;
-}
 
 /* A block whose count takes part: good, LUN 0 (the FTL's), not retired, not a
  * checkpoint area's (those rotate at checkpoint time, ckpt.c). */

@@ -16,8 +16,6 @@ typedef struct {
 
 extern af_wear_t af_wear;
 
-/* Index in pool[0..n) of the least-worn block of die `die` (dynamic levelling). */
-uint32_t af_wear_pick(const uint32_t *wear, uint32_t n);
 /* Static levelling: the coldest data block when the spread passes the threshold (gc.c moves it), or
  * AF_WEAR_NONE; it looks only after an erase since the last call. */
 #define AF_WEAR_NONE UINT32_MAX

@@ -1392,6 +1392,19 @@ class RelocResult(DocEnum):
     PROGRAM_FAILED = 3, "every program attempt failed: nothing changed"
 
 
+class GcPolicy(DocEnum):
+    """GC's victim choice (firmware/policy.c; the console's ``gc policy``, the host model sim/gcsim)."""
+    GREEDY = 0, "the block with the fewest valid pages"
+    COST_BENEFIT = 1, "the highest (1 - u) / 2u x age (u: the block's valid fraction, age: seqs since it closed)"
+    COST_BENEFIT_LFS = 2, "the highest (1 - u) / (1 + u) x age (Rosenblum and Ousterhout's LFS cleaner)"
+
+
+class GcPlacement(DocEnum):
+    """Where GC's copies go (the host model sim/gcsim; the core's allocator has one stream: SHARED)."""
+    SHARED = 0, "the open block the host's writes go to (the core: one open block per die for both)"
+    SEPARATE = 1, "open blocks of their own, one per die (hot/cold separation: copies are cold data)"
+
+
 _DIE_BLOCK = (Bits("block", 0, 16, "block in the LUN"), Bits("die", 16, 8, "die: (lun * ways + way) * channels + channel"))
 
 FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 512-byte window).", 0x200, [
@@ -2005,7 +2018,7 @@ REGISTER_MAPS = [HOST_REGS, FTL_REGS, NVME_REGS, NVME_FW_REGS]
 
 CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS, NVME]
 ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiInterface, OnfiRevision, OnfiParamFeature, OnfiOptCommand, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
-         RelocResult, NoSpace, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
+         RelocResult, NoSpace, GcPolicy, GcPlacement, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
          NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature, NvmeAsyncErrorInfo]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_MAC_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,
            NVME_SQE, NVME_CQE, NVME_REMAP_ENTRY, NVME_DSM_RANGE, NVME_ID_CTRL, NVME_ID_NS, NVME_SMART, NVME_ERROR_LOG]
