@@ -62,7 +62,7 @@ from atomflash.spec import NandOp, NandResult, OnfiCmd
 from rtl import spec as layouts
 from rtl.lib.roundrobin import round_robin
 
-from .pagebuf import BufferPortSignature, PageBuffer
+from .pagebuf import CHAN_READ_LATENCY, BufferPortSignature, PageBuffer
 from .phy import OnfiBusSignature, OnfiPhy, PhyKind
 from .timing import TIMING
 
@@ -471,8 +471,8 @@ class NandChannel(wiring.Component):
         rd_left = Signal(16)         # buffer bytes still to read
         rd_addr = Signal(range(p.slots * slot_bytes + 1))
         rd_col = Signal(16)
-        rd_inflight = Signal(2)      # buffer reads on their way: address cycle, r_data cycle
-        rd_last = Signal(2)
+        rd_inflight = Signal(CHAN_READ_LATENCY + 1)  # buffer reads on their way: address .. r_data, chan_q
+        rd_last = Signal(CHAN_READ_LATENCY + 1)
         rescan = Signal()            # buffer -> CRC only (after corrections)
         rx_path = Signal(Path)
         rx_left = Signal(16)
@@ -489,29 +489,31 @@ class NandChannel(wiring.Component):
         ecc_erased = Signal()
         fix_cw = Signal(range(lay.codewords + 1))
         corr_busy = Signal()         # a correction is in progress (from its address cycle to its write)
-        corr_stage = Signal(3)       # 0 idle, 1 read, 2 r_data, 3 hold, 4 write
+        corr_stage = Signal(range(CHAN_READ_LATENCY + 4))   # 0 idle, 1 read, .. r_data, hold, write
         corr_addr = Signal.like(rx_addr)
         corr_mask = Signal(8)
         corr_data = Signal(8)
 
         # buffer reader -> small FIFO (program bytes / rescan)
-        m.submodules.rdq = rdq = fifo.SyncFIFO(width=9, depth=4)
-        rd_room = (rdq.w_level + rd_inflight[0] + rd_inflight[1]) < 4
+        # deep enough for a byte a cycle over the read's round trip
+        m.submodules.rdq = rdq = fifo.SyncFIFO(width=9, depth=8)
+        in_flight = sum(rd_inflight[i] for i in range(len(rd_inflight)))
+        rd_room = (rdq.w_level + in_flight) < rdq.depth
         rd_issue = Signal()
         chan_rx_write = Signal()
         corr_read = Signal()
         corr_write = Signal()
         m.d.comb += rd_issue.eq((rd_left != 0) & rd_room & ~corr_busy & ~corr_read)
-        m.d.sync += [rd_inflight.eq(Cat(rd_issue, rd_inflight[0])),
+        m.d.sync += [rd_inflight.eq(Cat(rd_issue, rd_inflight[:-1])),
                      rd_last.eq(Cat(((rd_col % CW) == CW - 1) | (rd_left == 1) | (rd_col == prof.page_data - 1),
-                                    rd_last[0]))]
+                                    rd_last[:-1]))]
         with m.If(rd_issue):
             m.d.sync += [rd_left.eq(rd_left - 1), rd_addr.eq(rd_addr + 1), rd_col.eq(rd_col + 1)]
         # the buffer's read data is registered once more before anything uses
         # it: a BRAM's output is slow
         chan_q = Signal(8)
         m.d.sync += chan_q.eq(chan.r_data)
-        m.d.comb += [rdq.w_en.eq(rd_inflight[1]), rdq.w_data.eq(Cat(chan_q, rd_last[1]))]
+        m.d.comb += [rdq.w_en.eq(rd_inflight[-1]), rdq.w_data.eq(Cat(chan_q, rd_last[-1]))]
 
         # channel-side buffer port: corrector > reader > receive writer
         with m.If(corr_read | corr_write):
@@ -601,9 +603,9 @@ class NandChannel(wiring.Component):
                 cw_base.eq(slot_base + Mux(fix_cw >= n_data_cw, lay.oob_col, fix_cw * CW)),
                 cw_len.eq(Mux(fix_cw >= n_data_cw, lay.oob_bytes, CW)),
             ]
-            # five cycles per corrected byte, every step from a register (timing closure):
-            # address, read, r_data, hold (r_data ^ mask), write; the port is
-            # taken only in the read and write cycles
+            # six cycles per corrected byte, every step from a register (timing closure):
+            # address, read, the port's latency, hold (chan_q ^ mask), write;
+            # the port is taken only in the read and write cycles
             m.d.comb += corr_busy.eq(corr_stage != 0)
             with m.Switch(corr_stage):
                 with m.Case(0):
@@ -616,11 +618,12 @@ class NandChannel(wiring.Component):
                 with m.Case(1):
                     m.d.comb += corr_read.eq(1)
                     m.d.sync += corr_stage.eq(2)
-                with m.Case(2):
-                    m.d.sync += corr_stage.eq(3)
-                with m.Case(3):
-                    m.d.sync += [corr_data.eq(chan_q ^ corr_mask), corr_stage.eq(4)]
-                with m.Case(4):
+                for wait in range(2, CHAN_READ_LATENCY + 2):
+                    with m.Case(wait):
+                        m.d.sync += corr_stage.eq(wait + 1)
+                with m.Case(CHAN_READ_LATENCY + 2):
+                    m.d.sync += [corr_data.eq(chan_q ^ corr_mask), corr_stage.eq(CHAN_READ_LATENCY + 3)]
+                with m.Case(CHAN_READ_LATENCY + 3):
                     m.d.comb += [corr_write.eq(1), dec.err.ready.eq(1)]
                     m.d.sync += corr_stage.eq(0)
             m.d.comb += dec.res.ready.eq(~corr_busy & ~dec.err.valid)
