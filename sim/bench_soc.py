@@ -143,6 +143,13 @@ def boot_vs_size(tmp: Path, sizes, since=128) -> list[dict]:
     return out
 
 
+def greedy_wa(rho: float) -> float:
+    """The analytic WA of greedy GC under uniform random writes, rho = (T - U) / U: (1 + rho) / (2 rho), the
+    limit of many pages per block (a victim's valid fraction u_v with the blocks' fractions spread evenly
+    from u_v to 1, their mean U / T: WA = 1 / (1 - u_v))."""
+    return (1 + rho) / (2 * rho)
+
+
 def gc_wa(tmp: Path, utilisations, bpl=8) -> list[dict]:
     out = []
     cap = ftl_capacity(bpl)
@@ -161,7 +168,7 @@ def gc_wa(tmp: Path, utilisations, bpl=8) -> list[dict]:
         total = (TARGETS * bpl - area_blocks) * PPB
         rho = (total - lbas) / lbas
         out.append(dict(lbas=lbas, capacity=cap, data_pages=total, rho=rho, host=2 * lbas, copies=copies,
-                        wa=(2 * lbas + copies) / (2 * lbas), greedy=(1 + rho) / (2 * rho),
+                        wa=(2 * lbas + copies) / (2 * lbas), greedy=greedy_wa(rho),
                         sim_speed=measured["sim_speed"], warm_speed=warm["sim_speed"]))
     return out
 
@@ -244,7 +251,10 @@ def render(r: dict) -> str:
                   "with little spare space (small rho); for rho >= 1 it drops below 1, where the real floor is "
                   "1 (every host page is programmed once).  It is for an idealised collector over many blocks; with 32 blocks "
                   "of 64 pages, four of them open at once (one per die) and two reserved, the device has far "
-                  "fewer blocks to choose from, and the open blocks hold valid data GC cannot take.", ""]
+                  "fewer blocks to choose from, and the open blocks hold valid data GC cannot take.", "",
+                  "The same policies at scale (1,024 blocks, greedy and cost-benefit, skewed writes, hot/cold "
+                  "separation) on the host, cross-checked against this SoC: [gc_bench](gc_bench.md) "
+                  "(`make bench-gc`).", ""]
     speeds = [p["write_speed"] for p in r.get("since", []) if p.get("write_speed")]
     speeds += [p["sim_speed"] for p in r.get("gc", [])]
     if speeds:

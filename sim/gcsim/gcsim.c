@@ -12,7 +12,7 @@
  *  - GC as firmware/gc.c runs it: before a host write, while fewer than `low` erased blocks, collect the
  *    policy's victim among the full blocks a checkpoint covers (close_seq <= the floor), taking a
  *    checkpoint (floor = the log's next seq) when none is covered; automatic checkpoints every `ckpt`
- *    host writes (0: every closed block is covered); the victim's valid pages move in page order, then
+ *    pages programmed (0: every closed block is covered); the victim's valid pages move in page order, then
  *    it is erased and goes back to its die's pool.  Host writes never take the last `reserve` erased
  *    blocks (firmware/ftl.c's refill; GC runs until there are more), GC's copies may.
  * What it leaves out: timing, the write cache, records and checkpoint pages (WA here counts data pages:
@@ -53,7 +53,7 @@ typedef struct {
 	/* the map and the newest version of every LBA */
 	uint32_t *map, *ver;
 	uint64_t seq, floor;
-	uint64_t host, copies, victims, victim_valid, ckpts, since_ckpt;
+	uint64_t host, copies, victims, victim_valid, ckpts;
 	int stuck;
 } gcdev_t;
 
@@ -175,7 +175,6 @@ static void checkpoint(gcdev_t *d)
 {
 	d->floor = d->seq;
 	d->ckpts++;
-	d->since_ckpt = 0;
 }
 
 /* gc.c af_gc_step: 0, or -1 when nothing to collect or no room for the copies */
@@ -227,8 +226,8 @@ static int host_write(gcdev_t *d, uint32_t lba)
 	}
 	program(d, ppa, lba, ++d->ver[lba], 0);
 	d->host++;
-	if (d->ckpt_every && ++d->since_ckpt >= d->ckpt_every)
-		checkpoint(d);
+	if (d->ckpt_every && d->seq - d->floor >= d->ckpt_every)
+		checkpoint(d); /* `ckpt every <pages>`: pages programmed since the last one */
 	return 0;
 }
 

@@ -104,3 +104,17 @@ def test_checkpoint_floor_keeps_young_blocks_out_until_a_checkpoint_covers_them(
     # with automatic checkpoints rare, GC must take its own (gc.c pick_covered) and still never stall
     r = gcsim.run(lbas=700, dies=2, blocks_per_die=8, ppb=64, warm=3000, measure=3000, ckpt=100_000)
     assert r.ckpts > 0 and r.lost == 0 and r.stuck == 0
+
+
+def test_greedy_follows_the_many_pages_limit_of_theory():
+    # uniform random writes, 1,024 blocks of 256 pages: greedy within a few per cent of the FIFO fixed point the
+    # bench plots (sim/bench_gc.py), and above the (1 + rho) / (2 rho) curve of bench_soc at rho 0.42
+    from sim.bench_gc import greedy_wa_many_pages
+    from sim.bench_soc import greedy_wa
+
+    rho = 0.42
+    pages = 1024 * 256
+    lbas = round(pages / (1 + rho))
+    r = gcsim.run(lbas=lbas, dies=4, blocks_per_die=256, ppb=256, warm=3 * lbas, measure=3 * lbas, seed=5)
+    assert r.wa == pytest.approx(greedy_wa_many_pages(rho), rel=0.04)
+    assert r.wa > greedy_wa(rho) * 1.05
