@@ -79,7 +79,7 @@ bench-etherbone: deps ## the simulated SSD's Ethernet host link (LiteEth + Ether
 bench-soc: deps ## full SoC: boot time vs pages since the checkpoint and vs device size, GC write amplification vs over-provisioning (100% fill included), simulation speed -> docs/results/soc_bench.md (~1 h)
 	@$(PY) sim/bench_soc.py $(BENCH_ARGS)
 
-bench-gc: deps ## GC write amplification at scale: the firmware's victim policies (greedy, cost-benefit) built for the host on 1,024 blocks, WA vs over-provisioning against the analytic greedy curve, hot/cold separation on skewed writes, a cross-check on the full SoC -> docs/results/gc_bench.md (~10 min; BENCH_ARGS="--no-soc" ~1 min)
+bench-gc: deps ## GC write amplification at scale: the firmware's victim policies (greedy, cost-benefit) built for the host on 1,024 blocks, WA vs over-provisioning against the analytic greedy curve, hot/cold separation on skewed writes, a cross-check on the full SoC (greedy, one point) -> docs/results/gc_bench.md (~10 min; BENCH_ARGS="--no-soc" ~1 min, "--soc-policies greedy,cost-benefit" ~10 min more)
 	@$(PY) sim/bench_gc.py $(BENCH_ARGS)
 
 bench-sqlite: deps ## real SQLite (APSW, batch atomic writes) on atomflash: the X-FTL experiment, rollback / WAL / atomic, full table on the reference model + reduced on the simulated SoC -> docs/sqlite.md, docs/results/sqlite_bench.json and plots (BENCH_ARGS="--no-soc ...")
