@@ -14,7 +14,9 @@ round-robin order that has room, stamping it with the next log sequence number
 The page is chosen while a requester waits (``demand``) and offered from
 registers the next cycle: the choice (a round robin over every die's state)
 then never meets the requester's own decision in one clock, which on a full
-FPGA sits across the die from the allocator.
+FPGA sits across the die from the allocator.  For the same reason the
+requester's ``demand`` and ``force`` reach the choice through registers here:
+a page is chosen a cycle after the demand is seen.
 When a block's last page is handed out the block leaves on ``closed`` (a GC
 candidate from then on) and the die opens the next block from its FIFO; a die
 with neither is skipped, and when every die is out of blocks requests wait and
@@ -54,10 +56,12 @@ class PageAllocator(wiring.Component):
         registers, offered until a transfer takes it (pages are never
         dropped, seqs never skipped).
     demand : In(1)
-        A requester waits for a page: while it is up and nothing is offered the
-        allocator chooses one, offered from the next cycle.  The requester
-        lowers it with the transfer (a page chosen while it stays up is
-        offered to the next transfer).
+        A requester waits for a page: seen a cycle later (a register), and then,
+        while nothing is offered, the allocator chooses one, offered from the
+        next cycle.  The requester lowers it with the transfer (a demand seen
+        with a transfer is forgotten) or gives up while ``starved`` (no die
+        has a block to choose from then, and none opens the next cycle), so no
+        page is chosen for a request that went.
     closed : Out(stream.Signature({die, block}))
         Blocks whose last page has been allocated.
     pages_per_block : In(11)
@@ -68,7 +72,8 @@ class PageAllocator(wiring.Component):
     force : In(1), force_die : In(die bits)
         While ``force`` is high, ``alloc`` offers the next page of ``force_die`` only (not
         valid if that die has no open block): a PAD page for an exposed MLC lower page
-        (:mod:`rtl.ftl.pairing`) must land on that die.
+        (:mod:`rtl.ftl.pairing`) must land on that die.  Seen through registers, as
+        ``demand`` is: set with the demand, held while it lasts.
     seq_next : Out(64)
         The sequence number the next page taken gets (the offered page's, else
         the next to choose): every page handed out so far has a smaller one
@@ -153,10 +158,15 @@ class PageAllocator(wiring.Component):
         # not starved from the cycle a block is offered: the FIFO shows it a cycle or two later, and the log
         # writer gives a request up while starved (ftl.host_enable.no_blocks)
         m.d.comb += self.starved.eq(~rr_valid & ~Cat(*(q.level != 0 for q in queues)).any() & ~self.free.valid)
+        # the requester's wishes through registers: it sits across the die, and they fan out to every
+        # register the choice loads
+        wanted, forced, forced_die = Signal(), Signal(), Signal.like(self.force_die)
+        m.d.sync += [wanted.eq(self.demand & ~(self.alloc.valid & self.alloc.ready)),
+                     forced.eq(self.force), forced_die.eq(self.force_die)]
         pick = Signal(self.die_bits)
         pick_valid = Signal()
-        with m.If(self.force):
-            m.d.comb += [pick.eq(self.force_die), pick_valid.eq(is_open[self.force_die])]
+        with m.If(forced):
+            m.d.comb += [pick.eq(forced_die), pick_valid.eq(is_open[forced_die])]
         with m.Else():
             m.d.comb += [pick.eq(rr_pick), pick_valid.eq(rr_valid)]
 
@@ -175,7 +185,7 @@ class PageAllocator(wiring.Component):
         # Choose while a requester waits and nothing is offered; not while a closed block is still unreported (so
         # none is lost) or a seq is being loaded.
         choose = Signal()
-        m.d.comb += choose.eq(self.demand & ~offered & pick_valid & ~self.seq_load.valid & ~closing)
+        m.d.comb += choose.eq(wanted & ~offered & pick_valid & ~self.seq_load.valid & ~closing)
         with m.If(self.alloc.valid & self.alloc.ready):
             m.d.sync += offered.eq(0)
         ppa = self.alloc.payload.ppa.ppa

@@ -199,15 +199,14 @@ class PairedPages(wiring.Component):
                 with m.If(exposed[d]):
                     m.d.comb += offer_die.eq(d)
         # none while a page taken is still being looked at (the die it names may need no PAD any more),
-        # nor right after one was taken.  A page taken is known from `looking` a cycle later, so the offer
-        # is withheld by `looking` and the cycle after it: the writer's handshake (which began at the
-        # executor) never reaches the offer's register
+        # nor right after one was taken: the cycle a page is taken (``issued``, from the allocator's and
+        # the log port's registers) and the one it is looked at.  The offer's valid is a register too:
+        # the log port loads its request registers on it
         offer = Signal()
-        looked = Signal()
-        m.d.sync += [self.pad.payload.die.eq(offer_die), looked.eq(looking),
+        m.d.sync += [self.pad.payload.die.eq(offer_die),
                      offer.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle)
-                              & ~(self.pad.valid & self.pad.ready))]
-        m.d.comb += self.pad.valid.eq(offer & ~looking & ~looked)
+                              & ~(self.pad.valid & self.pad.ready) & ~self.issued.valid & ~looking)]
+        m.d.comb += self.pad.valid.eq(offer)
 
         # -- completion gate: per die, two held completions, the oldest first.  They live in a small
         # memory (LUT RAM, read without a clock) addressed (die, entry), a FIFO of two per die: as
