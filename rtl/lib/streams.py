@@ -109,7 +109,8 @@ class RegisterSlice(wiring.Component):
     ``output``'s valid and payload and ``input``'s ready all come from flip-flops, so no
     combinational path crosses the slice in either direction.  A skid register takes the one
     transfer accepted in the cycle the output stalls.  Latency one cycle; an offered output stays
-    unchanged until taken.
+    unchanged until taken.  The skid register's payload loads every cycle it is empty, so only its
+    valid flag waits on the two sides' handshakes, not the payload's wide enable.
 
     Ports
     -----
@@ -135,5 +136,7 @@ class RegisterSlice(wiring.Component):
             with m.Else():
                 m.d.sync += [o.payload.eq(i.payload), o.valid.eq(i.valid)]
         with m.Elif(i.valid & ~skid_valid):
-            m.d.sync += [skid.eq(i.payload), skid_valid.eq(1)]
+            m.d.sync += skid_valid.eq(1)
+        with m.If(~skid_valid):
+            m.d.sync += skid.eq(i.payload)
         return m
