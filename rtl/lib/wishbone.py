@@ -279,6 +279,12 @@ class RegisteredInitiator(wiring.Component):
         # words in the FIFO next cycle: any / more than one
         after_push = Signal()
         m.d.comb += after_push.eq(Mux(pop, (count >= 2) | ((count == 1) & push), (count != 0) | push))
+        # the flag of the word at the head next cycle, in a register: a read's answer (ack or err) then
+        # comes from flip-flops, not through a multiplexer over the FIFO behind the head pointer
+        head_flag = Signal()
+        flag_after_pop = Mux(count >= 2, flags[(head + 1)[:len(head)]], push_flag)
+        flag_if_kept = Mux(count != 0, flags[head], push_flag)
+        m.d.sync += head_flag.eq(Mux(pop, flag_after_pop, flag_if_kept))
 
         incrementing = bus.cti == CTI_INCREMENTING
         requesting = bus.cyc & bus.stb
@@ -317,7 +323,7 @@ class RegisteredInitiator(wiring.Component):
 
             with m.State("READ"):
                 m.d.comb += [taken.eq(requesting & up_ack & ~bus.we), pop.eq(taken),
-                             bus.ack.eq(up_ack & ~flags[head]), bus.err.eq(up_ack & flags[head]),
+                             bus.ack.eq(up_ack & ~head_flag), bus.err.eq(up_ack & head_flag),
                              push_read.eq(answered), push_flag.eq(tgt.err)]
                 with m.If(answered):
                     m.d.sync += tgt.adr.eq(tgt.adr + 1)

@@ -8,7 +8,9 @@ sometimes giving a burst up after any answer) against one of two targets behind 
   every cycle ``stb`` is high in a burst, its ``ack`` is registered), so a stage that presents a wrong
   address, or holds ``stb`` without moving on, reads and writes the wrong words;
 * ``classic``: a target with random wait states that ignores ``cti`` and refuses (``err``) every access
-  at or above ``ERR_BASE``.
+  at or above ``ERR_BASE``;
+* ``sram_refusing``: the SRAM, refusing every access at or above ``ERR_BASE`` (a burst's words answered
+  a cycle apart, some refused: the stage's FIFO holds several, and each answer must be its own word's).
 
 Checked: every read answered returns the word the initiator last wrote there; a write burst is answered
 only when all its words are in memory; posted words of a burst given up still land and unacked ones do
@@ -38,27 +40,31 @@ class RegisteredInitiatorTB:
         self.shadow = {}               # what the initiator was answered for
         self.timings = []              # (we, words, cycles from the first request to the last answer)
         self.refusals = 0
+        self.refuses = target != "sram"
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-8)
-        self.sim.add_testbench(self.sram if target == "sram" else self.classic, background=True)
+        self.sim.add_testbench(self.sram if target.startswith("sram") else self.classic, background=True)
         self.sim.add_testbench(self.initiator)
 
     # -- targets
 
     async def sram(self, ctx):
-        """LiteX's wishbone.SRAM(bursting=True), WRITE_FIRST port, cycle for cycle."""
+        """LiteX's wishbone.SRAM(bursting=True), WRITE_FIRST port, cycle for cycle (``sram_refusing``: an
+        access at or above ``ERR_BASE`` is answered ``err`` in its ``ack``'s place and writes nothing)."""
         t = self.dut.target
         ack = latched = counter = 0
         read_adr = 0
         while True:
             await ctx.tick()
             ctx.set(t.dat_r, self.mem.get(read_adr, 0))
-            ctx.set(t.ack, ack)
-            ctx.set(t.err, 0)
             cyc, stb, we, adr, cti = (ctx.get(t.cyc), ctx.get(t.stb), ctx.get(t.we), ctx.get(t.adr), ctx.get(t.cti))
             burst = cti == CTI_INCREMENTING
             port_adr = counter if (burst and latched) else adr
-            if cyc and stb and we:
+            # an answer is for the word written now, or for the word read out now (fetched a cycle ago)
+            refuse = self.refuses and (port_adr if we else read_adr) >= ERR_BASE
+            ctx.set(t.ack, ack and not refuse)
+            ctx.set(t.err, ack and refuse)
+            if cyc and stb and we and not refuse:
                 self._write(port_adr, ctx.get(t.dat_w), ctx.get(t.sel))
             read_adr = port_adr
             ack = int(bool(cyc and stb and (not ack or burst)))
@@ -120,7 +126,7 @@ class RegisteredInitiatorTB:
             classic = rng.random() < 0.2
             n = 1 if classic else rng.randrange(1, self.max_len + 1)
             base = rng.choice([rng.randrange(0, 0x40), rng.randrange(ERR_BASE - 4, 0x100 - n)]
-                              if self.target == "classic" else [rng.randrange(0, 0x100 - n)])
+                              if self.refuses else [rng.randrange(0, 0x100 - n)])
             values = [rng.getrandbits(32) for _ in range(n)]
             sel = FULL if rng.random() < 0.8 else rng.randrange(1, 16)
             quit_after = rng.randrange(n) if (self.give_up and rng.random() < self.give_up and n > 1) else None
@@ -139,11 +145,11 @@ class RegisteredInitiatorTB:
                 assert not (ack and err)
                 if ack or err:
                     if not we:
-                        assert err == (self.target == "classic" and adr >= ERR_BASE), f"read {adr:#x}"
+                        assert err == (self.refuses and adr >= ERR_BASE), f"read {adr:#x}"
                         if ack:
                             assert ctx.get(bus.dat_r) == self.shadow.get(adr, 0), f"read {adr:#x}"
                     else:
-                        if adr < ERR_BASE or self.target == "sram":
+                        if adr < ERR_BASE or not self.refuses:
                             self._answered_write(adr, values[k], sel)
                         refused |= bool(err)
                     k += 1
@@ -158,7 +164,7 @@ class RegisteredInitiatorTB:
                     # answered only once in memory, and refused if any word was
                     last_word = [self.mem.get(base + i) for i in range(n)]
                     expect = [self.shadow.get(base + i) for i in range(n)]
-                    if self.target == "sram" or base + n <= ERR_BASE:
+                    if not self.refuses or base + n <= ERR_BASE:
                         assert last_word == expect and not refused
                     else:
                         assert refused
@@ -174,8 +180,8 @@ class RegisteredInitiatorTB:
                     await ctx.tick()
         for _ in range(3 * self.dut.depth + 8):
             await ctx.tick()
-        assert {a: v for a, v in self.mem.items() if a < ERR_BASE or self.target == "sram"} == \
-               {a: v for a, v in self.shadow.items() if a < ERR_BASE or self.target == "sram"}
+        assert {a: v for a, v in self.mem.items() if a < ERR_BASE or not self.refuses} == \
+               {a: v for a, v in self.shadow.items() if a < ERR_BASE or not self.refuses}
 
     def _answered_write(self, adr, value, sel):
         old = self.shadow.get(adr, 0)
@@ -198,7 +204,13 @@ def test_a_slow_target_and_refusals_answered_where_asked(seed):
     assert tb.refusals
 
 
-@pytest.mark.parametrize("target", ["sram", "classic"])
+@pytest.mark.parametrize("seed", range(2))
+def test_refused_words_in_bursts_answered_a_cycle_apart(seed):
+    tb = RegisteredInitiatorTB(seed, "sram_refusing").run()
+    assert tb.refusals
+
+
+@pytest.mark.parametrize("target", ["sram", "classic", "sram_refusing"])
 def test_a_burst_given_up_lands_its_posted_words_only(target):
     RegisteredInitiatorTB(7, target, give_up=0.4).run()
 
