@@ -18,6 +18,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge, with_timeout
 
 from rtl.ftl.dma import BufferDMA, Direction
+from rtl.nand.pagebuf import CHAN_READ_LATENCY
 from rtl.nand.pagebuf import PageBuffer
 from sim.harness.layouts import pack, unpack
 from sim.harness.streams import SettledStreamSink, StreamSource
@@ -74,13 +75,14 @@ class BufferDMATB:
         return error
 
     async def read_buffer_bytes(self, byte_addr, length):
-        """Read the page buffer through its byte-wide channel port (one cycle latency)."""
+        """Read the page buffer through its byte-wide channel port (``CHAN_READ_LATENCY`` cycles)."""
         d = self.dut
         out = bytearray()
         await FallingEdge(d.clk)
         for i in range(length):
             d.chan__addr.value = byte_addr + i
-            await RisingEdge(d.clk)
+            for _ in range(CHAN_READ_LATENCY):
+                await RisingEdge(d.clk)
             await FallingEdge(d.clk)
             out.append(int(d.chan__r_data.value))
         return bytes(out)
