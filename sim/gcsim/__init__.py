@@ -2,16 +2,14 @@
 
 ``build()`` compiles firmware/policy.c -- the victim choice firmware/gc.c makes and the least-worn pick of
 firmware/ftl.c's pool -- with gcsim.c, a host stand-in for what the RTL core does around them (page
-allocation per die, valid counts, the map, the relocator's copies), into build/gcsim/, keyed by a hash of
-the sources and the generated spec header.  ``run()`` drives one workload and returns its counters;
-``pick()`` asks the policy for a victim among given blocks.  Used by ``make bench-gc`` (sim/bench_gc.py)
-and tb/firmware_gc.
+allocation per die, valid counts, the map, the relocator's copies), into build/gcsim/ with
+``sim.harness.runner.host_build`` (cached by a hash of the sources, headers, flags and compiler).  ``run()``
+drives one workload and returns its counters; ``pick()`` asks the policy for a victim among given blocks.
+Used by ``make bench-gc`` (sim/bench_gc.py) and tb/firmware_gc.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,24 +20,13 @@ from sim.harness import runner
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 FW = ROOT / "firmware"
-BUILD = ROOT / "build" / "gcsim"
 CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wconversion", "-Wno-sign-conversion"]
 
 
 def build() -> Path:
     """The gcsim executable (cached by content hash; safe under pytest-xdist)."""
-    header = runner.spec_header()
-    srcs = [FW / "policy.c", FW / "policy.h", HERE / "gcsim.c", header]
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in srcs) + " ".join(CFLAGS).encode()).hexdigest()[:16]
-    exe = BUILD / f"gcsim-{digest}"
-    if exe.exists():
-        return exe
-    BUILD.mkdir(parents=True, exist_ok=True)
-    tmp = BUILD / f".gcsim-{digest}.{os.getpid()}"
-    subprocess.run(["nice", "gcc", *CFLAGS, f"-I{header.parent}", f"-I{FW}", str(FW / "policy.c"),
-                    str(HERE / "gcsim.c"), "-o", str(tmp)], check=True, capture_output=True, text=True)
-    os.replace(tmp, exe)
-    return exe
+    return runner.host_build("gcsim", [FW / "policy.c", HERE / "gcsim.c"], build_dir="gcsim", cflags=CFLAGS,
+                             includes=[FW])
 
 
 @dataclass

@@ -12,15 +12,24 @@ Every cocotb module -- the tests in ``tb/``, the benchmarks and demos in
   dependency tracking make an unchanged rebuild nearly free;
 * cocotb's results file is checked: a run that executed no test, or any failed
   test, raises AssertionError (fails the pytest test, or the tool).
+
+Firmware C built for the host (a simulator, a test's driver or shared library)
+goes through :func:`host_build`: one gcc run per distinct input, cached in
+build/ by a hash of everything the artifact depends on.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
+import shutil
+import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from rtl.build_cache import compiler_cache_env, locked, write_if_changed, write_verilog
 
@@ -34,6 +43,7 @@ GEN = BUILD / "gen"
 VERILATOR_ARGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT",
                   "--output-split", "20000", "--output-split-cfuncs", "20000"]
 BUILD_JOBS = str(os.cpu_count() or 2)
+HOST_CC = "gcc"
 
 
 def amaranth_verilog(component, name: str, *, key=None, sources=(), **kwargs) -> Path:
@@ -49,6 +59,74 @@ def spec_header() -> Path:
     from atomflash import gen_c
 
     return write_if_changed(GEN / "atomflash_spec.h", gen_c.generate())
+
+
+@functools.cache
+def _host_compiler_identity() -> bytes:
+    """Which gcc builds (its path and version): a new compiler is a new artifact."""
+    version = subprocess.run([HOST_CC, "--version"], capture_output=True, check=True).stdout
+    return f"{shutil.which(HOST_CC)}\0".encode() + version
+
+
+def host_build(
+    name: str,
+    sources: Sequence[Path],
+    *,
+    build_dir: str,
+    cflags: Sequence[str],
+    defines: Sequence[str] = (),
+    includes: Sequence[Path] = (),
+    shared: bool = False,
+    try_flags: Sequence[str] = (),
+    try_check: Callable[[Path], object] | None = None,
+) -> Path:
+    """Compile C ``sources`` for the host with gcc into build/<build_dir>/<name>-<hash>
+    (``shared``: a ``.so``) and return it; an artifact already built from the same inputs is reused.
+
+    The spec header (:func:`spec_header`) and ``includes`` are on the include path.  The hash covers
+    the sources, every ``.h`` in the include directories and beside the sources, the flags and the
+    compiler, so an edit anywhere the build can see makes a new artifact.  ``try_flags`` (sanitizers)
+    are used when gcc accepts them and ``try_check(artifact)`` passes; when either raises
+    CalledProcessError the artifact is built without them.  The build writes a temporary name and
+    renames it into place, so concurrent builders (pytest-xdist workers) never see a partial file.
+    """
+    header = spec_header()
+    sources = [Path(s) for s in sources]
+    include_dirs = [header.parent, *(Path(d) for d in includes)]
+    flags = [*cflags, *(["-fPIC", "-shared"] if shared else []), *(f"-D{d}" for d in defines)]
+    header_dirs = dict.fromkeys([*include_dirs, *(s.parent for s in sources)])
+    headers = sorted({h for d in header_dirs for h in d.glob("*.h")})
+    digest = hashlib.sha256(_host_compiler_identity())
+    digest.update(json.dumps([flags, list(try_flags), [os.path.relpath(d, ROOT) for d in include_dirs]]).encode())
+    for path in [*sources, *headers]:
+        digest.update(os.path.relpath(path, ROOT).encode() + b"\0" + path.read_bytes() + b"\0")
+    suffix = ".so" if shared else ""
+    stem = f"{name}-{digest.hexdigest()[:16]}"
+    out_dir = BUILD / build_dir
+    artifact = out_dir / f"{stem}{suffix}"
+    if artifact.exists():
+        return artifact
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / f".{stem}.{os.getpid()}{suffix}"
+
+    def compile_with(extra: Sequence[str]) -> None:
+        subprocess.run(["nice", HOST_CC, *flags, *extra, *(f"-I{d}" for d in include_dirs),
+                        *map(str, sources), "-o", str(tmp)], check=True, capture_output=True, text=True)
+
+    try:
+        if try_flags:
+            try:
+                compile_with(try_flags)
+                if try_check is not None:
+                    try_check(tmp)
+            except subprocess.CalledProcessError:  # the toolchain lacks them (e.g. no sanitizer runtime)
+                compile_with(())
+        else:
+            compile_with(())
+        os.replace(tmp, artifact)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return artifact
 
 
 def run(

@@ -1,19 +1,16 @@
 """firmware/nvme.c on the host: the C admin path as a shared library, its window served by a simulation.
 
-``build()`` compiles nvme.c with driver.c (host gcc, ``-DAF_NVME_HOST``) into build/firmware_nvme/,
-keyed by a hash of the sources and the generated spec header.  :class:`CNvmeFirmware` plays the same
-part as ``sim.harness.nvme_firmware.NvmeFirmwareModel``: its :meth:`~CNvmeFirmware.run` is the
-firmware's main loop, to be run in a thread whose window accesses a testbench serves
-(``sim.harness.threaded_link.ThreadedBus``).  The HAL and the FTL's hooks are ctypes callbacks into
-Python; an exception in one is kept, ends the loop, and is raised by ``run``.
+``build()`` compiles nvme.c with driver.c (host gcc, ``-DAF_NVME_HOST``) into build/firmware_nvme/ with
+``sim.harness.runner.host_build`` (cached by a hash of the sources, headers, flags and compiler).
+:class:`CNvmeFirmware` plays the same part as ``sim.harness.nvme_firmware.NvmeFirmwareModel``: its
+:meth:`~CNvmeFirmware.run` is the firmware's main loop, to be run in a thread whose window accesses a
+testbench serves (``sim.harness.threaded_link.ThreadedBus``).  The HAL and the FTL's hooks are ctypes
+callbacks into Python; an exception in one is kept, ends the loop, and is raised by ``run``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import subprocess
 from pathlib import Path
 from typing import Callable
 
@@ -24,10 +21,8 @@ from sim.harness import runner
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 FW = ROOT / "firmware"
-BUILD = ROOT / "build" / "firmware_nvme"
 CFLAGS = ["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wconversion", "-Wno-sign-conversion",
-          "-Wno-unused-parameter", "-fPIC", "-shared", "-DAF_NVME_HOST"]
-SOURCES = [FW / "nvme.c", FW / "nvme.h", HERE / "driver.c"]
+          "-Wno-unused-parameter"]
 
 READ = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint32)
 WRITE = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint32)
@@ -41,18 +36,8 @@ PERCENTAGE_USED = ctypes.CFUNCTYPE(ctypes.c_uint32)
 
 def build() -> Path:
     """The shared library (cached by content hash; safe under pytest-xdist)."""
-    header = runner.spec_header()
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in [*SOURCES, header]) +
-                            " ".join(CFLAGS).encode()).hexdigest()[:16]
-    lib = BUILD / f"libafnvme-{digest}.so"
-    if lib.exists():
-        return lib
-    BUILD.mkdir(parents=True, exist_ok=True)
-    tmp = BUILD / f".libafnvme-{digest}.{os.getpid()}.so"
-    subprocess.run(["nice", "gcc", *CFLAGS, f"-I{header.parent}", f"-I{FW}", str(FW / "nvme.c"),
-                    str(HERE / "driver.c"), "-o", str(tmp)], check=True, capture_output=True, text=True)
-    os.replace(tmp, lib)
-    return lib
+    return runner.host_build("libafnvme", [FW / "nvme.c", HERE / "driver.c"], build_dir="firmware_nvme",
+                             cflags=CFLAGS, defines=["AF_NVME_HOST"], includes=[FW], shared=True)
 
 
 _lib = None

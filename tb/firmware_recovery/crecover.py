@@ -1,16 +1,15 @@
 """Drive firmware/recovery.c on the host and compare it with atomflash.model.recover.
 
 ``build()`` compiles recovery.c with driver.c (host gcc, sanitizers when the
-toolchain has them) into build/firmware_recovery/, keyed by a hash of the
-sources and the generated spec header.  ``run_cases`` feeds any number of
-cases to one driver process; ``expected`` turns a model result into the same
-shape, and ``differences`` lists where the two disagree.
+toolchain has them) into build/firmware_recovery/ with
+``sim.harness.runner.host_build`` (cached by a hash of the sources, headers,
+flags and compiler).  ``run_cases`` feeds any number of cases to one driver
+process; ``expected`` turns a model result into the same shape, and
+``differences`` lists where the two disagree.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import struct
 import subprocess
 from collections import Counter
@@ -27,7 +26,6 @@ from sim.harness import runner
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 FW = ROOT / "firmware"
-BUILD = ROOT / "build" / "firmware_recovery"
 CFLAGS = ["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function", "-Wconversion",
           "-Wno-sign-conversion"]
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
@@ -36,29 +34,15 @@ DATA_KINDS = (Kind.DATA, Kind.GC_COPY, Kind.APPEND)
 CASE_MAGIC = 0x45534143
 
 
-def _compile(out: Path, flags: list[str]) -> None:
-    header = runner.spec_header()
-    subprocess.run(["nice", "gcc", *flags, f"-I{header.parent}", f"-I{FW}", str(FW / "recovery.c"),
-                    str(HERE / "driver.c"), "-o", str(out)], check=True, capture_output=True, text=True)
+def _runs(driver: Path) -> None:
+    """An empty case list through ``driver``: a sanitized build whose runtime is missing fails here."""
+    subprocess.run([str(driver)], input=struct.pack("<I", 0), check=True, capture_output=True)
 
 
 def build() -> Path:
     """The driver executable (cached by content hash; safe under pytest-xdist)."""
-    header = runner.spec_header()
-    srcs = [FW / "recovery.c", FW / "recovery.h", HERE / "driver.c", header]
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in srcs) + " ".join(CFLAGS).encode()).hexdigest()[:16]
-    exe = BUILD / f"driver-{digest}"
-    if exe.exists():
-        return exe
-    BUILD.mkdir(parents=True, exist_ok=True)
-    tmp = BUILD / f".driver-{digest}.{os.getpid()}"
-    try:
-        _compile(tmp, CFLAGS + SANITIZE)
-        subprocess.run([str(tmp)], input=struct.pack("<I", 0), check=True, capture_output=True)
-    except subprocess.CalledProcessError:  # no sanitizer runtime here: plain build
-        _compile(tmp, CFLAGS)
-    os.replace(tmp, exe)
-    return exe
+    return runner.host_build("driver", [FW / "recovery.c", HERE / "driver.c"], build_dir="firmware_recovery",
+                             cflags=CFLAGS, includes=[FW], try_flags=SANITIZE, try_check=_runs)
 
 
 # -- cases ------------------------------------------------------------------------------------
