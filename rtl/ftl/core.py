@@ -73,7 +73,8 @@ class FtlCore(wiring.Component):
     ----------
     profile, channels, ways, nand_slots : NAND geometry and page-buffer slots per channel
         (per channel: programs, then the firmware's (``fw_slot``), the GC relocator's and the
-        read path's, the last; at least 4).
+        read path's ``read_slots``, the last; at least 3 + ``read_slots``).
+    read_slots : page-buffer slots per channel for reads in flight (:class:`~rtl.ftl.reader.Reader`).
     queue_pairs, queue_depth : host queues.
     stream_queues : queue ids given to a front end outside the core (the NVMe controller), which hands
         commands in on ``stream_cmd`` and takes their completions from ``stream_cpl``: ids
@@ -111,11 +112,14 @@ class FtlCore(wiring.Component):
                  limits: command.StaticLimits = command.StaticLimits(),
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
                  max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0, pad_idle: int = 256,
+                 read_slots: int = 1,
                  sim_gate_ecc: bool = False, ring_oscillator: bool = False, token_key_seed: int = 1):
-        if nand_slots < 4:
-            raise ValueError("need at least 4 page-buffer slots per channel (programs, firmware, relocator, reader)")
+        if read_slots < 1 or nand_slots < 3 + read_slots:
+            raise ValueError(f"need at least {3 + max(read_slots, 1)} page-buffer slots per channel (programs, "
+                             f"firmware, relocator, {max(read_slots, 1)} for reads)")
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots, sim_gate_ecc=sim_gate_ecc)
-        self.fw_slot = nand_slots - 3  # the firmware's own slot while the core runs
+        self.read_slots = read_slots
+        self.fw_slot = nand_slots - 2 - read_slots  # the firmware's own slot while the core runs
         self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
         self.stream_queues = stream_queues
         #: every queue id the core's blocks see: the stream front end's, then the host queues' pairs
@@ -220,13 +224,14 @@ class FtlCore(wiring.Component):
                                                             owners=owners,
                                                             volatile_cache=self.cache_pages * self.profile.page_data)
         m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
-                                              max_transfer=lim.max_transfer, cache=self.cache_pages > 0)
+                                              max_transfer=lim.max_transfer, cache=self.cache_pages > 0,
+                                              read_slots=self.read_slots)
         m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members,
                                                        pending_entries=E, owners=owners)
-        # page-buffer slots per channel: programs, the firmware's, the relocator's, the reader's (last)
+        # page-buffer slots per channel: programs, the firmware's, the relocator's, the reader's (the last)
         m.submodules.writer = writer = LogWriter(self.params, C, self.slot_words, write_slots=self.fw_slot)
         m.submodules.relocator = relocator = Relocator(self.params, C, self.slot_words,
-                                                       slot=self.params.slots - 2, pending_entries=E, owners=owners)
+                                                       slot=self.fw_slot + 1, pending_entries=E, owners=owners)
         m.submodules.mapcache = mapcache = MapCache(lba_bits=32, **self.map_geometry)
         m.submodules.mapport = mapport = MapPortArbiter(4, 32)
         m.submodules.blocktable = blocktable = BlockTable(channels=C, ways=self.ways)

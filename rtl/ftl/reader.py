@@ -1,41 +1,63 @@
-"""Read path: READ commands from the map to the host's buffer.
+"""Read path: READ commands from the map to the host's buffer, several pages in flight.
 
-One command at a time: with the map port held (``MapPortArbiter``) it looks
-up every LBA of the command, so the read sees each atomic group whole or not
-at all; then, page by page, an unmapped LBA reads as zeros (written straight
-into the host buffer) and a mapped one is read from flash into the channel's
-read slot (the last slot; the relocator has the one before, the log writer the rest), ECC-corrected by
-the channel, and copied to the host buffer by a :class:`~rtl.ftl.dma.BufferDMA`
-holding the channel's buffer port.  A page the channel cannot return
-(``UNCORRECTABLE``, or ``ERASED`` where the map points) ends the command with
-``MEDIA_ERROR``, a bus error on the host buffer with ``DATA_TRANSFER_ERROR``:
-never wrong data with success.
+A read costs the NAND a short command, tR of the die alone, then the page's
+bytes over the channel's bus; the copy to the host buffer follows.  One page at
+a time leaves the bus idle for tR and the copy of every page, and the other
+dies idle throughout, so the reader is cut into three stages joined by queues,
+and a page's stage is what it waits for, not the page ahead of it:
+
+* **Lookup** takes one command at a time: with the map port held
+  (``MapPortArbiter``) it looks up every LBA of the command, so the read sees
+  each atomic group whole or not at all, and writes the command's pages into
+  the job queue -- a mapped page as a NAND job, an unmapped one as a zero
+  fill, a write-cache hit as a cache copy -- then records the command at the
+  tail of the command ring (``commands`` deep).
+* **Dispatch** takes the job queue in order.  A NAND job waits for one of the
+  ``read_slots`` read slots of its page's channel (the last slots; the
+  relocator has the one before, the firmware the one before that, the log
+  writer the rest) and is sent to the NAND controller with the slot as its
+  tag; the controller runs reads on different dies side by side and answers
+  them in any order.  A zero fill or cache copy goes to the copier directly.
+* **Copy** has the host bus: it copies a read page from its slot to the host
+  buffer with a :class:`~rtl.ftl.dma.BufferDMA` holding the channel's buffer
+  port (then frees the slot), writes a zero fill, or copies a cache page word
+  by word.  Each page done counts toward its command.
+
+**Completion in order.**  The command at the head of the ring completes when
+all its pages are done.  Commands complete in the order they came, so a READ
+completes only after every READ before it -- the firmware's read fence before
+an erase (``firmware/gc.c``) relies on that: no read still looks at a page the
+map named before GC moved it.
+
+**Errors.**  A page the channel cannot return (``UNCORRECTABLE``, or
+``ERASED`` where the map points) makes its command ``MEDIA_ERROR``, a bus
+error on the host buffer ``DATA_TRANSFER_ERROR``, a map error (looked up
+before anything is read: no page is read then) ``INTERNAL_ERROR``: never
+wrong data with success.  The command's other pages are still read (the
+buffer's content is undefined after an error); the first error is the
+command's status.
 
 **TX_READ** (``tx`` set in the command) reads what its transaction sees:
 before handing it over, the executor claims the *override* table
 (``overrides.claim``) and writes the pages the transaction staged for the range
 (``overrides.we``, by index in the command); a lookup whose index has an override
 uses that page instead of the map's.  The table is released
-(``overrides.busy`` falls) when the command completes.
+(``overrides.busy`` falls) when the command's lookups are done: its pages are
+in the job queue then.
 
-**The write cache** (``cache``): the executor holds LBAs whose newest data
-is still in a SoC-memory cache page.  The reader takes the cache lock
-(``cache_lookup.req`` / ``.grant``) before the map port and looks every LBA up in
-the cache too (``.lba`` -> ``.hit``, ``.addr``) while it holds the
-map port: a cache entry is freed only after its destage group is published,
-so a miss means the map already has the data.  A hit is copied word by word
-from the cache page (priority: a TX_READ override, then the cache, then the
-map); the lock is kept to the end of a command that hit, so a page freed
-meanwhile is not refilled under the copy, and dropped after the lookups
-otherwise.
-
-Pages are read one after another; the program path is what the throughput
-goal measures, and a pipelined read path (one slot per die in flight) is the
-next step when reads are benchmarked.
+**The write cache** (``cache``): the executor holds LBAs whose newest data is
+still in a SoC-memory cache page.  The lookup stage takes the cache lock
+(``cache_lookup.req`` / ``.grant``) before the map port and looks every LBA up
+in the cache too (``.lba`` -> ``.hit``, ``.addr``) while it holds the map port:
+a cache entry is freed only after its destage group is published, so a miss
+means the map already has the data.  Priority: a TX_READ override, then the
+cache, then the map.  The lock stays held while any command that hit is in
+the ring, so a page freed meanwhile is not refilled under the copy; a command
+without hits drops it after its lookups.
 """
 
-from amaranth import Module, Mux, Signal
-from amaranth.lib import data, memory, stream, wiring
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash import spec
@@ -67,7 +89,7 @@ class OverrideSignature(wiring.Signature):
     Members
     -------
     claim : Out(1) / busy : In(1)
-        Claim the table for the next TX_READ (a pulse); busy until that command completes.
+        Claim the table for the next TX_READ (a pulse); busy until that command's lookups are done.
     we : Out(1), idx : Out(range(max_transfer)), ppa : Out(32)
         Index ``idx`` of that TX_READ reads page ``ppa`` instead of the map's.
     """
@@ -77,8 +99,21 @@ class OverrideSignature(wiring.Signature):
                           "ppa": Out(32)})
 
 
+class JobKind(enum.Enum, shape=2):
+    NAND = 0     # read the page from flash into a read slot, then copy it
+    ZERO = 1     # an unmapped LBA: zeros into the host buffer
+    CACHE = 2    # a write-cache hit: copy the cache page
+
+
 class Reader(wiring.Component):
     """Serves READ commands; see the module docstring.
+
+    Parameters
+    ----------
+    read_slots : int
+        Page-buffer slots per channel for reads in flight (the channel's last ones).
+    commands : int
+        Commands in the completion ring (looked up, not yet completed).
 
     Ports
     -----
@@ -86,6 +121,7 @@ class Reader(wiring.Component):
     cpl : Out(stream of completion_layout)
     map : Out(MapPortSignature)
     desc : Out(stream of NAND_DESC) / ncpl : In(stream of NAND_CPL)
+        Descriptor tags are read-slot numbers, ``channel * read_slots + j``.
     buf : Out(ArbitratedBufferSignature).array(channels)
     bus : Out(wishbone.Signature)
     overrides : In(OverrideSignature)
@@ -96,12 +132,20 @@ class Reader(wiring.Component):
         Pages returned to a host buffer since reset.
     """
 
+    JOB_QUEUE = 16
+
     def __init__(self, params: ChannelParams, channels: int, slot_words: int, *, queue_pairs: int,
-                 max_transfer: int = spec.LIMITS.MAX_TRANSFER, lba_bits: int = 32, cache: bool = False):
+                 max_transfer: int = spec.LIMITS.MAX_TRANSFER, lba_bits: int = 32, cache: bool = False,
+                 read_slots: int = 1, commands: int = 8):
+        if not 1 <= read_slots <= params.slots:
+            raise ValueError(f"read_slots must be 1..{params.slots}")
+        if commands < 1 or commands & (commands - 1):
+            raise ValueError("commands must be a power of two")
         self.p, self.channels, self.slot_words = params, channels, slot_words
         self.cache = cache
         self.max_transfer = max_transfer
-        self.read_slot = params.slots - 1
+        self.read_slots, self.commands = read_slots, commands
+        self.first_slot = params.slots - read_slots
         self.buf_addr_width = (params.slots * slot_words - 1).bit_length()
         super().__init__({
             "cmd": In(stream.Signature(read_layout(queue_pairs, max_transfer))),
@@ -118,10 +162,26 @@ class Reader(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        C, R, K = self.channels, self.read_slots, self.commands
+        S = C * R                                   # read slots in all
         page_data = self.p.profile.page_data
         page_words = page_data // 4
-        m.submodules.dma = dma = BufferDMA(self.buf_addr_width)
+        q = self.cpl.payload
+        tag_shape = range(K)
+        slot_shape = range(max(S, 2))
 
+        # ---- the command ring: recorded at the tail by the lookup stage, completed from the head
+        rec_layout = data.StructLayout({"sqid": q.sqid.shape(), "cid": 16, "status": 15,
+                                        "npages": range(self.max_transfer + 1), "hit": 1})
+        m.submodules.ring = ring = memory.Memory(shape=rec_layout, depth=K, init=[])
+        ring_w, ring_r = ring.write_port(), ring.read_port(domain="comb")
+        head, tail = Signal(tag_shape), Signal(tag_shape)
+        recorded = Signal(range(K + 1))             # commands in the ring (the tail's is not yet)
+        done = [Signal(range(self.max_transfer + 1), name=f"done{k}") for k in range(K)]
+        error = [Signal(15, name=f"error{k}") for k in range(K)]
+        hit_cmds = Signal(range(K + 2))             # commands in the ring (or being looked up) that hit
+
+        # ---- lookup stage
         m.submodules.ppas = ppas = memory.Memory(shape=32, depth=self.max_transfer, init=[])
         ppa_w, ppa_r = ppas.write_port(), ppas.read_port()
 
@@ -146,52 +206,29 @@ class Reader(wiring.Component):
         m.submodules.caddrs = caddrs = memory.Memory(shape=32, depth=self.max_transfer, init=[])
         caddr_w, caddr_r = caddrs.write_port(), caddrs.read_port(domain="comb")
         hits = Signal(self.max_transfer)
-        cache_held = Signal()
-        copying = Signal()
-        copy_word = Signal(32)
+        looking_in_cache = Signal()
         if self.cache:
-            m.d.comb += self.cache_lookup.req.eq(cache_held)
+            m.d.comb += self.cache_lookup.req.eq(looking_in_cache | (hit_cmds != 0))
+
+        job_layout = data.StructLayout({"kind": JobKind, "addr": 32, "mem": 32, "tag": tag_shape})
+        m.submodules.jobs = jobs = fifo.SyncFIFO(width=job_layout.size, depth=self.JOB_QUEUE)
+        job_in = data.View(job_layout, jobs.w_data)
+        job = data.View(job_layout, jobs.r_data)
 
         cmd = Signal.like(self.cmd.payload)
         idx = Signal(range(self.max_transfer + 1))
         status = Signal(15)
-        ppa = Signal(layouts.PPA)
-        word = Signal(range(page_words + 1))
-        zeroing = Signal()
-        holding = Signal()
-        f = ppa.ppa
-        m.d.comb += [ppa.eq(ppa_r.data), ppa_r.addr.eq(idx)]
-        mem_addr = Signal(32)
-        m.d.comb += mem_addr.eq(cmd.buf + idx * page_data)
+        start = Signal()            # a command starts at the tail: its counters clear
+        m.d.comb += ring_w.addr.eq(tail)
 
-        # the host bus: the DMA, the zero filler or the cache copier
-        m.d.comb += caddr_r.addr.eq(idx)
-        with m.If(zeroing):
-            wishbone.word_access(m, self.bus, (mem_addr >> 2) + word, 0)
-        with m.Elif(copying):
-            pass        # driven by the CACHE states
-        with m.Else():
-            wiring.connect(m, wiring.flipped(self.bus), dma.bus)
-
-        # the channel's buffer port, held from grant to the end of the copy.  The channel is taken
-        # into a register in DECIDE: selected straight from the PPA table's read, it put the table's
-        # block RAM in front of the page buffer's data on its way to the host bus (boards/depth.py).
-        chan = Signal(range(max(self.channels, 2)))
-        for c in range(self.channels):
-            port = self.buf[c]
-            m.d.comb += port.request.eq(holding & (chan == c))
-            with m.If(chan == c):
-                m.d.comb += [port.port.addr.eq(dma.buf.addr), port.port.w_en.eq(dma.buf.w_en),
-                             port.port.w_data.eq(dma.buf.w_data), dma.buf.r_data.eq(port.port.r_data)]
-        granted = held_grant(m, self.buf, chan, holding)
-
-        with m.FSM():
+        with m.FSM(name="lookup"):
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
+                m.d.comb += self.cmd.ready.eq(recorded < K)
+                with m.If(self.cmd.valid & (recorded < K)):
+                    m.d.comb += start.eq(1)
                     m.d.sync += [cmd.eq(self.cmd.payload), idx.eq(0), status.eq(Status.SUCCESS), hits.eq(0)]
                     if self.cache:
-                        m.d.sync += cache_held.eq(1)
+                        m.d.sync += looking_in_cache.eq(1)
                         m.next = "CACHE_LOCK"
                     else:
                         m.next = "LOCK"
@@ -223,74 +260,180 @@ class Reader(wiring.Component):
                         with m.If(hit):
                             m.d.sync += hits.bit_select(idx, 1).eq(1)
                         with m.If(last & ~hit & (hits == 0)):
-                            m.d.sync += cache_held.eq(0)   # no page of the cache to protect
+                            m.d.sync += looking_in_cache.eq(0)   # no page of the cache to protect
+                        # else the lock passes to the ring's count of commands that hit, when recorded
                     with m.If(self.map.resp.payload.error):
                         m.d.sync += status.eq(Status.INTERNAL_ERROR)
                     with m.If(last):
+                        m.d.comb += ovr_done.eq(cmd.tx)
                         m.d.sync += idx.eq(0)
-                        m.next = "PAGE"
+                        with m.If(self.map.resp.payload.error):
+                            m.next = "RECORD"
+                        with m.Else():
+                            m.next = "SPILL_ADDRESS"
                     with m.Else():
                         m.d.sync += idx.eq(idx + 1)
                         m.next = "LOOKUP"
-            with m.State("PAGE"):
-                # the map port is free again; ppa_r shows entry idx from the next cycle
-                with m.If(status != Status.SUCCESS):
-                    m.next = "DONE"
-                with m.Else():
-                    m.next = "DECIDE"
-            with m.State("DECIDE"):
-                m.d.sync += [word.eq(0), chan.eq(f.channel)]
+            # the command's pages into the job queue (the PPA table's read port shows entry idx a cycle on)
+            with m.State("SPILL_ADDRESS"):
+                m.next = "SPILL"
+            with m.State("SPILL"):
+                m.d.comb += [job_in.mem.eq(cmd.buf + idx * page_data), job_in.tag.eq(tail), jobs.w_en.eq(1)]
                 with m.If(hits.bit_select(idx, 1)):
-                    m.next = "CACHE_RD"
-                with m.Elif(ppa.as_value() == spec.PPA_UNMAPPED):
-                    m.next = "ZERO"
+                    m.d.comb += [job_in.kind.eq(JobKind.CACHE), job_in.addr.eq(caddr_r.data)]
+                with m.Elif(ppa_r.data == spec.PPA_UNMAPPED):
+                    m.d.comb += [job_in.kind.eq(JobKind.ZERO), job_in.addr.eq(ppa_r.data)]
                 with m.Else():
-                    m.next = "NAND"
+                    m.d.comb += [job_in.kind.eq(JobKind.NAND), job_in.addr.eq(ppa_r.data)]
+                with m.If(jobs.w_rdy):
+                    m.d.sync += idx.eq(idx + 1)
+                    with m.If(idx + 1 == cmd.nlb):
+                        m.next = "RECORD"
+                    with m.Else():
+                        m.next = "SPILL_ADDRESS"
+            with m.State("RECORD"):
+                rec = ring_w.data
+                m.d.comb += [rec.sqid.eq(cmd.sqid), rec.cid.eq(cmd.cid), rec.status.eq(status),
+                             rec.npages.eq(Mux(status == Status.SUCCESS, cmd.nlb, 0)), rec.hit.eq(hits != 0),
+                             ring_w.en.eq(1)]
+                m.d.sync += [tail.eq(tail + 1), looking_in_cache.eq(0)]
+                m.next = "IDLE"
+        m.d.comb += [ppa_r.addr.eq(idx), caddr_r.addr.eq(idx)]
+
+        # ---- dispatch: the job queue's head to a read slot of its channel, or to the copier
+        busy = Signal(max(S, 1))                    # read slot s = channel * R + j in flight
+        slot_mem = Array(Signal(32, name=f"slot_mem{s}") for s in range(S))
+        slot_tag = Array(Signal(tag_shape, name=f"slot_tag{s}") for s in range(S))
+        desc_valid = Signal()
+        desc = Signal(layouts.NAND_DESC)
+        m.d.comb += [self.desc.valid.eq(desc_valid), self.desc.payload.eq(desc)]
+        with m.If(self.desc.ready):
+            m.d.sync += desc_valid.eq(0)
+
+        jppa = Signal(layouts.PPA)
+        m.d.comb += jppa.eq(job.addr)
+        jf = jppa.ppa
+        jchan = Signal(range(max(C, 2)))
+        m.d.comb += jchan.eq(Mux(jf.channel < C, jf.channel, 0))   # a bad channel still takes a slot:
+        # the controller answers it BAD_CHANNEL, and the command MEDIA_ERROR
+        free_j = Signal(range(max(R, 2)))
+        any_free = Signal()
+        chan_busy = Signal(R)
+        m.d.comb += chan_busy.eq(Array(busy[c * R:(c + 1) * R] for c in range(C))[jchan])
+        for j in reversed(range(R)):
+            with m.If(~chan_busy[j]):
+                m.d.comb += [free_j.eq(j), any_free.eq(1)]
+        set_slot = Signal(slot_shape)
+        set_en, clr_en = Signal(), Signal()
+        clr_slot = Signal(slot_shape)
+        m.d.comb += set_slot.eq(jchan * R + free_j)
+
+        # the copier's direct offer: a zero fill or a cache copy at the queue's head
+        direct_valid, direct_ready = Signal(), Signal()
+        m.d.comb += direct_valid.eq(jobs.r_rdy & (job.kind != JobKind.NAND))
+        with m.If(jobs.r_rdy & (job.kind == JobKind.NAND) & ~desc_valid & any_free):
+            m.d.comb += [set_en.eq(1), jobs.r_en.eq(1)]
+            m.d.sync += [*page_desc(desc, NandOp.READ, jf, length=page_data, slot=self.first_slot + free_j,
+                                    tag=set_slot),
+                         desc_valid.eq(1), slot_mem[set_slot].eq(job.mem), slot_tag[set_slot].eq(job.tag)]
+        with m.If(direct_valid & direct_ready):
+            m.d.comb += jobs.r_en.eq(1)
+        for s in range(S):
+            with m.If(set_en & (set_slot == s)):
+                m.d.sync += busy[s].eq(1)
+            with m.If(clr_en & (clr_slot == s)):
+                m.d.sync += busy[s].eq(0)
+
+        # NAND completions wait here for the copier (one per slot at most: the FIFO cannot overflow)
+        m.submodules.landed = landed = fifo.SyncFIFO(width=len(set_slot) + 1, depth=max(S, 2))
+        m.d.comb += [landed.w_data.eq(Cat(self.ncpl.payload.result == NandResult.OK,
+                                          self.ncpl.payload.tag[:len(set_slot)])),
+                     landed.w_en.eq(self.ncpl.valid), self.ncpl.ready.eq(landed.w_rdy)]
+
+        # ---- copy: one page at a time on the host bus
+        m.submodules.dma = dma = BufferDMA(self.buf_addr_width)
+        kind = Signal(JobKind)
+        src = Signal(32)               # a cache copy's source page
+        mem = Signal(32)
+        page_tag = Signal(tag_shape)
+        slot = Signal(slot_shape)
+        chan = Signal(range(max(C, 2)))
+        buf_slot = Signal(range(self.p.slots))
+        word = Signal(range(page_words + 1))
+        copy_word = Signal(32)
+        page_error = Signal(15)
+        zeroing, copying, holding = Signal(), Signal(), Signal()
+        page_done = Signal()
+
+        with m.If(zeroing):
+            wishbone.word_access(m, self.bus, (mem >> 2) + word, 0)
+        with m.Elif(copying):
+            pass        # driven by the CACHE states
+        with m.Else():
+            wiring.connect(m, wiring.flipped(self.bus), dma.bus)
+
+        # the channel's buffer port, held from grant to the end of the copy
+        for c in range(C):
+            port = self.buf[c]
+            m.d.comb += port.request.eq(holding & (chan == c))
+            with m.If(chan == c):
+                m.d.comb += [port.port.addr.eq(dma.buf.addr), port.port.w_en.eq(dma.buf.w_en),
+                             port.port.w_data.eq(dma.buf.w_data), dma.buf.r_data.eq(port.port.r_data)]
+        granted = held_grant(m, self.buf, chan, holding)
+
+        landed_slot = landed.r_data[1:]
+        with m.FSM(name="copy"):
+            with m.State("IDLE"):
+                m.d.sync += [word.eq(0), page_error.eq(Status.SUCCESS)]
+                with m.If(landed.r_rdy):
+                    m.d.comb += landed.r_en.eq(1)
+                    m.d.sync += [kind.eq(JobKind.NAND), slot.eq(landed_slot), mem.eq(slot_mem[landed_slot]),
+                                 page_tag.eq(slot_tag[landed_slot]),
+                                 chan.eq(Array(Const(s // R) for s in range(S))[landed_slot]),
+                                 buf_slot.eq(Array(Const(self.first_slot + s % R) for s in range(S))[landed_slot])]
+                    with m.If(landed.r_data[0]):
+                        m.next = "GRANT"
+                    with m.Else():
+                        m.d.sync += page_error.eq(Status.MEDIA_ERROR)
+                        m.next = "PAGE_DONE"
+                with m.Elif(direct_valid):
+                    m.d.comb += direct_ready.eq(1)
+                    m.d.sync += [kind.eq(job.kind), src.eq(job.addr), mem.eq(job.mem), page_tag.eq(job.tag)]
+                    with m.If(job.kind == JobKind.ZERO):
+                        m.next = "ZERO"
+                    with m.Else():
+                        m.next = "CACHE_RD"
             with m.State("ZERO"):
                 m.d.comb += zeroing.eq(1)
                 with m.If(self.bus.err):
-                    m.d.sync += status.eq(Status.DATA_TRANSFER_ERROR)
-                    m.next = "DONE"
+                    m.d.sync += page_error.eq(Status.DATA_TRANSFER_ERROR)
+                    m.next = "PAGE_DONE"
                 with m.Elif(self.bus.ack):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == page_words - 1):
-                        m.next = "NEXT"
+                        m.next = "PAGE_DONE"
             # a cache hit: word by word from the cache page to the host buffer
             with m.State("CACHE_RD"):
                 m.d.comb += copying.eq(1)
-                wishbone.word_access(m, self.bus, (caddr_r.data >> 2) + word)
+                wishbone.word_access(m, self.bus, (src >> 2) + word)
                 with m.If(self.bus.err):
-                    m.d.sync += status.eq(Status.INTERNAL_ERROR)
-                    m.next = "DONE"
+                    m.d.sync += page_error.eq(Status.INTERNAL_ERROR)
+                    m.next = "PAGE_DONE"
                 with m.Elif(self.bus.ack):
                     m.d.sync += copy_word.eq(self.bus.dat_r)
                     m.next = "CACHE_WR"
             with m.State("CACHE_WR"):
                 m.d.comb += copying.eq(1)
-                wishbone.word_access(m, self.bus, (mem_addr >> 2) + word, copy_word)
+                wishbone.word_access(m, self.bus, (mem >> 2) + word, copy_word)
                 with m.If(self.bus.err):
-                    m.d.sync += status.eq(Status.DATA_TRANSFER_ERROR)
-                    m.next = "DONE"
+                    m.d.sync += page_error.eq(Status.DATA_TRANSFER_ERROR)
+                    m.next = "PAGE_DONE"
                 with m.Elif(self.bus.ack):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == page_words - 1):
-                        m.next = "NEXT"
+                        m.next = "PAGE_DONE"
                     with m.Else():
                         m.next = "CACHE_RD"
-            with m.State("NAND"):
-                d = self.desc.payload
-                m.d.comb += [*page_desc(d, NandOp.READ, f, length=page_data, slot=self.read_slot),
-                             self.desc.valid.eq(1)]
-                with m.If(self.desc.ready):
-                    m.next = "NAND_WAIT"
-            with m.State("NAND_WAIT"):
-                m.d.comb += self.ncpl.ready.eq(1)
-                with m.If(self.ncpl.valid):
-                    with m.If(self.ncpl.payload.result == NandResult.OK):
-                        m.next = "GRANT"
-                    with m.Else():
-                        m.d.sync += status.eq(Status.MEDIA_ERROR)
-                        m.next = "DONE"
             with m.State("GRANT"):
                 m.d.comb += holding.eq(1)
                 with m.If(granted):
@@ -298,8 +441,8 @@ class Reader(wiring.Component):
             with m.State("COPY"):
                 m.d.comb += [holding.eq(1), dma.req.valid.eq(1),
                              dma.req.payload.direction.eq(Direction.TO_MEMORY),
-                             dma.req.payload.mem_addr.eq(mem_addr),
-                             dma.req.payload.buf_addr.eq(self.read_slot * self.slot_words),
+                             dma.req.payload.mem_addr.eq(mem),
+                             dma.req.payload.buf_addr.eq(buf_slot * self.slot_words),
                              dma.req.payload.words.eq(page_words)]
                 with m.If(dma.req.ready):
                     m.next = "COPY_WAIT"
@@ -307,22 +450,43 @@ class Reader(wiring.Component):
                 m.d.comb += [holding.eq(1), dma.done.ready.eq(1)]
                 with m.If(dma.done.valid):
                     with m.If(dma.done.payload.error):
-                        m.d.sync += status.eq(Status.DATA_TRANSFER_ERROR)
-                        m.next = "DONE"
-                    with m.Else():
-                        m.next = "NEXT"
-            with m.State("NEXT"):
-                m.d.sync += [idx.eq(idx + 1), self.pages.eq(self.pages + 1)]
-                with m.If(idx + 1 == cmd.nlb):
-                    m.next = "DONE"
-                with m.Else():
-                    m.next = "PAGE"
-            with m.State("DONE"):
-                c = self.cpl.payload
-                m.d.comb += [c.sqid.eq(cmd.sqid), c.cid.eq(cmd.cid), c.status.eq(status), c.result.eq(0),
-                             self.cpl.valid.eq(1)]
-                with m.If(self.cpl.ready):
-                    m.d.comb += ovr_done.eq(cmd.tx)
-                    m.d.sync += cache_held.eq(0)
-                    m.next = "IDLE"
+                        m.d.sync += page_error.eq(Status.DATA_TRANSFER_ERROR)
+                    m.next = "PAGE_DONE"
+            with m.State("PAGE_DONE"):
+                m.d.comb += page_done.eq(1)
+                with m.If(kind == JobKind.NAND):
+                    m.d.comb += [clr_en.eq(1), clr_slot.eq(slot)]
+                with m.If(page_error == Status.SUCCESS):
+                    m.d.sync += self.pages.eq(self.pages + 1)
+                m.next = "IDLE"
+
+        # ---- per-command counters: cleared when the command starts at the tail, counted by the copier
+        for k in range(K):
+            with m.If(start & (tail == k)):
+                m.d.sync += [done[k].eq(0), error[k].eq(Status.SUCCESS)]
+            with m.If(page_done & (page_tag == k)):
+                m.d.sync += done[k].eq(done[k] + 1)
+                with m.If(error[k] == Status.SUCCESS):
+                    m.d.sync += error[k].eq(page_error)
+
+        # ---- completion: the head, once its pages are all done
+        rec = ring_r.data
+        m.d.comb += ring_r.addr.eq(head)
+        head_done = Array(done)[head]
+        head_error = Array(error)[head]
+        m.d.comb += [q.sqid.eq(rec.sqid), q.cid.eq(rec.cid), q.result.eq(0),
+                     q.status.eq(Mux(rec.status != Status.SUCCESS, rec.status, head_error)),
+                     self.cpl.valid.eq((recorded != 0) & (head_done == rec.npages))]
+        completing = self.cpl.valid & self.cpl.ready
+        recording = Signal()
+        with m.If(completing):
+            m.d.sync += head.eq(head + 1)
+        m.d.comb += recording.eq(ring_w.en)
+        m.d.sync += recorded.eq(recorded + recording - completing)
+        # the cache lock's count: a command that hit, from its lookups to its completion
+        hit_now = Signal()
+        hit_gone = Signal()
+        if self.cache:
+            m.d.comb += [hit_now.eq(ring_w.en & ring_w.data.hit), hit_gone.eq(completing & rec.hit)]
+            m.d.sync += hit_cmds.eq(hit_cmds + hit_now - hit_gone)
         return m

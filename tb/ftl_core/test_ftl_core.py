@@ -37,7 +37,8 @@ MODULES = ("cocotb_verbs",          # every_verb
            "cocotb_transactions",   # transactions
            "cocotb_appends",        # completions_hold_while_posted, appends_and_remaps
            "cocotb_write_cache",    # write_cache (the write-cache build only)
-           "cocotb_mlc")            # mlc_paired_pages
+           "cocotb_mlc",            # mlc_paired_pages
+           "cocotb_reads")          # reads_in_flight
 
 
 def cocotb_tests(module):
@@ -49,7 +50,8 @@ def cocotb_tests(module):
 
 
 def _run(tmp_path, testcase=None, cache_pages=0, **env):
-    args = build("small", CHANNELS, WAYS, SLOTS, cache_pages=cache_pages, test_dir=HERE)
+    # two read slots per channel (one per way): the reader keeps a read in flight on every die
+    args = build("small", CHANNELS, WAYS, SLOTS, nand_slots=6, read_slots=2, cache_pages=cache_pages, test_dir=HERE)
     slot_words = args.pop("slot_words")
     runner.run(test_module=",".join(MODULES), plusargs=model_plusargs(tmp_path, "small", CHANNELS * WAYS),
                extra_env={"NANDTB_SLOT_WORDS": str(slot_words), "FTL_SLOTS": str(SLOTS),
@@ -61,7 +63,7 @@ def _run(tmp_path, testcase=None, cache_pages=0, **env):
 def test_ftl_core_verbs(tmp_path):
     _run(tmp_path, testcase=["every_verb", "transactions", "appends_and_remaps", "completions_hold_while_posted",
                              "program_failures_are_retried",
-                             "program_failures_under_load", "gc_relocation", "mlc_paired_pages"])
+                             "program_failures_under_load", "gc_relocation", "mlc_paired_pages", "reads_in_flight"])
 
 
 @pytest.mark.long
@@ -88,7 +90,7 @@ def test_every_cocotb_test_is_run():
                      "program_failures_are_retried",
                      "program_failures_under_load", "gc_relocation", "random_scoreboard", "power_cut_0",
                      "power_cut_1", "power_cut_2", "write_cache", "mlc_paired_pages",
-                     "no_page_completes_no_space"}, tests
+                     "no_page_completes_no_space", "reads_in_flight"}, tests
 
 
 @pytest.mark.slow
