@@ -15,7 +15,7 @@
                      page buffers: BufferPortArbiter per channel (LogWriter, Reader, Relocator, firmware)
                      IDENTIFY, GET_LOG: Executor ─info_job─► InfoPageWriter (reads the executor's tables)
     mem ◄── Wishbone Arbiter (HostQueues, MapCache, BlockTable, LogWriter, Reader, Executor, Relocator,
-                              InfoPageWriter)
+                              InfoPageWriter, the write cache's MemoryCopier)
 
 Everything the firmware owns enters as plain ports: erased blocks (``free``)
 and the log's next seq (``seq_load``) after recovery, full blocks out on
@@ -38,6 +38,7 @@ from atomflash import command, spec
 from rtl import spec as layouts
 from rtl.host.queues import HostQueues, command_layout, completion_layout
 from rtl.lib import wishbone
+from rtl.lib.memcopy import MemoryCopier
 from rtl.lib.streams import RegisterSlice, StreamMerge
 from rtl.lib.trng import Trng
 from rtl.nand.channel import ChannelParams
@@ -237,7 +238,8 @@ class FtlCore(wiring.Component):
         m.submodules.blocktable = blocktable = BlockTable(channels=C, ways=self.ways)
         m.submodules.nandport = nandport = NandPortMux(4)
         m.submodules.cplmerge = cplmerge = StreamMerge(completion_layout(Q), 3)
-        m.submodules.membus = membus = wishbone.Arbiter(8, addr_width=30, burst=True)
+        initiators = 8 + (self.cache_pages > 0)     # the write cache's fills have a copier of their own
+        m.submodules.membus = membus = wishbone.Arbiter(initiators, addr_width=30, burst=True)
         m.submodules.rebinds = rebinds = StreamMerge(REBIND, 2)
 
         def connect_through_registers(name, source, sink):
@@ -265,7 +267,7 @@ class FtlCore(wiring.Component):
         wiring.connect(m, executor.read, reader.cmd)
         wiring.connect(m, validator.rejected, cplmerge.inputs[0])
         connect_through_registers("executor_cpl", executor.cpl, cplmerge.inputs[1])
-        wiring.connect(m, reader.cpl, cplmerge.inputs[2])
+        connect_through_registers("reader_cpl", reader.cpl, cplmerge.inputs[2])   # its valid is a count's compare
         connect_through_registers("merged_cpl", cplmerge.output, frontends.cpl if S else queues.cpl)
         if S:
             wiring.connect(m, frontends.queues_cpl, queues.cpl)
@@ -413,8 +415,14 @@ class FtlCore(wiring.Component):
             wiring.connect(m, arb.buf, ctrl.buf[c])
 
         # SoC memory
-        for i, initiator in enumerate((queues.dma, mapcache.dma, blocktable.dma, writer.bus, reader.bus,
-                                       executor.bus, relocator.bus, infopages.bus)):
+        buses = [queues.dma, mapcache.dma, blocktable.dma, writer.bus, reader.bus, executor.bus, relocator.bus,
+                 infopages.bus]
+        if self.cache_pages:
+            m.submodules.cachecopy = cachecopy = MemoryCopier()
+            wiring.connect(m, executor.copy, cachecopy.req)
+            wiring.connect(m, cachecopy.done, executor.copy_done)
+            buses.append(cachecopy.bus)
+        for i, initiator in enumerate(buses):
             wishbone.connect(m, initiator, membus.initiators[i])   # the page copies burst, the rest is classic
         wiring.connect(m, membus.bus, wiring.flipped(self.mem))
         return m

@@ -134,6 +134,7 @@ from rtl import spec as layouts
 from rtl.host.queues import command_layout, completion_layout
 from rtl.lib import wishbone
 from rtl.lib.lutram import read_async
+from rtl.lib.memcopy import CopyError, copy_request_layout
 
 from .appendtable import AppendTable, AppendViewSignature
 from .infopages import DONE as INFO_DONE
@@ -213,7 +214,10 @@ class Executor(wiring.Component):
     read : Out(stream of read_layout)
         READ commands for the Reader.
     bus : Out(wishbone.Signature)
-        List reads, scratch-page writes, write-cache fills.
+        List reads, scratch-page writes.
+    copy : Out(stream of copy_request_layout) / copy_done : In(stream of {error})
+        Write-cache fills, to a :class:`~rtl.lib.memcopy.MemoryCopier` (bursts, a word a cycle): a
+        host page into a cache page.
     no_space : In(1)
         The firmware is out of space (``ftl.host_enable.no_space``): commands that
         bring new data (WRITE, ATOMIC_WRITE, TX_WRITE, APPEND) complete with
@@ -289,6 +293,8 @@ class Executor(wiring.Component):
                                                                      "dropped": 1}))),
             "read": Out(stream.Signature(read_layout(queue_pairs, max_transfer))),
             "bus": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "copy": Out(stream.Signature(copy_request_layout)),
+            "copy_done": In(stream.Signature(data.StructLayout({"error": CopyError}))),
             "capacity": In(64),
             "no_space": In(1),
             "scratch_base": In(32),
@@ -590,7 +596,6 @@ class Executor(wiring.Component):
         m.d.comb += [mem_r.addr.eq(maddr(tail, idx))]
         resume = Signal()                    # a destage made room for / drained ahead of the command in c
         if W:
-            cw_word = Signal(range(page_data // 4))
             cw_resume = Signal()
             cw_idx = Signal.like(idx)
 
@@ -661,33 +666,30 @@ class Executor(wiring.Component):
                         pass                       # stripes in flight will free pages (else the watermark)
                     with m.Else():
                         m.d.comb += cache.claim.eq(1)
-                        m.d.sync += cw_word.eq(0)
                         m.next = "LOCK_THE_CACHE_PAGES"
                 with m.State("LOCK_THE_CACHE_PAGES"):
                     m.d.comb += cache.lock_req.eq(1)
                     with m.If(cache.lock_granted):
-                        m.next = "READ_A_WORD_OF_THE_HOST_PAGE"
-                with m.State("READ_A_WORD_OF_THE_HOST_PAGE"):
-                    m.d.comb += cache.lock_req.eq(1)
-                    wishbone.word_access(m, bus, ((c.buf[:32] + idx * page_data) >> 2) + cw_word)
-                    with m.If(bus.err):
-                        m.d.comb += cache.fill_abort.eq(1)
-                        finish(Status.DATA_TRANSFER_ERROR)
-                    with m.Elif(bus.ack):
-                        m.d.sync += copy_word.eq(bus.dat_r)
-                        m.next = "WRITE_IT_INTO_THE_CACHE_PAGE"
-                with m.State("WRITE_IT_INTO_THE_CACHE_PAGE"):
-                    m.d.comb += cache.lock_req.eq(1)
-                    wishbone.word_access(m, bus, (cache.fill_addr >> 2) + cw_word, copy_word)
-                    with m.If(bus.err):
-                        m.d.comb += cache.fill_abort.eq(1)
-                        finish(Status.INTERNAL_ERROR)
-                    with m.Elif(bus.ack):
-                        m.d.sync += cw_word.eq(cw_word + 1)
-                        with m.If(cw_word == page_data // 4 - 1):
-                            m.next = "MAKE_THE_CACHE_PAGE_DIRTY"
-                        with m.Else():
-                            m.next = "READ_A_WORD_OF_THE_HOST_PAGE"
+                        m.next = "COPY_THE_HOST_PAGE_INTO_IT"
+                with m.State("COPY_THE_HOST_PAGE_INTO_IT"):
+                    m.d.comb += [cache.lock_req.eq(1), self.copy.valid.eq(1),
+                                 self.copy.payload.src.eq(c.buf[:32] + idx * page_data),
+                                 self.copy.payload.dst.eq(cache.fill_addr),
+                                 self.copy.payload.words.eq(page_data // 4)]
+                    with m.If(self.copy.ready):
+                        m.next = "WAIT_FOR_THE_COPY"
+                with m.State("WAIT_FOR_THE_COPY"):
+                    m.d.comb += [cache.lock_req.eq(1), self.copy_done.ready.eq(1)]
+                    with m.If(self.copy_done.valid):
+                        with m.Switch(self.copy_done.payload.error):
+                            with m.Case(CopyError.READ):      # the host's buffer
+                                m.d.comb += cache.fill_abort.eq(1)
+                                finish(Status.DATA_TRANSFER_ERROR)
+                            with m.Case(CopyError.WRITE):     # the cache page
+                                m.d.comb += cache.fill_abort.eq(1)
+                                finish(Status.INTERNAL_ERROR)
+                            with m.Default():
+                                m.next = "MAKE_THE_CACHE_PAGE_DIRTY"
                 with m.State("MAKE_THE_CACHE_PAGE_DIRTY"):
                     m.d.comb += cache.fill_done.eq(1)
                     m.d.sync += idx.eq(idx + 1)
