@@ -45,23 +45,44 @@ def limits():
                 t_prog_us=prof.t_prog_ns / 1000)
 
 
+def read_limits():
+    """What a read stream can reach: the array (dies / tR) and the bus (the bytes a read moves at tRC)."""
+    prof = spec.NAND_PROFILES["realistic"]
+    lay = spec.nand_page_layout(prof)
+    t_rc_ns = spec.ONFI_TIMING["tRC"][MODE]
+    bus_bytes = lay.user_bytes + lay.parity_bytes
+    array_pages_s = CHANNELS * WAYS / (prof.t_r_ns * 1e-9)
+    bus_pages_s = CHANNELS / (bus_bytes * t_rc_ns * 1e-9)
+    return dict(array_pages_s=array_pages_s, bus_pages_s=bus_pages_s, limit_pages_s=min(array_pages_s, bus_pages_s),
+                t_r_us=prof.t_r_ns / 1000, t_rc_ns=t_rc_ns, bus_bytes=bus_bytes)
+
+
 CACHE_PAGES = 64       # the write-cache build: 8 stripes of 2 x 4 pages (256 KiB)
+READ_SLOTS = 4         # the reads build: read slots per channel, besides the other builds' slots
 
 
-def run(nand_slots: int, pages: int, cache: bool = False, test: str | None = None) -> dict:
+def run(nand_slots: int, pages: int, cache: bool = False, test: str | None = None, read_slots: int = 1) -> dict:
     """The ``bench`` test on the cache-less build, or ``bench_cache`` on the write-cache build
-    (``test``: another test of the cache-less build, ``bench_mlc``)."""
+    (``test``: another test of the cache-less build, ``bench_mlc``; ``bench_reads`` with
+    ``read_slots``, a build of its own)."""
     args = build("realistic", CHANNELS, WAYS, SLOTS, nand_slots=nand_slots, cache_pages=CACHE_PAGES if cache else 0,
-                 test_dir=HERE)
+                 read_slots=read_slots, test_dir=HERE)
     slot_words = args.pop("slot_words")
     with tempfile.TemporaryDirectory(dir=runner.BUILD) as tmp:
         out = Path(tmp) / "bench.json"
         runner.run(test_module="cocotb_ftl_bench", plusargs=model_plusargs(Path(tmp), "realistic", CHANNELS * WAYS),
                    extra_env={"NANDTB_SLOT_WORDS": str(slot_words), "FTL_SLOTS": str(SLOTS),
                               "FTL_BENCH_OUT": str(out), "FTL_BENCH_PAGES": str(pages),
-                              "FTL_CACHE_PAGES": str(CACHE_PAGES if cache else 0)},
+                              "FTL_CACHE_PAGES": str(CACHE_PAGES if cache else 0),
+                              "FTL_READ_SLOTS": str(read_slots)},
                    testcase=[test or ("bench_cache" if cache else "bench")], **args)
         return json.loads(out.read_text()) | {"nand_slots": nand_slots}
+
+
+def run_reads(nand_slots: int, pages: int) -> dict:
+    """``bench_reads`` on a build with ``READ_SLOTS`` read slots per channel (the program slots as in
+    ``nand_slots``)."""
+    return run(nand_slots - 1 + READ_SLOTS, pages, test="bench_reads", read_slots=READ_SLOTS)
 
 
 def render(r: dict) -> str:
@@ -200,8 +221,10 @@ def render(r: dict) -> str:
               "write is marked final.  Their throughput is bounded by the transactions in flight: this build has 4 "
               "transaction slots (the harness's `max_open_tx`), so one-page transactions keep at most 4 pages in "
               "flight where the plain writes had 16; from 8 pages on they stream near the plain-write rate.",
-              "* Reads are served one page at a time (lookup, tR, transfer, copy), hence the latency equals the "
-              "read's whole path; map hits and misses differ by one line fill.",
+              "* The map-cache and QD 1 latency figures above are from this build, with one read slot per channel: "
+              "a channel's next read waits for the copy of the one before (the reads section below runs a build "
+              "with a read slot per die).  A read's latency is its whole path (lookup, tR, transfer, ECC, copy); "
+              "map hits and misses differ by one line fill.",
               ""]
     if "hot_zipf_cache" in r:
         on = r["hot_zipf_cache"]
@@ -217,9 +240,51 @@ def render(r: dict) -> str:
             "with the drains), below the NAND limit: the speed-up column is < 1 although fewer pages are "
             "programmed.  A burst copier (or copying during the destage's own DMA) is the next step.",
             ""]
+    if "reads" in r:
+        lines += render_reads(r["reads"], lim)
     if "mlc" in r:
         lines += render_mlc(r["mlc"], lim, clk)
     return "\n".join(lines)
+
+
+def render_reads(rd: dict, lim: dict) -> list[str]:
+    """The reads section (``bench_reads``)."""
+    rl = read_limits()
+    clk, page, R = rd["clk_hz"], spec.NAND_PROFILES["realistic"].page_data, rd["read_slots"]
+    lines = ["", "## Reads at the limit", "",
+             f"A build of its own with {R} read slots per channel ({rd['nand_slots']} page-buffer slots: the "
+             f"programs keep theirs), so a channel has a read in flight on each of its {WAYS} dies.  A region of "
+             f"{rd['region']} LBAs is written sequentially, then read; every read's data is checked.", "",
+             f"* array: dies x page / tR ({rl['t_r_us']:.0f} us) = {rl['array_pages_s']:,.0f} pages/s",
+             f"* bus: {CHANNELS} channels x 1 / ({rl['bus_bytes']} B per read x tRC {rl['t_rc_ns']} ns) = "
+             f"{rl['bus_pages_s']:,.0f} pages/s ({rl['bus_pages_s'] * page / 1e6:.1f} MB/s)",
+             f"* the limit a read stream can reach: **{rl['limit_pages_s']:,.0f} pages/s**", "",
+             "| workload | pages | cycles | pages/s | MB/s | of the limit |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+
+    def row(name, pages, cycles, limit):
+        pps = pages / (cycles / clk)
+        lines.append(f"| {name} | {pages} | {cycles:,} | {pps:,.0f} | {pps * page / 1e6:.1f} | "
+                     f"{100 * pps / limit:.1f}% |")
+    for qd in (1, 8, 32):
+        x = rd[f"random_qd{qd}"]
+        row(f"4 KiB random reads, QD {qd}", x["pages"], x["cycles"], rl["limit_pages_s"])
+    x = rd["sequential_64k_qd4"]
+    row("64 KiB sequential reads, QD 4", x["pages"], x["cycles"], rl["limit_pages_s"])
+    x = rd["mixed_70_30_qd32"]
+    n = x["reads"] + x["writes"]
+    # a page read and a page program both hold the bus for a page's bytes: the mix's limit weighs the two
+    mixed_limit = 1 / (x["reads"] / n / rl["limit_pages_s"] + x["writes"] / n / lim["limit_pages_s"])
+    row(f"4 KiB random 70/30 reads/writes, QD 32 ({x['reads']} reads, {x['writes']} writes)", n, x["cycles"],
+        mixed_limit)
+    lat = statistics.median(rd["latency_qd1"])
+    lines += ["", f"Read latency at QD 1 (a map hit), submission to completion: median {lat:,.0f} cycles "
+              f"({lat / clk * 1e6:.1f} us) over {len(rd['latency_qd1'])} reads.", "",
+              "* A read holds its slot from the descriptor through tR, the page's transfer and ECC, to the end of "
+              "its copy to the host buffer; the channel runs the other dies' tR and transfers meanwhile, and the "
+              "reader completes commands in the order they came.",
+              f"* The mix's limit weighs the read limit and the write limit ({lim['limit_pages_s']:,.0f} pages/s) "
+              "by the mix's shares: both are the bus's.", ""]
+    return lines
 
 
 def render_mlc(m: dict, lim: dict, clk: float) -> list[str]:
@@ -268,7 +333,22 @@ def main():
     ap.add_argument("--mlc-only", action="store_true",
                     help="run bench_mlc alone and replace the report's MLC section (the rest stays as it is)")
     ap.add_argument("--mlc-json", type=Path, help="with --mlc-only: bench_mlc's figures from an earlier run")
+    ap.add_argument("--reads-only", action="store_true",
+                    help="run bench_reads alone (its own build) and replace the report's reads section")
     a = ap.parse_args()
+    if a.reads_only:
+        rd = run_reads(a.nand_slots, a.pages)
+        text = a.out.read_text()
+        head, _, tail = text.partition("\n## MLC paired pages\n")
+        head = head.split("\n## Reads at the limit\n")[0].rstrip("\n") + "\n"
+        text = head + "\n".join(render_reads(rd, limits())) + "\n## MLC paired pages\n" + tail
+        a.out.write_text(text)
+        raw = a.json or a.out.with_suffix(".json")
+        if raw.exists():
+            raw.write_text(json.dumps(json.loads(raw.read_text()) | {"reads": rd}, indent=1))
+        print(text)
+        print(f"wrote {a.out}")
+        return
     if a.mlc_only:
         m = json.loads(a.mlc_json.read_text()) if a.mlc_json else run(a.nand_slots, a.pages, test="bench_mlc")
         text = a.out.read_text().split("\n## MLC paired pages\n")[0].rstrip("\n") + "\n"
@@ -284,7 +364,8 @@ def main():
         r = json.loads(a.render.read_text())
     else:
         cached = json.loads(a.cache_json.read_text()) if a.cache_json else run(a.nand_slots, a.pages, cache=True)
-        r = run(a.nand_slots, a.pages) | cached | {"mlc": run(a.nand_slots, a.pages, test="bench_mlc")}
+        r = run(a.nand_slots, a.pages) | cached | {"reads": run_reads(a.nand_slots, a.pages),
+                                                   "mlc": run(a.nand_slots, a.pages, test="bench_mlc")}
     (a.json or a.out.with_suffix(".json")).write_text(json.dumps(r, indent=1))
     text = render(r)
     a.out.write_text(text)

@@ -19,7 +19,7 @@ SLOTS = int(os.environ["FTL_SLOTS"])
 SLOT_WORDS = int(os.environ["NANDTB_SLOT_WORDS"])
 CAPACITY = 8192
 PAGES = int(os.environ.get("FTL_BENCH_PAGES", "512"))
-READS = PAGES // 2          # the reader serves a page at a time: reads dominate the run
+READS = PAGES // 2          # the map-cache runs (bench_reads measures throughput on its own build)
 QD = int(os.environ.get("FTL_BENCH_QD", "16"))
 BUFFERS = 64
 CACHE_PAGES = int(os.environ.get("FTL_CACHE_PAGES", "0"))     # the write-cache build (bench_cache)
@@ -254,5 +254,84 @@ async def bench_mlc(dut):
                 writes=n, qd=depth, cycles=cycles, programs=await programs(tb) - p0,
                 pads=int(dut.pad_pages.value) - pad0)
     out["host_gap"] = 128
+    with open(os.environ["FTL_BENCH_OUT"], "w") as f:
+        json.dump(out, f, indent=1)
+
+
+READ_REGION = int(os.environ.get("FTL_BENCH_READ_REGION", "512"))    # LBAs written first, then read
+
+
+@cocotb.test()
+async def bench_reads(dut):
+    """Reads at the limit, on a build with several read slots per channel (``read_slots``): a region of
+    ``READ_REGION`` LBAs written sequentially, then random 4 KiB reads over it at QD 1, 8 and 32,
+    sequential 64 KiB reads, a 70/30 random read/write mix at QD 32, and the read latency at QD 1.
+    Every read's data is checked against what was written (the region's pages name their LBA)."""
+    tb = await FtlCoreTB.create(dut, channels=CHANNELS, ways=WAYS, slots=SLOTS, slot_words=SLOT_WORDS,
+                                capacity=CAPACITY, blocks_per_die=12, profile="realistic", name="reads")
+    tb.poll_cycles = 128
+    rng = random.Random(11)
+    page = tb.page
+    n = READ_REGION
+    out = {"clk_hz": spec.NAND_CLK_HZ, "region": n, "read_slots": int(os.environ["FTL_READ_SLOTS"])}
+
+    def content(lba: int) -> bytes:
+        return lba.to_bytes(4, "little") * (page // 4)
+
+    # the region, 8 pages a command, from a staging area of 16 pages (SoC memory holds 16 + 64 pages of
+    # buffers besides the core's tables)
+    stage = tb.data
+    for base in range(0, n, 16):
+        for i in range(16):
+            tb.write_bytes(stage + i * page, content(base + i))
+        cycles, st, _ = await tb.run_queue([dict(opcode=Opcode.WRITE, lba=base + k, nlb=8, buf=stage + k * page)
+                                            for k in (0, 8)], 2)
+        assert set(st) == {Status.SUCCESS}, st
+    rbufs = tb.data + 16 * page               # 64 pages of read buffers
+
+    async def reads(cmds, depth):
+        """``cmds``: (lba, nlb), each into the next ``nlb``-page buffer of the 64 pages in turn: a buffer is
+        used again only after the command before it there completed (depth <= 64 / nlb), so the last ones
+        hold their own command's data when the run ends.  Returns the cycles and the buffers."""
+        bufs = [rbufs + (i * nlb % 64) * page for i, (_, nlb) in enumerate(cmds)]
+        cycles, st, _ = await tb.run_queue([dict(opcode=Opcode.READ, lba=lba, nlb=nlb, buf=b)
+                                            for (lba, nlb), b in zip(cmds, bufs)], depth)
+        assert set(st) == {Status.SUCCESS}, st
+        for (lba, nlb), b in list(zip(cmds, bufs))[-depth:]:
+            assert tb.read_bytes(b, nlb * page) == b"".join(content(lba + j) for j in range(nlb)), \
+                f"the read of {nlb} pages at LBA {lba}"
+        return cycles
+
+    for depth, count in ((1, 64), (8, 256), (32, 512)):
+        r0 = int(dut.nand_reads.value)
+        cycles = await reads([(rng.randrange(n), 1) for _ in range(count)], depth)
+        out[f"random_qd{depth}"] = dict(cycles=cycles, pages=count, nand_reads=int(dut.nand_reads.value) - r0)
+    # sequential: 64 KiB commands over the region, 4 in flight
+    out["sequential_64k_qd4"] = dict(cycles=await reads([(lba, 16) for lba in range(0, n, 16)], 4), pages=n)
+
+    # 70/30 random reads over the region and writes over its first 16 LBAs (each rewrites its LBA's content)
+    for i in range(16):
+        tb.write_bytes(stage + i * page, content(i))
+    mixed = []
+    for i in range(512):
+        if rng.random() < 0.7:
+            mixed.append(dict(opcode=Opcode.READ, lba=rng.randrange(n), nlb=1, buf=rbufs + (i % 64) * page))
+        else:
+            lba = rng.randrange(16)
+            mixed.append(dict(opcode=Opcode.WRITE, lba=lba, nlb=1, buf=stage + lba * page))
+    cycles, st, _ = await tb.run_queue(mixed, 32)
+    assert set(st) == {Status.SUCCESS}, st
+    out["mixed_70_30_qd32"] = dict(cycles=cycles, reads=sum(c["opcode"] == Opcode.READ for c in mixed),
+                                   writes=sum(c["opcode"] == Opcode.WRITE for c in mixed))
+
+    # read latency at QD 1 (map hits: the region's lines were just read)
+    tb.poll_cycles = 4
+    samples = []
+    for lba in rng.sample(range(n), 8):
+        start = int(dut.cycle.value)
+        assert (await tb.do(opcode=Opcode.READ, lba=lba, nlb=1, buf=rbufs))["status"] == Status.SUCCESS
+        samples.append(int(dut.cycle.value) - start)
+        assert tb.read_bytes(rbufs, page) == content(lba)
+    out["latency_qd1"] = samples
     with open(os.environ["FTL_BENCH_OUT"], "w") as f:
         json.dump(out, f, indent=1)

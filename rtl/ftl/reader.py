@@ -9,19 +9,24 @@ and a page's stage is what it waits for, not the page ahead of it:
 * **Lookup** takes one command at a time: with the map port held
   (``MapPortArbiter``) it looks up every LBA of the command, so the read sees
   each atomic group whole or not at all, and writes the command's pages into
-  the job queue -- a mapped page as a NAND job, an unmapped one as a zero
-  fill, a write-cache hit as a cache copy -- then records the command at the
-  tail of the command ring (``commands`` deep).
-* **Dispatch** takes the job queue in order.  A NAND job waits for one of the
-  ``read_slots`` read slots of its page's channel (the last slots; the
-  relocator has the one before, the firmware the one before that, the log
-  writer the rest) and is sent to the NAND controller with the slot as its
-  tag; the controller runs reads on different dies side by side and answers
-  them in any order.  A zero fill or cache copy goes to the copier directly.
+  the job queues -- a mapped page as a NAND job into its die's queue, an
+  unmapped one as a zero fill or a write-cache hit as a cache copy into the
+  copier's -- then records the command at the tail of the command ring
+  (``commands`` deep).
+* **Dispatch**, per channel, picks round-robin among the channel's dies that
+  have a job queued and no read of the reader's in flight, and sends the
+  job to the NAND controller in one of the channel's ``read_slots`` read
+  slots (the last slots; the relocator has the one before, the firmware the
+  one before that, the log writer the rest), the slot as its tag.  The
+  controller runs reads on different dies side by side and answers them in
+  any order.  One read per die: a second one would hold a slot through the
+  first's tR and transfer while another die could use it; the die takes its
+  next read once its page has landed in the slot.
 * **Copy** has the host bus: it copies a read page from its slot to the host
   buffer with a :class:`~rtl.ftl.dma.BufferDMA` holding the channel's buffer
-  port (then frees the slot), writes a zero fill, or copies a cache page word
-  by word.  Each page done counts toward its command.
+  port (then frees the slot), writes a zero fill, or copies a cache page with
+  a :class:`~rtl.lib.memcopy.MemoryCopier`.  Each page done counts toward its
+  command.
 
 **Completion in order.**  The command at the head of the ring completes when
 all its pages are done.  Commands complete in the order they came, so a READ
@@ -43,7 +48,7 @@ before handing it over, the executor claims the *override* table
 (``overrides.we``, by index in the command); a lookup whose index has an override
 uses that page instead of the map's.  The table is released
 (``overrides.busy`` falls) when the command's lookups are done: its pages are
-in the job queue then.
+in the job queues then.
 
 **The write cache** (``cache``): the executor holds LBAs whose newest data is
 still in a SoC-memory cache page.  The lookup stage takes the cache lock
@@ -65,6 +70,8 @@ from atomflash.spec import NandOp, NandResult, Status
 from rtl import spec as layouts
 from rtl.host.queues import completion_layout
 from rtl.lib import wishbone
+from rtl.lib.roundrobin import round_robin
+from rtl.lib.memcopy import CopyError, MemoryCopier
 from rtl.nand.channel import ChannelParams
 
 from .bufport import ArbitratedBufferSignature, held_grant
@@ -132,11 +139,12 @@ class Reader(wiring.Component):
         Pages returned to a host buffer since reset.
     """
 
-    JOB_QUEUE = 16
+    DIE_QUEUE = 4      # NAND jobs queued per die (a command's spill waits for room)
+    DIRECT_QUEUE = 8   # zero fills and cache copies queued for the copier
 
     def __init__(self, params: ChannelParams, channels: int, slot_words: int, *, queue_pairs: int,
                  max_transfer: int = spec.LIMITS.MAX_TRANSFER, lba_bits: int = 32, cache: bool = False,
-                 read_slots: int = 1, commands: int = 8):
+                 read_slots: int = 1, commands: int = 16):
         if not 1 <= read_slots <= params.slots:
             raise ValueError(f"read_slots must be 1..{params.slots}")
         if commands < 1 or commands & (commands - 1):
@@ -163,6 +171,8 @@ class Reader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         C, R, K = self.channels, self.read_slots, self.commands
+        W = self.p.ways
+        D = C * W                                   # dies (a target's LUNs share its queue)
         S = C * R                                   # read slots in all
         page_data = self.p.profile.page_data
         page_words = page_data // 4
@@ -210,10 +220,22 @@ class Reader(wiring.Component):
         if self.cache:
             m.d.comb += self.cache_lookup.req.eq(looking_in_cache | (hit_cmds != 0))
 
+        # the job queues: one per die (channel c, way w: queue c * W + w) for NAND jobs, so a die busy
+        # with a read holds up only its own; one for the copier's direct jobs (zero fills, cache copies)
         job_layout = data.StructLayout({"kind": JobKind, "addr": 32, "mem": 32, "tag": tag_shape})
-        m.submodules.jobs = jobs = fifo.SyncFIFO(width=job_layout.size, depth=self.JOB_QUEUE)
-        job_in = data.View(job_layout, jobs.w_data)
-        job = data.View(job_layout, jobs.r_data)
+        queues = []
+        for d in range(D + 1):
+            q_ = fifo.SyncFIFO(width=job_layout.size, depth=self.DIE_QUEUE if d < D else self.DIRECT_QUEUE)
+            m.submodules[f"jobs{d}" if d < D else "direct_jobs"] = q_
+            queues.append(q_)
+        job_in = Signal(job_layout)
+        job_queue = Signal(range(D + 1))           # where the job being spilled goes
+        for q_ in queues:
+            m.d.comb += q_.w_data.eq(job_in)
+        job_room = Array(q_.w_rdy for q_ in queues)[job_queue]
+        push = Signal()
+        for i, q_ in enumerate(queues):
+            m.d.comb += q_.w_en.eq(push & (job_queue == i))
 
         cmd = Signal.like(self.cmd.payload)
         idx = Signal(range(self.max_transfer + 1))
@@ -274,18 +296,25 @@ class Reader(wiring.Component):
                     with m.Else():
                         m.d.sync += idx.eq(idx + 1)
                         m.next = "LOOKUP"
-            # the command's pages into the job queue (the PPA table's read port shows entry idx a cycle on)
+            # the command's pages into the job queues (the PPA table's read port shows entry idx a cycle on)
             with m.State("SPILL_ADDRESS"):
                 m.next = "SPILL"
             with m.State("SPILL"):
-                m.d.comb += [job_in.mem.eq(cmd.buf + idx * page_data), job_in.tag.eq(tail), jobs.w_en.eq(1)]
+                spill_ppa = Signal(layouts.PPA)
+                m.d.comb += [spill_ppa.eq(ppa_r.data), job_in.mem.eq(cmd.buf + idx * page_data),
+                             job_in.tag.eq(tail), push.eq(1), job_queue.eq(D)]
                 with m.If(hits.bit_select(idx, 1)):
                     m.d.comb += [job_in.kind.eq(JobKind.CACHE), job_in.addr.eq(caddr_r.data)]
                 with m.Elif(ppa_r.data == spec.PPA_UNMAPPED):
                     m.d.comb += [job_in.kind.eq(JobKind.ZERO), job_in.addr.eq(ppa_r.data)]
                 with m.Else():
-                    m.d.comb += [job_in.kind.eq(JobKind.NAND), job_in.addr.eq(ppa_r.data)]
-                with m.If(jobs.w_rdy):
+                    # a bad channel or way goes to die 0's queue and channel 0's slots: the controller
+                    # answers it BAD_CHANNEL (or the channel BAD_TARGET), and the command MEDIA_ERROR
+                    f = spill_ppa.ppa
+                    die_ok = (f.channel < C) & (f.way < W)
+                    m.d.comb += [job_in.kind.eq(JobKind.NAND), job_in.addr.eq(ppa_r.data),
+                                 job_queue.eq(Mux(die_ok, f.channel * W + f.way, 0))]
+                with m.If(job_room):
                     m.d.sync += idx.eq(idx + 1)
                     with m.If(idx + 1 == cmd.nlb):
                         m.next = "RECORD"
@@ -300,55 +329,75 @@ class Reader(wiring.Component):
                 m.next = "IDLE"
         m.d.comb += [ppa_r.addr.eq(idx), caddr_r.addr.eq(idx)]
 
-        # ---- dispatch: the job queue's head to a read slot of its channel, or to the copier
+        # ---- dispatch: per channel, round-robin over its dies with a job queued and no read of ours in
+        # flight, into a free read slot of the channel.  One read per die: a second would hold a slot
+        # through the first's tR and transfer; the die is free again when its read lands.
         busy = Signal(max(S, 1))                    # read slot s = channel * R + j in flight
+        die_busy = Signal(D)
         slot_mem = Array(Signal(32, name=f"slot_mem{s}") for s in range(S))
         slot_tag = Array(Signal(tag_shape, name=f"slot_tag{s}") for s in range(S))
-        desc_valid = Signal()
-        desc = Signal(layouts.NAND_DESC)
-        m.d.comb += [self.desc.valid.eq(desc_valid), self.desc.payload.eq(desc)]
-        with m.If(self.desc.ready):
-            m.d.sync += desc_valid.eq(0)
-
-        jppa = Signal(layouts.PPA)
-        m.d.comb += jppa.eq(job.addr)
-        jf = jppa.ppa
-        jchan = Signal(range(max(C, 2)))
-        m.d.comb += jchan.eq(Mux(jf.channel < C, jf.channel, 0))   # a bad channel still takes a slot:
-        # the controller answers it BAD_CHANNEL, and the command MEDIA_ERROR
-        free_j = Signal(range(max(R, 2)))
-        any_free = Signal()
-        chan_busy = Signal(R)
-        m.d.comb += chan_busy.eq(Array(busy[c * R:(c + 1) * R] for c in range(C))[jchan])
-        for j in reversed(range(R)):
-            with m.If(~chan_busy[j]):
-                m.d.comb += [free_j.eq(j), any_free.eq(1)]
-        set_slot = Signal(slot_shape)
-        set_en, clr_en = Signal(), Signal()
+        slot_die = Array(Signal(range(max(D, 2)), name=f"slot_die{s}") for s in range(S))
+        set_en = Signal(C)                          # channel c takes a slot this cycle
+        set_slot = [Signal(slot_shape, name=f"set_slot{c}") for c in range(C)]
+        set_die = [Signal(range(max(D, 2)), name=f"set_die{c}") for c in range(C)]
+        clr_en = Signal()
         clr_slot = Signal(slot_shape)
-        m.d.comb += set_slot.eq(jchan * R + free_j)
-
-        # the copier's direct offer: a zero fill or a cache copy at the queue's head
-        direct_valid, direct_ready = Signal(), Signal()
-        m.d.comb += direct_valid.eq(jobs.r_rdy & (job.kind != JobKind.NAND))
-        with m.If(jobs.r_rdy & (job.kind == JobKind.NAND) & ~desc_valid & any_free):
-            m.d.comb += [set_en.eq(1), jobs.r_en.eq(1)]
-            m.d.sync += [*page_desc(desc, NandOp.READ, jf, length=page_data, slot=self.first_slot + free_j,
-                                    tag=set_slot),
-                         desc_valid.eq(1), slot_mem[set_slot].eq(job.mem), slot_tag[set_slot].eq(job.tag)]
-        with m.If(direct_valid & direct_ready):
-            m.d.comb += jobs.r_en.eq(1)
+        landed_en = Signal()                        # a read landed: its die is free
+        landed_die = Signal(range(max(D, 2)))
+        # a descriptor register per channel, offered round-robin to the NAND port
+        desc_valid = Signal(C)
+        descs = [Signal(layouts.NAND_DESC, name=f"desc{c}") for c in range(C)]
+        last_desc = Signal(range(max(C, 2)))
+        grant, any_desc = round_robin(m, [desc_valid[c] for c in range(C)], last_desc, C)
+        m.d.comb += [self.desc.valid.eq(any_desc),
+                     self.desc.payload.eq(Array(d.as_value() for d in descs)[grant])]   # (Array of plain values)
+        with m.If(any_desc & self.desc.ready):
+            m.d.sync += [last_desc.eq(grant), desc_valid.bit_select(grant, 1).eq(0)]
+        for c in range(C):
+            free_j = Signal(range(max(R, 2)), name=f"free_j{c}")
+            any_free = Signal(name=f"any_free{c}")
+            for j in reversed(range(R)):
+                with m.If(~busy[c * R + j]):
+                    m.d.comb += [free_j.eq(j), any_free.eq(1)]
+            ready_dies = [queues[c * W + w].r_rdy & ~die_busy[c * W + w] for w in range(W)]
+            last_die = Signal(range(max(W, 2)), name=f"last_die{c}")
+            w_pick, any_die = round_robin(m, ready_dies, last_die, W)
+            job = Signal(job_layout, name=f"job{c}")       # the picked die's queue head
+            m.d.comb += job.eq(Array(queues[c * W + w].r_data for w in range(W))[w_pick])
+            jppa = Signal(layouts.PPA, name=f"jppa{c}")
+            m.d.comb += [jppa.eq(job.addr), set_slot[c].eq(c * R + free_j), set_die[c].eq(c * W + w_pick)]
+            with m.If(any_die & ~desc_valid[c] & any_free):
+                m.d.comb += set_en[c].eq(1)
+                for w in range(W):
+                    m.d.comb += queues[c * W + w].r_en.eq(w_pick == w)
+                m.d.sync += [*page_desc(descs[c], NandOp.READ, jppa.ppa, length=page_data,
+                                        slot=self.first_slot + free_j, tag=set_slot[c]),
+                             desc_valid[c].eq(1), last_die.eq(w_pick), slot_mem[set_slot[c]].eq(job.mem),
+                             slot_tag[set_slot[c]].eq(job.tag), slot_die[set_slot[c]].eq(set_die[c])]
         for s in range(S):
-            with m.If(set_en & (set_slot == s)):
+            with m.If(set_en[s // R] & (set_slot[s // R] == s)):
                 m.d.sync += busy[s].eq(1)
             with m.If(clr_en & (clr_slot == s)):
                 m.d.sync += busy[s].eq(0)
+        for d in range(D):
+            with m.If(set_en[d // W] & (set_die[d // W] == d)):
+                m.d.sync += die_busy[d].eq(1)
+            with m.If(landed_en & (landed_die == d)):
+                m.d.sync += die_busy[d].eq(0)
+
+        # the copier's direct offer: a zero fill or a cache copy
+        direct = queues[D]
+        direct_job = data.View(job_layout, direct.r_data)
+        direct_valid, direct_ready = Signal(), Signal()
+        m.d.comb += [direct_valid.eq(direct.r_rdy), direct.r_en.eq(direct_ready)]
 
         # NAND completions wait here for the copier (one per slot at most: the FIFO cannot overflow)
-        m.submodules.landed = landed = fifo.SyncFIFO(width=len(set_slot) + 1, depth=max(S, 2))
+        m.submodules.landed = landed = fifo.SyncFIFO(width=len(clr_slot) + 1, depth=max(S, 2))
         m.d.comb += [landed.w_data.eq(Cat(self.ncpl.payload.result == NandResult.OK,
-                                          self.ncpl.payload.tag[:len(set_slot)])),
-                     landed.w_en.eq(self.ncpl.valid), self.ncpl.ready.eq(landed.w_rdy)]
+                                          self.ncpl.payload.tag[:len(clr_slot)])),
+                     landed.w_en.eq(self.ncpl.valid), self.ncpl.ready.eq(landed.w_rdy),
+                     landed_en.eq(self.ncpl.valid & landed.w_rdy),
+                     landed_die.eq(slot_die[self.ncpl.payload.tag[:len(clr_slot)]])]
 
         # ---- copy: one page at a time on the host bus
         m.submodules.dma = dma = BufferDMA(self.buf_addr_width)
@@ -360,15 +409,15 @@ class Reader(wiring.Component):
         chan = Signal(range(max(C, 2)))
         buf_slot = Signal(range(self.p.slots))
         word = Signal(range(page_words + 1))
-        copy_word = Signal(32)
         page_error = Signal(15)
         zeroing, copying, holding = Signal(), Signal(), Signal()
         page_done = Signal()
 
+        m.submodules.cachecopy = cachecopy = MemoryCopier()
         with m.If(zeroing):
             wishbone.word_access(m, self.bus, (mem >> 2) + word, 0)
         with m.Elif(copying):
-            pass        # driven by the CACHE states
+            wiring.connect(m, wiring.flipped(self.bus), cachecopy.bus)
         with m.Else():
             wiring.connect(m, wiring.flipped(self.bus), dma.bus)
 
@@ -398,11 +447,12 @@ class Reader(wiring.Component):
                         m.next = "PAGE_DONE"
                 with m.Elif(direct_valid):
                     m.d.comb += direct_ready.eq(1)
-                    m.d.sync += [kind.eq(job.kind), src.eq(job.addr), mem.eq(job.mem), page_tag.eq(job.tag)]
-                    with m.If(job.kind == JobKind.ZERO):
+                    m.d.sync += [kind.eq(direct_job.kind), src.eq(direct_job.addr), mem.eq(direct_job.mem),
+                                 page_tag.eq(direct_job.tag)]
+                    with m.If(direct_job.kind == JobKind.ZERO):
                         m.next = "ZERO"
                     with m.Else():
-                        m.next = "CACHE_RD"
+                        m.next = "CACHE"
             with m.State("ZERO"):
                 m.d.comb += zeroing.eq(1)
                 with m.If(self.bus.err):
@@ -412,28 +462,21 @@ class Reader(wiring.Component):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == page_words - 1):
                         m.next = "PAGE_DONE"
-            # a cache hit: word by word from the cache page to the host buffer
-            with m.State("CACHE_RD"):
-                m.d.comb += copying.eq(1)
-                wishbone.word_access(m, self.bus, (src >> 2) + word)
-                with m.If(self.bus.err):
-                    m.d.sync += page_error.eq(Status.INTERNAL_ERROR)
+            # a cache hit: the cache page to the host buffer in bursts
+            with m.State("CACHE"):
+                m.d.comb += [copying.eq(1), cachecopy.req.valid.eq(1), cachecopy.req.payload.src.eq(src),
+                             cachecopy.req.payload.dst.eq(mem), cachecopy.req.payload.words.eq(page_words)]
+                with m.If(cachecopy.req.ready):
+                    m.next = "CACHE_WAIT"
+            with m.State("CACHE_WAIT"):
+                m.d.comb += [copying.eq(1), cachecopy.done.ready.eq(1)]
+                with m.If(cachecopy.done.valid):
+                    with m.Switch(cachecopy.done.payload.error):
+                        with m.Case(CopyError.READ):      # the cache page
+                            m.d.sync += page_error.eq(Status.INTERNAL_ERROR)
+                        with m.Case(CopyError.WRITE):     # the host's buffer
+                            m.d.sync += page_error.eq(Status.DATA_TRANSFER_ERROR)
                     m.next = "PAGE_DONE"
-                with m.Elif(self.bus.ack):
-                    m.d.sync += copy_word.eq(self.bus.dat_r)
-                    m.next = "CACHE_WR"
-            with m.State("CACHE_WR"):
-                m.d.comb += copying.eq(1)
-                wishbone.word_access(m, self.bus, (mem >> 2) + word, copy_word)
-                with m.If(self.bus.err):
-                    m.d.sync += page_error.eq(Status.DATA_TRANSFER_ERROR)
-                    m.next = "PAGE_DONE"
-                with m.Elif(self.bus.ack):
-                    m.d.sync += word.eq(word + 1)
-                    with m.If(word == page_words - 1):
-                        m.next = "PAGE_DONE"
-                    with m.Else():
-                        m.next = "CACHE_RD"
             with m.State("GRANT"):
                 m.d.comb += holding.eq(1)
                 with m.If(granted):
@@ -468,6 +511,7 @@ class Reader(wiring.Component):
                 m.d.sync += done[k].eq(done[k] + 1)
                 with m.If(error[k] == Status.SUCCESS):
                     m.d.sync += error[k].eq(page_error)
+
 
         # ---- completion: the head, once its pages are all done
         rec = ring_r.data
