@@ -16,8 +16,10 @@ busy periods -- and the channel runs phases, not operations:
 * Descriptors enter through ``desc``, are checked against the geometry
   (a bad one completes at once with an error and never reaches the bus), and
   wait in a small FIFO per target.
-* The **bus engine** picks a target round-robin -- first among targets whose
-  R/B# says their busy period ended, then among idle targets with a queued
+* The **bus engine** picks a target round-robin -- first among idle targets
+  whose queued operation starts with a command and an address only (READ,
+  ERASE, COPYBACK: the die then works alone), then among targets whose R/B#
+  says their busy period ended, then among idle targets with any queued
   descriptor -- and runs that target's next phase to its end.  A phase that
   ends in a busy period leaves the target *pending*; the engine is free at
   once for another target.
@@ -306,6 +308,12 @@ class NandChannel(wiring.Component):
         for cond, code in reversed(checks):
             value = Mux(cond, code, value)
         return value
+
+    @staticmethod
+    def short_first_phase(desc_bits):
+        """The descriptor's first phase is a command and an address ending in a busy period."""
+        op = data.View(layouts.NAND_DESC, desc_bits).opcode
+        return (op == NandOp.READ) | (op == NandOp.ERASE) | (op == NandOp.COPYBACK)
 
     def uses_ecc(self, d):
         if not self.p.ecc:
@@ -641,9 +649,16 @@ class NandChannel(wiring.Component):
         # -- the bus engine --------------------------------------------------------------
         eligible_ready = pending & phy.ready
         eligible_start = q_rdy & ~started
+        # an operation whose first phase is a command and an address (READ, ERASE, COPYBACK) starts
+        # before anything else: it costs the bus well under a microsecond and sets its die working
+        # through tR or tBERS while the bus moves another die's page.  Started after a page transfer
+        # instead, a read's tR would leave the bus idle after every page.
+        short_first = Cat(Mux(q_rdy[t], self.short_first_phase(queues[t].r_data), 0) for t in range(W))
+        eligible_short = eligible_start & short_first
         last_t = Signal.like(cur_t)
         g_ready, any_ready = round_robin(m, eligible_ready, last_t, W)
         g_start, any_start = round_robin(m, eligible_start, last_t, W)
+        g_short, any_short = round_robin(m, eligible_short, last_t, W)
         m.d.comb += self.busy.eq(q_rdy.any() | (in_valid & (verdict == NandResult.OK)))
 
         ecc_done = Signal()
@@ -679,7 +694,11 @@ class NandChannel(wiring.Component):
 
         with m.FSM():
             with m.State("PICK"):
-                with m.If(any_ready):
+                with m.If(any_short):
+                    start_phase(g_short)
+                    m.d.sync += started.bit_select(g_short, 1).eq(1)
+                    m.next = "LOAD"
+                with m.Elif(any_ready):
                     start_phase(g_ready)
                     m.d.sync += pending.bit_select(g_ready, 1).eq(0)
                     m.next = "LOAD"
