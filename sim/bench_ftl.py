@@ -59,14 +59,16 @@ def read_limits():
 
 CACHE_PAGES = 64       # the write-cache build: 8 stripes of 2 x 4 pages (256 KiB)
 READ_SLOTS = 4         # the reads build: read slots per channel, besides the other builds' slots
+READ_COMMANDS = 32     # the reads build: READ commands between lookup and completion (the host's queue depth)
 
 
-def run(nand_slots: int, pages: int, cache: bool = False, test: str | None = None, read_slots: int = 1) -> dict:
+def run(nand_slots: int, pages: int, cache: bool = False, test: str | None = None, read_slots: int = 1,
+        read_commands: int = 16) -> dict:
     """The ``bench`` test on the cache-less build, or ``bench_cache`` on the write-cache build
     (``test``: another test of the cache-less build, ``bench_mlc``; ``bench_reads`` with
     ``read_slots``, a build of its own)."""
     args = build("realistic", CHANNELS, WAYS, SLOTS, nand_slots=nand_slots, cache_pages=CACHE_PAGES if cache else 0,
-                 read_slots=read_slots, test_dir=HERE)
+                 read_slots=read_slots, read_commands=read_commands, test_dir=HERE)
     slot_words = args.pop("slot_words")
     with tempfile.TemporaryDirectory(dir=runner.BUILD) as tmp:
         out = Path(tmp) / "bench.json"
@@ -81,8 +83,9 @@ def run(nand_slots: int, pages: int, cache: bool = False, test: str | None = Non
 
 def run_reads(nand_slots: int, pages: int) -> dict:
     """``bench_reads`` on a build with ``READ_SLOTS`` read slots per channel (the program slots as in
-    ``nand_slots``)."""
-    return run(nand_slots - 1 + READ_SLOTS, pages, test="bench_reads", read_slots=READ_SLOTS)
+    ``nand_slots``) and a window of ``READ_COMMANDS`` commands."""
+    return run(nand_slots - 1 + READ_SLOTS, pages, test="bench_reads", read_slots=READ_SLOTS,
+               read_commands=READ_COMMANDS) | {"read_commands": READ_COMMANDS}
 
 
 def render(r: dict) -> str:
@@ -257,8 +260,9 @@ def render_reads(rd: dict, lim: dict) -> list[str]:
     clk, page, R = rd["clk_hz"], spec.NAND_PROFILES["realistic"].page_data, rd["read_slots"]
     lines = ["", "## Reads at the limit", "",
              f"A build of its own with {R} read slots per channel ({rd['nand_slots']} page-buffer slots: the "
-             f"programs keep theirs), so a channel has a read in flight on each of its {WAYS} dies.  A region of "
-             f"{rd['region']} LBAs is written sequentially, then read; every read's data is checked.", "",
+             f"programs keep theirs), so a channel has a read in flight on each of its {WAYS} dies, and a window "
+             f"of {rd.get('read_commands', 16)} READ commands (the host's queue depth) to find them work in.  "
+             f"A region of {rd['region']} LBAs is written sequentially, then read; every read's data is checked.", "",
              f"* array: dies x page / tR ({rl['t_r_us']:.0f} us) = {rl['array_pages_s']:,.0f} pages/s",
              f"* bus: {CHANNELS} channels x 1 / ({rl['bus_bytes']} B per read x tRC {rl['t_rc_ns']} ns) = "
              f"{rl['bus_pages_s']:,.0f} pages/s ({rl['bus_pages_s'] * page / 1e6:.1f} MB/s)",

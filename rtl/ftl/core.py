@@ -76,6 +76,8 @@ class FtlCore(wiring.Component):
         (per channel: programs, then the firmware's (``fw_slot``), the GC relocator's and the
         read path's ``read_slots``, the last; at least 3 + ``read_slots``).
     read_slots : page-buffer slots per channel for reads in flight (:class:`~rtl.ftl.reader.Reader`).
+    read_commands : READ commands the reader holds between their lookup and their completion (a power of
+        two): the window it finds work for idle dies in.
     queue_pairs, queue_depth : host queues.
     stream_queues : queue ids given to a front end outside the core (the NVMe controller), which hands
         commands in on ``stream_cmd`` and takes their completions from ``stream_cpl``: ids
@@ -113,13 +115,13 @@ class FtlCore(wiring.Component):
                  limits: command.StaticLimits = command.StaticLimits(),
                  max_open_tx: int = spec.LIMITS.MAX_OPEN_TX, max_pending: int = spec.LIMITS.MAX_PENDING,
                  max_appends: int = spec.LIMITS.MAX_APPENDS, cache_pages: int = 0, pad_idle: int = 256,
-                 read_slots: int = 1,
+                 read_slots: int = 1, read_commands: int = 16,
                  sim_gate_ecc: bool = False, ring_oscillator: bool = False, token_key_seed: int = 1):
         if read_slots < 1 or nand_slots < 3 + read_slots:
             raise ValueError(f"need at least {3 + max(read_slots, 1)} page-buffer slots per channel (programs, "
                              f"firmware, relocator, {max(read_slots, 1)} for reads)")
         self.params = ChannelParams(profile, ways=ways, slots=nand_slots, sim_gate_ecc=sim_gate_ecc)
-        self.read_slots = read_slots
+        self.read_slots, self.read_commands = read_slots, read_commands
         self.fw_slot = nand_slots - 2 - read_slots  # the firmware's own slot while the core runs
         self.channels, self.ways, self.queue_pairs, self.slots = channels, ways, queue_pairs, slots
         self.stream_queues = stream_queues
@@ -226,7 +228,7 @@ class FtlCore(wiring.Component):
                                                             volatile_cache=self.cache_pages * self.profile.page_data)
         m.submodules.reader = reader = Reader(self.params, C, self.slot_words, queue_pairs=Q,
                                               max_transfer=lim.max_transfer, cache=self.cache_pages > 0,
-                                              read_slots=self.read_slots)
+                                              read_slots=self.read_slots, commands=self.read_commands)
         m.submodules.publisher = publisher = Publisher(slots=self.slots, max_members=executor.max_members,
                                                        pending_entries=E, owners=owners)
         # page-buffer slots per channel: programs, the firmware's, the relocator's, the reader's (the last)

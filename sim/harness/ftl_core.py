@@ -128,23 +128,24 @@ MAX_OPEN_TX, MAX_PENDING, MAX_APPENDS = 4, 64, 8      # small, so the tests reac
 
 
 def build(profile: str = "small", channels: int = 2, ways: int = 2, slots: int = 8, nand_slots: int = 5,
-          cache_pages: int = 0, read_slots: int = 1, *, test_dir: Path) -> dict:
+          cache_pages: int = 0, read_slots: int = 1, read_commands: int = 16, *, test_dir: Path) -> dict:
     """Generate the core's Verilog and the harness; runner.run keyword arguments
     plus the core's ``slot_words``.  ``nand_slots=5``: two program slots per
     channel besides the firmware's, the relocator's and the reader's.  The
     transaction limits are ``MAX_OPEN_TX``, ``MAX_PENDING`` and ``MAX_APPENDS``;
     ``cache_pages``: the write cache (a build of its own); ``read_slots``: the reader's slots
-    per channel (taken from the programs'); ``test_dir``: the
+    per channel (taken from the programs'), ``read_commands`` its window of commands; ``test_dir``: the
     cocotb module's directory (the tests' ``tb/ftl_core``, the benchmark's ``sim/``)."""
     core = FtlCore(profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots,
                    max_open_tx=MAX_OPEN_TX, max_pending=MAX_PENDING, max_appends=MAX_APPENDS,
-                   cache_pages=cache_pages, read_slots=read_slots)
+                   cache_pages=cache_pages, read_slots=read_slots, read_commands=read_commands)
     name = (f"ftl_core_{profile}_c{channels}w{ways}s{slots}" +
             f"n{nand_slots}t{MAX_OPEN_TX}p{MAX_PENDING}a{MAX_APPENDS}" + (f"wc{cache_pages}" if cache_pages else "") +
-            (f"r{read_slots}" if read_slots != 1 else ""))
+            (f"r{read_slots}" if read_slots != 1 else "") + (f"k{read_commands}" if read_commands != 16 else ""))
     verilog = runner.amaranth_verilog(core, name, key=dict(
         profile=profile, channels=channels, ways=ways, slots=slots, nand_slots=nand_slots, max_open_tx=MAX_OPEN_TX,
-        max_pending=MAX_PENDING, max_appends=MAX_APPENDS, cache_pages=cache_pages, read_slots=read_slots))
+        max_pending=MAX_PENDING, max_appends=MAX_APPENDS, cache_pages=cache_pages, read_slots=read_slots,
+        read_commands=read_commands))
     text = generate_top(channels, ways, module=name, buffers=False, extra=firmware_ports(core))
     text = text.replace("\nendmodule\n", "\n" + MEMORY + "endmodule\n")
     sv = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv", text)
