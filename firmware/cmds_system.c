@@ -338,6 +338,16 @@ static int cmd_exit(int argc, char **argv)
 {
 	if (argc != 1)
 		return AF_EUSAGE;
+#ifdef AFCTRL_FTL
+	/* a clean shutdown: the write cache's pages go to flash first (a power cut is the other way out) */
+	if (af_ftl.running && af_ftl.cache_pages) {
+		af_cmd_t cmd;
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.opcode = AF_OPCODE_FLUSH;
+		if (af_ftl_io(&cmd, NULL) != AF_STATUS_SUCCESS)
+			printf("error: the write cache's FLUSH failed\n");
+	}
+#endif
 	printf("simulation finished\n");
 	sim_finish_finish_write(1);
 	return AF_OK;

@@ -43,7 +43,8 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False, mlc
                              f"use another --dir for {config.BLOCKS_PER_LUN}")
         return {int(k): bytes.fromhex(v) for k, v in json.loads(done.read_text()).items()}
     log(f"campaign: preparing the {'fresh' if fresh else 'seasoned'} base image{' (MLC)' if mlc else ''} in {base} ...")
-    cfg = simctl.SimConfig(blocks_per_lun=config.BLOCKS_PER_LUN, nand_set=MLC_KEYS if mlc else {}, nvme=config.NVME)
+    cfg = simctl.SimConfig(blocks_per_lun=config.BLOCKS_PER_LUN, nand_set=MLC_KEYS if mlc else {}, nvme=config.NVME,
+                           cache_pages=config.CACHE_PAGES)
     simctl.start(base, cfg, fresh=True, gateware=gateware)
     gc = ck = ""
     try:
@@ -65,7 +66,8 @@ def prepare_base(base: Path, gateware: Path, log=print, fresh: bool = False, mlc
         simctl.stop(base)
     log(f"campaign: base ready ({gc.splitlines()[0] if gc else ''}; {ck.splitlines()[0] if ck else ''})")
     (base / "base.json").write_text(json.dumps({"fresh": fresh, "blocks_per_lun": config.BLOCKS_PER_LUN,
-                                                "build": build_name(gateware), "mlc": mlc}))
+                                                "build": build_name(gateware), "mlc": mlc,
+                                                "cache_pages": config.CACHE_PAGES}))
     done.write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
     return initial
 
@@ -133,6 +135,7 @@ def calibrate(base: Path, gateware: Path, log=print, mlc: bool = False) -> dict:
 
 def start_sim(run_dir: Path, gateware: Path, keys_for: dict[int, dict], every: dict | None = None):
     cfg = simctl.SimConfig(blocks_per_lun=config.BLOCKS_PER_LUN, image=str(run_dir / "nand"), nvme=config.NVME,
+                           cache_pages=config.CACHE_PAGES,
                            nand_set=dict(every or {}),
                            target_set=[keys_for.get(t, {}) for t in range(TARGETS)])
     return simctl.start(run_dir, cfg, fresh=False, boot_timeout=600, gateware=gateware)

@@ -42,6 +42,10 @@ def main(argv=None) -> int:
                         "one's boot (1: every trial boots the base; --quick, --smoke and --exhaustive use 1)")
     p.add_argument("--queues", type=int, default=0,
                    help="host queues the workload runs on, interleaved (default 0: every host queue the SoC has)")
+    p.add_argument("--cache-pages", type=int, default=config.CACHE_PAGES,
+                   help="the core's volatile write cache, in pages (0: none; another size than the default "
+                        "%(default)s: a build of its own): acknowledged writes not yet flushed may be lost at a cut, "
+                        "and the oracle (the model with its cache, from IDENTIFY) allows exactly that")
     p.add_argument("--dir", type=Path, default=ROOT / "build" / "campaign", help="campaign directory")
     p.add_argument("--blocks-per-lun", type=int, default=config.BLOCKS_PER_LUN,
                    help="the device's blocks per LUN (4 x this blocks in all; more: fault runs keep room to work)")
@@ -113,9 +117,10 @@ def main(argv=None) -> int:
         if args.replay and (b / "base.json").exists():   # a replay runs on the base its trial ran on
             meta = json.loads((b / "base.json").read_text())
             args.fresh, args.blocks_per_lun = meta["fresh"], meta.get("blocks_per_lun", 4)
+            args.cache_pages = meta.get("cache_pages", 0)   # bases from before the cache have none
     if args.blocks_per_lun < 4:
         p.error("--blocks-per-lun: at least 4 (the checkpoint areas, GC's reserve and an open block per die)")
-    config.set_geometry(args.blocks_per_lun, nvme=args.port == "nvme")
+    config.set_geometry(args.blocks_per_lun, nvme=args.port == "nvme", cache_pages=args.cache_pages)
     if args.gateware and (args.gateware / "gateware" / "sim_config.js").exists():
         args.gateware = args.gateware / "gateware"   # a frozen copy: its gateware directory
     if args.gateware and not (args.gateware / "sim_config.js").exists():
@@ -137,6 +142,7 @@ def main(argv=None) -> int:
     gateware = (args.gateware.resolve() if args.gateware
                 else simctl.freeze_gateware(simctl.build(simctl.SimConfig(blocks_per_lun=config.BLOCKS_PER_LUN,
                                                                           nvme=config.NVME,
+                                                                          cache_pages=config.CACHE_PAGES,
                                                                           pgo=args.pgo)),
                                             out / "gateware"))
     if args.replay:
@@ -196,7 +202,7 @@ def main(argv=None) -> int:
     except ImportError:  # pragma: no cover
         bar = None
     with ProcessPoolExecutor(max_workers=max(args.jobs, 1), initializer=config.set_geometry,
-                             initargs=(config.BLOCKS_PER_LUN, config.NVME)) as pool:
+                             initargs=(config.BLOCKS_PER_LUN, config.NVME, config.CACHE_PAGES)) as pool:
         futs = {pool.submit(run_chain, c, base, out, initial, gateware) for c in chains_of(todo, args.chain)}
 
         def results_as_they_come():

@@ -16,14 +16,15 @@ BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly (-
 
 
 NVME = False                # the host drives the device over NVMe (--port nvme), not the debug port
+CACHE_PAGES = spec.LIMITS.CACHE_PAGES   # the core's volatile write cache (--cache-pages; 0: none)
 
 
-def set_geometry(blocks_per_lun: int, nvme: bool = False) -> None:
-    """The campaign's blocks per LUN and the host's port, in this process (the trial workers'
-    initializer too).  Read them as ``config.BLOCKS_PER_LUN`` and ``config.NVME``, never copies imported
-    before this ran."""
-    global BLOCKS_PER_LUN, NVME
-    BLOCKS_PER_LUN, NVME = blocks_per_lun, nvme
+def set_geometry(blocks_per_lun: int, nvme: bool = False, cache_pages: int = spec.LIMITS.CACHE_PAGES) -> None:
+    """The campaign's blocks per LUN, the host's port and the write cache, in this process (the trial
+    workers' initializer too).  Read them as ``config.BLOCKS_PER_LUN``, ``config.NVME`` and
+    ``config.CACHE_PAGES``, never copies imported before this ran."""
+    global BLOCKS_PER_LUN, NVME, CACHE_PAGES
+    BLOCKS_PER_LUN, NVME, CACHE_PAGES = blocks_per_lun, nvme, cache_pages
 
 
 SPAN = 48                   # the workload's LBAs (hot: GC finds garbage)

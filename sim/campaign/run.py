@@ -188,7 +188,8 @@ def run_trial(trial: Trial, chain: Chain | Path, out: Path, gateware: Path, init
                     shutil.copy(run / log, tdir / log)
             shutil.copytree(start, tdir / "base", ignore=shutil.ignore_patterns("*.sock", "modules"), dirs_exist_ok=True)
             (tdir / "base" / "initial.json").write_text(json.dumps({str(k): v.hex() for k, v in initial.items()}))
-            (tdir / "base" / "base.json").write_text(json.dumps({"fresh": False, "blocks_per_lun": config.BLOCKS_PER_LUN}))
+            (tdir / "base" / "base.json").write_text(json.dumps({"fresh": False, "blocks_per_lun": config.BLOCKS_PER_LUN,
+                                                                     "cache_pages": config.CACHE_PAGES}))
             res["replay"] = f"python -m sim.campaign --dir {out} --replay {tdir / 'trial.json'}"
             (tdir / "result.json").write_text(json.dumps(res, indent=2))
     return res

@@ -1,9 +1,9 @@
-"""The FTL core's write cache in the full system (`soc/sim.py --cache-pages`,
-`atomflash sim start --cache-pages`): the firmware gives it main RAM and
-reports it, buffered writes read back, FLUSH makes them durable, and a power
-cut loses only what was never flushed -- judged by the model's oracle, which
-knows the cache from IDENTIFY.volatile_cache.  A SoC build of its own
-(~6 minutes), so it is in `make test-slow`."""
+"""The FTL core's write cache in the full system (on by default in the
+simulated SoC; `soc/sim.py --cache-pages`, `atomflash sim start
+--cache-pages`): the firmware gives it main RAM and reports it, buffered
+writes read back, FLUSH makes them durable, and a power cut loses only what
+was never flushed -- judged by the model's oracle, which knows the cache from
+IDENTIFY.volatile_cache; a clean `exit` flushes it.  In `make test-slow`."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import re
 
 import pytest
 
-from atomflash import simctl
+from atomflash import simctl, spec
 from atomflash.device import Device
 from atomflash.transport import TransportError
 from atomflash.workload import Recorder, random_workload, read_span, verify
 
 pytestmark = [pytest.mark.soc, pytest.mark.slow]
 
-CACHE_PAGES = 16
+CACHE_PAGES = spec.LIMITS.CACHE_PAGES     # the default build's
 SPAN = 32
 
 
@@ -35,7 +35,7 @@ def test_write_cache_in_the_soc(tmp_path):
     try:
         dev = Device.attach_sim(run)
         assert dev.info.volatile_cache == CACHE_PAGES * dev.lba_size
-        assert "write cache: 16 pages" in simctl.console_command("info", run)
+        assert f"write cache: {CACHE_PAGES} pages" in simctl.console_command("info", run)
         n = dev.lba_size
         before = console_counters(run)
         assert before["cache_pages"] == CACHE_PAGES and before["cache_in"] == 0
@@ -64,6 +64,14 @@ def test_write_cache_in_the_soc(tmp_path):
         # and the device takes new work
         dev.write(SPAN, b"z" * n, fua=True)
         assert dev.read(SPAN) == b"z" * n
+        # a clean exit flushes the cache: a buffered write survives it
+        dev.write(SPAN + 1, b"y" * n)
+        assert console_counters(run)["cache_dirty"] >= 1
+        dev.close()
+        simctl.stop(run)
+        simctl.start(run, cfg)
+        dev = Device.attach_sim(run)
+        assert dev.read(SPAN + 1) == b"y" * n and dev.read(SPAN) == b"z" * n
         dev.close()
     except TransportError:
         pytest.fail("the simulation ended unexpectedly:\n" + simctl.boot_text(run)[-3000:])
