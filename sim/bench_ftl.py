@@ -276,6 +276,7 @@ def render_reads(rd: dict, lim: dict) -> list[str]:
     for qd in (1, 8, 32):
         x = rd[f"random_qd{qd}"]
         row(f"4 KiB random reads, QD {qd}", x["pages"], x["cycles"], rl["limit_pages_s"])
+    split = rd["random_qd32"].get("channel_reads")
     x = rd["sequential_64k_qd4"]
     row("64 KiB sequential reads, QD 4", x["pages"], x["cycles"], rl["limit_pages_s"])
     x = rd["mixed_70_30_qd32"]
@@ -287,6 +288,12 @@ def render_reads(rd: dict, lim: dict) -> list[str]:
     lat = statistics.median(rd["latency_qd1"])
     lines += ["", f"Read latency at QD 1 (a map hit), submission to completion: median {lat:,.0f} cycles "
               f"({lat / clk * 1e6:.1f} us) over {len(rd['latency_qd1'])} reads.", "",
+              "* Random reads draw each LBA of the region at most once (as fio's random map does); the region is "
+              "striped over every die, channels first, so the channels share the reads"
+              + (f" (QD 32: {' / '.join(str(v) for v in split)} array reads per channel)" if split else "") + ".",
+              "* At QD 8 a die has one command on average: a die whose queue is empty waits for the host's next "
+              "command and then for its tR while the other dies cannot fill the bus alone; at QD 32 about four "
+              "reads wait per die.",
               "* A read holds its slot from the descriptor through tR, the page's transfer and ECC, to the end of "
               "its copy to the host buffer; the channel runs the other dies' tR and transfers meanwhile, and the "
               "reader completes commands in the order they came.",
