@@ -819,8 +819,8 @@ LIMITS = ConstantGroup("limits", "Default device limits (elaboration parameters;
     Constant("MAX_REMAP_TRIPLES", 32, "largest REMAP list"),
     Constant("MAX_APPENDS", 64, "staged appends live at once (append slots: a token's handle is below this)"),
     Constant("QUEUE_DEPTH", 32, "entries per host queue"),
-    Constant("CACHE_PAGES", 16, "the simulated SoC's volatile write cache, in pages (IDENTIFY.volatile_cache; "
-                                "soc/sim.py --cache-pages 0: none)"),
+    Constant("CACHE_PAGES", 16, "the volatile write cache of the simulated SoC's cache builds, in pages "
+                                "(soc/sim.py --cache-pages; make campaign-cache)"),
     Constant("TOKEN_BYTES", 8, "remap token size (the paper's ROD is 8 bytes)"),
     Constant("GC_RESERVE_BLOCKS", 2, "erased blocks the firmware hands to the log writer only while GC relocates"),
     Constant("OVER_PROVISION_PERCENT", 12, "flash pages held back from the host, in percent of the pages of every "

@@ -10,7 +10,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from atomflash import simctl
+from atomflash import simctl, spec
 
 from . import config
 from .base import calibrate, no_calibration, prepare_base
@@ -42,10 +42,10 @@ def main(argv=None) -> int:
                         "one's boot (1: every trial boots the base; --quick, --smoke and --exhaustive use 1)")
     p.add_argument("--queues", type=int, default=0,
                    help="host queues the workload runs on, interleaved (default 0: every host queue the SoC has)")
-    p.add_argument("--cache-pages", type=int, default=config.CACHE_PAGES,
-                   help="the core's volatile write cache, in pages (0: none; another size than the default "
-                        "%(default)s: a build of its own): acknowledged writes not yet flushed may be lost at a cut, "
-                        "and the oracle (the model with its cache, from IDENTIFY) allows exactly that")
+    p.add_argument("--cache-pages", type=int, nargs="?", const=spec.LIMITS.CACHE_PAGES, default=config.CACHE_PAGES,
+                   help=f"the core's volatile write cache, in pages (0: none; bare: {spec.LIMITS.CACHE_PAGES}; a build "
+                        "of its own): acknowledged writes not yet flushed may be lost at a cut, and the oracle (the "
+                        "model with its cache, from IDENTIFY) allows exactly that")
     p.add_argument("--dir", type=Path, default=ROOT / "build" / "campaign", help="campaign directory")
     p.add_argument("--blocks-per-lun", type=int, default=config.BLOCKS_PER_LUN,
                    help="the device's blocks per LUN (4 x this blocks in all; more: fault runs keep room to work)")

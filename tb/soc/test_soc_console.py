@@ -92,7 +92,7 @@ def test_info_shows_identify_from_hardware(con):
                 max_open_tx=lim.MAX_OPEN_TX, max_pending=ftl_pending_budget(BLOCKS_PER_LUN),
                 max_remap_triples=lim.MAX_REMAP_TRIPLES,
                 max_appends=lim.MAX_APPENDS,
-                awupf=lim.MAX_ATOMIC_PAGES, volatile_cache=lim.CACHE_PAGES * PROFILE.page_data, channels=2, ways=2, luns=1,
+                awupf=lim.MAX_ATOMIC_PAGES, volatile_cache=0, channels=2, ways=2, luns=1,
                 page_data=PROFILE.page_data, page_spare=PROFILE.page_spare, pages_per_block=PROFILE.pages_per_block,
                 blocks_per_lun=BLOCKS_PER_LUN, queue_depth=lim.QUEUE_DEPTH, ecc_t=spec.ECC.t,
                 ecc_codeword=spec.ECC.codeword)
