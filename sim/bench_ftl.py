@@ -276,7 +276,6 @@ def render_reads(rd: dict, lim: dict) -> list[str]:
     for qd in (1, 8, 32):
         x = rd[f"random_qd{qd}"]
         row(f"4 KiB random reads, QD {qd}", x["pages"], x["cycles"], rl["limit_pages_s"])
-    split = rd["random_qd32"].get("channel_reads")
     x = rd["sequential_64k_qd4"]
     row("64 KiB sequential reads, QD 4", x["pages"], x["cycles"], rl["limit_pages_s"])
     x = rd["mixed_70_30_qd32"]
@@ -286,6 +285,7 @@ def render_reads(rd: dict, lim: dict) -> list[str]:
     row(f"4 KiB random 70/30 reads/writes, QD 32 ({x['reads']} reads, {x['writes']} writes)", n, x["cycles"],
         mixed_limit)
     lat = statistics.median(rd["latency_qd1"])
+    split = rd["random_qd32"].get("channel_reads")      # array reads per channel
     lines += ["", f"Read latency at QD 1 (a map hit), submission to completion: median {lat:,.0f} cycles "
               f"({lat / clk * 1e6:.1f} us) over {len(rd['latency_qd1'])} reads.", "",
               "* Random reads draw each LBA of the region at most once (as fio's random map does); the region is "
