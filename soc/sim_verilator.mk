@@ -6,6 +6,9 @@
 # optimisation (PGO=generate, then PGO=use: soc/sim.py --pgo).  Debug info
 # only with DEBUG=1 and the model's run-once code (Verilator's "Slow" files:
 # constructors, initial blocks) at OPT_SLOW: a faster build, the same model.
+# No auto-vectorisation: Debian's gcc 12.2 at -O2 turns a Verilated count of
+# matches (Amaranth's sum(state == X for ...)) into pcmpeqb + psadbw and
+# keeps the compare's 0xFF per match, so the count reads as its negation.
 include variables.mak
 OPT_SLOW ?= -O0
 PGO_GEN := $(if $(filter generate,$(PGO)),-fprofile-generate,)
@@ -28,7 +31,7 @@ else
 	LDFLAGS += -lpthread -Wl,--no-as-needed -ljson-c -lz -lm -lstdc++ -Wl,--no-as-needed -ldl -levent $(if $(VIDEO), -lSDL2)
 endif
 
-CFLAGS += -Wall -$(OPT_LEVEL) $(if $(COVERAGE), -DVM_COVERAGE) $(if $(TRACE_FST), -DTRACE_FST)
+CFLAGS += -Wall -$(OPT_LEVEL) -fno-tree-vectorize $(if $(COVERAGE), -DVM_COVERAGE) $(if $(TRACE_FST), -DTRACE_FST)
 
 CC_SRCS ?= "--cc sim.v"
 
