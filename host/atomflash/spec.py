@@ -846,10 +846,17 @@ class NandProfile:
     t_prog_ns: int
     t_bers_ns: int
     source: str
+    # Planes per LUN.  The plane is the low bits of the block address (ONFI
+    # "number of plane address bits"); blocks_per_lun counts every plane's blocks.
+    planes: int = 1
 
     @property
     def page_bytes(self) -> int:
         return self.page_data + self.page_spare
+
+    @property
+    def plane_bits(self) -> int:
+        return (self.planes - 1).bit_length()
 
 
 NAND_PROFILES = {
@@ -857,13 +864,16 @@ NAND_PROFILES = {
     # spare (Toshiba TC58NVG1S3H class), few blocks, array times scaled down 10x so
     # a test sees many busy periods quickly.
     "small": NandProfile("small", 2048, 128, 64, 64, 1, 2_500, 20_000, 100_000,
-                         "2 KiB+128 SLC shape (Toshiba TC58NVG1S3H class); array times /10 for speed"),
+                         "2 KiB+128 SLC shape (Toshiba TC58NVG1S3H class); array times /10 for speed; "
+                         "2 planes like the realistic part",
+                         planes=2),
     # Realistic: Micron MT29F8G08ABABA (8 Gb SLC, 4320-byte page = 4096 + 224,
     # 128 pages per block, 2048 blocks per LUN, tR 25 us, tPROG 230 us typ,
-    # tBERS 0.7 ms typ; datasheet rev. F), one LUN.
+    # tBERS 0.7 ms typ; 2 planes of 1024 blocks, the plane selected by block
+    # address bit 0; datasheet rev. F), one LUN.
     "realistic": NandProfile("realistic", 4096, 224, 128, 2048, 1, 25_000, 230_000, 700_000,
                              "Micron MT29F8G08ABABA datasheet: 4096+224 B page, 128 pages/block, "
-                             "2048 blocks, tR 25 us, tPROG 230 us, tBERS 700 us"),
+                             "2048 blocks in 2 planes, tR 25 us, tPROG 230 us, tBERS 700 us", planes=2),
 }
 
 # MLC paired pages.  On a two-bit-per-cell part a word line holds two pages,
@@ -1006,7 +1016,11 @@ class OnfiCmd(DocEnum):
     READ_STATUS = 0x70, "READ STATUS"
     READ_ID = 0x90, "READ ID"
     READ_PARAM_PAGE = 0xEC, "READ PARAMETER PAGE"
-    READ_STATUS_ENH = 0x78, "READ STATUS ENHANCED: status of the LUN named by 3 row address cycles"
+    READ_STATUS_ENH = 0x78, "READ STATUS ENHANCED: status of the LUN and plane named by 3 row address cycles"
+    PROGRAM_MULTI_PLANE = 0x11, "multi-plane PAGE PROGRAM: queue this plane (busy tDBSY); the last plane confirms with 10h"
+    READ_MULTI_PLANE = 0x32, "multi-plane READ: queue this plane (busy tDBSY); the last plane confirms with 30h"
+    ERASE_MULTI_PLANE = 0xD1, "multi-plane BLOCK ERASE (ONFI 3.0+): queue this block (busy tDBSY); the last confirms with D0h"
+    CHANGE_READ_COL_ENH = 0x06, "CHANGE READ COLUMN ENHANCED first cycle: 2 column + 3 row cycles (LUN and plane), then E0h"
     SET_FEATURES = 0xEF, "SET FEATURES: feature address, then 4 parameter bytes (tADL), busy tFEAT"
     GET_FEATURES = 0xEE, "GET FEATURES: feature address, busy tFEAT, then 4 parameter bytes out"
     RESET = 0xFF, "RESET"
@@ -1054,6 +1068,8 @@ ONFI_PARAM = ConstantGroup("onfi_param", "ONFI parameter page: byte offsets of t
     Constant("ENDURANCE_VALUE", 105, "u8: block endurance, program/erase cycles = value x 10^exponent"),
     Constant("ENDURANCE_EXPONENT", 106, "u8: block endurance's decimal exponent"),
     Constant("PROGRAMS_PER_PAGE", 110, "u8: partial programs per page (NOP)"),
+    Constant("PLANE_ADDR_BITS", 113, "u8: [3:0] number of plane address bits (the low bits of the block address)"),
+    Constant("MULTI_PLANE_ATTR", 114, "u8: multi-plane operation attributes (OnfiMultiPlaneAttr bits)"),
     Constant("TIMING_MODES", 129, "u16: asynchronous timing modes supported, bit n = mode n"),
     Constant("T_PROG_US", 133, "u16: tPROG maximum, us"),
     Constant("T_BERS_US", 135, "u16: tBERS maximum, us"),
@@ -1113,6 +1129,33 @@ class OnfiOptCommand(DocEnum):
     ODT_CONFIGURE = 11, "ODT CONFIGURE (E2h)"
     LUN_GET_SET_FEATURES = 12, "LUN GET/SET FEATURES (D4h, D5h)"
     ZQ_CALIBRATION = 13, "ZQ CALIBRATION (F9h, D9h)"
+
+
+class OnfiMultiPlaneAttr(DocEnum):
+    """Bits of the parameter page's multi-plane operation attributes (ONFI_PARAM.MULTI_PLANE_ATTR)."""
+    OVERLAPPED = 0, "1: planes start operations independently (overlapped); 0: together (concurrent)"
+    NO_BLOCK_ADDRESS_RESTRICTIONS = 1, "the block address bits above the plane bits may differ between planes"
+    PROGRAM_CACHE = 2, "multi-plane PAGE CACHE PROGRAM"
+    CACHE_ADDRESS_RESTRICTIONS = 3, "address restrictions apply to multi-plane cache operations"
+    READ_CACHE = 4, "multi-plane READ CACHE"
+    LOWER_BIT_XNOR = 5, "lower bit XNOR block address restriction"
+
+
+# ONFI multi-plane operations (ONFI 4.0 "Multi-plane Operations"; Micron
+# MT29F8G08ABABA "Multi-plane Operations"): each plane's address is confirmed
+# with 11h / 32h / D1h and the LUN is busy for tDBSY; the last one's 10h / 30h /
+# D0h starts one array operation on every plane queued.  The addresses of one
+# operation name the same LUN and page, distinct planes and, unless the
+# parameter page claims no block address restrictions, the same block bits
+# above the plane bits.
+ONFI_MULTI_PLANE = ConstantGroup("onfi_mp", "ONFI multi-plane operations.", [
+    Constant("T_DBSY_NS", 500, "tDBSY, busy after 11h / 32h / D1h: 0.5 us typical, 1 us maximum "
+                               "(Micron MT29F8G08ABABA array characteristics)"),
+])
+
+# NandProfile.planes for C (the NAND model selects a profile by name).
+NAND_PLANES = ConstantGroup("nand_planes", "Planes per LUN of each NAND_PROFILES entry (NandProfile.planes).",
+                            [Constant(p.name.upper(), p.planes, p.source) for p in NAND_PROFILES.values()])
 
 
 class OnfiStatus(DocEnum):
@@ -2018,8 +2061,8 @@ NVME_ERROR_LOG = Record(
 
 REGISTER_MAPS = [HOST_REGS, FTL_REGS, NVME_REGS, NVME_FW_REGS]
 
-CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, FS, NVME]
-ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiInterface, OnfiRevision, OnfiParamFeature, OnfiOptCommand, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
+CONSTANTS = [LIMITS, LOG, CKPT, ANCHOR, ECC_CONSTANTS, NAND_DEFAULTS, ONFI_PARAM, ONFI_MULTI_PLANE, NAND_PLANES, FS, NVME]
+ENUMS = [Opcode, CmdFlag, Hint, Status, Kind, CkptPend, OnfiCmd, OnfiFeature, OnfiInterface, OnfiRevision, OnfiParamFeature, OnfiOptCommand, OnfiMultiPlaneAttr, OnfiStatus, NandOp, NandFlag, NandResult, MapFwOp,
          RelocResult, NoSpace, GcPolicy, GcPlacement, LogPage, NvmeAdminOpcode, NvmeIoOpcode, NvmeSct, NvmeGenericStatus, NvmeCommandStatus,
          NvmeMediaStatus, NvmeCns, NvmeLogPage, NvmeFeature, NvmeAsyncErrorInfo]
 RECORDS = [CMD, CPL, ATOMIC_ENTRY, REMAP_ENTRY, OOB, REC_HDR, COMMIT_BODY, REMAP_REC_ENTRY, TRIM_REC_ENTRY, TOKEN, TOKEN_MAC_IN, IDENTIFY, LOG_PAGE, OPEN_TX, OPEN_APPEND, SNAP_HDR, SNAP_TX, SNAP_APPEND, SNAP_ENTRY, PPA, NAND_DESC, NAND_CPL, CKPT_HDR, CKPT_ENTRY, CKPT_PEND, ANCHOR_HDR, FS_SUPER, FS_FILE, FS_EXTENT,
