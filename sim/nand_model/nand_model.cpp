@@ -58,18 +58,29 @@
  *
  * RESET FFh, READ ID 90h (00h: ID bytes, 20h: "ONFI"), READ PARAMETER PAGE
  * ECh (three identical copies with CRC-16), READ STATUS 70h, READ STATUS
- * ENHANCED 78h (per LUN), SET/GET FEATURES EFh/EEh (timing mode), READ
- * 00h-30h (and 00h alone to return to data output after status polling),
- * CHANGE READ COLUMN 05h-E0h, PAGE PROGRAM 80h-10h, CHANGE WRITE COLUMN 85h
- * (two address cycles), BLOCK ERASE 60h-D0h, COPYBACK READ 00h-35h and
- * COPYBACK PROGRAM 85h (five address cycles)-10h.  Anything else -- an
+ * ENHANCED 78h (per LUN and plane), SET/GET FEATURES EFh/EEh (timing mode),
+ * READ 00h-30h (and 00h alone to return to data output after status
+ * polling), CHANGE READ COLUMN 05h-E0h, CHANGE READ COLUMN ENHANCED 06h-E0h,
+ * PAGE PROGRAM 80h-10h, CHANGE WRITE COLUMN 85h (two address cycles), BLOCK
+ * ERASE 60h-D0h, COPYBACK READ 00h-35h, COPYBACK PROGRAM 85h (five address
+ * cycles)-10h, and multi-plane PROGRAM (80h-11h ... 80h-10h), READ (00h-32h
+ * ... 00h-30h) and ERASE (60h-D1h ... 60h-D0h).  Anything else -- an
  * unknown opcode, a wrong number of address cycles, a confirm without its
  * setup, a command to a busy LUN, reading data that is not there -- is a
  * protocol error: reported, counted, and the sequence is dropped.
  *
- * Each LUN has its own page register and array state machine, so commands to
- * different LUNs overlap; R/B# is low while any LUN is busy.  The row address
- * is page | block << page_bits | lun << (page_bits + block_bits).
+ * Each LUN has a page register per plane and one array state machine, so
+ * commands to different LUNs overlap; R/B# is low while any LUN is busy.  The
+ * row address is page | block << page_bits | lun << (page_bits + block_bits);
+ * the plane is the block's low bits (NandProfile.planes, from the profile).
+ * A multi-plane operation queues planes with 11h / 32h / D1h (busy tDBSY
+ * each) and its last confirm runs one array operation -- one tPROG, tR or
+ * tBERS -- over a list of targets, one per plane: every array operation,
+ * single-plane ones too, is such a list, so failures, power cuts and
+ * statistics apply per plane.  The ONFI address rules (one LUN, one page,
+ * distinct planes, equal block bits above the plane bits) are checked as
+ * the planes come; a broken rule is a protocol error and the operation does
+ * nothing but report FAIL.
  *
  * The array and its image
  * -----------------------
@@ -215,7 +226,7 @@ uint16_t onfi_crc16(const uint8_t *p, size_t n) {
 /* ------------------------------------------------------------- the model */
 
 enum class Out { NONE, STATUS, ID, PARAM, FEATURES, DATA };
-enum class Op { IDLE, READ, COPYBACK_READ, PROGRAM, ERASE, RESET, PARAM, FEATURES };
+enum class Op { IDLE, READ, COPYBACK_READ, PROGRAM, ERASE, RESET, PARAM, FEATURES, DBSY };
 
 const char *op_name(Op op) {
     switch (op) {
@@ -227,25 +238,36 @@ const char *op_name(Op op) {
     case Op::RESET: return "reset";
     case Op::PARAM: return "param-page";
     case Op::FEATURES: return "features";
+    case Op::DBSY: return "multi-plane tDBSY";
     }
     return "?";
 }
 
+/* One plane's share of an array operation (a single-plane operation has one). */
+struct Target {
+    int64_t row;
+    int plane;
+    bool fail;                  /* this plane's part will end with FAIL */
+    uint8_t kind;               /* program: the OOB record kind byte of the page */
+};
+
 struct Lun {
-    std::vector<uint8_t> reg;   /* page register (data + spare) */
-    bool reg_valid = false;     /* holds array data a CHANGE READ COLUMN may read */
+    std::vector<std::vector<uint8_t>> regs;  /* page register of each plane (data + spare) */
+    std::vector<uint8_t> reg_valid;   /* per plane: holds what the last array read loaded */
+    std::vector<uint8_t> plane_fail;  /* per plane: SR[0] of the last program/erase (READ STATUS ENHANCED) */
+    int cur = 0;                /* plane whose register data input and output use */
     bool copyback_ready = false;
     int64_t cb_row = -1;        /* row of the last COPYBACK READ */
     Op op = Op::IDLE;
-    int64_t row = 0;
+    int64_t row = 0;            /* row of the program being assembled / of the operation */
+    std::vector<Target> targets;  /* the planes the array operation in flight works on */
     int64_t start_ps = 0;       /* when R/B# falls (latch + tWB) */
     int64_t end_ps = 0;         /* when it rises */
     int64_t cut_ps = NEVER;     /* scheduled power cut inside this operation */
     double cut_progress = 0;
-    uint8_t kind = 0xFF;        /* program: the OOB record kind byte of the page being programmed */
-    bool fail = false;          /* the operation will end with FAIL */
-    uint8_t status_fail = 0;    /* SR[0] of the last program/erase */
+    uint8_t status_fail = 0;    /* SR[0] of the last program/erase: any plane failed (READ STATUS) */
     uint64_t busy_ps = 0;
+    std::vector<uint8_t> &reg() { return regs[cur]; }
 };
 
 struct Violation { std::string param; int64_t measured_ps, required_ps, t_ps; };
@@ -255,6 +277,7 @@ struct Stats {
     uint64_t programs_kind[256] = {};  /* programs by the OOB record kind byte of the page programmed */
     uint64_t protocol_errors = 0, media_violations = 0, bit_errors = 0, program_fails = 0, erase_fails = 0;
     uint64_t nop_violations = 0, order_violations = 0;
+    uint64_t multi_plane_ops = 0;      /* array operations on more than one plane */
     /* SDR parameters, tCCS (not a table entry), then the NV-DDR2 table's */
     uint64_t timing[AF_ONFI_TIMING_COUNT + 1 + AF_ONFI_DDR2_TIMING_COUNT] = {};
     uint64_t timing_total = 0;
@@ -287,6 +310,7 @@ private:
     /* geometry */
     int64_t page_bytes = 0, pages = 0, blocks = 0;
     int page_bits = 1, block_bits = 1;
+    int planes = 1, plane_bits = 0;   /* the plane: the low plane_bits of the block address */
 
     /* image */
     int fd = -1;
@@ -352,6 +376,12 @@ private:
     bool data_copyback = false;
     bool prog_seq = false;     /* 80h/85h addresses taken: a program sequence is open */
     int sel_lun = 0;           /* LUN of the last address (status, data in/out) */
+    int status_plane = -1;     /* READ STATUS ENHANCED's plane (FAIL of that plane); -1: any plane */
+    /* Multi-plane sequence: planes queued by 11h / 32h / D1h until the confirm that starts them all. */
+    Op mp_op = Op::IDLE;
+    int mp_lun = 0;
+    std::vector<int64_t> mp_rows;
+    bool mp_bad = false;       /* an address rule was broken: the operation does nothing and FAILs */
     int64_t col = 0;           /* register column for data in/out */
     uint8_t feature_addr = 0;
     uint8_t feature_param[4] = {};
@@ -426,6 +456,7 @@ private:
         return block_index(lun, b) * cfg.pages_per_block + p;
     }
     int64_t paired_lower(int64_t page) const;
+    int plane_of_row(int64_t row) const { return int((row >> page_bits) & (planes - 1)); }
 
     bool any_busy() const {
         for (auto &l : luns) if (l.op != Op::IDLE) return true;
@@ -454,14 +485,18 @@ private:
     void abort_sequence(const char *why);
     bool finish_addresses();
     uint8_t next_out_byte();
+    bool mp_rules_hold(Op op, int lun, int64_t row);
+    void mp_queue(Op op, int lun, int64_t row);
+    std::vector<int64_t> mp_finish(Op op, int lun, int64_t row);
+    void mp_drop() { mp_op = Op::IDLE; mp_rows.clear(); mp_bad = false; }
 
     /* array operations */
-    void start_op(int lun, Op op, int64_t row, int64_t t_op_ns, bool fail = false);
+    void start_op(int lun, Op op, int64_t row, int64_t t_op_ns);
     void complete_op(Lun &l);
     void run_until(int64_t t);
     void do_read(Lun &l, bool copyback);
-    void do_program_start(int lun, int64_t row, bool copyback);
-    void do_erase_start(int lun, int64_t row);
+    void do_program_start(int lun, const std::vector<int64_t> &rows, bool copyback);
+    void do_erase_start(int lun, const std::vector<int64_t> &rows);
     void apply_program(Lun &l, double progress);
     void apply_erase(Lun &l, double progress);
     void tear_page(int64_t pidx, const uint8_t *newdata, double progress, bool mark_torn);
@@ -595,6 +630,15 @@ bool NandModel::load_config() {
         printf("nand%d: ERROR: inconsistent geometry/timing in config\n", index);
         return false;
     }
+    /* Planes come with the profile (NandProfile.planes, generated). */
+    planes = cfg.profile == "small" ? AF_NAND_PLANES_SMALL : cfg.profile == "realistic" ? AF_NAND_PLANES_REALISTIC : 0;
+    if (planes < 1 || (planes & (planes - 1))) {
+        printf("nand%d: ERROR: no power-of-two plane count for profile %s in atomflash_spec.h\n", index,
+               cfg.profile.c_str());
+        return false;
+    }
+    plane_bits = 0;
+    while ((1 << plane_bits) < planes) plane_bits++;
     return true;
 }
 
@@ -735,14 +779,17 @@ void NandModel::build_id_and_param_page() {
      * bit): the ONFI revision whose timing tables it enforces, ... */
     put16(AF_ONFI_PARAM_REVISION, 1u << AF_ONFIREVISION_ONFI_4_0);
     /* ... the features it has (copyback takes any source and target page) ... */
+    uint32_t multi_plane = planes > 1 ? (1u << AF_ONFIPARAMFEATURE_MULTI_PLANE_PROGRAM_ERASE) |
+                                            (1u << AF_ONFIPARAMFEATURE_MULTI_PLANE_READ) : 0;
     put16(AF_ONFI_PARAM_FEATURES, (cfg.luns > 1 ? 1u << AF_ONFIPARAMFEATURE_MULTI_LUN : 0) |
                                       (cfg.sequential_pages ? 0 : 1u << AF_ONFIPARAMFEATURE_NON_SEQUENTIAL_PROGRAM) |
                                       (1u << AF_ONFIPARAMFEATURE_ODD_TO_EVEN_COPYBACK) |
-                                      ((cfg.nvddr2_modes & 0xFF) ? 1u << AF_ONFIPARAMFEATURE_NV_DDR2 : 0));
+                                      ((cfg.nvddr2_modes & 0xFF) ? 1u << AF_ONFIPARAMFEATURE_NV_DDR2 : 0) | multi_plane);
     /* ... and the optional commands it accepts. */
     put16(AF_ONFI_PARAM_OPT_COMMANDS, (1u << AF_ONFIOPTCOMMAND_GET_SET_FEATURES) |
                                           (1u << AF_ONFIOPTCOMMAND_READ_STATUS_ENHANCED) |
                                           (1u << AF_ONFIOPTCOMMAND_COPYBACK) |
+                                          (1u << AF_ONFIOPTCOMMAND_CHANGE_READ_COLUMN_ENHANCED) |
                                           (1u << AF_ONFIOPTCOMMAND_CHANGE_ROW_ADDRESS));
     p[AF_ONFI_PARAM_PARAM_PAGES] = AF_ONFI_PARAM_COPIES;
     putstr(32, 12, cfg.manufacturer);
@@ -770,6 +817,9 @@ void NandModel::build_id_and_param_page() {
     put16(108, 0);
     p[110] = uint8_t(cfg.nop);                      /* programs per page */
     p[112] = 0;                                     /* ECC bits: the controller decides */
+    p[AF_ONFI_PARAM_PLANE_ADDR_BITS] = uint8_t(plane_bits);
+    /* Concurrent planes, block address restrictions, no multi-plane cache operations. */
+    p[AF_ONFI_PARAM_MULTI_PLANE_ATTR] = 0;
     p[128] = 10;                                    /* I/O pin capacitance (pF) */
     put16(129, uint32_t(cfg.timing_modes));
     put16(131, 0);
@@ -801,7 +851,13 @@ void NandModel::power_on(int64_t cycle) {
     dqs_q.clear();
     dqs_out = ddr_valid = re_pre = false;
     luns.assign(cfg.luns, Lun());
-    for (auto &l : luns) l.reg.assign(page_bytes > 0 ? page_bytes : 1, 0xFF);
+    for (auto &l : luns) {
+        l.regs.assign(planes, std::vector<uint8_t>(page_bytes > 0 ? page_bytes : 1, 0xFF));
+        l.reg_valid.assign(planes, 0);
+        l.plane_fail.assign(planes, 0);
+    }
+    mp_drop();
+    status_plane = -1;
     st = Stats();
     n_prog = n_erase = 0;
     have_cmd = in_data = false;
@@ -870,6 +926,7 @@ void NandModel::write_stats() {
                "  \"interface\": \"%s\",\n", index, cfg.image.c_str(), now / 1000.0, mode, iface_name());
     fprintf(f, "  \"reads\": %" PRIu64 ",\n  \"programs\": %" PRIu64 ",\n  \"erases\": %" PRIu64 ",\n", st.reads,
             st.programs, st.erases);
+    fprintf(f, "  \"multi_plane_ops\": %" PRIu64 ",\n", st.multi_plane_ops);
     fprintf(f, "  \"programs_by_kind\": {");
     bool first_kind = true;
     for (unsigned k = 0; k < 256; k++) {
@@ -923,7 +980,7 @@ uint8_t NandModel::status_of(int lun) {
     const Lun &l = luns[lun];
     bool busy = lun_busy(l);
     uint8_t s = 0;
-    if (l.status_fail) s |= 1u << AF_ONFISTATUS_FAIL;
+    if (status_plane >= 0 ? l.plane_fail[status_plane] : l.status_fail) s |= 1u << AF_ONFISTATUS_FAIL;
     if (!busy) s |= (1u << AF_ONFISTATUS_ARDY) | (1u << AF_ONFISTATUS_RDY);
     if (pins & NAND_PIN_WP_N) s |= 1u << AF_ONFISTATUS_WP_N;
     return s;
@@ -1020,7 +1077,8 @@ void NandModel::first_read_cycle() {
     re_since_latch = true;
     if (have_cmd && cmd == AF_ONFICMD_READ_1 && addr.empty() && !in_data) {
         have_cmd = false;
-        out = param_source ? Out::PARAM : luns[sel_lun].reg_valid ? Out::DATA : Out::NONE;
+        Lun &l = luns[sel_lun];
+        out = param_source ? Out::PARAM : l.reg_valid[l.cur] ? Out::DATA : Out::NONE;
     }
 }
 
@@ -1203,7 +1261,7 @@ uint8_t NandModel::next_out_byte() {
             col++;
             return 0xFF;
         }
-        return l.reg[col++];
+        return l.reg()[col++];
     }
     default:
         return 0;
@@ -1216,6 +1274,7 @@ void NandModel::abort_sequence(const char *why) {
     in_data = false;
     prog_seq = false;
     addr.clear();
+    mp_drop();   /* a broken sequence ends the multi-plane operation it belonged to */
 }
 
 void NandModel::latch_cmd(uint8_t c) {
@@ -1230,13 +1289,16 @@ void NandModel::latch_cmd(uint8_t c) {
                 if (l.op == Op::PROGRAM) apply_program(l, std::min(progress, 1.0));
                 else apply_erase(l, std::min(progress, 1.0));
                 l.status_fail = 1;
+                for (auto &t : l.targets) l.plane_fail[t.plane] = 1;
             }
             if (l.op != Op::IDLE) l.busy_ps += std::max<int64_t>(0, now - l.start_ps);
             l.op = Op::IDLE;
-            l.reg_valid = l.copyback_ready = false;
+            std::fill(l.reg_valid.begin(), l.reg_valid.end(), 0);
+            l.copyback_ready = false;
         }
         have_cmd = in_data = false;
         addr.clear();
+        mp_drop();
         out = Out::NONE;
         if (ddr()) {
             /* ONFI: RESET (FFh), issued in SDR timing mode 0, is the way back from NV-DDR2. */
@@ -1259,6 +1321,7 @@ void NandModel::latch_cmd(uint8_t c) {
         if (have_cmd && !(cmd == AF_ONFICMD_READ_1 && addr.empty())) abort_sequence("READ STATUS interrupts an incomplete command sequence");
         have_cmd = false;
         out = Out::STATUS;
+        status_plane = -1;
         return;
     }
     if (c == AF_ONFICMD_READ_STATUS_ENH) {
@@ -1277,18 +1340,62 @@ void NandModel::latch_cmd(uint8_t c) {
         int lun = 0;
         int64_t b = 0, pg = 0;
         int64_t row = na >= 5 ? (addr[2] | addr[3] << 8 | int64_t(addr[4]) << 16) : 0;
-        if (first == AF_ONFICMD_READ_1 && (c == AF_ONFICMD_READ_2 || c == AF_ONFICMD_COPYBACK_READ_2)) {
+        if (first == AF_ONFICMD_READ_1 &&
+            (c == AF_ONFICMD_READ_2 || c == AF_ONFICMD_COPYBACK_READ_2 || c == AF_ONFICMD_READ_MULTI_PLANE)) {
             if (na != 5) return abort_sequence("READ: expected 5 address cycles before the confirm");
             if (!decode_row(row, lun, b, pg)) return abort_sequence("READ: row address outside the array");
             if (luns[lun].op != Op::IDLE) return abort_sequence("READ to a busy LUN");
+            if (c == AF_ONFICMD_COPYBACK_READ_2 && mp_op != Op::IDLE)
+                return abort_sequence("COPYBACK READ inside a multi-plane sequence (multi-plane copyback is not modelled)");
             have_cmd = false;
+            param_source = false;
+            if (c == AF_ONFICMD_READ_MULTI_PLANE) {
+                out = Out::NONE;
+                return mp_queue(Op::READ, lun, row);
+            }
+            std::vector<int64_t> rows = mp_finish(Op::READ, lun, row);
+            sel_lun = lun;
+            col = addr[0] | addr[1] << 8;
+            if (rows.empty()) {   /* a broken multi-plane rule: nothing read */
+                out = Out::NONE;
+                return;
+            }
+            Lun &l = luns[lun];
+            l.cur = plane_of_row(row);
+            out = Out::DATA;
+            start_op(lun, c == AF_ONFICMD_READ_2 ? Op::READ : Op::COPYBACK_READ, row, cfg.t_r_ns);
+            l.targets.clear();
+            for (int64_t r : rows) {
+                int lun2;
+                int64_t b2, p2;
+                decode_row(r, lun2, b2, p2);
+                l.targets.push_back({r, plane_of_row(r), false, 0xFF});
+                tracef("%s lun %d block %" PRId64 " page %" PRId64 " col %" PRId64 "%s",
+                       c == AF_ONFICMD_READ_2 ? "READ" : "COPYBACK_READ", lun, b2, p2, col,
+                       rows.size() > 1 ? " multi-plane" : "");
+            }
+            if (rows.size() > 1) st.multi_plane_ops++;
+            return;
+        }
+        if (first == AF_ONFICMD_CHANGE_READ_COL_ENH && c == AF_ONFICMD_CHANGE_READ_COL_2) {
+            /* CHANGE READ COLUMN ENHANCED: the row selects the LUN and plane (page and the
+             * other block bits are not looked at), then data from the column after tCCS. */
+            if (na != 5) return abort_sequence("CHANGE READ COLUMN ENHANCED: expected 5 address cycles");
+            if (!decode_row(row, lun, b, pg)) return abort_sequence("CHANGE READ COLUMN ENHANCED: row address outside the array");
+            have_cmd = false;
+            Lun &l = luns[lun];
+            if (lun_busy(l) || l.op != Op::IDLE)
+                return (void)protocol_error("CHANGE READ COLUMN ENHANCED to LUN %d while it is busy (%s)", lun, op_name(l.op));
             sel_lun = lun;
             param_source = false;
+            l.cur = plane_of_row(row);
+            if (!l.reg_valid[l.cur]) {
+                out = Out::NONE;
+                return (void)protocol_error("CHANGE READ COLUMN ENHANCED: plane %d of LUN %d holds no page data", l.cur, lun);
+            }
             col = addr[0] | addr[1] << 8;
             out = Out::DATA;
-            tracef("%s lun %d block %" PRId64 " page %" PRId64 " col %" PRId64,
-                   c == AF_ONFICMD_READ_2 ? "READ" : "COPYBACK_READ", lun, b, pg, col);
-            start_op(lun, c == AF_ONFICMD_READ_2 ? Op::READ : Op::COPYBACK_READ, row, cfg.t_r_ns);
+            t_ccs_ref = now;
             return;
         }
         if (first == AF_ONFICMD_CHANGE_READ_COL_1 && c == AF_ONFICMD_CHANGE_READ_COL_2) {
@@ -1300,7 +1407,8 @@ void NandModel::latch_cmd(uint8_t c) {
                 t_ccs_ref = now;
                 return;
             }
-            if (!luns[sel_lun].reg_valid) return (void)protocol_error("CHANGE READ COLUMN without page data in the register");
+            if (!luns[sel_lun].reg_valid[luns[sel_lun].cur])
+                return (void)protocol_error("CHANGE READ COLUMN without page data in the register");
             col = addr[0] | addr[1] << 8;
             out = Out::DATA;
             t_ccs_ref = now;
@@ -1314,16 +1422,21 @@ void NandModel::latch_cmd(uint8_t c) {
             in_data = false;
             return;
         }
-        if ((first == AF_ONFICMD_PROGRAM_1 || first == AF_ONFICMD_CHANGE_WRITE_COL) && c == AF_ONFICMD_PROGRAM_2) {
+        if ((first == AF_ONFICMD_PROGRAM_1 || first == AF_ONFICMD_CHANGE_WRITE_COL) &&
+            (c == AF_ONFICMD_PROGRAM_2 || c == AF_ONFICMD_PROGRAM_MULTI_PLANE)) {
             if (!in_data && first == AF_ONFICMD_PROGRAM_1)
-                return abort_sequence("PAGE PROGRAM: confirm 10h without 5 address cycles");
+                return abort_sequence("PAGE PROGRAM: confirm without 5 address cycles");
+            if (data_copyback && (c == AF_ONFICMD_PROGRAM_MULTI_PLANE || mp_op != Op::IDLE))
+                return abort_sequence("COPYBACK PROGRAM in a multi-plane sequence (multi-plane copyback is not modelled)");
             have_cmd = in_data = prog_seq = false;
             Lun &l = luns[sel_lun];
             if (l.op != Op::IDLE) return abort_sequence("PAGE PROGRAM to a busy LUN");
-            do_program_start(sel_lun, l.row, data_copyback);
+            if (c == AF_ONFICMD_PROGRAM_MULTI_PLANE) return mp_queue(Op::PROGRAM, sel_lun, l.row);
+            std::vector<int64_t> rows = mp_finish(Op::PROGRAM, sel_lun, l.row);
+            if (!rows.empty()) do_program_start(sel_lun, rows, data_copyback);
             return;
         }
-        if (first == AF_ONFICMD_ERASE_1 && c == AF_ONFICMD_ERASE_2) {
+        if (first == AF_ONFICMD_ERASE_1 && (c == AF_ONFICMD_ERASE_2 || c == AF_ONFICMD_ERASE_MULTI_PLANE)) {
             if (na != 3) return abort_sequence("BLOCK ERASE: expected 3 row address cycles");
             row = addr[0] | addr[1] << 8 | int64_t(addr[2]) << 16;
             if (!decode_row(row, lun, b, pg)) return abort_sequence("BLOCK ERASE: row address outside the array");
@@ -1331,7 +1444,9 @@ void NandModel::latch_cmd(uint8_t c) {
             have_cmd = false;
             sel_lun = lun;
             param_source = false;
-            do_erase_start(lun, row);
+            if (c == AF_ONFICMD_ERASE_MULTI_PLANE) return mp_queue(Op::ERASE, lun, row);
+            std::vector<int64_t> rows = mp_finish(Op::ERASE, lun, row);
+            if (!rows.empty()) do_erase_start(lun, rows);
             return;
         }
         char why[160];
@@ -1344,6 +1459,7 @@ void NandModel::latch_cmd(uint8_t c) {
     switch (c) {
     case AF_ONFICMD_READ_1:
     case AF_ONFICMD_CHANGE_READ_COL_1:
+    case AF_ONFICMD_CHANGE_READ_COL_ENH:
     case AF_ONFICMD_PROGRAM_1:
     case AF_ONFICMD_CHANGE_WRITE_COL:
     case AF_ONFICMD_ERASE_1:
@@ -1450,6 +1566,7 @@ void NandModel::latch_addr(uint8_t a) {
                 return;
             }
             sel_lun = lun;
+            status_plane = plane_of_row(row);
             out = Out::STATUS;
         }
         return;
@@ -1458,6 +1575,9 @@ void NandModel::latch_addr(uint8_t a) {
         return;
     case AF_ONFICMD_CHANGE_READ_COL_1:
         too_many(2);
+        return;
+    case AF_ONFICMD_CHANGE_READ_COL_ENH:
+        too_many(5);
         return;
     case AF_ONFICMD_ERASE_1:
         too_many(3);
@@ -1496,27 +1616,37 @@ bool NandModel::finish_addresses() {
             return false;
         }
         Lun &l = luns[lun];
+        int plane = plane_of_row(row);
         if (cmd == AF_ONFICMD_CHANGE_WRITE_COL && prog_seq) {
-            /* 85h with a full address inside a program: new row and column, register kept. */
+            /* 85h with a full address inside a program: new row and column, register kept
+             * (it moves with the data to the new row's plane). */
             if (lun != sel_lun) {
                 abort_sequence("CHANGE WRITE COLUMN with a row address on another LUN");
                 return false;
             }
+            if (plane != l.cur) l.regs[plane] = l.regs[l.cur];
         } else if (cmd == AF_ONFICMD_CHANGE_WRITE_COL) {
-            /* COPYBACK PROGRAM: the register holds the page COPYBACK READ loaded. */
+            /* COPYBACK PROGRAM: the register holds the page COPYBACK READ loaded (any target plane). */
             if (!l.copyback_ready) {
                 abort_sequence("COPYBACK PROGRAM without a preceding COPYBACK READ on that LUN");
                 return false;
             }
+            int src = plane_of_row(l.cb_row);
+            if (plane != src) l.regs[plane] = l.regs[src];
             data_copyback = true;
         } else {
-            std::fill(l.reg.begin(), l.reg.end(), 0xFF);
+            /* 80h clears the page registers of the LUN; inside a multi-plane program
+             * only the addressed plane's, the queued planes keep their data. */
+            bool queued = mp_op == Op::PROGRAM && mp_lun == lun;
+            for (int i = 0; i < planes; i++)
+                if (!queued || i == plane) std::fill(l.regs[i].begin(), l.regs[i].end(), 0xFF);
             data_copyback = false;
         }
         sel_lun = lun;
         param_source = false;
         l.row = row;
-        l.reg_valid = false;
+        l.cur = plane;
+        std::fill(l.reg_valid.begin(), l.reg_valid.end(), 0);
         prog_seq = true;
     } else if (na != 2) {
         abort_sequence("CHANGE WRITE COLUMN: expected 2 column cycles (or 5 for COPYBACK PROGRAM)");
@@ -1567,7 +1697,7 @@ void NandModel::latch_data(uint8_t d) {
             col++;
             return;
         }
-        l.reg[col++] = d;
+        l.reg()[col++] = d;
         return;
     }
     protocol_error("data cycle %02Xh outside a data-input sequence", d);
@@ -1575,132 +1705,244 @@ void NandModel::latch_data(uint8_t d) {
 
 /* ------------------------------------------------------ array operations */
 
-void NandModel::start_op(int lun, Op op, int64_t row, int64_t t_op_ns, bool fail) {
+void NandModel::start_op(int lun, Op op, int64_t row, int64_t t_op_ns) {
     Lun &l = luns[lun];
     l.op = op;
     l.row = row;
     l.start_ps = now + req_ps(AF_ONFI_TWB);
     l.end_ps = l.start_ps + t_op_ns * 1000;
-    l.fail = fail;
     l.cut_ps = NEVER;
     t_wb_ref = now;
 }
 
-void NandModel::do_read(Lun &l, bool copyback) {
-    int lun;
-    int64_t b, p;
-    decode_row(l.row, lun, b, p);
-    int64_t pidx = block_index(lun, b) * cfg.pages_per_block + p;
-    if (ptab[pidx].flags & AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK)
-        memcpy(l.reg.data(), page_data(pidx), page_bytes);
-    else
-        std::fill(l.reg.begin(), l.reg.end(), 0xFF);
-    double rate = ber + cfg.bit_error_growth * btab[block_index(lun, b)].erase_count;
-    uint8_t *reg = l.reg.data();
-    st.bit_errors += rng.sample(uint64_t(page_bytes) * 8, rate, [&](uint64_t bit) { reg[bit >> 3] ^= uint8_t(1u << (bit & 7)); });
-    st.reads++;
-    l.reg_valid = true;
-    l.copyback_ready = copyback;
-    if (copyback) l.cb_row = l.row;
+/* ---- Multi-plane operations (ONFI 4.0).  Each plane but the last is
+ * confirmed with 11h (program), 32h (read) or D1h (erase): the LUN is busy for
+ * tDBSY and the plane waits; the last plane's 10h / 30h / D0h starts one array
+ * operation on all of them (one tPROG, tR or tBERS).  The addresses of one
+ * operation name one LUN, one page (program, read), distinct planes, and the
+ * same block bits above the plane bits (the parameter page claims block
+ * address restrictions).  A rule broken is a protocol error; the operation
+ * then does nothing: a program or erase ends with FAIL, a read loads no
+ * register. */
+
+bool NandModel::mp_rules_hold(Op op, int lun, int64_t row) {
+    if (mp_rows.empty()) return true;
+    int lun0, lun1;
+    int64_t b0, p0, b1, p1;
+    decode_row(mp_rows[0], lun0, b0, p0);
+    decode_row(row, lun1, b1, p1);
+    bool ok = true;
+    if (lun != mp_lun) {
+        protocol_error("multi-plane %s: a plane on LUN %d, the others on LUN %d", op_name(op), lun, mp_lun);
+        ok = false;
+    }
+    for (int64_t r : mp_rows)
+        if (plane_of_row(r) == plane_of_row(row)) {
+            protocol_error("multi-plane %s: plane %d addressed twice", op_name(op), plane_of_row(row));
+            ok = false;
+            break;
+        }
+    if (op != Op::ERASE && p1 != p0) {
+        protocol_error("multi-plane %s: page %" PRId64 " where the first plane has page %" PRId64, op_name(op), p1, p0);
+        ok = false;
+    }
+    if ((b1 >> plane_bits) != (b0 >> plane_bits)) {
+        protocol_error("multi-plane %s: block %" PRId64 " and block %" PRId64 " differ above the plane bits", op_name(op),
+                       b1, b0);
+        ok = false;
+    }
+    return ok;
 }
 
-void NandModel::do_program_start(int lun, int64_t row, bool copyback) {
-    Lun &l = luns[lun];
+void NandModel::mp_queue(Op op, int lun, int64_t row) {
+    if (planes < 2) return (void)protocol_error("multi-plane %s on a part with one plane per LUN", op_name(op));
+    if (mp_op != Op::IDLE && mp_op != op) {
+        protocol_error("multi-plane %s started while a multi-plane %s waits for its last plane", op_name(op),
+                       op_name(mp_op));
+        mp_drop();
+    }
+    if (mp_op == Op::IDLE) mp_op = op, mp_lun = lun;
+    if (!mp_rules_hold(op, lun, row)) mp_bad = true;
+    mp_rows.push_back(row);
     int lun2;
     int64_t b, p;
     decode_row(row, lun2, b, p);
-    int64_t bidx = block_index(lun, b), pidx = bidx * cfg.pages_per_block + p;
+    tracef("QUEUE %s lun %d block %" PRId64 " page %" PRId64 " (plane %d)", op_name(op), lun, b, p, plane_of_row(row));
+    start_op(lun, Op::DBSY, row, AF_ONFI_MP_T_DBSY_NS);
+}
+
+std::vector<int64_t> NandModel::mp_finish(Op op, int lun, int64_t row) {
+    if (mp_op == Op::IDLE) return {row};
+    if (mp_op != op) {
+        protocol_error("single-plane %s while a multi-plane %s waits for its last plane (dropped)", op_name(op),
+                       op_name(mp_op));
+        mp_drop();
+        return {row};
+    }
+    bool ok = mp_rules_hold(op, lun, row) && !mp_bad;
+    std::vector<int64_t> rows = mp_rows;
+    rows.push_back(row);
+    int first_lun = mp_lun;
+    mp_drop();
+    if (ok) return rows;
+    /* Nothing happens; a program or erase reports FAIL on every LUN it named. */
+    for (int i : {first_lun, lun}) {
+        Lun &l = luns[i];
+        if (op == Op::READ) {
+            std::fill(l.reg_valid.begin(), l.reg_valid.end(), 0);
+        } else {
+            l.status_fail = 1;
+            std::fill(l.plane_fail.begin(), l.plane_fail.end(), 1);
+        }
+    }
+    tracef("DROP multi-plane %s (address rules)", op_name(op));
+    return {};
+}
+
+void NandModel::do_read(Lun &l, bool copyback) {
+    std::fill(l.reg_valid.begin(), l.reg_valid.end(), 0);
+    for (auto &t : l.targets) {
+        int lun;
+        int64_t b, p;
+        decode_row(t.row, lun, b, p);
+        int64_t pidx = block_index(lun, b) * cfg.pages_per_block + p;
+        std::vector<uint8_t> &reg = l.regs[t.plane];
+        if (ptab[pidx].flags & AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK)
+            memcpy(reg.data(), page_data(pidx), page_bytes);
+        else
+            std::fill(reg.begin(), reg.end(), 0xFF);
+        double rate = ber + cfg.bit_error_growth * btab[block_index(lun, b)].erase_count;
+        uint8_t *r = reg.data();
+        st.bit_errors += rng.sample(uint64_t(page_bytes) * 8, rate, [&](uint64_t bit) { r[bit >> 3] ^= uint8_t(1u << (bit & 7)); });
+        st.reads++;
+        l.reg_valid[t.plane] = 1;
+    }
+    l.copyback_ready = copyback;
+    if (copyback) l.cb_row = l.targets[0].row;
+}
+
+void NandModel::do_program_start(int lun, const std::vector<int64_t> &rows, bool copyback) {
+    Lun &l = luns[lun];
     /* The page register holds the whole page as it will be programmed, however the
      * host assembled it (one data input, CHANGE WRITE COLUMN chunks, COPYBACK READ
      * plus patches); the channel puts BCH parity after the spare user bytes, so the
      * OOB record's kind is at a fixed raw column (nandsim.oob_kind_column). */
     int64_t kind_col = cfg.page_data + AF_NANDMODEL_OOB_KIND_SPARE_OFF;
-    uint8_t kind = kind_col < page_bytes ? l.reg[kind_col] : 0xFF;
-    n_prog++;
-    st.programs++;
-    st.programs_kind[kind]++;
-    tracef("%s lun %d block %" PRId64 " page %" PRId64, copyback ? "COPYBACK_PROGRAM" : "PROGRAM", lun, b, p);
-    bool fail = false;
-    const char *why = nullptr;
-    if (!(pins & NAND_PIN_WP_N)) {
-        /* Write protected: nothing happens, FAIL at once. */
+    bool wp = !(pins & NAND_PIN_WP_N);
+    bool cut = false;
+    std::fill(l.plane_fail.begin(), l.plane_fail.end(), 0);
+    l.targets.clear();
+    for (int64_t row : rows) {
+        int lun2;
+        int64_t b, p;
+        decode_row(row, lun2, b, p);
+        int plane = plane_of_row(row);
+        int64_t bidx = block_index(lun, b), pidx = bidx * cfg.pages_per_block + p;
+        uint8_t kind = kind_col < page_bytes ? l.regs[plane][kind_col] : 0xFF;
+        n_prog++;
+        st.programs++;
+        st.programs_kind[kind]++;
+        tracef("%s lun %d block %" PRId64 " page %" PRId64 "%s", copyback ? "COPYBACK_PROGRAM" : "PROGRAM", lun, b, p,
+               rows.size() > 1 ? " multi-plane" : "");
+        if (wp) {
+            /* Write protected: nothing happens, FAIL at once. */
+            l.plane_fail[plane] = 1;
+            st.program_fails++;
+            msg("info", "PROGRAM lun %d block %" PRId64 " page %" PRId64 " refused: WP# low", lun, b, p);
+            continue;
+        }
+        bool fail = false;
+        const char *why = nullptr;
+        if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) fail = true, why = "factory-bad block";
+        if (cfg.endurance && btab[bidx].erase_count > cfg.endurance) fail = true, why = "block worn out (endurance)";
+        auto hit = std::find(fail_prog_rows.begin(), fail_prog_rows.end(), pidx);
+        if (hit != fail_prog_rows.end()) fail_prog_rows.erase(hit), fail = true, why = "injected failure";
+        auto nth = std::find(fail_prog_nth.begin(), fail_prog_nth.end(), n_prog);
+        if (nth != fail_prog_nth.end()) fail_prog_nth.erase(nth), fail = true, why = "injected failure (n-th program)";
+        auto any = std::find(fail_prog_rows.begin(), fail_prog_rows.end(), int64_t(-1));
+        if (!fail && any != fail_prog_rows.end()) fail_prog_rows.erase(any), fail = true, why = "injected failure (next program)";
+        if (why) msg("info", "PROGRAM lun %d block %" PRId64 " page %" PRId64 " will FAIL: %s", lun, b, p, why);
+        if (!fail && !(btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK)) {
+            if (ptab[pidx].programs >= cfg.nop) {
+                st.nop_violations++;
+                media_violation("page lun %d block %" PRId64 " page %" PRId64 " programmed %d times since erase (NOP %" PRId64 ")",
+                                lun, b, p, ptab[pidx].programs + 1, cfg.nop);
+            }
+            if (cfg.sequential_pages && p + 1 < btab[bidx].next_page) {
+                st.order_violations++;
+                media_violation("page order: lun %d block %" PRId64 " page %" PRId64 " programmed after page %d", lun, b, p,
+                                btab[bidx].next_page - 1);
+            }
+        }
+        if (!(btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK)) ptab[pidx].flags |= AF_NANDIMG_PAGE_FLAGS_IN_PROGRESS_MASK;
+        l.targets.push_back({row, plane, fail, kind});
+        if (cut_prog_k && n_prog == cut_prog_k) cut = true, cut_prog_k = 0;
+        if (cut_kind_k && kind == cut_kind && ++n_prog_kind == cut_kind_k) {
+            cut = true;
+            cut_kind_k = 0;
+            msg("info", "PROGRAM lun %d block %" PRId64 " page %" PRId64 ": OOB kind %s, power will be cut at %.0f%%",
+                lun, b, p, af_kind_name(kind), cut_progress * 100);
+        }
+    }
+    if (wp) {
         l.status_fail = 1;
-        st.program_fails++;
-        msg("info", "PROGRAM lun %d block %" PRId64 " page %" PRId64 " refused: WP# low", lun, b, p);
-        l.row = row;
+        l.row = rows.back();
         return;
     }
-    if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) fail = true, why = "factory-bad block";
-    if (cfg.endurance && btab[bidx].erase_count > cfg.endurance) fail = true, why = "block worn out (endurance)";
-    auto hit = std::find(fail_prog_rows.begin(), fail_prog_rows.end(), pidx);
-    if (hit != fail_prog_rows.end()) fail_prog_rows.erase(hit), fail = true, why = "injected failure";
-    auto nth = std::find(fail_prog_nth.begin(), fail_prog_nth.end(), n_prog);
-    if (nth != fail_prog_nth.end()) fail_prog_nth.erase(nth), fail = true, why = "injected failure (n-th program)";
-    auto any = std::find(fail_prog_rows.begin(), fail_prog_rows.end(), int64_t(-1));
-    if (!fail && any != fail_prog_rows.end()) fail_prog_rows.erase(any), fail = true, why = "injected failure (next program)";
-    if (why) msg("info", "PROGRAM lun %d block %" PRId64 " page %" PRId64 " will FAIL: %s", lun, b, p, why);
-
-    if (!fail && !(btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK)) {
-        if (ptab[pidx].programs >= cfg.nop) {
-            st.nop_violations++;
-            media_violation("page lun %d block %" PRId64 " page %" PRId64 " programmed %d times since erase (NOP %" PRId64 ")",
-                            lun, b, p, ptab[pidx].programs + 1, cfg.nop);
-        }
-        if (cfg.sequential_pages && p + 1 < btab[bidx].next_page) {
-            st.order_violations++;
-            media_violation("page order: lun %d block %" PRId64 " page %" PRId64 " programmed after page %d", lun, b, p,
-                            btab[bidx].next_page - 1);
-        }
-    }
-    start_op(lun, Op::PROGRAM, row, cfg.t_prog_ns, fail);
-    l.kind = kind;
-    if (!(btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK)) ptab[pidx].flags |= AF_NANDIMG_PAGE_FLAGS_IN_PROGRESS_MASK;
-    if (cut_prog_k && n_prog == cut_prog_k) {
+    if (rows.size() > 1) st.multi_plane_ops++;
+    /* One array operation for every plane: one tPROG. */
+    start_op(lun, Op::PROGRAM, rows.back(), cfg.t_prog_ns);
+    if (cut) {
         l.cut_ps = l.start_ps + int64_t(cut_progress * double(l.end_ps - l.start_ps));
         l.cut_progress = cut_progress;
-        cut_prog_k = 0;
-    }
-    if (cut_kind_k && kind == cut_kind && ++n_prog_kind == cut_kind_k) {
-        l.cut_ps = l.start_ps + int64_t(cut_progress * double(l.end_ps - l.start_ps));
-        l.cut_progress = cut_progress;
-        cut_kind_k = 0;
-        msg("info", "PROGRAM lun %d block %" PRId64 " page %" PRId64 ": OOB kind %s, power will be cut at %.0f%%",
-            lun, b, p, af_kind_name(kind), cut_progress * 100);
     }
 }
 
-void NandModel::do_erase_start(int lun, int64_t row) {
+void NandModel::do_erase_start(int lun, const std::vector<int64_t> &rows) {
     Lun &l = luns[lun];
-    int lun2;
-    int64_t b, p;
-    decode_row(row, lun2, b, p);
-    int64_t bidx = block_index(lun, b);
-    n_erase++;
-    st.erases++;
-    tracef("ERASE lun %d block %" PRId64, lun, b);
-    if (!(pins & NAND_PIN_WP_N)) {
+    bool wp = !(pins & NAND_PIN_WP_N);
+    bool cut = false;
+    std::fill(l.plane_fail.begin(), l.plane_fail.end(), 0);
+    l.targets.clear();
+    for (int64_t row : rows) {
+        int lun2;
+        int64_t b, p;
+        decode_row(row, lun2, b, p);
+        int plane = plane_of_row(row);
+        int64_t bidx = block_index(lun, b);
+        n_erase++;
+        st.erases++;
+        tracef("ERASE lun %d block %" PRId64 "%s", lun, b, rows.size() > 1 ? " multi-plane" : "");
+        if (wp) {
+            l.plane_fail[plane] = 1;
+            st.erase_fails++;
+            msg("info", "ERASE lun %d block %" PRId64 " refused: WP# low", lun, b);
+            continue;
+        }
+        bool fail = false;
+        const char *why = nullptr;
+        if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) fail = true, why = "factory-bad block";
+        if (cfg.endurance && btab[bidx].erase_count >= cfg.endurance) fail = true, why = "block worn out (endurance)";
+        auto hit = std::find(fail_erase_blocks.begin(), fail_erase_blocks.end(), bidx);
+        if (hit != fail_erase_blocks.end()) fail_erase_blocks.erase(hit), fail = true, why = "injected failure";
+        auto nth = std::find(fail_erase_nth.begin(), fail_erase_nth.end(), n_erase);
+        if (nth != fail_erase_nth.end()) fail_erase_nth.erase(nth), fail = true, why = "injected failure (n-th erase)";
+        auto any = std::find(fail_erase_blocks.begin(), fail_erase_blocks.end(), int64_t(-1));
+        if (!fail && any != fail_erase_blocks.end()) fail_erase_blocks.erase(any), fail = true, why = "injected failure (next erase)";
+        if (why) msg("info", "ERASE lun %d block %" PRId64 " will FAIL: %s", lun, b, why);
+        if (!(btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK)) btab[bidx].erase_count++;
+        l.targets.push_back({row & ~((int64_t(1) << page_bits) - 1), plane, fail, 0xFF});
+        if (cut_erase_k && n_erase == cut_erase_k) cut = true, cut_erase_k = 0;
+    }
+    if (wp) {
         l.status_fail = 1;
-        st.erase_fails++;
-        msg("info", "ERASE lun %d block %" PRId64 " refused: WP# low", lun, b);
         return;
     }
-    bool fail = false;
-    const char *why = nullptr;
-    if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) fail = true, why = "factory-bad block";
-    if (cfg.endurance && btab[bidx].erase_count >= cfg.endurance) fail = true, why = "block worn out (endurance)";
-    auto hit = std::find(fail_erase_blocks.begin(), fail_erase_blocks.end(), bidx);
-    if (hit != fail_erase_blocks.end()) fail_erase_blocks.erase(hit), fail = true, why = "injected failure";
-    auto nth = std::find(fail_erase_nth.begin(), fail_erase_nth.end(), n_erase);
-    if (nth != fail_erase_nth.end()) fail_erase_nth.erase(nth), fail = true, why = "injected failure (n-th erase)";
-    auto any = std::find(fail_erase_blocks.begin(), fail_erase_blocks.end(), int64_t(-1));
-    if (!fail && any != fail_erase_blocks.end()) fail_erase_blocks.erase(any), fail = true, why = "injected failure (next erase)";
-    if (why) msg("info", "ERASE lun %d block %" PRId64 " will FAIL: %s", lun, b, why);
-    start_op(lun, Op::ERASE, row & ~((int64_t(1) << page_bits) - 1), cfg.t_bers_ns, fail);
-    if (!(btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK)) btab[bidx].erase_count++;
-    if (cut_erase_k && n_erase == cut_erase_k) {
+    if (rows.size() > 1) st.multi_plane_ops++;
+    start_op(lun, Op::ERASE, rows.back() & ~((int64_t(1) << page_bits) - 1), cfg.t_bers_ns);
+    if (cut) {
         l.cut_ps = l.start_ps + int64_t(cut_progress * double(l.end_ps - l.start_ps));
         l.cut_progress = cut_progress;
-        cut_erase_k = 0;
     }
 }
 
@@ -1724,69 +1966,74 @@ void NandModel::tear_page(int64_t pidx, const uint8_t *newdata, double progress,
 }
 
 void NandModel::apply_program(Lun &l, double progress) {
-    int lun;
-    int64_t b, p;
-    decode_row(l.row, lun, b, p);
-    int64_t bidx = block_index(lun, b), pidx = bidx * cfg.pages_per_block + p;
-    if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) return;
-    af_nandimg_page_t &pt = ptab[pidx];
-    hdr->program_seq++;
-    pt.seq = uint32_t(hdr->program_seq);
-    pt.programs = uint8_t(std::min(255, pt.programs + 1));
-    btab[bidx].next_page = uint16_t(std::max<int64_t>(btab[bidx].next_page, p + 1));
-    if (progress >= 1.0 && !l.fail) {
-        uint8_t *d = page_data(pidx);
-        if (pt.flags & AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK)
-            for (int64_t i = 0; i < page_bytes; i++) d[i] &= l.reg[i];
-        else
-            memcpy(d, l.reg.data(), page_bytes);
-        pt.flags |= AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK;
-    } else {
-        tear_page(pidx, l.reg.data(), l.fail ? 0.5 : progress, !l.fail);
-        if (l.fail) pt.flags |= AF_NANDIMG_PAGE_FLAGS_PROGRAM_FAILED_MASK;
-        if (!l.fail && cfg.mlc_paired) {
-            int64_t lower = paired_lower(p);
-            if (lower >= 0) {
-                int64_t lidx = bidx * cfg.pages_per_block + lower;
-                if (ptab[lidx].flags & AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK) {
-                    uint8_t *d = page_data(lidx);
-                    uint64_t n = rng.sample(uint64_t(page_bytes) * 8, 0.02, [&](uint64_t bit) { d[bit >> 3] ^= uint8_t(1u << (bit & 7)); });
-                    ptab[lidx].flags |= AF_NANDIMG_PAGE_FLAGS_PAIRED_DAMAGE_MASK;
-                    msg("info", "MLC: cut in upper page %" PRId64 " damaged paired lower page %" PRId64 " of block %" PRId64
-                        " (%" PRIu64 " bits)", p, lower, b, n);
+    for (auto &t : l.targets) {
+        int lun;
+        int64_t b, p;
+        decode_row(t.row, lun, b, p);
+        int64_t bidx = block_index(lun, b), pidx = bidx * cfg.pages_per_block + p;
+        if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) continue;
+        const std::vector<uint8_t> &reg = l.regs[t.plane];
+        af_nandimg_page_t &pt = ptab[pidx];
+        hdr->program_seq++;
+        pt.seq = uint32_t(hdr->program_seq);
+        pt.programs = uint8_t(std::min(255, pt.programs + 1));
+        btab[bidx].next_page = uint16_t(std::max<int64_t>(btab[bidx].next_page, p + 1));
+        if (progress >= 1.0 && !t.fail) {
+            uint8_t *d = page_data(pidx);
+            if (pt.flags & AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK)
+                for (int64_t i = 0; i < page_bytes; i++) d[i] &= reg[i];
+            else
+                memcpy(d, reg.data(), page_bytes);
+            pt.flags |= AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK;
+        } else {
+            tear_page(pidx, reg.data(), t.fail ? 0.5 : progress, !t.fail);
+            if (t.fail) pt.flags |= AF_NANDIMG_PAGE_FLAGS_PROGRAM_FAILED_MASK;
+            if (!t.fail && cfg.mlc_paired) {
+                int64_t lower = paired_lower(p);
+                if (lower >= 0) {
+                    int64_t lidx = bidx * cfg.pages_per_block + lower;
+                    if (ptab[lidx].flags & AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK) {
+                        uint8_t *d = page_data(lidx);
+                        uint64_t n = rng.sample(uint64_t(page_bytes) * 8, 0.02, [&](uint64_t bit) { d[bit >> 3] ^= uint8_t(1u << (bit & 7)); });
+                        ptab[lidx].flags |= AF_NANDIMG_PAGE_FLAGS_PAIRED_DAMAGE_MASK;
+                        msg("info", "MLC: cut in upper page %" PRId64 " damaged paired lower page %" PRId64 " of block %" PRId64
+                            " (%" PRIu64 " bits)", p, lower, b, n);
+                    }
                 }
             }
         }
+        pt.flags &= ~AF_NANDIMG_PAGE_FLAGS_IN_PROGRESS_MASK;
     }
-    pt.flags &= ~AF_NANDIMG_PAGE_FLAGS_IN_PROGRESS_MASK;
 }
 
 void NandModel::apply_erase(Lun &l, double progress) {
-    int lun;
-    int64_t b, p;
-    decode_row(l.row, lun, b, p);
-    int64_t bidx = block_index(lun, b);
-    if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) return;
-    int64_t first = bidx * cfg.pages_per_block;
-    if (progress >= 1.0 && !l.fail) {
-        for (int64_t i = 0; i < cfg.pages_per_block; i++) ptab[first + i] = af_nandimg_page_t{};
-        btab[bidx].next_page = 0;
-        btab[bidx].flags &= ~(AF_NANDIMG_BLOCK_FLAGS_ERASE_INTERRUPTED_MASK | AF_NANDIMG_BLOCK_FLAGS_ERASE_FAILED_MASK);
-        /* Give the block's bytes back to the file system: keeps the image sparse. */
-        off_t start = off_t(hdr->data_off + first * page_bytes), len = off_t(cfg.pages_per_block * page_bytes);
-        off_t a = (start + 4095) & ~off_t(4095), e = (start + len) & ~off_t(4095);
-        if (e > a) fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, a, e - a);
-        return;
+    for (auto &t : l.targets) {
+        int lun;
+        int64_t b, p;
+        decode_row(t.row, lun, b, p);
+        int64_t bidx = block_index(lun, b);
+        if (btab[bidx].flags & AF_NANDIMG_BLOCK_FLAGS_FACTORY_BAD_MASK) continue;
+        int64_t first = bidx * cfg.pages_per_block;
+        if (progress >= 1.0 && !t.fail) {
+            for (int64_t i = 0; i < cfg.pages_per_block; i++) ptab[first + i] = af_nandimg_page_t{};
+            btab[bidx].next_page = 0;
+            btab[bidx].flags &= ~(AF_NANDIMG_BLOCK_FLAGS_ERASE_INTERRUPTED_MASK | AF_NANDIMG_BLOCK_FLAGS_ERASE_FAILED_MASK);
+            /* Give the block's bytes back to the file system: keeps the image sparse. */
+            off_t start = off_t(hdr->data_off + first * page_bytes), len = off_t(cfg.pages_per_block * page_bytes);
+            off_t a = (start + 4095) & ~off_t(4095), e = (start + len) & ~off_t(4095);
+            if (e > a) fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, a, e - a);
+            continue;
+        }
+        double pr = t.fail ? 0.5 : progress;
+        for (int64_t i = 0; i < cfg.pages_per_block; i++) {
+            af_nandimg_page_t &pt = ptab[first + i];
+            if (!(pt.flags & AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK)) continue;
+            uint8_t *d = page_data(first + i);
+            rng.sample(uint64_t(page_bytes) * 8, pr, [&](uint64_t bit) { d[bit >> 3] |= uint8_t(1u << (bit & 7)); });
+            pt.flags |= AF_NANDIMG_PAGE_FLAGS_ERASE_DISTURBED_MASK;
+        }
+        btab[bidx].flags |= t.fail ? AF_NANDIMG_BLOCK_FLAGS_ERASE_FAILED_MASK : AF_NANDIMG_BLOCK_FLAGS_ERASE_INTERRUPTED_MASK;
     }
-    double pr = l.fail ? 0.5 : progress;
-    for (int64_t i = 0; i < cfg.pages_per_block; i++) {
-        af_nandimg_page_t &pt = ptab[first + i];
-        if (!(pt.flags & AF_NANDIMG_PAGE_FLAGS_PROGRAMMED_MASK)) continue;
-        uint8_t *d = page_data(first + i);
-        rng.sample(uint64_t(page_bytes) * 8, pr, [&](uint64_t bit) { d[bit >> 3] |= uint8_t(1u << (bit & 7)); });
-        pt.flags |= AF_NANDIMG_PAGE_FLAGS_ERASE_DISTURBED_MASK;
-    }
-    btab[bidx].flags |= l.fail ? AF_NANDIMG_BLOCK_FLAGS_ERASE_FAILED_MASK : AF_NANDIMG_BLOCK_FLAGS_ERASE_INTERRUPTED_MASK;
 }
 
 void NandModel::complete_op(Lun &l) {
@@ -1800,16 +2047,19 @@ void NandModel::complete_op(Lun &l) {
         do_read(l, op == Op::COPYBACK_READ);
         break;
     case Op::PROGRAM:
-        apply_program(l, 1.0);
-        l.status_fail = l.fail;
-        if (l.fail) st.program_fails++;
-        l.reg_valid = false;
-        l.copyback_ready = false;
-        break;
     case Op::ERASE:
-        apply_erase(l, 1.0);
-        l.status_fail = l.fail;
-        if (l.fail) st.erase_fails++;
+        if (op == Op::PROGRAM) apply_program(l, 1.0);
+        else apply_erase(l, 1.0);
+        l.status_fail = 0;
+        for (auto &t : l.targets) {
+            l.plane_fail[t.plane] = t.fail;
+            l.status_fail |= t.fail;
+            if (t.fail) (op == Op::PROGRAM ? st.program_fails : st.erase_fails)++;
+        }
+        if (op == Op::PROGRAM) {
+            std::fill(l.reg_valid.begin(), l.reg_valid.end(), 0);
+            l.copyback_ready = false;
+        }
         break;
     case Op::FEATURES:
         if (pending_mode >= 0) {
@@ -1820,7 +2070,10 @@ void NandModel::complete_op(Lun &l) {
         pending_mode = pending_iface = -1;
         break;
     case Op::RESET:
-        for (auto &x : luns) x.status_fail = 0;
+        for (auto &x : luns) {
+            x.status_fail = 0;
+            std::fill(x.plane_fail.begin(), x.plane_fail.end(), 0);
+        }
         break;
     default:
         break;
@@ -1838,14 +2091,17 @@ void NandModel::power_cut(const char *why) {
             double progress = l.cut_ps != NEVER && now >= l.cut_ps ? l.cut_progress
                               : l.end_ps > l.start_ps ? double(std::max<int64_t>(0, now - l.start_ps)) / (l.end_ps - l.start_ps) : 0;
             progress = std::min(progress, 0.999);
-            int lun;
-            int64_t b, p;
-            decode_row(l.row, lun, b, p);
-            printf("nand%d: POWER CUT interrupts %s of LUN %zu block %" PRId64 " page %" PRId64 " at %.0f%%", index,
-                   op_name(l.op), i, b, p, progress * 100);
-            if (l.op == Op::PROGRAM) printf(" (OOB kind %s)", af_kind_name(l.kind));
-            printf("\n");
-            l.fail = false;
+            /* Every plane of the operation stops at the same point. */
+            for (auto &t : l.targets) {
+                int lun;
+                int64_t b, p;
+                decode_row(t.row, lun, b, p);
+                printf("nand%d: POWER CUT interrupts %s of LUN %zu block %" PRId64 " page %" PRId64 " at %.0f%%", index,
+                       op_name(l.op), i, b, p, progress * 100);
+                if (l.op == Op::PROGRAM) printf(" (OOB kind %s)", af_kind_name(t.kind));
+                printf("\n");
+                t.fail = false;
+            }
             if (l.op == Op::PROGRAM) apply_program(l, progress);
             else apply_erase(l, progress);
             l.busy_ps += std::max<int64_t>(0, now - l.start_ps);

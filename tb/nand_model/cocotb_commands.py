@@ -142,6 +142,37 @@ async def parameter_page_tells_the_truth(dut):
             assert await h.read(row(5, 0), 0, 4) == b"abcd"
             assert await h.read(row(4, 0), 0, 2) == b"\xff\xff"
 
+        async def change_read_column_enhanced():
+            assert not failed(await h.erase(row(10, 0)))
+            assert not failed(await h.program(row(10, 0), 0, b"enh"))
+            await h.read(row(10, 0), 0, 0)
+            assert await h.change_read_column_enhanced(row(10, 0), 1, 2) == b"nh"
+
+        async def small_data_move():
+            """A second chunk of the same page after 11h (rather than another plane)."""
+            await h.select()
+            for confirm, col in ((OnfiCmd.PROGRAM_MULTI_PLANE, 0), (OnfiCmd.PROGRAM_2, 1)):
+                await h.cmd(OnfiCmd.PROGRAM_1)
+                await h.addr(*h.col_cycles(col), *h.row_cycles(row(9, 0)))
+                await h.data_in(b"s")
+                await h.cmd(confirm)
+                await h.wait_ready()
+            await h.deselect()
+
+        async def multi_plane_program_erase():
+            assert not failed(await h.erase_planes([row(10, 0), row(11, 0)]))
+            assert not failed(await h.program_planes([(row(10, 0), 0, b"p0"), (row(11, 0), 0, b"p1")]))
+            assert await h.read(row(10, 0), 0, 2) == b"p0" and await h.read(row(11, 0), 0, 2) == b"p1"
+            assert not failed(await h.erase_planes([row(11, 0), row(10, 0)]))
+            assert await h.read(row(11, 0), 0, 2) == b"\xff\xff"
+
+        async def multi_plane_read():
+            assert not failed(await h.erase_planes([row(12, 0), row(13, 0)]))
+            for block in (12, 13):
+                assert not failed(await h.program(row(block, 0), 0, b"r%d" % block))
+            assert await h.read_planes([row(12, 0), row(13, 0)], 0, 3) == b"r13"
+            assert await h.change_read_column_enhanced(row(12, 0), 0, 3) == b"r12"
+
         async def non_sequential():
             assert not failed(await h.program(row(6, 3), 0, b"3"))
             assert not failed(await h.program(row(6, 1), 0, b"1"))
@@ -182,9 +213,9 @@ async def parameter_page_tells_the_truth(dut):
             OnfiOptCommand.READ_STATUS_ENHANCED: status_enhanced,
             OnfiOptCommand.COPYBACK: copyback_odd_to_even,
             OnfiOptCommand.READ_UNIQUE_ID: sequence(0xED, addr=(0,)),
-            OnfiOptCommand.CHANGE_READ_COLUMN_ENHANCED: sequence(0x06, 0xE0, addr=(0, 0, *h.row_cycles(row(1, 0)))),
+            OnfiOptCommand.CHANGE_READ_COLUMN_ENHANCED: change_read_column_enhanced,
             OnfiOptCommand.CHANGE_ROW_ADDRESS: change_row_address,
-            OnfiOptCommand.SMALL_DATA_MOVE: sequence(OnfiCmd.PROGRAM_1, 0x11, addr=program_address, data=b"x"),
+            OnfiOptCommand.SMALL_DATA_MOVE: small_data_move,
             OnfiOptCommand.RESET_LUN: sequence(0xFA, addr=h.row_cycles(row(0, 0))),
             OnfiOptCommand.VOLUME_SELECT: sequence(0xE1, addr=(0,)),
             OnfiOptCommand.ODT_CONFIGURE: sequence(0xE2, addr=(0,)),
@@ -195,10 +226,10 @@ async def parameter_page_tells_the_truth(dut):
             OnfiParamFeature.BUS_16: None,
             OnfiParamFeature.MULTI_LUN: lun_overlap if luns > 1 else None,
             OnfiParamFeature.NON_SEQUENTIAL_PROGRAM: non_sequential,
-            OnfiParamFeature.MULTI_PLANE_PROGRAM_ERASE: sequence(OnfiCmd.ERASE_1, 0xD1, addr=h.row_cycles(row(8, 0))),
+            OnfiParamFeature.MULTI_PLANE_PROGRAM_ERASE: multi_plane_program_erase,
             OnfiParamFeature.ODD_TO_EVEN_COPYBACK: copyback_odd_to_even,
             OnfiParamFeature.NV_DDR: data_interface(0x10),
-            OnfiParamFeature.MULTI_PLANE_READ: sequence(OnfiCmd.READ_1, 0x32, addr=program_address),
+            OnfiParamFeature.MULTI_PLANE_READ: multi_plane_read,
             OnfiParamFeature.EXTENDED_PARAM_PAGE: None,
             OnfiParamFeature.PROGRAM_REGISTER_CLEAR: None,
             OnfiParamFeature.EZ_NAND: None,

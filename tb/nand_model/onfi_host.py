@@ -276,6 +276,65 @@ class OnfiHost:
         await self.deselect()
         return s
 
+    # -- multi-plane (each plane but the last confirmed with 11h / 32h / D1h, then tDBSY)
+    async def _status_and_deselect(self) -> int:
+        await self.cmd(OnfiCmd.READ_STATUS)
+        s = (await self.data_out(1))[0]
+        await self.deselect()
+        return s
+
+    async def program_planes(self, planes: list[tuple[int, int, bytes]], *, wait: bool = True) -> int:
+        """Multi-plane PAGE PROGRAM of ``(row, column, data)`` per plane; returns status
+        (``wait=False``: returns after the final 10h, still selected)."""
+        await self.select()
+        for i, (row, column, data) in enumerate(planes):
+            last = i == len(planes) - 1
+            await self.cmd(OnfiCmd.PROGRAM_1)
+            await self.addr(*self.col_cycles(column), *self.row_cycles(row))
+            await self.data_in(data)
+            await self.cmd(OnfiCmd.PROGRAM_2 if last else OnfiCmd.PROGRAM_MULTI_PLANE)
+            if last and not wait:
+                return 0
+            await self.wait_ready()
+        return await self._status_and_deselect()
+
+    async def erase_planes(self, rows: list[int], *, wait: bool = True) -> int:
+        """Multi-plane BLOCK ERASE (ONFI 3.0+: 60h-D1h per block, the last 60h-D0h); returns status."""
+        await self.select()
+        for i, row in enumerate(rows):
+            last = i == len(rows) - 1
+            await self.cmd(OnfiCmd.ERASE_1)
+            await self.addr(*self.row_cycles(row))
+            await self.cmd(OnfiCmd.ERASE_2 if last else OnfiCmd.ERASE_MULTI_PLANE)
+            if last and not wait:
+                return 0
+            await self.wait_ready()
+        return await self._status_and_deselect()
+
+    async def read_planes(self, rows: list[int], column: int = 0, n: int = 0) -> bytes:
+        """Multi-plane READ (00h-32h per plane, the last 00h-30h), then ``n`` bytes of the
+        last plane's register from ``column``."""
+        await self.select()
+        for i, row in enumerate(rows):
+            last = i == len(rows) - 1
+            await self.cmd(OnfiCmd.READ_1)
+            await self.addr(*self.col_cycles(column), *self.row_cycles(row))
+            await self.cmd(OnfiCmd.READ_2 if last else OnfiCmd.READ_MULTI_PLANE)
+            await self.wait_ready()
+        data = await self.data_out(n, first_gap_ns=0) if n else b""
+        await self.deselect()
+        return data
+
+    async def change_read_column_enhanced(self, row: int, column: int, n: int) -> bytes:
+        """06h + column and row (LUN and plane) + E0h, then ``n`` bytes after tCCS."""
+        await self.select()
+        await self.cmd(OnfiCmd.CHANGE_READ_COL_ENH)
+        await self.addr(*self.col_cycles(column), *self.row_cycles(row))
+        await self.cmd(OnfiCmd.CHANGE_READ_COL_2)
+        data = await self.data_out(n, first_gap_ns=200)  # tCCS (model default)
+        await self.deselect()
+        return data
+
 
 class NvDdr2Host(OnfiHost):
     """The same host with ONFI NV-DDR2 data transfers once :meth:`enter_nvddr2` ran.

@@ -45,7 +45,7 @@ def run_cocotb(module: str, workdir: Path, *, testcase=None, plusargs=(), config
     )
 
 
-@pytest.mark.parametrize("module", ["cocotb_commands", "cocotb_timing", "cocotb_media", "cocotb_power"])
+@pytest.mark.parametrize("module", ["cocotb_commands", "cocotb_timing", "cocotb_media", "cocotb_power", "cocotb_multiplane"])
 def test_nand_model(module, tmp_path):
     run_cocotb(module, tmp_path)
 
