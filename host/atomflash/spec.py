@@ -1213,15 +1213,19 @@ class NandOp(DocEnum):
     READ_ID = 0x1, "READ ID (90h) at ID address `column`; `length` bytes into the slot from offset 0"
     READ_PARAM = 0x2, "READ PARAMETER PAGE (ECh, address 00h); `length` bytes into the slot from offset 0"
     READ_STATUS = 0x3, "READ STATUS (70h); the status byte is the completion's nand_status"
-    READ = 0x4, "READ PAGE: `length` bytes at `column` into the slot at the same offset (ECC-corrected unless raw)"
-    PROGRAM = 0x5, "PROGRAM PAGE: `length` bytes at `column` of the slot (ECC parity written unless raw)"
-    ERASE = 0x6, "ERASE BLOCK `block`"
+    READ = 0x4, ("READ PAGE: `length` bytes at `column` into the slot at the same offset (ECC-corrected unless raw); "
+                 "multi_plane: also block ^ 1's page into `slot2`")
+    PROGRAM = 0x5, ("PROGRAM PAGE: `length` bytes at `column` of the slot (ECC parity written unless raw); "
+                    "multi_plane: also `slot2`'s bytes to block ^ 1, one tPROG for both")
+    ERASE = 0x6, "ERASE BLOCK `block`; multi_plane: block and block ^ 1, one tBERS for both"
     COPYBACK = 0x7, "COPYBACK (00h-35h, 85h-10h): page (block, page) to (dst_block, dst_page) inside the LUN"
     SET_FEATURES = 0x8, "SET FEATURES (EFh) at feature address `column`; `length` = 4 parameter bytes from the slot's offset 0"
 
 
 class NandFlag(DocEnum):
     RAW = 0, "no ECC: any column/length, bytes exactly as stored (bit number)"
+    MULTI_PLANE = 1, ("READ, PROGRAM, ERASE on two planes at once: `block` and its partner block ^ 1 (the other "
+                      "plane, same LUN and page), `slot2` the partner's data (bit number)")
 
 
 class NandResult(DocEnum):
@@ -1237,7 +1241,10 @@ class NandResult(DocEnum):
     BAD_PAGE = 0x15, "descriptor error: page (or dst_page) past the block"
     BAD_COLUMN = 0x16, "descriptor error: column past the page, or not codeword-aligned with ECC"
     BAD_LENGTH = 0x17, "descriptor error: length zero, past the page/slot, or not whole codewords with ECC"
-    BAD_SLOT = 0x18, "descriptor error: buffer slot does not exist"
+    BAD_SLOT = 0x18, ("descriptor error: buffer slot (or multi-plane slot2) does not exist, or a multi-plane "
+                      "READ's slot2 is its slot")
+    BAD_PLANE = 0x19, ("descriptor error: multi_plane on an operation without a multi-plane form, or on a target "
+                       "whose parameter page does not claim it")
 
 
 NAND_DESC = Record(
@@ -1245,7 +1252,8 @@ NAND_DESC = Record(
     "NAND channel operation descriptor (FTL/firmware to channel controller).",
     [
         u8("opcode", "NandOp"),
-        u8("flags", "NandFlag bits", [Bits("raw", 0, 1, "no ECC")]),
+        u8("flags", "NandFlag bits", [Bits("raw", 0, 1, "no ECC"),
+                                      Bits("multi_plane", 1, 1, "block and block ^ 1 at once (READ, PROGRAM, ERASE)")]),
         u8("channel", "channel (controller top routes on it)"),
         u8("target", "target (chip enable) on the channel"),
         u8("lun", "LUN inside the target"),
@@ -1258,7 +1266,7 @@ NAND_DESC = Record(
         u16("slot", "page buffer slot the data comes from or goes to"),
         u32("dst_block", "COPYBACK destination block"),
         u16("dst_page", "COPYBACK destination page"),
-        u16("rsvd1", "reserved, 0"),
+        u16("slot2", "multi-plane READ/PROGRAM: page buffer slot of block ^ 1's data; 0 otherwise"),
     ],
     size=28,
 )
@@ -1273,11 +1281,16 @@ NAND_CPL = Record(
         u8("target", "target that executed it"),
         u8("nand_status", "last ONFI status byte read (OnfiStatus bits); 0 when none was read"),
         u8("ecc_max", "most bits corrected in one codeword"),
-        u8("flags", "ECC flags", [Bits("uncorrectable", 0, 1, "some codeword was uncorrectable"),
-                                  Bits("erased", 1, 1, "every codeword read was erased (all FFh)")]),
+        u8("flags", "ECC flags (multi-plane: bits 0-1 for `block`, 2-3 for block ^ 1)",
+           [Bits("uncorrectable", 0, 1, "some codeword was uncorrectable"),
+            Bits("erased", 1, 1, "every codeword read was erased (all FFh)"),
+            Bits("uncorrectable2", 2, 1, "multi-plane READ: some codeword of block ^ 1's page was uncorrectable"),
+            Bits("erased2", 3, 1, "multi-plane READ: every codeword of block ^ 1's page was erased")]),
         u16("ecc_corrected", "bits corrected over all codewords"),
-        u16("rsvd", "reserved, 0"),
-        u32("crc", "NAND_CRC of the `length` bytes transferred, as they are in the slot afterwards"),
+        u8("nand_status2", "multi-plane PROGRAM/ERASE: block ^ 1's status (78h); nand_status is block's; 0 otherwise"),
+        u8("rsvd", "reserved, 0"),
+        u32("crc", "NAND_CRC of the `length` bytes transferred, as they are in the slot afterwards "
+                   "(multi-plane: the slot's, then slot2's)"),
     ],
     size=16,
 )
