@@ -107,6 +107,7 @@ class End(enum.Enum, shape=2):
 
 STEP = data.StructLayout({
     "kind": PhyKind, "byte_sel": ByteSel, "const": 8, "count": CountSel, "path": Path, "end": End, "ccs": 1,
+    "plane": 1,     # multi-plane: the row and the slot are block ^ 1's and slot2
 })
 
 
@@ -115,13 +116,18 @@ class ChannelParams:
 
     def __init__(self, profile: spec.NandProfile | str = "small", ways: int = spec.NAND_DEFAULTS.WAYS,
                  slots: int = spec.NAND_DEFAULTS.SLOTS, queue: int = spec.NAND_DEFAULTS.QUEUE,
-                 ecc: bool = True, col_cycles: int = 2, row_cycles: int = 3, sim_gate_ecc: bool = False):
+                 ecc: bool = True, col_cycles: int = 2, row_cycles: int = 3, sim_gate_ecc: bool = False,
+                 multi_plane: bool | None = None):
         self.profile = spec.NAND_PROFILES[profile] if isinstance(profile, str) else profile
         self.layout = spec.nand_page_layout(self.profile)
         self.ways, self.slots, self.queue, self.ecc = ways, slots, queue, ecc
         self.sim_gate_ecc = sim_gate_ecc  # simulation speed: the BCH decoder's clock gated while idle
         self.col_cycles, self.row_cycles = col_cycles, row_cycles
+        # two-plane READ/PROGRAM/ERASE gateware (default: the profile has two planes); each target
+        # must also claim it in its parameter page (see NandChannel)
+        self.multi_plane = (self.profile.planes == 2) if multi_plane is None else multi_plane
         p = self.profile
+        assert not self.multi_plane or p.planes == 2
         self.page_bits = (p.pages_per_block - 1).bit_length()
         self.block_bits = (p.blocks_per_lun - 1).bit_length()
         self.lun_bits = (p.luns - 1).bit_length()
@@ -134,23 +140,24 @@ class ChannelParams:
 
 
 def microcode(p: ChannelParams):
-    """The phase microprograms: ``(steps, {(op, phase, ecc): entry index})``."""
+    """The phase microprograms: ``(steps, {(op, phase, ecc, multi_plane): entry index})``."""
     steps, entries = [], {}
 
-    def step(kind, byte_sel=ByteSel.CONST, const=0, count=CountSel.ONE, path=Path.NONE, end=End.NEXT, ccs=0):
+    def step(kind, byte_sel=ByteSel.CONST, const=0, count=CountSel.ONE, path=Path.NONE, end=End.NEXT, ccs=0,
+             plane=0):
         steps.append(dict(kind=kind, byte_sel=byte_sel, const=int(const), count=count, path=path, end=end,
-                          ccs=ccs))
+                          ccs=ccs, plane=plane))
 
     def cmd(c):
         step(PhyKind.CMD, const=c)
 
-    def addr(sel, const=0):
-        step(PhyKind.ADDR, sel, const)
+    def addr(sel, const=0, plane=0):
+        step(PhyKind.ADDR, sel, const, plane=plane)
 
-    def row(dst=False):
+    def row(dst=False, plane=0):
         base = [ByteSel.DROW0, ByteSel.DROW1, ByteSel.DROW2] if dst else [ByteSel.ROW0, ByteSel.ROW1, ByteSel.ROW2]
         for i in range(p.row_cycles):
-            addr(base[i])
+            addr(base[i], plane=plane)
 
     def busy():
         step(PhyKind.WAIT_BUSY, end=End.PEND)
@@ -166,9 +173,9 @@ def microcode(p: ChannelParams):
         addr(c1)
         cmd(OnfiCmd.CHANGE_READ_COL_2)
 
-    def program(op, phase, ecc_variants, body):
+    def program(op, phase, ecc_variants, body, mp=0):
         for e in ecc_variants:
-            entries[(op, phase, e)] = len(steps)
+            entries[(op, phase, e, mp)] = len(steps)
             body(e)
 
     both = (0, 1)
@@ -231,7 +238,88 @@ def microcode(p: ChannelParams):
         cmd(OnfiCmd.SET_FEATURES), addr(ByteSel.COL0),
         step(PhyKind.WRITE, count=CountSel.LEN, path=Path.BUF0), busy()))
     program(NandOp.SET_FEATURES, 1, both, lambda e: step(PhyKind.WAIT_READY, end=End.DONE))
+    if p.multi_plane:
+        multi_plane_microcode(p, step, cmd, addr, row, busy, change_read_column, program)
     return steps, entries
+
+
+def multi_plane_microcode(p: ChannelParams, step, cmd, addr, row, busy, change_read_column, program):
+    """Two planes, ``block`` (plane step 0) then ``block ^ 1`` (plane step 1): each but the last
+    plane confirmed with 11h / 32h / D1h and tDBSY waited out on R/B#, one array operation."""
+    both = (0, 1)
+
+    def t_dbsy():
+        step(PhyKind.WAIT_BUSY)
+        step(PhyKind.WAIT_READY)
+
+    def plane_status():
+        # READ STATUS ENHANCED per plane: the completion says which plane failed
+        step(PhyKind.WAIT_READY)
+        for pl in (0, 1):
+            cmd(OnfiCmd.READ_STATUS_ENH)
+            row(plane=pl)
+            step(PhyKind.READ, count=CountSel.ONE, path=Path.STATUS, end=End.DONE if pl else End.NEXT, plane=pl)
+
+    def program0(e):
+        for pl in (0, 1):
+            cmd(OnfiCmd.PROGRAM_1)
+            addr(ByteSel.COL0)
+            addr(ByteSel.COL1)
+            row(plane=pl)
+            step(PhyKind.WRITE, count=CountSel.LEN, path=Path.BUF, plane=pl)
+            if e:
+                cmd(OnfiCmd.CHANGE_WRITE_COL)
+                addr(ByteSel.PCOL0)
+                addr(ByteSel.PCOL1)
+                step(PhyKind.WRITE, count=CountSel.PARITY, path=Path.PARITY, ccs=1)
+            if pl == 0:
+                cmd(OnfiCmd.PROGRAM_MULTI_PLANE)
+                t_dbsy()
+        cmd(OnfiCmd.PROGRAM_2)
+        busy()
+
+    def read0(e):
+        for pl in (0, 1):
+            cmd(OnfiCmd.READ_1)
+            addr(ByteSel.CONST)
+            addr(ByteSel.CONST)
+            row(plane=pl)
+            if pl == 0:
+                cmd(OnfiCmd.READ_MULTI_PLANE)
+                t_dbsy()
+        cmd(OnfiCmd.READ_2)
+        busy()
+
+    def read1(e):
+        # CHANGE READ COLUMN ENHANCED picks the plane's register; 05h-E0h then moves inside it
+        step(PhyKind.WAIT_READY)
+        for pl in (0, 1):
+            cmd(OnfiCmd.CHANGE_READ_COL_ENH)
+            addr(ByteSel.PCOL0 if e else ByteSel.COL0)
+            addr(ByteSel.PCOL1 if e else ByteSel.COL1)
+            row(plane=pl)
+            cmd(OnfiCmd.CHANGE_READ_COL_2)
+            if e:
+                step(PhyKind.READ, count=CountSel.PARITY, path=Path.PARITY, ccs=1, plane=pl)
+                change_read_column(ByteSel.COL0, ByteSel.COL1)
+            step(PhyKind.READ, count=CountSel.LEN, path=Path.BUF, end=End.DONE if pl else End.NEXT, ccs=1, plane=pl)
+
+    def erase0(e):
+        for pl in (0, 1):
+            cmd(OnfiCmd.ERASE_1)
+            row(plane=pl)
+            if pl == 0:
+                cmd(OnfiCmd.ERASE_MULTI_PLANE)
+                t_dbsy()
+        cmd(OnfiCmd.ERASE_2)
+        busy()
+
+    program(NandOp.PROGRAM, 0, both, program0, mp=1)
+    program(NandOp.PROGRAM, 1, both, lambda e: plane_status(), mp=1)
+    program(NandOp.READ, 0, both, read0, mp=1)
+    program(NandOp.READ, 1, both, read1, mp=1)
+    program(NandOp.ERASE, 0, both, erase0, mp=1)
+    program(NandOp.ERASE, 1, both, lambda e: plane_status(), mp=1)
 
 
 class NandChannel(wiring.Component):
@@ -272,8 +360,9 @@ class NandChannel(wiring.Component):
         return -(-self.p.profile.page_bytes // 4) * 4
 
     # -- descriptor checks ---------------------------------------------------------
-    def check(self, d):
-        """Combinational NandResult for descriptor view ``d`` (OK when valid)."""
+    def check(self, d, mp_ok=None):
+        """Combinational NandResult for descriptor view ``d`` (OK when valid); ``mp_ok``: one bit per
+        target, the target takes multi-plane descriptors."""
         p, lay = self.p, self.p.layout
         prof = p.profile
         cw = spec.ECC.codeword
@@ -281,18 +370,28 @@ class NandChannel(wiring.Component):
         is_ = lambda *ops: Cat(*[op == o for o in ops]).any()  # noqa: E731
         uses_ecc = self.uses_ecc(d)
         m_end = d.column + d.length
+        mp = d.flags.multi_plane
+        if mp_ok is None or not p.multi_plane:
+            mp_target = Const(0)
+        else:
+            mp_target = Array(mp_ok)[d.target[:max(1, (p.ways - 1).bit_length())]]
         checks = [
             (op > max(NandOp), NandResult.BAD_OPCODE),
             (d.channel != self.channel_index, NandResult.BAD_CHANNEL),
             (d.target >= p.ways, NandResult.BAD_TARGET),
+            # the second plane is block ^ 1 in the same LUN and page: the ONFI address rules
+            # (same LUN and page, another plane, same block bits above it) hold by construction
+            (mp & (~is_(NandOp.READ, NandOp.PROGRAM, NandOp.ERASE) | ~mp_target), NandResult.BAD_PLANE),
             (is_(NandOp.READ, NandOp.PROGRAM, NandOp.ERASE, NandOp.COPYBACK) & (d.lun >= prof.luns),
              NandResult.BAD_LUN),
             ((is_(NandOp.READ, NandOp.PROGRAM, NandOp.ERASE, NandOp.COPYBACK) & (d.block >= prof.blocks_per_lun)) |
              (is_(NandOp.COPYBACK) & (d.dst_block >= prof.blocks_per_lun)), NandResult.BAD_BLOCK),
             ((is_(NandOp.READ, NandOp.PROGRAM, NandOp.COPYBACK) & (d.page >= prof.pages_per_block)) |
              (is_(NandOp.COPYBACK) & (d.dst_page >= prof.pages_per_block)), NandResult.BAD_PAGE),
-            (is_(NandOp.READ, NandOp.PROGRAM, NandOp.READ_ID, NandOp.READ_PARAM, NandOp.SET_FEATURES) &
-             (d.slot >= p.slots),
+            ((is_(NandOp.READ, NandOp.PROGRAM, NandOp.READ_ID, NandOp.READ_PARAM, NandOp.SET_FEATURES) &
+              (d.slot >= p.slots)) |
+             (mp & is_(NandOp.READ, NandOp.PROGRAM) & (d.slot2 >= p.slots)) |
+             (mp & is_(NandOp.READ) & (d.slot2 == d.slot)),
              NandResult.BAD_SLOT),
             ((is_(NandOp.READ, NandOp.PROGRAM) & (d.column >= prof.page_bytes)) |
              (uses_ecc & ~((d.column < prof.page_data) & (d.column % cw == 0) | (d.column == lay.oob_col))) |
@@ -319,6 +418,47 @@ class NandChannel(wiring.Component):
         if not self.p.ecc:
             return Const(0)
         return ((d.opcode == NandOp.READ) | (d.opcode == NandOp.PROGRAM)) & ~d.flags.raw
+
+    @staticmethod
+    def _learn_multi_plane(m, rx, rx_path, rx_col, d, cur_t, mp_pe_ok, mp_rd_ok):
+        """Watch READ_PARAM's bytes: a copy of the parameter page with its signature and CRC-16
+        sets whether the target takes multi-plane program/erase (features bit, READ STATUS
+        ENHANCED, one plane bit) and read (features bit, CHANGE READ COLUMN ENHANCED, one plane bit).
+        The firmware reads the parameter page at bring-up anyway; no register to set."""
+        P = spec.ONFI_PARAM
+        byte = rx.payload
+        col = rx_col[:8]                  # a copy is 256 bytes: each copy is judged on its own
+        assert P.PAGE_BYTES == 256
+        take = rx.valid & rx.ready & (rx_path == Path.BUF0) & (d.opcode == NandOp.READ_PARAM)
+        crc = Signal(16)
+        sig_ok, pe, rd, crc_lo = Signal(), Signal(), Signal(), Signal(8)
+        nxt = Mux(col == 0, P.CRC_INIT, crc) ^ (byte << 8)
+        for _ in range(8):
+            nxt = Mux(nxt[15], (nxt << 1)[:16] ^ P.CRC_POLY, (nxt << 1)[:16])
+        sig = P.SIGNATURE_VALUE.to_bytes(4, "little")
+        feat = [int(spec.OnfiParamFeature.MULTI_PLANE_PROGRAM_ERASE), int(spec.OnfiParamFeature.MULTI_PLANE_READ)]
+        opt = [int(spec.OnfiOptCommand.READ_STATUS_ENHANCED), int(spec.OnfiOptCommand.CHANGE_READ_COLUMN_ENHANCED)]
+        with m.If(take & (col < P.CRC)):
+            m.d.sync += crc.eq(nxt)
+        with m.If(take):
+            with m.Switch(col):
+                with m.Case(0):
+                    m.d.sync += [sig_ok.eq(byte == sig[0]), pe.eq(1), rd.eq(1)]
+                for i in range(1, 4):
+                    with m.Case(P.SIGNATURE + i):
+                        m.d.sync += sig_ok.eq(sig_ok & (byte == sig[i]))
+                for off, bits in ((P.FEATURES, feat), (P.OPT_COMMANDS, opt)):
+                    for b in bits:
+                        assert b < 8        # in the field's low byte
+                    with m.Case(off):
+                        m.d.sync += [pe.eq(pe & byte[bits[0]]), rd.eq(rd & byte[bits[1]])]
+                with m.Case(P.PLANE_ADDR_BITS):
+                    m.d.sync += [pe.eq(pe & (byte[:4] == 1)), rd.eq(rd & (byte[:4] == 1))]
+                with m.Case(P.CRC):
+                    m.d.sync += crc_lo.eq(byte)
+                with m.Case(P.CRC + 1):
+                    with m.If(sig_ok & (Cat(crc_lo, byte) == crc)):
+                        m.d.sync += [mp_pe_ok.bit_select(cur_t, 1).eq(pe), mp_rd_ok.bit_select(cur_t, 1).eq(rd)]
 
     # -----------------------------------------------------------------------------
     def elaborate(self, platform):
@@ -369,6 +509,11 @@ class NandChannel(wiring.Component):
         pending = Signal(W)
         phase = Array(Signal(2, name=f"phase{t}") for t in range(W))
 
+        # which targets claimed multi-plane operations in their parameter page (learnt from
+        # READ_PARAM as it passes): program/erase, read
+        mp_pe_ok = Signal(W)
+        mp_rd_ok = Signal(W)
+
         # -- input: check (registered with the descriptor, for timing closure), then queue or
         # complete with an error
         d_in = Signal(layouts.NAND_DESC)
@@ -378,7 +523,8 @@ class NandChannel(wiring.Component):
         m.d.comb += self.desc.ready.eq(~in_valid | in_take)
         with m.If(self.desc.ready):
             m.d.sync += [in_valid.eq(self.desc.valid), d_in.eq(self.desc.payload),
-                         verdict.eq(self.check(self.desc.payload))]
+                         verdict.eq(self.check(self.desc.payload, Mux(self.desc.payload.opcode == NandOp.READ,
+                                                                      mp_rd_ok, mp_pe_ok)))]
         engine_cpl = Signal()       # the bus engine writes a completion this cycle
         err_cpl = Signal(layouts.NAND_CPL)
         m.d.comb += [
@@ -402,9 +548,13 @@ class NandChannel(wiring.Component):
         use_ecc = Signal()
         ph = Signal(2)
         row = Signal(24)
+        row2 = Signal(24)       # multi-plane: the partner block's (block ^ 1)
         drow = Signal(24)
+        mp = Signal()
         m.d.comb += [
+            mp.eq(d.flags.multi_plane if p.multi_plane else 0),
             row.eq(Cat(Mux(d.opcode == NandOp.ERASE, 0, d.page[:p.page_bits]), d.block[:p.block_bits], d.lun[:p.lun_bits])),
+            row2.eq(row ^ (1 << p.page_bits)),
             drow.eq(Cat(d.dst_page[:p.page_bits], d.dst_block[:p.block_bits], d.lun[:p.lun_bits])),
         ]
         # Values derived from ``d``, registered in two stages so that no bus
@@ -421,6 +571,8 @@ class NandChannel(wiring.Component):
         n_par = Signal(16)                              # stage 2: n_cw * P
         pcol = Signal(16)                               # stage 2: parity column of cw_first
         col_addr = Signal.like(slot_base)               # stage 2: slot_base + d.column
+        slot2_base = Signal.like(slot_base)             # stage 1: multi-plane, slot2
+        col_addr2 = Signal.like(slot_base)              # stage 2: slot2_base + d.column
         cw_shift = CW.bit_length() - 1
         m.d.comb += d_end.eq(d.column + d.length)
         m.d.sync += [
@@ -430,6 +582,9 @@ class NandChannel(wiring.Component):
                 d.slot[:max(1, (p.slots - 1).bit_length())]]),
             n_cw.eq(cw_end - cw_first),
             col_addr.eq(slot_base + d.column),
+            slot2_base.eq(Array(Const(s * slot_bytes, slot_base.shape()) for s in range(p.slots))[
+                d.slot2[:max(1, (p.slots - 1).bit_length())]]),
+            col_addr2.eq(slot2_base + d.column),
         ]
         with m.Switch(cw_end - cw_first):
             for k in range(lay.codewords + 1):
@@ -450,15 +605,16 @@ class NandChannel(wiring.Component):
         pc = Signal(range(len(steps)))
         st = Signal(STEP)
         entry = Signal(range(len(steps)))
-        with m.Switch(Cat(use_ecc, ph, d.opcode[:4])):
-            for (op, phs, e), idx in entries.items():
-                with m.Case(e | (phs << 1) | (int(op) << 3)):
+        with m.Switch(Cat(use_ecc, ph, d.opcode[:4], mp)):
+            for (op, phs, e, mpl), idx in entries.items():
+                with m.Case(e | (phs << 1) | (int(op) << 3) | (mpl << 7)):
                     m.d.comb += entry.eq(idx)
 
         byte = Signal(8)
+        rowp = Mux(st.plane, row2, row)
         with m.Switch(st.byte_sel):
             for sel, val in [(ByteSel.CONST, st.const), (ByteSel.COL0, d.column[:8]), (ByteSel.COL1, d.column[8:16]),
-                             (ByteSel.ROW0, row[:8]), (ByteSel.ROW1, row[8:16]), (ByteSel.ROW2, row[16:24]),
+                             (ByteSel.ROW0, rowp[:8]), (ByteSel.ROW1, rowp[8:16]), (ByteSel.ROW2, rowp[16:24]),
                              (ByteSel.DROW0, drow[:8]), (ByteSel.DROW1, drow[8:16]), (ByteSel.DROW2, drow[16:24]),
                              (ByteSel.PCOL0, pcol[:8]), (ByteSel.PCOL1, pcol[8:16])]:
                 with m.Case(sel):
@@ -482,11 +638,17 @@ class NandChannel(wiring.Component):
         rd_inflight = Signal(CHAN_READ_LATENCY + 1)  # buffer reads on their way: address .. r_data, chan_q
         rd_last = Signal(CHAN_READ_LATENCY + 1)
         rescan = Signal()            # buffer -> CRC only (after corrections)
+        rescan2 = Signal()           # multi-plane: rescanning slot2
         rx_path = Signal(Path)
         rx_left = Signal(16)
         rx_addr = Signal(range(p.slots * slot_bytes + 1))
         rx_col = Signal(16)
         status = Signal(8)
+        status2 = Signal(8)          # multi-plane: the partner plane's 78h status
+        rx_plane = Signal()          # the READ in progress is the partner plane's (status2)
+        corr_plane = Signal()        # the codewords being corrected are in slot2 (set when its bytes start)
+        bad_1 = Signal()             # multi-plane READ: the first plane's ECC verdict, kept at the switch
+        erased_1 = Signal()
         feed_par = Signal()          # decoder takes parity from the FIFO now
         feed_left = Signal(range(P + 1))
         # ECC result accumulation
@@ -573,7 +735,11 @@ class NandChannel(wiring.Component):
             with m.Case(Path.STATUS):
                 m.d.comb += rx.ready.eq(1)
                 with m.If(rx.valid):
-                    m.d.sync += [status.eq(rx.payload), rx_left.eq(rx_left - 1)]
+                    m.d.sync += rx_left.eq(rx_left - 1)
+                    with m.If(rx_plane):
+                        m.d.sync += status2.eq(rx.payload)
+                    with m.Else():
+                        m.d.sync += status.eq(rx.payload)
             with m.Case(Path.PARITY):
                 m.d.comb += [parity.w_en.eq(rx.valid), parity.w_data.eq(rx.payload), rx.ready.eq(parity.w_rdy)]
                 with m.If(rx.valid & parity.w_rdy):
@@ -603,12 +769,15 @@ class NandChannel(wiring.Component):
                                 with m.If(feed_left == 1):
                                     m.d.sync += feed_par.eq(0)
 
+        if p.multi_plane:
+            self._learn_multi_plane(m, rx, rx_path, rx_col, d, cur_t, mp_pe_ok, mp_rd_ok)
+
         # corrections: read-modify-write of the slot, then account per codeword
         if p.ecc:
             cw_base = Signal.like(rx_addr)
             cw_len = Signal(16)
             m.d.comb += [
-                cw_base.eq(slot_base + Mux(fix_cw >= n_data_cw, lay.oob_col, fix_cw * CW)),
+                cw_base.eq(Mux(corr_plane, slot2_base, slot_base) + Mux(fix_cw >= n_data_cw, lay.oob_col, fix_cw * CW)),
                 cw_len.eq(Mux(fix_cw >= n_data_cw, lay.oob_bytes, CW)),
             ]
             # six cycles per corrected byte, every step from a register (timing closure):
@@ -669,13 +838,20 @@ class NandChannel(wiring.Component):
         cpl = Signal(layouts.NAND_CPL)
         crc_saved = Array(Signal(32, name=f"crc_saved{t}") for t in range(W))
         is_pe = (d.opcode == NandOp.PROGRAM) | (d.opcode == NandOp.ERASE) | (d.opcode == NandOp.COPYBACK)
-        result = Mux(is_pe & status[spec.OnfiStatus.FAIL], NandResult.FAIL,
-                     Mux(ecc_bad, NandResult.UNCORRECTABLE,
-                         Mux(ecc_erased & (d.opcode == NandOp.READ) & use_ecc, NandResult.ERASED, NandResult.OK)))
+        ecc_read = use_ecc & (d.opcode == NandOp.READ)
+        # multi-plane READ: ecc_bad / ecc_erased are the partner plane's, bad_1 / erased_1 the first's
+        bad_first = Mux(mp, bad_1, ecc_bad)
+        erased_first = Mux(mp, erased_1, ecc_erased)
+        fail = status[spec.OnfiStatus.FAIL] | status2[spec.OnfiStatus.FAIL]
+        result = Mux(is_pe & fail, NandResult.FAIL,
+                     Mux(ecc_bad | bad_first, NandResult.UNCORRECTABLE,
+                         Mux(ecc_erased & erased_first & ecc_read, NandResult.ERASED, NandResult.OK)))
         m.d.comb += [
             cpl.tag.eq(d.tag), cpl.result.eq(result), cpl.channel.eq(self.channel_index),
-            cpl.target.eq(d.target), cpl.nand_status.eq(status), cpl.ecc_max.eq(ecc_max),
-            cpl.flags.uncorrectable.eq(ecc_bad), cpl.flags.erased.eq(ecc_erased & use_ecc & (d.opcode == NandOp.READ)),
+            cpl.target.eq(d.target), cpl.nand_status.eq(status), cpl.nand_status2.eq(status2),
+            cpl.ecc_max.eq(ecc_max),
+            cpl.flags.uncorrectable.eq(bad_first), cpl.flags.erased.eq(erased_first & ecc_read),
+            cpl.flags.uncorrectable2.eq(mp & ecc_bad), cpl.flags.erased2.eq(mp & ecc_erased & ecc_read),
             cpl.ecc_corrected.eq(ecc_total),
         ]
         with m.Switch(d.opcode):
@@ -688,8 +864,8 @@ class NandChannel(wiring.Component):
             # a phase owns the status, ECC and CRC state; only a program's CRC
             # outlives its phase (saved per target at the busy period)
             m.d.sync += [cur_t.eq(t), last_t.eq(t), d.eq(q_data[t]), ph.eq(phase[t]),
-                         status.eq(0), res_count.eq(0), ecc_total.eq(0), ecc_max.eq(0), ecc_bad.eq(0),
-                         ecc_erased.eq(1)]
+                         status.eq(0), status2.eq(0), res_count.eq(0), ecc_total.eq(0), ecc_max.eq(0),
+                         ecc_bad.eq(0), ecc_erased.eq(1), bad_1.eq(0), erased_1.eq(1)]
             m.d.comb += crc_in.start.eq(1)
 
         with m.FSM():
@@ -713,21 +889,35 @@ class NandChannel(wiring.Component):
                 m.d.sync += [pc.eq(entry), st.eq(rom[entry]), fix_cw.eq(cw_first)]
                 m.next = "STEP"
             with m.State("STEP"):
-                m.d.comb += phy.op.valid.eq(1)
-                with m.If(phy.op.ready):
+                # multi-plane READ: the partner plane's bytes wait until the first plane's
+                # codewords are decoded and corrected (the corrector addresses one slot)
+                plane_wait = Signal()
+                if p.ecc:
+                    m.d.comb += plane_wait.eq(st.plane & (st.kind == PhyKind.READ) & (st.path == Path.BUF) & use_ecc
+                                              & ~((res_count == n_cw) & ~corr_busy & ~feed_par))
+                m.d.comb += phy.op.valid.eq(~plane_wait)
+                with m.If(phy.op.ready & ~plane_wait):
                     with m.If(st.kind == PhyKind.WRITE):
                         m.d.sync += [tx_path.eq(st.path), tx_left.eq(count)]
                         with m.If(st.path == Path.BUF):
-                            m.d.sync += [rd_left.eq(count), rd_addr.eq(col_addr), rd_col.eq(d.column)]
+                            m.d.sync += [rd_left.eq(count), rd_addr.eq(Mux(st.plane, col_addr2, col_addr)),
+                                         rd_col.eq(d.column)]
                         with m.If(st.path == Path.BUF0):
                             m.d.sync += [rd_left.eq(count), rd_addr.eq(slot_base), rd_col.eq(0)]
                         m.next = "DATA"
                     with m.Elif(st.kind == PhyKind.READ):
-                        m.d.sync += [rx_path.eq(st.path), rx_left.eq(count),
-                                     rx_addr.eq(Mux(st.path == Path.BUF, col_addr, slot_base)),
+                        m.d.sync += [rx_path.eq(st.path), rx_left.eq(count), rx_plane.eq(st.plane),
+                                     rx_addr.eq(Mux(st.path == Path.BUF, Mux(st.plane, col_addr2, col_addr),
+                                                    slot_base)),
                                      rx_col.eq(Mux(st.path == Path.BUF, d.column, 0))]
-                        with m.If((st.path == Path.BUF) | (st.path == Path.BUF0)):
-                            m.d.comb += crc_in.start.eq(1)
+                        with m.If(((st.path == Path.BUF) | (st.path == Path.BUF0)) & ~st.plane):
+                            m.d.comb += crc_in.start.eq(1)      # multi-plane: one CRC over both slots
+                        with m.If((st.path == Path.BUF) & st.plane):
+                            # the partner plane's ECC starts afresh; totals carry on
+                            m.d.sync += [bad_1.eq(ecc_bad), erased_1.eq(ecc_erased), ecc_bad.eq(0),
+                                         ecc_erased.eq(1), res_count.eq(0), fix_cw.eq(cw_first)]
+                        with m.If(st.path == Path.BUF):
+                            m.d.sync += corr_plane.eq(st.plane)
                         m.next = "DATA"
                     with m.Else():
                         m.next = "NEXT"
@@ -755,14 +945,18 @@ class NandChannel(wiring.Component):
                     with m.If((ecc_total != 0) & (d.opcode == NandOp.READ)):
                         m.d.comb += crc_in.start.eq(1)
                         m.d.sync += [rescan.eq(1), tx_left.eq(d.length), rd_left.eq(d.length),
-                                     rd_addr.eq(col_addr), rd_col.eq(d.column)]
+                                     rd_addr.eq(col_addr), rd_col.eq(d.column), rescan2.eq(0)]
                         m.next = "RESCAN"
                     with m.Else():
                         m.next = "COMPLETE"
             with m.State("RESCAN"):
                 with m.If(tx_left == 0):
-                    m.d.sync += rescan.eq(0)
-                    m.next = "COMPLETE"
+                    with m.If(mp & ~rescan2):
+                        m.d.sync += [rescan2.eq(1), tx_left.eq(d.length), rd_left.eq(d.length),
+                                     rd_addr.eq(col_addr2), rd_col.eq(d.column)]
+                    with m.Else():
+                        m.d.sync += rescan.eq(0)
+                        m.next = "COMPLETE"
             with m.State("COMPLETE"):
                 m.d.comb += engine_cpl.eq(1)
                 with m.If(cplq.w_rdy):

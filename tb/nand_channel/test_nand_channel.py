@@ -1,7 +1,7 @@
 """NAND controller top (2 channels x 2 ways, small profile, ECC on) against
 the NAND model in Verilator: every operation at every timing mode, descriptor
 errors, a randomized multi-target mix with injected failures, ECC against the
-model's raw bit errors.  One Verilator build; each cocotb test runs in its own
+model's raw bit errors; multi-plane operations (cocotb_multiplane.py).  One Verilator build; each cocotb test runs in its own
 simulator process so pytest-xdist spreads them."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ CHANNELS, WAYS, SLOTS = 2, 2, 4
 
 
 def run_channel_tests(tmp_path: Path, testcase: str, *, profile="small", channels=CHANNELS, ways=WAYS,
-                      env=None):
+                      env=None, module="cocotb_nand_channel"):
     args = build(profile, channels, ways, SLOTS, test_dir=HERE)
     slot_words = args.pop("slot_words")
     n = channels * ways
     plusargs = model_plusargs(tmp_path, profile, n)
-    runner.run(test_module="cocotb_nand_channel", testcase=testcase, plusargs=plusargs,
+    runner.run(test_module=module, testcase=testcase, plusargs=plusargs,
                extra_env={"NANDTB_CHANNELS": str(channels), "NANDTB_WAYS": str(ways), "NANDTB_PROFILE": profile,
                           "NANDTB_SLOT_WORDS": str(slot_words), **(env or {})}, **args)
 
@@ -33,6 +33,14 @@ def run_channel_tests(tmp_path: Path, testcase: str, *, profile="small", channel
                                       "random_mix_all_targets_with_failures", "ecc_corrects_model_bit_errors"])
 def test_nand_channel_small(testcase, tmp_path):
     run_channel_tests(tmp_path, testcase)
+
+
+@pytest.mark.parametrize("testcase", ["multiplane_refusals", "multiplane_random_against_reference",
+                                      "multiplane_erased_and_half_written", "multiplane_failure_names_the_plane",
+                                      "multiplane_one_array_time"])
+def test_nand_channel_multiplane(testcase, tmp_path):
+    """Multi-plane READ / PROGRAM / ERASE descriptors (cocotb_multiplane.py)."""
+    run_channel_tests(tmp_path, testcase, module="cocotb_multiplane")
 
 
 @pytest.mark.long
