@@ -190,7 +190,12 @@ int af_ckpt_take(void)
 	af_cmd_t cmd;
 	memset(&cmd, 0, sizeof(cmd));
 	cmd.opcode = AF_OPCODE_FLUSH;
-	if (af_ftl_io(&cmd, NULL) != AF_STATUS_SUCCESS)
+	int st = af_ftl_io(&cmd, NULL);
+	/* With a write cache a FLUSH fails when a destage found no page or hit a failed program: those pages
+	 * stay buffered, bound to nothing, and the FLUSH was still published after every binding before it,
+	 * which is all the checkpoint needs (a drive out of blocks must still checkpoint for GC to free one). */
+	if (st != AF_STATUS_SUCCESS &&
+	    !(af_ftl.cache_pages && (st == AF_STATUS_NO_SPACE || st == AF_STATUS_MEDIA_ERROR)))
 		return fail("FLUSH through the firmware's queue failed");
 	int r = af_ftl_map(AF_MAPFWOP_FLUSH, 0, 0, 0, NULL);
 	if (r < 0 || (r & AF_FTL_MAP_RESULT_ERROR))

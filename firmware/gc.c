@@ -210,7 +210,9 @@ static int move_page(uint32_t g, uint32_t ppa, uint32_t lba_word)
  * the reserve meanwhile: gc_active), so GC may spend the block keep_pages() leaves them.  A command caught
  * mid-fetch when the hold was written shows up within a few bus cycles: the count must stay 0 a while.
  * Not drained: a command of the firmware's own in the core (GC runs inside its wait, which would never
- * end), a dirty write cache (its pages go to flash later), or commands still there after the wait.
+ * end), a write cache destaging (it takes pages with no command in the core), or commands still there
+ * after the wait.  Dirty pages at rest are no obstacle: with the host held no write comes to make them
+ * due, and waiting for them could be for ever (a device out of blocks has nowhere to destage them).
  * 1 when drained. */
 static int drain_host(void)
 {
@@ -221,7 +223,7 @@ static int drain_host(void)
 	uint64_t start = af_uptime_cycles(), quiet_since = 0;
 	for (unsigned spin = 0;; spin++) {
 		uint64_t now = af_uptime_cycles();
-		if (af_ftl_in_core() || ftl_rd(AF_FTL_CACHE_DIRTY)) {
+		if (af_ftl_in_core() || (ftl_rd(AF_FTL_STATUS) & AF_FTL_STATUS_CACHE_BUSY)) {
 			if (now - start > DRAIN_WAIT_CYCLES)
 				return 0;
 			quiet_since = 0;

@@ -279,7 +279,7 @@ class FtlBridge(wiring.Component):
         status = Signal(32)
         m.d.comb += status.eq(Cat(free_pending, core.closed.valid, seq_pending, reloc_pending,
                                   core.reloc_done.valid, map_busy, map_done, core.starved,
-                                  core.failed.valid, core.failed_lost))
+                                  core.failed.valid, core.failed_lost, core.cache_busy))
         geometry = Const(core.channels | core.ways << 8 | core.queue_pairs << 16 | core.fw_slot << 24, 32)
         closed = Signal(32)
         m.d.comb += [closed[_bits("closed", "block")].eq(core.closed.payload.block),

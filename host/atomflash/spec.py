@@ -819,8 +819,8 @@ LIMITS = ConstantGroup("limits", "Default device limits (elaboration parameters;
     Constant("MAX_REMAP_TRIPLES", 32, "largest REMAP list"),
     Constant("MAX_APPENDS", 64, "staged appends live at once (append slots: a token's handle is below this)"),
     Constant("QUEUE_DEPTH", 32, "entries per host queue"),
-    Constant("CACHE_PAGES", 16, "the volatile write cache of the simulated SoC's cache builds, in pages "
-                                "(soc/sim.py --cache-pages; make campaign-cache)"),
+    Constant("CACHE_PAGES", 16, "the simulated SoC's volatile write cache, in pages (IDENTIFY.volatile_cache; "
+                                "soc/sim.py --cache-pages 0: none)"),
     Constant("TOKEN_BYTES", 8, "remap token size (the paper's ROD is 8 bytes)"),
     Constant("GC_RESERVE_BLOCKS", 2, "erased blocks the firmware hands to the log writer only while GC relocates"),
     Constant("OVER_PROVISION_PERCENT", 12, "flash pages held back from the host, in percent of the pages of every "
@@ -1483,7 +1483,9 @@ FTL_REGS = RegisterMap("ftl", "FTL firmware registers (byte offsets in their 512
               Bits("starved", 7, 1, "the log writer waits for a page: no die has an open or a queued free block"),
               Bits("failed_valid", 8, 1, "failed holds a page whose program failed (pop with ctrl.pop_failed)"),
               Bits("failed_lost", 9, 1, "a program failure found the failed FIFO full (sticky until reset): "
-                                        "some block with one was not reported"))),
+                                        "some block with one was not reported"),
+              Bits("cache_busy", 10, 1, "the write cache has a destage in flight or due: it takes log pages with "
+                                        "no host command in the core (0 without a cache; stays 0 until a write)"))),
     Register("ctrl", 0x10, "wo", "actions (write 1)",
              (Bits("pop_closed", 0, 1, "drop the block in closed"),
               Bits("pop_reloc_done", 1, 1, "drop the result in reloc_done"),

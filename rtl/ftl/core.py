@@ -92,7 +92,8 @@ class FtlCore(wiring.Component):
         (at least ``channels * ways``, one destage stripe; IDENTIFY.volatile_cache reports its bytes).
         ``cache_in`` / ``cache_coalesced`` / ``cache_destaged`` / ``cache_stripes`` count host pages
         written into it, those that replaced a buffered page of the same LBA, pages written to flash
-        from it, and destage groups that filled a whole stripe; ``cache_dirty`` is its dirty pages now.
+        from it, and destage groups that filled a whole stripe; ``cache_dirty`` is its dirty pages now,
+        ``cache_busy`` high while a destage is in flight or due (pages taken with no command in the core).
     host_read_pages, host_write_pages, record_pages, nand_reads, nand_programs, nand_erases : counters
         since reset: pages READ commands returned; host data pages and record pages the executor sent to the
         log; NAND page reads, page programs and block erases issued by anyone (the console's ``stats``).
@@ -191,6 +192,7 @@ class FtlCore(wiring.Component):
             "cache_destaged": Out(32),
             "cache_stripes": Out(32),
             "cache_dirty": Out(range(cache_pages + 1)),
+            "cache_busy": Out(1),
             "host_read_pages": Out(32),
             "host_write_pages": Out(32),
             "record_pages": Out(32),
@@ -322,7 +324,7 @@ class FtlCore(wiring.Component):
         m.d.comb += [executor.cache_base.eq(self.cache_base),
                      self.cache_in.eq(executor.cache_in), self.cache_coalesced.eq(executor.cache_coalesced),
                      self.cache_destaged.eq(executor.cache_destaged), self.cache_stripes.eq(executor.cache_stripes),
-                     self.cache_dirty.eq(executor.cache_dirty)]
+                     self.cache_dirty.eq(executor.cache_dirty), self.cache_busy.eq(executor.cache_busy)]
         # the log writer: the executor (never inside a group it is issuing) and the relocator, alternating;
         # PAD pages for an exposed MLC lower page when both have been idle a while (rtl/ftl/pairing.py)
         assert executor.idx_bits + executor.slot_bits <= HOST_TAG_BITS, "executor tags must stay below PAD_TAG"
@@ -420,7 +422,7 @@ class FtlCore(wiring.Component):
         buses = [queues.dma, mapcache.dma, blocktable.dma, writer.bus, reader.bus, executor.bus, relocator.bus,
                  infopages.bus]
         if self.cache_pages:
-            m.submodules.cachecopy = cachecopy = MemoryCopier()
+            m.submodules.cachecopy = cachecopy = MemoryCopier(chunk=64)
             wiring.connect(m, executor.copy, cachecopy.req)
             wiring.connect(m, cachecopy.done, executor.copy_done)
             buses.append(cachecopy.bus)

@@ -320,6 +320,7 @@ class Executor(wiring.Component):
             "cache_destaged": Out(32),
             "cache_stripes": Out(32),
             "cache_dirty": Out(range(cache_pages + 1)),
+            "cache_busy": Out(1),
         })
 
     def elaborate(self, platform):
@@ -395,7 +396,7 @@ class Executor(wiring.Component):
             m.submodules.cache = cache = WriteCacheTable(entries=W, lba_bits=self.lba_bits, slot_bits=self.slot_bits,
                                                          page_data=page_data, stripe=self.stripe)
             wiring.connect(m, wiring.flipped(self.cache_lookup), cache.lookup)
-            m.d.comb += [cache.base.eq(self.cache_base), self.cache_dirty.eq(cache.dirty),
+            m.d.comb += [cache.base.eq(self.cache_base), self.cache_dirty.eq(cache.dirty), self.cache_busy.eq(cache.busy),
                          self.cache_in.eq(cache.filled), self.cache_coalesced.eq(cache.coalesced),
                          self.cache_destaged.eq(cache.destaged), self.cache_stripes.eq(cache.stripes)]
             watermark = cache.watermark
@@ -598,6 +599,12 @@ class Executor(wiring.Component):
         if W:
             cw_resume = Signal()
             cw_idx = Signal.like(idx)
+            # a destage group was dropped (no page, a failed program) since this command began to drain the
+            # cache: its entries are DIRTY again, and draining on would destage them for ever on a drive out of
+            # blocks; the command goes on and a FLUSH reports the failure (cache.failed)
+            drain_dropped = Signal()
+            with m.If(cache.published & cache.published_dropped):
+                m.d.sync += drain_dropped.eq(1)
 
         # an immediate completion's status is kept first, and the completion built from it a cycle later:
         # thirty states finish a command, and the completion's register behind all their conditions was
@@ -630,6 +637,8 @@ class Executor(wiring.Component):
                 with m.If(self.cmd.valid & (~watermark if W else 1)):
                     m.d.sync += [c.eq(self.cmd.payload.cmd), sqid.eq(self.cmd.payload.sqid), idx.eq(0),
                                  word.eq(0), status.eq(Status.SUCCESS), hi_bad.eq(0), final.eq(0)]
+                    if W:
+                        m.d.sync += drain_dropped.eq(0)
                     m.next = "DRAIN_THE_CACHE_BEFORE_A_BINDING_COMMAND" if W else "DECODE"
             if W:
                 # a command that binds the map (or a FUA write) first drains the cache: every DIRTY entry
@@ -640,7 +649,7 @@ class Executor(wiring.Component):
                              (op == Opcode.TX_COMMIT) | (op == Opcode.REMAP) |
                              ((op == Opcode.HINT) & (c.hint == Hint.CHECKPOINT)) |
                              ((op == Opcode.TX_WRITE) & c.flags.tx_final) | ((op == Opcode.WRITE) & c.flags.fua))
-                    with m.If(fence & (cache.dirty != 0)):
+                    with m.If(fence & (cache.dirty != 0) & ~drain_dropped):
                         m.d.sync += resume.eq(1)
                         m.next = "TAKE_A_SLOT_FOR_A_DESTAGE"
                     with m.Else():
@@ -660,8 +669,6 @@ class Executor(wiring.Component):
                     with m.If(watermark):
                         m.d.sync += [resume.eq(1), cw_resume.eq(1), cw_idx.eq(idx)]
                         m.next = "TAKE_A_SLOT_FOR_A_DESTAGE"
-                    with m.Elif(cache.found_destaging):
-                        pass                       # its destage is in flight: wait for the publication
                     with m.Elif(~cache.has_free):
                         pass                       # stripes in flight will free pages (else the watermark)
                     with m.Else():

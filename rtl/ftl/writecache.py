@@ -10,9 +10,11 @@ DESTAGING  in a destage group not yet published: still the LBA's newest data, it
            change
 =========  ==========================================================================================
 
-An LBA has at most one DIRTY or DESTAGING entry: a WRITE to a DESTAGING LBA waits for the
-publication (``found_destaging``), and a fill that replaces a DIRTY entry frees it when it completes
-(coalesced).  The destage policy is least recently written first: every entry carries a stamp of
+An LBA has at most one DIRTY and one DESTAGING entry.  A fill that replaces a DIRTY entry frees it
+when it completes (coalesced); a WRITE to a DESTAGING LBA does not wait for the destage: it fills a
+new entry, the newer data (lookups prefer DIRTY), and marks the destaging one superseded, so that a
+dropped destage frees it instead of making it DIRTY again.  The scan passes over a DIRTY entry whose
+LBA is still destaging, so two destages of one LBA are never in flight.  The destage policy is least recently written first: every entry carries a stamp of
 its fill order, and the oldest DIRTY entry is found by a scan of one entry per cycle.  The cache asks
 for a destage (``watermark``) when fewer than two stripes of pages are free or about to be (two
 stripes in flight keep every die busy) and at least a stripe is dirty; the rest stays resident, to be
@@ -27,7 +29,7 @@ A destage group that the publisher drops puts its entries back to DIRTY (destage
 ``failed`` (``failed_no_page`` when it found no page), which the next FLUSH reports once.
 """
 
-from amaranth import Array, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -102,6 +104,9 @@ class WriteCacheTable(wiring.Component):
         A destage group was dropped since the last FLUSH (for want of a page).
     dirty : Out(range(entries + 1))
         DIRTY entries.
+    busy : Out(1)
+        A destage is in flight or due (``watermark``): the cache will take log pages with no host
+        command in the core.  Low, it stays low until a write comes.
     filled, coalesced, destaged, stripes : Out(32)
         Pages filled, DIRTY entries replaced by a newer fill, pages destaged, destage groups that were
         a whole stripe.
@@ -127,7 +132,7 @@ class WriteCacheTable(wiring.Component):
             "published": In(1), "published_slot": In(slot_bits), "published_dropped": In(1),
             "published_no_page": In(1),
             "failure_reported": In(1), "failed": Out(1), "failed_no_page": Out(1),
-            "dirty": Out(range(entries + 1)),
+            "dirty": Out(range(entries + 1)), "busy": Out(1),
             "filled": Out(32), "coalesced": Out(32), "destaged": Out(32), "stripes": Out(32),
         })
 
@@ -139,6 +144,7 @@ class WriteCacheTable(wiring.Component):
         stamp = [Signal(32, name=f"stamp{i}") for i in range(W)]      # fill order: least recently written first
         slot = [Signal.like(self.take_slot, name=f"slot{i}") for i in range(W)]
         STATE, LBA, STAMP, SLOT = Array(state), Array(lba), Array(stamp), Array(slot)
+        superseded = Array(Signal(name=f"superseded{i}") for i in range(W))   # a newer fill of its LBA completed
 
         def page(e):
             return self.base + e * self.page_data
@@ -146,16 +152,20 @@ class WriteCacheTable(wiring.Component):
         n_free, n_destaging = Signal(range(W + 1)), Signal(range(W + 1))
         m.d.comb += [n_free.eq(sum(s == FREE for s in state)), self.dirty.eq(sum(s == DIRTY for s in state)),
                      n_destaging.eq(sum(s == DESTAGING for s in state)),
-                     self.watermark.eq((n_free + n_destaging < 2 * self.stripe) & (self.dirty >= self.stripe))]
+                     self.watermark.eq((n_free + n_destaging < 2 * self.stripe) & (self.dirty >= self.stripe)),
+                     self.busy.eq((n_destaging != 0) | self.watermark)]
         free_entry = Signal(range(W))
         for i in reversed(range(W)):
             with m.If(state[i] == FREE):
                 m.d.comb += [free_entry.eq(i), self.has_free.eq(1)]
 
         def find(key, hit, e):
-            for i in reversed(range(W)):
-                with m.If(((state[i] == DIRTY) | (state[i] == DESTAGING)) & (lba[i] == key)):
-                    m.d.comb += [hit.eq(1), e.eq(i)]
+            # an LBA has at most one DIRTY and one DESTAGING entry (a write while its page destages fills a
+            # new one, which the scan keeps back until that destage is published): the DIRTY one is newer
+            for wanted in (DESTAGING, DIRTY):
+                for i in reversed(range(W)):
+                    with m.If((state[i] == wanted) & (lba[i] == key)):
+                        m.d.comb += [hit.eq(1), e.eq(i)]
 
         reader_entry = Signal(range(W))
         find(self.lookup.lba, self.lookup.hit, reader_entry)
@@ -180,26 +190,34 @@ class WriteCacheTable(wiring.Component):
                     m.next = "FREE"
 
         # fills
-        replaces, replaced = Signal(), Signal(range(W))
+        replaces, supersedes, replaced = Signal(), Signal(), Signal(range(W))
         next_stamp = Signal(32)
         m.d.comb += self.fill_addr.eq(page(self.fill_entry))
         with m.If(self.claim):
-            m.d.sync += [self.fill_entry.eq(free_entry), replaces.eq(self.found), replaced.eq(self.found_entry),
+            m.d.sync += [self.fill_entry.eq(free_entry), replaces.eq(self.found & ~self.found_destaging),
+                         supersedes.eq(self.found_destaging), replaced.eq(self.found_entry), superseded[free_entry].eq(0),
                          STATE[free_entry].eq(FILL), LBA[free_entry].eq(self.find_lba)]
         with m.If(self.fill_abort):
             m.d.sync += STATE[self.fill_entry].eq(FREE)
         with m.If(self.fill_done):
             m.d.sync += [STATE[self.fill_entry].eq(DIRTY), STAMP[self.fill_entry].eq(next_stamp),
                          next_stamp.eq(next_stamp + 1), self.filled.eq(self.filled + 1)]
-            with m.If(replaces):
+            # (a superseded destage dropped during the copy is DIRTY again, and as stale as a replaced one)
+            with m.If(replaces | (supersedes & (STATE[replaced] == DIRTY))):
                 m.d.sync += [STATE[replaced].eq(FREE), self.coalesced.eq(self.coalesced + 1)]
+            with m.Elif(supersedes):
+                m.d.sync += superseded[replaced].eq(1)
 
         # the oldest DIRTY entry, one entry a cycle; the index wraps to 0 after the last step
         at, best = Signal(range(W)), Signal(range(W))
         best_stamp = Signal(32)
         m.d.comb += [self.scan_last.eq(at == W - 1), self.oldest_lba.eq(LBA[best]), self.oldest_addr.eq(page(best))]
+        # a DIRTY page whose LBA is still destaging waits for that destage's publication: two destages of
+        # one LBA in flight would leave the reader two candidates and no order between them
+        lba_destaging = Signal()
+        m.d.comb += lba_destaging.eq(Cat(*((s == DESTAGING) & (a == LBA[at]) for s, a in zip(state, lba))).any())
         with m.If(self.scan):
-            with m.If((STATE[at] == DIRTY) & (~self.oldest_found | (STAMP[at] < best_stamp))):
+            with m.If((STATE[at] == DIRTY) & ~lba_destaging & (~self.oldest_found | (STAMP[at] < best_stamp))):
                 m.d.sync += [best.eq(at), best_stamp.eq(STAMP[at]), self.oldest_found.eq(1)]
             m.d.sync += at.eq(Mux(at == W - 1, 0, at + 1))
         with m.If(self.take):
@@ -212,7 +230,8 @@ class WriteCacheTable(wiring.Component):
         with m.If(self.published):
             for i in range(W):
                 with m.If((state[i] == DESTAGING) & (slot[i] == self.published_slot)):
-                    m.d.sync += state[i].eq(Mux(self.published_dropped, DIRTY, FREE))
+                    newer = superseded[i] | (self.fill_done & supersedes & (replaced == i))
+                    m.d.sync += state[i].eq(Mux(self.published_dropped & ~newer, DIRTY, FREE))
             with m.If(self.published_dropped):
                 m.d.sync += [self.failed.eq(1), self.failed_no_page.eq(self.published_no_page)]
         with m.Elif(self.failure_reported):

@@ -24,14 +24,17 @@ class CacheModel:
         self.lba = [0] * entries
         self.stamp = [0] * entries
         self.slot = [0] * entries
+        self.superseded = [False] * entries
         self.next_stamp = 0
         self.counters = {"filled": 0, "coalesced": 0, "destaged": 0, "stripes": 0}
         self.failed, self.failed_no_page = 0, 0
 
     def find(self, lba):
-        for e, (s, a) in enumerate(zip(self.state, self.lba)):
-            if s in (DIRTY, DESTAGING) and a == lba:
-                return e
+        """The LBA's newest entry: its DIRTY one, else its DESTAGING one."""
+        for wanted in (DIRTY, DESTAGING):
+            for e, (s, a) in enumerate(zip(self.state, self.lba)):
+                if s == wanted and a == lba:
+                    return e
         return None
 
     def count(self, state):
@@ -42,7 +45,8 @@ class CacheModel:
         return int(self.count(FREE) + self.count(DESTAGING) < 2 * self.stripe and self.count(DIRTY) >= self.stripe)
 
     def oldest(self):
-        dirty = [e for e, s in enumerate(self.state) if s == DIRTY]
+        destaging = {a for s, a in zip(self.state, self.lba) if s == DESTAGING}
+        dirty = [e for e, s in enumerate(self.state) if s == DIRTY and self.lba[e] not in destaging]
         return min(dirty, key=lambda e: (self.stamp[e], e)) if dirty else None
 
 
@@ -52,7 +56,7 @@ class WriteCacheTB:
         self.model = CacheModel(entries, stripe)
         self.entries, self.rng, self.operations = entries, random.Random(seed), operations
         self.seen = {"coalesced": 0, "abort": 0, "destage": 0, "dropped": 0, "reader_hit": 0, "wait_lock": 0,
-                     "flush": 0}
+                     "flush": 0, "superseded": 0}
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-8)
         self.sim.add_testbench(self.run)
@@ -62,6 +66,10 @@ class WriteCacheTB:
         assert ctx.get(d.dirty) == md.count(DIRTY)
         assert ctx.get(d.watermark) == md.watermark, (md.state, md.stripe)
         assert ctx.get(d.has_free) == (FREE in md.state)
+        assert ctx.get(d.busy) == (md.count(DESTAGING) > 0 or md.watermark)
+        for s in (DIRTY, DESTAGING):      # at most one entry of each per LBA
+            lbas = [a for st, a in zip(md.state, md.lba) if st == s]
+            assert len(lbas) == len(set(lbas)), (md.state, md.lba)
         for name, value in md.counters.items():
             assert ctx.get(getattr(d, name)) == value, name
         assert (ctx.get(d.failed), ctx.get(d.failed_no_page)) == (md.failed, md.failed_no_page)
@@ -90,11 +98,11 @@ class WriteCacheTB:
         lba = rng.randrange(8)
         ctx.set(d.find_lba, lba)
         old = md.find(lba)
-        if (old is not None and md.state[old] == DESTAGING) or FREE not in md.state:
+        if FREE not in md.state:
             return
         e = md.state.index(FREE)
         await self.pulse(ctx, d.claim)
-        md.state[e], md.lba[e] = FILL, lba
+        md.state[e], md.lba[e], md.superseded[e] = FILL, lba, False
         assert ctx.get(d.fill_entry) == e and ctx.get(d.fill_addr) == BASE + e * PAGE
         ctx.set(d.lock_req, 1)
         while not ctx.get(d.lock_granted):
@@ -113,10 +121,13 @@ class WriteCacheTB:
             md.state[e], md.stamp[e] = DIRTY, md.next_stamp
             md.next_stamp += 1
             md.counters["filled"] += 1
-            if old is not None:
+            if old is not None and md.state[old] == DIRTY:
                 md.state[old] = FREE
                 md.counters["coalesced"] += 1
                 self.seen["coalesced"] += 1
+            elif old is not None:           # its destage is in flight: the newer page takes over
+                md.superseded[old] = True
+                self.seen["superseded"] += 1
         ctx.set(d.lock_req, 0)
         await ctx.tick()
 
@@ -158,7 +169,7 @@ class WriteCacheTB:
         await self.pulse(ctx, d.published, published_slot=slot, published_dropped=dropped, published_no_page=no_page)
         for e in range(self.entries):
             if md.state[e] == DESTAGING and md.slot[e] == slot:
-                md.state[e] = DIRTY if dropped else FREE
+                md.state[e] = DIRTY if dropped and not md.superseded[e] else FREE
         if dropped:
             md.failed, md.failed_no_page = 1, no_page
             self.seen["dropped"] += 1
@@ -190,7 +201,7 @@ class WriteCacheTB:
 def test_the_table_follows_the_model_under_random_fills_destages_and_publications(entries, stripe):
     tb = WriteCacheTB(entries, stripe, seed=entries * 10 + stripe)
     tb.sim.run()
-    for what in ("coalesced", "abort", "destage", "dropped", "reader_hit", "flush"):
+    for what in ("coalesced", "abort", "destage", "dropped", "reader_hit", "flush", "superseded"):
         assert tb.seen[what] > 0, tb.seen
 
 
