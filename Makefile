@@ -32,13 +32,13 @@ campaign: deps ## power-fault campaign on the full simulated system, judged by t
 	@$(PY) -m sim.campaign $(CAMPAIGN_ARGS)
 
 campaign-mlc: deps ## 200 power-fault trials on an MLC device (paired-page damage at every cut, bit errors, program and erase failures), 8 blocks per LUN -> docs/results/campaign_mlc.md (resumable; CAMPAIGN_ARGS="--count N")
-	@$(PY) -m sim.campaign --dir build/campaign-mlc --count 200 --jobs 2 --faults bits,program,erase,mlc --blocks-per-lun 8 --commands 40 --report docs/results/campaign_mlc.md --ledger docs/results/campaign_mlc.jsonl --pgo $(CAMPAIGN_ARGS)
+	@$(PY) -m sim.campaign --dir build/campaign-mlc --count 200 --jobs 2 --faults bits,program,erase,mlc --blocks-per-lun 8 --commands 40 --cache-pages 0 --report docs/results/campaign_mlc.md --ledger docs/results/campaign_mlc.jsonl --pgo $(CAMPAIGN_ARGS)
 
 campaign-cache: deps ## 200 power-fault trials with the core's write cache (spec.LIMITS.CACHE_PAGES pages), faults mixed in, 8 blocks per LUN: only writes never flushed may be lost, judged by the model with its cache -> docs/results/campaign_cache.md (resumable; CAMPAIGN_ARGS="--count N")
 	@$(PY) -m sim.campaign --dir build/campaign-cache --count 200 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --cache-pages --report docs/results/campaign_cache.md --ledger docs/results/campaign_cache.jsonl --pgo $(CAMPAIGN_ARGS)
 
 campaign-long: deps ## the long power-fault campaign: 10,000 trials on both cores, faults mixed in, 8 blocks per LUN -> docs/results/campaign_long.md (resumable: run it again to go on)
-	@$(PY) -m sim.campaign --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --report docs/results/campaign_long.md --ledger docs/results/campaign_long.jsonl --pgo --draw-v1-below 6800 $(CAMPAIGN_ARGS)
+	@$(PY) -m sim.campaign --dir build/campaign-long --count 10000 --jobs 2 --faults mix --blocks-per-lun 8 --commands 40 --cache-pages 0 --report docs/results/campaign_long.md --ledger docs/results/campaign_long.jsonl --pgo --draw-v1-below 6800 $(CAMPAIGN_ARGS)
 
 soak: deps ## liveness soak: the mixed workload (ledger on queue 0, key-value store on queue 1, filler) on a drive kept at 50% and at 90% of its capacity, 10,000 commands each (20,000 in all), power cuts every few hundred, judged by the oracle; zero NO_SPACE below capacity -> docs/soak.md (resumable: build/soak; SOAK_ARGS="--fresh")
 	@$(PY) sim/soak.py --levels 50,90 --ops 10000 --seed 1 --jobs 2 --report docs/soak.md $(SOAK_ARGS)

@@ -87,9 +87,9 @@ def parse_args(argv=None):
     p.add_argument("--channels", type=int, default=DEFAULT_CHANNELS, help="NAND channels")
     p.add_argument("--ways", type=int, default=DEFAULT_WAYS, help="targets (chip enables) per channel")
     p.add_argument("--slots", type=int, default=spec.NAND_DEFAULTS.SLOTS, help="page-buffer slots per channel")
-    p.add_argument("--cache-pages", type=int, default=0,
+    p.add_argument("--cache-pages", type=int, default=spec.LIMITS.CACHE_PAGES,
                    help="the FTL core's volatile write cache in main RAM, in pages (0: none; else at least "
-                        f"channels x ways, one destage stripe; the cache builds use {spec.LIMITS.CACHE_PAGES})")
+                        "channels x ways, one destage stripe; default %(default)s)")
     p.add_argument("--host-queues", type=int, default=DEFAULT_HOST_QUEUES,
                    help="host queue pairs of the FTL core (the firmware's own comes on top); the host memory "
                         "has a slice per queue")
@@ -180,7 +180,7 @@ def config_build_dir(args) -> Path:
 
     defaults = dict(sys_clk_freq=float(spec.NAND_CLK_HZ), nand_profile="small", channels=DEFAULT_CHANNELS,
                     ways=DEFAULT_WAYS, slots=spec.NAND_DEFAULTS.SLOTS, no_nand=False, trace=False, trace_fst=False,
-                    threads=1, cache_pages=0, host_queues=DEFAULT_HOST_QUEUES, sdram=False, pgo=False,
+                    threads=1, cache_pages=spec.LIMITS.CACHE_PAGES, host_queues=DEFAULT_HOST_QUEUES, sdram=False, pgo=False,
                     debug_info=False, pcie=None, etherbone=False)
     diff = [f"{k}={getattr(args, k)}" for k, v in defaults.items() if getattr(args, k) != v]
     if not diff:

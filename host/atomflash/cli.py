@@ -476,9 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--blocks-per-lun", type=_nonneg, default=8,
                    help="erase blocks per LUN (0: the profile's; small devices boot and fill fast)")
     q.add_argument("--image", default=None, help="image path prefix: target i uses PREFIX<i>.img")
-    q.add_argument("--cache-pages", type=_nonneg, default=0,
-                   help="the controller's volatile write cache, in pages (0: none; a build of its own; "
-                        "acknowledged writes are durable only after flush)")
+    q.add_argument("--cache-pages", type=_nonneg, default=spec.LIMITS.CACHE_PAGES,
+                   help="the controller's volatile write cache, in pages (default %(default)s; 0: none; another size "
+                        "is a build of its own; acknowledged writes are durable only after flush)")
     q.add_argument("--host-queues", type=_pos, default=2,
                    help="host queue pairs (Device qid 0..N-1; the firmware's own comes on top; another count is "
                         "a build of its own)")

@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import console_text
+from . import console_text, spec
 
 __all__ = ["SimConfig", "SimError", "BootPowerLost", "SimDeadline", "NandControl", "power_lost", "start", "stop", "status", "serve", "console_command", "boot_report",
            "default_run_dir", "source_root"]
@@ -232,7 +232,7 @@ class SimConfig:
     ways: int = 2
     profile: str = "small"
     blocks_per_lun: int = 8
-    cache_pages: int = 0              # the core's volatile write cache (a build of its own)
+    cache_pages: int = spec.LIMITS.CACHE_PAGES   # the core's volatile write cache (another size: a build of its own)
     host_queues: int = 2              # host queue pairs (the firmware's own comes on top; another count: a build of its own)
     image: str | None = None          # image path prefix (default: the run directory's nand<i>.img)
     nand_set: dict = field(default_factory=dict)           # model keys for every target
@@ -243,7 +243,7 @@ class SimConfig:
     etherbone: bool = False           # the Etherbone host link on a simulated Ethernet port (a build of its own)
 
     def build_args(self) -> list[str]:
-        extra = ["--cache-pages", str(self.cache_pages)] if self.cache_pages else []
+        extra = ["--cache-pages", str(self.cache_pages)] if self.cache_pages != spec.LIMITS.CACHE_PAGES else []
         if self.host_queues != 2:
             extra += ["--host-queues", str(self.host_queues)]
         if self.sdram:

@@ -16,10 +16,10 @@ BLOCKS_PER_LUN = 4          # a small device: GC and checkpoints come quickly (-
 
 
 NVME = False                # the host drives the device over NVMe (--port nvme), not the debug port
-CACHE_PAGES = 0             # the core's volatile write cache (--cache-pages; 0: none)
+CACHE_PAGES = spec.LIMITS.CACHE_PAGES   # the core's volatile write cache (--cache-pages; 0: none)
 
 
-def set_geometry(blocks_per_lun: int, nvme: bool = False, cache_pages: int = 0) -> None:
+def set_geometry(blocks_per_lun: int, nvme: bool = False, cache_pages: int = spec.LIMITS.CACHE_PAGES) -> None:
     """The campaign's blocks per LUN, the host's port and the write cache, in this process (the trial
     workers' initializer too).  Read them as ``config.BLOCKS_PER_LUN``, ``config.NVME`` and
     ``config.CACHE_PAGES``, never copies imported before this ran."""

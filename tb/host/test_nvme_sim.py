@@ -159,7 +159,8 @@ def test_smart_power_cycles_and_unsafe_shutdowns_persist_across_boots(run_dir):
     with attach() as dev:
         assert counters(dev) == (cycles + 1, unsafe)
         assert dev.read(60) == b"s" * n
-        dev.write(61, b"u" * n)                   # power lost without a shutdown notification
+        dev.write(61, b"u" * n, fua=True)         # durable past the write cache; then power lost without a
+                                                  # shutdown notification
     power_cycle((cycles + 1, unsafe), clean=False)
     with attach() as dev:
         assert counters(dev) == (cycles + 2, unsafe + 1)

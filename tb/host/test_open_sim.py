@@ -89,7 +89,7 @@ def test_cut_from_now_and_a_boot_that_loses_power(sim):
     sim("write", 0, "--data", "kept", "--count", 4, "--fua")
     r = sim("sim", "cut", "--program", 1)
     assert "armed: targets 0, 1, 2, 3 lose power during the 1st program from now" in r.stdout
-    r = sim("write", 20, "--data", "cut", "--count", 4, rc=EXIT_NO_DEVICE)    # its programs cut the power
+    r = sim("write", 20, "--data", "cut", "--count", 4, "--fua", rc=EXIT_NO_DEVICE)  # its programs cut the power
     assert not json.loads(sim("sim", "status", "--json").stdout)["running"]
     assert simctl.power_lost(sim.run_dir)
     sim("identify", rc=EXIT_NO_DEVICE)

@@ -1,9 +1,9 @@
-"""The FTL core's write cache in the full system (`soc/sim.py --cache-pages`,
-`atomflash sim start --cache-pages`): the firmware gives it main RAM and reports it, buffered
+"""The FTL core's write cache in the full system (on by default in the
+simulated SoC; `soc/sim.py --cache-pages`, `atomflash sim start
+--cache-pages`): the firmware gives it main RAM and reports it, buffered
 writes read back, FLUSH makes them durable, and a power cut loses only what
 was never flushed -- judged by the model's oracle, which knows the cache from
-IDENTIFY.volatile_cache; a clean `exit` flushes it.  A SoC build of its own
-(~6 minutes), so it is in `make test-slow`."""
+IDENTIFY.volatile_cache; a clean `exit` flushes it.  In `make test-slow`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from atomflash.workload import Recorder, random_workload, read_span, verify
 
 pytestmark = [pytest.mark.soc, pytest.mark.slow]
 
-CACHE_PAGES = spec.LIMITS.CACHE_PAGES
+CACHE_PAGES = spec.LIMITS.CACHE_PAGES     # the default build's
 SPAN = 32
 
 

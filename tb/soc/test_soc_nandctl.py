@@ -33,7 +33,7 @@ def test_a_program_cut_armed_from_the_host_lands_on_the_kth_program_from_now(tmp
         assert ctl.cycle() > c0 > 0                     # the models' clock runs
         assert ctl.run([0, 1, 2, 3], NandCtl.NOP) == 0
         before = [ctl.run([t], NandCtl.STAT, NandStat.PROGRAMS) for t in range(4)]
-        dev.write(0, b"w" * dev.lba_size)
+        dev.write(0, b"w" * dev.lba_size, fua=True)      # past the write cache: programmed at once
         after = [ctl.run([t], NandCtl.STAT, NandStat.PROGRAMS) for t in range(4)]
         assert sum(after) > sum(before), (before, after)  # STAT answers per target, live
         with pytest.raises(simctl.SimError, match="refused"):   # k must be >= 1
