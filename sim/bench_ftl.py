@@ -182,7 +182,10 @@ def render(r: dict) -> str:
                   "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for name, label in (("zipf", "Zipf (s = 0.99) over 1,024 LBAs"), ("80_20", "80/20 over 256 LBAs")):
             off, on = r[f"hot_{name}_nocache"], r[f"hot_{name}_cache"]
-            for key, x in (("none", off), (f"{r['cache_pages']} pages", on)):
+            runs = [("none", off), (f"{r['cache_pages']} pages", on)]
+            if f"hot_{name}_cache_end" in r:
+                runs.append((f"{r['cache_pages']} pages, checkpoint at the end only", r[f"hot_{name}_cache_end"]))
+            for key, x in runs:
                 lines.append(f"| {label} | {x['distinct']} | {key} | {x['programs']} | "
                              f"{x['coalesced'] if key != 'none' else '-'} | "
                              f"{x['stripes'] if key != 'none' else '-'} | "
@@ -247,6 +250,14 @@ def render(r: dict) -> str:
                            "The speed-up column is < 1 on a trace: the cache's fills and destages then bound "
                            "the host's write rate below the cache-less one."),
             ""]
+        if "hot_zipf_cache_end" in r:
+            end = {n: r[f"hot_{n}_nocache"]["cycles"] / r[f"hot_{n}_cache_end"]["cycles"] for n in ("zipf", "80_20")}
+            lines[-1:] = [
+                "* What the checkpoints cost: a HINT(CHECKPOINT) destages every dirty page (up to the cache's "
+                "size) at the bus rate, and the writes behind it wait for the pages those destages free.  With "
+                f"the checkpoint at the end only the same traces run at {end['zipf']:.2f}x (Zipf) and "
+                f"{end['80_20']:.2f}x (80/20) the cache-less rate.",
+                ""]
     if "reads" in r:
         lines += render_reads(r["reads"], lim)
     if "mlc" in r:
@@ -308,8 +319,8 @@ def render_mlc(m: dict, lim: dict, clk: float) -> list[str]:
     out = ["", "## MLC paired pages", "",
            "The same core and NAND models with paired pages (`mlc_paired`: a cut in an upper page damages its "
            "lower page) and the core's `pairing.mlc` on (`rtl/ftl/pairing.py`): a lower page's completion waits "
-           "for its word line's upper page, an idle log pads exposed lower pages and pre-pads dies whose next "
-           "page is a lower page.  4 KiB random writes; at QD 1 the host submits the next write "
+           "for its word line's upper page; an idle log pads exposed lower pages and pre-pads dies whose next "
+           "page is a lower page, on dies with no program in flight.  4 KiB random writes; at QD 1 the host submits the next write "
            f"{m['host_gap']} cycles after a completion; 2,000 idle cycles after each run count its last PADs. "
            "Flash programs are the NAND models' own count, PADs included.", "",
            "| writes | mlc | cycles per write | per tPROG | flash programs per write | PAD pages | pages/s |",
@@ -321,15 +332,31 @@ def render_mlc(m: dict, lim: dict, clk: float) -> list[str]:
                    f"{per / tprog:.2f} | {x['programs'] / x['writes']:.2f} | {x['pads']} | "
                    f"{x['writes'] / (x['cycles'] / clk):,.0f} |")
     q = m["qd16_mlc"]
-    out += ["", f"* QD 16 with pairing on: {100 * q['writes'] / (q['cycles'] / clk) / lim['limit_pages_s']:.1f}% of "
-            f"the limit, {q['pads']} PAD pages ({100 * q['pads'] / q['writes']:.1f}% of the writes).",
+    qd, dies = q["qd"], lim["dies"]
+    t_bus = lim["bus_bytes"] * lim["t_wc_ns"] * 1e-9
+    t_prog = lim["t_prog_us"] * 1e-6
+
+    def little(d):
+        """Little's law for QD 16 over ``d`` dies taking pages in turn: an upper page completes a bus
+        transfer and a program after it is sent, a lower page only once three more pages have come to its
+        die (at X / d per die) and the last is programmed; half the writes are lower pages, so
+        qd = X (t_bus + t_prog) + 1.5 d, capped by the bus and by the dies' programs."""
+        return min((qd - 1.5 * d) / (t_bus + t_prog), lim["bus_pages_s"], d / t_prog)
+    got = q["writes"] / (q["cycles"] / clk)
+    out += ["", f"* QD 16 with pairing on: {100 * got / lim['limit_pages_s']:.1f}% of the limit, {q['pads']} PAD "
+            f"pages ({100 * q['pads'] / q['writes']:.1f}% of the writes).",
             "* QD 1: a lone write lands on a pre-padded die's upper page, complete once programmed; the PAD "
             "that readies the die for the next one is programmed while the host is away.",
-            "* QD 16 is the weak spot: on 8 dies about half of the 16 commands in flight (the core's publisher "
-            "slots) sit on lower pages waiting for their word lines, the host cannot submit more, the NAND runs "
-            "dry and PADs have to release them.  The stalls last whole program times: `pad_idle` 2,048 instead "
-            "of 256 cycles gave identical figures.  An MLC build wants about four commands in flight per die "
-            "(more publisher slots), or placement that completes word lines with data sooner.", ""]
+            f"* What bounds QD 16: with the log striped over all {dies} dies, a write on a lower page waits for "
+            f"three more pages on its die, which come every {dies} pages.  Little's law ({qd} commands = pages/s x "
+            "mean completion time, half of them lower pages) then allows at most "
+            f"{little(dies):,.0f} pages/s, {100 * little(dies) / lim['limit_pages_s']:.0f}% of the limit, before any "
+            f"queueing: the run reaches {100 * got / little(dies):.0f}% of that.  A PAD is programmed only on a die "
+            "with nothing in flight (a page there, or the host's next one, may still complete the word line with "
+            "data; a PAD queued behind it would hold the die a whole program more, and every page sent there next "
+            "behind it).  80% of the limit at QD 16 "
+            "needs the log on fewer dies at a time (on 6 the same law allows "
+            f"{100 * little(6) / lim['limit_pages_s']:.0f}%) or more commands in flight than the host's {qd}.", ""]
     return out
 
 

@@ -54,14 +54,14 @@ def cache_counters(dut) -> dict:
     return {k: int(getattr(dut, f"cache_{k}").value) for k in ("in", "coalesced", "destaged", "stripes")}
 
 
-async def run_hot(tb, out, bufs, key):
-    """Each hot-spot trace at QD 16, a HINT(CHECKPOINT) every CKPT_EVERY writes and at the end (so the
-    whole trace is durable when the run ends): cycles, flash programs, the cache's counters."""
+async def run_hot(tb, out, bufs, key, ckpt_every=CKPT_EVERY):
+    """Each hot-spot trace at QD 16, a HINT(CHECKPOINT) every ``ckpt_every`` writes and at the end (so
+    the whole trace is durable when the run ends): cycles, flash programs, the cache's counters."""
     for name, lbas in hot_traces().items():
         cmds = []
         for i, lba in enumerate(lbas):
             cmds.append(dict(opcode=Opcode.WRITE, lba=lba, nlb=1, buf=bufs[i % len(bufs)]))
-            if (i + 1) % CKPT_EVERY == 0 or i + 1 == len(lbas):
+            if (i + 1) % ckpt_every == 0 or i + 1 == len(lbas):
                 cmds.append(dict(opcode=Opcode.HINT, hint=Hint.CHECKPOINT))
         p0, c0 = await programs(tb), cache_counters(tb.dut)
         cycles, st, _ = await tb.run_queue(cmds, QD)
@@ -87,6 +87,8 @@ async def bench_cache(dut):
     dut.cache_base.value = cache_base
     out = {"cache_pages": CACHE_PAGES}
     await run_hot(tb, out, bufs, "cache")
+    # the same traces with the checkpoint at the end only: what the intermediate drains cost
+    await run_hot(tb, out, bufs, "cache_end", ckpt_every=HOT_WRITES)
     with open(os.environ["FTL_BENCH_OUT"], "w") as f:
         json.dump(out, f, indent=1)
 

@@ -25,7 +25,11 @@ idle with a die's lower page still exposed, that completion would wait
 forever, so the core programs **PAD pages** (``Kind.PAD``: no payload, bound
 to nothing, skipped by recovery and GC) on that die until the upper page is
 issued.  A PAD costs a program, so it is issued only after ``pad_idle``
-cycles with no page requested: a busy log pads nothing.
+cycles with no page requested (a busy log pads nothing), and only on a die
+with no page in flight: while a die programs, that page or the host's next
+one may still complete the word line with data, and a PAD queued behind it
+would hold the die a whole program more, with every page sent there next
+behind it.
 
 An idle log also *pre-pads*: a die whose next page is a lower page gets one
 PAD there, so the next write that arrives alone lands on an upper page --
@@ -40,9 +44,11 @@ Two parts:
 
 * the **exposure tracker** watches pages as the log writer takes them
   (``issued``): a non-PAD lower page exposes its die until the die's upper
-  page for it is taken; once the writer has been idle (``writer_idle``) for
-  ``pad_idle`` cycles ``pad`` asks for a PAD page on the lowest exposed die,
-  else on the lowest open die whose next page is a lower page;
+  page for it is taken, and counts the die's pages in flight until their
+  completions come back; once the writer has been idle (``writer_idle``) for
+  ``pad_idle`` cycles ``pad`` asks for a PAD page on the lowest exposed die
+  with none in flight, else on the lowest such open die whose next page is
+  a lower page (an offer stands until taken);
 * the **completion gate** sits on the log writer's ``done`` stream: an OK
   lower page's completion (not a PAD's) is held per die; an upper page's
   completion first releases the held completion of its lower page, then
@@ -177,9 +183,15 @@ class PairedPages(wiring.Component):
             m.d.sync += next_page[i_die].eq(Mux(i_ppa.page == ends.last, 0, i_ppa.page + 1))
         with m.If(~self.mlc):
             m.d.sync += exposed.eq(0)
+        # pages taken and not yet completed, per die: a PAD goes only to a die with none, since a page
+        # in flight there (and whatever follows it) may complete the word line with data
+        inflight = Array(Signal(range(64), name=f"inflight{d}") for d in range(D))
+        busy = Signal(D)
+        for d in range(D):
+            m.d.comb += busy[d].eq(inflight[d] != 0)
         next_lower = Signal(D)
         for d in range(D):
-            m.d.comb += next_lower[d].eq(upper_of(next_page[d], ends)[0] & self.open[d])
+            m.d.comb += next_lower[d].eq(upper_of(next_page[d], ends)[0] & self.open[d] & ~busy[d])
 
         idle = Signal(range(self.pad_idle + 1))
         with m.If(~self.writer_idle):
@@ -194,17 +206,21 @@ class PairedPages(wiring.Component):
         for d in reversed(range(D)):
             with m.If(next_lower[d]):
                 m.d.comb += offer_die.eq(d)
-        with m.If(exposed.any()):
+        exposed_idle = exposed & ~busy
+        with m.If(exposed_idle.any()):
             for d in reversed(range(D)):
-                with m.If(exposed[d]):
+                with m.If(exposed_idle[d]):
                     m.d.comb += offer_die.eq(d)
         # none while a page taken is still being looked at (the die it names may need no PAD any more),
         # nor right after one was taken: the cycle a page is taken (``issued``, from the allocator's and
         # the log port's registers) and the one it is looked at.  The offer's valid is a register too:
         # the log port loads its request registers on it
         offer = Signal()
-        m.d.sync += [self.pad.payload.die.eq(offer_die),
-                     offer.eq(self.mlc & (exposed | next_lower).any() & (idle == self.pad_idle)
+        # an offer stands until taken: a completion meanwhile may free a lower die, but the one offered
+        # still needs its PAD (only a page taken makes it busy again, and that withdraws the offer)
+        with m.If(~(self.pad.valid & ~self.pad.ready)):
+            m.d.sync += self.pad.payload.die.eq(offer_die)
+        m.d.sync += [offer.eq(self.mlc & (exposed_idle | next_lower).any() & (idle == self.pad_idle)
                               & ~(self.pad.valid & self.pad.ready) & ~self.issued.valid & ~looking)]
         m.d.comb += self.pad.valid.eq(offer)
 
@@ -229,6 +245,15 @@ class PairedPages(wiring.Component):
         x_is_lower, x_is_upper, is_pad = Signal(), Signal(), Signal()
         x_lower = Signal(PAGE_BITS)
         m.d.comb += self.done_in.ready.eq(~have)
+        took = self.done_in.valid & ~have
+        y_die = self.die_of(self.done_in.payload.ppa.ppa)
+        for d in range(D):
+            up = looking & (i_die == d)
+            down = took & ~self.done_in.payload.no_page & (y_die == d)
+            with m.If(up & ~down):
+                m.d.sync += inflight[d].eq(inflight[d] + 1)
+            with m.Elif(down & ~up & (inflight[d] != 0)):
+                m.d.sync += inflight[d].eq(inflight[d] - 1)
         with m.If(self.done_in.valid & ~have):
             y = self.done_in.payload
             y_page = y.ppa.ppa.page
