@@ -51,6 +51,18 @@ byte range of the page.
 Completions (``cpl``) carry the tag, the result, the last status byte, ECC
 counts and the CRC of the transferred bytes as they are in the slot.  They
 leave in completion order: per target in issue order, across targets in any.
+
+**Multi-plane** descriptors (``multi_plane``) are the same phases over two
+planes: every step carries a plane bit choosing ``block`` or ``block ^ 1``
+for the row and ``slot`` or ``slot2`` for the data, so the ONFI address rules
+hold by construction.  The planes are joined by 11h / 32h / D1h and tDBSY,
+waited on R/B# inside the phase (under a microsecond: not worth a scheduling
+round).  Reads pick each plane's register with CHANGE READ COLUMN ENHANCED;
+the partner's bytes wait until the first plane's corrections are written,
+because one corrector serves one slot at a time.  Status is READ STATUS
+ENHANCED per plane, so a completion names the plane that failed.  Whether a
+target takes multi-plane operations is learnt from its parameter page as
+READ_PARAM passes through, which bring-up issues anyway.
 """
 
 from __future__ import annotations
@@ -374,7 +386,7 @@ class NandChannel(wiring.Component):
         if mp_ok is None or not p.multi_plane:
             mp_target = Const(0)
         else:
-            mp_target = Array(mp_ok)[d.target[:max(1, (p.ways - 1).bit_length())]]
+            mp_target = mp_ok.bit_select(d.target[:max(1, (p.ways - 1).bit_length())], 1)
         checks = [
             (op > max(NandOp), NandResult.BAD_OPCODE),
             (d.channel != self.channel_index, NandResult.BAD_CHANNEL),

@@ -1,8 +1,9 @@
 """NAND controller top (2 channels x 2 ways, small profile, ECC on) against
 the NAND model in Verilator: every operation at every timing mode, descriptor
 errors, a randomized multi-target mix with injected failures, ECC against the
-model's raw bit errors; multi-plane operations (cocotb_multiplane.py).  One Verilator build; each cocotb test runs in its own
-simulator process so pytest-xdist spreads them."""
+model's raw bit errors; multi-plane operations (cocotb_nand_channel_multiplane.py).
+One Verilator build; each cocotb test runs in its own simulator process so
+pytest-xdist spreads them."""
 
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ def test_nand_channel_small(testcase, tmp_path):
                                       "multiplane_erased_and_half_written", "multiplane_failure_names_the_plane",
                                       "multiplane_one_array_time"])
 def test_nand_channel_multiplane(testcase, tmp_path):
-    """Multi-plane READ / PROGRAM / ERASE descriptors (cocotb_multiplane.py)."""
-    run_channel_tests(tmp_path, testcase, module="cocotb_multiplane")
+    """Multi-plane READ / PROGRAM / ERASE descriptors (cocotb_nand_channel_multiplane.py)."""
+    run_channel_tests(tmp_path, testcase, module="cocotb_nand_channel_multiplane")
 
 
 @pytest.mark.long
