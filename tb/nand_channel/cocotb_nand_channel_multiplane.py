@@ -144,14 +144,15 @@ async def multiplane_random_against_reference(dut):
     targets = [(c, t) for c in range(CHANNELS) for t in range(WAYS)]
     for c, t in targets:
         await learn(tb, c, t)
-    pairs = (0, 2, 4)
+    pairs = (0, 2)
     pages: dict = {}                        # (c, t, block, page) -> user bytes (ECC) or raw page bytes
     next_page = {(c, t, b): None for c, t in targets for b in pairs}
     counts = dict(erase=0, program=0, read=0, sread=0, raw=0, corrected=0)
     mp_ops = 0
     tag = 0
-    for rnd in range(int(os.environ.get("NANDTB_ROUNDS", "8"))):
-        noisy = rnd == 5
+    rounds = int(os.environ.get("NANDTB_ROUNDS", "14"))
+    for rnd in range(rounds):
+        noisy = rnd == rounds - 4
         if noisy:    # ~2 raw bit errors per codeword on every array read
             rate = int(2 / (8 * (cw + spec.ECC.parity_bytes)) * 1e12)
             for i in range(len(targets)):
@@ -173,7 +174,7 @@ async def multiplane_random_against_reference(dut):
             tag += 1
             if noisy and written:
                 kind = "read"
-            elif npg is None or npg >= prof.pages_per_block or r < 0.12:
+            elif npg is None or npg >= prof.pages_per_block or r < 0.08:
                 kind = "erase"
             elif written and r < 0.55:
                 kind = "read"
