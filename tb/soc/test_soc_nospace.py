@@ -243,6 +243,10 @@ def test_a_starved_core_gets_the_reserve_then_no_space_not_a_hang(tmp_path):
         assert stat(stats, "blocks_free") == "0", stats
         assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
         assert "NO_SPACE" in con.command("io write 9 3 1")
+        # the write cache still holds pages it could not destage: a FLUSH says so, and changes nothing
+        assert int(stat(stats, "cache_dirty")) > 0, stats
+        assert "error: flush: status 0x11 NO_SPACE" in con.command("io flush")
+        assert "0 wrong: pass" in con.command(f"io verify {SEED} {acked} {HOT}", timeout=300)
         # GC on: it collects (a victim's copies need no page beyond the block it keeps: they are few),
         # a block reaches the core, the refusals end
         assert "on" in con.command("gc on")
