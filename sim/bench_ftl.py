@@ -81,6 +81,13 @@ def run(nand_slots: int, pages: int, cache: bool = False, test: str | None = Non
         return json.loads(out.read_text()) | {"nand_slots": nand_slots}
 
 
+def run_mlc(nand_slots: int, pages: int) -> dict:
+    """``bench_mlc`` on the cache-less build, and ``bench_mlc_cache`` (QD 16 through the write cache,
+    then a FLUSH) on the write-cache build."""
+    return run(nand_slots, pages, test="bench_mlc") | {
+        "qd16_mlc_cache": run(nand_slots, pages, cache=True, test="bench_mlc_cache")}
+
+
 def run_reads(nand_slots: int, pages: int) -> dict:
     """``bench_reads`` on a build with ``READ_SLOTS`` read slots per channel (the program slots as in
     ``nand_slots``) and a window of ``READ_COMMANDS`` commands."""
@@ -325,10 +332,13 @@ def render_mlc(m: dict, lim: dict, clk: float) -> list[str]:
            "Flash programs are the NAND models' own count, PADs included.", "",
            "| writes | mlc | cycles per write | per tPROG | flash programs per write | PAD pages | pages/s |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for key, label in (("qd1_slc", "QD 1"), ("qd1_mlc", "QD 1"), ("qd16_mlc", "QD 16")):
+    rows = [("qd1_slc", "QD 1", "off"), ("qd1_mlc", "QD 1", "on"), ("qd16_mlc", "QD 16", "on")]
+    if "qd16_mlc_cache" in m:
+        rows.append(("qd16_mlc_cache", f"QD 16 + FLUSH, {m['qd16_mlc_cache']['cache_pages']}-page write cache", "on"))
+    for key, label, mlc in rows:
         x = m[key]
         per = x["cycles"] / x["writes"]
-        out.append(f"| {label}, {x['writes']} | {'on' if key.endswith('mlc') else 'off'} | {per:,.0f} | "
+        out.append(f"| {label}, {x['writes']} | {mlc} | {per:,.0f} | "
                    f"{per / tprog:.2f} | {x['programs'] / x['writes']:.2f} | {x['pads']} | "
                    f"{x['writes'] / (x['cycles'] / clk):,.0f} |")
     q = m["qd16_mlc"]
@@ -356,7 +366,24 @@ def render_mlc(m: dict, lim: dict, clk: float) -> list[str]:
             "data; a PAD queued behind it would hold the die a whole program more, and every page sent there next "
             "behind it).  80% of the limit at QD 16 "
             "needs the log on fewer dies at a time (on 6 the same law allows "
-            f"{100 * little(6) / lim['limit_pages_s']:.0f}%) or more commands in flight than the host's {qd}.", ""]
+            f"{100 * little(6) / lim['limit_pages_s']:.0f}%) or more pages in flight than the host's {qd} commands."]
+    if "qd16_mlc_cache" in m:
+        c = m["qd16_mlc_cache"]
+        got_c = c["writes"] / (c["cycles"] / clk)
+        inflight = qd - 1.5 * dies                      # what Little's law leaves the log at the limit
+        need = lim["limit_pages_s"] * (t_bus + t_prog) + 1.5 * dies
+        out += [f"* More pages in flight, through the write cache: the same {c['writes']} writes at QD {qd} on the "
+                f"build with a {c['cache_pages']}-page write cache, then a FLUSH, so every write is durable when the "
+                f"run ends (the FLUSH's {c['flush_cycles']:,} cycles count): {100 * got_c / lim['limit_pages_s']:.1f}% "
+                f"of the limit, {c['pads']} PAD pages.  The cache acknowledges a write once its page is in SoC memory "
+                "and, with paired pages, destages every whole stripe of dirty pages, keeping at most one stripe "
+                "resident (`deep`, `rtl/ftl/writecache.py`), so up to "
+                f"{c['cache_pages'] - dies} pages are in flight: at the limit the same law needs {need:.0f} "
+                f"({inflight:.0f} of the host's {qd} would be left to the log without the cache).  Without paired "
+                "pages the cache keeps two stripes in flight and the rest resident, to be coalesced (the cache "
+                "section above).", ""]
+    else:
+        out.append("")
     return out
 
 
@@ -398,7 +425,7 @@ def main():
                         "## Reads at the limit", following="## MLC paired pages")
         return
     if a.mlc_only:
-        m = json.loads(a.mlc_json.read_text()) if a.mlc_json else run(a.nand_slots, a.pages, test="bench_mlc")
+        m = json.loads(a.mlc_json.read_text()) if a.mlc_json else run_mlc(a.nand_slots, a.pages)
         replace_section(a, "mlc", m, lambda x: render_mlc(x, limits(), spec.NAND_CLK_HZ), "## MLC paired pages")
         return
     if a.render:
@@ -406,7 +433,7 @@ def main():
     else:
         cached = json.loads(a.cache_json.read_text()) if a.cache_json else run(a.nand_slots, a.pages, cache=True)
         r = run(a.nand_slots, a.pages) | cached | {"reads": run_reads(a.nand_slots, a.pages),
-                                                   "mlc": run(a.nand_slots, a.pages, test="bench_mlc")}
+                                                   "mlc": run_mlc(a.nand_slots, a.pages)}
     (a.json or a.out.with_suffix(".json")).write_text(json.dumps(r, indent=1))
     text = render(r)
     a.out.write_text(text)

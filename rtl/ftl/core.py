@@ -321,7 +321,8 @@ class FtlCore(wiring.Component):
         wiring.connect(m, executor.overrides, reader.overrides)
         # the write cache: the reader's lookups and lock, the counters
         wiring.connect(m, reader.cache_lookup, executor.cache_lookup)
-        m.d.comb += [executor.cache_base.eq(self.cache_base),
+        # with MLC paired pages the cache keeps many more pages destaging (writecache.py, ``deep``)
+        m.d.comb += [executor.cache_base.eq(self.cache_base), executor.cache_deep.eq(self.mlc),
                      self.cache_in.eq(executor.cache_in), self.cache_coalesced.eq(executor.cache_coalesced),
                      self.cache_destaged.eq(executor.cache_destaged), self.cache_stripes.eq(executor.cache_stripes),
                      self.cache_dirty.eq(executor.cache_dirty), self.cache_busy.eq(executor.cache_busy)]

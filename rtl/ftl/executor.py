@@ -314,6 +314,7 @@ class Executor(wiring.Component):
             "tx_open": Out(range(max_open_tx + 1)),
             # the write cache (``cache_pages`` pages at ``cache_base``): the reader's lookups, the counters
             "cache_base": In(32),
+            "cache_deep": In(1),
             "cache_lookup": In(CacheLookupSignature(lba_bits)),
             "cache_in": Out(32),
             "cache_coalesced": Out(32),
@@ -396,7 +397,7 @@ class Executor(wiring.Component):
             m.submodules.cache = cache = WriteCacheTable(entries=W, lba_bits=self.lba_bits, slot_bits=self.slot_bits,
                                                          page_data=page_data, stripe=self.stripe)
             wiring.connect(m, wiring.flipped(self.cache_lookup), cache.lookup)
-            m.d.comb += [cache.base.eq(self.cache_base), self.cache_dirty.eq(cache.dirty), self.cache_busy.eq(cache.busy),
+            m.d.comb += [cache.base.eq(self.cache_base), cache.deep.eq(self.cache_deep), self.cache_dirty.eq(cache.dirty), self.cache_busy.eq(cache.busy),
                          self.cache_in.eq(cache.filled), self.cache_coalesced.eq(cache.coalesced),
                          self.cache_destaged.eq(cache.destaged), self.cache_stripes.eq(cache.stripes)]
             watermark = cache.watermark

@@ -18,7 +18,10 @@ LBA is still destaging, so two destages of one LBA are never in flight.  The des
 its fill order, and the oldest DIRTY entry is found by a scan of one entry per cycle.  The cache asks
 for a destage (``watermark``) when fewer than two stripes of pages are free or about to be (two
 stripes in flight keep every die busy) and at least a stripe is dirty; the rest stays resident, to be
-coalesced.
+coalesced.  With ``deep`` (MLC paired pages) it asks while fewer than all but one stripe are: a lower
+page completes only once its word line's upper page, three pages later on its die, is programmed, so
+a destage group waits for the three after it, and the log needs many more pages in flight than two
+stripes to keep the dies busy; coalescing gives way to that.
 
 The reader and the executor share the pages under one lock (``lookup.req``/``lookup.grant`` and
 ``lock_req``/``lock_granted``): the reader holds it from its lookups to the end of a command that hit,
@@ -86,6 +89,9 @@ class WriteCacheTable(wiring.Component):
         The claimed entry and its page.
     fill_done : In(1) / fill_abort : In(1)
         The claimed page is filled: DIRTY, the replaced entry FREE / the fill failed: FREE again.
+    deep : In(1)
+        Destage whenever a stripe is dirty and all but one stripe are not yet free or destaging (MLC
+        paired pages) instead of keeping two stripes free or destaging.
     watermark : Out(1)
         A destage is due.
     scan : In(1) / scan_last : Out(1)
@@ -116,6 +122,7 @@ class WriteCacheTable(wiring.Component):
         if not 1 <= stripe <= entries:
             raise ValueError("the write cache must hold at least one stripe")
         self.entries, self.page_data, self.stripe = entries, page_data, stripe
+        self.deep_level = max(2 * stripe, entries - stripe)     # free or destaging pages ``deep`` keeps
         W = range(entries)
         super().__init__({
             "base": In(32),
@@ -124,7 +131,7 @@ class WriteCacheTable(wiring.Component):
             "find_lba": In(lba_bits), "found": Out(1), "found_destaging": Out(1), "found_entry": Out(W),
             "has_free": Out(1),
             "claim": In(1), "fill_entry": Out(W), "fill_addr": Out(32), "fill_done": In(1), "fill_abort": In(1),
-            "watermark": Out(1),
+            "deep": In(1), "watermark": Out(1),
             "scan": In(1), "scan_last": Out(1),
             "oldest_found": Out(1), "oldest_lba": Out(lba_bits), "oldest_addr": Out(32),
             "take": In(1), "take_slot": In(slot_bits),
@@ -152,7 +159,8 @@ class WriteCacheTable(wiring.Component):
         n_free, n_destaging = Signal(range(W + 1)), Signal(range(W + 1))
         m.d.comb += [n_free.eq(sum(s == FREE for s in state)), self.dirty.eq(sum(s == DIRTY for s in state)),
                      n_destaging.eq(sum(s == DESTAGING for s in state)),
-                     self.watermark.eq((n_free + n_destaging < 2 * self.stripe) & (self.dirty >= self.stripe)),
+                     self.watermark.eq((n_free + n_destaging < Mux(self.deep, self.deep_level, 2 * self.stripe)) &
+                                       (self.dirty >= self.stripe)),
                      self.busy.eq((n_destaging != 0) | self.watermark)]
         free_entry = Signal(range(W))
         for i in reversed(range(W)):

@@ -22,7 +22,8 @@ async def write_cache(dut):
     exact counters, reads see buffered data, destage fills whole stripes, FLUSH drains (a power cut after
     it loses nothing), ATOMIC_WRITE / TX_COMMIT / TX_FINAL / REMAP / trims / FUA writes drain first, and a
     power cut before a flush loses exactly the writes still buffered -- what ``Model(cache=True)`` and the
-    oracle allow."""
+    oracle allow; a destage dropped after program failures is MEDIA_ERROR on its FLUSH, and the pages stay
+    buffered for the next one."""
     assert CACHE_PAGES >= 4 * CHANNELS * WAYS, "run on the write-cache build"
     tb = await make_tb(dut, name="wcache")
     dut.cache_base.value = CACHE_BASE
@@ -164,6 +165,26 @@ async def write_cache(dut):
     await buffered_then(650, remap)
     await read_check(600, 60)
     assert recover(tb.flash_pages()).contents() == model.contents()
+
+    # a destage the flash refuses: every program of a stripe fails twice (more than the group's retries),
+    # so its group is dropped; the FLUSH that drove it answers MEDIA_ERROR, the pages stay buffered and
+    # readable, and the next FLUSH (the flash working again) makes them durable
+    for lba in range(720, 720 + stripe):
+        await write(lba)
+    assert counters()["dirty"] == stripe
+    fails0 = sum([await tb.chan.stat(i, "PROGRAM_FAILS") for i in range(tb.dies)])
+    for die in range(tb.dies):
+        for _ in range(2):
+            await tb.chan.ctl(die, NandCtl.FAIL_PROGRAM, -1)
+    expect(await tb.do(opcode=Opcode.FLUSH), Status.MEDIA_ERROR)
+    assert sum([await tb.chan.stat(i, "PROGRAM_FAILS") for i in range(tb.dies)]) - fails0 == 2 * tb.dies
+    assert counters()["dirty"] == stripe, counters()
+    await read_check(718, stripe + 4)
+    expect(await tb.do(opcode=Opcode.FLUSH), Status.SUCCESS)
+    model.flush()
+    assert counters()["dirty"] == 0, counters()
+    assert recover(tb.flash_pages()).contents() == model.contents()
+    await read_check(718, stripe + 4)
 
     # a power cut before the flush: what was flushed survives, exactly the writes still buffered are lost
     await write(700, 4)

@@ -20,6 +20,7 @@ class CacheModel:
 
     def __init__(self, entries: int, stripe: int):
         self.stripe = stripe
+        self.deep = 0                     # MLC: destage until all but one stripe are free or destaging
         self.state = [FREE] * entries
         self.lba = [0] * entries
         self.stamp = [0] * entries
@@ -42,7 +43,8 @@ class CacheModel:
 
     @property
     def watermark(self):
-        return int(self.count(FREE) + self.count(DESTAGING) < 2 * self.stripe and self.count(DIRTY) >= self.stripe)
+        level = max(2 * self.stripe, len(self.state) - self.stripe) if self.deep else 2 * self.stripe
+        return int(self.count(FREE) + self.count(DESTAGING) < level and self.count(DIRTY) >= self.stripe)
 
     def oldest(self):
         destaging = {a for s, a in zip(self.state, self.lba) if s == DESTAGING}
@@ -56,7 +58,7 @@ class WriteCacheTB:
         self.model = CacheModel(entries, stripe)
         self.entries, self.rng, self.operations = entries, random.Random(seed), operations
         self.seen = {"coalesced": 0, "abort": 0, "destage": 0, "dropped": 0, "reader_hit": 0, "wait_lock": 0,
-                     "flush": 0, "superseded": 0}
+                     "flush": 0, "superseded": 0, "deep_destage": 0}
         self.sim = Simulator(self.dut)
         self.sim.add_clock(1e-8)
         self.sim.add_testbench(self.run)
@@ -65,6 +67,10 @@ class WriteCacheTB:
         d, md = self.dut, self.model
         assert ctx.get(d.dirty) == md.count(DIRTY)
         assert ctx.get(d.watermark) == md.watermark, (md.state, md.stripe)
+        if md.deep and md.watermark:
+            md.deep = 0
+            self.seen["deep_destage"] += not md.watermark       # a destage due only because of ``deep``
+            md.deep = 1
         assert ctx.get(d.has_free) == (FREE in md.state)
         assert ctx.get(d.busy) == (md.count(DESTAGING) > 0 or md.watermark)
         for s in (DIRTY, DESTAGING):      # at most one entry of each per LBA
@@ -174,6 +180,12 @@ class WriteCacheTB:
             md.failed, md.failed_no_page = 1, no_page
             self.seen["dropped"] += 1
 
+    async def toggle_deep(self, ctx):
+        """The core's ``mlc`` (hence ``deep``) changes."""
+        self.model.deep ^= 1
+        await self.pulse(ctx, deep=self.model.deep)
+        ctx.set(self.dut.deep, self.model.deep)
+
     async def reader(self, ctx):
         """The reader takes the lock, looks up, holds it a while (the executor's requests wait)."""
         d = self.dut
@@ -188,7 +200,7 @@ class WriteCacheTB:
     async def run(self, ctx):
         ctx.set(self.dut.base, BASE)
         self.check(ctx)
-        actions = [self.fill] * 5 + [self.destage, self.publish, self.publish, self.reader]
+        actions = [self.fill] * 5 + [self.destage, self.publish, self.publish, self.reader, self.toggle_deep]
         for _ in range(self.operations):
             action = self.rng.choice(actions)
             if action is self.destage and self.model.count(DIRTY) == 0:
@@ -197,11 +209,12 @@ class WriteCacheTB:
             self.check(ctx)
 
 
-@pytest.mark.parametrize("entries,stripe", [(4, 1), (6, 2), (8, 4)])
+@pytest.mark.parametrize("entries,stripe", [(4, 1), (6, 2), (8, 4), (12, 2)])
 def test_the_table_follows_the_model_under_random_fills_destages_and_publications(entries, stripe):
     tb = WriteCacheTB(entries, stripe, seed=entries * 10 + stripe)
     tb.sim.run()
-    for what in ("coalesced", "abort", "destage", "dropped", "reader_hit", "flush", "superseded"):
+    for what in ("coalesced", "abort", "destage", "dropped", "reader_hit", "flush", "superseded") + \
+            (("deep_destage",) if entries - stripe > 2 * stripe else ()):
         assert tb.seen[what] > 0, tb.seen
 
 
