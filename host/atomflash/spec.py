@@ -2229,3 +2229,263 @@ class EtherboneLink:
 
 
 ETHERBONE = EtherboneLink()
+
+# -----------------------------------------------------------------------------
+# ATA / SATA FIS (Serial ATA Revision 3.x, transport layer; ATA/ATAPI Command
+# Set ACS-3): the Frame Information Structures the device-role SATA stack
+# (rtl/sata/transport.py) takes and sends, the ATA commands its command layer
+# (rtl/sata/command.py) runs, the status and error bits, IDENTIFY DEVICE's
+# words, and how each atomflash Status is reported.  A FIS travels as
+# little-endian dwords, so a record's bytes read little-endian are the FIS's
+# dwords one after the other (dword 0's bits 7:0 are the FIS type).
+# -----------------------------------------------------------------------------
+
+
+class SataFisType(DocEnum):
+    REG_H2D = 0x27, "Register, host to device: a command (C = 1) or a device control update (C = 0)"
+    REG_D2H = 0x34, "Register, device to host: a command's ending status"
+    DMA_ACTIVATE = 0x39, "DMA Activate, device to host: send the next Data FIS of a DMA write"
+    DMA_SETUP = 0x41, "DMA Setup, either way: first-party DMA (NCQ) buffer selection"
+    BIST_ACTIVATE = 0x58, "BIST Activate, either way"
+    PIO_SETUP = 0x5F, "PIO Setup, device to host: a PIO data phase follows"
+    DATA = 0x46, "Data, either way: one dword header, then 1..2048 dwords of data"
+    SET_DEVICE_BITS = 0xA1, "Set Device Bits, device to host: status, error and SActive updates"
+
+
+_FIS_PM = Bits("pm_port", 0, 4, "port multiplier port")
+
+SATA_FIS_REG_H2D = Record(
+    "sata_fis_reg_h2d", "Register FIS, host to device (5 dwords).",
+    [u8("type", "SataFisType.REG_H2D"),
+     u8("flags", "flags", [_FIS_PM, Bits("c", 7, 1, "1: the command register was written; 0: device control")]),
+     u8("command", "AtaCommand"), u8("features", "features 7:0"),
+     u8("lba0", "LBA 7:0"), u8("lba1", "LBA 15:8"), u8("lba2", "LBA 23:16"),
+     u8("device", "device register (bit 6: LBA mode)"),
+     u8("lba3", "LBA 31:24"), u8("lba4", "LBA 39:32"), u8("lba5", "LBA 47:40"), u8("features_exp", "features 15:8"),
+     u16("count", "count 15:0 (sectors; 0 means 65536 where the command says so; NCQ: the tag in bits 7:3)"),
+     u8("icc", "isochronous command completion"),
+     u8("control", "device control (bit 2: SRST)"),
+     u32("auxiliary", "auxiliary")],
+    size=20)
+
+SATA_FIS_REG_D2H = Record(
+    "sata_fis_reg_d2h", "Register FIS, device to host (5 dwords).",
+    [u8("type", "SataFisType.REG_D2H"), u8("flags", "flags", [_FIS_PM, Bits("i", 6, 1, "interrupt")]),
+     u8("status", "AtaStatus bits"), u8("error", "AtaError bits"),
+     u8("lba0", "LBA 7:0"), u8("lba1", "LBA 15:8"), u8("lba2", "LBA 23:16"), u8("device", "device register"),
+     u8("lba3", "LBA 31:24"), u8("lba4", "LBA 39:32"), u8("lba5", "LBA 47:40"), u8("rsvd11", "reserved"),
+     u16("count", "count 15:0"), u16("rsvd14", "reserved"), u32("rsvd16", "reserved")],
+    size=20)
+
+SATA_FIS_DMA_ACTIVATE = Record(
+    "sata_fis_dma_activate", "DMA Activate FIS, device to host (1 dword).",
+    [u8("type", "SataFisType.DMA_ACTIVATE"), u8("flags", "flags", [_FIS_PM]), u16("rsvd2", "reserved")],
+    size=4)
+
+SATA_FIS_DATA_HEADER = Record(
+    "sata_fis_data_header", "Data FIS, either way: its first dword (the data dwords follow).",
+    [u8("type", "SataFisType.DATA"), u8("flags", "flags", [_FIS_PM]), u16("rsvd2", "reserved")],
+    size=4)
+
+SATA_FIS_PIO_SETUP = Record(
+    "sata_fis_pio_setup", "PIO Setup FIS, device to host (5 dwords).",
+    [u8("type", "SataFisType.PIO_SETUP"),
+     u8("flags", "flags", [_FIS_PM, Bits("d", 5, 1, "direction: 1 device to host"), Bits("i", 6, 1, "interrupt")]),
+     u8("status", "status while the data moves (DRQ set)"), u8("error", "AtaError bits"),
+     u8("lba0", "LBA 7:0"), u8("lba1", "LBA 15:8"), u8("lba2", "LBA 23:16"), u8("device", "device register"),
+     u8("lba3", "LBA 31:24"), u8("lba4", "LBA 39:32"), u8("lba5", "LBA 47:40"), u8("rsvd11", "reserved"),
+     u16("count", "count 15:0"), u8("rsvd14", "reserved"), u8("e_status", "status once the data phase ends"),
+     u16("transfer_count", "bytes the following Data FIS carries"), u16("rsvd18", "reserved")],
+    size=20)
+
+SATA_FIS_SET_DEVICE_BITS = Record(
+    "sata_fis_set_device_bits", "Set Device Bits FIS, device to host (2 dwords).",
+    [u8("type", "SataFisType.SET_DEVICE_BITS"),
+     u8("flags", "flags", [_FIS_PM, Bits("i", 6, 1, "interrupt"), Bits("n", 7, 1, "notification")]),
+     u8("status", "status bits", [Bits("lo", 0, 3, "status bits 2:0"), Bits("hi", 4, 3, "status bits 6:4")]),
+     u8("error", "AtaError bits"),
+     u32("sactive", "NCQ: bit t set completes tag t")],
+    size=8)
+
+SATA_FIS_DMA_SETUP = Record(
+    "sata_fis_dma_setup", "DMA Setup FIS (7 dwords): first-party DMA, the NCQ tag in DMA buffer id 4:0.",
+    [u8("type", "SataFisType.DMA_SETUP"),
+     u8("flags", "flags", [_FIS_PM, Bits("d", 5, 1, "direction: 1 device to host"), Bits("i", 6, 1, "interrupt"),
+                           Bits("a", 7, 1, "auto-activate")]),
+     u16("rsvd2", "reserved"), u32("buffer_id_lo", "DMA buffer identifier 31:0 (NCQ: the tag)"),
+     u32("buffer_id_hi", "DMA buffer identifier 63:32"), u32("rsvd12", "reserved"),
+     u32("buffer_offset", "DMA buffer offset"), u32("transfer_count", "DMA transfer count (bytes)"),
+     u32("rsvd24", "reserved")],
+    size=28)
+
+SATA_TRANSPORT = ConstantGroup("sata_transport", "SATA transport constants.", [
+    Constant("DATA_FIS_MAX_DWORDS", 2048, "data dwords one Data FIS carries at most (8 KiB)"),
+])
+
+
+class AtaCommand(DocEnum):
+    DATA_SET_MANAGEMENT = 0x06, "DATA SET MANAGEMENT (features bit 0: TRIM; count: 512-byte blocks of ranges)"
+    READ_DMA_EXT = 0x25, "READ DMA EXT (LBA48, count sectors, 0 = 65536)"
+    WRITE_DMA_EXT = 0x35, "WRITE DMA EXT (LBA48, count sectors, 0 = 65536)"
+    FLUSH_CACHE = 0xE7, "FLUSH CACHE"
+    FLUSH_CACHE_EXT = 0xEA, "FLUSH CACHE EXT"
+    IDENTIFY_DEVICE = 0xEC, "IDENTIFY DEVICE (PIO data-in, 512 bytes)"
+    SET_FEATURES = 0xEF, "SET FEATURES (features: AtaFeature)"
+
+
+class AtaFeature(DocEnum):
+    """SET FEATURES subcommands (the features register) this device takes; others are ABRT."""
+    ENABLE_WRITE_CACHE = 0x02, "enable the volatile write cache"
+    SET_TRANSFER_MODE = 0x03, "set transfer mode (count): accepted, nothing to change on SATA"
+    DISABLE_WRITE_CACHE = 0x82, "disable the volatile write cache (what it holds is flushed first)"
+
+
+class AtaStatus(DocEnum):
+    """Bits of the status register."""
+    ERR = 0x01, "error: the error register says which"
+    DRQ = 0x08, "data request"
+    DF = 0x20, "device fault"
+    DRDY = 0x40, "device ready"
+    BSY = 0x80, "busy"
+
+
+class AtaError(DocEnum):
+    """Bits of the error register."""
+    ABRT = 0x04, "command aborted: not supported, a bad field, or it could not run"
+    IDNF = 0x10, "ID not found: an LBA beyond the capacity"
+    UNC = 0x40, "uncorrectable data error"
+    ICRC = 0x80, "interface CRC error during a data transfer"
+
+
+ATA_DSM_RANGE = Record(
+    "ata_dsm_range", "DATA SET MANAGEMENT (TRIM) LBA range entry: 64 to a 512-byte block; length 0 = unused.",
+    [u64("entry", "the range", [Bits("lba", 0, 48, "first LBA"), Bits("length", 48, 16, "sectors")])],
+    size=8)
+
+ATA = ConstantGroup("ata", "What the ATA command layer implements.", [
+    Constant("SECTOR_BYTES_MIN", 512, "ATA's smallest logical sector; IDENTIFY words 117-118 give a larger one"),
+    Constant("DSM_BLOCK_BYTES", 512, "DATA SET MANAGEMENT's count is in blocks of this many bytes of ranges"),
+    Constant("DSM_MAX_BLOCKS", 1, "IDENTIFY word 105: blocks of range entries one DATA SET MANAGEMENT takes"),
+    Constant("IDENTIFY_SIGNATURE", 0xA5, "IDENTIFY word 255 bits 7:0; bits 15:8 make the 512 bytes sum to 0"),
+    Constant("SATA_CAPABILITIES", 0x0002, "IDENTIFY word 76: SATA Gen1 signaling (1.5 Gb/s)"),
+    Constant("DEVICE_LBA", 0x40, "device register: LBA mode (the ending status echoes it)"),
+])
+
+
+def ata_status_of(status: int, *, read: bool = False) -> tuple[int, int]:
+    """The ATA (status, error) registers that report atomflash's ``status`` (``read``: the command read
+    the medium).  The one table from atomflash's statuses to ATA's."""
+    s = Status(status)
+    if s == Status.SUCCESS:
+        return int(AtaStatus.DRDY), 0
+    failed = int(AtaStatus.DRDY | AtaStatus.ERR)
+    if s == Status.LBA_OUT_OF_RANGE:
+        return failed, int(AtaError.IDNF)
+    if s == Status.MEDIA_ERROR:
+        return (failed, int(AtaError.UNC)) if read else (failed | AtaStatus.DF, int(AtaError.ABRT))
+    if s == Status.DATA_TRANSFER_ERROR:
+        return failed, int(AtaError.ICRC | AtaError.ABRT)
+    if s == Status.INTERNAL_ERROR:
+        return failed | AtaStatus.DF, int(AtaError.ABRT)
+    return failed, int(AtaError.ABRT)
+
+
+ATA_MODEL_NUMBER = NVME_MODEL_NUMBER
+ATA_SERIAL_NUMBER = "0000000000000001"
+ATA_FIRMWARE_REVISION = NVME_FIRMWARE_REVISION
+
+
+def ata_string_values(prefix: str, text: str, nwords: int) -> dict[str, int]:
+    """Word values of an IDENTIFY string: ASCII, space padded, the first character of each pair in the
+    word's high byte (ATA's order)."""
+    raw = text.encode("ascii")[:2 * nwords].ljust(2 * nwords, b" ")
+    return {f"{prefix}{i}": raw[2 * i] << 8 | raw[2 * i + 1] for i in range(nwords)}
+
+
+def _ata_words(prefix: str, first: int, nwords: int, doc: str) -> list[tuple[int, Field]]:
+    return [(2 * (first + i), u16(f"{prefix}{i}", f"{doc} (word {first + i})")) for i in range(nwords)]
+
+
+ATA_IDENTIFY = Record(
+    "ata_identify", "IDENTIFY DEVICE data (256 words, little-endian): the words this device fills.",
+    at(512, [
+        (0, u16("general", "general configuration (bit 15 clear: an ATA device)")),
+        *_ata_words("sn", 10, 10, "serial number"),
+        *_ata_words("fw", 23, 4, "firmware revision"),
+        *_ata_words("mn", 27, 20, "model number"),
+        (94, u16("multiple_max", "READ/WRITE MULTIPLE: 8000h, none")),
+        (98, u16("capabilities", "capabilities", [Bits("dma", 8, 1, "DMA"), Bits("lba", 9, 1, "LBA")])),
+        (100, u16("capabilities2", "bit 14 shall be 1")),
+        (106, u16("valid", "bit 1: words 64-70 valid, bit 2: word 88 valid")),
+        (120, u32("sectors28", "addressable sectors with 28-bit commands (at most 0FFFFFFFh)")),
+        (126, u16("mwdma", "multiword DMA modes supported")),
+        (128, u16("pio", "PIO modes 3 and 4 supported")),
+        (130, u16("cycle_mwdma_min", "minimum multiword DMA cycle (ns)")),
+        (132, u16("cycle_mwdma", "recommended multiword DMA cycle (ns)")),
+        (134, u16("cycle_pio", "minimum PIO cycle without flow control (ns)")),
+        (136, u16("cycle_pio_iordy", "minimum PIO cycle with IORDY (ns)")),
+        (150, u16("queue_depth", "NCQ queue depth - 1 (0: no NCQ)")),
+        (152, u16("sata_capabilities", "SATA capabilities (ATA.SATA_CAPABILITIES)")),
+        (160, u16("major_version", "ACS versions: ATA8-ACS, ACS-2, ACS-3")),
+        (164, u16("supported1", "features supported", [Bits("write_cache", 5, 1, "volatile write cache")])),
+        (166, u16("supported2", "features supported", [
+            Bits("lba48", 10, 1, "48-bit address"), Bits("flush_cache", 12, 1, "FLUSH CACHE"),
+            Bits("flush_cache_ext", 13, 1, "FLUSH CACHE EXT"), Bits("one", 14, 1, "shall be 1")])),
+        (168, u16("supported3", "bit 14 shall be 1")),
+        (170, u16("enabled1", "features enabled", [Bits("write_cache", 5, 1, "volatile write cache")])),
+        (172, u16("enabled2", "features enabled", [
+            Bits("lba48", 10, 1, "48-bit address"), Bits("flush_cache", 12, 1, "FLUSH CACHE"),
+            Bits("flush_cache_ext", 13, 1, "FLUSH CACHE EXT"), Bits("words119_120", 15, 1, "words 119-120 valid")])),
+        (174, u16("enabled3", "bit 14 shall be 1")),
+        (176, u16("udma", "Ultra DMA modes 0-6 supported")),
+        (200, u64("sectors48", "addressable sectors with 48-bit commands")),
+        (210, u16("dsm_max_blocks", "DATA SET MANAGEMENT: 512-byte blocks of ranges at most (ATA.DSM_MAX_BLOCKS)")),
+        (212, u16("sector_size", "physical/logical sector size", [
+            Bits("logical_log2_per_physical", 0, 4, "log2 of logical sectors per physical sector"),
+            Bits("logical_large", 12, 1, "the logical sector is longer than 256 words (words 117-118)"),
+            Bits("one", 14, 1, "shall be 1")])),
+        (234, u16("logical_words_lo", "logical sector size in words, bits 15:0")),
+        (236, u16("logical_words_hi", "logical sector size in words, bits 31:16")),
+        (238, u16("supported4", "bit 14 shall be 1")),
+        (240, u16("enabled4", "bit 14 shall be 1")),
+        (338, u16("dsm", "DATA SET MANAGEMENT", [Bits("trim", 0, 1, "TRIM supported")])),
+        (434, u16("rotation", "nominal media rotation rate (1: non-rotating)")),
+        (510, u16("integrity", "integrity word", [Bits("signature", 0, 8, "ATA.IDENTIFY_SIGNATURE"),
+                                                  Bits("checksum", 8, 8, "makes the 512 bytes sum to 0 mod 256")])),
+    ]), size=512)
+
+
+def ata_identify(*, capacity: int, block_bytes: int, volatile_cache: bool, write_cache: bool) -> bytes:
+    """IDENTIFY DEVICE's 512 bytes for a device of ``capacity`` sectors of ``block_bytes``."""
+    logical_large = block_bytes > ATA.SECTOR_BYTES_MIN
+    values = dict(
+        general=0x0040, multiple_max=0x8000,
+        capabilities=ATA_IDENTIFY.compose("capabilities", dma=1, lba=1), capabilities2=0x4000, valid=0x0006,
+        sectors28=min(capacity, 0x0FFF_FFFF), mwdma=0x0007, pio=0x0003,
+        cycle_mwdma_min=120, cycle_mwdma=120, cycle_pio=120, cycle_pio_iordy=120,
+        queue_depth=0, sata_capabilities=ATA.SATA_CAPABILITIES, major_version=0x0780,
+        supported1=ATA_IDENTIFY.compose("supported1", write_cache=int(volatile_cache)),
+        supported2=ATA_IDENTIFY.compose("supported2", lba48=1, flush_cache=1, flush_cache_ext=1, one=1),
+        supported3=0x4000,
+        enabled1=ATA_IDENTIFY.compose("enabled1", write_cache=int(volatile_cache and write_cache)),
+        enabled2=ATA_IDENTIFY.compose("enabled2", lba48=1, flush_cache=1, flush_cache_ext=1, words119_120=1),
+        enabled3=0x4000, udma=0x007F, sectors48=capacity, dsm_max_blocks=ATA.DSM_MAX_BLOCKS,
+        sector_size=ATA_IDENTIFY.compose("sector_size", logical_large=int(logical_large), one=1),
+        logical_words_lo=(block_bytes // 2) & 0xFFFF if logical_large else 0,
+        logical_words_hi=(block_bytes // 2) >> 16 if logical_large else 0,
+        supported4=0x4000, enabled4=0x4000, dsm=ATA_IDENTIFY.compose("dsm", trim=1), rotation=1,
+        **ata_string_values("sn", ATA_SERIAL_NUMBER, 10), **ata_string_values("fw", ATA_FIRMWARE_REVISION, 4),
+        **ata_string_values("mn", ATA_MODEL_NUMBER, 20))
+    body = ATA_IDENTIFY.pack(values)
+    checksum = -(sum(body[:510]) + ATA.IDENTIFY_SIGNATURE) & 0xFF
+    return body[:510] + bytes([ATA.IDENTIFY_SIGNATURE, checksum])
+
+
+ATA_STATUS_OF = ConstantGroup(
+    "ata_status_of", "ata_status_of(status) for C: status << 8 | error of each Status (a command that did not "
+    "read the medium).", [Constant(s.name, (lambda st, er: st << 8 | er)(*ata_status_of(s)), s.doc) for s in Status])
+
+CONSTANTS += [SATA_TRANSPORT, ATA, ATA_STATUS_OF]
+ENUMS += [SataFisType, AtaCommand, AtaFeature, AtaStatus, AtaError]
+RECORDS += [SATA_FIS_REG_H2D, SATA_FIS_REG_D2H, SATA_FIS_DMA_ACTIVATE, SATA_FIS_DATA_HEADER, SATA_FIS_PIO_SETUP,
+            SATA_FIS_SET_DEVICE_BITS, SATA_FIS_DMA_SETUP, ATA_DSM_RANGE, ATA_IDENTIFY]
