@@ -174,6 +174,7 @@ def test_each_fis_the_device_sends_reads_back_in_litesata_layout_and_non_data_on
                 tb.frames.clear()
                 ok = await tb.request(ctx, {"type": kind, **values})
                 assert ok == tb.frames[-1][1] and all(not f[1] for f in tb.frames[:-1])
+                assert ok or len(tb.frames) == 1 + tb.t.retries, "gave up before its retries"
                 assert len(tb.frames) <= 1 + tb.t.retries and len({tuple(f[0]) for f in tb.frames}) == 1
                 words = tb.frames[-1][0]
                 assert len(words) == LITESATA_HEADER[kind].length
