@@ -1,0 +1,422 @@
+"""ATA command layer, device role: ATA commands as the FTL core's commands.
+
+The host's ATA commands come from the transport layer (``rtl/sata/transport.py``) as decoded
+Register H2D FISes.  This layer runs one at a time (no NCQ yet) on the FTL core's stream front end,
+as ``rtl/nvme/translate.py`` runs NVMe's: a ``spec.CMD`` on ``core_cmd`` whose data sits in SoC
+memory (the staging area at ``staging_base``, reached over ``mem``), answered on ``core_cpl``.
+
+The protocols, as SATA lays them out in FISes (device side):
+
+* **PIO data-in** (IDENTIFY DEVICE): PIO Setup (D = 1, I = 1, status DRDY|DRQ, E_Status the ending
+  status, transfer count 512), then one Data FIS of 128 dwords.  No Register D2H: the host takes
+  the ending status from the PIO Setup's E_Status.  The words come from ``spec.ata_identify`` with
+  the capacity, the write cache state and the checksum filled in here.
+* **DMA in** (READ DMA EXT): the core reads the blocks into the staging area; then Data FISes of at
+  most 8 KiB each, then Register D2H.  A failed read sends no data, only the D2H.
+* **DMA out** (WRITE DMA EXT; DATA SET MANAGEMENT): DMA Activate, one Data FIS of at most 8 KiB
+  into the staging area, again until all has come; then the core command(s); then Register D2H.
+  WRITE is one core WRITE (FUA while the volatile write cache is off).  DATA SET MANAGEMENT with
+  the TRIM bit takes ``count`` 512-byte blocks of ``spec.ATA_DSM_RANGE``; every non-empty range is
+  checked against ``capacity`` first (one beyond it fails the command before any range is
+  trimmed), then each becomes one core DEALLOCATE.
+* **Non-data** (FLUSH CACHE [EXT], SET FEATURES): the core command if any, then Register D2H.
+  SET FEATURES 02h/82h turn the volatile write cache on/off (82h flushes it first), 03h (transfer
+  mode) is taken and changes nothing.
+
+Every outcome is an atomflash ``Status``, reported through the one table ``spec.ata_status_of``:
+ABRT for an unknown command (INVALID_OPCODE) or a bad field (INVALID_FIELD, a transfer above the
+core's ``max_transfer``), IDNF for an LBA range beyond the capacity, UNC for a read the medium could
+not return, ICRC|ABRT for a transfer the link lost (a Data FIS with a bad CRC or of the wrong length
+from the host, R_ERR on ours: DATA_TRANSFER_ERROR).  A command refused before its data phase sends
+just the D2H; one whose write data went wrong reaches the core not at all; either way nothing changed.
+
+Register H2D FISes with C = 0 (device control) are taken and ignored.
+"""
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from atomflash import command, spec
+from atomflash.spec import ATA, AtaCommand as Ata, AtaFeature, AtaStatus, Opcode, SataFisType, Status
+from rtl.host.queues import command_layout, completion_layout
+from rtl.lib import wishbone
+
+from .transport import ATA_COMMAND, LINK_RX, LINK_TX, LINK_TX_STATUS, SEND
+
+__all__ = ["AtaCommandLayer"]
+
+FIS_DWORDS = spec.SATA_TRANSPORT.DATA_FIS_MAX_DWORDS
+DSM_ENTRIES = ATA.DSM_MAX_BLOCKS * ATA.DSM_BLOCK_BYTES // spec.ATA_DSM_RANGE.size
+IDENTIFY_DWORDS = spec.ATA_IDENTIFY.size // 4
+
+
+class AtaCommandLayer(wiring.Component):
+    """See the module docstring.
+
+    Parameters
+    ----------
+    block_bytes : int
+        The core's logical block: ATA's logical sector.
+    limits : atomflash.command.StaticLimits
+        The core's limits (``max_transfer``: the most sectors a READ/WRITE DMA EXT takes).
+    core_queue_ids, core_queue : int
+        Every queue id the core knows, and the one this layer's commands use.
+    volatile_cache : bool
+        The core has a volatile write cache (IDENTIFY word 82 bit 5; SET FEATURES 02h/82h allowed).
+
+    Ports
+    -----
+    command, data_in, data_wanted, send, data_out, sent
+        The transport layer's upper side.
+    core_cmd, core_cpl
+        The FTL core's stream front end.
+    mem : Out(wishbone.Signature(addr_width=30))
+        SoC memory: the staging area (``staging_bytes`` from ``staging_base``, 4-byte aligned).
+    capacity : In(64)
+        The device's sectors.
+    write_cache : Out(1)
+        The volatile write cache is enabled (on at reset when there is one).
+    idle : Out(1)
+        No command in progress.
+    """
+
+    def __init__(self, *, block_bytes: int, limits: command.StaticLimits = command.StaticLimits(),
+                 core_queue_ids: int = 1, core_queue: int = 0, volatile_cache: bool = True):
+        exact_log2(block_bytes)
+        if block_bytes < ATA.SECTOR_BYTES_MIN:
+            raise ValueError(f"ATA sectors are at least {ATA.SECTOR_BYTES_MIN} bytes")
+        self.block_bytes, self.limits, self.volatile_cache = block_bytes, limits, volatile_cache
+        self.core_queue_ids, self.core_queue = core_queue_ids, core_queue
+        self.staging_bytes = max(limits.max_transfer * block_bytes, ATA.DSM_MAX_BLOCKS * ATA.DSM_BLOCK_BYTES)
+        super().__init__({
+            "command": In(stream.Signature(ATA_COMMAND)),
+            "data_in": In(stream.Signature(LINK_RX)),
+            "data_wanted": Out(1),
+            "send": Out(stream.Signature(SEND)),
+            "data_out": Out(stream.Signature(LINK_TX)),
+            "sent": In(stream.Signature(LINK_TX_STATUS)),
+            "core_cmd": Out(stream.Signature(command_layout(core_queue_ids))),
+            "core_cpl": In(stream.Signature(completion_layout(core_queue_ids))),
+            "mem": Out(wishbone.Signature(addr_width=30, data_width=32)),
+            "staging_base": In(32),
+            "capacity": In(64),
+            "write_cache": Out(1, init=int(volatile_cache)),
+            "idle": Out(1),
+        })
+
+    def _identify_dword(self, m, index):
+        """IDENTIFY DEVICE's dword ``index``: the constant words, the capacity, the write cache state, the checksum."""
+        base = spec.ata_identify(capacity=0, block_bytes=self.block_bytes, volatile_cache=self.volatile_cache,
+                                 write_cache=False)
+        rec = spec.ATA_IDENTIFY
+        cap28 = Signal(32)
+        m.d.comb += cap28.eq(Mux(self.capacity > 0x0FFF_FFFF, 0x0FFF_FFFF, self.capacity))
+        wce = self.write_cache & int(self.volatile_cache)
+        wce_bit = 8 * rec["enabled1"].offset + rec["enabled1"].bits[0].lsb
+        # the byte sum of words 0..254 (mod 256) with what is filled in here
+        variable_bytes = [cap28[8 * i:8 * i + 8] for i in range(4)] + [self.capacity[8 * i:8 * i + 8] for i in range(8)]
+        total = Signal(8)
+        m.d.comb += total.eq(sum(base[:510]) + ATA.IDENTIFY_SIGNATURE + sum(variable_bytes) +
+                             Mux(wce, 1 << (wce_bit % 8), 0))
+        words = {i: Const(int.from_bytes(base[4 * i:4 * i + 4], "little"), 32) for i in range(IDENTIFY_DWORDS)}
+        words[rec["sectors28"].offset // 4] = cap28
+        words[rec["sectors48"].offset // 4] = self.capacity[:32]
+        words[rec["sectors48"].offset // 4 + 1] = self.capacity[32:]
+        words[wce_bit // 32] = words[wce_bit // 32] | (wce << (wce_bit % 32))
+        last = IDENTIFY_DWORDS - 1
+        words[last] = Cat(words[last][:16], Const(ATA.IDENTIFY_SIGNATURE, 8), (-total)[:8])
+        out = Signal(32)
+        with m.Switch(index):
+            for i, w in words.items():
+                with m.Case(i):
+                    m.d.comb += out.eq(w)
+        return out
+
+    def elaborate(self, platform):
+        m = Module()
+        B = self.block_bytes
+        lim = self.limits
+        block_words_log2 = exact_log2(B // 4)
+
+        # -- the command -----------------------------------------------------------------------------
+        op = Signal(8)
+        features = Signal(16)
+        lba = Signal(48)
+        n = Signal(17)                          # sectors (count, 0 = 65536), or DSM blocks
+        status = Signal(15)                     # the outcome, an atomflash Status
+        identify = Signal()                     # the data out is IDENTIFY's
+        words_left = Signal(24)                 # of the whole transfer
+        chunk = Signal(range(FIS_DWORDS + 1))   # of this Data FIS
+        fis_words = Signal(16)                  # dwords of this Data FIS so far
+        offset = Signal(24)                     # bytes into the staging area
+        word = Signal(32)
+        have_word = Signal()
+        bad_transfer = Signal()                 # the Data FIS in came with a bad CRC or the wrong length
+        mem_error = Signal()
+        index = Signal(range(DSM_ENTRIES + 1))
+        lo = Signal(32)
+        range_lba, range_len = Signal(48), Signal(16)
+        disabling_cache = Signal()
+
+        def is_(*ops):
+            return Cat(*(op == int(o) for o in ops)).any()
+
+        read = is_(Ata.READ_DMA_EXT)
+        mem = self.mem
+
+        # -- core command ------------------------------------------------------------------------------
+        core_opcode = Signal(8)
+        cmd = self.core_cmd.payload.cmd
+        m.d.comb += [self.core_cmd.payload.sqid.eq(self.core_queue), cmd.opcode.eq(core_opcode), cmd.cid.eq(0),
+                     cmd.nsid.eq(command.NSID), cmd.buf.eq(self.staging_base),
+                     cmd.flags.fua.eq(~self.write_cache & (core_opcode != Opcode.FLUSH) & (core_opcode != Opcode.READ))]
+        with m.If(is_(Ata.DATA_SET_MANAGEMENT)):
+            m.d.comb += [cmd.lba.eq(range_lba), cmd.nlb.eq(range_len)]
+        with m.Elif(is_(Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT)):
+            m.d.comb += [cmd.lba.eq(lba), cmd.nlb.eq(n)]
+
+        # -- the ending status: spec.ata_status_of ---------------------------------------------------------
+        ata_status, ata_error = Signal(8), Signal(8)
+        with m.Switch(status):
+            for s in Status:
+                with m.Case(int(s)):
+                    as_read, as_other = spec.ata_status_of(s, read=True), spec.ata_status_of(s)
+                    m.d.comb += [ata_status.eq(Mux(read, as_read[0], as_other[0])),
+                                 ata_error.eq(Mux(read, as_read[1], as_other[1]))]
+            with m.Default():
+                st, er = spec.ata_status_of(Status.INTERNAL_ERROR)
+                m.d.comb += [ata_status.eq(st), ata_error.eq(er)]
+
+        def fail(code):
+            m.d.sync += status.eq(code)
+            m.next = "D2H"
+
+        def access(address, write=False, value=0):
+            m.d.comb += [mem.cyc.eq(1), mem.stb.eq(1), mem.adr.eq(address[2:]), mem.sel.eq(0xF),
+                         mem.we.eq(write), mem.dat_w.eq(value)]
+            return mem.ack | mem.err
+
+        def send(fis_type, **values):
+            m.d.comb += [self.send.valid.eq(1), self.send.payload.type.eq(int(fis_type))]
+            for k, v in values.items():
+                m.d.comb += self.send.payload[k].eq(v)
+
+        def start_transfer(words, following):
+            m.d.sync += [words_left.eq(words), offset.eq(0)]
+            m.next = following
+
+        identify_word = self._identify_dword(m, fis_words[:7])
+        staged = self.staging_base + offset
+        first_chunk = Mux(words_left > FIS_DWORDS, FIS_DWORDS, words_left)
+
+        with m.FSM() as fsm:
+            m.d.comb += self.idle.eq(fsm.ongoing("IDLE"))
+            with m.State("IDLE"):
+                m.d.comb += self.command.ready.eq(1)
+                c = self.command.payload
+                with m.If(self.command.valid & c.c):
+                    m.d.sync += [op.eq(c.command), features.eq(c.features), lba.eq(c.lba),
+                                 n.eq(Mux(c.count == 0, 1 << 16, c.count)), status.eq(Status.SUCCESS),
+                                 identify.eq(0), disabling_cache.eq(0), index.eq(0)]
+                    m.next = "DECODE"
+
+            with m.State("DECODE"):
+                with m.Switch(op):
+                    with m.Case(Ata.IDENTIFY_DEVICE):
+                        m.d.sync += identify.eq(1)
+                        m.next = "PIO_SETUP"
+                    with m.Case(Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT):
+                        with m.If(n > lim.max_transfer):
+                            fail(Status.TRANSFER_TOO_LARGE)
+                        with m.Elif(lba + n > self.capacity):
+                            fail(Status.LBA_OUT_OF_RANGE)
+                        with m.Elif(read):
+                            m.d.sync += core_opcode.eq(Opcode.READ)
+                            m.next = "ISSUE"
+                        with m.Else():
+                            m.d.sync += core_opcode.eq(Opcode.WRITE)
+                            start_transfer(n << block_words_log2, "ACTIVATE")
+                    with m.Case(Ata.FLUSH_CACHE, Ata.FLUSH_CACHE_EXT):
+                        m.d.sync += core_opcode.eq(Opcode.FLUSH)
+                        m.next = "ISSUE"
+                    with m.Case(Ata.SET_FEATURES):
+                        with m.Switch(features[:8]):
+                            with m.Case(AtaFeature.ENABLE_WRITE_CACHE):
+                                if self.volatile_cache:
+                                    m.d.sync += self.write_cache.eq(1)
+                                    m.next = "D2H"
+                                else:
+                                    fail(Status.INVALID_FIELD)
+                            with m.Case(AtaFeature.DISABLE_WRITE_CACHE):
+                                m.d.sync += [core_opcode.eq(Opcode.FLUSH), disabling_cache.eq(1)]
+                                m.next = "ISSUE"
+                            with m.Case(AtaFeature.SET_TRANSFER_MODE):
+                                m.next = "D2H"
+                            with m.Default():
+                                fail(Status.INVALID_FIELD)
+                    with m.Case(Ata.DATA_SET_MANAGEMENT):
+                        with m.If(~features[0] | (n > ATA.DSM_MAX_BLOCKS)):
+                            fail(Status.INVALID_FIELD)
+                        with m.Else():
+                            m.d.sync += core_opcode.eq(Opcode.DEALLOCATE)
+                            start_transfer(n * (ATA.DSM_BLOCK_BYTES // 4), "ACTIVATE")
+                    with m.Default():
+                        fail(Status.INVALID_OPCODE)
+
+            # -- DMA out: DMA Activate, a Data FIS into the staging area, until all has come ---------------------
+            with m.State("ACTIVATE"):
+                send(SataFisType.DMA_ACTIVATE)
+                with m.If(self.send.ready):
+                    m.next = "ACTIVATE_SENT"
+            with m.State("ACTIVATE_SENT"):
+                m.d.comb += [self.data_wanted.eq(1), self.sent.ready.eq(1)]
+                with m.If(self.sent.valid):
+                    with m.If(self.sent.payload.ok):
+                        m.d.sync += [chunk.eq(first_chunk), fis_words.eq(0), bad_transfer.eq(0), mem_error.eq(0)]
+                        m.next = "RECEIVE"
+                    with m.Else():
+                        fail(Status.DATA_TRANSFER_ERROR)
+            with m.State("RECEIVE"):
+                m.d.comb += self.data_wanted.eq(1)
+                d = self.data_in
+                in_chunk = fis_words < chunk
+                taken = Signal()
+                with m.If(d.valid):
+                    with m.If(in_chunk):
+                        m.d.comb += taken.eq(access(staged, write=True, value=d.payload.data))
+                        with m.If(mem.err):
+                            m.d.sync += mem_error.eq(1)
+                    with m.Else():
+                        m.d.comb += taken.eq(1)
+                m.d.comb += d.ready.eq(taken)
+                with m.If(d.valid & taken):
+                    m.d.sync += [fis_words.eq(fis_words + 1), offset.eq(offset + Mux(in_chunk, 4, 0))]
+                    with m.If(d.payload.last):
+                        with m.If(mem_error | mem.err):
+                            fail(Status.INTERNAL_ERROR)
+                        with m.Elif(d.payload.error | (fis_words + 1 != chunk)):
+                            fail(Status.DATA_TRANSFER_ERROR)
+                        with m.Elif(words_left == chunk):
+                            with m.If(is_(Ata.DATA_SET_MANAGEMENT)):
+                                m.next = "CHECK_RANGE_LO"
+                            with m.Else():
+                                m.next = "ISSUE"
+                        with m.Else():
+                            m.d.sync += words_left.eq(words_left - chunk)
+                            m.next = "ACTIVATE"
+
+            # -- DATA SET MANAGEMENT: every range within the capacity first, then one DEALLOCATE each ---------
+            entry_at = self.staging_base + (index << 3)
+            with m.State("CHECK_RANGE_LO"):
+                with m.If(access(entry_at)):
+                    m.d.sync += lo.eq(mem.dat_r)
+                    m.next = "CHECK_RANGE_HI"
+            with m.State("CHECK_RANGE_HI"):
+                with m.If(access(entry_at + 4)):
+                    length = mem.dat_r[16:]
+                    with m.If((length != 0) & (Cat(lo, mem.dat_r[:16]) + length > self.capacity)):
+                        fail(Status.LBA_OUT_OF_RANGE)
+                    with m.Elif(index + 1 == n * (DSM_ENTRIES // ATA.DSM_MAX_BLOCKS)):
+                        m.d.sync += index.eq(0)
+                        m.next = "NEXT_RANGE_LO"
+                    with m.Else():
+                        m.d.sync += index.eq(index + 1)
+                        m.next = "CHECK_RANGE_LO"
+            with m.State("NEXT_RANGE_LO"):
+                with m.If(index == n * (DSM_ENTRIES // ATA.DSM_MAX_BLOCKS)):
+                    m.next = "D2H"
+                with m.Else():
+                    with m.If(access(entry_at)):
+                        m.d.sync += lo.eq(mem.dat_r)
+                        m.next = "NEXT_RANGE_HI"
+            with m.State("NEXT_RANGE_HI"):
+                with m.If(access(entry_at + 4)):
+                    m.d.sync += [range_lba.eq(Cat(lo, mem.dat_r[:16])), range_len.eq(mem.dat_r[16:]),
+                                 index.eq(index + 1)]
+                    with m.If(mem.dat_r[16:] == 0):
+                        m.next = "NEXT_RANGE_LO"
+                    with m.Else():
+                        m.next = "ISSUE"
+
+            # -- the core ----------------------------------------------------------------------------------
+            with m.State("ISSUE"):
+                m.d.comb += self.core_cmd.valid.eq(1)
+                with m.If(self.core_cmd.ready):
+                    m.next = "CORE"
+            with m.State("CORE"):
+                m.d.comb += self.core_cpl.ready.eq(1)
+                with m.If(self.core_cpl.valid):
+                    s = self.core_cpl.payload.status
+                    m.d.sync += status.eq(s)
+                    with m.If(s != Status.SUCCESS):
+                        m.next = "D2H"
+                    with m.Elif(read):
+                        start_transfer(n << block_words_log2, "DATA_HEADER")
+                    with m.Elif(is_(Ata.DATA_SET_MANAGEMENT)):
+                        m.next = "NEXT_RANGE_LO"
+                    with m.Else():
+                        with m.If(disabling_cache):
+                            m.d.sync += self.write_cache.eq(0)
+                        m.next = "D2H"
+
+            # -- PIO data-in: PIO Setup, then the Data FIS --------------------------------------------------
+            with m.State("PIO_SETUP"):
+                ok_status = spec.ata_status_of(Status.SUCCESS)[0]
+                send(SataFisType.PIO_SETUP, to_host=1, interrupt=1, status=ok_status | AtaStatus.DRQ,
+                     e_status=ok_status, transfer_count=spec.ATA_IDENTIFY.size, device=ATA.DEVICE_LBA)
+                with m.If(self.send.ready):
+                    m.next = "PIO_SETUP_SENT"
+            with m.State("PIO_SETUP_SENT"):
+                m.d.comb += self.sent.ready.eq(1)
+                with m.If(self.sent.valid):
+                    with m.If(self.sent.payload.ok):
+                        start_transfer(IDENTIFY_DWORDS, "DATA_HEADER")
+                    with m.Else():
+                        fail(Status.DATA_TRANSFER_ERROR)
+
+            # -- data out: Data FISes of at most 8 KiB from the staging area (or IDENTIFY's words) ----------
+            with m.State("DATA_HEADER"):
+                send(SataFisType.DATA)
+                with m.If(self.send.ready):
+                    m.d.sync += [chunk.eq(first_chunk), fis_words.eq(0), have_word.eq(0)]
+                    m.next = "DATA_WORDS"
+            with m.State("DATA_WORDS"):
+                with m.If(~have_word):
+                    with m.If(identify):
+                        m.d.sync += [word.eq(identify_word), have_word.eq(1)]
+                    with m.Else():
+                        with m.If(access(staged)):
+                            m.d.sync += [word.eq(mem.dat_r), have_word.eq(1)]
+                with m.Else():
+                    last_word = fis_words + 1 == chunk
+                    m.d.comb += [self.data_out.valid.eq(1), self.data_out.payload.data.eq(word),
+                                 self.data_out.payload.last.eq(last_word)]
+                    with m.If(self.data_out.ready):
+                        m.d.sync += [have_word.eq(0), fis_words.eq(fis_words + 1), offset.eq(offset + 4)]
+                        with m.If(last_word):
+                            m.next = "DATA_SENT"
+            with m.State("DATA_SENT"):
+                m.d.comb += self.sent.ready.eq(1)
+                with m.If(self.sent.valid):
+                    with m.If(~self.sent.payload.ok):
+                        fail(Status.DATA_TRANSFER_ERROR)
+                    with m.Elif(words_left != chunk):
+                        m.d.sync += words_left.eq(words_left - chunk)
+                        m.next = "DATA_HEADER"
+                    with m.Elif(identify):
+                        m.next = "IDLE"             # PIO data-in ends with the PIO Setup's E_Status
+                    with m.Else():
+                        m.next = "D2H"
+
+            # -- the ending status ---------------------------------------------------------------------------
+            with m.State("D2H"):
+                send(SataFisType.REG_D2H, interrupt=1, status=ata_status, error=ata_error, device=ATA.DEVICE_LBA)
+                with m.If(self.send.ready):
+                    m.next = "D2H_SENT"
+            with m.State("D2H_SENT"):
+                m.d.comb += self.sent.ready.eq(1)
+                with m.If(self.sent.valid):
+                    m.next = "IDLE"
+        return m

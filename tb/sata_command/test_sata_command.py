@@ -1,0 +1,508 @@
+"""The SATA transport and ATA command layers (``rtl/sata/transport.py``, ``rtl/sata/command.py``) as a
+device, spoken to in FISes on the link layer's streams.
+
+``SataTB`` builds the transport and the command layer, SoC memory for the staging area
+(``sim/harness/wbmem.py``, random wait states) and the FTL core's stand-in
+(``sim/harness/core_stand_in.py``: the reference model behind the core's stream front end).  The bench
+stands in for the link and the host: it sends Register H2D and Data FISes on ``rx`` (random gaps; the
+device's ``rx.ready`` is its HOLD), takes what the device sends on ``tx`` (random backpressure), and
+answers each frame on ``tx_status`` -- R_ERR now and then on a non-Data FIS, which the transport must
+send again.  It plays the host's side of each protocol (PIO data-in, DMA in/out, non-data).
+
+The oracle is ``AtaReference``: ATA as ACS defines it for the commands implemented, on its own
+:class:`~atomflash.model.semantics.Model`, with the statuses through ``spec.ata_status_of``.  Each
+command's status, error and data (every read) must agree with it, and so must both models' contents
+after every command (a rejected command changes nothing).
+"""
+
+import random
+
+import pytest
+from amaranth import Module
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from atomflash import command, spec
+from atomflash.model.semantics import Completion, Limits, Model
+from atomflash.spec import ATA, AtaCommand as Ata, AtaError, AtaFeature, AtaStatus, SataFisType, Status
+from rtl.sata.command import AtaCommandLayer
+from rtl.sata.transport import SataTransport
+from sim.harness.core_stand_in import FtlCoreStandIn
+from sim.harness.wbmem import WishboneMemoryModel
+
+STAGING = 0x4000_0000
+FIS_BYTES = 4 * spec.SATA_TRANSPORT.DATA_FIS_MAX_DWORDS
+OK = (int(AtaStatus.DRDY), 0)
+ABRT = (int(AtaStatus.DRDY | AtaStatus.ERR), int(AtaError.ABRT))
+IDNF = (int(AtaStatus.DRDY | AtaStatus.ERR), int(AtaError.IDNF))
+UNC = (int(AtaStatus.DRDY | AtaStatus.ERR), int(AtaError.UNC))
+ICRC = (int(AtaStatus.DRDY | AtaStatus.ERR), int(AtaError.ICRC | AtaError.ABRT))
+
+
+class FlakyModel(Model):
+    """A model whose reads of ``bad`` LBAs fail as the medium's uncorrectable errors do."""
+
+    def __init__(self, *args, bad=(), **kw):
+        super().__init__(*args, **kw)
+        self.bad = set(bad)
+
+    def read(self, lba, nlb):
+        if nlb > 0 and self._in_range(lba, nlb) and self.bad & set(range(lba, lba + nlb)):
+            return Completion(Status.MEDIA_ERROR)
+        return super().read(lba, nlb)
+
+
+class AtaReference:
+    """ATA (ACS-3) for the commands the device implements, on ``model``: (status, error, data in)."""
+
+    def __init__(self, model, *, block, volatile_cache=True, limits=command.StaticLimits()):
+        self.model, self.block, self.volatile_cache, self.limits = model, block, volatile_cache, limits
+        self.write_cache = volatile_cache
+
+    def run(self, cmd, *, features=0, lba=0, count=0, data=b""):
+        model, capacity = self.model, self.model.limits.capacity
+        n = count or 65536
+
+        def status(s, read=False):
+            return (*spec.ata_status_of(s, read=read), b"")
+        if cmd == Ata.IDENTIFY_DEVICE:
+            return (*OK, spec.ata_identify(capacity=capacity, block_bytes=self.block,
+                                           volatile_cache=self.volatile_cache, write_cache=self.write_cache))
+        if cmd in (Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT):
+            if n > self.limits.max_transfer:
+                return status(Status.TRANSFER_TOO_LARGE)
+            if lba + n > capacity:
+                return status(Status.LBA_OUT_OF_RANGE)
+            if cmd == Ata.READ_DMA_EXT:
+                r = model.read(lba, n)
+                return (*spec.ata_status_of(r.status, read=True), r.data)
+            return status(model.write(lba, data, fua=not self.write_cache).status)
+        if cmd in (Ata.FLUSH_CACHE, Ata.FLUSH_CACHE_EXT):
+            return status(model.flush().status)
+        if cmd == Ata.SET_FEATURES:
+            sub = features & 0xFF
+            if sub == AtaFeature.ENABLE_WRITE_CACHE and self.volatile_cache:
+                self.write_cache = True
+            elif sub == AtaFeature.DISABLE_WRITE_CACHE:
+                model.flush()
+                self.write_cache = False
+            elif sub != AtaFeature.SET_TRANSFER_MODE:
+                return status(Status.INVALID_FIELD)
+            return status(Status.SUCCESS)
+        if cmd == Ata.DATA_SET_MANAGEMENT:
+            if not features & 1 or n > ATA.DSM_MAX_BLOCKS:
+                return status(Status.INVALID_FIELD)
+            entries = [spec.ATA_DSM_RANGE.decompose("entry", int.from_bytes(data[i:i + 8], "little"))
+                       for i in range(0, len(data), 8)]
+            ranges = [(e.lba, e.length) for e in entries if e.length]
+            if any(s + k > capacity for s, k in ranges):
+                return status(Status.LBA_OUT_OF_RANGE)
+            for s, k in ranges:
+                model.trim(s, k, fua=not self.write_cache)
+            return status(Status.SUCCESS)
+        return status(Status.INVALID_OPCODE)
+
+
+def h2d(cmd, *, features=0, lba=0, count=0, c=1, control=0):
+    """A Register H2D FIS as dwords."""
+    raw = spec.SATA_FIS_REG_H2D.pack(
+        type=SataFisType.REG_H2D, flags=spec.SATA_FIS_REG_H2D.compose("flags", c=c), command=cmd,
+        features=features & 0xFF, features_exp=features >> 8, count=count, device=ATA.DEVICE_LBA, control=control,
+        **{f"lba{i}": lba >> 8 * i & 0xFF for i in range(6)})
+    return [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
+
+
+def dwords(raw):
+    return [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
+
+
+def unpack(record, words):
+    return record.unpack(b"".join(w.to_bytes(4, "little") for w in words[:record.size // 4]))
+
+
+class SataTB:
+    def __init__(self, seed, *, block=512, capacity=200, volatile_cache=True, r_err=0.15, gap=0.3,
+                 backpressure=0.3, bad=(), largest=8):
+        self.rng = random.Random(seed)
+        self.largest = largest           # random transfers' sectors at most
+        self.written = []                # LBAs random writes started at
+        self.block, self.capacity, self.r_err, self.gap, self.backpressure = block, capacity, r_err, gap, backpressure
+        m = Module()
+        m.submodules.transport = self.transport = t = SataTransport()
+        m.submodules.layer = self.layer = a = AtaCommandLayer(block_bytes=block, volatile_cache=volatile_cache)
+        wiring.connect(m, t.command, a.command)
+        wiring.connect(m, t.data_in, a.data_in)
+        wiring.connect(m, a.send, t.send)
+        wiring.connect(m, a.data_out, t.data_out)
+        wiring.connect(m, t.sent, a.sent)
+        m.d.comb += t.data_wanted.eq(a.data_wanted)
+        self.m = m
+        self.soc = WishboneMemoryModel(a.mem, a.staging_bytes, seed=seed, base=STAGING)
+        limits = Limits(capacity=capacity, lba_size=block)
+        self.core_model = FlakyModel(limits, cache=volatile_cache, bad=bad)
+        self.core = FtlCoreStandIn(a.core_cmd, a.core_cpl, self.core_model, self.soc, ids=1, seed=seed)
+        self.ref = AtaReference(FlakyModel(limits, cache=volatile_cache, bad=bad), block=block,
+                                volatile_cache=volatile_cache)
+        self.frames = []                 # what the device sent and the host took (R_OK)
+        self.r_errs = 0                  # R_ERRs the bench answered
+        self.fail_next_data = False      # answer the next Data FIS with R_ERR
+
+    # -- the link --------------------------------------------------------------------------------------
+    async def link_tx(self, ctx):
+        """Takes the device's frames with random backpressure; answers each on tx_status."""
+        t, rng = self.transport, self.rng
+        words, refused_in_a_row = [], 0
+        while True:
+            ctx.set(t.tx.ready, int(rng.random() > self.backpressure))
+            _, _, valid, ready, data, last = await ctx.tick().sample(
+                t.tx.valid, t.tx.ready, t.tx.payload.data, t.tx.payload.last)
+            if not (valid and ready):
+                continue
+            words.append(data)
+            if not last:
+                continue
+            ctx.set(t.tx.ready, 0)
+            kind = words[0] & 0xFF
+            if kind == SataFisType.DATA:
+                ok = not self.fail_next_data
+                self.fail_next_data = False
+            else:               # R_ERR as often as asked, never more often in a row than the transport retries
+                ok = refused_in_a_row >= t.retries or rng.random() >= self.r_err
+            refused_in_a_row = 0 if ok else refused_in_a_row + 1
+            if ok:
+                self.frames.append(words)
+            else:
+                self.r_errs += 1
+            words = []
+            ctx.set(t.tx_status.payload.ok, int(ok))
+            ctx.set(t.tx_status.valid, 1)
+            while True:
+                _, _, ready = await ctx.tick().sample(t.tx_status.ready)
+                if ready:
+                    break
+            ctx.set(t.tx_status.valid, 0)
+
+    async def send_fis(self, ctx, words, *, error=False):
+        """One frame on rx, with random gaps; ``error``: the link found its CRC bad."""
+        rx, rng = self.transport.rx, self.rng
+        for i, w in enumerate(words):
+            while rng.random() < self.gap:
+                ctx.set(rx.valid, 0)
+                await ctx.tick()
+            last = i == len(words) - 1
+            ctx.set(rx.payload, {"data": w, "last": int(last), "error": int(error and last)})
+            ctx.set(rx.valid, 1)
+            for _ in range(10_000):
+                _, _, ready = await ctx.tick().sample(rx.ready)
+                if ready:
+                    break
+            else:
+                raise AssertionError("the device held the link for ever")
+        ctx.set(rx.valid, 0)
+
+    async def next_frame(self, ctx, cycles=100_000):
+        for _ in range(cycles):
+            if self.frames:
+                return self.frames.pop(0)
+            await ctx.tick()
+        raise AssertionError("the device sent nothing")
+
+    # -- the host ------------------------------------------------------------------------------------
+    async def ata(self, ctx, cmd, *, features=0, lba=0, count=0, data=b"", corrupt_data=False, short_data=False):
+        """Runs one command as a host does: (status, error, data in)."""
+        await self.send_fis(ctx, h2d(cmd, features=features, lba=lba, count=count))
+        got, offset = b"", 0
+        pio = None
+        while True:
+            frame = await self.next_frame(ctx)
+            kind = frame[0] & 0xFF
+            if kind == SataFisType.REG_D2H:
+                d2h = unpack(spec.SATA_FIS_REG_D2H, frame)
+                assert len(frame) == 5 and spec.SATA_FIS_REG_D2H.decompose("flags", d2h.flags).i, "D2H without I"
+                assert pio is None, "a D2H after PIO data-in"
+                return d2h.status, d2h.error, got
+            if kind == SataFisType.DMA_ACTIVATE:
+                assert len(frame) == 1 and data[offset:], "a DMA Activate with nothing left to send"
+                piece = data[offset:offset + FIS_BYTES]
+                offset += len(piece)
+                words = dwords(piece)
+                if short_data:
+                    words = words[:-1]
+                await self.send_fis(ctx, [int(SataFisType.DATA)] + words, error=corrupt_data)
+            elif kind == SataFisType.PIO_SETUP:
+                pio = unpack(spec.SATA_FIS_PIO_SETUP, frame)
+                flags = spec.SATA_FIS_PIO_SETUP.decompose("flags", pio.flags)
+                assert len(frame) == 5 and flags.d and flags.i and pio.status & AtaStatus.DRQ
+                assert pio.transfer_count == spec.ATA_IDENTIFY.size
+            elif kind == SataFisType.DATA:
+                assert len(frame) - 1 <= FIS_BYTES // 4, "a Data FIS above 8 KiB"
+                got += b"".join(w.to_bytes(4, "little") for w in frame[1:])
+                if pio is not None:
+                    assert len(got) == pio.transfer_count
+                    return pio.e_status, pio.error, got
+            else:
+                raise AssertionError(f"the device sent a FIS of type {kind:#x}")
+
+    async def check(self, ctx, cmd, label="", **kw):
+        """Runs one command on the device and the reference; they must agree, and so must the models."""
+        got = await self.ata(ctx, cmd, **kw)
+        ref = {k: v for k, v in kw.items() if k in ("features", "lba", "count", "data")}
+        want = self.ref.run(cmd, **ref)
+        assert got[:2] == want[:2], f"{label} {cmd:#x} {ref.get('lba')}+{ref.get('count')}: status/error " \
+                                    f"{got[0]:#x}/{got[1]:#x}, expected {want[0]:#x}/{want[1]:#x}"
+        assert got[2] == want[2], f"{label} {cmd:#x}: the data in differs"
+        assert self.core_model.contents() == self.ref.model.contents(), f"{label} {cmd:#x}: the models differ"
+        return got
+
+    def simulator(self, bench):
+        sim = Simulator(self.m)
+        sim.add_clock(1e-8)
+        sim.add_process(self.soc.process)
+        sim.add_process(self.core.process)
+        sim.add_process(self.link_tx)
+
+        async def setup_and_run(ctx):
+            ctx.set(self.layer.staging_base, STAGING)
+            ctx.set(self.layer.capacity, self.capacity)
+            ctx.set(self.transport.link_up, 1)
+            await ctx.tick()
+            await bench(ctx)
+        sim.add_testbench(setup_and_run)
+        return sim
+
+    # -- random commands ---------------------------------------------------------------------------------
+    def random_command(self):
+        r, B, cap = self.rng, self.block, self.capacity
+        maxn = command.StaticLimits().max_transfer
+        cmd = r.choice([Ata.WRITE_DMA_EXT] * 5 + [Ata.READ_DMA_EXT] * 5 + [Ata.DATA_SET_MANAGEMENT] * 2 +
+                       [Ata.FLUSH_CACHE_EXT, Ata.FLUSH_CACHE, Ata.SET_FEATURES, 0x00, 0xC8, 0x60])
+        kw = {}
+        if cmd in (Ata.WRITE_DMA_EXT, Ata.READ_DMA_EXT):
+            n = r.choice([1, 1, 2, 3, r.randint(1, self.largest), maxn + 1, 0])   # big ones: the multi-FIS test
+            lba = r.randrange(cap - min(n or 1, cap - 1)) if r.random() < 0.8 else cap - r.randint(0, 3)
+            if cmd == Ata.READ_DMA_EXT and self.written and r.random() < 0.7:
+                lba = min(r.choice(self.written), cap - (n or 1))            # mostly where data was written
+            kw = {"lba": lba, "count": n}
+            if cmd == Ata.WRITE_DMA_EXT and 0 < n <= maxn and lba + n <= cap:
+                kw["data"] = r.randbytes(n * B)
+                self.written.append(lba)
+        elif cmd == Ata.DATA_SET_MANAGEMENT:
+            ranges = [(r.randrange(cap), r.choice([0, 1, 2, 5])) for _ in range(r.randint(1, 4))]
+            if r.random() < 0.1:
+                ranges.append((cap - 1, 2))                     # runs off the end
+            body = b"".join(spec.ATA_DSM_RANGE.pack(entry=spec.ATA_DSM_RANGE.compose("entry", lba=s, length=k))
+                            for s, k in ranges).ljust(ATA.DSM_BLOCK_BYTES, b"\0")
+            trim = r.random() < 0.9
+            kw = {"features": int(trim), "count": 1, "data": body if trim else b""}
+        elif cmd == Ata.SET_FEATURES:
+            kw = {"features": r.choice([AtaFeature.ENABLE_WRITE_CACHE, AtaFeature.DISABLE_WRITE_CACHE,
+                                        AtaFeature.SET_TRANSFER_MODE, 0x55, 0xAA])}
+        return cmd, kw
+
+
+def run(tb, bench):
+    tb.simulator(bench).run()
+
+
+@pytest.mark.parametrize("seed,block,count", [(1, 512, 50), (2, 4096, 15),
+                                              pytest.param(3, 512, 400, marks=pytest.mark.slow)])
+def test_random_commands_as_the_reference_answers_them(seed, block, count):
+    """Random commands (reads checked against the reference), R_ERR on non-Data FISes, random backpressure."""
+    tb = SataTB(seed, block=block, capacity=200 if block == 512 else 96, largest=8 if block == 512 else 2)
+    seen = {}
+    data_read = 0
+
+    async def bench(ctx):
+        for i in range(count):
+            cmd, kw = tb.random_command()
+            nonlocal data_read
+            st, er, got = await tb.check(ctx, cmd, label=f"command {i}", **kw)
+            seen[(cmd, st, er)] = seen.get((cmd, st, er), 0) + 1
+            data_read += len({got[k:k + 4] for k in range(0, len(got), 4)}) > 1     # not all one word
+        assert ctx.get(tb.transport.malformed) == 0 and ctx.get(tb.transport.crc_errors) == 0
+
+    run(tb, bench)
+    outcomes = {(st, er) for _, st, er in seen}
+    assert OK in outcomes and ABRT in outcomes and (IDNF in outcomes or count < 40), outcomes
+    assert tb.r_errs, "no R_ERR to retry"
+    assert data_read >= count // 20, f"only {data_read} reads returned written data"
+    assert tb.core.seen["WRITE"] and tb.core.seen["READ"] and tb.core.seen["DEALLOCATE"]
+
+
+def test_identify_device_words():
+    tb = SataTB(4, block=4096, capacity=0x1234_5678_9, r_err=0.3)      # above 28 bits
+
+    async def bench(ctx):
+        for cache in (True, False):
+            if not cache:
+                assert (await tb.ata(ctx, Ata.SET_FEATURES, features=AtaFeature.DISABLE_WRITE_CACHE))[:2] == OK
+            st, er, raw = await tb.ata(ctx, Ata.IDENTIFY_DEVICE)
+            assert (st, er) == OK and len(raw) == 512
+            w = [int.from_bytes(raw[2 * i:2 * i + 2], "little") for i in range(256)]
+            assert w[60] | w[61] << 16 == 0x0FFF_FFFF, "28-bit capacity saturates"
+            assert w[100] | w[101] << 16 | w[102] << 32 | w[103] << 48 == tb.capacity
+            assert w[106] == 0x4000 | 1 << 12, "logical sector longer than 256 words, one per physical"
+            assert w[117] | w[118] << 16 == 4096 // 2
+            assert w[83] & 1 << 10 and w[86] & 1 << 10, "48-bit address feature set"
+            assert w[83] & 1 << 13 and w[86] & 1 << 13, "FLUSH CACHE EXT"
+            assert w[82] & 1 << 5, "write cache supported"
+            assert bool(w[85] & 1 << 5) == cache, "write cache enabled"
+            assert w[169] & 1, "TRIM supported"
+            assert w[105] == ATA.DSM_MAX_BLOCKS
+            assert w[49] & 1 << 9 and w[49] & 1 << 8, "LBA and DMA"
+            assert w[75] == 0 and not w[76] & 1 << 8, "no NCQ"
+            model = b"".join(x.to_bytes(2, "big") for x in w[27:47]).decode("ascii")
+            assert model.rstrip() == spec.ATA_MODEL_NUMBER and len(model) == 40
+            assert b"".join(x.to_bytes(2, "big") for x in w[23:27]).decode().rstrip() == spec.ATA_FIRMWARE_REVISION
+            assert b"".join(x.to_bytes(2, "big") for x in w[10:20]).decode().rstrip() == spec.ATA_SERIAL_NUMBER
+            assert w[255] & 0xFF == 0xA5 and sum(raw) % 256 == 0, "the checksum"
+            assert raw == tb.ref.run(Ata.IDENTIFY_DEVICE)[2] if cache else True
+
+    run(tb, bench)
+    assert tb.r_errs, "no PIO Setup or Data FIS refused"
+
+
+def test_identify_reports_512_byte_sectors_without_words_117_118():
+    tb = SataTB(5, block=512, capacity=1000, volatile_cache=False)
+
+    async def bench(ctx):
+        st, er, raw = await tb.ata(ctx, Ata.IDENTIFY_DEVICE)
+        w = [int.from_bytes(raw[2 * i:2 * i + 2], "little") for i in range(256)]
+        assert (st, er) == OK and w[60] | w[61] << 16 == 1000 and w[106] == 0x4000 and w[117] == w[118] == 0
+        assert not w[82] & 1 << 5 and not w[85] & 1 << 5, "no write cache"
+        assert sum(raw) % 256 == 0
+        assert (await tb.ata(ctx, Ata.SET_FEATURES, features=AtaFeature.ENABLE_WRITE_CACHE))[:2] == ABRT
+
+    run(tb, bench)
+
+
+def test_each_error_changes_nothing():
+    """ABRT for an unknown command and each bad field, IDNF beyond the capacity, UNC for a bad block:
+    nothing written, nothing trimmed."""
+    tb = SataTB(6, capacity=64, bad={40})
+    B = tb.block
+    maxn = command.StaticLimits().max_transfer
+
+    async def bench(ctx):
+        data = tb.rng.randbytes(8 * B)
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=0, count=8, data=data))[:2] == OK
+        before = tb.core_model.contents()
+        dsm = spec.ATA_DSM_RANGE.pack(entry=spec.ATA_DSM_RANGE.compose("entry", lba=0, length=4))
+        far = spec.ATA_DSM_RANGE.pack(entry=spec.ATA_DSM_RANGE.compose("entry", lba=63, length=2))
+        cases = [
+            (ABRT, 0x00, {}), (ABRT, 0xC8, {"lba": 0, "count": 1}),               # NOP, READ DMA (28-bit)
+            (ABRT, Ata.SET_FEATURES, {"features": 0x55}),
+            (ABRT, Ata.READ_DMA_EXT, {"lba": 0, "count": maxn + 1}),
+            (ABRT, Ata.READ_DMA_EXT, {"lba": 0, "count": 0}),                    # 65536 sectors
+            (ABRT, Ata.WRITE_DMA_EXT, {"lba": 0, "count": maxn + 1}),
+            (ABRT, Ata.DATA_SET_MANAGEMENT, {"features": 0, "count": 1}),         # no TRIM bit
+            (ABRT, Ata.DATA_SET_MANAGEMENT, {"features": 1, "count": ATA.DSM_MAX_BLOCKS + 1}),
+            (IDNF, Ata.READ_DMA_EXT, {"lba": 60, "count": 5}),
+            (IDNF, Ata.READ_DMA_EXT, {"lba": 1 << 40, "count": 1}),
+            (IDNF, Ata.WRITE_DMA_EXT, {"lba": 63, "count": 2}),
+            (IDNF, Ata.DATA_SET_MANAGEMENT, {"features": 1, "count": 1, "data": (dsm + far).ljust(512, b"\0")}),
+            (UNC, Ata.READ_DMA_EXT, {"lba": 38, "count": 4}),
+        ]
+        for want, cmd, kw in cases:
+            got = await tb.check(ctx, cmd, **kw)
+            assert got[:2] == want and not got[2], f"{cmd:#x} {kw}: {got[:2]}, expected {want}"
+            assert tb.core_model.contents() == before, f"{cmd:#x} {kw} changed something"
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=0, count=8))[2] == data
+
+    run(tb, bench)
+    assert tb.core.seen["READ"] == 2 and tb.core.seen["WRITE"] == 1 and not tb.core.seen["DEALLOCATE"]
+
+
+def test_trim_then_read_back_zeros():
+    tb = SataTB(7, capacity=64)
+    B = tb.block
+
+    async def bench(ctx):
+        data = tb.rng.randbytes(16 * B)
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=8, count=16, data=data))[:2] == OK
+        ranges = [(10, 2), (0, 0), (20, 3)]
+        body = b"".join(spec.ATA_DSM_RANGE.pack(entry=spec.ATA_DSM_RANGE.compose("entry", lba=s, length=k))
+                        for s, k in ranges).ljust(512, b"\0")
+        assert (await tb.check(ctx, Ata.DATA_SET_MANAGEMENT, features=1, count=1, data=body))[:2] == OK
+        _, _, got = await tb.check(ctx, Ata.READ_DMA_EXT, lba=8, count=16)
+        want = bytearray(data)
+        for s, k in ranges:
+            want[(s - 8) * B:(s - 8 + k) * B] = bytes(k * B)
+        assert got == bytes(want), "trimmed blocks read zeros"
+
+    run(tb, bench)
+    assert tb.core.seen["DEALLOCATE"] == 2
+
+
+def test_a_write_of_more_than_one_data_fis_and_the_write_cache():
+    """A write of 20 sectors of 512 bytes (an 8 KiB Data FIS and a 2 KiB one, each after its DMA Activate; a
+    read likewise); FUA while the cache is off."""
+    tb = SataTB(8, capacity=256)
+    fua = []
+    run_core = tb.core.run
+
+    def spy(raw, queue=0):
+        c = spec.CMD.unpack(raw.to_bytes(spec.CMD.size, "little"))
+        fua.append((c.opcode, spec.CMD.decompose("flags", c.flags).fua))
+        return run_core(raw, queue)
+    tb.core.run = spy
+
+    async def bench(ctx):
+        data = tb.rng.randbytes(20 * tb.block)
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=100, count=20, data=data))[:2] == OK
+        assert (await tb.check(ctx, Ata.SET_FEATURES, features=AtaFeature.DISABLE_WRITE_CACHE))[:2] == OK
+        assert not ctx.get(tb.layer.write_cache)
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=0, count=1, data=data[:512]))[:2] == OK
+        assert (await tb.check(ctx, Ata.SET_FEATURES, features=AtaFeature.ENABLE_WRITE_CACHE))[:2] == OK
+        assert (await tb.check(ctx, Ata.FLUSH_CACHE_EXT))[:2] == OK
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=100, count=20))[2] == data
+
+    run(tb, bench)
+    W, F = int(spec.Opcode.WRITE), int(spec.Opcode.FLUSH)
+    assert fua[:3] == [(W, 0), (F, 0), (W, 1)], fua
+
+
+def test_link_errors_on_data_fail_the_command_with_icrc():
+    """A Data FIS in with a bad CRC or short, or one of ours answered R_ERR: ICRC|ABRT, nothing written."""
+    tb = SataTB(9, capacity=64, r_err=0)
+    B = tb.block
+
+    async def bench(ctx):
+        data = tb.rng.randbytes(4 * B)
+        assert (await tb.ata(ctx, Ata.WRITE_DMA_EXT, lba=0, count=4, data=data, corrupt_data=True))[:2] == ICRC
+        assert (await tb.ata(ctx, Ata.WRITE_DMA_EXT, lba=0, count=4, data=data, short_data=True))[:2] == ICRC
+        assert tb.core_model.contents() == {} and not tb.core.seen["WRITE"]
+        assert ctx.get(tb.transport.crc_errors) == 1
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=0, count=4, data=data))[:2] == OK
+        tb.fail_next_data = True
+        assert (await tb.ata(ctx, Ata.READ_DMA_EXT, lba=0, count=4))[:2] == ICRC
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=0, count=4))[2] == data
+
+    run(tb, bench)
+
+
+def test_malformed_fises_are_dropped_and_counted():
+    tb = SataTB(10, capacity=64)
+    B = tb.block
+
+    async def bench(ctx):
+        t = tb.transport
+        good = h2d(Ata.WRITE_DMA_EXT, lba=0, count=1)
+        await tb.send_fis(ctx, [0x99, 1, 2])                                # unknown type
+        await tb.send_fis(ctx, good[:4])                                    # Register H2D too short
+        await tb.send_fis(ctx, good + [0])                                  # ... too long
+        await tb.send_fis(ctx, [int(SataFisType.DATA)] + dwords(bytes(B)))  # Data nobody asked for
+        await tb.send_fis(ctx, [int(SataFisType.DATA)])                     # Data with no data
+        await tb.send_fis(ctx, h2d(Ata.READ_DMA_EXT, lba=0, count=1)[:1])   # one dword
+        await tb.send_fis(ctx, [int(spec.SataFisType.REG_D2H)] + [0] * 4)   # the device's own kind
+        await tb.send_fis(ctx, good, error=True)                            # bad CRC
+        await tb.send_fis(ctx, h2d(Ata.SET_FEATURES, features=AtaFeature.DISABLE_WRITE_CACHE, c=0))  # control
+        await ctx.tick().repeat(200)
+        assert ctx.get(t.malformed) == 7 and ctx.get(t.crc_errors) == 1
+        assert not tb.frames and ctx.get(tb.layer.idle) and ctx.get(tb.layer.write_cache)
+        assert tb.core_model.contents() == {} and not tb.core.seen
+        data = tb.rng.randbytes(B)
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=3, count=1, data=data))[:2] == OK
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=3, count=1))[2] == data
+
+    run(tb, bench)
