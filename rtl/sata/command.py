@@ -33,7 +33,7 @@ just the D2H; one whose write data went wrong reaches the core not at all; eithe
 Register H2D FISes with C = 0 (device control) are taken and ignored.
 """
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -153,8 +153,7 @@ class AtaCommandLayer(wiring.Component):
         offset = Signal(24)                     # bytes into the staging area
         word = Signal(32)
         have_word = Signal()
-        bad_transfer = Signal()                 # the Data FIS in came with a bad CRC or the wrong length
-        mem_error = Signal()
+        mem_error = Signal()                    # SoC memory answered err during this transfer
         index = Signal(range(DSM_ENTRIES + 1))
         lo = Signal(32)
         range_lba, range_len = Signal(48), Signal(16)
@@ -204,7 +203,7 @@ class AtaCommandLayer(wiring.Component):
                 m.d.comb += self.send.payload[k].eq(v)
 
         def start_transfer(words, following):
-            m.d.sync += [words_left.eq(words), offset.eq(0)]
+            m.d.sync += [words_left.eq(words), offset.eq(0), mem_error.eq(0)]
             m.next = following
 
         identify_word = self._identify_dword(m, fis_words[:7])
@@ -274,7 +273,7 @@ class AtaCommandLayer(wiring.Component):
                 m.d.comb += [self.data_wanted.eq(1), self.sent.ready.eq(1)]
                 with m.If(self.sent.valid):
                     with m.If(self.sent.payload.ok):
-                        m.d.sync += [chunk.eq(first_chunk), fis_words.eq(0), bad_transfer.eq(0), mem_error.eq(0)]
+                        m.d.sync += [chunk.eq(first_chunk), fis_words.eq(0)]
                         m.next = "RECEIVE"
                     with m.Else():
                         fail(Status.DATA_TRANSFER_ERROR)
@@ -389,6 +388,8 @@ class AtaCommandLayer(wiring.Component):
                     with m.Else():
                         with m.If(access(staged)):
                             m.d.sync += [word.eq(mem.dat_r), have_word.eq(1)]
+                        with m.If(mem.err):
+                            m.d.sync += mem_error.eq(1)     # the FIS goes on; the D2H reports it
                 with m.Else():
                     last_word = fis_words + 1 == chunk
                     m.d.comb += [self.data_out.valid.eq(1), self.data_out.payload.data.eq(word),
@@ -402,6 +403,8 @@ class AtaCommandLayer(wiring.Component):
                 with m.If(self.sent.valid):
                     with m.If(~self.sent.payload.ok):
                         fail(Status.DATA_TRANSFER_ERROR)
+                    with m.Elif(mem_error & (words_left == chunk)):
+                        fail(Status.INTERNAL_ERROR)
                     with m.Elif(words_left != chunk):
                         m.d.sync += words_left.eq(words_left - chunk)
                         m.next = "DATA_HEADER"

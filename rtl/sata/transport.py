@@ -28,10 +28,9 @@ does, up to ``retries`` more times, and a Data FIS never (its dwords are gone): 
 then and the command layer reports the failed transfer.
 """
 
-from amaranth import Cat, Const, Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
 
 from atomflash import spec
 from atomflash.spec import SataFisType
@@ -171,7 +170,6 @@ class SataTransport(wiring.Component):
     # -- transmit ----------------------------------------------------------------------------------------
     def _transmit(self):
         m = Module()
-        req = Signal(SEND)
         header = Signal(32 * MAX_HEADER_DWORDS)
         length = Signal(range(MAX_HEADER_DWORDS + 1))
         index = Signal(range(MAX_HEADER_DWORDS + 1))
@@ -211,7 +209,7 @@ class SataTransport(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.send.ready.eq(1)
                 with m.If(self.send.valid):
-                    m.d.sync += [req.eq(r), header.eq(built), length.eq(built_length), index.eq(0), tries.eq(0),
+                    m.d.sync += [header.eq(built), length.eq(built_length), index.eq(0), tries.eq(0),
                                  is_data.eq(r.type == SataFisType.DATA)]
                     m.next = "HEADER"
             with m.State("HEADER"):

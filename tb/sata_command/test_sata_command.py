@@ -506,3 +506,22 @@ def test_malformed_fises_are_dropped_and_counted():
         assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=3, count=1))[2] == data
 
     run(tb, bench)
+
+
+def test_a_memory_error_on_the_staging_area_fails_the_command():
+    """SoC memory refusing the staging area: the write reaches nothing, the read's D2H reports it."""
+    tb = SataTB(11, capacity=64, r_err=0)
+    B = tb.block
+    fault = (int(AtaStatus.DRDY | AtaStatus.DF | AtaStatus.ERR), int(AtaError.ABRT))
+    assert spec.ata_status_of(Status.INTERNAL_ERROR) == fault
+
+    async def bench(ctx):
+        data = tb.rng.randbytes(2 * B)
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=5, count=2, data=data))[:2] == OK
+        tb.soc.error_at(range(STAGING + B + 8, STAGING + B + 12))
+        assert (await tb.ata(ctx, Ata.WRITE_DMA_EXT, lba=9, count=2, data=data))[:2] == fault
+        assert sorted(tb.core_model.contents()) == [5, 6], "the failed write changed something"
+        assert (await tb.ata(ctx, Ata.READ_DMA_EXT, lba=5, count=2))[:2] == fault
+        assert (await tb.ata(ctx, Ata.READ_DMA_EXT, lba=5, count=1))[:2] == OK
+
+    run(tb, bench)
