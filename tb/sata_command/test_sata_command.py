@@ -326,7 +326,7 @@ def test_random_commands_as_the_reference_answers_them(seed, block, count):
     assert OK in outcomes and ABRT in outcomes and (IDNF in outcomes or count < 40), outcomes
     assert tb.r_errs, "no R_ERR to retry"
     assert data_read >= count // 20, f"only {data_read} reads returned written data"
-    assert tb.core.seen["WRITE"] and tb.core.seen["READ"] and tb.core.seen["DEALLOCATE"]
+    assert tb.core.seen["WRITE"] and tb.core.seen["READ"] and (tb.core.seen["DEALLOCATE"] or count < 40)
 
 
 def test_identify_device_words():
