@@ -72,3 +72,5 @@ def hw_enum(spec_enum, shape: int):
         namespace[member.name] = int(member)
     namespace["__doc__"] = spec_enum.__doc__
     return enum.EnumMeta(spec_enum.__name__, (enum.Enum,), namespace, shape=shape)
+
+SATA_CRC = crc_algorithm(spec.SATA_CRC)

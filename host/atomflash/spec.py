@@ -2199,6 +2199,52 @@ NVME_STATUS_OF = ConstantGroup(
 CONSTANTS += [NVME_IDENT, NVME_FIELD, NVME_STATUS_OF]
 
 # -----------------------------------------------------------------------------
+# SATA link (rtl/sata/phy.py, rtl/sata/link.py; docs/sata.md): the dwords a
+# SATA link layer sends on the line, and its CRC and scrambler.  A primitive
+# is one dword whose byte 0 is a K28.x control character (charisk 0b0001),
+# the other three bytes data characters; the values are the 8b/10b symbols
+# as a little-endian dword, as LiteSATA (litesata.common.primitives) and the
+# transceivers carry them.
+# -----------------------------------------------------------------------------
+
+
+class SataPrimitive(DocEnum):
+    ALIGN = 0x7B4A4ABC, "K28.5 D10.2 D10.2 D27.3: clock compensation, two at least every 256 dwords; dropped on receive"
+    CONT = 0x9999AA7C, "the previous primitive repeats; data dwords until the next primitive are junk"
+    SYNC = 0xB5B5957C, "the link is idle"
+    X_RDY = 0x5757B57C, "transmitter has a frame to send"
+    R_RDY = 0x4A4A957C, "receiver is ready for the frame (answers X_RDY)"
+    SOF = 0x3737B57C, "start of frame: scrambled FIS dwords and its CRC follow"
+    EOF = 0xD5D5B57C, "end of frame: the dword before was the CRC"
+    R_IP = 0x5555B57C, "receiver: reception in progress"
+    WTRM = 0x5858B57C, "transmitter: frame sent, waiting for R_OK or R_ERR"
+    R_OK = 0x3535B57C, "receiver: frame received, CRC good"
+    R_ERR = 0x5656B57C, "receiver: frame received with a bad CRC (or lost data)"
+    HOLD = 0xD5D5AA7C, "receiver: stop sending data; transmitter: no data ready"
+    HOLDA = 0x9595AA7C, "acknowledges a HOLD from the other side"
+
+
+SATA_PRIMITIVE_CHARISK = 0b0001   # charisk of a primitive: byte 0 is the K character
+SATA_D10_2 = 0x4A4A4A4A           # D10.2 dwords: what a host sends while it waits for the device's ALIGNs
+
+# The frame CRC: CRC-32's polynomial over 32-bit dwords, MSB first, no reflection, no final xor, a
+# seed of its own; a frame followed by its CRC leaves the register at 0 (the receiver's check).
+SATA_CRC = CrcParams("SATA", 32, 0x04C11DB7, 0x52325032, False, False, 0x00000000, 0xCF72AFE8)
+
+SATA_LINK = ConstantGroup("sata_link", "SATA link layer numbers (rtl/sata).", [
+    Constant("SCRAMBLER_POLY", 0xA011, "scrambler LFSR x^16+x^15+x^13+x^4+1 (Galois, shifting left; the low "
+             "16 bits of the polynomial); each dword takes 32 output bits, bit 0 first"),
+    Constant("SCRAMBLER_SEED", 0xFFFF, "scrambler state at SOF; the first dword's mask is 0xC2D2768D"),
+    Constant("ALIGN_PERIOD", 256, "dwords per ALIGN period on transmit"),
+    Constant("ALIGNS_PER_PERIOD", 2, "ALIGNs sent back to back at the start of each period"),
+    Constant("CONT_AFTER", 2, "a primitive is sent this many times before CONT replaces the repeats"),
+])
+
+CONSTANTS += [SATA_LINK]
+ENUMS.append(SataPrimitive)
+
+
+# -----------------------------------------------------------------------------
 # Etherbone host link (soc.atomflash_soc.add_etherbone_host): where a drive on
 # Ethernet answers, and the gateway the simulated LAN shows it (soc/eth2udp.c).
 # The packet format is LiteX's Etherbone (litex.tools.remote.etherbone).

@@ -1,0 +1,1 @@
+"""SATA device-role stack (docs/sata.md): phy.py (OOB, ALIGNs) and link.py (primitives, frames)."""
