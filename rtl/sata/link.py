@@ -293,10 +293,11 @@ class SataLink(wiring.Component):
                     m.next = "RECEIVE-END"
             with m.State("RECEIVE-END"):   # the FIS's last dword (the newest is the CRC) goes in flagged
                 m.d.comb += want.eq(int(SataPrimitive.R_IP))
-                error = ~rx_crc.match_detected | overflow | aborted | (rx_count != 2)
+                error = ~rx_crc.match_detected | overflow | aborted
                 m.d.comb += [push.data.eq(held), push.last.eq(1), push.error.eq(error)]
-                with m.If(aborted & (rx_count == 0)):     # nothing of the frame came out: nothing to end
-                    m.next = "IDLE"
+                with m.If(rx_count != 2):   # no FIS dword and CRC: nothing to pass up, a bad frame
+                    m.d.sync += rx_good.eq(0)
+                    m.next = "RECEIVE-RESULT"
                 with m.Else():
                     m.d.comb += rx_fifo.w_en.eq(1)
                     with m.If(rx_fifo.w_rdy):

@@ -98,7 +98,7 @@ class SataTB:
     def up(self):
         return bool(self.dut.dev_link_up.value) and bool(self.dut.host_phy_ready.value)
 
-    async def wait_link(self, up=True, limit=40000):
+    async def wait_link(self, up=True, limit=20000):
         for _ in range(limit):
             await RisingEdge(self.dut.clk)
             self.cycle += 1
@@ -106,7 +106,7 @@ class SataTB:
                 return self.cycle
         raise AssertionError(f"link not {'up' if up else 'down'} after {limit} cycles")
 
-    async def exchange(self, host_frames, dev_frames, *, gap=0.1, stall=0.02, stall_len=300, limit=200000,
+    async def exchange(self, host_frames, dev_frames, *, gap=0.1, stall=0.02, stall_len=300, limit=50000,
                        flip_down_frame=None, flip_up_frame=None):
         """Host sends ``host_frames``, the device ``dev_frames``, at once; returns what each side got."""
         d, rnd = self.dut, self.rnd
@@ -250,3 +250,69 @@ async def aligns_inserted_and_removed_by_the_cable(dut):
     assert int(dut.inserted.value) - inserted > 5 and int(dut.removed.value) - removed > 5
     assert tb.up()
     dut.insert_rate.value, dut.remove_rate.value = 0, 0
+
+
+async def _send_and_cut(tb, stream, frame, cut_after, *, watch_rx=False):
+    """Offer ``frame`` on ``stream`` ("dev_tx" or "host_sink") with the line cut ``cut_after`` dwords
+    in; returns (device tx_status values seen, device rx dwords with their last/error) once the
+    sender has taken the whole frame and, for the device, its status came."""
+    d = tb.dut
+    valid, ready, data, last = (getattr(d, f"{stream}_{p}") for p in ("valid", "ready", "data", "last"))
+    statuses, received = [], []
+    pos = 0
+    for _ in range(50000):
+        if pos < len(frame):
+            valid.value, data.value, last.value = 1, frame[pos], int(pos == len(frame) - 1)
+        else:
+            valid.value = 0
+        d.cut.value = int(pos >= cut_after)
+        d.dev_status_ready.value = 1
+        d.dev_rx_ready.value = 1
+        await ReadOnly()
+        if pos < len(frame) and ready.value:
+            pos += 1
+        if d.dev_status_valid.value:
+            statuses.append(int(d.dev_status_ok.value))
+        if d.dev_rx_valid.value:
+            received.append((int(d.dev_rx_data.value), int(d.dev_rx_last.value), int(d.dev_rx_error.value)))
+        await RisingEdge(d.clk)
+        if pos == len(frame) and (statuses or (watch_rx and received and received[-1][1])):
+            break
+    else:
+        raise AssertionError(f"{stream}: {pos} of {len(frame)} dwords taken, statuses {statuses}")
+    valid.value = 0
+    return statuses, received
+
+
+async def _restart(tb):
+    """Line back, host reset (LiteSATA's link keeps a half-received frame's state across its PHY's
+    reset), link up again."""
+    d = tb.dut
+    d.cut.value = 0
+    d.host_rst.value = 1
+    await ClockCycles(d.clk, 3)
+    d.host_rst.value = 0
+    await tb.wait_link(True)
+
+
+@cocotb.test()
+async def link_down_mid_frame_ends_the_frame_as_failed(dut):
+    tb = SataTB(dut, 6)
+    await tb.start()
+    await tb.wait_link(True)
+    frame = [tb.rnd.getrandbits(32) for _ in range(600)]
+    # device -> host, the host holding it off: the device takes the rest of the FIS, status 0
+    dut.host_source_ready.value = 0
+    statuses, _ = await _send_and_cut(tb, "dev_tx", frame, 300)
+    assert statuses == [0], statuses
+    assert not dut.dev_link_up.value
+    await _restart(tb)
+    # host -> device: what the device passed up ends with a dword flagged last and error
+    _, received = await _send_and_cut(tb, "host_sink", frame, 200, watch_rx=True)
+    assert received and received[-1][1:] == (1, 1), received[-3:]
+    assert [w for w, _, _ in received[:-1]] == frame[:len(received) - 1]
+    assert all(not last for _, last, _ in received[:-1])
+    await _restart(tb)
+    frames = [[1, 2, 3]]
+    dut.host_source_ready.value = 1
+    check_clean(await tb.exchange(frames, frames), frames, frames)
