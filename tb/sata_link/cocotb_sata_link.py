@@ -111,7 +111,7 @@ class SataTB:
         """Host sends ``host_frames``, the device ``dev_frames``, at once; returns what each side got."""
         d, rnd = self.dut, self.rnd
         hs, ds = _Sender(rnd, host_frames, gap), _Sender(rnd, dev_frames, gap)
-        hr, dr = _Receiver(rnd, stall, stall_len), _Receiver(rnd, stall, 40)
+        hr, dr = _Receiver(rnd, stall, stall_len), _Receiver(rnd, stall, stall_len)
         host_results, dev_results = [], []
         armed_down = armed_up = False
         for _ in range(limit):
