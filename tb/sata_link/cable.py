@@ -16,6 +16,7 @@ Each direction is a :class:`CableLane`:
 * ``flip_arm``: the next data dword of a frame (after SOF, not junk after
   CONT) gets bit ``flip_bit`` inverted; ``flipped`` counts the flips.
 * ``cut``: the line is dead both ways: idle, no OOB.
+* ``conts`` counts the CONTs that went through.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class CableLane(wiring.Component):
             # test controls
             "insert_rate": In(8), "remove_rate": In(8), "inserted": Out(16), "removed": Out(16),
             "flip_arm": In(1), "flip_bit": In(5), "flipped": Out(8),
+            "conts": Out(16),
         })
 
     def elaborate(self, platform):
@@ -104,7 +106,7 @@ class CableLane(wiring.Component):
             with m.If(out.data == int(SataPrimitive.EOF)):
                 m.d.sync += in_frame.eq(0)
             with m.If(out.data == int(SataPrimitive.CONT)):
-                m.d.sync += in_cont.eq(1)
+                m.d.sync += [in_cont.eq(1), self.conts.eq(self.conts + 1)]
             with m.Elif(out.data != int(SataPrimitive.ALIGN)):
                 m.d.sync += in_cont.eq(0)
         armed = Signal()
@@ -149,6 +151,7 @@ class SataBackToBack(wiring.Component):
             "dev_rx_error": Out(1), "dev_link_up": Out(1),
             "insert_rate": In(8), "remove_rate": In(8), "inserted": Out(16), "removed": Out(16),
             "flip_down": In(1), "flip_up": In(1), "flip_bit": In(5), "flipped_down": Out(8), "flipped_up": Out(8),
+            "conts_up": Out(16),
         })
 
     def elaborate(self, platform):
@@ -161,7 +164,8 @@ class SataBackToBack(wiring.Component):
                          lane.remove_rate.eq(self.remove_rate), lane.flip_bit.eq(self.flip_bit)]
         m.d.comb += [self.inserted.eq(down.inserted + up.inserted), self.removed.eq(down.removed + up.removed),
                      down.flip_arm.eq(self.flip_down), up.flip_arm.eq(self.flip_up),
-                     self.flipped_down.eq(down.flipped), self.flipped_up.eq(up.flipped)]
+                     self.flipped_down.eq(down.flipped), self.flipped_up.eq(up.flipped),
+                     self.conts_up.eq(up.conts)]
 
         # device transceiver <-> lanes
         t = dev.trx

@@ -196,8 +196,10 @@ async def random_frames_both_ways_with_holds(dut):
     await tb.start()
     await tb.wait_link(True)
     host_frames, dev_frames = random_frames(tb.rnd, 10, 400), random_frames(tb.rnd, 10, 400)
+    conts = int(dut.conts_up.value)
     result = await tb.exchange(host_frames, dev_frames, gap=0.05, stall=0.01, stall_len=400)
     check_clean(result, host_frames, dev_frames)
+    assert int(dut.conts_up.value) - conts > 20   # the device's repeated primitives went out as CONT runs
 
 
 @cocotb.test()
