@@ -49,7 +49,7 @@ junk until the next primitive.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 

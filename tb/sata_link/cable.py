@@ -21,15 +21,15 @@ Each direction is a :class:`CableLane`:
 
 from __future__ import annotations
 
-from amaranth import Array, Instance, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth import Array, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from atomflash.spec import SATA_PRIMITIVE_CHARISK, SataPrimitive
-from rtl.sata.link import RX_WORD, TX_WORD, SataDevice
-from rtl.sata.phy import LINE_WORD
+from rtl.sata.link import SataDevice
 
-_LANE_WORD = {"data": 32, "charisk": 4, "idle": 1}
+# a dword in the cable, with the sender's electrical idle beside it
+_LANE_WORD_LAYOUT = data.StructLayout({"data": 32, "charisk": 4, "idle": 1})
 
 
 class CableLane(wiring.Component):
@@ -125,10 +125,6 @@ class CableLane(wiring.Component):
         return m
 
 
-from amaranth.lib import data as _data  # noqa: E402
-
-_LANE_WORD_LAYOUT = _data.StructLayout(_LANE_WORD)
-
 
 class SataBackToBack(wiring.Component):
     """LiteSATA's host (``host_module``, its Verilog ports named by ``host_ports``) and :class:`SataDevice`
@@ -208,7 +204,6 @@ class SataBackToBack(wiring.Component):
             "phy_ready": ("o", self.host_phy_ready), "tx_result_valid": ("o", self.host_tx_result_valid),
             "tx_result_ok": ("o", self.host_tx_result_ok),
         }
-        from amaranth import ClockSignal, ResetSignal
         kwargs = {}
         for role, (direction, value) in conns.items():
             if isinstance(value, str) and value == "sync_clk":

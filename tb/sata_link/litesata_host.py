@@ -20,7 +20,7 @@ from pathlib import Path
 from migen import ClockDomain, ClockSignal, Module, ResetSignal, Signal
 from migen.fhdl import verilog
 
-from litesata.common import link_description, phy_description, primitives
+from litesata.common import phy_description, primitives
 from litesata.core.link import LiteSATALink
 from litesata.phy.ctrl import LiteSATAPHYCtrl
 from litesata.phy.datapath import LiteSATAPHYDatapath
