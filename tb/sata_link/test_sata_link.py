@@ -72,3 +72,10 @@ def test_crc_matches_litesata():
     run_simulation(crc, bench())
     algo = hw.SATA_CRC(data_width=32)
     assert values[1:] == [algo.compute(words[:k]) for k in range(1, len(words) + 1)]
+
+
+def test_spec_crc_check_value():
+    from atomflash import spec
+    from rtl import spec as hw
+
+    assert hw.SATA_CRC(data_width=8).compute(b"123456789") == spec.SATA_CRC.check
