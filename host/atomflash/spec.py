@@ -2470,6 +2470,9 @@ ATA_IDENTIFY = Record(
         (132, u16("cycle_mwdma", "recommended multiword DMA cycle (ns)")),
         (134, u16("cycle_pio", "minimum PIO cycle without flow control (ns)")),
         (136, u16("cycle_pio_iordy", "minimum PIO cycle with IORDY (ns)")),
+        (138, u16("additional", "additional supported", [
+            Bits("trim_zeros", 5, 1, "trimmed sectors read zeros (needs deterministic_trim)"),
+            Bits("deterministic_trim", 14, 1, "trimmed sectors read the same until written")])),
         (150, u16("queue_depth", "NCQ queue depth - 1 (0: no NCQ)")),
         (152, u16("sata_capabilities", "SATA capabilities (ATA.SATA_CAPABILITIES)")),
         (160, u16("major_version", "ACS versions: ATA8-ACS, ACS-2, ACS-3")),
@@ -2489,21 +2492,31 @@ ATA_IDENTIFY = Record(
         (212, u16("sector_size", "physical/logical sector size", [
             Bits("logical_log2_per_physical", 0, 4, "log2 of logical sectors per physical sector"),
             Bits("logical_large", 12, 1, "the logical sector is longer than 256 words (words 117-118)"),
+            Bits("multiple_logical", 13, 1, "more than one logical sector per physical sector"),
             Bits("one", 14, 1, "shall be 1")])),
         (234, u16("logical_words_lo", "logical sector size in words, bits 15:0")),
         (236, u16("logical_words_hi", "logical sector size in words, bits 31:16")),
         (238, u16("supported4", "bit 14 shall be 1")),
         (240, u16("enabled4", "bit 14 shall be 1")),
         (338, u16("dsm", "DATA SET MANAGEMENT", [Bits("trim", 0, 1, "TRIM supported")])),
+        (418, u16("alignment", "bit 14 shall be 1; bits 13:0 the offset of LBA 0 in its physical sector")),
         (434, u16("rotation", "nominal media rotation rate (1: non-rotating)")),
         (510, u16("integrity", "integrity word", [Bits("signature", 0, 8, "ATA.IDENTIFY_SIGNATURE"),
                                                   Bits("checksum", 8, 8, "makes the 512 bytes sum to 0 mod 256")])),
     ]), size=512)
 
 
-def ata_identify(*, capacity: int, block_bytes: int, volatile_cache: bool, write_cache: bool) -> bytes:
-    """IDENTIFY DEVICE's 512 bytes for a device of ``capacity`` sectors of ``block_bytes``."""
-    logical_large = block_bytes > ATA.SECTOR_BYTES_MIN
+def ata_identify(*, capacity: int, block_bytes: int, volatile_cache: bool, write_cache: bool,
+                 sector_bytes: int | None = None) -> bytes:
+    """IDENTIFY DEVICE's 512 bytes for a device of ``capacity`` logical sectors of ``sector_bytes`` (default
+    ``block_bytes``) on physical sectors of ``block_bytes`` (the core's block), LBA 0 aligned.  A trimmed
+    sector reads the same until written: zeros when the logical sector is the block (the core deallocates
+    it), its old data otherwise (a range deallocates only the whole blocks it covers)."""
+    sector_bytes = sector_bytes or block_bytes
+    per_physical_log2 = (block_bytes // sector_bytes).bit_length() - 1
+    if sector_bytes < ATA.SECTOR_BYTES_MIN or sector_bytes << per_physical_log2 != block_bytes:
+        raise ValueError(f"a {block_bytes}-byte block is not a power of two of {sector_bytes}-byte sectors")
+    logical_large = sector_bytes > ATA.SECTOR_BYTES_MIN
     values = dict(
         general=0x0040, multiple_max=0x8000,
         capabilities=ATA_IDENTIFY.compose("capabilities", dma=1, lba=1), capabilities2=0x4000, valid=0x0006,
@@ -2516,9 +2529,13 @@ def ata_identify(*, capacity: int, block_bytes: int, volatile_cache: bool, write
         enabled1=ATA_IDENTIFY.compose("enabled1", write_cache=int(volatile_cache and write_cache)),
         enabled2=ATA_IDENTIFY.compose("enabled2", lba48=1, flush_cache=1, flush_cache_ext=1, words119_120=1),
         enabled3=0x4000, udma=0x007F, sectors48=capacity, dsm_max_blocks=ATA.DSM_MAX_BLOCKS,
-        sector_size=ATA_IDENTIFY.compose("sector_size", logical_large=int(logical_large), one=1),
-        logical_words_lo=(block_bytes // 2) & 0xFFFF if logical_large else 0,
-        logical_words_hi=(block_bytes // 2) >> 16 if logical_large else 0,
+        additional=ATA_IDENTIFY.compose("additional", deterministic_trim=1, trim_zeros=int(per_physical_log2 == 0)),
+        sector_size=ATA_IDENTIFY.compose("sector_size", logical_log2_per_physical=per_physical_log2,
+                                         multiple_logical=int(per_physical_log2 > 0),
+                                         logical_large=int(logical_large), one=1),
+        logical_words_lo=(sector_bytes // 2) & 0xFFFF if logical_large else 0,
+        logical_words_hi=(sector_bytes // 2) >> 16 if logical_large else 0,
+        alignment=0x4000,
         supported4=0x4000, enabled4=0x4000, dsm=ATA_IDENTIFY.compose("dsm", trim=1), rotation=1,
         **ata_string_values("sn", ATA_SERIAL_NUMBER, 10), **ata_string_values("fw", ATA_FIRMWARE_REVISION, 4),
         **ata_string_values("mn", ATA_MODEL_NUMBER, 20))

@@ -23,6 +23,15 @@ The protocols, as SATA lays them out in FISes (device side):
   SET FEATURES 02h/82h turn the volatile write cache on/off (82h flushes it first), 03h (transfer
   mode) is taken and changes nothing.
 
+**Logical sectors on larger blocks (512e).**  With ``sector_bytes`` below the core's block, an LBA is a
+sector and a block holds ``block_bytes // sector_bytes`` of them (IDENTIFY word 106 says how many, word
+209 that LBA 0 starts a block).  A read reads the blocks covering its sectors into the staging area and
+sends the slice from where the first sector starts.  A write covering whole blocks writes them; one
+covering part of a block is a read-modify-write: the covering blocks are read into the staging area
+first, the host's sectors land over them, and the blocks are written back, so the other sectors keep
+their data.  A TRIM range deallocates only the whole blocks it covers; the rest keep their data, so
+IDENTIFY claims deterministic reads after TRIM but zeros only when the sector is the block.
+
 Every outcome is an atomflash ``Status``, reported through the one table ``spec.ata_status_of``:
 ABRT for an unknown command (INVALID_OPCODE) or a bad field (INVALID_FIELD, a transfer above the
 core's ``max_transfer``), IDNF for an LBA range beyond the capacity, UNC for a read the medium could
@@ -58,9 +67,13 @@ class AtaCommandLayer(wiring.Component):
     Parameters
     ----------
     block_bytes : int
-        The core's logical block: ATA's logical sector.
+        The core's logical block: ATA's physical sector.
+    sector_bytes : int or None
+        ATA's logical sector: 512 for 512e (``block_bytes // sector_bytes`` sectors to a block), or
+        ``None`` for the block itself.
     limits : atomflash.command.StaticLimits
-        The core's limits (``max_transfer``: the most sectors a READ/WRITE DMA EXT takes).
+        The core's limits (``max_transfer`` blocks to a core command; ``max_sectors``, the most sectors a
+        READ/WRITE DMA EXT takes, is what fits in that many blocks wherever the range starts).
     core_queue_ids, core_queue : int
         Every queue id the core knows, and the one this layer's commands use.
     volatile_cache : bool
@@ -75,19 +88,26 @@ class AtaCommandLayer(wiring.Component):
     mem : Out(wishbone.Signature(addr_width=30))
         SoC memory: the staging area (``staging_bytes`` from ``staging_base``, 4-byte aligned).
     capacity : In(64)
-        The device's sectors.
+        The core's blocks (the device has ``block_bytes // sector_bytes`` times as many sectors).
     write_cache : Out(1)
         The volatile write cache is enabled (on at reset when there is one).
     idle : Out(1)
         No command in progress.
     """
 
-    def __init__(self, *, block_bytes: int, limits: command.StaticLimits = command.StaticLimits(),
+    def __init__(self, *, block_bytes: int, sector_bytes: int | None = None,
+                 limits: command.StaticLimits = command.StaticLimits(),
                  core_queue_ids: int = 1, core_queue: int = 0, volatile_cache: bool = True):
+        sector_bytes = sector_bytes or block_bytes
         exact_log2(block_bytes)
-        if block_bytes < ATA.SECTOR_BYTES_MIN:
-            raise ValueError(f"ATA sectors are at least {ATA.SECTOR_BYTES_MIN} bytes")
-        self.block_bytes, self.limits, self.volatile_cache = block_bytes, limits, volatile_cache
+        exact_log2(sector_bytes)
+        if sector_bytes < ATA.SECTOR_BYTES_MIN or block_bytes < sector_bytes:
+            raise ValueError(f"ATA sectors are at least {ATA.SECTOR_BYTES_MIN} bytes and at most a block")
+        self.block_bytes, self.sector_bytes, self.limits, self.volatile_cache = \
+            block_bytes, sector_bytes, limits, volatile_cache
+        self.per_block_log2 = exact_log2(block_bytes // sector_bytes)
+        per_block = 1 << self.per_block_log2
+        self.max_sectors = limits.max_transfer * per_block - (per_block - 1)
         self.core_queue_ids, self.core_queue = core_queue_ids, core_queue
         self.staging_bytes = max(limits.max_transfer * block_bytes, ATA.DSM_MAX_BLOCKS * ATA.DSM_BLOCK_BYTES)
         super().__init__({
@@ -106,24 +126,24 @@ class AtaCommandLayer(wiring.Component):
             "idle": Out(1),
         })
 
-    def _identify_dword(self, m, index):
+    def _identify_dword(self, m, index, sectors):
         """IDENTIFY DEVICE's dword ``index``: the constant words, the capacity, the write cache state, the checksum."""
-        base = spec.ata_identify(capacity=0, block_bytes=self.block_bytes, volatile_cache=self.volatile_cache,
-                                 write_cache=False)
+        base = spec.ata_identify(capacity=0, block_bytes=self.block_bytes, sector_bytes=self.sector_bytes,
+                                 volatile_cache=self.volatile_cache, write_cache=False)
         rec = spec.ATA_IDENTIFY
         cap28 = Signal(32)
-        m.d.comb += cap28.eq(Mux(self.capacity > 0x0FFF_FFFF, 0x0FFF_FFFF, self.capacity))
+        m.d.comb += cap28.eq(Mux(sectors > 0x0FFF_FFFF, 0x0FFF_FFFF, sectors))
         wce = self.write_cache & int(self.volatile_cache)
         wce_bit = 8 * rec["enabled1"].offset + rec["enabled1"].bits[0].lsb
         # the byte sum of words 0..254 (mod 256) with what is filled in here
-        variable_bytes = [cap28[8 * i:8 * i + 8] for i in range(4)] + [self.capacity[8 * i:8 * i + 8] for i in range(8)]
+        variable_bytes = [cap28[8 * i:8 * i + 8] for i in range(4)] + [sectors[8 * i:8 * i + 8] for i in range(8)]
         total = Signal(8)
         m.d.comb += total.eq(sum(base[:510]) + ATA.IDENTIFY_SIGNATURE + sum(variable_bytes) +
                              Mux(wce, 1 << (wce_bit % 8), 0))
         words = {i: Const(int.from_bytes(base[4 * i:4 * i + 4], "little"), 32) for i in range(IDENTIFY_DWORDS)}
         words[rec["sectors28"].offset // 4] = cap28
-        words[rec["sectors48"].offset // 4] = self.capacity[:32]
-        words[rec["sectors48"].offset // 4 + 1] = self.capacity[32:]
+        words[rec["sectors48"].offset // 4] = sectors[:32]
+        words[rec["sectors48"].offset // 4 + 1] = sectors[32:64]
         words[wce_bit // 32] = words[wce_bit // 32] | (wce << (wce_bit % 32))
         last = IDENTIFY_DWORDS - 1
         words[last] = Cat(words[last][:16], Const(ATA.IDENTIFY_SIGNATURE, 8), (-total)[:8])
@@ -136,9 +156,12 @@ class AtaCommandLayer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        B = self.block_bytes
-        lim = self.limits
-        block_words_log2 = exact_log2(B // 4)
+        per_block_log2 = self.per_block_log2
+        per_block = 1 << per_block_log2
+        sector_bytes_log2 = exact_log2(self.sector_bytes)
+        sector_words_log2 = sector_bytes_log2 - 2
+        sectors = Signal(64)
+        m.d.comb += sectors.eq(self.capacity << per_block_log2)
 
         # -- the command -----------------------------------------------------------------------------
         op = Signal(8)
@@ -156,7 +179,9 @@ class AtaCommandLayer(wiring.Component):
         mem_error = Signal()                    # SoC memory answered err during this transfer
         index = Signal(range(DSM_ENTRIES + 1))
         lo = Signal(32)
-        range_lba, range_len = Signal(48), Signal(16)
+        core_lba, core_nlb = Signal(48), Signal(17)    # the blocks of the core command
+        head = Signal(24)                       # bytes into the first block where the sectors start
+        merging = Signal()                      # a partial-block write: the blocks are read first
         disabling_cache = Signal()
 
         def is_(*ops):
@@ -171,10 +196,8 @@ class AtaCommandLayer(wiring.Component):
         m.d.comb += [self.core_cmd.payload.sqid.eq(self.core_queue), cmd.opcode.eq(core_opcode), cmd.cid.eq(0),
                      cmd.nsid.eq(command.NSID), cmd.buf.eq(self.staging_base),
                      cmd.flags.fua.eq(~self.write_cache & (core_opcode != Opcode.FLUSH) & (core_opcode != Opcode.READ))]
-        with m.If(is_(Ata.DATA_SET_MANAGEMENT)):
-            m.d.comb += [cmd.lba.eq(range_lba), cmd.nlb.eq(range_len)]
-        with m.Elif(is_(Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT)):
-            m.d.comb += [cmd.lba.eq(lba), cmd.nlb.eq(n)]
+        with m.If(is_(Ata.DATA_SET_MANAGEMENT, Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT)):
+            m.d.comb += [cmd.lba.eq(core_lba), cmd.nlb.eq(core_nlb)]
 
         # -- the ending status: spec.ata_status_of ---------------------------------------------------------
         ata_status, ata_error = Signal(8), Signal(8)
@@ -202,11 +225,15 @@ class AtaCommandLayer(wiring.Component):
             for k, v in values.items():
                 m.d.comb += self.send.payload[k].eq(v)
 
-        def start_transfer(words, following):
-            m.d.sync += [words_left.eq(words), offset.eq(0), mem_error.eq(0)]
+        def start_transfer(words, following, at=0):
+            m.d.sync += [words_left.eq(words), offset.eq(at), mem_error.eq(0)]
             m.next = following
 
-        identify_word = self._identify_dword(m, fis_words[:7])
+        identify_word = self._identify_dword(m, fis_words[:7], sectors)
+        # the blocks covering sectors lba..lba+n-1, and where in the first one they start
+        first_block = lba >> per_block_log2
+        end_block = (lba + n + (per_block - 1)) >> per_block_log2
+        partial = ((lba | (lba + n)) & (per_block - 1)) != 0
         staged = self.staging_base + offset
         first_chunk = Mux(words_left > FIS_DWORDS, FIS_DWORDS, words_left)
 
@@ -227,16 +254,21 @@ class AtaCommandLayer(wiring.Component):
                         m.d.sync += identify.eq(1)
                         m.next = "PIO_SETUP"
                     with m.Case(Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT):
-                        with m.If(n > lim.max_transfer):
+                        m.d.sync += [core_lba.eq(first_block), core_nlb.eq(end_block - first_block),
+                                     head.eq((lba & (per_block - 1)) << sector_bytes_log2), merging.eq(0)]
+                        with m.If(n > self.max_sectors):
                             fail(Status.TRANSFER_TOO_LARGE)
-                        with m.Elif(lba + n > self.capacity):
+                        with m.Elif(lba + n > sectors):
                             fail(Status.LBA_OUT_OF_RANGE)
                         with m.Elif(read):
                             m.d.sync += core_opcode.eq(Opcode.READ)
                             m.next = "ISSUE"
+                        with m.Elif(partial):           # read-modify-write: the blocks first
+                            m.d.sync += [core_opcode.eq(Opcode.READ), merging.eq(1)]
+                            m.next = "ISSUE"
                         with m.Else():
                             m.d.sync += core_opcode.eq(Opcode.WRITE)
-                            start_transfer(n << block_words_log2, "ACTIVATE")
+                            start_transfer(n << sector_words_log2, "ACTIVATE")
                     with m.Case(Ata.FLUSH_CACHE, Ata.FLUSH_CACHE_EXT):
                         m.d.sync += core_opcode.eq(Opcode.FLUSH)
                         m.next = "ISSUE"
@@ -315,7 +347,7 @@ class AtaCommandLayer(wiring.Component):
             with m.State("CHECK_RANGE_HI"):
                 with m.If(access(entry_at + 4)):
                     length = mem.dat_r[16:]
-                    with m.If((length != 0) & (Cat(lo, mem.dat_r[:16]) + length > self.capacity)):
+                    with m.If((length != 0) & (Cat(lo, mem.dat_r[:16]) + length > sectors)):
                         fail(Status.LBA_OUT_OF_RANGE)
                     with m.Elif(index + 1 == n * (DSM_ENTRIES // ATA.DSM_MAX_BLOCKS)):
                         m.d.sync += index.eq(0)
@@ -331,10 +363,14 @@ class AtaCommandLayer(wiring.Component):
                         m.d.sync += lo.eq(mem.dat_r)
                         m.next = "NEXT_RANGE_HI"
             with m.State("NEXT_RANGE_HI"):
+                # only the whole blocks a range covers are deallocated
+                range_start = Cat(lo, mem.dat_r[:16])
+                range_first = (range_start + (per_block - 1)) >> per_block_log2
+                range_end = (range_start + mem.dat_r[16:]) >> per_block_log2
                 with m.If(access(entry_at + 4)):
-                    m.d.sync += [range_lba.eq(Cat(lo, mem.dat_r[:16])), range_len.eq(mem.dat_r[16:]),
+                    m.d.sync += [core_lba.eq(range_first), core_nlb.eq(range_end - range_first),
                                  index.eq(index + 1)]
-                    with m.If(mem.dat_r[16:] == 0):
+                    with m.If(range_end <= range_first):
                         m.next = "NEXT_RANGE_LO"
                     with m.Else():
                         m.next = "ISSUE"
@@ -351,8 +387,11 @@ class AtaCommandLayer(wiring.Component):
                     m.d.sync += status.eq(s)
                     with m.If(s != Status.SUCCESS):
                         m.next = "D2H"
+                    with m.Elif(merging):                # the write's sectors go over the blocks read
+                        m.d.sync += [core_opcode.eq(Opcode.WRITE), merging.eq(0)]
+                        start_transfer(n << sector_words_log2, "ACTIVATE", at=head)
                     with m.Elif(read):
-                        start_transfer(n << block_words_log2, "DATA_HEADER")
+                        start_transfer(n << sector_words_log2, "DATA_HEADER", at=head)
                     with m.Elif(is_(Ata.DATA_SET_MANAGEMENT)):
                         m.next = "NEXT_RANGE_LO"
                     with m.Else():

@@ -53,30 +53,43 @@ class FlakyModel(Model):
 
 
 class AtaReference:
-    """ATA (ACS-3) for the commands the device implements, on ``model``: (status, error, data in)."""
+    """ATA (ACS-3) for the commands the device implements, on ``model`` (whose LBAs are blocks of
+    ``block`` bytes), with logical sectors of ``sector`` bytes (512e: a block holds several):
+    (status, error, data in)."""
 
-    def __init__(self, model, *, block, volatile_cache=True, limits=command.StaticLimits()):
+    def __init__(self, model, *, block, sector=None, volatile_cache=True, limits=command.StaticLimits()):
         self.model, self.block, self.volatile_cache, self.limits = model, block, volatile_cache, limits
+        self.sector = sector or block
+        self.per_block = block // self.sector
+        self.max_sectors = limits.max_transfer * self.per_block - (self.per_block - 1)
         self.write_cache = volatile_cache
 
     def run(self, cmd, *, features=0, lba=0, count=0, data=b""):
-        model, capacity = self.model, self.model.limits.capacity
+        model, per, S = self.model, self.per_block, self.sector
+        capacity = self.model.limits.capacity * per
         n = count or 65536
 
         def status(s, read=False):
             return (*spec.ata_status_of(s, read=read), b"")
         if cmd == Ata.IDENTIFY_DEVICE:
-            return (*OK, spec.ata_identify(capacity=capacity, block_bytes=self.block,
+            return (*OK, spec.ata_identify(capacity=capacity, block_bytes=self.block, sector_bytes=self.sector,
                                            volatile_cache=self.volatile_cache, write_cache=self.write_cache))
         if cmd in (Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT):
-            if n > self.limits.max_transfer:
+            if n > self.max_sectors:
                 return status(Status.TRANSFER_TOO_LARGE)
             if lba + n > capacity:
                 return status(Status.LBA_OUT_OF_RANGE)
+            first, end = lba // per, -(-(lba + n) // per)           # the blocks covering the sectors
+            head = (lba - first * per) * S
             if cmd == Ata.READ_DMA_EXT:
-                r = model.read(lba, n)
-                return (*spec.ata_status_of(r.status, read=True), r.data)
-            return status(model.write(lba, data, fua=not self.write_cache).status)
+                r = model.read(first, end - first)
+                return (*spec.ata_status_of(r.status, read=True), r.data[head:head + n * S] if r.data else b"")
+            if lba % per or (lba + n) % per:                         # read-modify-write
+                r = model.read(first, end - first)
+                if r.status != Status.SUCCESS:
+                    return status(r.status)
+                data = r.data[:head] + data + r.data[head + n * S:]
+            return status(model.write(first, data, fua=not self.write_cache).status)
         if cmd in (Ata.FLUSH_CACHE, Ata.FLUSH_CACHE_EXT):
             return status(model.flush().status)
         if cmd == Ata.SET_FEATURES:
@@ -97,8 +110,10 @@ class AtaReference:
             ranges = [(e.lba, e.length) for e in entries if e.length]
             if any(s + k > capacity for s, k in ranges):
                 return status(Status.LBA_OUT_OF_RANGE)
-            for s, k in ranges:
-                model.trim(s, k, fua=not self.write_cache)
+            for s, k in ranges:                                       # the whole blocks only
+                first, end = -(-s // per), (s + k) // per
+                if end > first:
+                    model.trim(first, end - first, fua=not self.write_cache)
             return status(Status.SUCCESS)
         return status(Status.INVALID_OPCODE)
 
@@ -121,15 +136,19 @@ def unpack(record, words):
 
 
 class SataTB:
-    def __init__(self, seed, *, block=512, capacity=200, volatile_cache=True, r_err=0.15, gap=0.3,
+    def __init__(self, seed, *, block=512, sector=None, capacity=200, volatile_cache=True, r_err=0.15, gap=0.3,
                  backpressure=0.3, bad=(), largest=8):
+        """``capacity`` and ``bad`` in blocks; ``sector``: the logical sector (default the block)."""
         self.rng = random.Random(seed)
+        self.sector = sector or block
+        self.sectors = capacity * (block // self.sector)
         self.largest = largest           # random transfers' sectors at most
         self.written = []                # LBAs random writes started at
         self.block, self.capacity, self.r_err, self.gap, self.backpressure = block, capacity, r_err, gap, backpressure
         m = Module()
         m.submodules.transport = self.transport = t = SataTransport()
-        m.submodules.layer = self.layer = a = AtaCommandLayer(block_bytes=block, volatile_cache=volatile_cache)
+        m.submodules.layer = self.layer = a = AtaCommandLayer(block_bytes=block, sector_bytes=sector,
+                                                                 volatile_cache=volatile_cache)
         wiring.connect(m, t.command, a.command)
         wiring.connect(m, t.data_in, a.data_in)
         wiring.connect(m, a.send, t.send)
@@ -141,7 +160,7 @@ class SataTB:
         limits = Limits(capacity=capacity, lba_size=block)
         self.core_model = FlakyModel(limits, cache=volatile_cache, bad=bad)
         self.core = FtlCoreStandIn(a.core_cmd, a.core_cpl, self.core_model, self.soc, ids=1, seed=seed)
-        self.ref = AtaReference(FlakyModel(limits, cache=volatile_cache, bad=bad), block=block,
+        self.ref = AtaReference(FlakyModel(limits, cache=volatile_cache, bad=bad), block=block, sector=sector,
                                 volatile_cache=volatile_cache)
         self.frames = []                 # what the device sent and the host took (R_OK)
         self.r_errs = 0                  # R_ERRs the bench answered
@@ -272,8 +291,8 @@ class SataTB:
 
     # -- random commands ---------------------------------------------------------------------------------
     def random_command(self):
-        r, B, cap = self.rng, self.block, self.capacity
-        maxn = command.StaticLimits().max_transfer
+        r, B, cap = self.rng, self.sector, self.sectors
+        maxn = self.layer.max_sectors
         cmd = r.choice([Ata.WRITE_DMA_EXT] * 5 + [Ata.READ_DMA_EXT] * 5 + [Ata.DATA_SET_MANAGEMENT] * 2 +
                        [Ata.FLUSH_CACHE_EXT, Ata.FLUSH_CACHE, Ata.SET_FEATURES, 0x00, 0xC8, 0x60])
         kw = {}
@@ -287,7 +306,8 @@ class SataTB:
                 kw["data"] = r.randbytes(n * B)
                 self.written.append(lba)
         elif cmd == Ata.DATA_SET_MANAGEMENT:
-            ranges = [(r.randrange(cap), r.choice([0, 1, 2, 5])) for _ in range(r.randint(1, 4))]
+            lengths = [0, 1, 2, 5] + ([r.randint(1, 3 * self.block // B)] * 2 if B < self.block else [])
+            ranges = [(r.randrange(cap), r.choice(lengths)) for _ in range(r.randint(1, 4))]
             if r.random() < 0.1:
                 ranges.append((cap - 1, 2))                     # runs off the end
             body = b"".join(spec.ATA_DSM_RANGE.pack(entry=spec.ATA_DSM_RANGE.compose("entry", lba=s, length=k))
@@ -304,11 +324,16 @@ def run(tb, bench):
     tb.simulator(bench).run()
 
 
-@pytest.mark.parametrize("seed,block,count", [(1, 512, 50), (2, 4096, 15),
-                                              pytest.param(3, 512, 400, marks=pytest.mark.slow)])
-def test_random_commands_as_the_reference_answers_them(seed, block, count):
-    """Random commands (reads checked against the reference), R_ERR on non-Data FISes, random backpressure."""
-    tb = SataTB(seed, block=block, capacity=200 if block == 512 else 96, largest=8 if block == 512 else 2)
+@pytest.mark.parametrize("seed,block,sector,count", [(1, 512, None, 50), (2, 4096, None, 15),
+                                                     (12, 2048, 512, 60), (13, 4096, 512, 40),
+                                                     pytest.param(3, 512, None, 400, marks=pytest.mark.slow),
+                                                     pytest.param(14, 2048, 512, 400, marks=pytest.mark.slow)])
+def test_random_commands_as_the_reference_answers_them(seed, block, sector, count):
+    """Random commands (reads checked against the reference), R_ERR on non-Data FISes, random backpressure;
+    with 512-byte sectors on larger blocks, unaligned reads, writes (read-modify-write) and trims."""
+    capacity, largest = {(512, None): (200, 8), (4096, None): (96, 2), (2048, 512): (48, 12),
+                         (4096, 512): (24, 20)}[block, sector]
+    tb = SataTB(seed, block=block, sector=sector, capacity=capacity, largest=largest)
     seen = {}
     data_read = 0
 
@@ -523,5 +548,36 @@ def test_a_memory_error_on_the_staging_area_fails_the_command():
         assert sorted(tb.core_model.contents()) == [5, 6], "the failed write changed something"
         assert (await tb.ata(ctx, Ata.READ_DMA_EXT, lba=5, count=2))[:2] == fault
         assert (await tb.ata(ctx, Ata.READ_DMA_EXT, lba=5, count=1))[:2] == OK
+
+    run(tb, bench)
+
+
+def test_512e_identify_partial_writes_and_trims():
+    """512-byte sectors on 2048-byte blocks: IDENTIFY's sector words; a write of part of a block keeps the
+    block's other sectors (read-modify-write); a trim deallocates only the whole blocks it covers."""
+    tb = SataTB(15, block=2048, sector=512, capacity=32, r_err=0)
+    S = 512
+
+    async def bench(ctx):
+        st, er, raw = await tb.check(ctx, Ata.IDENTIFY_DEVICE)
+        w = [int.from_bytes(raw[2 * i:2 * i + 2], "little") for i in range(256)]
+        assert w[100] | w[101] << 16 == 32 * 4 and w[60] | w[61] << 16 == 32 * 4, "capacity in 512-byte sectors"
+        assert w[106] == 0x4000 | 1 << 13 | 2, "4 logical sectors per physical"
+        assert w[117] == w[118] == 0 and w[209] == 0x4000, "512-byte logical sectors, LBA 0 aligned"
+        assert w[69] & 1 << 14 and not w[69] & 1 << 5, "deterministic after TRIM, not zeros"
+        base = tb.rng.randbytes(12 * S)
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=4, count=12, data=base))[:2] == OK
+        assert tb.core.seen["WRITE"] == 1 and not tb.core.seen["READ"], "whole blocks: no read first"
+        patch = tb.rng.randbytes(5 * S)
+        assert (await tb.check(ctx, Ata.WRITE_DMA_EXT, lba=6, count=5, data=patch))[:2] == OK
+        assert tb.core.seen["READ"] == 1, "a partial write reads its blocks first"
+        want = base[:2 * S] + patch + base[7 * S:]
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=4, count=12))[2] == want
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=7, count=3))[2] == want[3 * S:6 * S]
+        body = spec.ATA_DSM_RANGE.pack(entry=spec.ATA_DSM_RANGE.compose("entry", lba=5, length=8)).ljust(512, b"\0")
+        assert (await tb.check(ctx, Ata.DATA_SET_MANAGEMENT, features=1, count=1, data=body))[:2] == OK
+        assert tb.core.seen["DEALLOCATE"] == 1, "sectors 5-12: only the block of sectors 8-11"
+        got = (await tb.check(ctx, Ata.READ_DMA_EXT, lba=4, count=12))[2]
+        assert got == want[:4 * S] + bytes(4 * S) + want[8 * S:]
 
     run(tb, bench)
