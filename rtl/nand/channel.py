@@ -639,6 +639,8 @@ class NandChannel(wiring.Component):
             phy.op.payload.byte.eq(byte),
             phy.op.payload.count.eq(count),
             phy.op.payload.ccs.eq(st.ccs),
+            # ID, parameter page and feature bytes move on two edges each in NV-DDR2
+            phy.op.payload.dup.eq(st.path == Path.BUF0),
         ]
 
         # -- data path state -------------------------------------------------------------

@@ -67,6 +67,8 @@ __all__ = ["PhyKind", "phy_op_layout", "OnfiBusSignature", "OnfiPhy", "SAMPLE_DE
 
 #: Longest RE#-fall-to-sample distance (tREA + tSAMPLE) the read pipeline holds, in cycles.
 SAMPLE_DEPTH = 16
+#: NV-DDR2 read bytes in flight (RE# edge to DQS edge, up to tDQSRE = 25 ns) plus the FIFO's slack.
+DDR_READ_DEPTH = 8
 
 
 class PhyKind(enum.Enum, shape=3):
@@ -85,6 +87,7 @@ def phy_op_layout(targets: int) -> data.StructLayout:
         "byte": 8,
         "count": 16,
         "ccs": 1,        # READ/WRITE after CHANGE COLUMN: first strobe waits tCCS too
+        "dup": 1,        # NV-DDR2: each byte on two DQS/RE# edges (ID, parameter page, features)
     })
 
 
@@ -93,6 +96,14 @@ class OnfiBusSignature(wiring.Signature):
 
     ``ce_n`` and ``rb_n`` have one bit per target; the other pins are shared
     by every target of the channel.
+
+    NV-DDR2 adds DQS and a second DQ sample per cycle, both through DDR
+    buffers at the pins (``amaranth.lib.io.DDRBuffer``: ODDRX1F/IDDRX1F on
+    ECP5).  ``dqs_o[0]`` is DQS for the first half of the next cycle and
+    ``dqs_o[1]`` for the second half; ``dqs_i[0]``/``dq_i_fall`` are DQS and DQ
+    sampled at the falling clock edge half a cycle before the rising edge
+    that samples ``dqs_i[1]``/``dq_i``.  An SDR-only board ties ``dqs_i`` and
+    ``dq_i_fall`` to 0 and leaves ``dqs_*`` outputs open.
     """
 
     def __init__(self, targets: int):
@@ -108,6 +119,10 @@ class OnfiBusSignature(wiring.Signature):
             "dq_oe": Out(1),
             "dq_i": In(8),
             "rb_n": In(targets),
+            "dqs_o": Out(2),
+            "dqs_oe": Out(1),
+            "dqs_i": In(2),
+            "dq_i_fall": In(8),
         })
 
 
@@ -171,7 +186,8 @@ class OnfiPhy(wiring.Component):
         m.submodules.rb_sync = cdc.FFSynchronizer(bus.rb_n, rb, init=(1 << self.targets) - 1)
         m.d.comb += self.ready.eq(rb)
 
-        m.submodules.rfifo = rfifo = fifo.SyncFIFO(width=8, depth=self.rdata_depth)
+        rfifo_depth = max(self.rdata_depth, DDR_READ_DEPTH)
+        m.submodules.rfifo = rfifo = fifo.SyncFIFO(width=8, depth=rfifo_depth)
         # write bytes enter through a small FIFO with registered flags, so the
         # source's valid/ready logic and the strobe dispatch do not form one
         # combinational path (timing closure)
@@ -286,8 +302,8 @@ class OnfiPhy(wiring.Component):
             m.d.sync += [cur.eq(self.op.payload), cur_valid.eq(1), remaining.eq(self.op.payload.count)]
 
         # -- strobe phases
-        phase = Signal(range(6))
-        FREE, WE_LOW, WE_HIGH, RE_LOW, RE_HIGH, HOLD = range(6)
+        phase = Signal(range(9))
+        FREE, WE_LOW, WE_HIGH, RE_LOW, RE_HIGH, HOLD, DDR_W, DDR_POST, DDR_R = range(9)
         cnt = Signal(TIMING_BITS)
         cnt_le1 = Signal(init=1)          # cnt <= 1, kept with cnt (timing closure)
         hold_after = Signal(TIMING_BITS)  # WE# high time once the low phase ends
@@ -297,7 +313,25 @@ class OnfiPhy(wiring.Component):
 
         with m.If(~cnt_le1):
             m.d.sync += [cnt.eq(cnt - 1), cnt_le1.eq(cnt <= 2)]
-        m.d.comb += [we_rise.eq((phase == WE_LOW) & cnt_le1), re_rise.eq((phase == RE_LOW) & cnt_le1)]
+        ddr_re_rise = Signal()            # NV-DDR2: an RE# rise on this edge
+        ddr_w_end = Signal()              # NV-DDR2: a data input burst ends (counts as a WE# rise)
+        m.d.comb += [we_rise.eq(((phase == WE_LOW) & cnt_le1) | ddr_w_end),
+                     re_rise.eq(((phase == RE_LOW) & cnt_le1) | ddr_re_rise)]
+
+        # -- NV-DDR2 state: DQS level driven, RE# edges to go, bytes in flight
+        ddr = Signal()                    # tUI != 0: the interface is NV-DDR2
+        m.d.sync += ddr.eq(t.tUI != 0)
+        dqs_lvl = Signal()
+        copy = Signal()                   # dup: the first copy of this byte went out / came in
+        edges = Signal(17)                # RE# edges left in this read burst
+        ddr_edge = Signal()               # an RE# edge that will bring a byte, on this edge
+        ddr_discard = Signal()            # a captured byte that is the second copy (dup)
+        ddr_dup = Signal()                # dup of the read burst in flight
+        expect = Signal(range(2 * DDR_READ_DEPTH + 1))   # DQS edges still to come
+        want = Signal()                   # the level the next DQS edge goes to
+        reserved = Signal(range(rfifo_depth + 1))   # read bytes in flight + bytes in the FIFO
+        m.d.sync += bus.dqs_o.eq(Cat(dqs_lvl, dqs_lvl))   # DQS holds unless a byte moves it
+
         with m.Switch(phase):
             with m.Case(WE_LOW):
                 with m.If(cnt_le1):
@@ -310,6 +344,48 @@ class OnfiPhy(wiring.Component):
             with m.Case(WE_HIGH, RE_HIGH, HOLD):
                 with m.If(cnt_le1):
                     m.d.sync += phase.eq(FREE)
+            with m.Case(DDR_W):
+                # a byte every tUI cycles: DQ on the rising clock edge, DQS moves half a cycle later
+                with m.If(cnt_le1):
+                    with m.If(remaining == 0):
+                        m.d.sync += phase.eq(DDR_POST)
+                        set_cnt(t.tPST)
+                    with m.Elif(wq.r_rdy):
+                        m.d.sync += [bus.dq_o.eq(wq.r_data), bus.dqs_o.eq(Cat(dqs_lvl, ~dqs_lvl)),
+                                     dqs_lvl.eq(~dqs_lvl)]
+                        set_cnt(t.tUI)
+                        with m.If(cur.dup & ~copy):
+                            m.d.sync += copy.eq(1)
+                        with m.Else():
+                            m.d.comb += wq.r_en.eq(1)
+                            m.d.sync += [copy.eq(0), remaining.eq(remaining - 1)]
+            with m.Case(DDR_POST):
+                # tWPST held: let DQS and DQ go.  The burst's end restarts the WE# counter: a
+                # busy period it starts (SET FEATURES) is waited from here (tWB)
+                with m.If(cnt_le1):
+                    m.d.sync += [bus.dqs_oe.eq(0), bus.dq_oe.eq(0), dqs_lvl.eq(0), phase.eq(FREE),
+                                 cur_valid.eq(0), since_we.eq(0)]
+                    m.d.comb += ddr_w_end.eq(1)
+            with m.Case(DDR_R):
+                # RE# toggles every tUI cycles; each edge brings a byte on a DQS edge tDQSRE later
+                with m.If(cnt_le1):
+                    with m.If(edges != 0):
+                        with m.If(reserved < rfifo_depth):
+                            m.d.sync += [bus.re_n.eq(~bus.re_n), edges.eq(edges - 1)]
+                            m.d.comb += ddr_edge.eq(1)
+                            set_cnt(t.tUI)
+                            with m.If(~bus.re_n):
+                                m.d.sync += since_re.eq(0)
+                                m.d.comb += ddr_re_rise.eq(1)
+                    with m.Else():
+                        m.d.sync += cur_valid.eq(0)
+                        with m.If(~bus.re_n):
+                            # RE# ends high: one more edge, whose byte nobody waits for
+                            m.d.sync += [bus.re_n.eq(1), since_re.eq(0), phase.eq(HOLD)]
+                            m.d.comb += ddr_re_rise.eq(1)
+                            set_cnt(t.tUI)
+                        with m.Else():
+                            m.d.sync += phase.eq(FREE)
         # The bus is free for a new edge on the coming clock edge.
         free = (phase == FREE) | (((phase == WE_HIGH) | (phase == RE_HIGH) | (phase == HOLD)) & cnt_le1)
 
@@ -318,15 +394,28 @@ class OnfiPhy(wiring.Component):
         mark = Signal(SAMPLE_DEPTH)       # set by an RE# fall on this edge: bit S-1
         re_fall = Signal()                # an RE# fall on this edge
         m.d.comb += mark.eq(Mux(re_fall, mark_at, 0))
-        reserved = Signal(range(self.rdata_depth + 1))   # bytes in flight + bytes in the FIFO
         sampled = Signal()
         m.d.comb += sampled.eq(marks[0])
         with m.If(sampled):
             m.d.comb += [rfifo.w_en.eq(1), rfifo.w_data.eq(bus.dq_i)]
+        # NV-DDR2 capture: the byte that came with a DQS edge, seen in the falling-edge
+        # sample or in the rising-edge one (DQ is edge-aligned to DQS, and DQS edges
+        # are at least a cycle apart, so at most one per cycle)
+        dqs_prev = Signal()
+        m.d.sync += dqs_prev.eq(bus.dqs_i[1])
+        hit_fall = (expect != 0) & (bus.dqs_i[0] == want) & (dqs_prev != want)
+        hit_rise = (expect != 0) & ~hit_fall & (bus.dqs_i[1] == want) & (bus.dqs_i[0] != want)
+        with m.If(hit_fall | hit_rise):
+            m.d.sync += [want.eq(~want), copy.eq(ddr_dup & ~copy)]
+            with m.If(ddr_dup & copy):
+                m.d.comb += ddr_discard.eq(1)
+            with m.Else():
+                m.d.comb += [rfifo.w_en.eq(1), rfifo.w_data.eq(Mux(hit_fall, bus.dq_i_fall, bus.dq_i))]
+        m.d.sync += expect.eq(expect + ddr_edge - (hit_fall | hit_rise))
         # an RE# fall reserves its FIFO entry: never more bytes in flight than room
         # (counted in one register instead of adding the FIFO level, for timing closure)
         m.d.sync += [marks.eq((marks >> 1) | mark),
-                     reserved.eq(reserved + re_fall - (rfifo.r_en & rfifo.r_rdy))]
+                     reserved.eq(reserved + re_fall + ddr_edge - (rfifo.r_en & rfifo.r_rdy) - ddr_discard)]
         room = reserved < self.rdata_depth
 
         m.d.comb += self.idle.eq(~cur_valid & (phase == FREE) & (reserved == 0) & ~wq.r_rdy)
@@ -358,6 +447,19 @@ class OnfiPhy(wiring.Component):
                 with m.If(ok["rhw"]):
                     we_latch(kind == PhyKind.CMD, kind == PhyKind.ADDR, cur.byte, l_ctl, h_ctl)
                     m.d.sync += cur_valid.eq(0)
+            with m.Elif((kind == PhyKind.WRITE) & ddr):
+                # NV-DDR2 data input: DQS driven low for the preamble, then the burst (DDR_W)
+                with m.If(ok["rhw"] & (~last_addr | ok["adl"]) & (~last_addr | ~cur.ccs | ok["ccs"])):
+                    m.d.sync += [bus.dqs_oe.eq(1), dqs_lvl.eq(0), bus.dq_oe.eq(1), bus.cle.eq(0), bus.ale.eq(0),
+                                 last_addr.eq(0), copy.eq(0), phase.eq(DDR_W)]
+                    set_cnt(t.tPRE)
+            with m.Elif((kind == PhyKind.READ) & ddr):
+                # NV-DDR2 data output: RE# falls for the preamble, then the burst (DDR_R)
+                with m.If(ok["whr"] & (~cur.ccs | ok["ccs"]) & (expect == 0)):
+                    m.d.sync += [bus.re_n.eq(0), bus.dq_oe.eq(0), bus.cle.eq(0), bus.ale.eq(0),
+                                 edges.eq(Mux(cur.dup, cur.count << 1, cur.count)), ddr_dup.eq(cur.dup),
+                                 copy.eq(0), want.eq(1), phase.eq(DDR_R)]
+                    set_cnt(t.tPRE)
             with m.Elif(kind == PhyKind.WRITE):
                 with m.If(ok["rhw"] & (~last_addr | ok["adl"]) &
                           (~last_addr | ~cur.ccs | ok["ccs"]) & wq.r_rdy):

@@ -12,13 +12,13 @@ import random
 from pathlib import Path
 
 import cocotb
-from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge, Timer
 
 from atomflash import spec
 from atomflash.nandsim import NandConfig, NandCtl, NandStat, read_stats
-from atomflash.spec import NandOp
+from atomflash.spec import NandOp, NandResult, OnfiFeature, OnfiInterface
 from rtl.nand.pagebuf import HOST_READ_LATENCY
-from rtl.nand.timing import TIMING, timing_cycles
+from rtl.nand.timing import TIMING, choose_nvddr2_mode, nvddr2_modes_fitting, nvddr2_timing_cycles, timing_cycles
 from .nandctl import model_ctl
 
 
@@ -43,6 +43,8 @@ class ChannelTB:
         self.layout = spec.nand_page_layout(self.profile)
         self.slot_words = slot_words
         self.period_ps = int(cocotb.plusargs.get("clk_period_ps", 10**12 // spec.NAND_CLK_HZ))
+        # the NV-DDR2 harness clocks the models faster (sim.harness.nand_channel.DDR_MODEL_CLK_DIV)
+        self.model_period_ps = self.period_ps // int(cocotb.plusargs.get("nand_model_clk_div", 1))
         self.workdir = Path(cocotb.plusargs["nandtb_dir"])
         self.name = name
         self.cfg: dict[int, NandConfig] = {}
@@ -77,7 +79,7 @@ class ChannelTB:
 
     async def configure(self, index, **kw):
         kw.setdefault("image", self.workdir / f"{self.name}.n{index}.img")
-        kw.setdefault("clk_period_ps", self.period_ps)
+        kw.setdefault("clk_period_ps", self.model_period_ps)
         kw.setdefault("seed", 100 + index)
         cfg = NandConfig(self.profile.name, **kw)
         for p in (Path(cfg["image"]), cfg.stats_path()):
@@ -93,6 +95,11 @@ class ChannelTB:
     async def stat(self, index, name):
         return await self.ctl(index, NandCtl.STAT, int(NandStat[name]))
 
+    async def stats(self, index) -> dict:
+        """Model ``index``'s statistics file, written now."""
+        assert await self.ctl(index, NandCtl.DUMP_STATS) == 0
+        return read_stats(self.cfg[index].stats_path())
+
     async def expect_clean(self):
         """No model saw a timing violation or a protocol error."""
         for i in range(self.channels * self.ways):
@@ -103,6 +110,42 @@ class ChannelTB:
 
     def set_mode(self, mode):
         self.dut.timing_w.value = timing_word(mode, 10**12 // self.period_ps)
+
+    def set_nvddr2_mode(self, mode):
+        """The timing registers for NV-DDR2 ``mode`` (rtl.nand.timing.nvddr2_timing_cycles)."""
+        self.dut.timing_w.value = TIMING.const(
+            nvddr2_timing_cycles(mode, 10**12 // self.period_ps, HARNESS_SAMPLE_CYCLES)).as_bits()
+
+    async def wait_ns(self, ns):
+        await Timer(ns * 1000, "ps")
+        await RisingEdge(self.clk)
+
+    async def bring_up_nvddr2(self, channel, target, controller_max=max(spec.ONFI_NVDDR2_MODES), slot=0):
+        """The NV-DDR2 negotiation, as bring-up runs it: RESET in SDR mode 0, READ PARAMETER PAGE, the
+        fastest NV-DDR2 mode both sides support by SET FEATURES 01h, tITC, then that mode's timing.
+        Returns the mode (None: the part has no NV-DDR2, the bus stays SDR mode 0)."""
+        self.set_mode(0)
+        cpl = await self.do(opcode=NandOp.RESET, channel=channel, target=target)
+        assert cpl.result == NandResult.OK, cpl
+        cpl = await self.do(opcode=NandOp.READ_PARAM, channel=channel, target=target, length=256, slot=slot)
+        assert cpl.result == NandResult.OK, cpl
+        page = await self.read_slot(channel, slot, 0, 256)
+        mode = choose_nvddr2_mode(page, nvddr2_modes_fitting(10**12 // self.period_ps), controller_max)
+        if mode is None:
+            return None
+        await self.write_slot(channel, slot, 0, bytes([OnfiInterface.NV_DDR2 << 4 | mode, 0, 0, 0]))
+        cpl = await self.do(opcode=NandOp.SET_FEATURES, channel=channel, target=target,
+                            column=OnfiFeature.TIMING_MODE, length=4, slot=slot)
+        assert cpl.result == NandResult.OK, cpl
+        await self.wait_ns(spec.ONFI_NVDDR2_TIMING_PS["tITC"][mode] // 1000)
+        self.set_nvddr2_mode(mode)
+        return mode
+
+    async def reset_to_sdr(self, channel, target):
+        """RESET, which a part takes in SDR mode 0 whatever interface it runs, and leaves it in."""
+        self.set_mode(0)
+        cpl = await self.do(opcode=NandOp.RESET, channel=channel, target=target)
+        assert cpl.result == NandResult.OK, cpl
 
     # -- descriptors and completions --------------------------------------------------
     async def submit(self, **fields):

@@ -9,6 +9,13 @@ collects completions.  ``build(...)`` returns the runner arguments, shared by
 the tests (``tb/nand_channel``: small profile, 2 channels x 2 ways), the
 benchmark (``sim/bench_channel.py``: realistic profile, 2 channels x 4 ways)
 and ``make demo-log``; each names the directory of its cocotb module.
+
+``ddr=True`` wires NV-DDR2 as well (``tb/nand_channel/cocotb_nand_channel_nvddr2.py``):
+DQS both ways, the PHY's DDR outputs and inputs as ``amaranth.lib.io.DDRBuffer``
+behaves (an output's two values in the two halves of the next cycle, an input
+sampled at both clock edges), and the models on a clock of twice the
+controller's rate whose edges fall between the controller's, so every half
+cycle is one model sample and no edge races a sample.
 """
 
 from __future__ import annotations
@@ -16,18 +23,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from atomflash import nandsim, spec
+from rtl.nand.timing import TIMING
+
 from . import runner
 
 MODEL = runner.ROOT / "sim" / "nand_model"
 # the model's in-system control port (the SoC drives it; cocotb uses the public ctl_* registers)
-TIE_EXT_CTL = (".ext_ctl_strobe(1'b0), .ext_ctl_op(32'd0), .ext_ctl_arg0(64'd0), .ext_ctl_arg1(64'd0), "
-               ".ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result(), "
-               ".dqs_i(1'b0), .dqs_i_oe(1'b0), .dqs_o(), .dqs_oe()")   # an SDR channel: no DQS
+TIE_CTL = (".ext_ctl_strobe(1'b0), .ext_ctl_op(32'd0), .ext_ctl_arg0(64'd0), .ext_ctl_arg1(64'd0), "
+           ".ext_ctl_arg2(64'd0), .ext_ctl_ack(), .ext_ctl_result()")
+TIE_EXT_CTL = TIE_CTL + ", .dqs_i(1'b0), .dqs_i_oe(1'b0), .dqs_o(), .dqs_oe()"   # an SDR channel: no DQS
+#: Model clock periods per controller clock period in the NV-DDR2 harness.
+DDR_MODEL_CLK_DIV = 2
 
 
 def generate_top(channels: int, ways: int, *, module: str = "nand_controller", buffers: bool = True,
                  extra: tuple[tuple[str, int, str], ...] = (), top: str = "tb_nand_controller",
-                 ports: tuple[str, ...] = (), clock: str | None = None, reset: str = "rst") -> str:
+                 ports: tuple[str, ...] = (), clock: str | None = None, reset: str = "rst",
+                 ddr: bool = False) -> str:
     """The harness top; ``module`` has the NandController's ports (``buffers``:
     with its page-buffer ports) plus ``extra`` = (``"in"``/``"out"``/``"wire"``, width, name)
     ports, each wired to a same-named harness signal (``reg`` for inputs, which the
@@ -63,11 +75,20 @@ def generate_top(channels: int, ways: int, *, module: str = "nand_controller", b
         "    wire cpl_valid;",
         "    reg cpl_ready = 1'b0;",
         f"    wire [{8 * spec.NAND_CPL.size - 1}:0] cpl_payload;",
-        "    reg [199:0] timing_w = 0;",
+        f"    reg [{TIMING.size - 1}:0] timing_w = 0;",
         f"    wire [{channels - 1}:0] busy;",
         "    reg [63:0] cycle = 0;",
         "    always @(posedge clk) cycle <= cycle + 1;",
     ]
+    mclk = "clk"
+    if ddr:
+        assert clock is None
+        mclk = "mclk"
+        lines += ["    reg mclk = 1'b0;   // the models' clock: 2x, edges a quarter period after clk's",
+                  "    always @(clk) begin   // a rising edge a quarter period after each edge of clk",
+                  "        #(half_ps / 2 * 1ps) mclk = 1'b1;",
+                  "        #(half_ps / 4 * 1ps) mclk = 1'b0;",
+                  "    end"]
     conns = [".clk(clk)", f".rst({reset})", ".desc__valid(desc_valid)", ".desc__ready(desc_ready)",
              ".desc__payload(desc_payload)", ".cpl__valid(cpl_valid)", ".cpl__ready(cpl_ready)",
              ".cpl__payload(cpl_payload)", ".timing(timing_w)", ".busy(busy)"]
@@ -91,17 +112,34 @@ def generate_top(channels: int, ways: int, *, module: str = "nand_controller", b
         for pin in ("ce_n", "cle", "ale", "we_n", "re_n", "wp_n", "dq_o", "dq_oe", "rb_n"):
             conns.append(f".bus__{c}__{pin}({pin}{c})")
         conns.append(f".bus__{c}__dq_i(dq_i{c})")
+        dqs_terms = []
+        if ddr:
+            lines += [f"    wire [1:0] dqs_o{c};", f"    wire dqs_oe{c};",
+                      f"    wire dqs_pin{c} = clk ? dqs_o{c}[0] : dqs_o{c}[1];   // ODDR",
+                      f"    wire dqs_m{c};", f"    reg dqs_f{c} = 1'b0;", f"    reg [7:0] dq_f{c} = 8'h00;",
+                      f"    always @(negedge clk) begin dqs_f{c} <= dqs_m{c}; dq_f{c} <= dq_i{c}; end   // IDDR"]
+            conns += [f".bus__{c}__dqs_o(dqs_o{c})", f".bus__{c}__dqs_oe(dqs_oe{c})",
+                      f".bus__{c}__dqs_i({{dqs_m{c}, dqs_f{c}}})", f".bus__{c}__dq_i_fall(dq_f{c})"]
+        else:
+            conns += [f".bus__{c}__dqs_i(2'b00)", f".bus__{c}__dq_i_fall(8'h00)"]
         terms = []
         for w in range(ways):
             i = c * ways + w
             lines += [
                 f"    wire [7:0] t{i}_dq;", f"    wire t{i}_oe;",
-                f"    nand_model #(.INDEX({i})) target{i} (.clk(clk), .ce_n(ce_n{c}[{w}]), .cle(cle{c}), "
+                f"    nand_model #(.INDEX({i})) target{i} (.clk({mclk}), .ce_n(ce_n{c}[{w}]), .cle(cle{c}), "
                 f".ale(ale{c}), .we_n(we_n{c}), .re_n(re_n{c}), .wp_n(wp_n{c}), .dq_i(dq_o{c}), "
-                f".dq_o(t{i}_dq), .dq_oe(t{i}_oe), .rb_n(rb_n{c}[{w}]), {TIE_EXT_CTL});",
+                f".dq_o(t{i}_dq), .dq_oe(t{i}_oe), .rb_n(rb_n{c}[{w}]), "
+                + (f"{TIE_CTL}, .dqs_i(dqs_pin{c}), .dqs_i_oe(dqs_oe{c}), .dqs_o(t{i}_dqs), .dqs_oe(t{i}_dqs_oe));"
+                   if ddr else f"{TIE_EXT_CTL});"),
             ]
+            if ddr:
+                lines[-1:-1] = [f"    wire t{i}_dqs, t{i}_dqs_oe;"]
+                dqs_terms.append(f"(t{i}_dqs_oe & t{i}_dqs)")
             terms.append(f"(t{i}_oe ? t{i}_dq : 8'h00)")
         lines.append(f"    assign dq_i{c} = {' | '.join(terms)};")
+        if ddr:
+            lines.append(f"    assign dqs_m{c} = {' | '.join(dqs_terms)};")
     lines.append(f"    {module} dut (" + ", ".join(conns) + ");")
     lines.append("endmodule")
     return "\n".join(lines) + "\n"
@@ -119,21 +157,23 @@ def model_plusargs(workdir: Path, profile: str, targets: int, image_prefix: str 
     return [f"+nandtb_dir={workdir}", *[f"+nand{i}_config={workdir / f'nand{i}.cfg'}" for i in range(targets)]]
 
 
-def build(profile: str, channels: int, ways: int, slots: int = 4, ecc: bool = True, *, test_dir: Path) -> dict:
+def build(profile: str, channels: int, ways: int, slots: int = 4, ecc: bool = True, *, test_dir: Path,
+          ddr: bool = False) -> dict:
     """Generate Verilog + harness; returns runner.run keyword arguments (``test_dir``: the cocotb module's
-    directory) and the controller's ``slot_words``."""
+    directory) and the controller's ``slot_words``.  ``ddr``: the NV-DDR2 harness (see the module's doc)."""
     from rtl.nand.channel import ChannelParams
     from rtl.nand.controller import NandController
 
     name = f"nand_controller_{profile}_c{channels}w{ways}s{slots}{'' if ecc else '_raw'}"
+    harness = name + ("_nvddr2" if ddr else "")
     ctrl = NandController(ChannelParams(profile, ways=ways, slots=slots, ecc=ecc), channels=channels)
     verilog = runner.amaranth_verilog(ctrl, name, key=dict(profile=profile, channels=channels, ways=ways,
                                                            slots=slots, ecc=ecc))
     # every build names its top module nand_controller; keep the file per build
     text = verilog.read_text().replace(f"module {name}(", "module nand_controller(")
     verilog = runner.write_if_changed(verilog.with_name(f"{name}.top.v"), text)
-    top = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{name}.sv", generate_top(channels, ways))
-    return dict(harness_run_args(name, verilog, top, test_dir), slot_words=ctrl.slot_words)
+    top = runner.write_if_changed(runner.BUILD / "rtl" / f"tb_{harness}.sv", generate_top(channels, ways, ddr=ddr))
+    return dict(harness_run_args(harness, verilog, top, test_dir), slot_words=ctrl.slot_words)
 
 
 def harness_run_args(name: str, verilog: Path, top: Path, test_dir: Path) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sim.harness import runner
-from sim.harness.nand_channel import build, model_plusargs
+from sim.harness.nand_channel import DDR_MODEL_CLK_DIV, build, model_plusargs
 
 HERE = Path(__file__).resolve().parent
 
@@ -20,11 +20,13 @@ CHANNELS, WAYS, SLOTS = 2, 2, 4
 
 
 def run_channel_tests(tmp_path: Path, testcase: str, *, profile="small", channels=CHANNELS, ways=WAYS,
-                      env=None, module="cocotb_nand_channel"):
-    args = build(profile, channels, ways, SLOTS, test_dir=HERE)
+                      env=None, module="cocotb_nand_channel", ddr=False):
+    args = build(profile, channels, ways, SLOTS, test_dir=HERE, ddr=ddr)
     slot_words = args.pop("slot_words")
     n = channels * ways
     plusargs = model_plusargs(tmp_path, profile, n)
+    if ddr:
+        plusargs.append(f"+nand_model_clk_div={DDR_MODEL_CLK_DIV}")
     runner.run(test_module=module, testcase=testcase, plusargs=plusargs,
                extra_env={"NANDTB_CHANNELS": str(channels), "NANDTB_WAYS": str(ways), "NANDTB_PROFILE": profile,
                           "NANDTB_SLOT_WORDS": str(slot_words), **(env or {})}, **args)
@@ -42,6 +44,13 @@ def test_nand_channel_small(testcase, tmp_path):
 def test_nand_channel_multiplane(testcase, tmp_path):
     """Multi-plane READ / PROGRAM / ERASE descriptors (cocotb_nand_channel_multiplane.py)."""
     run_channel_tests(tmp_path, testcase, module="cocotb_nand_channel_multiplane")
+
+
+@pytest.mark.parametrize("testcase", ["nvddr2_negotiate_switch_and_fall_back", "nvddr2_program_read_erase_modes",
+                                      "nvddr2_dqs_delay_within_the_window"])
+def test_nand_channel_nvddr2(testcase, tmp_path):
+    """The NV-DDR2 data path (cocotb_nand_channel_nvddr2.py), 1 channel x 2 ways on the NV-DDR2 harness."""
+    run_channel_tests(tmp_path, testcase, channels=1, ways=2, module="cocotb_nand_channel_nvddr2", ddr=True)
 
 
 @pytest.mark.long
