@@ -1,4 +1,4 @@
-"""ONFI asynchronous (SDR) bus master.
+"""ONFI bus master: asynchronous SDR, and NV-DDR2 data bursts.
 
 How the ONFI asynchronous interface works, and how this PHY drives it
 =====================================================================
@@ -53,6 +53,36 @@ from ``wdata``) or out (delivered to ``rdata``), "wait tWB" and "wait until
 the target is ready".  Each carries the target whose CE# must be low.
 ``rdata`` is a small FIFO: the PHY never starts an RE# cycle whose byte it
 has no room for, so back-pressure only stretches RE# high time.
+
+NV-DDR2
+-------
+
+ONFI's NV-DDR2 interface moves data on both edges of a strobe: DQS, driven
+by the host for data input and by the target for data output, which the
+target makes follow RE# (tDQSRE later, the byte edge-aligned on DQ).
+Command and address cycles stay WE# latches, with NV-DDR2's own values
+(tCALS/tCALH, tCAS/tCAH, ...), which :func:`rtl.nand.timing.nvddr2_timing_cycles`
+loads into the SDR fields of ``timing``, so they take the path above.
+``timing.tUI != 0`` selects NV-DDR2 for the data bursts:
+
+* **WRITE**: DQS driven low ``tPRE`` cycles (tWPRE), then a byte every
+  ``tUI`` cycles: DQ changes on a rising clock edge and DQS half a cycle
+  later (``dqs_o`` is a DDR output pair), so tDS and tDH are half a cycle
+  each.  DQS holds ``tPST`` cycles (tWPST), then DQ and DQS are released
+  and the WE# counter restarts: SET FEATURES goes busy at its last byte, and
+  WAIT_BUSY must wait tWB from there.
+* **READ**: RE# falls (the preamble, after the SDR first-read gaps), holds
+  ``tPRE`` cycles (tRPRE), then toggles every ``tUI`` cycles, one byte an
+  edge; a burst ending with RE# low takes one more rise.  Each edge reserves
+  a place in the read FIFO (depth ``DDR_READ_DEPTH``), so RE# pauses rather
+  than overflow.  Capture is by DQS, not by a delay: DQS and DQ are sampled
+  at both clock edges (``dqs_i``, ``dq_i_fall``/``dq_i``), and the byte is the
+  DQ sample in which DQS first shows the level of its next edge.  Whatever
+  tDQSRE the part takes, the byte is sampled within half a cycle after its
+  DQS edge, inside the eye (the part holds it until the next edge, a whole
+  ``tUI`` later).
+* ``dup`` bursts (ID, parameter page, features) put each byte on two edges
+  (sent twice; the first of each received pair kept).
 """
 
 from __future__ import annotations

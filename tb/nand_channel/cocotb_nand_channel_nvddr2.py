@@ -124,3 +124,41 @@ async def nvddr2_dqs_delay_within_the_window(dut):
         assert await tb.bring_up_nvddr2(0, 0) == 7
         await program_read_erase(tb, random.Random(ns), 0, 0, 1)
         await tb.expect_clean()
+
+
+@cocotb.test(skip="NANDBENCH_OUT" not in os.environ)
+async def nvddr2_bench_efficiency(dut):
+    """sim/bench_channel.py: the bus time of a raw full-page READ and PROGRAM at every NV-DDR2 mode
+    the controller runs at this clock, one target, completion to completion."""
+    import json
+
+    from rtl.nand.timing import nvddr2_modes_fitting, nvddr2_timing_cycles
+
+    clk_hz = 10**12 // int(cocotb.plusargs.get("clk_period_ps", 10**12 // spec.NAND_CLK_HZ))
+    fitting = nvddr2_modes_fitting(clk_hz)
+    for mode in spec.ONFI_NVDDR2_MODES:
+        if not fitting >> mode & 1:
+            continue
+        tb = await make(dut, f"bench{mode}")
+        assert await tb.bring_up_nvddr2(0, 0, controller_max=mode) == mode
+        prof = tb.profile
+        n = prof.page_bytes
+        t_r = -(-prof.t_r_ns * clk_hz // 10**9)
+        t_prog = -(-prof.t_prog_ns * clk_hz // 10**9)
+        ok(await tb.do(opcode=NandOp.ERASE, channel=0, target=0, block=0))
+        await tb.write_slot(0, 0, 0, random_bytes(random.Random(mode), n))
+        c0 = int(dut.cycle.value)
+        ok(await tb.do(opcode=NandOp.PROGRAM, flags=1, channel=0, target=0, block=0, page=0, column=0, length=n,
+                       slot=0))
+        prog_total = int(dut.cycle.value) - c0
+        c0 = int(dut.cycle.value)
+        ok(await tb.do(opcode=NandOp.READ, flags=1, channel=0, target=0, block=0, page=0, column=0, length=n,
+                       slot=1))
+        read_total = int(dut.cycle.value) - c0
+        assert await tb.read_slot(0, 1, 0, n) == await tb.read_slot(0, 0, 0, n)
+        with open(os.environ["NANDBENCH_OUT"], "a") as f:
+            f.write(json.dumps(dict(kind="nvddr2_efficiency", mode=mode, page_bytes=n, clk_hz=clk_hz,
+                                    tUI=nvddr2_timing_cycles(mode, clk_hz)["tUI"],
+                                    tRC_ps=spec.ONFI_NVDDR2_TIMING_PS["tRC"][mode], t_r=t_r, t_prog=t_prog,
+                                    read_total=read_total, prog_total=prog_total)) + "\n")
+        await tb.expect_clean()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from atomflash import spec
 from sim.harness import runner
 from sim.harness.nand_channel import DDR_MODEL_CLK_DIV, build, model_plusargs
 
@@ -51,6 +52,15 @@ def test_nand_channel_multiplane(testcase, tmp_path):
 def test_nand_channel_nvddr2(testcase, tmp_path):
     """The NV-DDR2 data path (cocotb_nand_channel_nvddr2.py), 1 channel x 2 ways on the NV-DDR2 harness."""
     run_channel_tests(tmp_path, testcase, channels=1, ways=2, module="cocotb_nand_channel_nvddr2", ddr=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["small", "realistic"])
+def test_nand_channel_nvddr2_every_mode(profile, tmp_path):
+    """Program, read and erase at every NV-DDR2 mode 0-7 on both profiles (its own build per profile)."""
+    run_channel_tests(tmp_path, "nvddr2_program_read_erase_modes", profile=profile, channels=1, ways=2,
+                      module="cocotb_nand_channel_nvddr2", ddr=True,
+                      env={"NANDTB_NVDDR2_MODES": ",".join(str(m) for m in spec.ONFI_NVDDR2_MODES)})
 
 
 @pytest.mark.long
