@@ -69,7 +69,7 @@ class NandBridge(wiring.Component):
         super().__init__({
             **wbs,
             "irq": Out(1),
-            "nand": Out(OnfiBusSignature(params.ways)).array(channels),
+            "nand": Out(OnfiBusSignature(params.ways, nvddr2=False)).array(channels),
             "led_activity": Out(1),
             "led_fault": Out(1),
         })

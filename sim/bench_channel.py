@@ -43,7 +43,7 @@ def run_bench(channels=2, ways=4, profile="realistic", pages=8) -> list[dict]:
                           "NANDTB_SLOT_WORDS": str(slot_words), "NANDBENCH_OUT": str(out),
                           "NANDBENCH_PAGES": str(pages)},
                **dict(args, test_dir=ROOT / "tb" / "nand_channel"))
-    # NV-DDR2: one channel of two ways (the tests' build) on the NV-DDR2 harness, target 0 measured (DQS wired, models sampling every half cycle)
+    # NV-DDR2: the tests' build (one channel, two ways, DQS wired), target 0 measured
     from sim.harness.nand_channel import DDR_MODEL_CLK_DIV
     ddr = build(profile, 1, 2, 4, test_dir=ROOT / "tb" / "nand_channel", ddr=True)
     ddr_slot_words = ddr.pop("slot_words")

@@ -113,7 +113,7 @@ class FtlBridge(wiring.Component):
         super().__init__({
             **wbs, **wbm,
             "irq": Out(1),
-            "nand": Out(OnfiBusSignature(p.ways)).array(core.channels),
+            "nand": Out(OnfiBusSignature(p.ways, nvddr2=False)).array(core.channels),
             # a board's LEDs (boards/common.py), as on the bare NAND bridge
             **({"led_activity": Out(1), "led_fault": Out(1)} if led_stretch else {}),
             # the NVMe controller's PCIe side

@@ -132,12 +132,14 @@ class OnfiBusSignature(wiring.Signature):
     ECP5).  ``dqs_o[0]`` is DQS for the first half of the next cycle and
     ``dqs_o[1]`` for the second half; ``dqs_i[0]``/``dq_i_fall`` are DQS and DQ
     sampled at the falling clock edge half a cycle before the rising edge
-    that samples ``dqs_i[1]``/``dq_i``.  An SDR-only board ties ``dqs_i`` and
-    ``dq_i_fall`` to 0 and leaves ``dqs_*`` outputs open.
+    that samples ``dqs_i[1]``/``dq_i``.  ``nvddr2=False`` leaves those four
+    out: the pins of an SDR-only board (the bridges connect the SDR pins by
+    name; the core's NV-DDR2 inputs then rest at 0).
     """
 
-    def __init__(self, targets: int):
+    def __init__(self, targets: int, nvddr2: bool = True):
         self.targets = targets
+        ddr = {"dqs_o": Out(2), "dqs_oe": Out(1), "dqs_i": In(2), "dq_i_fall": In(8)} if nvddr2 else {}
         super().__init__({
             "ce_n": Out(targets, init=(1 << targets) - 1),
             "cle": Out(1),
@@ -149,10 +151,7 @@ class OnfiBusSignature(wiring.Signature):
             "dq_oe": Out(1),
             "dq_i": In(8),
             "rb_n": In(targets),
-            "dqs_o": Out(2),
-            "dqs_oe": Out(1),
-            "dqs_i": In(2),
-            "dq_i_fall": In(8),
+            **ddr,
         })
 
 
