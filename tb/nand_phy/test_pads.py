@@ -39,7 +39,6 @@ def test_pads_map_onto_ecp5_ddr_cells():
     assert cells.count("IDDRX1F") == 8 + 1                      # DQ and DQS captured on both edges
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_pads_name_what_is_missing():
     ports = _ports()
     del ports["dqs"]
