@@ -84,7 +84,8 @@ def generate_top(channels: int, ways: int, *, module: str = "nand_controller", b
     if ddr:
         assert clock is None
         mclk = "mclk"
-        lines += ["    reg mclk = 1'b0;   // the models' clock: 2x, edges a quarter period after clk's",
+        lines += ["    longint dqs_skew_ps = 0;",
+                  "    initial if ($value$plusargs(\"dqs_skew_ps=%d\", dqs_skew_ps)) ;","    reg mclk = 1'b0;   // the models' clock: 2x, edges a quarter period after clk's",
                   "    always @(clk) begin   // a rising edge a quarter period after each edge of clk",
                   "        #(half_ps / 2 * 1ps) mclk = 1'b1;",
                   "        #(half_ps / 4 * 1ps) mclk = 1'b0;",
@@ -115,7 +116,12 @@ def generate_top(channels: int, ways: int, *, module: str = "nand_controller", b
         dqs_terms = []
         if ddr:
             lines += [f"    wire [1:0] dqs_o{c};", f"    wire dqs_oe{c};",
-                      f"    wire dqs_pin{c} = clk ? dqs_o{c}[0] : dqs_o{c}[1];   // ODDR",
+                      f"    wire dqs_ddr{c} = clk ? dqs_o{c}[0] : dqs_o{c}[1];   // ODDR",
+                      # board skew between DQS and DQ on their way to the part (+dqs_skew_ps: DQS late,
+                      # negative: DQ late), a transport delay; 0 = none
+                      f"    reg dqs_pin{c} = 1'b0;", f"    reg [7:0] dq_pin{c} = 8'h00;",
+                      f"    always @(dqs_ddr{c}) dqs_pin{c} <= #((dqs_skew_ps > 0 ? dqs_skew_ps : 0) * 1ps) dqs_ddr{c};",
+                      f"    always @(dq_o{c}) dq_pin{c} <= #((dqs_skew_ps < 0 ? -dqs_skew_ps : 0) * 1ps) dq_o{c};",
                       f"    wire dqs_m{c};", f"    reg dqs_f{c} = 1'b0;", f"    reg [7:0] dq_f{c} = 8'h00;",
                       f"    always @(negedge clk) begin dqs_f{c} <= dqs_m{c}; dq_f{c} <= dq_i{c}; end   // IDDR"]
             conns += [f".bus__{c}__dqs_o(dqs_o{c})", f".bus__{c}__dqs_oe(dqs_oe{c})",
@@ -128,7 +134,7 @@ def generate_top(channels: int, ways: int, *, module: str = "nand_controller", b
             lines += [
                 f"    wire [7:0] t{i}_dq;", f"    wire t{i}_oe;",
                 f"    nand_model #(.INDEX({i})) target{i} (.clk({mclk}), .ce_n(ce_n{c}[{w}]), .cle(cle{c}), "
-                f".ale(ale{c}), .we_n(we_n{c}), .re_n(re_n{c}), .wp_n(wp_n{c}), .dq_i(dq_o{c}), "
+                f".ale(ale{c}), .we_n(we_n{c}), .re_n(re_n{c}), .wp_n(wp_n{c}), .dq_i({'dq_pin' if ddr else 'dq_o'}{c}), "
                 f".dq_o(t{i}_dq), .dq_oe(t{i}_oe), .rb_n(rb_n{c}[{w}]), "
                 + (f"{TIE_CTL}, .dqs_i(dqs_pin{c}), .dqs_i_oe(dqs_oe{c}), .dqs_o(t{i}_dqs), .dqs_oe(t{i}_dqs_oe));"
                    if ddr else f"{TIE_EXT_CTL});"),

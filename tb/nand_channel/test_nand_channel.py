@@ -21,13 +21,13 @@ CHANNELS, WAYS, SLOTS = 2, 2, 4
 
 
 def run_channel_tests(tmp_path: Path, testcase: str, *, profile="small", channels=CHANNELS, ways=WAYS,
-                      env=None, module="cocotb_nand_channel", ddr=False):
+                      env=None, module="cocotb_nand_channel", ddr=False, dqs_skew_ps=0):
     args = build(profile, channels, ways, SLOTS, test_dir=HERE, ddr=ddr)
     slot_words = args.pop("slot_words")
     n = channels * ways
     plusargs = model_plusargs(tmp_path, profile, n)
     if ddr:
-        plusargs.append(f"+nand_model_clk_div={DDR_MODEL_CLK_DIV}")
+        plusargs += [f"+nand_model_clk_div={DDR_MODEL_CLK_DIV}", f"+dqs_skew_ps={dqs_skew_ps}"]
     runner.run(test_module=module, testcase=testcase, plusargs=plusargs,
                extra_env={"NANDTB_CHANNELS": str(channels), "NANDTB_WAYS": str(ways), "NANDTB_PROFILE": profile,
                           "NANDTB_SLOT_WORDS": str(slot_words), **(env or {})}, **args)
@@ -52,6 +52,14 @@ def test_nand_channel_multiplane(testcase, tmp_path):
 def test_nand_channel_nvddr2(testcase, tmp_path):
     """The NV-DDR2 data path (cocotb_nand_channel_nvddr2.py), 1 channel x 2 ways on the NV-DDR2 harness."""
     run_channel_tests(tmp_path, testcase, channels=1, ways=2, module="cocotb_nand_channel_nvddr2", ddr=True)
+
+
+@pytest.mark.parametrize("skew_ns,flagged", [(2, False), (-2, False), (6, True), (-6, True)])
+def test_nand_channel_nvddr2_dqs_skew(skew_ns, flagged, tmp_path):
+    """DQS late (+) or early (-) against DQ on the board, at mode 7: within half a cycle minus
+    tDS/tDH every byte lands; beyond it the model reports tDS or tDH."""
+    run_channel_tests(tmp_path, "nvddr2_dqs_skew", channels=1, ways=2, module="cocotb_nand_channel_nvddr2",
+                      ddr=True, dqs_skew_ps=skew_ns * 1000, env={"NANDTB_SKEW_FLAGGED": str(int(flagged))})
 
 
 @pytest.mark.slow
