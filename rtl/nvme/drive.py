@@ -14,24 +14,17 @@ ports are prefixed ``nvme_``.  This module only composes.
 
 from amaranth import Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from atomflash import spec
 from rtl.ftl.core import FtlCore
+from rtl.ftl.front import CoreFront, connect_core_ports, core_members, memory_port
 from rtl.lib import wishbone
 
 from .controller import NvmeController
 
 __all__ = ["NvmeDrive"]
 
-#: the core's build parameters a drive answers for, so what builds around a core (soc/ftl_bridge.py)
-#: builds around a drive
-CORE_PARAMETERS = ("alloc", "cache_pages", "channels", "fw_slot", "limits", "map_segments", "max_appends",
-                   "max_open_tx", "max_pending", "params", "profile", "queue_pairs", "slot_words", "slots", "ways",
-                   "buf_addr_width", "queue_ids")
-
-
-class NvmeDrive(wiring.Component):
+class NvmeDrive(CoreFront, wiring.Component):
     """:class:`NvmeController` + :class:`FtlCore`; keyword arguments not named here go to the core.
 
     Parameters
@@ -47,20 +40,11 @@ class NvmeDrive(wiring.Component):
                                    contexts=contexts)
         self.queues = queues
         self.staging_bytes = self.nvme.staging_bytes
-        members = {}
-        for name, member in self.core.signature.members.items():
-            if name in ("stream_cmd", "stream_cpl", "mem"):
-                continue
-            members[name] = member
+        members = core_members(self.core)
         for name in ("bar", "fw", "fw_irq", "dma", "msix"):
             members[f"nvme_{name}"] = self.nvme.signature.members[name]
-        members["mem"] = Out(wishbone.Signature(addr_width=30, data_width=32, burst=True))
+        members["mem"] = memory_port()
         super().__init__(members)
-
-    def __getattr__(self, name):
-        if name in CORE_PARAMETERS:
-            return getattr(self.core, name)
-        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def elaborate(self, platform):
         m = Module()
@@ -80,26 +64,5 @@ class NvmeDrive(wiring.Component):
                 wiring.connect(m, port, wiring.flipped(outward))
         wiring.connect(m, nvme.msix, wiring.flipped(self.nvme_msix))
         m.d.comb += self.nvme_fw_irq.eq(nvme.fw_irq)
-        for name, member in self.core.signature.members.items():
-            if name in ("stream_cmd", "stream_cpl", "mem"):
-                continue
-            ours, theirs = getattr(self, name), getattr(core, name)
-            if member.is_port:
-                if member.flow == In:
-                    m.d.comb += theirs.eq(ours)
-                else:
-                    m.d.comb += ours.eq(theirs)
-            else:
-                self._pass(m, member, ours, theirs)
+        connect_core_ports(m, self, core)
         return m
-
-    @staticmethod
-    def _pass(m, member, ours, theirs):
-        """A sub-interface of the core (a stream, a Wishbone port, an array of them), as it is."""
-        if isinstance(ours, (list, tuple)):
-            for a, b in zip(ours, theirs):
-                NvmeDrive._pass(m, member, a, b)
-        elif member.flow == In:
-            wiring.connect(m, wiring.flipped(ours), theirs)
-        else:
-            wiring.connect(m, theirs, wiring.flipped(ours))

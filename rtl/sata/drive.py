@@ -21,6 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from atomflash import spec
 from rtl.ftl.core import FtlCore
+from rtl.ftl.front import CoreFront, connect_core_ports, core_members, memory_port
 from rtl.lib import wishbone
 
 from .command import AtaCommandLayer
@@ -30,10 +31,6 @@ from .transport import SataTransport
 
 __all__ = ["SataDrive"]
 
-#: the core's build parameters a drive answers for (as rtl/nvme/drive.py's)
-CORE_PARAMETERS = ("alloc", "cache_pages", "channels", "fw_slot", "limits", "map_segments", "max_appends",
-                   "max_open_tx", "max_pending", "params", "profile", "queue_pairs", "slot_words", "slots", "ways",
-                   "buf_addr_width", "queue_ids")
 SATA_PORTS = {
     "sata_trx": Out(TransceiverSignature()),
     "sata_staging_base": In(32),
@@ -45,7 +42,7 @@ SATA_PORTS = {
 }
 
 
-class SataDrive(wiring.Component):
+class SataDrive(CoreFront, wiring.Component):
     """:class:`SataDevice` + :class:`SataTransport` + :class:`AtaCommandLayer` + :class:`FtlCore`;
     keyword arguments not named here go to the core.
 
@@ -64,16 +61,10 @@ class SataDrive(wiring.Component):
                                    limits=self.core.limits, core_queue_ids=self.core.queue_ids, core_queue=0,
                                    volatile_cache=bool(self.core.cache_pages))
         self.staging_bytes = self.ata.staging_bytes
-        members = {name: member for name, member in self.core.signature.members.items()
-                   if name not in ("stream_cmd", "stream_cpl", "mem")}
+        members = core_members(self.core)
         members.update(SATA_PORTS)
-        members["mem"] = Out(wishbone.Signature(addr_width=30, data_width=32, burst=True))
+        members["mem"] = memory_port()
         super().__init__(members)
-
-    def __getattr__(self, name):
-        if name in CORE_PARAMETERS:
-            return getattr(self.core, name)
-        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def elaborate(self, platform):
         m = Module()
@@ -105,26 +96,5 @@ class SataDrive(wiring.Component):
         wishbone.connect(m, ata.mem, membus.initiators[1])
         wiring.connect(m, membus.bus, wiring.flipped(self.mem))
 
-        for name, member in self.core.signature.members.items():
-            if name in ("stream_cmd", "stream_cpl", "mem"):
-                continue
-            ours, theirs = getattr(self, name), getattr(core, name)
-            if member.is_port:
-                if member.flow == In:
-                    m.d.comb += theirs.eq(ours)
-                else:
-                    m.d.comb += ours.eq(theirs)
-            else:
-                self._pass(m, member, ours, theirs)
+        connect_core_ports(m, self, core)
         return m
-
-    @staticmethod
-    def _pass(m, member, ours, theirs):
-        """A sub-interface of the core (a stream, a Wishbone port, an array of them), as it is."""
-        if isinstance(ours, (list, tuple)):
-            for a, b in zip(ours, theirs):
-                SataDrive._pass(m, member, a, b)
-        elif member.flow == In:
-            wiring.connect(m, wiring.flipped(ours), theirs)
-        else:
-            wiring.connect(m, theirs, wiring.flipped(ours))
