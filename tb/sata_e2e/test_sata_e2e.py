@@ -4,6 +4,8 @@ on Verilator (top.py, cocotb_sata_e2e.py)."""
 
 from pathlib import Path
 
+import pytest
+
 from sim.harness import runner
 
 HERE = Path(__file__).parent
@@ -27,6 +29,7 @@ def test_identify_through_litesata():
     _run("identify")
 
 
+@pytest.mark.slow
 def test_bist_write_then_check():
     _run("bist_write_then_check")
 
