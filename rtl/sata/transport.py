@@ -10,8 +10,12 @@ first dword names its type in bits 7:0; the layouts are ``spec.SATA_FIS_*``.
 What comes in (``rx``), one frame at a time:
 
 * **Register H2D** (27h, 5 dwords): decoded into an ATA command (``ATA_COMMAND``: C bit, command,
-  features 15:0, LBA 47:0, count, device, control) and offered on ``command``; the link is held
-  (``rx.ready`` low: the link sends HOLD) until the command layer takes it.
+  features 15:0, LBA 47:0, count, device, control) and offered on ``command`` from a slot of its own.
+  While the slot holds a command nobody took yet, the frames behind it still come in: a Data FIS
+  the command layer asked for passes the waiting command (with NCQ the host may queue a new
+  command just before the Data FIS of one in progress), and so is anything dropped.  Only a second
+  Register H2D waits, the link held (``rx.ready`` low: the link sends HOLD) at its first dword,
+  until the slot is free.
 * **Data** (46h): the write data of a DMA write.  Only while the command layer asks for one
   (``data_wanted``) are its data dwords passed on ``data_in``, flow-controlled through, ``last`` on
   the final dword and ``error`` there when the CRC was bad (the command layer has already stored
@@ -124,11 +128,19 @@ class SataTransport(wiring.Component):
                      cmd.lba.eq(Cat(*(fis[f"lba{i}"] for i in range(6)))),
                      cmd.count.eq(fis.count), cmd.device.eq(fis.device), cmd.control.eq(fis.control)]
 
+        held = Signal()         # the slot: ``fis`` is a whole Register H2D nobody took yet
+        m.d.comb += self.command.valid.eq(held)
+        with m.If(self.command.valid & self.command.ready):
+            m.d.sync += held.eq(0)
+        register_waits = held & (word[:8] == SataFisType.REG_H2D)
+
         with m.FSM():
             with m.State("FIRST"):
-                m.d.comb += rx.ready.eq(1)
-                with m.If(rx.valid):
-                    m.d.sync += [raw[:32].eq(word), count.eq(1)]
+                m.d.comb += rx.ready.eq(~register_waits)
+                with m.If(rx.valid & ~register_waits):
+                    m.d.sync += count.eq(1)
+                    with m.If(~held):
+                        m.d.sync += raw[:32].eq(word)
                     with m.If(last):
                         drop_counted(error)         # no FIS is one dword long but DMA Activate, ours to send
                     with m.Elif(word[:8] == SataFisType.REG_H2D):
@@ -145,14 +157,10 @@ class SataTransport(wiring.Component):
                     m.d.sync += count.eq(count + 1)
                     with m.If(last):
                         with m.If(~error & (count == H2D_DWORDS - 1)):
-                            m.next = "OFFER"
+                            m.d.sync += held.eq(1)
                         with m.Else():
                             drop_counted(error)
-                            m.next = "FIRST"
-            with m.State("OFFER"):
-                m.d.comb += self.command.valid.eq(1)
-                with m.If(self.command.ready):
-                    m.next = "FIRST"
+                        m.next = "FIRST"
             with m.State("DATA"):
                 m.d.comb += [self.data_in.valid.eq(rx.valid), self.data_in.payload.eq(rx.payload),
                              rx.ready.eq(self.data_in.ready)]

@@ -43,6 +43,7 @@ class TransportTB:
         self.frames, self.commands, self.data_in, self.sent = [], [], [], []
         self.r_errs = 0
         self.refuse_data = False
+        self.take_commands = True        # the command layer takes Register H2Ds (with random backpressure)
 
     async def link_tx(self, ctx):
         t, rng = self.t, self.rng
@@ -82,8 +83,11 @@ class TransportTB:
                 self.sent.append(ok)
             for port in (t.command, t.data_in, t.sent):
                 ctx.set(port.ready, int(rng.random() > 0.3))
+            if not self.take_commands:
+                ctx.set(t.command.ready, 0)
 
-    async def send_fis(self, ctx, words, *, error=False):
+    async def send_fis(self, ctx, words, *, error=False, patience=10_000):
+        """One frame on rx, with random gaps; fails if the device holds the link ``patience`` cycles."""
         rx = self.t.rx
         for i, w in enumerate(words):
             while self.rng.random() < self.gap:
@@ -92,8 +96,11 @@ class TransportTB:
             last = i == len(words) - 1
             ctx.set(rx.payload, {"data": w, "last": int(last), "error": int(error and last)})
             ctx.set(rx.valid, 1)
-            while not (await ctx.tick().sample(rx.ready))[2]:
-                pass
+            for _ in range(patience):
+                if (await ctx.tick().sample(rx.ready))[2]:
+                    break
+            else:
+                raise AssertionError("the device held the link")
         ctx.set(rx.valid, 0)
 
     async def request(self, ctx, payload, data=()):
@@ -229,5 +236,37 @@ def test_data_in_only_when_wanted_and_bad_frames_dropped():
         assert tb.data_in == [(w, i == 4, 0) for i, w in enumerate(payload)] + \
                             [(w, i == 4, i == 4) for i, w in enumerate(payload)]
         assert (ctx.get(t.malformed), ctx.get(t.crc_errors)) == (5, 2)
+
+    tb.run(bench)
+
+
+def test_a_data_fis_passes_a_waiting_command_and_a_second_command_waits():
+    """With NCQ the host may queue a command just before the Data FIS of one in progress: the Data FIS
+    must reach the command layer while the new command waits in its slot; only another Register H2D is
+    held (HOLD at its first dword) until the slot is free, and then both commands come in order."""
+    tb = TransportTB(4)
+    payload = [tb.rng.randrange(1 << 32) for _ in range(7)]
+    first = h2d_words(flags=spec.SATA_FIS_REG_H2D.compose("flags", c=1), command=0x61, count=3 << 3, features=1)
+    second = h2d_words(flags=spec.SATA_FIS_REG_H2D.compose("flags", c=1), command=0x60, count=4 << 3, features=2)
+
+    async def bench(ctx):
+        t = tb.t
+        ctx.set(t.data_wanted, 1)
+        tb.take_commands = False
+        await tb.send_fis(ctx, first)
+        await tb.send_fis(ctx, [int(SataFisType.DATA)] + payload, patience=200)
+        await ctx.tick().repeat(20)
+        assert tb.data_in == [(w, i == 6, 0) for i, w in enumerate(payload)], "the Data FIS did not pass"
+        assert not tb.commands and ctx.get(t.command.valid), "the first command is not waiting in its slot"
+        ctx.set(t.rx.payload, {"data": second[0], "last": 0, "error": 0})
+        ctx.set(t.rx.valid, 1)
+        for _ in range(50):
+            assert not (await ctx.tick().sample(t.rx.ready))[2], "a second Register H2D overwrote the slot"
+        tb.take_commands = True
+        await tb.send_fis(ctx, second)
+        await ctx.tick().repeat(20)
+        assert [c["command"] for c in tb.commands] == [0x61, 0x60]
+        assert [c["count"] for c in tb.commands] == [3 << 3, 4 << 3] and [c["features"] for c in tb.commands] == [1, 2]
+        assert (ctx.get(t.malformed), ctx.get(t.crc_errors)) == (0, 0)
 
     tb.run(bench)
