@@ -2372,7 +2372,10 @@ SATA_TRANSPORT = ConstantGroup("sata_transport", "SATA transport constants.", [
 class AtaCommand(DocEnum):
     DATA_SET_MANAGEMENT = 0x06, "DATA SET MANAGEMENT (features bit 0: TRIM; count: 512-byte blocks of ranges)"
     READ_DMA_EXT = 0x25, "READ DMA EXT (LBA48, count sectors, 0 = 65536)"
+    READ_LOG_EXT = 0x2F, "READ LOG EXT (PIO data-in; LBA 7:0 the log address, count 512-byte pages)"
     WRITE_DMA_EXT = 0x35, "WRITE DMA EXT (LBA48, count sectors, 0 = 65536)"
+    READ_FPDMA_QUEUED = 0x60, "READ FPDMA QUEUED (NCQ: tag in count 7:3, sectors in features, FUA in device bit 7)"
+    WRITE_FPDMA_QUEUED = 0x61, "WRITE FPDMA QUEUED (NCQ: tag in count 7:3, sectors in features, FUA in device bit 7)"
     FLUSH_CACHE = 0xE7, "FLUSH CACHE"
     FLUSH_CACHE_EXT = 0xEA, "FLUSH CACHE EXT"
     IDENTIFY_DEVICE = 0xEC, "IDENTIFY DEVICE (PIO data-in, 512 bytes)"
@@ -2413,7 +2416,11 @@ ATA = ConstantGroup("ata", "What the ATA command layer implements.", [
     Constant("DSM_BLOCK_BYTES", 512, "DATA SET MANAGEMENT's count is in blocks of this many bytes of ranges"),
     Constant("DSM_MAX_BLOCKS", 1, "IDENTIFY word 105: blocks of range entries one DATA SET MANAGEMENT takes"),
     Constant("IDENTIFY_SIGNATURE", 0xA5, "IDENTIFY word 255 bits 7:0; bits 15:8 make the 512 bytes sum to 0"),
-    Constant("SATA_CAPABILITIES", 0x0002, "IDENTIFY word 76: SATA Gen1 signaling (1.5 Gb/s)"),
+    Constant("SATA_CAPABILITIES", 0x0102, "IDENTIFY word 76: SATA Gen1 signaling (1.5 Gb/s), NCQ (bit 8)"),
+    Constant("NCQ_DEPTH", 32, "NCQ tags (IDENTIFY word 75 holds this minus 1)"),
+    Constant("NCQ_TAG_SHIFT", 3, "FPDMA QUEUED: the tag is count 7:3"),
+    Constant("DEVICE_FUA", 0x80, "FPDMA QUEUED: device bit 7, forced unit access"),
+    Constant("LOG_NCQ_ERROR", 0x10, "READ LOG EXT log address of the NCQ command error log"),
     Constant("DEVICE_LBA", 0x40, "device register: LBA mode (the ending status echoes it)"),
 ])
 
@@ -2522,7 +2529,7 @@ def ata_identify(*, capacity: int, block_bytes: int, volatile_cache: bool, write
         capabilities=ATA_IDENTIFY.compose("capabilities", dma=1, lba=1), capabilities2=0x4000, valid=0x0006,
         sectors28=min(capacity, 0x0FFF_FFFF), mwdma=0x0007, pio=0x0003,
         cycle_mwdma_min=120, cycle_mwdma=120, cycle_pio=120, cycle_pio_iordy=120,
-        queue_depth=0, sata_capabilities=ATA.SATA_CAPABILITIES, major_version=0x0780,
+        queue_depth=ATA.NCQ_DEPTH - 1, sata_capabilities=ATA.SATA_CAPABILITIES, major_version=0x0780,
         supported1=ATA_IDENTIFY.compose("supported1", write_cache=int(volatile_cache)),
         supported2=ATA_IDENTIFY.compose("supported2", lba48=1, flush_cache=1, flush_cache_ext=1, one=1),
         supported3=0x4000,
@@ -2544,6 +2551,22 @@ def ata_identify(*, capacity: int, block_bytes: int, volatile_cache: bool, write
     return body[:510] + bytes([ATA.IDENTIFY_SIGNATURE, checksum])
 
 
+ATA_NCQ_ERROR_LOG = Record(
+    "ata_ncq_error_log", "READ LOG EXT log 10h, the NCQ command error log (one 512-byte page): the queued "
+    "command that failed, or NQ when a non-queued command caused the error.",
+    at(512, [
+        (0, u8("tag", "tag", [Bits("tag", 0, 5, "the failed command's tag"),
+                              Bits("nq", 7, 1, "a non-queued command caused the error; the tag is not valid")])),
+        (2, u8("status", "AtaStatus bits of the failed command")),
+        (3, u8("error", "AtaError bits of the failed command")),
+        (4, u8("lba0", "LBA 7:0")), (5, u8("lba1", "LBA 15:8")), (6, u8("lba2", "LBA 23:16")),
+        (7, u8("device", "device register")),
+        (8, u8("lba3", "LBA 31:24")), (9, u8("lba4", "LBA 39:32")), (10, u8("lba5", "LBA 47:40")),
+        (12, u16("count", "sectors (the command's features)")),
+        (511, u8("checksum", "the 512 bytes sum to 0 mod 256")),
+    ]))
+
+
 ATA_STATUS_OF = ConstantGroup(
     "ata_status_of", "ata_status_of(status) for C: status << 8 | error of each Status (a command that did not "
     "read the medium).", [Constant(s.name, (lambda st, er: st << 8 | er)(*ata_status_of(s)), s.doc) for s in Status])
@@ -2551,4 +2574,4 @@ ATA_STATUS_OF = ConstantGroup(
 CONSTANTS += [SATA_TRANSPORT, ATA, ATA_STATUS_OF]
 ENUMS += [SataFisType, AtaCommand, AtaFeature, AtaStatus, AtaError]
 RECORDS += [SATA_FIS_REG_H2D, SATA_FIS_REG_D2H, SATA_FIS_DMA_ACTIVATE, SATA_FIS_DATA_HEADER, SATA_FIS_PIO_SETUP,
-            SATA_FIS_SET_DEVICE_BITS, SATA_FIS_DMA_SETUP, ATA_DSM_RANGE, ATA_IDENTIFY]
+            SATA_FIS_SET_DEVICE_BITS, SATA_FIS_DMA_SETUP, ATA_DSM_RANGE, ATA_IDENTIFY, ATA_NCQ_ERROR_LOG]

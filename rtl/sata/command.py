@@ -1,7 +1,7 @@
 """ATA command layer, device role: ATA commands as the FTL core's commands.
 
 The host's ATA commands come from the transport layer (``rtl/sata/transport.py``) as decoded
-Register H2D FISes.  This layer runs one at a time (no NCQ yet) on the FTL core's stream front end,
+Register H2D FISes.  This layer runs one at a time (queued ones too) on the FTL core's stream front end,
 as ``rtl/nvme/translate.py`` runs NVMe's: a ``spec.CMD`` on ``core_cmd`` whose data sits in SoC
 memory (the staging area at ``staging_base``, reached over ``mem``), answered on ``core_cpl``.
 
@@ -39,10 +39,24 @@ not return, ICRC|ABRT for a transfer the link lost (a Data FIS with a bad CRC or
 from the host, R_ERR on ours: DATA_TRANSFER_ERROR).  A command refused before its data phase sends
 just the D2H; one whose write data went wrong reaches the core not at all; either way nothing changed.
 
+**NCQ** (READ/WRITE FPDMA QUEUED: the tag in count 7:3, the sectors in features, FUA in device bit 7).
+A queued command is written into its tag's slot of a table and acknowledged at once with a Register
+D2H (DRDY, BSY clear), so the host may queue more.  When no command is arriving, the lowest pending tag
+runs as READ/WRITE DMA EXT would, with a DMA Setup FIS (the tag as buffer id, the direction, no
+auto-activate) just before its data moves, and completes in a Set Device Bits FIS with its SActive bit.
+A queued command that fails sends the SDB with ERR and no SActive bit and stops the queue: the NCQ error
+state, in which every command but READ LOG EXT 10h is ABRT.  A tag already outstanding, or a non-queued
+command while queued ones are outstanding, is ABRT, aborts every outstanding queued command and enters
+the error state too (the log's NQ bit for the latter).  READ LOG EXT 10h (PIO data-in, as IDENTIFY)
+sends the NCQ command error log (``spec.ATA_NCQ_ERROR_LOG``: the failed tag, NQ, status, error, LBA,
+count), leaves the error state and aborts whatever was still queued.  One queued command runs at a
+time; the transport keeps a waiting Register H2D aside so the running command's Data FISes pass it.
+
 Register H2D FISes with C = 0 (device control) are taken and ignored.
 """
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
@@ -50,6 +64,7 @@ from amaranth.utils import exact_log2
 from atomflash import command, spec
 from atomflash.spec import ATA, AtaCommand as Ata, AtaFeature, AtaStatus, Opcode, SataFisType, Status
 from rtl.host.queues import command_layout, completion_layout
+from rtl import spec as layouts
 from rtl.lib import wishbone
 
 from .transport import ATA_COMMAND, LINK_RX, LINK_TX, LINK_TX_STATUS, SEND
@@ -59,6 +74,9 @@ __all__ = ["AtaCommandLayer"]
 FIS_DWORDS = spec.SATA_TRANSPORT.DATA_FIS_MAX_DWORDS
 DSM_ENTRIES = ATA.DSM_MAX_BLOCKS * ATA.DSM_BLOCK_BYTES // spec.ATA_DSM_RANGE.size
 IDENTIFY_DWORDS = spec.ATA_IDENTIFY.size // 4
+NCQ_TAGS = ATA.NCQ_DEPTH
+#: a queued command waiting for its turn
+QUEUED = data.StructLayout({"write": 1, "lba": 48, "count": 16, "fua": 1})
 
 
 class AtaCommandLayer(wiring.Component):
@@ -154,6 +172,17 @@ class AtaCommandLayer(wiring.Component):
                     m.d.comb += out.eq(w)
         return out
 
+    def _ncq_log_dword(self, m, index, log):
+        """READ LOG EXT 10h's dword ``index`` from ``log`` (``ATA_NCQ_ERROR_LOG`` without its checksum)."""
+        raw = log.as_value()
+        total = Signal(8)
+        m.d.comb += total.eq(sum(raw[8 * i:8 * i + 8] for i in range(16)))     # all but the checksum is in 0..15
+        out = Signal(32)
+        m.d.comb += out.eq(raw.word_select(index, 32))
+        with m.If(index == IDENTIFY_DWORDS - 1):
+            m.d.comb += out.eq(Cat(Const(0, 24), (-total)[:8]))
+        return out
+
     def elaborate(self, platform):
         m = Module()
         per_block_log2 = self.per_block_log2
@@ -183,6 +212,24 @@ class AtaCommandLayer(wiring.Component):
         head = Signal(24)                       # bytes into the first block where the sectors start
         merging = Signal()                      # a partial-block write: the blocks are read first
         disabling_cache = Signal()
+        # -- NCQ ----------------------------------------------------------------------------------------
+        log_out = Signal()                      # the PIO data out is the NCQ error log
+        queued = Signal()                       # the command running is a queued one, of tag ``tag``
+        tag = Signal(5)
+        fua = Signal()
+        device = Signal(8)
+        device_fua = (device & ATA.DEVICE_FUA) != 0
+        pending = Signal(NCQ_TAGS)              # queued commands acknowledged and not yet completed
+        table = Array(Signal(QUEUED, name=f"queued_{t}") for t in range(NCQ_TAGS))
+        ncq_error = Signal()                    # stopped until READ LOG EXT 10h
+        log = Signal(layouts.layout_of(spec.ATA_NCQ_ERROR_LOG))
+
+        def ncq_failure(nq, status_bits, error_bits, at_tag=0, at_lba=0, count=0):
+            """Enter the NCQ error state: what the log page will report."""
+            m.d.sync += [ncq_error.eq(1), log.as_value().eq(0), log.tag.eq(Cat(Const(0, 5) | at_tag, Const(0, 2), nq)),
+                         log.status.eq(status_bits), log.error.eq(error_bits), log.device.eq(ATA.DEVICE_LBA),
+                         log.count.eq(count),
+                         *(log[f"lba{i}"].eq((Const(0, 48) | at_lba)[8 * i:8 * i + 8]) for i in range(6))]
 
         def is_(*ops):
             return Cat(*(op == int(o) for o in ops)).any()
@@ -195,7 +242,8 @@ class AtaCommandLayer(wiring.Component):
         cmd = self.core_cmd.payload.cmd
         m.d.comb += [self.core_cmd.payload.sqid.eq(self.core_queue), cmd.opcode.eq(core_opcode), cmd.cid.eq(0),
                      cmd.nsid.eq(command.NSID), cmd.buf.eq(self.staging_base),
-                     cmd.flags.fua.eq(~self.write_cache & (core_opcode != Opcode.FLUSH) & (core_opcode != Opcode.READ))]
+                     cmd.flags.fua.eq((~self.write_cache | fua) & (core_opcode != Opcode.FLUSH) &
+                                      (core_opcode != Opcode.READ))]
         with m.If(is_(Ata.DATA_SET_MANAGEMENT, Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT)):
             m.d.comb += [cmd.lba.eq(core_lba), cmd.nlb.eq(core_nlb)]
 
@@ -227,9 +275,13 @@ class AtaCommandLayer(wiring.Component):
 
         def start_transfer(words, following, at=0):
             m.d.sync += [words_left.eq(words), offset.eq(at), mem_error.eq(0)]
-            m.next = following
+            with m.If(queued):                  # first-party DMA: the DMA Setup FIS names the tag first
+                m.next = "DMA_SETUP"
+            with m.Else():
+                m.next = following
 
-        identify_word = self._identify_dword(m, fis_words[:7], sectors)
+        identify_word = Mux(log_out, self._ncq_log_dword(m, fis_words[:7], log),
+                            self._identify_dword(m, fis_words[:7], sectors))
         # the blocks covering sectors lba..lba+n-1, and where in the first one they start
         first_block = lba >> per_block_log2
         end_block = (lba + n + (per_block - 1)) >> per_block_log2
@@ -245,56 +297,118 @@ class AtaCommandLayer(wiring.Component):
                 with m.If(self.command.valid & c.c):
                     m.d.sync += [op.eq(c.command), features.eq(c.features), lba.eq(c.lba),
                                  n.eq(Mux(c.count == 0, 1 << 16, c.count)), status.eq(Status.SUCCESS),
-                                 identify.eq(0), disabling_cache.eq(0), index.eq(0)]
+                                 identify.eq(0), log_out.eq(0), disabling_cache.eq(0), index.eq(0), queued.eq(0),
+                                 fua.eq(0), tag.eq(c.count[ATA.NCQ_TAG_SHIFT:ATA.NCQ_TAG_SHIFT + 5]),
+                                 device.eq(c.device)]
+                    m.next = "DECODE"
+                with m.Elif(pending.any() & ~ncq_error):
+                    m.d.comb += self.command.ready.eq(0)
+                    lowest = Signal(5)
+                    for t in reversed(range(NCQ_TAGS)):
+                        with m.If(pending[t]):
+                            m.d.comb += lowest.eq(t)
+                    e = table[lowest]
+                    m.d.sync += [op.eq(Mux(e.write, Ata.WRITE_DMA_EXT, Ata.READ_DMA_EXT)), lba.eq(e.lba),
+                                 n.eq(Mux(e.count == 0, 1 << 16, e.count)), status.eq(Status.SUCCESS),
+                                 identify.eq(0), log_out.eq(0), disabling_cache.eq(0), queued.eq(1), tag.eq(lowest),
+                                 fua.eq(e.fua)]
                     m.next = "DECODE"
 
             with m.State("DECODE"):
-                with m.Switch(op):
-                    with m.Case(Ata.IDENTIFY_DEVICE):
-                        m.d.sync += identify.eq(1)
-                        m.next = "PIO_SETUP"
-                    with m.Case(Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT):
-                        m.d.sync += [core_lba.eq(first_block), core_nlb.eq(end_block - first_block),
-                                     head.eq((lba & (per_block - 1)) << sector_bytes_log2), merging.eq(0)]
-                        with m.If(n > self.max_sectors):
-                            fail(Status.TRANSFER_TOO_LARGE)
-                        with m.Elif(lba + n > sectors):
-                            fail(Status.LBA_OUT_OF_RANGE)
-                        with m.Elif(read):
-                            m.d.sync += core_opcode.eq(Opcode.READ)
-                            m.next = "ISSUE"
-                        with m.Elif(partial):           # read-modify-write: the blocks first
-                            m.d.sync += [core_opcode.eq(Opcode.READ), merging.eq(1)]
-                            m.next = "ISSUE"
-                        with m.Else():
-                            m.d.sync += core_opcode.eq(Opcode.WRITE)
-                            start_transfer(n << sector_words_log2, "ACTIVATE")
-                    with m.Case(Ata.FLUSH_CACHE, Ata.FLUSH_CACHE_EXT):
-                        m.d.sync += core_opcode.eq(Opcode.FLUSH)
-                        m.next = "ISSUE"
-                    with m.Case(Ata.SET_FEATURES):
-                        with m.Switch(features[:8]):
-                            with m.Case(AtaFeature.ENABLE_WRITE_CACHE):
-                                if self.volatile_cache:
-                                    m.d.sync += self.write_cache.eq(1)
-                                    m.next = "D2H"
-                                else:
-                                    fail(Status.INVALID_FIELD)
-                            with m.Case(AtaFeature.DISABLE_WRITE_CACHE):
-                                m.d.sync += [core_opcode.eq(Opcode.FLUSH), disabling_cache.eq(1)]
-                                m.next = "ISSUE"
-                            with m.Case(AtaFeature.SET_TRANSFER_MODE):
-                                m.next = "D2H"
-                            with m.Default():
+                is_queued_op = is_(Ata.READ_FPDMA_QUEUED, Ata.WRITE_FPDMA_QUEUED) & ~queued
+                log_page = is_(Ata.READ_LOG_EXT) & (lba[:8] == ATA.LOG_NCQ_ERROR)
+                abrt = spec.ata_status_of(Status.INVALID_FIELD)
+                with m.If(ncq_error & ~log_page):
+                    fail(Status.INVALID_FIELD)                  # stopped until the host reads the log
+                with m.Elif(is_queued_op & pending.bit_select(tag, 1)):
+                    m.d.sync += pending.eq(0)                   # a tag in use: every queued command aborted
+                    ncq_failure(0, *abrt, at_tag=tag, at_lba=lba, count=features)
+                    fail(Status.INVALID_FIELD)
+                with m.Elif(is_queued_op):
+                    m.d.sync += [table[tag].write.eq(is_(Ata.WRITE_FPDMA_QUEUED)), table[tag].lba.eq(lba),
+                                 table[tag].count.eq(features), table[tag].fua.eq(device_fua),
+                                 pending.bit_select(tag, 1).eq(1)]
+                    m.next = "ACKNOWLEDGE"
+                with m.Elif(pending.any() & ~queued & ~ncq_error):
+                    m.d.sync += pending.eq(0)                   # a non-queued command among queued ones
+                    ncq_failure(1, *abrt)
+                    fail(Status.INVALID_FIELD)
+                with m.Else():
+                    with m.Switch(op):
+                        with m.Case(Ata.READ_LOG_EXT):
+                            with m.If((lba[:8] != ATA.LOG_NCQ_ERROR) | (lba[8:] != 0) | (n != 1)):
                                 fail(Status.INVALID_FIELD)
-                    with m.Case(Ata.DATA_SET_MANAGEMENT):
-                        with m.If(~features[0] | (n > ATA.DSM_MAX_BLOCKS)):
-                            fail(Status.INVALID_FIELD)
-                        with m.Else():
-                            m.d.sync += core_opcode.eq(Opcode.DEALLOCATE)
-                            start_transfer(n * (ATA.DSM_BLOCK_BYTES // 4), "ACTIVATE")
-                    with m.Default():
-                        fail(Status.INVALID_OPCODE)
+                            with m.Else():
+                                m.d.sync += log_out.eq(1)
+                                m.next = "PIO_SETUP"
+                        with m.Case(Ata.IDENTIFY_DEVICE):
+                            m.d.sync += identify.eq(1)
+                            m.next = "PIO_SETUP"
+                        with m.Case(Ata.READ_DMA_EXT, Ata.WRITE_DMA_EXT):
+                            m.d.sync += [core_lba.eq(first_block), core_nlb.eq(end_block - first_block),
+                                         head.eq((lba & (per_block - 1)) << sector_bytes_log2), merging.eq(0)]
+                            with m.If(n > self.max_sectors):
+                                fail(Status.TRANSFER_TOO_LARGE)
+                            with m.Elif(lba + n > sectors):
+                                fail(Status.LBA_OUT_OF_RANGE)
+                            with m.Elif(read):
+                                m.d.sync += core_opcode.eq(Opcode.READ)
+                                m.next = "ISSUE"
+                            with m.Elif(partial):           # read-modify-write: the blocks first
+                                m.d.sync += [core_opcode.eq(Opcode.READ), merging.eq(1)]
+                                m.next = "ISSUE"
+                            with m.Else():
+                                m.d.sync += core_opcode.eq(Opcode.WRITE)
+                                start_transfer(n << sector_words_log2, "ACTIVATE")
+                        with m.Case(Ata.FLUSH_CACHE, Ata.FLUSH_CACHE_EXT):
+                            m.d.sync += core_opcode.eq(Opcode.FLUSH)
+                            m.next = "ISSUE"
+                        with m.Case(Ata.SET_FEATURES):
+                            with m.Switch(features[:8]):
+                                with m.Case(AtaFeature.ENABLE_WRITE_CACHE):
+                                    if self.volatile_cache:
+                                        m.d.sync += self.write_cache.eq(1)
+                                        m.next = "D2H"
+                                    else:
+                                        fail(Status.INVALID_FIELD)
+                                with m.Case(AtaFeature.DISABLE_WRITE_CACHE):
+                                    m.d.sync += [core_opcode.eq(Opcode.FLUSH), disabling_cache.eq(1)]
+                                    m.next = "ISSUE"
+                                with m.Case(AtaFeature.SET_TRANSFER_MODE):
+                                    m.next = "D2H"
+                                with m.Default():
+                                    fail(Status.INVALID_FIELD)
+                        with m.Case(Ata.DATA_SET_MANAGEMENT):
+                            with m.If(~features[0] | (n > ATA.DSM_MAX_BLOCKS)):
+                                fail(Status.INVALID_FIELD)
+                            with m.Else():
+                                m.d.sync += core_opcode.eq(Opcode.DEALLOCATE)
+                                start_transfer(n * (ATA.DSM_BLOCK_BYTES // 4), "ACTIVATE")
+                        with m.Default():
+                            fail(Status.INVALID_OPCODE)
+
+            # -- NCQ: the acknowledgement of a queued command, and the DMA Setup before its data ------------------
+            with m.State("ACKNOWLEDGE"):
+                send(SataFisType.REG_D2H, status=spec.ata_status_of(Status.SUCCESS)[0], device=ATA.DEVICE_LBA)
+                with m.If(self.send.ready):
+                    m.next = "ACKNOWLEDGE_SENT"
+            with m.State("ACKNOWLEDGE_SENT"):
+                m.d.comb += self.sent.ready.eq(1)
+                with m.If(self.sent.valid):
+                    m.next = "IDLE"
+            with m.State("DMA_SETUP"):
+                send(SataFisType.DMA_SETUP, to_host=read, buffer_id=tag, transfer_count=n << sector_bytes_log2)
+                with m.If(self.send.ready):
+                    m.next = "DMA_SETUP_SENT"
+            with m.State("DMA_SETUP_SENT"):
+                m.d.comb += self.sent.ready.eq(1)
+                with m.If(self.sent.valid):
+                    with m.If(~self.sent.payload.ok):
+                        fail(Status.DATA_TRANSFER_ERROR)
+                    with m.Elif(read):
+                        m.next = "DATA_HEADER"
+                    with m.Else():
+                        m.next = "ACTIVATE"
 
             # -- DMA out: DMA Activate, a Data FIS into the staging area, until all has come ---------------------
             with m.State("ACTIVATE"):
@@ -422,7 +536,7 @@ class AtaCommandLayer(wiring.Component):
                     m.next = "DATA_WORDS"
             with m.State("DATA_WORDS"):
                 with m.If(~have_word):
-                    with m.If(identify):
+                    with m.If(identify | log_out):
                         m.d.sync += [word.eq(identify_word), have_word.eq(1)]
                     with m.Else():
                         with m.If(access(staged)):
@@ -447,18 +561,29 @@ class AtaCommandLayer(wiring.Component):
                     with m.Elif(words_left != chunk):
                         m.d.sync += words_left.eq(words_left - chunk)
                         m.next = "DATA_HEADER"
-                    with m.Elif(identify):
+                    with m.Elif(identify | log_out):
                         m.next = "IDLE"             # PIO data-in ends with the PIO Setup's E_Status
+                        with m.If(log_out):         # the log read: the queued commands are aborted
+                            m.d.sync += [ncq_error.eq(0), pending.eq(0)]
                     with m.Else():
                         m.next = "D2H"
 
             # -- the ending status ---------------------------------------------------------------------------
+            # (a queued command's: Set Device Bits, its tag's SActive bit set when it succeeded)
             with m.State("D2H"):
-                send(SataFisType.REG_D2H, interrupt=1, status=ata_status, error=ata_error, device=ATA.DEVICE_LBA)
+                with m.If(queued):
+                    send(SataFisType.SET_DEVICE_BITS, interrupt=1, status=ata_status, error=ata_error,
+                         sactive=Mux(status == Status.SUCCESS, Const(1, NCQ_TAGS) << tag, 0))
+                with m.Else():
+                    send(SataFisType.REG_D2H, interrupt=1, status=ata_status, error=ata_error, device=ATA.DEVICE_LBA)
                 with m.If(self.send.ready):
                     m.next = "D2H_SENT"
             with m.State("D2H_SENT"):
                 m.d.comb += self.sent.ready.eq(1)
                 with m.If(self.sent.valid):
                     m.next = "IDLE"
+                    with m.If(queued):
+                        m.d.sync += pending.bit_select(tag, 1).eq(0)
+                        with m.If(status != Status.SUCCESS):        # stopped until READ LOG EXT 10h
+                            ncq_failure(0, ata_status, ata_error, at_tag=tag, at_lba=lba, count=n[:16])
         return m

@@ -52,7 +52,7 @@ ATA_COMMAND = data.StructLayout({"c": 1, "command": 8, "features": 16, "lba": 48
 
 #: a FIS to send: its type and the register values its layout takes (the rest ignored)
 SEND = data.StructLayout({"type": 8, "interrupt": 1, "to_host": 1, "status": 8, "error": 8, "lba": 48,
-                          "device": 8, "count": 16, "e_status": 8, "transfer_count": 16, "sactive": 32,
+                          "device": 8, "count": 16, "e_status": 8, "transfer_count": 32, "sactive": 32,
                           "buffer_id": 32})
 
 H2D = spec.SATA_FIS_REG_H2D

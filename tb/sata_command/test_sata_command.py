@@ -63,8 +63,60 @@ class AtaReference:
         self.per_block = block // self.sector
         self.max_sectors = limits.max_transfer * self.per_block - (self.per_block - 1)
         self.write_cache = volatile_cache
+        self.pending = {}               # NCQ: tag -> the queued command (READ/WRITE DMA EXT, lba, count)
+        self.ncq_error = False          # stopped until READ LOG EXT 10h
+        self.log = self.ncq_log()
+
+    @staticmethod
+    def ncq_log(tag=0, nq=0, status=0, error=0, lba=0, count=0):
+        """READ LOG EXT 10h's page (``spec.ATA_NCQ_ERROR_LOG``)."""
+        rec = spec.ATA_NCQ_ERROR_LOG
+        raw = rec.pack(tag=rec.compose("tag", tag=tag, nq=nq), status=status, error=error, count=count,
+                       device=ATA.DEVICE_LBA if status else 0, **{f"lba{i}": lba >> 8 * i & 0xFF for i in range(6)})
+        return raw[:511] + bytes([-sum(raw[:511]) & 0xFF])
+
+    def _ncq_failure(self, **log):
+        self.pending.clear()
+        self.ncq_error = True
+        self.log = self.ncq_log(**log)
+
+    def queue(self, cmd, *, tag, lba, count):
+        """A READ/WRITE FPDMA QUEUED arriving: (status, error) of its acknowledgement (a Register D2H)."""
+        abrt = spec.ata_status_of(Status.INVALID_FIELD)
+        if self.ncq_error:
+            return abrt
+        if tag in self.pending:                                        # every queued command aborted
+            self._ncq_failure(tag=tag, status=abrt[0], error=abrt[1], lba=lba, count=count)
+            return abrt
+        self.pending[tag] = (Ata.WRITE_DMA_EXT if cmd == Ata.WRITE_FPDMA_QUEUED else Ata.READ_DMA_EXT, lba, count)
+        return OK
+
+    def complete(self, tag, data=b""):
+        """Queued command ``tag`` run to its end (in any order the device chooses): (status, error, data in)."""
+        cmd, lba, count = self.pending.pop(tag)
+        got = self._execute(cmd, lba=lba, count=count, data=data)
+        if got[:2] != OK:
+            self._ncq_failure(tag=tag, status=got[0], error=got[1], lba=lba, count=count)
+        return got
 
     def run(self, cmd, *, features=0, lba=0, count=0, data=b""):
+        model, per, S = self.model, self.per_block, self.sector
+        abrt = (*spec.ata_status_of(Status.INVALID_FIELD), b"")
+        log_page = cmd == Ata.READ_LOG_EXT and lba & 0xFF == ATA.LOG_NCQ_ERROR
+        if self.ncq_error and not log_page:
+            return abrt
+        if self.pending and not self.ncq_error:                        # a non-queued command among queued ones
+            self._ncq_failure(nq=1, status=abrt[0], error=abrt[1])
+            return abrt
+        if cmd == Ata.READ_LOG_EXT:
+            if not log_page or lba >> 8 or count != 1:
+                return abrt
+            self.ncq_error = False
+            self.pending.clear()
+            return (*OK, self.log)
+        return self._execute(cmd, features=features, lba=lba, count=count, data=data)
+
+    def _execute(self, cmd, *, features=0, lba=0, count=0, data=b""):
         model, per, S = self.model, self.per_block, self.sector
         capacity = self.model.limits.capacity * per
         n = count or 65536
@@ -118,11 +170,11 @@ class AtaReference:
         return status(Status.INVALID_OPCODE)
 
 
-def h2d(cmd, *, features=0, lba=0, count=0, c=1, control=0):
+def h2d(cmd, *, features=0, lba=0, count=0, c=1, control=0, device=ATA.DEVICE_LBA):
     """A Register H2D FIS as dwords."""
     raw = spec.SATA_FIS_REG_H2D.pack(
         type=SataFisType.REG_H2D, flags=spec.SATA_FIS_REG_H2D.compose("flags", c=c), command=cmd,
-        features=features & 0xFF, features_exp=features >> 8, count=count, device=ATA.DEVICE_LBA, control=control,
+        features=features & 0xFF, features_exp=features >> 8, count=count, device=device, control=control,
         **{f"lba{i}": lba >> 8 * i & 0xFF for i in range(6)})
     return [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
 
@@ -165,6 +217,8 @@ class SataTB:
         self.frames = []                 # what the device sent and the host took (R_OK)
         self.r_errs = 0                  # R_ERRs the bench answered
         self.fail_next_data = False      # answer the next Data FIS with R_ERR
+        self.pending_acks = []           # queued commands sent, not yet acknowledged
+        self.data_past_command = 0       # Data FISes sent while a queued command waited for its acknowledgement
 
     # -- the link --------------------------------------------------------------------------------------
     async def link_tx(self, ctx):
@@ -273,6 +327,92 @@ class SataTB:
         assert self.core_model.contents() == self.ref.model.contents(), f"{label} {cmd:#x}: the models differ"
         return got
 
+    # -- NCQ, as a host drives it ----------------------------------------------------------------------
+    async def ncq(self, ctx, batch, *, wait_for_ack=True):
+        """Queues ``batch`` (dicts: cmd, tag, lba, count, data, fua) one after another, each after the previous
+        one's acknowledgement (or, ``wait_for_ack`` False, all at once as a host ignoring BSY), moving each
+        command's data when the device asks; each completion goes through the reference.  Returns the
+        acknowledgements [(status, error)], the completion order, and the first SDB with ERR ((status, error)
+        and the SActive bits) if any."""
+        to_send, acks, completed, failed = list(batch), [], [], None
+        by_tag = {c["tag"]: c for c in batch if "tag" in c}
+        outstanding, current, got, offset = set(), None, {}, {}
+        queued_kinds = (Ata.READ_FPDMA_QUEUED, Ata.WRITE_FPDMA_QUEUED)
+        if not wait_for_ack:            # the link held: every command is in before the first acknowledgement
+            backpressure, self.backpressure = self.backpressure, 1.0
+            for c in to_send:
+                if c["cmd"] in queued_kinds:
+                    await self.send_fis(ctx, h2d(c["cmd"], features=c["count"], lba=c["lba"], count=c["tag"] << 3))
+                else:
+                    await self.send_fis(ctx, h2d(c["cmd"], lba=c["lba"], count=c["count"]))
+                self.pending_acks.append(c)
+            to_send.clear()
+            self.backpressure = backpressure
+        while to_send or self.pending_acks or outstanding:
+            if to_send and not self.pending_acks and failed is None:
+                c = to_send.pop(0)
+                await self.send_fis(ctx, h2d(c["cmd"], features=c["count"], lba=c["lba"], count=c["tag"] << 3,
+                                             device=ATA.DEVICE_LBA | (ATA.DEVICE_FUA if c.get("fua") else 0)))
+                self.pending_acks.append(c)
+                continue
+            if failed is not None and not self.pending_acks:
+                break
+            frame = await self.next_frame(ctx)
+            kind = frame[0] & 0xFF
+            if kind == SataFisType.REG_D2H:
+                d2h = unpack(spec.SATA_FIS_REG_D2H, frame)
+                c = self.pending_acks.pop(0)
+                if c["cmd"] in queued_kinds:
+                    want = self.ref.queue(c["cmd"], tag=c["tag"], lba=c["lba"], count=c["count"])
+                else:
+                    want = self.ref.run(c["cmd"], lba=c["lba"], count=c["count"])[:2]
+                assert (d2h.status, d2h.error) == want, f"tag {c['tag']}: acknowledged {d2h.status:#x}/{d2h.error:#x}"
+                assert not d2h.status & AtaStatus.BSY
+                acks.append((d2h.status, d2h.error))
+                if want == OK:
+                    outstanding.add(c["tag"])
+                else:
+                    outstanding.clear()                 # all aborted
+            elif kind == SataFisType.DMA_SETUP:
+                fis = unpack(spec.SATA_FIS_DMA_SETUP, frame)
+                flags = spec.SATA_FIS_DMA_SETUP.decompose("flags", fis.flags)
+                current = fis.buffer_id_lo
+                c = by_tag[current]
+                assert current in outstanding and current not in got, f"DMA Setup for tag {current}"
+                assert flags.d == (c["cmd"] == Ata.READ_FPDMA_QUEUED) and not flags.a
+                assert fis.transfer_count == c["count"] * self.sector
+                got[current], offset[current] = b"", 0
+            elif kind == SataFisType.DMA_ACTIVATE:
+                c = by_tag[current]
+                assert c["cmd"] == Ata.WRITE_FPDMA_QUEUED and c["data"][offset[current]:]
+                piece = c["data"][offset[current]:offset[current] + FIS_BYTES]
+                offset[current] += len(piece)
+                self.data_past_command += len(self.pending_acks) > 0
+                await self.send_fis(ctx, [int(SataFisType.DATA)] + dwords(piece))
+            elif kind == SataFisType.DATA:
+                assert by_tag[current]["cmd"] == Ata.READ_FPDMA_QUEUED
+                got[current] += b"".join(w.to_bytes(4, "little") for w in frame[1:])
+            elif kind == SataFisType.SET_DEVICE_BITS:
+                sdb = unpack(spec.SATA_FIS_SET_DEVICE_BITS, frame)
+                status = sdb.status
+                assert spec.SATA_FIS_SET_DEVICE_BITS.decompose("flags", sdb.flags).i
+                for t in range(32):
+                    if sdb.sactive >> t & 1:
+                        assert t in outstanding, f"tag {t} completed twice or never queued"
+                        outstanding.discard(t)
+                        completed.append(t)
+                        c = by_tag[t]
+                        want = self.ref.complete(t, c.get("data", b""))
+                        assert want[:2] == OK, f"tag {t} completed, the reference failed it {want[:2]}"
+                        assert got.pop(t, b"") == want[2], f"tag {t}: the data in differs"
+                        assert self.core_model.contents() == self.ref.model.contents(), f"tag {t}: the models differ"
+                if status & AtaStatus.ERR:              # stopped: READ LOG EXT says which tag failed
+                    failed = ((status, sdb.error), sdb.sactive)
+                    outstanding.clear()
+            else:
+                raise AssertionError(f"the device sent a FIS of type {kind:#x}")
+        return acks, completed, failed
+
     def simulator(self, bench):
         sim = Simulator(self.m)
         sim.add_clock(1e-8)
@@ -294,7 +434,7 @@ class SataTB:
         r, B, cap = self.rng, self.sector, self.sectors
         maxn = self.layer.max_sectors
         cmd = r.choice([Ata.WRITE_DMA_EXT] * 5 + [Ata.READ_DMA_EXT] * 5 + [Ata.DATA_SET_MANAGEMENT] * 2 +
-                       [Ata.FLUSH_CACHE_EXT, Ata.FLUSH_CACHE, Ata.SET_FEATURES, 0x00, 0xC8, 0x60])
+                       [Ata.FLUSH_CACHE_EXT, Ata.FLUSH_CACHE, Ata.SET_FEATURES, 0x00, 0xC8, 0x24])
         kw = {}
         if cmd in (Ata.WRITE_DMA_EXT, Ata.READ_DMA_EXT):
             n = r.choice([1, 1, 2, 3, r.randint(1, self.largest), maxn + 1, 0])   # big ones: the multi-FIS test
@@ -375,7 +515,7 @@ def test_identify_device_words():
             assert w[169] & 1, "TRIM supported"
             assert w[105] == ATA.DSM_MAX_BLOCKS
             assert w[49] & 1 << 9 and w[49] & 1 << 8, "LBA and DMA"
-            assert w[75] == 0 and not w[76] & 1 << 8, "no NCQ"
+            assert w[75] == 31 and w[76] & 1 << 8 and w[76] & 1 << 1, "NCQ, 32 tags; Gen1"
             model = b"".join(x.to_bytes(2, "big") for x in w[27:47]).decode("ascii")
             assert model.rstrip() == spec.ATA_MODEL_NUMBER and len(model) == 40
             assert b"".join(x.to_bytes(2, "big") for x in w[23:27]).decode().rstrip() == spec.ATA_FIRMWARE_REVISION
@@ -579,5 +719,109 @@ def test_512e_identify_partial_writes_and_trims():
         assert tb.core.seen["DEALLOCATE"] == 1, "sectors 5-12: only the block of sectors 8-11"
         got = (await tb.check(ctx, Ata.READ_DMA_EXT, lba=4, count=12))[2]
         assert got == want[:4 * S] + bytes(4 * S) + want[8 * S:]
+
+    run(tb, bench)
+
+
+# -- NCQ ---------------------------------------------------------------------------------------------------
+def random_batch(tb, size, *, writes=0.5):
+    """Queued reads and writes on distinct tags and disjoint sector ranges (their order is the device's)."""
+    r = tb.rng
+    taken, batch = set(), []
+    for tag in r.sample(range(ATA.NCQ_DEPTH), size):
+        for _ in range(100):
+            n = r.randint(1, tb.largest)
+            lba = r.randrange(tb.sectors - n)
+            if not taken & set(range(lba, lba + n)):
+                break
+        taken |= set(range(lba, lba + n))
+        write = r.random() < writes
+        batch.append({"cmd": Ata.WRITE_FPDMA_QUEUED if write else Ata.READ_FPDMA_QUEUED, "tag": tag, "lba": lba,
+                      "count": n, "fua": r.random() < 0.3, "data": r.randbytes(n * tb.sector) if write else b""})
+    return batch
+
+
+@pytest.mark.parametrize("seed,block,sector", [(21, 512, None), (22, 2048, 512)])
+def test_ncq_random_queued_reads_and_writes(seed, block, sector):
+    """Batches of up to 32 queued reads and writes (512e: unaligned, read-modify-write) on random tags, the
+    host queueing each after the previous one's acknowledgement while the device moves data: each tag
+    acknowledged, set up, moved and completed exactly once, data and contents as the reference has them."""
+    tb = SataTB(seed, block=block, sector=sector, capacity={512: 512, 2048: 128}[block], largest=8)
+    orders = []             # completion order and issue order of each batch
+
+    async def bench(ctx):
+        for size in (32, 12):
+            batch = random_batch(tb, size, writes=0.7 if not orders else 0.5)
+            acks, completed, failed = await tb.ncq(ctx, batch)
+            assert acks == [OK] * size and failed is None
+            assert sorted(completed) == sorted(c["tag"] for c in batch), "a tag not completed exactly once"
+            orders.append((completed, [c["tag"] for c in batch]))
+        assert ctx.get(tb.transport.malformed) == 0 and ctx.get(tb.transport.crc_errors) == 0
+        assert (await tb.check(ctx, Ata.READ_LOG_EXT, lba=ATA.LOG_NCQ_ERROR, count=1))[2] == tb.ref.ncq_log()
+
+    run(tb, bench)
+    assert tb.data_past_command, "no Data FIS passed a queued command waiting in the transport"
+    assert tb.core.seen["READ"] and tb.core.seen["WRITE"]
+
+
+def test_ncq_a_failed_command_stops_the_queue_until_read_log_ext():
+    """A queued read beyond the capacity: SDB with ERR (IDNF), no SActive bit; every other command ABRT until
+    READ LOG EXT 10h, whose page names the tag, status, error, LBA and count; the rest of the queue is aborted
+    (never run); then the device takes commands again."""
+    tb = SataTB(23, capacity=256, r_err=0)
+    data = tb.rng.randbytes(4 * tb.block)
+
+    async def bench(ctx):
+        batch = [{"cmd": Ata.WRITE_FPDMA_QUEUED, "tag": 3, "lba": 8, "count": 4, "data": data},
+                 {"cmd": Ata.READ_FPDMA_QUEUED, "tag": 17, "lba": 254, "count": 4},
+                 {"cmd": Ata.WRITE_FPDMA_QUEUED, "tag": 30, "lba": 40, "count": 4, "data": data}]
+        acks, completed, failed = await tb.ncq(ctx, batch[:2])
+        assert completed == [3] and failed == (IDNF, 0)
+        tb.ref.complete(17)
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=8, count=4))[:2] == ABRT, "not stopped"
+        acks, completed, failed = await tb.ncq(ctx, batch[2:])
+        assert acks == [ABRT] and not completed
+        st, er, page = await tb.check(ctx, Ata.READ_LOG_EXT, lba=ATA.LOG_NCQ_ERROR, count=1)
+        log = spec.ATA_NCQ_ERROR_LOG.unpack(page)
+        assert (st, er) == OK and spec.ATA_NCQ_ERROR_LOG.decompose("tag", log.tag).tag == 17
+        assert (log.status, log.error, log.count, log.lba0) == (*IDNF, 4, 254) and sum(page) % 256 == 0
+        acks, completed, failed = await tb.ncq(ctx, batch[2:])
+        assert acks == [OK] and completed == [30]
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=8, count=4))[2] == data
+
+    run(tb, bench)
+
+
+def test_ncq_a_tag_in_use_aborts_the_queue():
+    """A host queueing a tag still outstanding (both commands in before the first acknowledgement): the
+    second is ABRT, every queued command aborted, the log names the tag; READ LOG EXT clears it all."""
+    tb = SataTB(24, capacity=256, r_err=0)
+
+    async def bench(ctx):
+        cmd = {"cmd": Ata.READ_FPDMA_QUEUED, "tag": 7, "lba": 0, "count": 2}
+        acks, completed, failed = await tb.ncq(ctx, [cmd, dict(cmd, lba=9)], wait_for_ack=False)
+        assert acks == [OK, ABRT] and not completed and not tb.core.seen
+        st, er, page = await tb.check(ctx, Ata.READ_LOG_EXT, lba=ATA.LOG_NCQ_ERROR, count=1)
+        assert spec.ATA_NCQ_ERROR_LOG.decompose("tag", page[0]).tag == 7
+        acks, completed, failed = await tb.ncq(ctx, [cmd])
+        assert acks == [OK] and completed == [7]
+
+    run(tb, bench)
+
+
+def test_ncq_a_non_queued_command_among_queued_ones_aborts_them():
+    """READ DMA EXT arriving while a queued command is outstanding: ABRT, the queued one aborted (never
+    run), the log's NQ bit set; afterwards everything works."""
+    tb = SataTB(25, capacity=256, r_err=0)
+
+    async def bench(ctx):
+        queued = {"cmd": Ata.WRITE_FPDMA_QUEUED, "tag": 12, "lba": 0, "count": 2, "data": bytes(1024)}
+        plain = {"cmd": Ata.READ_DMA_EXT, "lba": 0, "count": 1}
+        acks, completed, failed = await tb.ncq(ctx, [queued, plain], wait_for_ack=False)
+        assert acks == [OK, ABRT] and not completed and not tb.core.seen
+        st, er, page = await tb.check(ctx, Ata.READ_LOG_EXT, lba=ATA.LOG_NCQ_ERROR, count=1)
+        assert spec.ATA_NCQ_ERROR_LOG.decompose("tag", page[0]).nq == 1
+        assert (await tb.check(ctx, Ata.READ_LOG_EXT, lba=0x11, count=1))[:2] == ABRT
+        assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=0, count=1))[:2] == OK
 
     run(tb, bench)
