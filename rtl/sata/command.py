@@ -39,18 +39,20 @@ not return, ICRC|ABRT for a transfer the link lost (a Data FIS with a bad CRC or
 from the host, R_ERR on ours: DATA_TRANSFER_ERROR).  A command refused before its data phase sends
 just the D2H; one whose write data went wrong reaches the core not at all; either way nothing changed.
 
-**NCQ** (READ/WRITE FPDMA QUEUED: the tag in count 7:3, the sectors in features, FUA in device bit 7).
-A queued command is written into its tag's slot of a table and acknowledged at once with a Register
-D2H (DRDY, BSY clear), so the host may queue more.  When no command is arriving, the lowest pending tag
-runs as READ/WRITE DMA EXT would, with a DMA Setup FIS (the tag as buffer id, the direction, no
+**NCQ** (READ/WRITE FPDMA QUEUED: the tag in count 7:3, the sectors in features, FUA in device bit 7). A
+queued command is written into its tag's slot of a table and acknowledged at once with a Register D2H
+(DRDY, BSY clear), so the host may queue more. When no command is arriving, the lowest pending tag runs
+as READ/WRITE DMA EXT would, with a DMA Setup FIS (the tag as buffer id, the direction, no
 auto-activate) just before its data moves, and completes in a Set Device Bits FIS with its SActive bit.
 A queued command that fails sends the SDB with ERR and no SActive bit and stops the queue: the NCQ error
-state, in which every command but READ LOG EXT 10h is ABRT.  A tag already outstanding, or a non-queued
+state, in which every command but READ LOG EXT 10h is ABRT. A tag already outstanding, or a non-queued
 command while queued ones are outstanding, is ABRT, aborts every outstanding queued command and enters
-the error state too (the log's NQ bit for the latter).  READ LOG EXT 10h (PIO data-in, as IDENTIFY)
-sends the NCQ command error log (``spec.ATA_NCQ_ERROR_LOG``: the failed tag, NQ, status, error, LBA,
-count), leaves the error state and aborts whatever was still queued.  One queued command runs at a
-time; the transport keeps a waiting Register H2D aside so the running command's Data FISes pass it.
+the error state too (the log's NQ bit for the latter); a queued command that arrived while a non-queued
+one ran (the host ignored BSY) is ABRT once that one has ended, and changes nothing. READ LOG EXT 10h
+(PIO data-in, as IDENTIFY) sends the NCQ command error log (``spec.ATA_NCQ_ERROR_LOG``: the failed tag,
+NQ, status, error, LBA, count), leaves the error state and aborts whatever was still queued. One queued
+command runs at a time; the transport keeps a waiting Register H2D aside so the running command's Data
+FISes pass it.
 
 Register H2D FISes with C = 0 (device control) are taken and ignored.
 """
@@ -222,6 +224,9 @@ class AtaCommandLayer(wiring.Component):
         pending = Signal(NCQ_TAGS)              # queued commands acknowledged and not yet completed
         table = Array(Signal(QUEUED, name=f"queued_{t}") for t in range(NCQ_TAGS))
         ncq_error = Signal()                    # stopped until READ LOG EXT 10h
+        running_plain = Signal()                # a non-queued command is running (BSY, for the host)
+        arrived_busy = Signal()                 # a command came in while one was: the host ignored BSY
+        collided = Signal()                     # ... and that is the command being decoded
         log = Signal(layouts.layout_of(spec.ATA_NCQ_ERROR_LOG))
 
         def ncq_failure(nq, status_bits, error_bits, at_tag=0, at_lba=0, count=0):
@@ -289,6 +294,8 @@ class AtaCommandLayer(wiring.Component):
         staged = self.staging_base + offset
         first_chunk = Mux(words_left > FIS_DWORDS, FIS_DWORDS, words_left)
 
+        with m.If(self.command.valid & running_plain & ~self.idle):
+            m.d.sync += arrived_busy.eq(1)
         with m.FSM() as fsm:
             m.d.comb += self.idle.eq(fsm.ongoing("IDLE"))
             with m.State("IDLE"):
@@ -299,7 +306,8 @@ class AtaCommandLayer(wiring.Component):
                                  n.eq(Mux(c.count == 0, 1 << 16, c.count)), status.eq(Status.SUCCESS),
                                  identify.eq(0), log_out.eq(0), disabling_cache.eq(0), index.eq(0), queued.eq(0),
                                  fua.eq(0), tag.eq(c.count[ATA.NCQ_TAG_SHIFT:ATA.NCQ_TAG_SHIFT + 5]),
-                                 device.eq(c.device)]
+                                 device.eq(c.device), collided.eq(arrived_busy), arrived_busy.eq(0),
+                                 running_plain.eq(0)]
                     m.next = "DECODE"
                 with m.Elif(pending.any() & ~ncq_error):
                     m.d.comb += self.command.ready.eq(0)
@@ -320,6 +328,8 @@ class AtaCommandLayer(wiring.Component):
                 abrt = spec.ata_status_of(Status.INVALID_FIELD)
                 with m.If(ncq_error & ~log_page):
                     fail(Status.INVALID_FIELD)                  # stopped until the host reads the log
+                with m.Elif(is_queued_op & collided):
+                    fail(Status.INVALID_FIELD)                  # queued while a non-queued command ran
                 with m.Elif(is_queued_op & pending.bit_select(tag, 1)):
                     m.d.sync += pending.eq(0)                   # a tag in use: every queued command aborted
                     ncq_failure(0, *abrt, at_tag=tag, at_lba=lba, count=features)
@@ -334,6 +344,7 @@ class AtaCommandLayer(wiring.Component):
                     ncq_failure(1, *abrt)
                     fail(Status.INVALID_FIELD)
                 with m.Else():
+                    m.d.sync += running_plain.eq(~queued)
                     with m.Switch(op):
                         with m.Case(Ata.READ_LOG_EXT):
                             with m.If((lba[:8] != ATA.LOG_NCQ_ERROR) | (lba[8:] != 0) | (n != 1)):

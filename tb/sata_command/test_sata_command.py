@@ -825,3 +825,27 @@ def test_ncq_a_non_queued_command_among_queued_ones_aborts_them():
         assert (await tb.check(ctx, Ata.READ_DMA_EXT, lba=0, count=1))[:2] == OK
 
     run(tb, bench)
+
+
+def test_ncq_a_queued_command_while_a_non_queued_one_runs_is_aborted():
+    """A host queueing a command while FLUSH CACHE EXT still runs (BSY): the flush completes, the queued
+    command is ABRT and changes nothing (no queue, no error state); then queued commands work."""
+    tb = SataTB(26, capacity=256, r_err=0)
+
+    async def bench(ctx):
+        data = tb.rng.randbytes(2 * tb.block)
+        queued = {"cmd": Ata.WRITE_FPDMA_QUEUED, "tag": 5, "lba": 4, "count": 2, "data": data}
+        backpressure, tb.backpressure = tb.backpressure, 1.0             # the flush's D2H waits
+        await tb.send_fis(ctx, h2d(Ata.FLUSH_CACHE_EXT))
+        await tb.send_fis(ctx, h2d(queued["cmd"], features=2, lba=4, count=5 << 3))
+        tb.backpressure = backpressure
+        for want in (OK, ABRT):
+            d2h = unpack(spec.SATA_FIS_REG_D2H, await tb.next_frame(ctx))
+            assert (d2h.status, d2h.error) == want
+        assert tb.ref.run(Ata.FLUSH_CACHE_EXT)[:2] == OK
+        assert tb.core.seen["FLUSH"] == 1 and not tb.core.seen["WRITE"]
+        acks, completed, failed = await tb.ncq(ctx, [queued])
+        assert acks == [OK] and completed == [5] and failed is None, "the device did not take queued commands again"
+        assert (await tb.check(ctx, Ata.READ_LOG_EXT, lba=ATA.LOG_NCQ_ERROR, count=1))[2] == tb.ref.ncq_log()
+
+    run(tb, bench)
